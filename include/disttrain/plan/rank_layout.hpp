@@ -1,0 +1,446 @@
+#pragma once
+/// @file rank_layout.hpp
+/// @brief The map from global rank to (segment, PP stage, DP replica, TP rank)
+/// and back, plus the rank lists of every TP, PP, DP and module-boundary group.
+///
+/// This map is the single source of truth for the communicator (comm/), the
+/// reorderer (reorder/) and the executor (exec/). Everything here is a pure
+/// function of the segment list, so every rank computes the same answer.
+///
+/// ## Numbering
+/// Segments (encoder(s), backbone, generator(s)) are laid out in pipeline order,
+/// each on a contiguous block of ranks starting at `base(s)`. Inside a segment
+///
+///     rank = base(s) + (stage * dp + replica) * tp + tp_rank
+///
+/// i.e. TP is innermost (TP groups are contiguous, hence inside one node when
+/// `tp` divides `gpus_per_node` and the base is a multiple of `tp`), then DP,
+/// then PP.
+///
+/// ## Groups and the order used to create communicators
+/// Every group is a list of ranks in **ascending rank order**, so with
+/// `MPI_Comm_split(world, color, key)` use `key = rank` (or the position in the
+/// list; same order), and with `ncclCommInitRank` the group-local rank is the
+/// position in the list. Groups of one kind are enumerated in a fixed order
+/// and `color` = index in that enumeration (`group_color`):
+///
+/// | kind | members | enumeration order (color) |
+/// |---|---|---|
+/// | TP | same segment, stage, replica | segment, stage, replica |
+/// | PP | same segment, replica, tp_rank (a replica's chain of stages) | segment, replica, tp_rank |
+/// | DP | same segment, stage, tp_rank | segment, stage, tp_rank |
+/// | boundary | last stage of segment i + first stage of segment i+1 | i |
+///
+/// TP, PP and DP groups each partition the world, so one `MPI_Comm_split` per
+/// kind creates them all. Boundary groups overlap when a segment has a single
+/// stage (its ranks are both the tail of one boundary and the head of the
+/// next), so create boundary i with its own split: color 0 for members and
+/// `MPI_UNDEFINED` for the others (or `MPI_Comm_create_group`).
+///
+/// @code
+/// disttrain::rank_layout L({{"vit", "encoder", 2, 1, 2},
+///                           {"llm", "backbone", 4, 2, 3},
+///                           {"sd", "generator", 1, 1, 4}}, 8);
+/// // L.world_size() == 4 + 24 + 4; L.coord(5) == {1, 0, 0, 1}
+/// auto tp = L.tp_group(1, 0, 2);   // {12, 13, 14, 15}
+/// auto b  = L.boundary_group(0);   // vit ranks 0..3 and llm stage-0 ranks 4..15
+/// @endcode
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+
+namespace disttrain {
+
+/// @brief One module segment of the pipeline: a name, a free-form role
+/// ("encoder", "backbone", "generator", ...) and its TP/PP/DP degrees.
+///
+/// @code
+/// disttrain::segment_spec s{"llm", "backbone", 8, 4, 2};  // 64 GPUs
+/// @endcode
+struct segment_spec {
+  std::string name;  ///< unique, non-empty
+  std::string role;  ///< informative only (e.g. "encoder"); may be empty
+  int tp = 1;        ///< tensor-parallel degree, >= 1
+  int pp = 1;        ///< pipeline stages, >= 1
+  int dp = 1;        ///< data-parallel replicas, >= 1
+
+  /// @brief Ranks this segment occupies: tp * pp * dp.
+  [[nodiscard]] long long size() const noexcept {
+    return static_cast<long long>(tp) * pp * dp;
+  }
+  friend bool operator==(const segment_spec&, const segment_spec&) = default;
+};
+
+/// @brief Coordinates of one rank.
+///
+/// @code
+/// disttrain::rank_coord c{1, 0, 2, 3};  // segment 1, stage 0, replica 2, tp_rank 3
+/// @endcode
+struct rank_coord {
+  int segment = 0;  ///< index into rank_layout::segments()
+  int stage = 0;    ///< PP stage within the segment
+  int replica = 0;  ///< DP replica within the segment
+  int tp_rank = 0;  ///< rank within the TP group
+  friend bool operator==(const rank_coord&, const rank_coord&) = default;
+};
+
+/// @brief Kind of a process group.
+enum class group_kind { tp, pp, dp, boundary };
+
+/// @brief Name of a group kind: "tp", "pp", "dp", "boundary".
+constexpr std::string_view to_string(group_kind k) noexcept {
+  switch (k) {
+    case group_kind::tp: return "tp";
+    case group_kind::pp: return "pp";
+    case group_kind::dp: return "dp";
+    case group_kind::boundary: return "boundary";
+  }
+  return "unknown";
+}
+
+/// @brief The rank layout of a disaggregated pipeline (see the file comment
+/// for the numbering and the group order).
+///
+/// @code
+/// disttrain::rank_layout L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 2, 1}});
+/// int r = L.rank({1, 1, 0, 1});          // 2 + (1*1+0)*2 + 1 == 5
+/// auto dp = L.dp_group(0, 0, 0);         // {0, 1}
+/// @endcode
+class rank_layout {
+ public:
+  rank_layout() = default;
+
+  /// @brief Builds the layout; `gpus_per_node` = 0 means "no node placement
+  /// constraints". Throws `errc::invalid_argument` naming the segment field.
+  explicit rank_layout(std::vector<segment_spec> segments, int gpus_per_node = 0)
+      : segments_(std::move(segments)), gpus_per_node_(gpus_per_node) {
+    validate_and_index();
+  }
+
+  /// @brief The segments in pipeline order.
+  [[nodiscard]] const std::vector<segment_spec>& segments() const noexcept { return segments_; }
+  /// @brief Number of segments.
+  [[nodiscard]] int num_segments() const noexcept { return static_cast<int>(segments_.size()); }
+  /// @brief One segment; throws if `s` is out of range.
+  [[nodiscard]] const segment_spec& segment(int s) const {
+    check_segment(s);
+    return segments_[static_cast<std::size_t>(s)];
+  }
+  /// @brief Index of the segment called `name`; throws `invalid_argument` if none.
+  [[nodiscard]] int segment_index(std::string_view name) const {
+    for (std::size_t i = 0; i < segments_.size(); ++i)
+      if (segments_[i].name == name) return static_cast<int>(i);
+    detail::fail(errc::invalid_argument, "rank_layout.segments", "no segment named '", name, "'");
+  }
+  /// @brief GPUs per node (0 = unconstrained).
+  [[nodiscard]] int gpus_per_node() const noexcept { return gpus_per_node_; }
+  /// @brief Total number of ranks.
+  [[nodiscard]] int world_size() const noexcept { return world_; }
+  /// @brief First rank of segment `s`.
+  [[nodiscard]] int base(int s) const {
+    check_segment(s);
+    return bases_[static_cast<std::size_t>(s)];
+  }
+  /// @brief Number of ranks of segment `s`.
+  [[nodiscard]] int segment_size(int s) const { return static_cast<int>(segment(s).size()); }
+  /// @brief Number of nodes used (ceil(world / gpus_per_node)); 0 if unconstrained.
+  [[nodiscard]] int num_nodes() const noexcept {
+    return gpus_per_node_ > 0 ? (world_ + gpus_per_node_ - 1) / gpus_per_node_ : 0;
+  }
+  /// @brief Node of `rank` (rank / gpus_per_node); throws if unconstrained.
+  [[nodiscard]] int node(int rank) const {
+    check_rank(rank);
+    detail::require(gpus_per_node_ > 0, "rank_layout.gpus_per_node",
+                    "node placement needs gpus_per_node > 0");
+    return rank / gpus_per_node_;
+  }
+
+  /// @brief Coordinates of `rank`; throws if out of [0, world_size).
+  [[nodiscard]] rank_coord coord(int rank) const {
+    check_rank(rank);
+    // Segment: last base <= rank (bases_ strictly increasing).
+    auto it = std::upper_bound(bases_.begin(), bases_.end(), rank);
+    const int s = static_cast<int>(it - bases_.begin()) - 1;
+    const segment_spec& g = segments_[static_cast<std::size_t>(s)];
+    int off = rank - bases_[static_cast<std::size_t>(s)];
+    rank_coord c;
+    c.segment = s;
+    c.tp_rank = off % g.tp;
+    off /= g.tp;
+    c.replica = off % g.dp;
+    c.stage = off / g.dp;
+    return c;
+  }
+
+  /// @brief Global rank at `c`; throws naming the coordinate out of range.
+  [[nodiscard]] int rank(const rank_coord& c) const {
+    check_segment(c.segment);
+    const segment_spec& g = segments_[static_cast<std::size_t>(c.segment)];
+    const std::string w = detail::cat("rank_layout.", g.name);
+    detail::require_in_range(c.stage, 0, g.pp - 1, w + ".stage");
+    detail::require_in_range(c.replica, 0, g.dp - 1, w + ".replica");
+    detail::require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
+    return bases_[static_cast<std::size_t>(c.segment)] + (c.stage * g.dp + c.replica) * g.tp + c.tp_rank;
+  }
+  /// @brief Shorthand for `rank({segment, stage, replica, tp_rank})`.
+  [[nodiscard]] int rank(int segment, int stage, int replica, int tp_rank) const {
+    return rank(rank_coord{segment, stage, replica, tp_rank});
+  }
+
+  /// @brief Ranks of the TP group (segment, stage, replica), ascending.
+  [[nodiscard]] std::vector<int> tp_group(int s, int stage, int replica) const {
+    const segment_spec& g = segment(s);
+    std::vector<int> out;
+    out.reserve(static_cast<std::size_t>(g.tp));
+    for (int t = 0; t < g.tp; ++t) out.push_back(rank(s, stage, replica, t));
+    return out;
+  }
+  /// @brief Ranks of the PP group (segment, replica, tp_rank) in stage order (ascending).
+  [[nodiscard]] std::vector<int> pp_group(int s, int replica, int tp_rank) const {
+    const segment_spec& g = segment(s);
+    std::vector<int> out;
+    out.reserve(static_cast<std::size_t>(g.pp));
+    for (int p = 0; p < g.pp; ++p) out.push_back(rank(s, p, replica, tp_rank));
+    return out;
+  }
+  /// @brief Ranks of the DP group (segment, stage, tp_rank) in replica order (ascending).
+  [[nodiscard]] std::vector<int> dp_group(int s, int stage, int tp_rank) const {
+    const segment_spec& g = segment(s);
+    std::vector<int> out;
+    out.reserve(static_cast<std::size_t>(g.dp));
+    for (int d = 0; d < g.dp; ++d) out.push_back(rank(s, stage, d, tp_rank));
+    return out;
+  }
+  /// @brief Ranks of one whole stage of segment `s` (all replicas and TP ranks), ascending.
+  [[nodiscard]] std::vector<int> stage_ranks(int s, int stage) const {
+    const segment_spec& g = segment(s);
+    detail::require_in_range(stage, 0, g.pp - 1, detail::cat("rank_layout.", g.name, ".stage"));
+    const int first = rank(s, stage, 0, 0);
+    std::vector<int> out(static_cast<std::size_t>(g.dp * g.tp));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = first + static_cast<int>(i);
+    return out;
+  }
+  /// @brief Number of boundaries (num_segments() - 1, or 0).
+  [[nodiscard]] int num_boundaries() const noexcept {
+    return segments_.empty() ? 0 : num_segments() - 1;
+  }
+  /// @brief Boundary group `i`: last stage of segment i then first stage of
+  /// segment i+1 (ascending ranks).
+  [[nodiscard]] std::vector<int> boundary_group(int i) const {
+    detail::require_in_range(i, 0, num_boundaries() - 1, "rank_layout.boundary");
+    return boundary_group(i, i + 1);
+  }
+  /// @brief Group of the last stage of segment `a` and the first stage of
+  /// segment `b` (any a != b, e.g. a second encoder feeding the backbone),
+  /// ordered: segment a's ranks first, then segment b's.
+  [[nodiscard]] std::vector<int> boundary_group(int a, int b) const {
+    check_segment(a);
+    check_segment(b);
+    detail::require(a != b, "rank_layout.boundary", "segments must differ, got ", a, " twice");
+    std::vector<int> out = stage_ranks(a, segment(a).pp - 1);
+    std::vector<int> tail = stage_ranks(b, 0);
+    out.insert(out.end(), tail.begin(), tail.end());
+    return out;
+  }
+
+  /// @brief All groups of `kind`, in the enumeration order of the file comment
+  /// (index = color).
+  [[nodiscard]] std::vector<std::vector<int>> groups(group_kind kind) const {
+    std::vector<std::vector<int>> out;
+    for (int s = 0; s < num_segments(); ++s) {
+      const segment_spec& g = segments_[static_cast<std::size_t>(s)];
+      switch (kind) {
+        case group_kind::tp:
+          for (int p = 0; p < g.pp; ++p)
+            for (int d = 0; d < g.dp; ++d) out.push_back(tp_group(s, p, d));
+          break;
+        case group_kind::pp:
+          for (int d = 0; d < g.dp; ++d)
+            for (int t = 0; t < g.tp; ++t) out.push_back(pp_group(s, d, t));
+          break;
+        case group_kind::dp:
+          for (int p = 0; p < g.pp; ++p)
+            for (int t = 0; t < g.tp; ++t) out.push_back(dp_group(s, p, t));
+          break;
+        case group_kind::boundary:
+          if (s + 1 < num_segments()) out.push_back(boundary_group(s));
+          break;
+      }
+    }
+    return out;
+  }
+
+  /// @brief Color of `rank`'s group of `kind` for `MPI_Comm_split` (index in
+  /// `groups(kind)`). For `group_kind::boundary` use `boundary_colors` instead
+  /// (a rank may belong to two boundary groups); this throws for it.
+  [[nodiscard]] int group_color(group_kind kind, int r) const {
+    const rank_coord c = coord(r);
+    int color = 0;
+    for (int s = 0; s < c.segment; ++s) color += groups_per_segment(kind, s);
+    const segment_spec& g = segments_[static_cast<std::size_t>(c.segment)];
+    switch (kind) {
+      case group_kind::tp: return color + c.stage * g.dp + c.replica;
+      case group_kind::pp: return color + c.replica * g.tp + c.tp_rank;
+      case group_kind::dp: return color + c.stage * g.tp + c.tp_rank;
+      case group_kind::boundary: break;
+    }
+    detail::fail(errc::invalid_argument, "rank_layout.group_color",
+                 "boundary groups overlap; use boundary_colors(rank)");
+  }
+  /// @brief Position of `rank` inside its group of `kind` (the `key` /
+  /// group-local rank): tp_rank, stage or replica.
+  [[nodiscard]] int group_rank(group_kind kind, int r) const {
+    const rank_coord c = coord(r);
+    switch (kind) {
+      case group_kind::tp: return c.tp_rank;
+      case group_kind::pp: return c.stage;
+      case group_kind::dp: return c.replica;
+      case group_kind::boundary: break;
+    }
+    detail::fail(errc::invalid_argument, "rank_layout.group_rank",
+                 "boundary groups overlap; find the rank in boundary_group(i)");
+  }
+  /// @brief Indices of the boundary groups `rank` belongs to (0, 1 or 2), ascending.
+  [[nodiscard]] std::vector<int> boundary_colors(int r) const {
+    const rank_coord c = coord(r);
+    std::vector<int> out;
+    const segment_spec& g = segments_[static_cast<std::size_t>(c.segment)];
+    if (c.stage == 0 && c.segment > 0) out.push_back(c.segment - 1);
+    if (c.stage == g.pp - 1 && c.segment + 1 < num_segments()) out.push_back(c.segment);
+    return out;
+  }
+
+  friend bool operator==(const rank_layout& a, const rank_layout& b) {
+    return a.segments_ == b.segments_ && a.gpus_per_node_ == b.gpus_per_node_;
+  }
+
+ private:
+  [[nodiscard]] int groups_per_segment(group_kind kind, int s) const {
+    const segment_spec& g = segments_[static_cast<std::size_t>(s)];
+    switch (kind) {
+      case group_kind::tp: return g.pp * g.dp;
+      case group_kind::pp: return g.dp * g.tp;
+      case group_kind::dp: return g.pp * g.tp;
+      case group_kind::boundary: return s + 1 < num_segments() ? 1 : 0;
+    }
+    return 0;
+  }
+
+  void check_segment(int s) const {
+    detail::require_in_range(s, 0, num_segments() - 1, "rank_layout.segment");
+  }
+  void check_rank(int r) const {
+    detail::require(r >= 0 && r < world_, "rank_layout.rank", "rank ", r, " out of [0, ", world_, ")");
+  }
+
+  void validate_and_index() {
+    detail::require(!segments_.empty(), "rank_layout.segments", "needs at least one segment");
+    detail::require_non_negative(gpus_per_node_, "rank_layout.gpus_per_node");
+    long long total = 0;
+    bases_.clear();
+    for (std::size_t i = 0; i < segments_.size(); ++i) {
+      const segment_spec& g = segments_[i];
+      const std::string w = detail::cat("rank_layout.segments[", i, "]");
+      detail::require(!g.name.empty(), w + ".name", "must not be empty");
+      for (std::size_t j = 0; j < i; ++j)
+        detail::require(segments_[j].name != g.name, w + ".name", "duplicate segment name '", g.name,
+                        "' (also segments[", j, "])");
+      const std::string wn = detail::cat("rank_layout.", g.name);
+      detail::require_positive(g.tp, wn + ".tp");
+      detail::require_positive(g.pp, wn + ".pp");
+      detail::require_positive(g.dp, wn + ".dp");
+      if (gpus_per_node_ > 0) {
+        detail::require(gpus_per_node_ % g.tp == 0, wn + ".tp", "tp ", g.tp,
+                        " must divide gpus_per_node ", gpus_per_node_, " (TP groups stay inside a node)");
+        detail::require(total % g.tp == 0, wn + ".tp", "segment base rank ", total,
+                        " is not a multiple of tp ", g.tp,
+                        " (a TP group would straddle two nodes); reorder or pad segments");
+      }
+      bases_.push_back(static_cast<int>(total));
+      total += g.size();
+      detail::require(total <= static_cast<long long>(INT_MAX), wn, "world size ", total,
+                      " exceeds INT_MAX");
+    }
+    world_ = static_cast<int>(total);
+  }
+
+  std::vector<segment_spec> segments_;
+  std::vector<int> bases_;
+  int gpus_per_node_ = 0;
+  int world_ = 0;
+};
+
+// ---- JSON -------------------------------------------------------------------
+
+/// @brief `{"name", "role", "tp", "pp", "dp"}`.
+inline void to_json(json& j, const segment_spec& s) {
+  j = json{{"name", s.name}, {"role", s.role}, {"tp", s.tp}, {"pp", s.pp}, {"dp", s.dp}};
+}
+/// @brief Reads a segment; `role` optional (default ""), tp/pp/dp default 1.
+inline void from_json(const json& j, segment_spec& s) {
+  s.name = detail::json_get<std::string>(j, "name", "segment");
+  const std::string p = "segments." + s.name;
+  s.role = detail::json_get_or<std::string>(j, "role", "", p);
+  s.tp = detail::json_get_or<int>(j, "tp", 1, p);
+  s.pp = detail::json_get_or<int>(j, "pp", 1, p);
+  s.dp = detail::json_get_or<int>(j, "dp", 1, p);
+}
+/// @brief `{"segment", "stage", "replica", "tp_rank"}`.
+inline void to_json(json& j, const rank_coord& c) {
+  j = json{{"segment", c.segment}, {"stage", c.stage}, {"replica", c.replica}, {"tp_rank", c.tp_rank}};
+}
+inline void from_json(const json& j, rank_coord& c) {
+  c.segment = detail::json_get<int>(j, "segment", "rank_coord");
+  c.stage = detail::json_get<int>(j, "stage", "rank_coord");
+  c.replica = detail::json_get<int>(j, "replica", "rank_coord");
+  c.tp_rank = detail::json_get<int>(j, "tp_rank", "rank_coord");
+}
+/// @brief `{"gpus_per_node", "world_size", "segments": [...]}` (world_size and
+/// each segment's "base" are informative; on input they are checked if present).
+inline void to_json(json& j, const rank_layout& L) {
+  json segs = json::array();
+  for (int s = 0; s < L.num_segments(); ++s) {
+    json js = L.segment(s);
+    js["base"] = L.base(s);
+    segs.push_back(std::move(js));
+  }
+  j = json{{"gpus_per_node", L.gpus_per_node()}, {"world_size", L.world_size()}, {"segments", std::move(segs)}};
+}
+inline void from_json(const json& j, rank_layout& L) {
+  const json segs = detail::json_get<json>(j, "segments", "rank_layout");
+  if (!segs.is_array()) detail::fail(errc::parse_error, "rank_layout.segments", "expected an array");
+  std::vector<segment_spec> v;
+  for (const json& e : segs) v.push_back(e.get<segment_spec>());
+  L = rank_layout(std::move(v), detail::json_get_or<int>(j, "gpus_per_node", 0, "rank_layout"));
+  if (j.contains("world_size")) {
+    const int w = detail::json_get<int>(j, "world_size", "rank_layout");
+    detail::require(w == L.world_size(), "rank_layout.world_size", "given ", w,
+                    " but the segments need ", L.world_size());
+  }
+  for (std::size_t i = 0; i < segs.size(); ++i)
+    if (segs[i].contains("base")) {
+      const int b = detail::json_get<int>(segs[i], "base", "rank_layout.segments");
+      detail::require(b == L.base(static_cast<int>(i)), detail::cat("rank_layout.", L.segment(static_cast<int>(i)).name, ".base"),
+                      "given ", b, " but contiguous numbering gives ", L.base(static_cast<int>(i)));
+    }
+}
+
+/// @brief Every group of every kind as JSON (`{"tp": [[..],..], "pp": .., "dp": .., "boundary": ..}`),
+/// for tools and debugging.
+[[nodiscard]] inline json groups_to_json(const rank_layout& L) {
+  json j;
+  for (group_kind k : {group_kind::tp, group_kind::pp, group_kind::dp, group_kind::boundary})
+    j[std::string(to_string(k))] = L.groups(k);
+  return j;
+}
+
+}  // namespace disttrain
