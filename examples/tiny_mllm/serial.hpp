@@ -1,0 +1,91 @@
+#pragma once
+/// @file serial.hpp
+/// @brief The single-process reference: the whole tiny model on one thread,
+/// the whole global batch in order, then one optimizer step. The distributed
+/// example must reproduce its gradients (tests/exec/test_tiny_mllm_equivalence.cpp).
+///
+/// @code
+/// tiny_mllm::serial_trainer t(tiny_mllm::config{});
+/// std::vector<tiny_mllm::sample> batch = ...;
+/// double loss = t.compute_gradients(batch);   // grads of (1/N) sum of losses
+/// t.step();                                    // Adam
+/// @endcode
+
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "data.hpp"
+#include "modules.hpp"
+#include "tensor.hpp"
+
+namespace tiny_mllm {
+
+/// @brief The whole model in one process.
+class serial_trainer {
+ public:
+  explicit serial_trainer(const config& c, adam::settings opt = {})
+      : enc_(c), bb_(c, 0, c.layers), gen_(c), opt_enc_(opt), opt_bb_(opt), opt_gen_(opt) {}
+
+  /// @brief Zeroes the gradients, runs forward and backward over every sample
+  /// of `batch` with loss scale 1/batch.size(), and returns the batch loss.
+  double compute_gradients(std::span<const sample> batch) {
+    disttrain::detail::require(!batch.empty(), "serial_trainer", "empty batch");
+    const double scale = 1.0 / static_cast<double>(batch.size());
+    zero_grads(enc_.params());
+    zero_grads(bb_.params());
+    zero_grads(gen_.params());
+    bb_.set_loss_scale(scale);
+    gen_.set_loss_scale(scale);
+    double loss = 0.0;
+    for (const sample& s : batch) {
+      const std::uint64_t k = s.meta.id;
+      const matrix tokens = enc_.forward(k, s.images);
+      auto out = bb_.forward(k, tokens, s.text);
+      loss += out.loss + gen_.forward(k, out.hidden, s.target);
+      const matrix d_hidden = gen_.backward_input(k);
+      gen_.backward_weight(k);
+      const matrix d_tokens = bb_.backward_input(k, d_hidden);
+      bb_.backward_weight(k);
+      enc_.backward_input(k, d_tokens);
+      enc_.backward_weight(k);
+    }
+    return loss;
+  }
+
+  /// @brief One Adam step on every parameter.
+  void step() {
+    opt_enc_.step(enc_.params());
+    opt_bb_.step(bb_.params());
+    opt_gen_.step(gen_.params());
+  }
+
+  /// @brief Every parameter by name (value and gradient).
+  [[nodiscard]] std::map<std::string, const param_tensor*> params() const {
+    std::map<std::string, const param_tensor*> out;
+    for (auto ps : {enc_.params(), bb_.params(), gen_.params()})
+      for (const auto& p : ps) out[p.name] = &p;
+    return out;
+  }
+
+  encoder& enc() { return enc_; }
+  backbone_stage& backbone() { return bb_; }
+  generator& gen() { return gen_; }
+
+ private:
+  encoder enc_;
+  backbone_stage bb_;
+  generator gen_;
+  adam opt_enc_, opt_bb_, opt_gen_;
+};
+
+/// @brief Samples `first .. first + n - 1` (a global batch of consecutive ids).
+inline std::vector<sample> make_batch(const config& c, std::uint64_t first, std::size_t n) {
+  std::vector<sample> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.push_back(make_sample(c, first + i));
+  return out;
+}
+
+}  // namespace tiny_mllm
