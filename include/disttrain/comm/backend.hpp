@@ -1,0 +1,139 @@
+#pragma once
+/// @file backend.hpp
+/// @brief The `comm_backend` concept every transport satisfies (local threads,
+/// MPI, NCCL), the description of one transfer used in error messages, and
+/// `wait_all`.
+///
+/// A backend moves bytes between ranks of one world:
+/// - `isend(bytes, peer, tag)` / `irecv(bytes, peer, tag)` start a transfer and
+///   return a `request`; messages between one pair of ranks with one tag are
+///   matched in posting order (MPI semantics); the receive size must equal
+///   the send size (a mismatch is `errc::comm_error` naming both sizes).
+/// - `wait(request)` blocks until completion or the backend's timeout
+///   (`options().timeout`), `wait(request, timeout)` with an explicit one;
+///   `test(request)` polls. A timeout throws `errc::timeout` and a transport
+///   failure `errc::comm_error`, both with `where` = `"rank R -> rank P tag T"`
+///   (or `<-` for a receive) and the byte count in the message.
+/// - `group_start()` / `group_end()` bracket a batch of sends and receives
+///   that the backend may submit together (required by NCCL for
+///   send/receive pairs that would otherwise deadlock; no-ops elsewhere).
+/// - `barrier()`, `broadcast(bytes, root)`, `allgather(mine, all)`: the few
+///   collectives bootstrap needs; they honour the timeout too.
+///
+/// Buffers live in `B::memory` (`memory_space::host` for local and MPI,
+/// `memory_space::device` for NCCL).
+///
+/// @code
+/// template <disttrain::comm_backend B>
+/// void ping(B& b, std::span<std::byte> buf) {
+///   if (b.rank() == 0) b.wait(b.isend(buf, 1, 7));
+///   else if (b.rank() == 1) b.wait(b.irecv(buf, 0, 7));
+/// }
+/// @endcode
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "disttrain/core/error.hpp"
+
+namespace disttrain {
+
+/// @brief Where a backend's buffers live.
+enum class memory_space { host, device };
+
+/// @brief Options shared by every backend.
+///
+/// @code
+/// disttrain::comm_options o;
+/// o.timeout = std::chrono::milliseconds(200);  // short, for tests
+/// @endcode
+struct comm_options {
+  /// Deadline of every wait (point-to-point and collectives). Default 5 minutes.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+/// @brief One point-to-point transfer as seen from `self`: used to name the
+/// peer, tag and byte count in errors.
+///
+/// @code
+/// disttrain::transfer_info t{0, 3, 12, 4096, true};
+/// // t.where() == "rank 0 -> rank 3 tag 12"
+/// @endcode
+struct transfer_info {
+  int self = -1;           ///< this rank
+  int peer = -1;           ///< the other rank
+  int tag = 0;             ///< message tag
+  std::size_t bytes = 0;   ///< bytes of this side's buffer
+  bool is_send = true;     ///< true: self sends to peer; false: self receives from peer
+
+  /// @brief `"rank S -> rank P tag T"` for a send, `"rank S <- rank P tag T"` for a receive.
+  [[nodiscard]] std::string where() const {
+    return detail::cat("rank ", self, is_send ? " -> " : " <- ", "rank ", peer, " tag ", tag);
+  }
+  /// @brief `"send of N bytes"` / `"receive of N bytes"`.
+  [[nodiscard]] std::string what() const {
+    return detail::cat(is_send ? "send of " : "receive of ", bytes, " bytes");
+  }
+};
+
+namespace detail {
+/// @brief Throws `errc::timeout` for transfer `t` after `waited`.
+[[noreturn]] inline void fail_timeout(const transfer_info& t, std::chrono::milliseconds waited) {
+  fail(errc::timeout, t.where(), t.what(), " did not complete within ", waited.count(),
+       " ms (peer silent, dead or not posting the matching ", t.is_send ? "receive" : "send", ")");
+}
+/// @brief Remaining time to `deadline` (never negative).
+[[nodiscard]] inline std::chrono::milliseconds remaining(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return left.count() > 0 ? left : std::chrono::milliseconds(0);
+}
+}  // namespace detail
+
+/// @brief Requirements on a communication backend (see the file comment).
+template <class B>
+concept comm_backend = requires(B& b, const B& cb, std::span<const std::byte> out, std::span<std::byte> in,
+                                typename B::request& req, std::chrono::milliseconds ms) {
+  typename B::request;
+  requires std::movable<typename B::request>;
+  { B::memory } -> std::convertible_to<memory_space>;
+  { cb.rank() } -> std::same_as<int>;
+  { cb.size() } -> std::same_as<int>;
+  { cb.options() } -> std::convertible_to<const comm_options&>;
+  { b.isend(out, 1, 1) } -> std::same_as<typename B::request>;
+  { b.irecv(in, 1, 1) } -> std::same_as<typename B::request>;
+  { b.wait(req) } -> std::same_as<void>;
+  { b.wait(req, ms) } -> std::same_as<void>;
+  { b.test(req) } -> std::same_as<bool>;
+  { b.group_start() } -> std::same_as<void>;
+  { b.group_end() } -> std::same_as<void>;
+  { b.barrier() } -> std::same_as<void>;
+  { b.broadcast(in, 0) } -> std::same_as<void>;
+  { b.allgather(out, in) } -> std::same_as<void>;
+};
+
+/// @brief Waits for every request in `reqs` under one deadline (`timeout`, or
+/// the backend's default), in order; throws at the first failure or when the
+/// deadline passes (a request already complete at the deadline still counts).
+///
+/// @code
+/// std::vector<disttrain::local_backend::request> reqs = ...;
+/// disttrain::wait_all(backend, reqs);
+/// @endcode
+template <comm_backend B>
+void wait_all(B& b, std::span<typename B::request> reqs) {
+  const auto deadline = std::chrono::steady_clock::now() + b.options().timeout;
+  for (auto& r : reqs) b.wait(r, detail::remaining(deadline));
+}
+
+/// @brief `wait_all` with an explicit timeout.
+template <comm_backend B>
+void wait_all(B& b, std::span<typename B::request> reqs, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto& r : reqs) b.wait(r, detail::remaining(deadline));
+}
+
+}  // namespace disttrain

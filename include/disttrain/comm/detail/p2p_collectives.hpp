@@ -1,0 +1,81 @@
+#pragma once
+/// @file p2p_collectives.hpp
+/// @brief Bootstrap collectives (barrier, broadcast, allgather) written on top
+/// of a backend's own isend/irecv/wait, for backends without native ones (the
+/// local backend). Linear algorithms: they move bootstrap-sized data only.
+/// Every wait uses the backend's timeout, so a missing rank is reported by the
+/// point-to-point error (which names the peer).
+
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "disttrain/comm/backend.hpp"
+
+namespace disttrain::detail {
+
+/// Internal tags; user tags are >= 0, so these never collide.
+inline constexpr int tag_barrier = -1;
+inline constexpr int tag_broadcast = -2;
+inline constexpr int tag_allgather = -3;
+
+/// @brief Barrier: everyone sends an empty message to rank 0, which answers
+/// each once all have arrived.
+template <class B>
+void p2p_barrier(B& b) {
+  const int n = b.size();
+  const int me = b.rank();
+  const auto deadline = std::chrono::steady_clock::now() + b.options().timeout;
+  std::span<std::byte> none;
+  if (me == 0) {
+    std::vector<typename B::request> reqs;
+    for (int r = 1; r < n; ++r) reqs.push_back(b.irecv(none, r, tag_barrier));
+    for (auto& q : reqs) b.wait(q, remaining(deadline));
+    reqs.clear();
+    for (int r = 1; r < n; ++r) reqs.push_back(b.isend(none, r, tag_barrier));
+    for (auto& q : reqs) b.wait(q, remaining(deadline));
+  } else {
+    auto s = b.isend(none, 0, tag_barrier);
+    auto r = b.irecv(none, 0, tag_barrier);
+    b.wait(s, remaining(deadline));
+    b.wait(r, remaining(deadline));
+  }
+}
+
+/// @brief Broadcast `data` from `root` to every rank (same size everywhere).
+template <class B>
+void p2p_broadcast(B& b, std::span<std::byte> data, int root) {
+  const int n = b.size();
+  const auto deadline = std::chrono::steady_clock::now() + b.options().timeout;
+  if (b.rank() == root) {
+    std::vector<typename B::request> reqs;
+    for (int r = 0; r < n; ++r)
+      if (r != root) reqs.push_back(b.isend(data, r, tag_broadcast));
+    for (auto& q : reqs) b.wait(q, remaining(deadline));
+  } else {
+    auto q = b.irecv(data, root, tag_broadcast);
+    b.wait(q, remaining(deadline));
+  }
+}
+
+/// @brief Allgather: `all` receives every rank's `mine` in rank order
+/// (`all.size() == size() * mine.size()`).
+template <class B>
+void p2p_allgather(B& b, std::span<const std::byte> mine, std::span<std::byte> all) {
+  const int n = b.size();
+  const int me = b.rank();
+  const std::size_t k = mine.size();
+  const auto deadline = std::chrono::steady_clock::now() + b.options().timeout;
+  std::vector<typename B::request> reqs;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    reqs.push_back(b.irecv(all.subspan(static_cast<std::size_t>(r) * k, k), r, tag_allgather));
+    reqs.push_back(b.isend(mine, r, tag_allgather));
+  }
+  if (k > 0) std::memcpy(all.data() + static_cast<std::size_t>(me) * k, mine.data(), k);
+  for (auto& q : reqs) b.wait(q, remaining(deadline));
+}
+
+}  // namespace disttrain::detail

@@ -1,0 +1,386 @@
+#pragma once
+/// @file route.hpp
+/// @brief Transfer plans between two pipeline stages: the last stage of module
+/// A and the first stage of module B (different TP/DP), or two consecutive
+/// stages of one module.
+///
+/// ## Model
+/// On the sending stage every TP rank of a replica holds the full activation
+/// of the replica's samples (a Megatron layer's output is replicated across
+/// TP); the receiving stage needs the full activation on every TP rank.
+/// Each sample is cut into `S = lcm(TP_a, TP_b)` slices, along the hidden
+/// dimension (`split_axis::hidden`, default) or along its rows
+/// (`split_axis::rows`); slice k goes from TP rank `k % TP_a` of the replica
+/// that holds the sample in placement A to TP rank `k % TP_b` of the replica
+/// that needs it in placement B (**phase 0**). Every element crosses the
+/// boundary exactly once, spread over all TP ranks of both sides; none is
+/// sent twice by TP ranks that hold the same data. Then (**phase 1**, the
+/// fan-out, when `route_options::fan_out`) each receiving TP rank forwards its
+/// slices to the other TP ranks of its replica (an all-gather on the fast
+/// intra-node links), so that every rank ends with the full activation.
+///
+/// All pieces between one (sender, receiver) pair of a phase form one message.
+/// Any DP ratio works (2->3, 3->2, 4->1, 1->4, ...): the routes follow the two
+/// placements sample by sample. Message sizes follow from the plan and the
+/// `activation_shape`, which both sides hold: no shape exchange.
+///
+/// ## Determinism
+/// Messages are ordered by (phase, sender, receiver); pieces inside a message
+/// by (position of the sample in the receiving replica, slice index).
+///
+/// ## Complexity
+/// O(n S TP_b) pieces for n samples (phase 1 dominates), O(log) per lookup.
+///
+/// @code
+/// disttrain::rank_layout L({{"vit", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 1, 3}});
+/// auto pa = disttrain::sample_placement::round_robin(6, 2);
+/// auto pb = disttrain::sample_placement::round_robin(6, 3);
+/// disttrain::activation_shape shape{{5, 7, 1, 9, 3, 4}, 1024, 2};
+/// auto plan = disttrain::plan_boundary_route(L, 0, pa, pb, shape);
+/// for (int i : plan.sends_of(0, 0)) { const auto& m = plan.messages()[static_cast<std::size_t>(i)]; }
+/// @endcode
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "disttrain/comm/sample_placement.hpp"
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+#include "disttrain/kernels/copy_blocks.hpp"
+#include "disttrain/plan/rank_layout.hpp"
+
+namespace disttrain {
+
+/// @brief A stage of a segment: where a route starts or ends.
+struct route_endpoint {
+  int segment = 0;
+  int stage = 0;
+  friend bool operator==(const route_endpoint&, const route_endpoint&) = default;
+};
+
+/// @brief How a sample is cut into slices for the crossing.
+enum class split_axis {
+  hidden,  ///< column slices of the hidden dimension (packed: non-contiguous)
+  rows,    ///< row slices (contiguous: zero copy when a message is one range)
+};
+
+/// @brief Options of `plan_route`.
+///
+/// @code
+/// disttrain::route_options o{disttrain::split_axis::rows, true};
+/// @endcode
+struct route_options {
+  split_axis split = split_axis::hidden;
+  bool fan_out = true;  ///< add phase 1 so every receiving TP rank gets the full activation
+};
+
+/// @brief One rectangle of one sample carried by a message (rows and columns
+/// relative to the sample).
+struct route_piece {
+  int sample = 0;
+  int slice = 0;
+  std::int64_t row0 = 0;
+  std::int64_t rows = 0;
+  std::int64_t col0 = 0;
+  std::int64_t cols = 0;
+  [[nodiscard]] std::int64_t elements() const noexcept { return rows * cols; }
+  friend bool operator==(const route_piece&, const route_piece&) = default;
+};
+
+/// @brief One message of a route: what `src` packs from its buffer and what
+/// `dst` unpacks into its buffer. Phase 0 reads the sender's *source* buffer
+/// (its replica of placement A); phase 1 reads the sender's *destination*
+/// buffer (its replica of placement B). Both write the receiver's destination
+/// buffer. Block offsets are in elements.
+struct route_message {
+  int src = 0;                                   ///< sending rank
+  int dst = 0;                                   ///< receiving rank
+  int phase = 0;                                 ///< 0: crossing, 1: fan-out
+  std::vector<route_piece> pieces;               ///< in packing order
+  std::vector<kernels::copy_block> send_blocks;  ///< sender buffer -> packed message
+  std::vector<kernels::copy_block> recv_blocks;  ///< packed message -> receiver buffer
+  std::int64_t elements = 0;                     ///< elements in the message
+
+  /// @brief True if the sender's data is one contiguous range (sent in place).
+  [[nodiscard]] bool contiguous_send() const noexcept { return send_blocks.size() == 1 && send_blocks[0].rows == 1; }
+  /// @brief True if the receiver's data is one contiguous range (received in place).
+  [[nodiscard]] bool contiguous_recv() const noexcept { return recv_blocks.size() == 1 && recv_blocks[0].rows == 1; }
+};
+
+/// @brief Role of one rank in a route and the rows of its buffers (-1: none).
+struct route_rank_info {
+  int rank = -1;
+  std::int64_t src_rows = -1;  ///< rows of its source buffer (sending stage), -1 if not there
+  std::int64_t dst_rows = -1;  ///< rows of its destination buffer (receiving stage), -1 if not there
+};
+
+/// @brief The transfer plan of one route (see the file comment).
+class route_plan {
+ public:
+  route_plan() = default;
+
+  [[nodiscard]] const std::vector<route_message>& messages() const noexcept { return messages_; }
+  [[nodiscard]] route_endpoint from() const noexcept { return from_; }
+  [[nodiscard]] route_endpoint to() const noexcept { return to_; }
+  [[nodiscard]] std::int64_t hidden() const noexcept { return hidden_; }
+  [[nodiscard]] std::size_t elem_size() const noexcept { return elem_size_; }
+  /// @brief Number of slices per sample, lcm(TP_a, TP_b).
+  [[nodiscard]] int slices() const noexcept { return slices_; }
+
+  /// @brief Indices (into messages()) of the messages `rank` sends in `phase`, ascending.
+  [[nodiscard]] std::vector<int> sends_of(int rank, int phase) const { return select(rank, phase, true); }
+  /// @brief Indices of the messages `rank` receives in `phase`, ascending.
+  [[nodiscard]] std::vector<int> recvs_of(int rank, int phase) const { return select(rank, phase, false); }
+  /// @brief Role of `rank` (src_rows / dst_rows = -1 where it takes no part).
+  [[nodiscard]] route_rank_info rank_info(int rank) const {
+    auto it = std::lower_bound(ranks_.begin(), ranks_.end(), rank,
+                               [](const route_rank_info& r, int v) { return r.rank < v; });
+    if (it != ranks_.end() && it->rank == rank) return *it;
+    return route_rank_info{rank, -1, -1};
+  }
+  /// @brief Elements of `rank`'s source buffer (0 if not a sender).
+  [[nodiscard]] std::int64_t source_elements(int rank) const {
+    const auto i = rank_info(rank);
+    return i.src_rows < 0 ? 0 : i.src_rows * hidden_;
+  }
+  /// @brief Elements of `rank`'s destination buffer (0 if not a receiver).
+  [[nodiscard]] std::int64_t destination_elements(int rank) const {
+    const auto i = rank_info(rank);
+    return i.dst_rows < 0 ? 0 : i.dst_rows * hidden_;
+  }
+  /// @brief Elements moved in `phase` (0: crossing the boundary, 1: fan-out).
+  [[nodiscard]] std::int64_t phase_elements(int phase) const {
+    std::int64_t e = 0;
+    for (const auto& m : messages_)
+      if (m.phase == phase) e += m.elements;
+    return e;
+  }
+  /// @brief The least elements any plan must move across: sum of rows x hidden.
+  [[nodiscard]] std::int64_t minimum_crossing_elements() const noexcept { return total_rows_ * hidden_; }
+  /// @brief Ranks taking part, ascending.
+  [[nodiscard]] const std::vector<route_rank_info>& ranks() const noexcept { return ranks_; }
+
+ private:
+  friend route_plan plan_route(const rank_layout&, route_endpoint, const sample_placement&, route_endpoint,
+                               const sample_placement&, const activation_shape&, route_options);
+
+  [[nodiscard]] std::vector<int> select(int rank, int phase, bool sending) const {
+    std::vector<int> out;
+    for (std::size_t i = 0; i < messages_.size(); ++i) {
+      const auto& m = messages_[i];
+      if (m.phase == phase && (sending ? m.src : m.dst) == rank) out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
+
+  std::vector<route_message> messages_;
+  std::vector<route_rank_info> ranks_;
+  route_endpoint from_;
+  route_endpoint to_;
+  std::int64_t hidden_ = 0;
+  std::size_t elem_size_ = 0;
+  std::int64_t total_rows_ = 0;
+  int slices_ = 1;
+};
+
+namespace detail {
+
+/// Bounds of slice k of `n` items cut in `s` parts: [k n / s, (k+1) n / s).
+inline std::pair<std::int64_t, std::int64_t> slice_bounds(std::int64_t n, int k, int s) {
+  const std::int64_t lo = n * k / s;
+  const std::int64_t hi = n * (k + 1) / s;
+  return {lo, hi - lo};
+}
+
+/// Row offset of every sample inside its replica's buffer under `p`.
+inline std::vector<std::int64_t> row_offsets(const sample_placement& p, const activation_shape& a) {
+  std::vector<std::int64_t> off(static_cast<std::size_t>(p.num_samples()), 0);
+  for (int d = 0; d < p.dp(); ++d) {
+    std::int64_t r = 0;
+    for (int s : p.samples(d)) {
+      off[static_cast<std::size_t>(s)] = r;
+      r += a.rows[static_cast<std::size_t>(s)];
+    }
+  }
+  return off;
+}
+
+/// Appends `piece` (sample rows at `src_row` in the sender buffer, `dst_row` in
+/// the receiver buffer) to message `m`, with its pack and unpack blocks.
+inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_row, std::int64_t dst_row,
+                      std::int64_t hidden) {
+  const std::int64_t packed = m.elements;
+  m.pieces.push_back(pc);
+  const std::int64_t src_off = (src_row + pc.row0) * hidden + pc.col0;
+  const std::int64_t dst_off = (dst_row + pc.row0) * hidden + pc.col0;
+  m.send_blocks.push_back({src_off, packed, pc.rows, pc.cols, hidden, pc.cols});
+  m.recv_blocks.push_back({packed, dst_off, pc.rows, pc.cols, pc.cols, hidden});
+  m.elements += pc.elements();
+}
+
+}  // namespace detail
+
+/// @brief Plans the route from stage `from` (samples placed by `pa`) to stage
+/// `to` (samples placed by `pb`). `from` and `to` are consecutive stages of
+/// one segment, or the last stage of one segment and the first of another.
+/// Throws `invalid_argument` naming the field (`route.from.stage`,
+/// `route.placement_b`, `activation_shape.rows[3]`, ...).
+[[nodiscard]] inline route_plan plan_route(const rank_layout& L, route_endpoint from, const sample_placement& pa,
+                                           route_endpoint to, const sample_placement& pb,
+                                           const activation_shape& shape, route_options opts = {}) {
+  // ---- validation
+  detail::require_in_range(from.segment, 0, L.num_segments() - 1, "route.from.segment");
+  detail::require_in_range(to.segment, 0, L.num_segments() - 1, "route.to.segment");
+  const segment_spec& A = L.segment(from.segment);
+  const segment_spec& B = L.segment(to.segment);
+  detail::require_in_range(from.stage, 0, A.pp - 1, "route.from.stage");
+  detail::require_in_range(to.stage, 0, B.pp - 1, "route.to.stage");
+  if (from.segment == to.segment) {
+    detail::require(to.stage == from.stage + 1, "route.to.stage", "within segment '", A.name,
+                    "' a route joins consecutive stages: from stage ", from.stage, " needs to stage ", from.stage + 1,
+                    ", got ", to.stage);
+  } else {
+    detail::require(from.stage == A.pp - 1, "route.from.stage", "a module boundary leaves the last stage ", A.pp - 1,
+                    " of '", A.name, "', got ", from.stage);
+    detail::require(to.stage == 0, "route.to.stage", "a module boundary enters stage 0 of '", B.name, "', got ",
+                    to.stage);
+  }
+  detail::require(pa.dp() == A.dp, "route.placement_a", "has ", pa.dp(), " replicas but '", A.name, "' has dp ",
+                  A.dp);
+  detail::require(pb.dp() == B.dp, "route.placement_b", "has ", pb.dp(), " replicas but '", B.name, "' has dp ",
+                  B.dp);
+  shape.validate();
+  const auto n = static_cast<std::size_t>(shape.rows.size());
+  detail::require(static_cast<std::size_t>(pa.num_samples()) == n, "route.placement_a", "places ", pa.num_samples(),
+                  " samples but activation_shape has ", n);
+  detail::require(static_cast<std::size_t>(pb.num_samples()) == n, "route.placement_b", "places ", pb.num_samples(),
+                  " samples but activation_shape has ", n);
+
+  route_plan plan;
+  plan.from_ = from;
+  plan.to_ = to;
+  plan.hidden_ = shape.hidden;
+  plan.elem_size_ = shape.elem_size;
+  for (std::int64_t r : shape.rows) plan.total_rows_ += r;
+  const int S = std::lcm(A.tp, B.tp);
+  plan.slices_ = S;
+  const std::int64_t H = shape.hidden;
+  const auto off_a = detail::row_offsets(pa, shape);
+  const auto off_b = detail::row_offsets(pb, shape);
+
+  auto piece_of = [&](int s, int k) {
+    const std::int64_t rows = shape.rows[static_cast<std::size_t>(s)];
+    route_piece pc{s, k, 0, rows, 0, H};
+    if (opts.split == split_axis::hidden) {
+      std::tie(pc.col0, pc.cols) = detail::slice_bounds(H, k, S);
+    } else {
+      std::tie(pc.row0, pc.rows) = detail::slice_bounds(rows, k, S);
+    }
+    return pc;
+  };
+
+  // ---- phase 0: crossing
+  std::map<std::pair<int, int>, route_message> msgs;
+  for (int b = 0; b < B.dp; ++b)
+    for (int s : pb.samples(b)) {
+      const int a = pa.replica_of(s);
+      for (int k = 0; k < S; ++k) {
+        const route_piece pc = piece_of(s, k);
+        if (pc.elements() == 0) continue;
+        const int src = L.rank(from.segment, from.stage, a, k % A.tp);
+        const int dst = L.rank(to.segment, to.stage, b, k % B.tp);
+        route_message& m = msgs[{src, dst}];
+        m.src = src;
+        m.dst = dst;
+        m.phase = 0;
+        detail::add_piece(m, pc, off_a[static_cast<std::size_t>(s)], off_b[static_cast<std::size_t>(s)], H);
+      }
+    }
+  for (auto& [key, m] : msgs) plan.messages_.push_back(std::move(m));
+
+  // ---- phase 1: fan-out inside each receiving TP group
+  if (opts.fan_out && B.tp > 1) {
+    std::map<std::pair<int, int>, route_message> fan;
+    for (int b = 0; b < B.dp; ++b)
+      for (int s : pb.samples(b))
+        for (int k = 0; k < S; ++k) {
+          const route_piece pc = piece_of(s, k);
+          if (pc.elements() == 0) continue;
+          const int owner = k % B.tp;
+          const int src = L.rank(to.segment, to.stage, b, owner);
+          for (int t = 0; t < B.tp; ++t) {
+            if (t == owner) continue;
+            const int dst = L.rank(to.segment, to.stage, b, t);
+            route_message& m = fan[{src, dst}];
+            m.src = src;
+            m.dst = dst;
+            m.phase = 1;
+            detail::add_piece(m, pc, off_b[static_cast<std::size_t>(s)], off_b[static_cast<std::size_t>(s)], H);
+          }
+        }
+    for (auto& [key, m] : fan) plan.messages_.push_back(std::move(m));
+  }
+  for (auto& m : plan.messages_) {
+    m.send_blocks = kernels::coalesce(m.send_blocks);
+    m.recv_blocks = kernels::coalesce(m.recv_blocks);
+  }
+
+  // ---- per-rank buffer sizes
+  for (int a = 0; a < A.dp; ++a)
+    for (int t = 0; t < A.tp; ++t)
+      plan.ranks_.push_back({L.rank(from.segment, from.stage, a, t), shape.replica_rows(pa, a), -1});
+  for (int b = 0; b < B.dp; ++b)
+    for (int t = 0; t < B.tp; ++t)
+      plan.ranks_.push_back({L.rank(to.segment, to.stage, b, t), -1, shape.replica_rows(pb, b)});
+  std::sort(plan.ranks_.begin(), plan.ranks_.end(),
+            [](const route_rank_info& x, const route_rank_info& y) { return x.rank < y.rank; });
+  return plan;
+}
+
+/// @brief Route across module boundary `i` (last stage of segment i -> first
+/// stage of segment i+1).
+[[nodiscard]] inline route_plan plan_boundary_route(const rank_layout& L, int boundary, const sample_placement& pa,
+                                                    const sample_placement& pb, const activation_shape& shape,
+                                                    route_options opts = {}) {
+  detail::require_in_range(boundary, 0, L.num_boundaries() - 1, "route.boundary");
+  const int a = boundary;
+  return plan_route(L, {a, L.segment(a).pp - 1}, pa, {a + 1, 0}, pb, shape, opts);
+}
+
+/// @brief Route between stage `stage` and `stage + 1` of one segment (same placement).
+[[nodiscard]] inline route_plan plan_stage_route(const rank_layout& L, int segment, int stage,
+                                                 const sample_placement& p, const activation_shape& shape,
+                                                 route_options opts = {}) {
+  return plan_route(L, {segment, stage}, p, {segment, stage + 1}, p, shape, opts);
+}
+
+/// @brief `{"sample", "slice", "row0", "rows", "col0", "cols"}`.
+inline void to_json(json& j, const route_piece& p) {
+  j = json{{"sample", p.sample}, {"slice", p.slice}, {"row0", p.row0},
+           {"rows", p.rows},     {"col0", p.col0},   {"cols", p.cols}};
+}
+/// @brief Summary of a plan for tools: messages with their pieces and element counts.
+inline void to_json(json& j, const route_plan& p) {
+  json ms = json::array();
+  for (const auto& m : p.messages())
+    ms.push_back(json{{"src", m.src}, {"dst", m.dst}, {"phase", m.phase}, {"elements", m.elements},
+                      {"pieces", m.pieces}});
+  j = json{{"from", {{"segment", p.from().segment}, {"stage", p.from().stage}}},
+           {"to", {{"segment", p.to().segment}, {"stage", p.to().stage}}},
+           {"hidden", p.hidden()},
+           {"elem_size", p.elem_size()},
+           {"slices", p.slices()},
+           {"crossing_elements", p.phase_elements(0)},
+           {"fan_out_elements", p.phase_elements(1)},
+           {"minimum_crossing_elements", p.minimum_crossing_elements()},
+           {"messages", std::move(ms)}};
+}
+
+}  // namespace disttrain

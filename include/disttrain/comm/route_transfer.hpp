@@ -1,0 +1,246 @@
+#pragma once
+/// @file route_transfer.hpp
+/// @brief Runs one rank's part of a `route_plan` over a host-memory backend
+/// (local or MPI): zero copy for contiguous messages, pack/unpack through a
+/// `buffer_pool` for the others, optional verify mode.
+///
+/// Every rank of the route calls `start(source, destination)` then `wait()`
+/// (or `run_route`). `source` is the rank's activation buffer on the sending
+/// stage (`plan.source_elements(rank)` elements, empty elsewhere) and
+/// `destination` its buffer on the receiving stage
+/// (`plan.destination_elements(rank)`, empty elsewhere). `start` posts all
+/// receives and the phase-0 sends and returns at once, so the caller can
+/// compute while data moves; `wait` completes phase 0, forwards the fan-out
+/// (phase 1) and returns when this rank's part is done.
+///
+/// Sizes come from the plan, which both sides compute from the same
+/// placements and shapes: nothing about shapes is exchanged. With
+/// `transfer_options::verify`, each message is preceded by a header (the
+/// sender's pieces, i.e. samples and slice shapes, element count and payload
+/// checksum); the receiver compares it with its own plan and throws
+/// `errc::comm_error` naming both sides' shapes on any mismatch, or the two
+/// checksums if the payload was corrupted.
+///
+/// Errors: timeouts (`errc::timeout`) and transport failures name the peer,
+/// tag and bytes (see backend.hpp); a wrong buffer size is `invalid_argument`
+/// naming the rank and both sizes.
+///
+/// @code
+/// disttrain::buffer_pool pool;
+/// disttrain::run_route(backend, plan, std::as_bytes(std::span(src)),
+///                      std::as_writable_bytes(std::span(dst)), pool, {.tag = 3});
+/// @endcode
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "disttrain/comm/backend.hpp"
+#include "disttrain/comm/buffer.hpp"
+#include "disttrain/comm/detail/wire_header.hpp"
+#include "disttrain/comm/route.hpp"
+#include "disttrain/core/error.hpp"
+#include "disttrain/kernels/copy_blocks.hpp"
+
+namespace disttrain {
+
+/// @brief Options of one route transfer.
+///
+/// @code
+/// disttrain::transfer_options o{.tag = 7, .verify = true, .timeout = std::chrono::milliseconds(500)};
+/// @endcode
+struct transfer_options {
+  int tag = 0;                               ///< message tag (>= 0), e.g. the microbatch id
+  bool verify = false;                       ///< send and check headers (shapes, samples, checksum)
+  std::chrono::milliseconds timeout{-1};     ///< whole-transfer deadline; < 0: the backend's timeout
+};
+
+/// @brief One rank's execution of a route plan (see the file comment).
+template <comm_backend B>
+class route_transfer {
+  static_assert(B::memory == memory_space::host,
+                "route_transfer packs on the host; device backends pack with disttrain::kernels");
+
+ public:
+  route_transfer(B& backend, const route_plan& plan, buffer_pool& pool, transfer_options opts = {})
+      : b_(&backend), plan_(&plan), pool_(&pool), opts_(opts), me_(backend.rank()) {
+    detail::require(opts.tag >= 0, "transfer_options.tag", "must be >= 0, got ", opts.tag);
+  }
+  route_transfer(const route_transfer&) = delete;
+  route_transfer& operator=(const route_transfer&) = delete;
+
+  /// @brief Posts every receive and the phase-0 sends.
+  void start(std::span<const std::byte> source, std::span<std::byte> destination) {
+    detail::require(!started_, where_self(), "route_transfer started twice");
+    started_ = true;
+    const std::size_t es = plan_->elem_size();
+    const auto want_src = static_cast<std::size_t>(plan_->source_elements(me_)) * es;
+    const auto want_dst = static_cast<std::size_t>(plan_->destination_elements(me_)) * es;
+    detail::require(source.size() == want_src, where_self(), "source buffer has ", source.size(),
+                    " bytes, the route needs ", want_src);
+    detail::require(destination.size() == want_dst, where_self(), "destination buffer has ", destination.size(),
+                    " bytes, the route needs ", want_dst);
+    src_ = source;
+    dst_ = destination;
+    deadline_ = std::chrono::steady_clock::now() + (opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
+    for (int phase = 0; phase < 2; ++phase)
+      for (int i : plan_->recvs_of(me_, phase)) post_receive(i);
+    for (int i : plan_->sends_of(me_, 0)) post_send(i, source);
+  }
+
+  /// @brief Completes this rank's part (phase 0, then the fan-out).
+  void wait() {
+    detail::require(started_, where_self(), "route_transfer::wait before start");
+    if (done_) return;
+    complete_receives(0);
+    for (int i : plan_->sends_of(me_, 1)) post_send(i, std::span<const std::byte>(dst_));
+    complete_receives(1);
+    for (auto& o : out_) {
+      if (o.header.valid()) b_->wait(o.header, left());
+      if (o.pieces.valid()) b_->wait(o.pieces, left());
+      b_->wait(o.payload, left());
+      o.staging.reset();
+    }
+    done_ = true;
+  }
+
+  /// @brief Bytes this rank sent from pool staging buffers (0 = all zero copy).
+  [[nodiscard]] std::size_t packed_send_bytes() const noexcept { return packed_send_bytes_; }
+
+ private:
+  using request = typename B::request;
+  // Requests are declared last so that they are destroyed (cancelled or
+  // finished) before the buffers they point into.
+  struct outgoing {
+    buffer_pool::lease staging;
+    detail::wire_header hdr;
+    std::vector<std::int64_t> piece_words;
+    request header, pieces, payload;
+  };
+  struct incoming {
+    int msg = 0;
+    buffer_pool::lease staging;
+    detail::wire_header hdr;
+    std::span<std::byte> landing;  // where the payload arrives
+    request header, payload;
+  };
+
+  [[nodiscard]] std::string where_self() const { return detail::cat("rank ", me_, " route tag ", opts_.tag); }
+  [[nodiscard]] std::chrono::milliseconds left() const { return detail::remaining(deadline_); }
+  [[nodiscard]] const route_message& msg(int i) const { return plan_->messages()[static_cast<std::size_t>(i)]; }
+
+  void post_receive(int i) {
+    const route_message& m = msg(i);
+    const std::size_t es = plan_->elem_size();
+    incoming& in = in_.emplace_back();
+    in.msg = i;
+    const auto bytes = static_cast<std::size_t>(m.elements) * es;
+    if (m.contiguous_recv()) {
+      in.landing = dst_.subspan(static_cast<std::size_t>(m.recv_blocks[0].dst_offset) * es, bytes);
+    } else {
+      in.staging = pool_->acquire(bytes);
+      in.landing = in.staging.span();
+    }
+    if (opts_.verify)
+      in.header = b_->irecv(std::as_writable_bytes(std::span(&in.hdr, 1)), m.src, opts_.tag);
+    else
+      in.payload = b_->irecv(in.landing, m.src, opts_.tag);
+  }
+
+  void post_send(int i, std::span<const std::byte> from) {
+    const route_message& m = msg(i);
+    const std::size_t es = plan_->elem_size();
+    const auto bytes = static_cast<std::size_t>(m.elements) * es;
+    outgoing& o = out_.emplace_back();
+    std::span<const std::byte> data;
+    if (m.contiguous_send()) {
+      data = from.subspan(static_cast<std::size_t>(m.send_blocks[0].src_offset) * es, bytes);
+    } else {
+      o.staging = pool_->acquire(bytes);
+      kernels::copy_blocks_cpu(from, o.staging.span(), m.send_blocks, es);
+      data = o.staging.span();
+      packed_send_bytes_ += bytes;
+    }
+    if (opts_.verify) {
+      o.hdr = detail::make_header(m, *plan_);
+      o.hdr.checksum = static_cast<std::int64_t>(detail::checksum64(data));
+      o.piece_words = detail::encode_pieces(m.pieces);
+      o.header = b_->isend(std::as_bytes(std::span(&o.hdr, 1)), m.dst, opts_.tag);
+      o.pieces = b_->isend(std::as_bytes(std::span(o.piece_words)), m.dst, opts_.tag);
+    }
+    o.payload = b_->isend(data, m.dst, opts_.tag);
+  }
+
+  void complete_receives(int phase) {
+    const std::size_t es = plan_->elem_size();
+    for (auto& in : in_) {
+      const route_message& m = msg(in.msg);
+      if (m.phase != phase) continue;
+      if (opts_.verify) check_header(in, m);
+      b_->wait(in.payload, left());
+      if (opts_.verify) {
+        const auto got = static_cast<std::int64_t>(detail::checksum64(in.landing));
+        if (got != in.hdr.checksum)
+          detail::fail(errc::comm_error, transfer_info{me_, m.src, opts_.tag, in.landing.size(), false}.where(),
+                       "verify: payload checksum mismatch: sender rank ", m.src, " computed ",
+                       static_cast<std::uint64_t>(in.hdr.checksum), ", received bytes give ",
+                       static_cast<std::uint64_t>(got), " (", in.landing.size(), " bytes)");
+      }
+      if (!m.contiguous_recv()) {
+        kernels::copy_blocks_cpu(in.landing, dst_, m.recv_blocks, es);
+        in.staging.reset();
+      }
+    }
+  }
+
+  void check_header(incoming& in, const route_message& m) {
+    b_->wait(in.header, left());
+    const detail::wire_header expect = detail::make_header(m, *plan_);
+    const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
+    if (in.hdr.magic != detail::wire_header::magic_value)
+      detail::fail(errc::comm_error, t.where(),
+                   "verify: the first message from the peer is not a verify header (is the sender in verify mode?)");
+    detail::require(in.hdr.n_pieces >= 0 && in.hdr.n_pieces < (std::int64_t{1} << 32), t.where(),
+                    "verify: corrupt header (", in.hdr.n_pieces, " pieces)");
+    std::vector<std::int64_t> words(static_cast<std::size_t>(in.hdr.n_pieces) * detail::piece_words);
+    auto pr = b_->irecv(std::as_writable_bytes(std::span(words)), m.src, opts_.tag);
+    b_->wait(pr, left());
+    const auto theirs = detail::decode_pieces(words);
+    const bool same = in.hdr.src == expect.src && in.hdr.dst == expect.dst && in.hdr.phase == expect.phase &&
+                      in.hdr.elements == expect.elements && in.hdr.elem_size == expect.elem_size &&
+                      in.hdr.hidden == expect.hidden && theirs == m.pieces;
+    if (!same)
+      detail::fail(errc::comm_error, t.where(), "verify: shape mismatch: rank ", me_, " expects ",
+                   detail::describe_shape(expect, m.pieces), " but rank ", m.src, " sends ",
+                   detail::describe_shape(in.hdr, theirs));
+    in.payload = b_->irecv(in.landing, m.src, opts_.tag);
+  }
+
+  B* b_;
+  const route_plan* plan_;
+  buffer_pool* pool_;
+  transfer_options opts_;
+  int me_;
+  bool started_ = false;
+  bool done_ = false;
+  std::span<const std::byte> src_;
+  std::span<std::byte> dst_;
+  std::chrono::steady_clock::time_point deadline_{};
+  std::deque<outgoing> out_;   // deque: elements never move (buffers are in flight)
+  std::deque<incoming> in_;
+  std::size_t packed_send_bytes_ = 0;
+};
+
+/// @brief `start` + `wait` of a `route_transfer` (blocking).
+template <comm_backend B>
+void run_route(B& backend, const route_plan& plan, std::span<const std::byte> source, std::span<std::byte> destination,
+               buffer_pool& pool, transfer_options opts = {}) {
+  route_transfer<B> t(backend, plan, pool, opts);
+  t.start(source, destination);
+  t.wait();
+}
+
+}  // namespace disttrain

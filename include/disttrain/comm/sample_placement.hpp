@@ -1,0 +1,160 @@
+#pragma once
+/// @file sample_placement.hpp
+/// @brief Which DP replica of a segment processes which sample, and in what
+/// order the samples sit in that replica's activation buffer; plus the
+/// per-sample activation shape both ends of a route hold.
+///
+/// The reorderer produces one placement per segment per microbatch (its
+/// sample -> replica map); routes between segments are derived from the two
+/// placements, so no shape or sample list ever travels on the wire.
+///
+/// @code
+/// // 5 samples on 2 replicas: replica 0 gets {0, 3}, replica 1 gets {1, 2, 4}.
+/// auto p = disttrain::sample_placement::from_replica_map(std::vector<int>{0, 1, 1, 0, 1}, 2);
+/// // p.samples(1) == {1, 2, 4}; p.replica_of(3) == 0; p.position_of(4) == 2
+/// @endcode
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+
+namespace disttrain {
+
+/// @brief Assignment of samples 0..n-1 to the DP replicas of one segment,
+/// with the order of the samples inside each replica's buffer.
+///
+/// @code
+/// disttrain::sample_placement p({{2, 0}, {1}});  // replica 0 holds sample 2 then 0
+/// @endcode
+class sample_placement {
+ public:
+  sample_placement() = default;
+
+  /// @brief From ordered per-replica lists; the ids must be a permutation of
+  /// 0..n-1 (n = total count). Throws `invalid_argument` naming the entry.
+  explicit sample_placement(std::vector<std::vector<int>> samples_of_replica)
+      : lists_(std::move(samples_of_replica)) {
+    detail::require(!lists_.empty(), "sample_placement", "needs at least one replica");
+    std::size_t n = 0;
+    for (const auto& l : lists_) n += l.size();
+    replica_.assign(n, -1);
+    position_.assign(n, -1);
+    for (std::size_t d = 0; d < lists_.size(); ++d)
+      for (std::size_t p = 0; p < lists_[d].size(); ++p) {
+        const int s = lists_[d][p];
+        const std::string w = detail::cat("sample_placement.replica[", d, "][", p, "]");
+        detail::require(s >= 0 && static_cast<std::size_t>(s) < n, w, "sample id ", s, " out of [0, ", n, ")");
+        detail::require(replica_[static_cast<std::size_t>(s)] < 0, w, "sample ", s, " placed twice (also replica ",
+                        replica_[static_cast<std::size_t>(s)], ")");
+        replica_[static_cast<std::size_t>(s)] = static_cast<int>(d);
+        position_[static_cast<std::size_t>(s)] = static_cast<int>(p);
+      }
+  }
+
+  /// @brief From a sample -> replica map; samples keep ascending id order
+  /// inside each replica.
+  [[nodiscard]] static sample_placement from_replica_map(std::span<const int> replica_of_sample, int dp) {
+    detail::require_positive(dp, "sample_placement.dp");
+    std::vector<std::vector<int>> lists(static_cast<std::size_t>(dp));
+    for (std::size_t s = 0; s < replica_of_sample.size(); ++s) {
+      const int d = replica_of_sample[s];
+      detail::require(d >= 0 && d < dp, detail::cat("sample_placement.replica_of[", s, "]"), "replica ", d,
+                      " out of [0, ", dp, ")");
+      lists[static_cast<std::size_t>(d)].push_back(static_cast<int>(s));
+    }
+    return sample_placement(std::move(lists));
+  }
+  /// @brief Round-robin assignment of n samples on dp replicas (sample s on s % dp).
+  [[nodiscard]] static sample_placement round_robin(int n, int dp) {
+    detail::require_non_negative(n, "sample_placement.n");
+    detail::require_positive(dp, "sample_placement.dp");
+    std::vector<int> m(static_cast<std::size_t>(n));
+    for (int s = 0; s < n; ++s) m[static_cast<std::size_t>(s)] = s % dp;
+    return from_replica_map(m, dp);
+  }
+
+  /// @brief Number of replicas.
+  [[nodiscard]] int dp() const noexcept { return static_cast<int>(lists_.size()); }
+  /// @brief Number of samples.
+  [[nodiscard]] int num_samples() const noexcept { return static_cast<int>(replica_.size()); }
+  /// @brief Samples of `replica`, in buffer order.
+  [[nodiscard]] const std::vector<int>& samples(int replica) const {
+    detail::require_in_range(replica, 0, dp() - 1, "sample_placement.replica");
+    return lists_[static_cast<std::size_t>(replica)];
+  }
+  /// @brief Replica holding sample `s`.
+  [[nodiscard]] int replica_of(int s) const {
+    check_sample(s);
+    return replica_[static_cast<std::size_t>(s)];
+  }
+  /// @brief Position of sample `s` in its replica's list.
+  [[nodiscard]] int position_of(int s) const {
+    check_sample(s);
+    return position_[static_cast<std::size_t>(s)];
+  }
+  friend bool operator==(const sample_placement& a, const sample_placement& b) { return a.lists_ == b.lists_; }
+
+ private:
+  void check_sample(int s) const {
+    detail::require(s >= 0 && s < num_samples(), "sample_placement.sample", "sample ", s, " out of [0, ",
+                    num_samples(), ")");
+  }
+  std::vector<std::vector<int>> lists_;
+  std::vector<int> replica_;
+  std::vector<int> position_;
+};
+
+/// @brief Shape of the activations crossing a route: sample s is a row-major
+/// `rows[s] x hidden` matrix of `elem_size`-byte elements; a replica's buffer
+/// concatenates its samples along the rows in placement order.
+///
+/// @code
+/// disttrain::activation_shape a{{128, 64, 300}, 4096, 2};  // 3 samples, bf16
+/// @endcode
+struct activation_shape {
+  std::vector<std::int64_t> rows;  ///< per-sample rows (tokens), >= 0
+  std::int64_t hidden = 1;         ///< elements per row, > 0
+  std::size_t elem_size = 4;       ///< bytes per element, > 0
+
+  /// @brief Throws `invalid_argument` naming the field.
+  void validate(std::string_view where = "activation_shape") const {
+    detail::require_positive(hidden, detail::cat(where, ".hidden"));
+    detail::require(elem_size > 0, detail::cat(where, ".elem_size"), "must be > 0, got ", elem_size);
+    for (std::size_t s = 0; s < rows.size(); ++s)
+      detail::require_non_negative(rows[s], detail::cat(where, ".rows[", s, "]"));
+  }
+  /// @brief Rows of one replica's buffer under `p`.
+  [[nodiscard]] std::int64_t replica_rows(const sample_placement& p, int replica) const {
+    std::int64_t r = 0;
+    for (int s : p.samples(replica)) r += rows.at(static_cast<std::size_t>(s));
+    return r;
+  }
+  friend bool operator==(const activation_shape&, const activation_shape&) = default;
+};
+
+/// @brief `{"replicas": [[ids...], ...]}`.
+inline void to_json(json& j, const sample_placement& p) {
+  json r = json::array();
+  for (int d = 0; d < p.dp(); ++d) r.push_back(p.samples(d));
+  j = json{{"replicas", std::move(r)}};
+}
+inline void from_json(const json& j, sample_placement& p) {
+  p = sample_placement(detail::json_get<std::vector<std::vector<int>>>(j, "replicas", "sample_placement"));
+}
+/// @brief `{"rows": [...], "hidden", "elem_size"}`.
+inline void to_json(json& j, const activation_shape& a) {
+  j = json{{"rows", a.rows}, {"hidden", a.hidden}, {"elem_size", a.elem_size}};
+}
+inline void from_json(const json& j, activation_shape& a) {
+  a.rows = detail::json_get<std::vector<std::int64_t>>(j, "rows", "activation_shape");
+  a.hidden = detail::json_get<std::int64_t>(j, "hidden", "activation_shape");
+  a.elem_size = detail::json_get<std::size_t>(j, "elem_size", "activation_shape");
+  a.validate();
+}
+
+}  // namespace disttrain

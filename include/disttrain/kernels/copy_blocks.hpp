@@ -1,0 +1,136 @@
+#pragma once
+/// @file copy_blocks.hpp
+/// @brief Strided 2-D block copies: the one primitive behind pack, unpack and
+/// variable-length gather/scatter. CPU reference here; the CUDA version is
+/// `launch_copy_blocks` in `disttrain/kernels/copy_blocks_cuda.hpp`
+/// (kernels/copy_blocks.cu, built into `disttrain::kernels`).
+///
+/// A `copy_block` copies `rows x cols` elements from `src + src_offset` (row
+/// pitch `src_ld` elements) to `dst + dst_offset` (row pitch `dst_ld`).
+/// - pack: `dst_ld == cols` and `dst_offset` = running sum of `rows * cols`;
+/// - unpack: the same with src and dst swapped;
+/// - gather/scatter of variable-length samples: one block per sample.
+///
+/// @code
+/// using disttrain::kernels::copy_block;
+/// // column slice [2, 4) of a 3 x 8 row-major matrix, packed contiguously:
+/// std::vector<copy_block> blocks{{2, 0, 3, 2, 8, 2}};
+/// disttrain::kernels::copy_blocks_cpu(src, packed, blocks, sizeof(float));
+/// @endcode
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+
+namespace disttrain::kernels {
+
+/// @brief One strided 2-D block (all quantities in elements).
+///
+/// @code
+/// disttrain::kernels::copy_block b{0, 0, 4, 16, 16, 16};  // 64 contiguous elements
+/// @endcode
+struct copy_block {
+  std::int64_t src_offset = 0;  ///< first element in the source
+  std::int64_t dst_offset = 0;  ///< first element in the destination
+  std::int64_t rows = 0;        ///< number of rows
+  std::int64_t cols = 0;        ///< elements per row
+  std::int64_t src_ld = 0;      ///< source row pitch (>= cols when rows > 1)
+  std::int64_t dst_ld = 0;      ///< destination row pitch (>= cols when rows > 1)
+
+  /// @brief Elements copied: rows * cols.
+  [[nodiscard]] constexpr std::int64_t elements() const noexcept { return rows * cols; }
+  /// @brief Whether both sides are one contiguous range.
+  [[nodiscard]] constexpr bool contiguous() const noexcept {
+    return rows <= 1 || (cols == src_ld && cols == dst_ld);
+  }
+  friend bool operator==(const copy_block&, const copy_block&) = default;
+};
+
+/// @brief Rewrites contiguous blocks as one row and merges neighbours that
+/// continue each other in both source and destination (fewer, longer copies).
+[[nodiscard]] inline std::vector<copy_block> coalesce(std::span<const copy_block> blocks) {
+  std::vector<copy_block> out;
+  out.reserve(blocks.size());
+  for (copy_block b : blocks) {
+    if (b.elements() == 0) continue;
+    if (b.contiguous()) {
+      b.cols = b.rows * b.cols;
+      b.rows = 1;
+      b.src_ld = b.cols;
+      b.dst_ld = b.cols;
+    }
+    if (!out.empty()) {
+      copy_block& p = out.back();
+      if (p.rows == 1 && b.rows == 1 && p.src_offset + p.cols == b.src_offset &&
+          p.dst_offset + p.cols == b.dst_offset) {
+        p.cols += b.cols;
+        p.src_ld = p.cols;
+        p.dst_ld = p.cols;
+        continue;
+      }
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+/// @brief Highest source / destination element touched + 1 (for bounds checks).
+struct block_extent {
+  std::int64_t src = 0;
+  std::int64_t dst = 0;
+};
+/// @brief Extent of `blocks`; throws `invalid_argument` on negative fields or pitches below cols.
+[[nodiscard]] inline block_extent extent(std::span<const copy_block> blocks) {
+  block_extent e;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const copy_block& b = blocks[i];
+    const std::string w = detail::cat("copy_block[", i, "]");
+    detail::require(b.src_offset >= 0 && b.dst_offset >= 0 && b.rows >= 0 && b.cols >= 0, w,
+                    "offsets and sizes must be >= 0");
+    if (b.elements() == 0) continue;
+    detail::require(b.rows == 1 || (b.src_ld >= b.cols && b.dst_ld >= b.cols), w, "row pitch (", b.src_ld, ", ",
+                    b.dst_ld, ") below cols ", b.cols);
+    const std::int64_t sl = b.rows == 1 ? b.cols : b.src_ld;
+    const std::int64_t dl = b.rows == 1 ? b.cols : b.dst_ld;
+    e.src = std::max(e.src, b.src_offset + (b.rows - 1) * sl + b.cols);
+    e.dst = std::max(e.dst, b.dst_offset + (b.rows - 1) * dl + b.cols);
+  }
+  return e;
+}
+
+/// @brief Row prefix sums: `out[i]` = rows of blocks before i; `out.back()` = total rows.
+/// The CUDA kernel maps one warp to one row through a binary search in it.
+[[nodiscard]] inline std::vector<std::int64_t> row_prefix(std::span<const copy_block> blocks) {
+  std::vector<std::int64_t> p(blocks.size() + 1, 0);
+  for (std::size_t i = 0; i < blocks.size(); ++i) p[i + 1] = p[i] + blocks[i].rows;
+  return p;
+}
+
+/// @brief CPU reference: performs every block copy (no overlap allowed between
+/// destinations and sources). Sizes are checked against the spans.
+inline void copy_blocks_cpu(std::span<const std::byte> src, std::span<std::byte> dst,
+                            std::span<const copy_block> blocks, std::size_t elem_size) {
+  detail::require(elem_size > 0, "copy_blocks.elem_size", "must be > 0");
+  const block_extent e = extent(blocks);
+  const auto es = static_cast<std::int64_t>(elem_size);
+  detail::require(static_cast<std::uint64_t>(e.src * es) <= src.size(), "copy_blocks.src", "blocks reach byte ",
+                  e.src * es, " but the source has ", src.size());
+  detail::require(static_cast<std::uint64_t>(e.dst * es) <= dst.size(), "copy_blocks.dst", "blocks reach byte ",
+                  e.dst * es, " but the destination has ", dst.size());
+  for (const copy_block& b : blocks) {
+    if (b.elements() == 0) continue;
+    const auto row_bytes = static_cast<std::size_t>(b.cols * es);
+    for (std::int64_t r = 0; r < b.rows; ++r) {
+      const auto so = static_cast<std::size_t>((b.src_offset + r * b.src_ld) * es);
+      const auto d0 = static_cast<std::size_t>((b.dst_offset + r * b.dst_ld) * es);
+      std::memcpy(dst.data() + d0, src.data() + so, row_bytes);
+    }
+  }
+}
+
+}  // namespace disttrain::kernels
