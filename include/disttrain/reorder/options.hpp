@@ -1,0 +1,195 @@
+#pragma once
+/// @file options.hpp
+/// @brief `reorder_options`: modules and their DP degrees, microbatch count and
+/// its constraints, algorithms, and the pipeline the order is scored on.
+///
+/// @code
+/// disttrain::reorder_options o;
+/// o.modules = {{"encoder", 2}, {"backbone", 3}, {"generator", 2}};
+/// o.microbatches = 8;
+/// o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 4, 1});
+/// o.validate();
+/// @endcode
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+#include "disttrain/reorder/ordering.hpp"
+#include "disttrain/reorder/partition.hpp"
+#include "disttrain/reorder/sample_meta.hpp"
+
+namespace disttrain {
+
+/// @brief A module as the reorderer sees it: a name (for messages) and its DP degree.
+/// @code
+/// disttrain::reorder_module m{"backbone", 3};
+/// @endcode
+struct reorder_module {
+  std::string name;       ///< e.g. "encoder"; errors name it
+  std::uint32_t dp = 1;   ///< data-parallel replicas, > 0
+  friend bool operator==(const reorder_module&, const reorder_module&) = default;
+};
+
+/// @brief One pipeline stage for scoring orders: its module and the share of
+/// the module's per-microbatch cost it runs forward and backward.
+/// @code
+/// disttrain::pipeline_stage s{.module = 1, .forward_scale = 0.25, .backward_scale = 0.5};
+/// @endcode
+struct pipeline_stage {
+  std::uint32_t module = 0;     ///< index into reorder_options::modules
+  double forward_scale = 1.0;   ///< forward time = scale x slowest replica's load
+  double backward_scale = 2.0;  ///< backward time = scale x load (0 for a frozen module)
+  friend bool operator==(const pipeline_stage&, const pipeline_stage&) = default;
+};
+
+/// @brief Stages of a chain: module k split into `stages_per_module[k]` equal
+/// stages (forward `fwd/n`, backward `bwd/n` of the load each).
+/// @code
+/// auto st = disttrain::chain_stages(std::vector<std::uint32_t>{1, 4, 1});  // 6 stages
+/// @endcode
+inline std::vector<pipeline_stage> chain_stages(std::span<const std::uint32_t> stages_per_module, double fwd = 1.0,
+                                                double bwd = 2.0) {
+  std::vector<pipeline_stage> out;
+  for (std::size_t k = 0; k < stages_per_module.size(); ++k) {
+    const std::uint32_t n = stages_per_module[k];
+    for (std::uint32_t i = 0; i < n; ++i)
+      out.push_back({static_cast<std::uint32_t>(k), fwd / static_cast<double>(n), bwd / static_cast<double>(n)});
+  }
+  return out;
+}
+
+/// @brief How a global batch is cut into microbatch slots (before balancing).
+enum class slot_policy : std::uint8_t {
+  arrival,      ///< consecutive samples in arrival order (baseline; depends on input order)
+  size_sorted,  ///< consecutive samples by descending cost key: similar samples share a slot (default)
+  balanced,     ///< slots of equal total cost key (bounded memory per microbatch)
+};
+
+/// @brief Name of a slot policy.
+constexpr std::string_view to_string(slot_policy p) noexcept {
+  switch (p) {
+    case slot_policy::arrival: return "arrival";
+    case slot_policy::size_sorted: return "size_sorted";
+    case slot_policy::balanced: return "balanced";
+  }
+  return "unknown";
+}
+
+/// @brief Everything the reorderer needs besides the batch.
+/// @code
+/// disttrain::reorder_options o{.modules = {{"encoder", 2}, {"backbone", 3}}, .microbatches = 4};
+/// @endcode
+struct reorder_options {
+  std::vector<reorder_module> modules;              ///< 1..max_modules; index = cost index
+  std::uint32_t microbatches = 1;                   ///< microbatch slots per global batch
+  std::uint32_t microbatch_group = 1;               ///< microbatches must be a multiple (interleaving group)
+  bool equal_count = false;                         ///< near-equal sample counts per slot and per replica
+  slot_policy slots = slot_policy::size_sorted;     ///< slot formation
+  balance_method balance = balance_method::refined; ///< split of a slot over a module's replicas
+  order_method order = order_method::search;        ///< microbatch order
+  std::uint32_t order_budget = 2000;                ///< objective evaluations for order_method::search
+  std::vector<pipeline_stage> stages;               ///< scoring pipeline; empty: one stage per module
+
+  /// @brief Throws `errc::invalid_argument` naming the field.
+  void validate() const {
+    detail::require(!modules.empty() && modules.size() <= max_modules, "reorder_options.modules", "needs 1..",
+                    max_modules, " modules, got ", modules.size());
+    for (std::size_t k = 0; k < modules.size(); ++k)
+      detail::require(modules[k].dp > 0, detail::cat("reorder_options.modules[", k, "].dp"), "module '",
+                      modules[k].name, "': dp must be > 0, got ", modules[k].dp);
+    detail::require_positive(microbatches, "reorder_options.microbatches");
+    detail::require_positive(microbatch_group, "reorder_options.microbatch_group");
+    detail::require(microbatches % microbatch_group == 0, "reorder_options.microbatches", "microbatches ",
+                    microbatches, " must be a multiple of microbatch_group ", microbatch_group);
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const std::string where = detail::cat("reorder_options.stages[", s, "]");
+      detail::require(stages[s].module < modules.size(), where + ".module", "module ", stages[s].module,
+                      " >= modules ", modules.size());
+      detail::require(std::isfinite(stages[s].forward_scale) && stages[s].forward_scale >= 0.0,
+                      where + ".forward_scale", "must be finite and >= 0, got ", stages[s].forward_scale);
+      detail::require(std::isfinite(stages[s].backward_scale) && stages[s].backward_scale >= 0.0,
+                      where + ".backward_scale", "must be finite and >= 0, got ", stages[s].backward_scale);
+    }
+  }
+};
+
+NLOHMANN_JSON_SERIALIZE_ENUM(balance_method, {{balance_method::none, "none"},
+                                              {balance_method::lpt, "lpt"},
+                                              {balance_method::karmarkar_karp, "karmarkar_karp"},
+                                              {balance_method::refined, "refined"}})
+NLOHMANN_JSON_SERIALIZE_ENUM(order_method, {{order_method::identity, "identity"},
+                                            {order_method::paper, "paper"},
+                                            {order_method::search, "search"}})
+NLOHMANN_JSON_SERIALIZE_ENUM(slot_policy, {{slot_policy::arrival, "arrival"},
+                                           {slot_policy::size_sorted, "size_sorted"},
+                                           {slot_policy::balanced, "balanced"}})
+
+namespace detail {
+template <class E>
+E json_enum(const json& j, std::string_view key, E fallback, std::string_view path) {
+  if (!j.contains(std::string(key))) return fallback;
+  const json& v = j.at(std::string(key));
+  if (!v.is_string()) fail(errc::parse_error, join_path(path, key), "expected a string, got ", v.type_name());
+  const E e = v.get<E>();
+  // nlohmann maps unknown strings to the first enumerator; reject them instead.
+  if (json(e) != v) fail(errc::parse_error, join_path(path, key), "unknown value ", v.dump());
+  return e;
+}
+}  // namespace detail
+
+/// @brief JSON form of the options (enums as their names).
+inline void to_json(json& j, const reorder_options& o) {
+  j = json::object();
+  json mods = json::array();
+  for (const auto& m : o.modules) mods.push_back({{"name", m.name}, {"dp", m.dp}});
+  j["modules"] = std::move(mods);
+  j["microbatches"] = o.microbatches;
+  j["microbatch_group"] = o.microbatch_group;
+  j["equal_count"] = o.equal_count;
+  j["slots"] = o.slots;
+  j["balance"] = o.balance;
+  j["order"] = o.order;
+  j["order_budget"] = o.order_budget;
+  json st = json::array();
+  for (const auto& s : o.stages)
+    st.push_back({{"module", s.module}, {"forward_scale", s.forward_scale}, {"backward_scale", s.backward_scale}});
+  j["stages"] = std::move(st);
+}
+
+/// @brief Reads options (missing optional fields keep their defaults) and validates them.
+inline void from_json(const json& j, reorder_options& o) {
+  const std::string_view p = "reorder_options";
+  o = reorder_options{};
+  const json& mods = detail::json_get<json>(j, "modules", p);
+  detail::require(mods.is_array(), "reorder_options.modules", "must be an array");
+  for (std::size_t k = 0; k < mods.size(); ++k) {
+    const std::string mp = detail::cat("reorder_options.modules[", k, "]");
+    o.modules.push_back({detail::json_get_or<std::string>(mods[k], "name", detail::cat("module", k), mp),
+                         detail::json_get<std::uint32_t>(mods[k], "dp", mp)});
+  }
+  o.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", p);
+  o.microbatch_group = detail::json_get_or<std::uint32_t>(j, "microbatch_group", 1, p);
+  o.equal_count = detail::json_get_or<bool>(j, "equal_count", false, p);
+  o.slots = detail::json_enum(j, "slots", o.slots, p);
+  o.balance = detail::json_enum(j, "balance", o.balance, p);
+  o.order = detail::json_enum(j, "order", o.order, p);
+  o.order_budget = detail::json_get_or<std::uint32_t>(j, "order_budget", o.order_budget, p);
+  if (j.contains("stages")) {
+    const json& st = j.at("stages");
+    for (std::size_t s = 0; s < st.size(); ++s) {
+      const std::string sp = detail::cat("reorder_options.stages[", s, "]");
+      o.stages.push_back({detail::json_get<std::uint32_t>(st[s], "module", sp),
+                          detail::json_get_or<double>(st[s], "forward_scale", 1.0, sp),
+                          detail::json_get_or<double>(st[s], "backward_scale", 2.0, sp)});
+    }
+  }
+  o.validate();
+}
+
+}  // namespace disttrain

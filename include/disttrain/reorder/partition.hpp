@@ -1,0 +1,442 @@
+#pragma once
+/// @file partition.hpp
+/// @brief Balanced number partitioning: split items with costs into `k` bins
+/// so the heaviest bin is as light as possible (LPT, Karmarkar-Karp, and the
+/// refined default), optionally with equal item counts per bin.
+///
+/// This is the inner step of intra-microbatch balancing: the samples of one
+/// microbatch slot are split over one module's DP replicas.
+///
+/// Methods (see docs/reorder.md for the bounds):
+/// - `none`: items in the given order, contiguous chunks of near-equal count
+///   (what a data loader without reordering does; the baseline);
+/// - `lpt`: longest processing time first: items by descending cost, each to
+///   the currently lightest bin (DistTrain's rule; max load < 4/3 of optimal);
+/// - `karmarkar_karp`: k-way largest differencing (the method verl uses):
+///   O(n k log k) time and O(n k) memory;
+/// - `refined` (default): LPT, and for `k <= refine_kk_max_bins` also KK, each
+///   followed by local search (moves and pairwise swaps between the heaviest
+///   bin and the lightest ones while that strictly lowers the heavier of the
+///   two); the better result wins. Never worse than LPT.
+///
+/// Tie rule: items are ranked by (cost descending, index ascending), bins by
+/// (load, bin index); the result depends only on the cost sequence.
+///
+/// @code
+/// disttrain::partitioner p;
+/// std::vector<double> costs{5, 4, 3, 3, 2, 1};
+/// std::vector<std::uint32_t> bin(costs.size());
+/// double max_load = p.partition(costs, 2, /*equal_count=*/false,
+///                               disttrain::balance_method::refined, bin);  // 9
+/// @endcode
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+
+namespace disttrain {
+
+/// @brief How the samples of a slot are split over a module's DP replicas.
+/// @code
+/// auto m = disttrain::balance_method::karmarkar_karp;
+/// @endcode
+enum class balance_method : std::uint8_t {
+  none,            ///< given order, contiguous chunks (no balancing; the baseline)
+  lpt,             ///< longest processing time first (DistTrain)
+  karmarkar_karp,  ///< k-way largest differencing (verl)
+  refined,         ///< LPT / KK + local search (default)
+};
+
+/// @brief Name of a balance method ("none", "lpt", "karmarkar_karp", "refined").
+constexpr std::string_view to_string(balance_method m) noexcept {
+  switch (m) {
+    case balance_method::none: return "none";
+    case balance_method::lpt: return "lpt";
+    case balance_method::karmarkar_karp: return "karmarkar_karp";
+    case balance_method::refined: return "refined";
+  }
+  return "unknown";
+}
+
+/// @brief Splits items into bins; owns its scratch buffers so repeated calls
+/// do not allocate once the buffers have grown to the largest problem seen.
+///
+/// Not thread-safe: use one partitioner per thread.
+/// @code
+/// disttrain::partitioner p;
+/// std::vector<std::uint32_t> bin(3);
+/// p.partition(std::vector<double>{3, 2, 1}, 2, false, disttrain::balance_method::lpt, bin);
+/// // bin == {0, 1, 1}
+/// @endcode
+class partitioner {
+ public:
+  /// Local search stops after this many improving steps per call times (items + bins).
+  std::uint32_t refine_steps_per_item = 4;
+  /// Local search compares the heaviest bin with at most this many of the lightest bins.
+  std::uint32_t refine_width = 8;
+  /// `refined` also runs KK (and keeps the better) when bins <= this.
+  std::uint32_t refine_kk_max_bins = 16;
+  /// `refined` finishes small problems (items <= this, bins <= refine_kk_max_bins)
+  /// with a branch-and-bound search seeded by the heuristic result ...
+  std::uint32_t exact_max_items = 24;
+  /// ... that visits at most this many search nodes (exact when it completes).
+  std::uint32_t exact_node_budget = 50000;
+
+  /// @brief Assigns every item to a bin; returns the largest bin load.
+  ///
+  /// @param costs        item costs (finite, >= 0: the caller validates)
+  /// @param bins         number of bins, > 0
+  /// @param equal_count  every bin gets floor(n/k) or ceil(n/k) items
+  /// @param method       algorithm
+  /// @param bin_of       output, one entry per item
+  /// Throws `errc::invalid_argument` at `bins` for zero bins or a size mismatch,
+  /// `errc::infeasible` at `bins` when `equal_count` and there are fewer items than bins.
+  double partition(std::span<const double> costs, std::uint32_t bins, bool equal_count, balance_method method,
+                   std::span<std::uint32_t> bin_of) {
+    detail::require(bins > 0, "bins", "number of bins must be > 0, got ", bins);
+    detail::require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(), " entries, need ",
+                    costs.size());
+    if (equal_count && costs.size() < bins) {
+      detail::fail(errc::infeasible, "bins", "equal_count needs at least one item per bin: ", costs.size(),
+                   " items for ", bins, " bins");
+    }
+    const std::size_t n = costs.size();
+    if (n == 0) return 0.0;
+    costs_ = costs;
+    k_ = bins;
+    equal_ = equal_count;
+    if (method == balance_method::none) {
+      chunk(bin_of);
+      return max_load(bin_of);
+    }
+    sort_items();
+    if (method == balance_method::lpt) {
+      lpt(bin_of);
+      return max_load(bin_of);
+    }
+    if (method == balance_method::karmarkar_karp) {
+      karmarkar_karp(bin_of);
+      return max_load(bin_of);
+    }
+    // refined
+    lpt(bin_of);
+    double best = refine(bin_of);
+    if (k_ > 1 && k_ <= refine_kk_max_bins) {
+      alt_.resize(n);
+      karmarkar_karp(alt_);
+      const double kk = refine(alt_);
+      if (kk < best) {
+        best = kk;
+        std::copy(alt_.begin(), alt_.end(), bin_of.begin());
+      }
+    }
+    if (n <= exact_max_items && k_ > 1 && k_ <= refine_kk_max_bins) best = exact(bin_of, best);
+    return best;
+  }
+
+ private:
+  static constexpr std::uint32_t nil = std::numeric_limits<std::uint32_t>::max();
+
+  struct heap_entry {
+    double load;
+    std::uint32_t bin;
+  };
+  // Min-heap order on (load, bin) for std::*_heap (which builds max-heaps).
+  static bool heap_after(const heap_entry& a, const heap_entry& b) noexcept {
+    return a.load > b.load || (a.load == b.load && a.bin > b.bin);
+  }
+
+  struct kk_part {
+    double sum;
+    std::uint32_t count, head, tail;
+  };
+
+  double max_load(std::span<const std::uint32_t> bin_of) {
+    load_.assign(k_, 0.0);
+    // Summed in item index order, so the value depends only on the input.
+    for (std::size_t i = 0; i < costs_.size(); ++i) load_[bin_of[i]] += costs_[i];
+    return *std::max_element(load_.begin(), load_.end());
+  }
+
+  [[nodiscard]] std::uint32_t capacity_of(std::uint32_t i) const noexcept {
+    const std::uint32_t n = static_cast<std::uint32_t>(costs_.size());
+    return n / k_ + (i < n % k_ ? 1u : 0u);
+  }
+
+  void chunk(std::span<std::uint32_t> bin_of) const {
+    std::uint32_t b = 0, used = 0;
+    for (std::size_t i = 0; i < costs_.size(); ++i) {
+      while (used == capacity_of(b)) {
+        ++b;
+        used = 0;
+      }
+      bin_of[i] = b;
+      ++used;
+    }
+  }
+
+  void sort_items() {
+    const std::size_t n = costs_.size();
+    order_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) order_[i] = static_cast<std::uint32_t>(i);
+    const auto c = costs_;
+    std::sort(order_.begin(), order_.end(), [c](std::uint32_t a, std::uint32_t b) {
+      return c[a] > c[b] || (c[a] == c[b] && a < b);
+    });
+  }
+
+  void lpt(std::span<std::uint32_t> bin_of) {
+    const std::uint32_t n = static_cast<std::uint32_t>(costs_.size());
+    const std::uint32_t q = n / k_, rem = n % k_;
+    heap_.clear();
+    count_.assign(k_, 0);
+    for (std::uint32_t b = 0; b < k_; ++b) heap_.push_back({0.0, b});
+    std::make_heap(heap_.begin(), heap_.end(), heap_after);
+    std::uint32_t big = 0;  // bins already holding q + 1 items (equal-count mode)
+    for (std::uint32_t item : order_) {
+      for (;;) {
+        std::pop_heap(heap_.begin(), heap_.end(), heap_after);
+        heap_entry e = heap_.back();
+        heap_.pop_back();
+        const std::uint32_t cap = big < rem ? q + 1 : q;
+        if (equal_ && count_[e.bin] >= cap) continue;  // full: drop it
+        bin_of[item] = e.bin;
+        e.load += costs_[item];
+        ++count_[e.bin];
+        if (equal_ && count_[e.bin] == q + 1) {
+          ++big;
+          break;  // can take nothing more
+        }
+        heap_.push_back(e);
+        std::push_heap(heap_.begin(), heap_.end(), heap_after);
+        break;
+      }
+    }
+  }
+
+  void karmarkar_karp(std::span<std::uint32_t> bin_of) {
+    const std::size_t n = costs_.size();
+    const std::size_t k = k_;
+    next_.assign(n, nil);
+    // Initial states: one item each, or (equal count) k consecutive ranked items.
+    const std::size_t states = equal_ ? (n + k - 1) / k : n;
+    pool_.assign(states * k, kk_part{0.0, 0, nil, nil});
+    for (std::size_t r = 0; r < n; ++r) {
+      const std::uint32_t item = order_[r];
+      const std::size_t s = equal_ ? r / k : r;
+      const std::size_t slot = equal_ ? r % k : 0;
+      pool_[s * k + slot] = kk_part{costs_[item], 1, item, item};
+    }
+    kk_heap_.clear();
+    for (std::size_t s = 0; s < states; ++s) kk_heap_.push_back(static_cast<std::uint32_t>(s));
+    const auto spread_first = [this, k](std::uint32_t a, std::uint32_t b) {
+      const double sa = pool_[a * k].sum - pool_[a * k + k - 1].sum;
+      const double sb = pool_[b * k].sum - pool_[b * k + k - 1].sum;
+      return sa < sb || (sa == sb && a > b);  // max-heap: largest spread, then smallest id
+    };
+    std::make_heap(kk_heap_.begin(), kk_heap_.end(), spread_first);
+    tmp_.resize(k);
+    while (kk_heap_.size() > 1) {
+      std::pop_heap(kk_heap_.begin(), kk_heap_.end(), spread_first);
+      const std::uint32_t a = kk_heap_.back();
+      kk_heap_.pop_back();
+      std::pop_heap(kk_heap_.begin(), kk_heap_.end(), spread_first);
+      const std::uint32_t b = kk_heap_.back();
+      kk_heap_.pop_back();
+      for (std::size_t i = 0; i < k; ++i) {
+        const kk_part& x = pool_[a * k + i];
+        const kk_part& y = pool_[b * k + (k - 1 - i)];
+        kk_part z{x.sum + y.sum, x.count + y.count, x.head, x.tail};
+        if (y.head != nil) {
+          if (z.head == nil) z.head = y.head;
+          else next_[z.tail] = y.head;
+          z.tail = y.tail;
+        }
+        tmp_[i] = z;
+      }
+      std::sort(tmp_.begin(), tmp_.end(), [](const kk_part& x, const kk_part& y) {
+        if (x.sum != y.sum) return x.sum > y.sum;
+        if (x.count != y.count) return x.count < y.count;
+        return x.head < y.head;
+      });
+      std::copy(tmp_.begin(), tmp_.end(), pool_.begin() + static_cast<std::ptrdiff_t>(a * k));
+      kk_heap_.push_back(a);
+      std::push_heap(kk_heap_.begin(), kk_heap_.end(), spread_first);
+    }
+    const std::size_t root = kk_heap_.front();
+    for (std::size_t i = 0; i < k; ++i) {
+      for (std::uint32_t item = pool_[root * k + i].head; item != nil; item = next_[item]) {
+        bin_of[item] = static_cast<std::uint32_t>(i);
+      }
+    }
+  }
+
+  // Local search on an assignment; returns its max load.
+  double refine(std::span<std::uint32_t> bin_of) {
+    const std::size_t n = costs_.size();
+    if (k_ == 1) return max_load(bin_of);
+    load_.assign(k_, 0.0);
+    head_.assign(k_, nil);
+    next_.assign(n, nil);
+    prev_.assign(n, nil);
+    // Build per-bin lists in ranked order (largest first) so scans are deterministic.
+    for (std::size_t r = n; r-- > 0;) {
+      const std::uint32_t item = order_[r];
+      push_front(bin_of[item], item);
+      load_[bin_of[item]] += costs_[item];
+    }
+    cand_.resize(k_);
+    const std::size_t max_steps = static_cast<std::size_t>(refine_steps_per_item) * (n + k_);
+    const std::size_t width = std::min<std::size_t>(refine_width, k_ - 1);
+    for (std::size_t step = 0; step < max_steps; ++step) {
+      std::uint32_t a = 0;
+      for (std::uint32_t b = 1; b < k_; ++b)
+        if (load_[b] > load_[a]) a = b;
+      const double la = load_[a];
+      const double tol = la * 1e-12;
+      for (std::uint32_t b = 0; b < k_; ++b) cand_[b] = b;
+      std::swap(cand_[a], cand_[k_ - 1]);
+      const auto lighter = [this](std::uint32_t x, std::uint32_t y) {
+        return load_[x] < load_[y] || (load_[x] == load_[y] && x < y);
+      };
+      std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(width),
+                        cand_.begin() + static_cast<std::ptrdiff_t>(k_ - 1), lighter);
+      bool improved = false;
+      for (std::size_t ci = 0; ci < width && !improved; ++ci) {
+        const std::uint32_t b = cand_[ci];
+        const double lb = load_[b];
+        const double gap = la - lb;
+        if (gap <= tol) break;
+        double best = la - tol;
+        std::uint32_t bx = nil, by = nil;
+        for (std::uint32_t x = head_[a]; x != nil; x = next_[x]) {
+          const double cx = costs_[x];
+          if (!equal_ && cx > tol && cx < gap) {
+            const double nm = std::max(la - cx, lb + cx);
+            if (nm < best) {
+              best = nm;
+              bx = x;
+              by = nil;
+            }
+          }
+          for (std::uint32_t y = head_[b]; y != nil; y = next_[y]) {
+            const double d = cx - costs_[y];
+            if (d > tol && d < gap) {
+              const double nm = std::max(la - d, lb + d);
+              if (nm < best) {
+                best = nm;
+                bx = x;
+                by = y;
+              }
+            }
+          }
+        }
+        if (bx != nil) {
+          move(bx, a, b, bin_of);
+          if (by != nil) move(by, b, a, bin_of);
+          improved = true;
+        }
+      }
+      if (!improved) break;
+    }
+    return *std::max_element(load_.begin(), load_.end());
+  }
+
+  // Branch and bound over assignments in ranked order, seeded with the
+  // incumbent `best`; stops at the lower bound max(largest item, total / k) or
+  // after exact_node_budget nodes. Returns the (possibly improved) max load.
+  double exact(std::span<std::uint32_t> bin_of, double best) {
+    const std::size_t n = costs_.size();
+    double total = 0.0;
+    for (std::size_t i = 0; i < n; ++i) total += costs_[i];
+    const double lower = std::max(costs_[order_[0]], total / static_cast<double>(k_));
+    const double tol = best * 1e-12;
+    if (best <= lower + tol) return best;
+    load_.assign(k_, 0.0);
+    count_.assign(k_, 0);
+    path_.assign(n, 0);
+    cand_.resize(static_cast<std::size_t>(k_) * n);
+    nodes_ = 0;
+    best_ = best;
+    found_ = false;
+    lower_ = lower;
+    branch(0, 0.0, 0);
+    if (found_) {
+      for (std::size_t d = 0; d < n; ++d) bin_of[order_[d]] = best_path_[d];
+    }
+    return best_;
+  }
+
+  void branch(std::size_t depth, double cur_max, std::uint32_t big) {
+    const std::size_t n = costs_.size();
+    if (++nodes_ > exact_node_budget || best_ <= lower_ + best_ * 1e-12) return;
+    if (depth == n) {
+      best_ = cur_max;
+      best_path_.assign(path_.begin(), path_.end());
+      found_ = true;
+      return;
+    }
+    const std::uint32_t q = static_cast<std::uint32_t>(n / k_), rem = static_cast<std::uint32_t>(n % k_);
+    const double c = costs_[order_[depth]];
+    // Candidate bins, lightest first; bins with equal (load, count) are interchangeable.
+    std::uint32_t* cand = cand_.data() + depth * k_;
+    std::uint32_t nc = 0;
+    for (std::uint32_t b = 0; b < k_; ++b) {
+      if (equal_ && (count_[b] > q || (count_[b] == q && big >= rem))) continue;
+      bool twin = false;
+      for (std::uint32_t x = 0; x < nc && !twin; ++x)
+        twin = load_[cand[x]] == load_[b] && count_[cand[x]] == count_[b];
+      if (!twin) cand[nc++] = b;
+    }
+    std::sort(cand, cand + nc, [this](std::uint32_t x, std::uint32_t y) {
+      return load_[x] < load_[y] || (load_[x] == load_[y] && x < y);
+    });
+    for (std::uint32_t x = 0; x < nc; ++x) {
+      const std::uint32_t b = cand[x];
+      const double nl = load_[b] + c;
+      if (nl >= best_ - best_ * 1e-12) break;  // later candidates are heavier still
+      load_[b] = nl;
+      ++count_[b];
+      path_[depth] = b;
+      branch(depth + 1, std::max(cur_max, nl), big + (equal_ && count_[b] == q + 1 ? 1u : 0u));
+      --count_[b];
+      load_[b] -= c;
+      if (nodes_ > exact_node_budget || best_ <= lower_ + best_ * 1e-12) return;
+    }
+  }
+
+  void push_front(std::uint32_t bin, std::uint32_t item) {
+    next_[item] = head_[bin];
+    prev_[item] = nil;
+    if (head_[bin] != nil) prev_[head_[bin]] = item;
+    head_[bin] = item;
+  }
+  void move(std::uint32_t item, std::uint32_t from, std::uint32_t to, std::span<std::uint32_t> bin_of) {
+    if (prev_[item] != nil) next_[prev_[item]] = next_[item];
+    else head_[from] = next_[item];
+    if (next_[item] != nil) prev_[next_[item]] = prev_[item];
+    push_front(to, item);
+    load_[from] -= costs_[item];
+    load_[to] += costs_[item];
+    bin_of[item] = to;
+  }
+
+  std::span<const double> costs_;
+  std::uint32_t k_ = 1;
+  bool equal_ = false;
+  std::vector<std::uint32_t> order_, count_, next_, prev_, head_, cand_, kk_heap_, alt_, path_, best_path_;
+  std::size_t nodes_ = 0;
+  double best_ = 0.0, lower_ = 0.0;
+  bool found_ = false;
+  std::vector<double> load_;
+  std::vector<heap_entry> heap_;
+  std::vector<kk_part> pool_, tmp_;
+};
+
+}  // namespace disttrain

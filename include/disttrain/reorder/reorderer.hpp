@@ -1,0 +1,322 @@
+#pragma once
+/// @file reorderer.hpp
+/// @brief `reorderer`: turns a global batch's sample metadata into the sample
+/// -> (module replica, microbatch, position) map, balancing every module's DP
+/// replicas inside each microbatch and ordering the microbatches to minimise
+/// the pipeline's iteration time.
+///
+/// Steps for a batch of n samples, K modules, m microbatches (docs/reorder.md):
+/// 1. canonical order: samples sorted by id (duplicate ids are an error); module
+///    totals T_k summed in that order; cost key `sum_k cost_k / T_k`; samples
+///    ranked by (key descending, id ascending). Everything below reads only
+///    this ranking, so the result does not depend on input order.
+/// 2. slots: the ranking is cut into m slots of floor/ceil(n/m) samples
+///    (`size_sorted`: consecutive ranks, so a slot holds similar samples;
+///    `balanced`: equal key totals; `arrival`: input order).
+/// 3. cells: for each slot and each module independently, the slot's samples
+///    are split over the module's dp replicas by `partitioner` on that module's
+///    costs. Modules are coupled only through the slots, so a module with a
+///    different DP degree gets its own optimal-ish split of the same samples.
+/// 4. order: per slot and stage, time = scale x slowest replica's load; the
+///    `microbatch_orderer` picks the order minimising the objective.
+/// Cost: O(n log n + n K) plus the partition and order searches (bounded
+/// budgets); after the first batch of a given size, no allocation except
+/// growing `out` when the batch is larger than any before.
+///
+/// @code
+/// disttrain::reorder_options o{.modules = {{"encoder", 2}, {"backbone", 3}}, .microbatches = 4};
+/// disttrain::reorderer<> r(o);
+/// disttrain::reorder_result res;
+/// for (auto& batch : loader) {           // std::vector<disttrain::sample_meta>
+///   r.assign(batch, res);                // reuses res's buffers
+///   feed(res);
+/// }
+/// @endcode
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/reorder/assignment.hpp"
+#include "disttrain/reorder/options.hpp"
+#include "disttrain/reorder/ordering.hpp"
+#include "disttrain/reorder/partition.hpp"
+#include "disttrain/reorder/pipeline_time.hpp"
+#include "disttrain/reorder/sample_meta.hpp"
+
+namespace disttrain {
+
+/// @brief Reusable reorderer for successive global batches. `Objective`
+/// scores microbatch orders (default: exact 1F1B time, `pipeline_time`).
+///
+/// Deterministic: the same options and the same multiset of samples give a
+/// bit-identical `reorder_result` on every rank and thread, whatever the input
+/// order (except `slot_policy::arrival`, which follows the input order by design).
+/// Not thread-safe: one reorderer per thread.
+/// @code
+/// disttrain::reorderer<> r(opts);
+/// disttrain::reorder_result res = r.assign(meta);
+/// @endcode
+template <order_objective Objective = pipeline_time>
+class reorderer {
+ public:
+  /// @brief Validates and stores the options.
+  explicit reorderer(reorder_options options, Objective objective = Objective{})
+      : options_(std::move(options)), objective_(std::move(objective)) {
+    options_.validate();
+    if (options_.stages.empty()) {
+      for (std::size_t k = 0; k < options_.modules.size(); ++k)
+        options_.stages.push_back({static_cast<std::uint32_t>(k), 1.0, 2.0});
+    }
+    orderer_.budget = options_.order_budget;
+  }
+
+  /// @brief The options in use (stages filled in).
+  [[nodiscard]] const reorder_options& options() const noexcept { return options_; }
+  /// @brief The objective (e.g. to change its settings between batches).
+  [[nodiscard]] Objective& objective() noexcept { return objective_; }
+  /// @brief The partitioner (its tuning knobs are public members).
+  [[nodiscard]] partitioner& balancer() noexcept { return partitioner_; }
+
+  /// @brief Reorders one global batch into a new result.
+  [[nodiscard]] reorder_result assign(std::span<const sample_meta> batch) {
+    reorder_result out;
+    assign(batch, out);
+    return out;
+  }
+
+  /// @brief Reorders one global batch into `out`, reusing its buffers.
+  ///
+  /// Throws `errc::invalid_argument` at `batch` (empty, fewer samples than
+  /// microbatches), `batch[i].id` (duplicate id), `batch[i].cost[k]` (negative or
+  /// non-finite cost); `errc::infeasible` at `reorder_options.modules[k].dp`
+  /// when `equal_count` leaves a replica of module k without a sample.
+  void assign(std::span<const sample_meta> batch, reorder_result& out) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    detail::require(n > 0, "batch", "global batch is empty");
+    detail::require(n >= m, "batch", "has ", n, " samples, fewer than microbatches ", m,
+                    " (every microbatch needs a sample)");
+    detail::require(n <= 0xfffffffeu, "batch", "has ", n, " samples, limit 4294967294");
+    for (std::size_t i = 0; i < n; ++i) validate_sample_costs(batch[i], K, i);
+    if (options_.equal_count) {
+      for (std::size_t k = 0; k < K; ++k)
+        if (n / m < options_.modules[k].dp)
+          detail::fail(errc::infeasible, detail::cat("reorder_options.modules[", k, "].dp"), "module '",
+                       options_.modules[k].name, "': equal_count needs >= dp = ", options_.modules[k].dp,
+                       " samples per microbatch, the smallest of ", m, " microbatches has ", n / m, " (batch of ",
+                       n, ")");
+    }
+    rank_samples(batch);
+    form_slots(batch);
+    split_cells(batch);
+    order_slots();
+    write_result(batch, out);
+  }
+
+ private:
+  [[nodiscard]] std::size_t slot_begin(std::size_t j, std::size_t n) const noexcept {
+    const std::size_t m = options_.microbatches;
+    return j * (n / m) + std::min(j, n % m);
+  }
+
+  // Step 1: by_id_ (input indices by id), rank_ (input indices by key desc, id asc).
+  void rank_samples(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    by_id_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) by_id_[i] = static_cast<std::uint32_t>(i);
+    std::sort(by_id_.begin(), by_id_.end(),
+              [batch](std::uint32_t a, std::uint32_t b) { return batch[a].id < batch[b].id; });
+    for (std::size_t r = 1; r < n; ++r) {
+      if (batch[by_id_[r]].id == batch[by_id_[r - 1]].id) {
+        const std::uint32_t a = std::min(by_id_[r], by_id_[r - 1]), b = std::max(by_id_[r], by_id_[r - 1]);
+        detail::fail(errc::invalid_argument, detail::cat("batch[", b, "].id"), "duplicate sample id ",
+                     batch[b].id, " (also batch[", a, "])");
+      }
+    }
+    total_.fill(0.0);
+    for (std::uint32_t i : by_id_)
+      for (std::size_t k = 0; k < K; ++k) total_[k] += batch[i].cost[k];
+    key_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      double key = 0.0;
+      for (std::size_t k = 0; k < K; ++k)
+        if (total_[k] > 0.0) key += batch[i].cost[k] / total_[k];
+      key_[i] = key;
+    }
+    rank_.assign(by_id_.begin(), by_id_.end());
+    std::sort(rank_.begin(), rank_.end(), [this, batch](std::uint32_t a, std::uint32_t b) {
+      return key_[a] > key_[b] || (key_[a] == key_[b] && batch[a].id < batch[b].id);
+    });
+  }
+
+  // Step 2: seq_ = input indices grouped by slot (slot j = seq_[slot_begin(j) ..)).
+  void form_slots(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t m = options_.microbatches;
+    seq_.resize(n);
+    switch (options_.slots) {
+      case slot_policy::arrival:
+        for (std::size_t i = 0; i < n; ++i) seq_[i] = static_cast<std::uint32_t>(i);
+        break;
+      case slot_policy::size_sorted:
+        std::copy(rank_.begin(), rank_.end(), seq_.begin());
+        break;
+      case slot_policy::balanced: {
+        // Partition the ranked keys into m equal-count bins, then list each bin's
+        // members in rank order.
+        costs_.resize(n);
+        bins_.resize(n);
+        for (std::size_t r = 0; r < n; ++r) costs_[r] = key_[rank_[r]];
+        slot_partitioner_.partition(costs_, static_cast<std::uint32_t>(m), true, balance_method::refined, bins_);
+        fill_.assign(m, 0);
+        for (std::size_t r = 0; r < n; ++r) {
+          const std::uint32_t j = bins_[r];
+          seq_[slot_begin(j, n) + fill_[j]++] = rank_[r];
+        }
+        break;
+      }
+    }
+  }
+
+  // Step 3: replica_/offset_ per (input index, module); load_ per (module, slot, replica).
+  void split_cells(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    replica_.resize(n * K);
+    offset_.resize(n * K);
+    load_base_.resize(K + 1);
+    load_base_[0] = 0;
+    for (std::size_t k = 0; k < K; ++k) load_base_[k + 1] = load_base_[k] + m * options_.modules[k].dp;
+    slot_load_.assign(load_base_[K], 0.0);
+    slowest_.assign(K * m, 0.0);
+    slot_.resize(n);
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
+      const std::span<const std::uint32_t> members(seq_.data() + b, e - b);
+      for (std::uint32_t i : members) slot_[i] = static_cast<std::uint32_t>(j);
+      costs_.resize(members.size());
+      bins_.resize(members.size());
+      for (std::size_t k = 0; k < K; ++k) {
+        const std::uint32_t dp = options_.modules[k].dp;
+        for (std::size_t x = 0; x < members.size(); ++x) costs_[x] = batch[members[x]].cost[k];
+        partitioner_.partition(costs_, dp, options_.equal_count, options_.balance, bins_);
+        fill_.assign(dp, 0);
+        double* load = slot_load_.data() + load_base_[k] + j * dp;
+        for (std::size_t x = 0; x < members.size(); ++x) {
+          const std::uint32_t i = members[x];
+          const std::uint32_t r = bins_[x];
+          replica_[i * K + k] = r;
+          offset_[i * K + k] = fill_[r]++;
+          load[r] += costs_[x];
+        }
+        slowest_[k * m + j] = *std::max_element(load, load + dp);
+      }
+    }
+  }
+
+  // Step 4: perm_[position] = slot.
+  void order_slots() {
+    const std::size_t m = options_.microbatches;
+    const std::size_t S = options_.stages.size();
+    fwd_.resize(m * S);
+    bwd_.resize(m * S);
+    for (std::size_t j = 0; j < m; ++j) {
+      for (std::size_t s = 0; s < S; ++s) {
+        const pipeline_stage& st = options_.stages[s];
+        const double t = slowest_[st.module * m + j];
+        fwd_[j * S + s] = st.forward_scale * t;
+        bwd_[j * S + s] = st.backward_scale * t;
+      }
+    }
+    perm_.resize(m);
+    position_.resize(m);
+    time_ = orderer_.order(stage_times{m, S, fwd_, bwd_}, objective_, options_.order, perm_);
+    for (std::size_t p = 0; p < m; ++p) position_[perm_[p]] = static_cast<std::uint32_t>(p);
+  }
+
+  void write_result(std::span<const sample_meta> batch, reorder_result& out) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    out.modules = static_cast<std::uint32_t>(K);
+    out.microbatches = static_cast<std::uint32_t>(m);
+    out.dp.fill(0);
+    for (std::size_t k = 0; k < K; ++k) out.dp[k] = options_.modules[k].dp;
+    out.equal_count = options_.equal_count;
+    out.iteration_time = time_;
+    out.imbalance.fill(0.0);
+    for (std::size_t k = 0; k < K; ++k) {
+      double sum = 0.0;
+      for (std::size_t j = 0; j < m; ++j) sum += slowest_[k * m + j];
+      const double ideal = total_[k] / static_cast<double>(options_.modules[k].dp);
+      out.imbalance[k] = ideal > 0.0 ? sum / ideal : 1.0;
+    }
+    // Samples by id; sorted_index_[input index] = index in out.samples.
+    out.samples.resize(n);
+    sorted_index_.resize(n);
+    for (std::size_t r = 0; r < n; ++r) {
+      const std::uint32_t i = by_id_[r];
+      sorted_index_[i] = static_cast<std::uint32_t>(r);
+      sample_place& p = out.samples[r];
+      p.id = batch[i].id;
+      p.microbatch = position_[slot_of(i)];
+      p.module = {};
+      for (std::size_t k = 0; k < K; ++k) p.module[k] = module_place{replica_[i * K + k], offset_[i * K + k]};
+    }
+    // Cells ordered (module, position, replica).
+    const std::size_t cells = load_base_[K];
+    out.cell_begin.resize(cells + 1);
+    out.load.resize(cells);
+    std::size_t c = 0;
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::size_t dp = options_.modules[k].dp;
+      for (std::size_t p = 0; p < m; ++p) {
+        const std::size_t j = perm_[p];
+        for (std::size_t r = 0; r < dp; ++r, ++c) out.load[c] = slot_load_[load_base_[k] + j * dp + r];
+      }
+    }
+    // Cell sizes, then prefix sums.
+    std::fill(out.cell_begin.begin(), out.cell_begin.end(), 0u);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t pos = position_[slot_of(i)];
+      for (std::size_t k = 0; k < K; ++k) ++out.cell_begin[cell_of(k, pos, replica_[i * K + k]) + 1];
+    }
+    for (std::size_t x = 0; x < cells; ++x) out.cell_begin[x + 1] += out.cell_begin[x];
+    out.cell_samples.resize(n * K);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t pos = position_[slot_of(i)];
+      for (std::size_t k = 0; k < K; ++k)
+        out.cell_samples[out.cell_begin[cell_of(k, pos, replica_[i * K + k])] + offset_[i * K + k]] =
+            sorted_index_[i];
+    }
+  }
+
+  [[nodiscard]] std::size_t cell_of(std::size_t k, std::size_t pos, std::size_t r) const noexcept {
+    return load_base_[k] + pos * options_.modules[k].dp + r;
+  }
+
+  // Slot of input index i (recorded by split_cells).
+  [[nodiscard]] std::size_t slot_of(std::size_t i) const noexcept { return slot_[i]; }
+
+  reorder_options options_;
+  Objective objective_;
+  partitioner partitioner_, slot_partitioner_;
+  microbatch_orderer orderer_;
+  std::array<double, max_modules> total_{};
+  double time_ = 0.0;
+  std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_, sorted_index_,
+      slot_;
+  std::vector<std::size_t> load_base_;
+  std::vector<double> key_, costs_, slot_load_, slowest_, fwd_, bwd_;
+};
+
+}  // namespace disttrain

@@ -1,0 +1,140 @@
+#pragma once
+/// @file sample_meta.hpp
+/// @brief Per-sample metadata the reorderer works on, and the `sample_cost`
+/// concept that turns a host's samples into it.
+///
+/// A sample is processed by one replica of every module (encoder, backbone,
+/// generator, ...). The reorderer only needs, per sample, a unique id and one
+/// non-negative cost per module, in the units the schedule is scored in
+/// (seconds, or anything proportional to them). Costs come from a host functor
+/// that satisfies `sample_cost` (see `multimodal_cost` for the built-in one) or
+/// from the cost model.
+///
+/// @code
+/// struct my_sample { std::uint64_t id; double vit, llm; };
+/// auto cost = [](const my_sample& s) { return std::array<double, 2>{s.vit, s.llm}; };
+/// std::vector<my_sample> batch = load();
+/// std::vector<disttrain::sample_meta> meta;
+/// disttrain::describe_batch(batch, cost, meta);   // ids taken from my_sample::id
+/// @endcode
+
+#include <array>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <ranges>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+
+namespace disttrain {
+
+/// @brief Most modules a sample can pass through (encoder, backbone, generator
+/// and one spare, e.g. a second encoder for audio).
+inline constexpr std::size_t max_modules = 4;
+
+/// @brief One sample as the reorderer sees it: a unique id and a cost per module.
+///
+/// `cost[k]` belongs to module `k` of the `reorder_options::modules` list;
+/// entries past the configured module count are ignored.
+/// @code
+/// disttrain::sample_meta s{.id = 7, .cost = {2.0e-3, 9.5e-3, 0.0, 0.0}};
+/// @endcode
+struct sample_meta {
+  std::uint64_t id = 0;                        ///< unique within a global batch
+  std::array<double, max_modules> cost{};     ///< non-negative cost per module
+  friend bool operator==(const sample_meta&, const sample_meta&) = default;
+};
+
+/// @brief A per-module cost vector: `std::array<double, K>`, `std::vector<double>`,
+/// or anything with `std::size(v)` and `v[i]` convertible to double.
+/// @code
+/// static_assert(disttrain::module_cost_vector<std::array<double, 3>>);
+/// @endcode
+template <class V>
+concept module_cost_vector = requires(const V& v, std::size_t i) {
+  { std::size(v) } -> std::convertible_to<std::size_t>;
+  { v[i] } -> std::convertible_to<double>;
+};
+
+/// @brief A host functor mapping a sample to its per-module costs.
+///
+/// `f(sample)` returns a `module_cost_vector` with at most `max_modules` entries.
+/// @code
+/// auto cost = [](const my_sample& s) { return std::array<double, 3>{enc(s), llm(s), gen(s)}; };
+/// static_assert(disttrain::sample_cost<decltype(cost), my_sample>);
+/// @endcode
+template <class F, class Sample>
+concept sample_cost = std::regular_invocable<const F&, const Sample&> &&
+                      module_cost_vector<std::invoke_result_t<const F&, const Sample&>>;
+
+/// @brief The default id of a sample: its `id` member if it has one, else its
+/// position in the batch.
+/// @code
+/// disttrain::default_sample_id{}(my_sample{.id = 9}, 0);  // 9
+/// @endcode
+struct default_sample_id {
+  template <class Sample>
+  [[nodiscard]] std::uint64_t operator()(const Sample& s, std::size_t index) const {
+    if constexpr (requires { { s.id } -> std::convertible_to<std::uint64_t>; }) {
+      return static_cast<std::uint64_t>(s.id);
+    } else {
+      return static_cast<std::uint64_t>(index);
+    }
+  }
+};
+
+/// @brief Checks one sample's costs: finite and non-negative for the first
+/// `modules` entries; errors name `batch[index].cost[k]`. Allocation-free
+/// unless it throws.
+/// @code
+/// disttrain::validate_sample_costs(meta[3], 3, 3);
+/// @endcode
+inline void validate_sample_costs(const sample_meta& s, std::size_t modules, std::size_t index) {
+  for (std::size_t k = 0; k < modules && k < max_modules; ++k) {
+    const double c = s.cost[k];
+    if (!std::isfinite(c) || c < 0.0) {
+      detail::fail(errc::invalid_argument, detail::cat("batch[", index, "].cost[", k, "]"), "sample id ", s.id,
+                   ": cost must be finite and >= 0, got ", c);
+    }
+  }
+}
+
+/// @brief Fills `out` (reusing its capacity) with the metadata of `samples`:
+/// `out[i].id = id(samples[i], i)`, `out[i].cost = cost(samples[i])`.
+///
+/// Throws `errc::invalid_argument` at `batch[i].cost[k]` for a negative or
+/// non-finite cost, and at `batch[i].cost` when the functor returns more than
+/// `max_modules` entries.
+/// @code
+/// std::vector<disttrain::sample_meta> meta;
+/// disttrain::describe_batch(samples, disttrain::multimodal_cost{coeffs}, meta);
+/// @endcode
+template <std::ranges::input_range R, class Cost, class IdFn = default_sample_id>
+  requires sample_cost<Cost, std::ranges::range_value_t<R>>
+void describe_batch(R&& samples, const Cost& cost, std::vector<sample_meta>& out, IdFn id = {}) {
+  out.clear();
+  std::size_t i = 0;
+  for (const auto& s : samples) {
+    const auto c = std::invoke(cost, s);
+    const std::size_t k = static_cast<std::size_t>(std::size(c));
+    if (k > max_modules) {
+      detail::fail(errc::invalid_argument, detail::cat("batch[", i, "].cost"), "cost functor returned ", k,
+                   " module costs, limit ", max_modules);
+    }
+    sample_meta m;
+    m.id = id(s, i);
+    for (std::size_t j = 0; j < k; ++j) m.cost[j] = static_cast<double>(c[j]);
+    validate_sample_costs(m, k, i);
+    out.push_back(m);
+    ++i;
+  }
+}
+
+}  // namespace disttrain
