@@ -142,6 +142,7 @@ class microbatch_orderer {
   }
 
   void ascending(std::vector<std::uint32_t>& idx) const {
+    idx.resize(size_.size());
     for (std::size_t j = 0; j < idx.size(); ++j) idx[j] = static_cast<std::uint32_t>(j);
     std::sort(idx.begin(), idx.end(), [this](std::uint32_t a, std::uint32_t b) {
       return size_[a] < size_[b] || (size_[a] == size_[b] && a < b);

@@ -1,0 +1,121 @@
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "disttrain/reorder/pipeline_time.hpp"
+#include "disttrain_catch.hpp"
+
+using disttrain::errc;
+using disttrain::pipeline_schedule;
+using disttrain::pipeline_time;
+using disttrain::stage_times;
+
+namespace {
+
+// Reference: per-stage op lists written out independently, finish times by
+// fixpoint relaxation (Bellman-Ford style) from zero. Returns the makespan.
+double reference_time(pipeline_schedule kind, std::size_t m, std::size_t S, const std::vector<double>& f,
+                      const std::vector<double>& b, double lat) {
+  struct op {
+    bool bwd;
+    std::size_t j;
+  };
+  std::vector<std::vector<op>> ops(S);
+  for (std::size_t s = 0; s < S; ++s) {
+    if (kind == pipeline_schedule::gpipe) {
+      for (std::size_t j = 0; j < m; ++j) ops[s].push_back({false, j});
+      for (std::size_t j = 0; j < m; ++j) ops[s].push_back({true, j});
+      continue;
+    }
+    // 1F1B as usually drawn: warm-up forwards, steady F/B pairs, cool-down backwards.
+    const std::size_t warm = std::min(S - s - 1, m);
+    std::size_t nf = 0, nb = 0;
+    for (; nf < warm; ++nf) ops[s].push_back({false, nf});
+    while (nf < m) {
+      ops[s].push_back({false, nf++});
+      ops[s].push_back({true, nb++});
+    }
+    while (nb < m) ops[s].push_back({true, nb++});
+  }
+  std::vector<double> ff(m * S, 0.0), bf(m * S, 0.0);
+  for (std::size_t round = 0; round < 4 * m * S + 4; ++round) {
+    bool changed = false;
+    for (std::size_t s = 0; s < S; ++s) {
+      double free_at = 0.0;
+      for (const op& o : ops[s]) {
+        const std::size_t c = o.j * S + s;
+        double dep;
+        if (!o.bwd) dep = s == 0 ? 0.0 : ff[c - 1] + lat;
+        else dep = s + 1 == S ? ff[c] : bf[c + 1] + lat;
+        const double fin = std::max(free_at, dep) + (o.bwd ? b[c] : f[c]);
+        double& slot = o.bwd ? bf[c] : ff[c];
+        if (fin != slot) {
+          slot = fin;
+          changed = true;
+        }
+        free_at = fin;
+      }
+    }
+    if (!changed) break;
+  }
+  double end = 0.0;
+  for (std::size_t c = 0; c < m * S; ++c) end = std::max({end, ff[c], bf[c]});
+  return end;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline_time: uniform microbatches give the closed forms") {
+  for (std::size_t S : {1u, 2u, 4u, 7u}) {
+    for (std::size_t m : {1u, 3u, 8u, 16u}) {
+      std::vector<double> f(m * S, 1.5), b(m * S, 3.0);
+      const stage_times t{m, S, f, b};
+      // 1F1B and GPipe: (m + S - 1) * (f + b).
+      pipeline_time one(pipeline_schedule::one_f_one_b), gp(pipeline_schedule::gpipe);
+      INFO("m=" << m << " S=" << S);
+      CHECK(one(t) == Approx(static_cast<double>(m + S - 1) * 4.5));
+      CHECK(gp(t) == Approx(static_cast<double>(m + S - 1) * 4.5));
+    }
+  }
+}
+
+TEST_CASE("pipeline_time: hand-computed heterogeneous case") {
+  // 2 stages, 2 microbatches. mb0: f=1,b=2 per stage; mb1: f=3,b=1 per stage.
+  // stage0: F0[0,1] F1[1,4] B0 B1 ; stage1: F0[1,2] B0[2,4] F1[4,7] B1[7,8]
+  // stage0: B0 after stage1 B0 (4) and F1 (4): [4,6]; B1 after 8: [8,9].
+  const std::vector<double> f{1, 1, 3, 3}, b{2, 2, 1, 1};
+  pipeline_time eval;
+  CHECK(eval(stage_times{2, 2, f, b}) == 9.0);
+  // With 0.5 latency per hop: F0 s1 [1.5,2.5], B0 s1 [2.5,4.5], F1 s0 [1,4] -> F1 s1 [4.5,7.5],
+  // B1 s1 [7.5,8.5]; stage0: B0 [5,7], B1 [9,10].
+  pipeline_time lat(pipeline_schedule::one_f_one_b, 0.5);
+  CHECK(lat(stage_times{2, 2, f, b}) == 10.0);
+}
+
+TEST_CASE("pipeline_time: matches an independent fixpoint reference on random instances") {
+  std::mt19937_64 rng(99);
+  std::uniform_real_distribution<double> u(0.1, 5.0);
+  pipeline_time one(pipeline_schedule::one_f_one_b), gp(pipeline_schedule::gpipe);
+  pipeline_time one_lat(pipeline_schedule::one_f_one_b, 0.25);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t m = 1 + rng() % 12, S = 1 + rng() % 6;
+    std::vector<double> f(m * S), b(m * S);
+    for (auto& x : f) x = u(rng);
+    for (auto& x : b) x = u(rng);
+    const stage_times t{m, S, f, b};
+    INFO("trial " << trial << " m=" << m << " S=" << S);
+    CHECK(one(t) == Approx(reference_time(pipeline_schedule::one_f_one_b, m, S, f, b, 0.0)).epsilon(1e-12));
+    CHECK(gp(t) == Approx(reference_time(pipeline_schedule::gpipe, m, S, f, b, 0.0)).epsilon(1e-12));
+    CHECK(one_lat(t) == Approx(reference_time(pipeline_schedule::one_f_one_b, m, S, f, b, 0.25)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("pipeline_time: bad input") {
+  pipeline_time eval;
+  std::vector<double> f{1, 2}, b{1};
+  DISTTRAIN_CHECK_ERROR(eval(stage_times{2, 1, f, b}), errc::invalid_argument, "stage_times.backward");
+  DISTTRAIN_CHECK_ERROR(eval(stage_times{0, 1, {}, {}}), errc::invalid_argument, "stage_times.microbatches");
+  std::vector<double> neg{1, -1};
+  DISTTRAIN_CHECK_ERROR(eval(stage_times{2, 1, neg, f}), errc::invalid_argument, "stage_times.forward[1]");
+  DISTTRAIN_CHECK_ERROR(pipeline_time(pipeline_schedule::gpipe, -1.0), errc::invalid_argument, "p2p_latency");
+}
