@@ -78,6 +78,7 @@ inline rank_buffers make_buffers(const route_case& c, int rank) {
 inline std::size_t count_mismatches(const route_case& c, int rank, const rank_buffers& b) {
   if (b.destination.size() != b.expected.size()) return b.expected.size() + 1;
   const auto co = c.layout.coord(rank);
+  if (co.segment != c.to.segment || co.stage != c.to.stage) return b.destination.empty() ? 0 : 1;
   const int tp_b = c.layout.segment(c.to.segment).tp;
   const int S = std::lcm(c.layout.segment(c.from.segment).tp, tp_b);
   const auto es = c.shape.elem_size;

@@ -1,0 +1,194 @@
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "disttrain/comm/local_backend.hpp"
+#include "disttrain/comm/route_transfer.hpp"
+#include "disttrain_catch.hpp"
+#include "local_harness.hpp"
+#include "route_cases.hpp"
+
+using disttrain::errc;
+using disttrain::local_backend;
+using disttrain::local_world;
+using disttrain::route_plan;
+using disttrain::test::route_case;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct rank_result {
+  std::size_t mismatches = 0;
+  std::size_t packed_bytes = 0;
+};
+
+// Runs case `c` on a local world; each rank plans on its own (as real ranks do).
+std::vector<rank_result> run_case(const route_case& c, bool verify, int tag = 5) {
+  local_world world(c.layout.world_size(), {5000ms});
+  std::vector<rank_result> res(static_cast<std::size_t>(world.size()));
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const route_plan plan = disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, c.shape, c.opts);
+    auto bufs = disttrain::test::make_buffers(c, b.rank());
+    disttrain::buffer_pool pool;
+    disttrain::route_transfer<local_backend> t(b, plan, pool, {tag, verify, std::chrono::milliseconds(-1)});
+    t.start(bufs.source, bufs.destination);
+    t.wait();
+    auto& r = res[static_cast<std::size_t>(b.rank())];
+    r.mismatches = disttrain::test::count_mismatches(c, b.rank(), bufs);
+    r.packed_bytes = t.packed_send_bytes();
+  });
+  disttrain::test::rethrow_first(errors);
+  return res;
+}
+
+std::string error_text(const std::vector<std::exception_ptr>& errs, int rank, errc* code = nullptr) {
+  try {
+    if (errs[static_cast<std::size_t>(rank)]) std::rethrow_exception(errs[static_cast<std::size_t>(rank)]);
+  } catch (const disttrain::error& e) {
+    if (code) *code = e.code();
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("every route case moves every element intact (local backend)") {
+  for (bool verify : {false, true}) {
+    for (const auto& c : disttrain::test::local_route_cases()) {
+      INFO("case " << c.name << " verify " << verify);
+      const auto res = run_case(c, verify);
+      for (std::size_t r = 0; r < res.size(); ++r) {
+        INFO("rank " << r);
+        CHECK(res[r].mismatches == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("contiguous messages are sent in place (no packing)") {
+  auto cases = disttrain::test::local_route_cases();
+  const route_case* rows = nullptr;
+  for (const auto& c : cases)
+    if (c.name == "rows split 2->3") rows = &c;
+  REQUIRE(rows != nullptr);
+  // TP 1 -> 1 with a row split: single-sample messages are contiguous on both ends.
+  route_case c{"tp1 rows", disttrain::rank_layout({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}}), {0, 0}, {1, 0},
+               disttrain::sample_placement({{0}, {1}}), disttrain::sample_placement({{0, 1}}),
+               disttrain::activation_shape{{3, 4}, 16, 4}, {disttrain::split_axis::rows, true}};
+  const auto res = run_case(c, false);
+  for (const auto& r : res) {
+    CHECK(r.mismatches == 0);
+    CHECK(r.packed_bytes == 0);
+  }
+  const auto res_hidden = run_case(*rows, false);
+  for (const auto& r : res_hidden) CHECK(r.mismatches == 0);
+}
+
+TEST_CASE("verify mode: a receiver with different batch metadata fails naming both shapes") {
+  // Sender believes sample 1 has 3 rows, receiver believes 5: same message count, different shapes.
+  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const auto p = disttrain::sample_placement::round_robin(2, 1);
+  const disttrain::activation_shape sender_shape{{2, 3}, 4, 4};
+  const disttrain::activation_shape receiver_shape{{2, 5}, 4, 4};
+  local_world world(2, {300ms});
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const auto& shape = b.rank() == 0 ? sender_shape : receiver_shape;
+    const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4);
+    disttrain::buffer_pool pool;
+    disttrain::run_route(b, plan, src, dst, pool, {9, true, std::chrono::milliseconds(-1)});
+  });
+  errc code{};
+  const std::string w = error_text(errors, 1, &code);
+  INFO(w);
+  CHECK(code == errc::comm_error);
+  CHECK(w.find("rank 1 <- rank 0 tag 9") != std::string::npos);
+  CHECK(w.find("shape mismatch") != std::string::npos);
+  CHECK(w.find("expects 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+5 cols 0+4] = 28 elements") != std::string::npos);
+  CHECK(w.find("rank 0 sends 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+3 cols 0+4] = 20 elements") !=
+        std::string::npos);
+  // The sender's payload is never received: it times out rather than hanging.
+  errc scode{};
+  const std::string sw = error_text(errors, 0, &scode);
+  CHECK(scode == errc::timeout);
+  CHECK(sw.find("rank 0 -> rank 1 tag 9") != std::string::npos);
+}
+
+TEST_CASE("without verify, a size disagreement is a comm_error naming both byte counts") {
+  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const auto p = disttrain::sample_placement::round_robin(2, 1);
+  local_world world(2, {300ms});
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const disttrain::activation_shape shape{{2, b.rank() == 0 ? 3 : 5}, 4, 4};
+    const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4);
+    disttrain::buffer_pool pool;
+    disttrain::run_route(b, plan, src, dst, pool, {});
+  });
+  const std::string w = error_text(errors, 1);
+  CHECK(w.find("sends 80 bytes") != std::string::npos);
+  CHECK(w.find("receive of 112 bytes") != std::string::npos);
+}
+
+TEST_CASE("verify mode detects a corrupted payload by checksum") {
+  // The sender's plan is honest, but we corrupt the sender's data in flight by
+  // sending a header computed for other bytes: emulate by a sender that runs
+  // verify with one buffer and a receiver checking against the header. Here the
+  // receiver side checks the checksum of what arrived; we flip one byte of the
+  // source after start() (the contiguous send reads the buffer at match time).
+  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const auto p = disttrain::sample_placement::round_robin(1, 1);
+  const disttrain::activation_shape shape{{4}, 4, 4};
+  local_world world(2, {1000ms});
+  std::atomic<bool> started{false};
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4, std::byte{1});
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4);
+    disttrain::buffer_pool pool;
+    disttrain::route_transfer<local_backend> t(b, plan, pool, {2, true, std::chrono::milliseconds(-1)});
+    if (b.rank() == 1) {
+      while (!started) std::this_thread::yield();  // header and payload already posted by rank 0
+    }
+    t.start(src, dst);
+    if (b.rank() == 0) {
+      src[5] = std::byte{99};  // modified after the checksum was taken, before the peer copies it
+      started = true;
+    }
+    t.wait();
+  });
+  errc code{};
+  const std::string w = error_text(errors, 1, &code);
+  CHECK(code == errc::comm_error);
+  CHECK(w.find("checksum mismatch") != std::string::npos);
+  CHECK(w.find("rank 1 <- rank 0 tag 2") != std::string::npos);
+}
+
+TEST_CASE("a sender that never sends: receiver times out naming peer, tag and bytes") {
+  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const auto p = disttrain::sample_placement::round_robin(1, 1);
+  const disttrain::activation_shape shape{{3}, 4, 4};
+  local_world world(2, {5000ms});
+  auto b = world.endpoint(1);
+  const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);
+  std::vector<std::byte> dst(48);
+  disttrain::buffer_pool pool;
+  try {
+    disttrain::run_route(b, plan, {}, dst, pool, {4, false, std::chrono::milliseconds(40)});
+    FAIL("no timeout");
+  } catch (const disttrain::error& e) {
+    CHECK(e.code() == errc::timeout);
+    CHECK(e.where() == "rank 1 <- rank 0 tag 4");
+    CHECK(e.message().find("receive of 48 bytes") != std::string::npos);
+  }
+  // Wrong buffer sizes are rejected up front, naming the rank and both sizes.
+  std::vector<std::byte> small(40);
+  DISTTRAIN_CHECK_ERROR(disttrain::run_route(b, plan, {}, small, pool, {}), errc::invalid_argument, "rank 1");
+  DISTTRAIN_CHECK_ERROR(disttrain::run_route(b, plan, {}, dst, pool, {-1, false, std::chrono::milliseconds(-1)}),
+                        errc::invalid_argument, "transfer_options.tag");
+}
