@@ -94,7 +94,11 @@ struct reorder_options {
   balance_method balance = balance_method::refined; ///< split of a slot over a module's replicas
   order_method order = order_method::search;        ///< microbatch order
   std::uint32_t order_budget = 2000;                ///< objective evaluations for order_method::search
+  std::uint32_t slot_search_budget = 256;           ///< slot swaps tried (0: keep the slots as formed)
+  std::uint32_t slot_search_below = 4;              ///< ... only if some module has < this many samples per replica per slot
   std::vector<pipeline_stage> stages;               ///< scoring pipeline; empty: one stage per module
+
+  friend bool operator==(const reorder_options&, const reorder_options&) = default;
 
   /// @brief Throws `errc::invalid_argument` naming the field.
   void validate() const {
@@ -156,6 +160,8 @@ inline void to_json(json& j, const reorder_options& o) {
   j["balance"] = o.balance;
   j["order"] = o.order;
   j["order_budget"] = o.order_budget;
+  j["slot_search_budget"] = o.slot_search_budget;
+  j["slot_search_below"] = o.slot_search_below;
   json st = json::array();
   for (const auto& s : o.stages)
     st.push_back({{"module", s.module}, {"forward_scale", s.forward_scale}, {"backward_scale", s.backward_scale}});
@@ -180,6 +186,8 @@ inline void from_json(const json& j, reorder_options& o) {
   o.balance = detail::json_enum(j, "balance", o.balance, p);
   o.order = detail::json_enum(j, "order", o.order, p);
   o.order_budget = detail::json_get_or<std::uint32_t>(j, "order_budget", o.order_budget, p);
+  o.slot_search_budget = detail::json_get_or<std::uint32_t>(j, "slot_search_budget", o.slot_search_budget, p);
+  o.slot_search_below = detail::json_get_or<std::uint32_t>(j, "slot_search_below", o.slot_search_below, p);
   if (j.contains("stages")) {
     const json& st = j.at("stages");
     for (std::size_t s = 0; s < st.size(); ++s) {

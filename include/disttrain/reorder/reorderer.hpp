@@ -115,6 +115,7 @@ class reorderer {
     }
     rank_samples(batch);
     form_slots(batch);
+    refine_slots(batch);
     split_cells(batch);
     order_slots();
     write_result(batch, out);
@@ -176,13 +177,116 @@ class reorderer {
         bins_.resize(n);
         for (std::size_t r = 0; r < n; ++r) costs_[r] = key_[rank_[r]];
         slot_partitioner_.partition(costs_, static_cast<std::uint32_t>(m), true, balance_method::refined, bins_);
+        // Bins holding ceil(n/m) samples become the first slots (slot_begin's layout),
+        // each group in bin order.
+        fill_.assign(m, 0);
+        for (std::size_t r = 0; r < n; ++r) ++fill_[bins_[r]];
+        relabel_.resize(m);
+        std::uint32_t next = 0;
+        for (const bool big : {true, false})
+          for (std::size_t b = 0; b < m; ++b)
+            if ((fill_[b] > n / m) == big) relabel_[b] = next++;
         fill_.assign(m, 0);
         for (std::size_t r = 0; r < n; ++r) {
-          const std::uint32_t j = bins_[r];
+          const std::uint32_t j = relabel_[bins_[r]];
           seq_[slot_begin(j, n) + fill_[j]++] = rank_[r];
         }
         break;
       }
+    }
+  }
+
+  // Max load of module k's replicas in slot j (one partition of the slot).
+  double slot_time(std::span<const sample_meta> batch, std::size_t j, std::size_t k) {
+    const std::size_t n = batch.size();
+    const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
+    costs_.resize(e - b);
+    bins_.resize(e - b);
+    for (std::size_t x = b; x < e; ++x) costs_[x - b] = batch[seq_[x]].cost[k];
+    return partitioner_.partition(costs_, options_.modules[k].dp, options_.equal_count, options_.balance, bins_);
+  }
+
+  // Step 2b: swap samples between slots while that lowers the potential
+  // (max_k imbalance_k, then sum_k imbalance_k). Only for small cells, where
+  // slot membership decides the balance; budgeted in swaps tried.
+  void refine_slots(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    if (options_.slot_search_budget == 0 || m < 2) return;
+    bool small = false;
+    for (std::size_t k = 0; k < K; ++k)
+      small = small || n / m < static_cast<std::size_t>(options_.slot_search_below) * options_.modules[k].dp;
+    if (!small) return;
+    slot_time_.resize(K * m);
+    std::array<double, max_modules> sum{}, ideal{};
+    for (std::size_t k = 0; k < K; ++k) {
+      ideal[k] = total_[k] / static_cast<double>(options_.modules[k].dp);
+      for (std::size_t j = 0; j < m; ++j) sum[k] += slot_time_[k * m + j] = slot_time(batch, j, k);
+    }
+    const auto potential = [&](const std::array<double, max_modules>& s) {
+      double worst = 0.0, all = 0.0;
+      for (std::size_t k = 0; k < K; ++k) {
+        const double imb = ideal[k] > 0.0 ? s[k] / ideal[k] : 1.0;
+        worst = std::max(worst, imb);
+        all += imb;
+      }
+      return std::pair<double, double>{worst, all};
+    };
+    std::uint32_t tried = 0;
+    std::array<double, 2 * max_modules> fresh{};
+    while (tried < options_.slot_search_budget) {
+      const auto [phi, phi_sum] = potential(sum);
+      std::size_t kw = 0;  // module with the worst imbalance
+      for (std::size_t k = 1; k < K; ++k)
+        if (ideal[k] > 0.0 && (ideal[kw] <= 0.0 || sum[k] / ideal[k] > sum[kw] / ideal[kw])) kw = k;
+      // Slots by excess of module kw's slowest replica over its slot mean, largest first.
+      slot_order_.resize(m);
+      excess_.resize(m);
+      for (std::size_t j = 0; j < m; ++j) {
+        double tot = 0.0;
+        for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x) tot += batch[seq_[x]].cost[kw];
+        excess_[j] = slot_time_[kw * m + j] - tot / static_cast<double>(options_.modules[kw].dp);
+        slot_order_[j] = static_cast<std::uint32_t>(j);
+      }
+      std::sort(slot_order_.begin(), slot_order_.end(), [this](std::uint32_t x, std::uint32_t y) {
+        return excess_[x] > excess_[y] || (excess_[x] == excess_[y] && x < y);
+      });
+      bool improved = false;
+      for (std::size_t ai = 0; ai < m && !improved && tried < options_.slot_search_budget; ++ai) {
+        const std::size_t a = slot_order_[ai];
+        for (std::size_t b = 0; b < m && !improved && tried < options_.slot_search_budget; ++b) {
+          if (b == a) continue;
+          for (std::size_t xa = slot_begin(a, n); xa < slot_begin(a + 1, n) && !improved; ++xa) {
+            for (std::size_t yb = slot_begin(b, n); yb < slot_begin(b + 1, n); ++yb) {
+              if (tried >= options_.slot_search_budget) break;
+              if (!(batch[seq_[yb]].cost[kw] < batch[seq_[xa]].cost[kw])) continue;
+              std::swap(seq_[xa], seq_[yb]);
+              ++tried;
+              std::array<double, max_modules> next = sum;
+              for (std::size_t k = 0; k < K; ++k) {
+                fresh[2 * k] = slot_time(batch, a, k);
+                fresh[2 * k + 1] = slot_time(batch, b, k);
+                next[k] += fresh[2 * k] + fresh[2 * k + 1] - slot_time_[k * m + a] - slot_time_[k * m + b];
+              }
+              const auto [nphi, nsum] = potential(next);
+              if (nphi < phi * (1 - 1e-12) || (nphi <= phi && nsum < phi_sum * (1 - 1e-12))) {
+                for (std::size_t k = 0; k < K; ++k) {
+                  slot_time_[k * m + a] = fresh[2 * k];
+                  slot_time_[k * m + b] = fresh[2 * k + 1];
+                  // Re-sum in slot order so the value does not drift.
+                  sum[k] = 0.0;
+                  for (std::size_t j = 0; j < m; ++j) sum[k] += slot_time_[k * m + j];
+                }
+                improved = true;
+                break;
+              }
+              std::swap(seq_[xa], seq_[yb]);
+            }
+          }
+        }
+      }
+      if (!improved) break;
     }
   }
 
@@ -314,9 +418,10 @@ class reorderer {
   std::array<double, max_modules> total_{};
   double time_ = 0.0;
   std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_, sorted_index_,
-      slot_;
+      slot_, relabel_;
   std::vector<std::size_t> load_base_;
-  std::vector<double> key_, costs_, slot_load_, slowest_, fwd_, bwd_;
+  std::vector<std::uint32_t> slot_order_;
+  std::vector<double> key_, costs_, slot_load_, slowest_, fwd_, bwd_, slot_time_, excess_;
 };
 
 }  // namespace disttrain

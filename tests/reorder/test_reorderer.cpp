@@ -1,0 +1,361 @@
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "brute_force.hpp"
+#include "disttrain/reorder.hpp"
+#include "disttrain_catch.hpp"
+
+using disttrain::errc;
+using disttrain::reorder_options;
+using disttrain::reorder_result;
+using disttrain::sample_meta;
+
+namespace {
+
+std::vector<sample_meta> random_batch(std::mt19937_64& rng, std::size_t n, std::size_t K, int kind,
+                                      std::uint64_t id_base = 1000) {
+  std::vector<sample_meta> b(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    b[i].id = id_base + 7 * i;
+    for (std::size_t k = 0; k < K; ++k) b[i].cost[k] = reorder_test::random_costs(rng, 1, kind + static_cast<int>(k))[0];
+  }
+  return b;
+}
+
+reorder_options opts(std::vector<std::uint32_t> dp, std::uint32_t m, bool eq = false) {
+  reorder_options o;
+  const char* names[] = {"encoder", "backbone", "generator", "extra"};
+  for (std::size_t k = 0; k < dp.size(); ++k) o.modules.push_back({names[k], dp[k]});
+  o.microbatches = m;
+  o.equal_count = eq;
+  return o;
+}
+
+// Independent check of a result against its batch: every id once per module,
+// loads are the sums of the members' costs, counts, imbalance figures.
+void check_result(const reorder_result& r, const std::vector<sample_meta>& batch, const reorder_options& o) {
+  REQUIRE(r.samples.size() == batch.size());
+  std::map<std::uint64_t, const sample_meta*> by_id;
+  for (const auto& s : batch) by_id[s.id] = &s;
+  for (std::size_t k = 0; k < o.modules.size(); ++k) {
+    std::map<std::uint64_t, int> seen;
+    double sum_slowest = 0.0, total = 0.0;
+    for (std::uint32_t j = 0; j < o.microbatches; ++j) {
+      double slowest = 0.0;
+      std::size_t slot_n = 0;
+      for (std::uint32_t rep = 0; rep < o.modules[k].dp; ++rep) {
+        double load = 0.0;
+        const auto cell = r.cell(k, rep, j);
+        for (std::size_t off = 0; off < cell.size(); ++off) {
+          const auto& p = r.samples.at(cell[off]);
+          ++seen[p.id];
+          CHECK(p.microbatch == j);
+          CHECK(p.module[k].replica == rep);
+          CHECK(p.module[k].offset == off);
+          load += by_id.at(p.id)->cost[k];
+        }
+        slot_n += cell.size();
+        CHECK(r.cell_load(k, rep, j) == Approx(load).epsilon(1e-12));
+        slowest = std::max(slowest, load);
+      }
+      if (o.equal_count) {
+        for (std::uint32_t rep = 0; rep < o.modules[k].dp; ++rep) {
+          const std::size_t c = r.cell(k, rep, j).size();
+          CHECK((c == slot_n / o.modules[k].dp || c == slot_n / o.modules[k].dp + 1));
+        }
+        const std::size_t n = batch.size();
+        CHECK((slot_n == n / o.microbatches || slot_n == n / o.microbatches + 1));
+      }
+      sum_slowest += slowest;
+    }
+    for (const auto& s : batch) total += s.cost[k];
+    CHECK(seen.size() == batch.size());
+    for (const auto& [id, c] : seen) CHECK(c == 1);
+    CHECK(r.imbalance[k] == Approx(sum_slowest / (total / o.modules[k].dp)).epsilon(1e-9));
+  }
+  CHECK_NOTHROW(disttrain::validate(r));
+}
+
+}  // namespace
+
+TEST_CASE("reorderer: no sample lost or duplicated, modules with different DP degrees") {
+  std::mt19937_64 rng(1);
+  for (int trial = 0; trial < 30; ++trial) {
+    const std::uint32_t m = 1 + static_cast<std::uint32_t>(rng() % 6);
+    const std::size_t n = m * 4 + rng() % 80;
+    auto o = opts({2, 3, 1 + static_cast<std::uint32_t>(rng() % 4)}, m, trial % 2 == 0);
+    o.slots = static_cast<disttrain::slot_policy>(trial % 3);
+    o.balance = static_cast<disttrain::balance_method>(trial % 4);
+    o.order = static_cast<disttrain::order_method>((trial / 4) % 3);
+    o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 2, 1});
+    const auto batch = random_batch(rng, n, 3, trial);
+    disttrain::reorderer<> r(o);
+    INFO("trial " << trial << " n=" << n << " m=" << m);
+    const reorder_result res = r.assign(batch);
+    check_result(res, batch, o);
+  }
+}
+
+TEST_CASE("reorderer: equal-count mode gives near-equal counts per microbatch and replica") {
+  std::mt19937_64 rng(2);
+  auto o = opts({2, 3, 4}, 4, true);
+  const auto batch = random_batch(rng, 50, 3, 1);  // 50 = 13+13+12+12
+  for (auto slots : {disttrain::slot_policy::arrival, disttrain::slot_policy::size_sorted,
+                     disttrain::slot_policy::balanced}) {
+    o.slots = slots;
+    disttrain::reorderer<> r(o);
+    const auto res = r.assign(batch);
+    check_result(res, batch, o);
+    std::vector<std::size_t> sizes;
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      std::vector<std::size_t> c;
+      for (std::uint32_t rep = 0; rep < 4; ++rep) c.push_back(res.cell(2, rep, j).size());
+      std::sort(c.begin(), c.end());
+      sizes.push_back(c[0] + c[1] + c[2] + c[3]);
+      // 13 over 4 replicas: 4,3,3,3; 12: 3,3,3,3.
+      CHECK(c == (sizes.back() == 13 ? std::vector<std::size_t>{3, 3, 3, 4} : std::vector<std::size_t>{3, 3, 3, 3}));
+    }
+    std::sort(sizes.begin(), sizes.end());
+    CHECK(sizes == std::vector<std::size_t>{12, 12, 13, 13});
+  }
+}
+
+TEST_CASE("reorderer: balance within 2% of brute force on small instances") {
+  std::mt19937_64 rng(3);
+  double worst = 1.0;
+  // One microbatch: each module's split is an independent number partition.
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::size_t n = 4 + rng() % 9;  // 4..12
+    const std::uint32_t d0 = 2 + static_cast<std::uint32_t>(rng() % 2), d1 = 2 + static_cast<std::uint32_t>(rng() % 2);
+    auto o = opts({d0, d1}, 1, trial % 2 == 1);
+    const auto batch = random_batch(rng, n, 2, trial);
+    disttrain::reorderer<> r(o);
+    const auto res = r.assign(batch);
+    for (std::size_t k = 0; k < 2; ++k) {
+      std::vector<double> c;
+      for (const auto& s : batch) c.push_back(s.cost[k]);
+      const double opt = reorder_test::optimal_max_load(c, o.modules[k].dp, o.equal_count);
+      INFO("trial " << trial << " module " << k << " n=" << n << " opt=" << opt << " got=" << res.slowest(k, 0));
+      CHECK(res.slowest(k, 0) <= opt * 1.02);
+      worst = std::max(worst, res.slowest(k, 0) / opt);
+    }
+  }
+  WARN("one microbatch: worst slowest-replica load / optimum = " << worst);
+}
+
+TEST_CASE("reorderer: microbatch order within 2% of the brute-force optimum") {
+  std::mt19937_64 rng(4);
+  double worst = 1.0;
+  for (int trial = 0; trial < 12; ++trial) {
+    const std::uint32_t m = 3 + static_cast<std::uint32_t>(trial % 6);  // 3..8
+    auto o = opts({2, 3}, m);
+    o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 3});
+    const auto batch = random_batch(rng, m * 6, 2, trial);
+    disttrain::reorderer<> r(o);
+    const auto res = r.assign(batch);
+    const std::size_t S = o.stages.size();
+    std::vector<double> f(m * S), b(m * S);
+    for (std::uint32_t j = 0; j < m; ++j)
+      for (std::size_t s = 0; s < S; ++s) {
+        const double t = res.slowest(o.stages[s].module, j);
+        f[j * S + s] = o.stages[s].forward_scale * t;
+        b[j * S + s] = o.stages[s].backward_scale * t;
+      }
+    disttrain::pipeline_time eval;
+    CHECK(eval(disttrain::stage_times{m, S, f, b}) == Approx(res.iteration_time).epsilon(1e-12));
+    const double opt = reorder_test::optimal_order(f, b, m, S, eval);
+    INFO("trial " << trial << " m=" << m << " opt=" << opt << " got=" << res.iteration_time);
+    CHECK(res.iteration_time <= opt * 1.02);
+    worst = std::max(worst, res.iteration_time / opt);
+  }
+  WARN("order: worst iteration time / optimum = " << worst);
+}
+
+TEST_CASE("reorderer: deterministic across runs, threads and input order (ties broken by id)") {
+  std::mt19937_64 rng(5);
+  auto o = opts({2, 3, 2}, 4);
+  o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 2, 1});
+  // Many ties: costs drawn from a few values.
+  std::vector<sample_meta> batch(60);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    batch[i].id = 5000 - 13 * i;
+    for (std::size_t k = 0; k < 3; ++k) batch[i].cost[k] = static_cast<double>(1 + rng() % 3);
+  }
+  disttrain::reorderer<> r(o);
+  const reorder_result ref = r.assign(batch);
+  CHECK(r.assign(batch) == ref);  // same object again
+  for (int p = 0; p < 5; ++p) {
+    auto shuffled = batch;
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    disttrain::reorderer<> fresh(o);
+    CHECK(fresh.assign(shuffled) == ref);
+  }
+  std::vector<reorder_result> out(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < out.size(); ++t)
+    threads.emplace_back([&, t] {
+      disttrain::reorderer<> mine(o);
+      auto mine_batch = batch;
+      std::rotate(mine_batch.begin(), mine_batch.begin() + static_cast<std::ptrdiff_t>(7 * t), mine_batch.end());
+      out[t] = mine.assign(mine_batch);
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& res : out) CHECK(res == ref);
+  // Arrival order is the one policy that follows the input order by design.
+  o.slots = disttrain::slot_policy::arrival;
+  o.balance = disttrain::balance_method::none;
+  disttrain::reorderer<> arrival(o);
+  const auto a = arrival.assign(batch);
+  CHECK(a.find(batch[0].id)->microbatch == a.find(batch[1].id)->microbatch);
+}
+
+TEST_CASE("reorderer: bad input gives the library's error") {
+  std::mt19937_64 rng(6);
+  const auto batch = random_batch(rng, 10, 2, 0);
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(opts({2, 0}, 2)), errc::invalid_argument,
+                        "reorder_options.modules[1].dp");
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(opts({}, 2)), errc::invalid_argument, "reorder_options.modules");
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(opts({1, 1, 1, 1, 1}, 2)), errc::invalid_argument,
+                        "reorder_options.modules");
+  auto grouped = opts({2, 2}, 6);
+  grouped.microbatch_group = 4;
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(grouped), errc::invalid_argument, "reorder_options.microbatches");
+  auto bad_stage = opts({2, 2}, 2);
+  bad_stage.stages = {{5, 1.0, 2.0}};
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(bad_stage), errc::invalid_argument, "reorder_options.stages[0].module");
+
+  disttrain::reorderer<> r(opts({2, 3}, 2));
+  DISTTRAIN_CHECK_ERROR(r.assign(std::vector<sample_meta>{}), errc::invalid_argument, "batch");
+  DISTTRAIN_CHECK_ERROR(r.assign(std::vector<sample_meta>(batch.begin(), batch.begin() + 1)), errc::invalid_argument,
+                        "batch");
+  auto neg = batch;
+  neg[4].cost[1] = -1.0;
+  DISTTRAIN_CHECK_ERROR(r.assign(neg), errc::invalid_argument, "batch[4].cost[1]");
+  auto nan = batch;
+  nan[2].cost[0] = std::numeric_limits<double>::quiet_NaN();
+  DISTTRAIN_CHECK_ERROR(r.assign(nan), errc::invalid_argument, "batch[2].cost[0]");
+  auto dup = batch;
+  dup[7].id = dup[3].id;
+  DISTTRAIN_CHECK_ERROR(r.assign(dup), errc::invalid_argument, "batch[7].id");
+  // Equal count: 10 samples in 2 microbatches = 5 each; dp 6 leaves a replica empty.
+  disttrain::reorderer<> eq(opts({2, 6}, 2, true));
+  DISTTRAIN_CHECK_ERROR(eq.assign(batch), errc::infeasible, "reorder_options.modules[1].dp");
+  // Without equal count a replica may stay empty.
+  disttrain::reorderer<> loose(opts({2, 6}, 2, false));
+  CHECK_NOTHROW(disttrain::validate(loose.assign(batch)));
+}
+
+TEST_CASE("reorder_result: JSON round trip and validation of corrupted maps") {
+  std::mt19937_64 rng(8);
+  auto o = opts({2, 3}, 3, true);
+  const auto batch = random_batch(rng, 24, 2, 2);
+  disttrain::reorderer<> r(o);
+  const auto res = r.assign(batch);
+  const disttrain::json j = res;
+  const auto back = disttrain::parse_json(j.dump()).get<reorder_result>();
+  CHECK(back == res);
+
+  auto dup = res;
+  dup.cell_samples[1] = dup.cell_samples[0];
+  DISTTRAIN_CHECK_ERROR(disttrain::validate(dup), errc::invalid_argument, "reorder_result.module[0]");
+  auto bad_rep = res;
+  bad_rep.samples[3].module[1].replica = 7;
+  DISTTRAIN_CHECK_ERROR(disttrain::rebuild_cells(bad_rep), errc::invalid_argument,
+                        "reorder_result.samples[3].module[1].replica");
+  auto clash = disttrain::json(res);
+  clash["samples"][1]["offset"] = clash["samples"][0]["offset"];
+  clash["samples"][1]["replica"] = clash["samples"][0]["replica"];
+  clash["samples"][1]["microbatch"] = clash["samples"][0]["microbatch"];
+  DISTTRAIN_CHECK_ERROR(clash.get<reorder_result>(), errc::invalid_argument, "reorder_result.samples[1]");
+  auto missing = disttrain::json(res);
+  missing.erase("dp");
+  DISTTRAIN_CHECK_ERROR(missing.get<reorder_result>(), errc::parse_error, "reorder_result.dp");
+  CHECK(res.find(batch[5].id) != nullptr);
+  CHECK(res.find(3) == nullptr);
+}
+
+TEST_CASE("reorder_options: JSON round trip and unknown enum names") {
+  auto o = opts({2, 3, 1}, 8, true);
+  o.microbatch_group = 4;
+  o.balance = disttrain::balance_method::karmarkar_karp;
+  o.order = disttrain::order_method::paper;
+  o.slots = disttrain::slot_policy::balanced;
+  o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 4, 1});
+  const disttrain::json j = o;
+  CHECK(j.get<reorder_options>() == o);
+  auto bad = j;
+  bad["balance"] = "magic";
+  DISTTRAIN_CHECK_ERROR(bad.get<reorder_options>(), errc::parse_error, "reorder_options.balance");
+}
+
+TEST_CASE("multimodal_cost and describe_batch") {
+  disttrain::multimodal_cost cost{.encoder = {1.0, 2.0, 0.5},
+                                  .backbone = {0.0, 1.0, 0.01},
+                                  .generator = {10.0, 0.0, 0.0},
+                                  .tokens_per_patch = 0.25};
+  disttrain::multimodal_sample s{.id = 42, .text_tokens = 100, .image_tokens = {4, 8}, .generated_tokens = {16, 16}};
+  const auto c = cost(s);
+  CHECK(c[0] == (1 + 2 * 4 + 0.5 * 16) + (1 + 2 * 8 + 0.5 * 64));  // 17 + 49 = 66
+  CHECK(c[1] == Approx(103.0 + 0.01 * 103.0 * 103.0));               // 100 + 0.25 * 12 tokens
+  CHECK(c[2] == 20.0);
+  static_assert(disttrain::sample_cost<disttrain::multimodal_cost, disttrain::multimodal_sample>);
+  std::vector<disttrain::multimodal_sample> samples{s, {.id = 7, .text_tokens = 5, .image_tokens = {}, .generated_tokens = {}}};
+  std::vector<sample_meta> meta;
+  disttrain::describe_batch(samples, cost, meta);
+  REQUIRE(meta.size() == 2);
+  CHECK(meta[0].id == 42);
+  CHECK(meta[1].id == 7);
+  CHECK(meta[1].cost[0] == 0.0);
+  CHECK(meta[1].cost[1] == Approx(5.25));
+  // A functor returning a negative cost is rejected with the sample's place.
+  auto bad = [](const disttrain::multimodal_sample& x) { return std::array<double, 2>{1.0, x.id == 7 ? -1.0 : 1.0}; };
+  DISTTRAIN_CHECK_ERROR(disttrain::describe_batch(samples, bad, meta), errc::invalid_argument, "batch[1].cost[1]");
+  // Samples without an id member get their index.
+  std::vector<double> plain{3.0, 1.0};
+  disttrain::describe_batch(plain, [](double x) { return std::array<double, 1>{x}; }, meta);
+  CHECK(meta[1].id == 1);
+}
+
+TEST_CASE("explore: multi-slot multi-module balance vs brute force") {
+  std::mt19937_64 rng(9);
+  double worst[3] = {1, 1, 1};
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::size_t n = 8 + 2 * (rng() % 2);  // 8 or 10
+    const std::uint32_t m = 2;
+    const auto batch = random_batch(rng, n, 2, trial);
+    std::vector<std::uint32_t> dp{2, 3};
+    double T[2] = {0, 0};
+    for (const auto& s : batch) for (std::size_t k = 0; k < 2; ++k) T[k] += s.cost[k];
+    // Brute force: every split into two slots of n/2, each module's cells optimal.
+    double best = 1e300;
+    for (unsigned mask = 0; mask < (1u << n); ++mask) {
+      if (static_cast<std::size_t>(__builtin_popcount(mask)) != n / 2 || (mask & 1u) == 0) continue;
+      double obj = 0;
+      for (std::size_t k = 0; k < 2; ++k) {
+        double sum = 0;
+        for (unsigned side = 0; side < 2; ++side) {
+          std::vector<double> c;
+          for (std::size_t i = 0; i < n; ++i) if (((mask >> i) & 1u) == side) c.push_back(batch[i].cost[k]);
+          sum += reorder_test::optimal_max_load(c, dp[k], false);
+        }
+        obj = std::max(obj, sum / (T[k] / dp[k]));
+      }
+      best = std::min(best, obj);
+    }
+    int pi = 0;
+    for (auto pol : {disttrain::slot_policy::size_sorted, disttrain::slot_policy::balanced, disttrain::slot_policy::arrival}) {
+      auto o = opts(dp, m);
+      o.slots = pol;
+      disttrain::reorderer<> r(o);
+      const auto res = r.assign(batch);
+      const double got = std::max(res.imbalance[0], res.imbalance[1]);
+      worst[pi] = std::max(worst[pi], got / best);
+      ++pi;
+    }
+  }
+  WARN("size_sorted " << worst[0] << " balanced " << worst[1] << " arrival " << worst[2]);
+}
