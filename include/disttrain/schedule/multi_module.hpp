@@ -1,0 +1,161 @@
+#pragma once
+/// @file multi_module.hpp
+/// @brief The disaggregated multi-module pipeline: encoder segment, backbone
+/// stages and generator segment chained into one pipeline, each segment with
+/// its own data-parallel degree.
+///
+/// Microbatches are global (ids 0..M-1). Each passes through one replica of
+/// every stage: `module_segment::replica_of[mb]` names it (default
+/// round-robin, `mb % dp`), so with encoder DP 2 and backbone DP 3 the
+/// backbone replica 1 takes microbatches 1, 4, 7, ... from encoder replicas
+/// 1, 0, 1, .... Every stage of a segment uses the same replica for a
+/// microbatch (a segment replica is one pipeline). Every rank takes its
+/// microbatches in increasing id order (so messages between any two ranks are
+/// in order); the interleaving of forwards and backwards follows 1F1B: a
+/// greedy event simulation (detail/list_scheduler.hpp) prefers B, then F
+/// while fewer than `max_inflight` microbatches hold activations, then W.
+///
+/// Default `max_inflight` for stage s of S: ceil((S - s) * D / dp(s)), where
+/// D is the largest DP degree from stage s on: 1F1B's count, scaled up for a
+/// replica that feeds several downstream replicas.
+///
+/// Frozen segments (`trainable = false`) have no W ops and no grad sync; a
+/// stage has B ops only if it or a stage before it is trainable (a frozen
+/// leading encoder runs forward only and receives no gradients).
+///
+/// Rank numbering: segment by segment, then stage, then replica:
+/// rank = offset(segment) + (stage - first_stage) * dp + replica.
+///
+/// @code
+/// disttrain::multi_module_spec spec;
+/// spec.segments = {{"encoder", 1, 2}, {"backbone", 4, 3}, {"generator", 1, 1}};
+/// spec.num_microbatches = 3 * 8;  // 8 per backbone replica
+/// auto s = disttrain::add_communication(disttrain::make_multi_module(spec));
+/// @endcode
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/schedule/detail/list_scheduler.hpp"
+#include "disttrain/schedule/schedule.hpp"
+
+namespace disttrain {
+
+/// @brief One module of the chained pipeline.
+///
+/// @code
+/// disttrain::module_segment enc{"encoder", /*num_stages*/ 1, /*dp*/ 2, /*trainable*/ false};
+/// @endcode
+struct module_segment {
+  module_segment() = default;
+  /// @brief A segment named `n` with `stages` stages, `dp_degree` replicas, trainable or frozen.
+  module_segment(std::string n, int stages = 1, int dp_degree = 1, bool is_trainable = true)
+      : name(std::move(n)), num_stages(stages), dp(dp_degree), trainable(is_trainable) {}
+
+  std::string name;             ///< e.g. "encoder"
+  int num_stages = 1;           ///< pipeline stages of the module
+  int dp = 1;                   ///< data-parallel replicas
+  bool trainable = true;        ///< false: frozen
+  std::vector<int> replica_of;  ///< microbatch -> replica (size M); empty: mb % dp
+  int max_inflight = 0;         ///< activation cap per rank; 0: the default (file comment)
+};
+
+/// @brief Input of `make_multi_module`.
+///
+/// @code
+/// disttrain::multi_module_spec spec{{{"encoder", 1, 2}, {"backbone", 2, 3}}, /*num_microbatches*/ 12};
+/// @endcode
+struct multi_module_spec {
+  std::vector<module_segment> segments;  ///< in pipeline order
+  int num_microbatches = 0;              ///< global microbatches
+  bool split_backward = false;           ///< B/W split (W deferred as in ZB-H1)
+  detail::op_cost_fn cost;               ///< (rank, op) -> seconds used to order ops; empty: F=1, B=2 (B=W=1 split)
+};
+
+/// @brief Compute-only multi-module schedule (see the file comment).
+[[nodiscard]] inline pipeline_schedule make_multi_module(const multi_module_spec& spec) {
+  using detail::cat;
+  detail::require(!spec.segments.empty(), "multi_module.segments", "must hold at least one segment");
+  detail::require_positive(spec.num_microbatches, "multi_module.num_microbatches");
+  const int M = spec.num_microbatches;
+  pipeline_schedule s;
+  s.name = "multi_module";
+  s.num_microbatches = M;
+  s.split_backward = spec.split_backward;
+  int stage = 0;
+  for (std::size_t g = 0; g < spec.segments.size(); ++g) {
+    const auto& seg = spec.segments[g];
+    const std::string w = cat("multi_module.segments[", g, "] (", seg.name, ")");
+    detail::require_positive(seg.num_stages, w + ".num_stages");
+    detail::require_positive(seg.dp, w + ".dp");
+    detail::require_non_negative(seg.max_inflight, w + ".max_inflight");
+    detail::require(seg.dp <= M, w + ".dp", "dp ", seg.dp, " exceeds the ", M, " microbatches: a replica would get none");
+    if (!seg.replica_of.empty()) {
+      detail::require(seg.replica_of.size() == static_cast<std::size_t>(M), w + ".replica_of", "has ",
+                      seg.replica_of.size(), " entries, need one per microbatch (", M, ")");
+      std::vector<int> count(static_cast<std::size_t>(seg.dp), 0);
+      for (std::size_t mb = 0; mb < seg.replica_of.size(); ++mb) {
+        const int rep = seg.replica_of[mb];
+        detail::require_in_range(rep, 0, seg.dp - 1, cat(w, ".replica_of[", mb, "]"));
+        ++count[static_cast<std::size_t>(rep)];
+      }
+      for (std::size_t rep = 0; rep < count.size(); ++rep)
+        detail::require(count[rep] > 0, w + ".replica_of", "replica ", rep, " receives no microbatch");
+    }
+    s.segments.push_back({seg.name, stage, seg.num_stages, seg.dp, seg.trainable});
+    for (int st = stage; st < stage + seg.num_stages; ++st)
+      for (int rep = 0; rep < seg.dp; ++rep) s.ranks.push_back({static_cast<int>(g), st, rep});
+    stage += seg.num_stages;
+  }
+  s.num_stages = stage;
+  const std::size_t R = s.ranks.size();
+  const auto MM = static_cast<std::size_t>(M);
+
+  // Owners, forward orders and caps.
+  std::vector<int> owner(static_cast<std::size_t>(s.num_stages) * MM, -1);
+  std::vector<std::vector<int>> flows(R);
+  std::vector<int> cap(R, 1);
+  std::vector<int> max_dp_from(static_cast<std::size_t>(s.num_stages) + 1, 0);
+  for (int st = s.num_stages - 1; st >= 0; --st)
+    max_dp_from[static_cast<std::size_t>(st)] =
+        std::max(max_dp_from[static_cast<std::size_t>(st) + 1], s.segments[static_cast<std::size_t>(s.segment_of_stage(st))].dp);
+  std::size_t base = 0;
+  for (std::size_t g = 0; g < spec.segments.size(); ++g) {
+    const auto& seg = spec.segments[g];
+    const int first = s.segments[g].first_stage;
+    for (int st = first; st < first + seg.num_stages; ++st) {
+      const std::size_t row = base + static_cast<std::size_t>(st - first) * static_cast<std::size_t>(seg.dp);
+      for (int mb = 0; mb < M; ++mb) {
+        const int rep = seg.replica_of.empty() ? mb % seg.dp : seg.replica_of[static_cast<std::size_t>(mb)];
+        const std::size_t r = row + static_cast<std::size_t>(rep);
+        owner[static_cast<std::size_t>(st) * MM + static_cast<std::size_t>(mb)] = static_cast<int>(r);
+        flows[r].push_back(mb);
+      }
+      const int left = s.num_stages - st;
+      const int d = max_dp_from[static_cast<std::size_t>(st)];
+      for (int rep = 0; rep < seg.dp; ++rep)
+        cap[row + static_cast<std::size_t>(rep)] = seg.max_inflight > 0 ? seg.max_inflight : (left * d + seg.dp - 1) / seg.dp;
+    }
+    base += static_cast<std::size_t>(seg.num_stages) * static_cast<std::size_t>(seg.dp);
+  }
+  detail::op_cost_fn cost = spec.cost;
+  if (!cost) {
+    const bool split = spec.split_backward;
+    cost = [split](const schedule_rank&, const schedule_op& o) {
+      switch (o.kind) {
+        case op_kind::forward: return 1.0;
+        case op_kind::backward: return split ? 1.0 : 2.0;
+        case op_kind::weight: return 1.0;
+        default: return 0.0;
+      }
+    };
+  }
+  detail::list_schedule(s, flows, cap, owner, cost);
+  return s;
+}
+
+}  // namespace disttrain

@@ -1,0 +1,290 @@
+#pragma once
+/// @file schedule.hpp
+/// @brief The schedule value type: per pipeline rank an ordered list of ops.
+///
+/// A `pipeline_schedule` describes one training iteration of a chained
+/// pipeline. Its ranks are *schedule ranks*: one per (stage, data-parallel
+/// replica) of every segment; the tensor-parallel ranks of a group run the same
+/// program and are represented once (the planner's rank layout maps a schedule
+/// rank to its TP group of global ranks).
+///
+/// - `segments`: consecutive stage ranges, each a module (encoder, backbone,
+///   generator) with its own data-parallel degree and a `trainable` flag.
+///   Single-module schedules have one segment named "pipeline".
+/// - `num_chunks` > 1 for interleaved schedules: rank at stage `s` then holds
+///   the virtual stages `s, s + num_stages, ...` (`chunk * num_stages + stage`).
+/// - `num_microbatches`: global microbatch ids `0 .. num_microbatches-1`; each
+///   microbatch passes through exactly one replica of every stage.
+///
+/// The schedule is a plain value: copy it, edit it, write it as JSON. Check it
+/// with `validate_schedule` (validate.hpp) before running it.
+///
+/// @code
+/// auto s = disttrain::make_1f1b(4, 8);          // compute-only, 4 ranks
+/// s = disttrain::add_communication(std::move(s)); // + send/recv ops
+/// auto report = disttrain::validate_schedule(s);  // throws schedule_error if broken
+/// @endcode
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+#include "disttrain/schedule/op.hpp"
+
+namespace disttrain {
+
+/// @brief A segment of the chained pipeline: one module with its own DP degree.
+///
+/// @code
+/// disttrain::segment_info enc{"encoder", /*first_stage*/ 0, /*num_stages*/ 1, /*dp*/ 2, /*trainable*/ false};
+/// @endcode
+struct segment_info {
+  std::string name = "pipeline";  ///< module name, e.g. "encoder", "backbone", "generator"
+  int first_stage = 0;            ///< first pipeline stage of the segment
+  int num_stages = 1;             ///< stages of the segment
+  int dp = 1;                     ///< data-parallel replicas of every stage of the segment
+  bool trainable = true;          ///< false: frozen (no weight gradients, no W, no grad sync)
+
+  friend bool operator==(const segment_info&, const segment_info&) = default;
+};
+
+/// @brief Where a schedule rank sits: its segment, pipeline stage and DP replica.
+///
+/// @code
+/// disttrain::schedule_rank r{/*segment*/ 1, /*stage*/ 2, /*replica*/ 0};
+/// @endcode
+struct schedule_rank {
+  int segment = 0;  ///< index into `pipeline_schedule::segments`
+  int stage = 0;    ///< pipeline stage (0-based, over the whole chain)
+  int replica = 0;  ///< data-parallel replica within the segment
+
+  friend bool operator==(const schedule_rank&, const schedule_rank&) = default;
+};
+
+/// @brief One training iteration of a chained pipeline, per rank an op list.
+///
+/// @code
+/// disttrain::pipeline_schedule s = disttrain::make_gpipe(2, 4);
+/// for (std::size_t r = 0; r < s.ranks.size(); ++r)
+///   for (const auto& op : s.ops[r]) { /* run op */ }
+/// @endcode
+struct pipeline_schedule {
+  std::string name;                           ///< generator name, e.g. "1f1b"
+  int num_stages = 0;                         ///< pipeline stages (rank positions)
+  int num_chunks = 1;                         ///< virtual chunks per rank (interleaving)
+  int num_microbatches = 0;                   ///< global microbatches in the iteration
+  bool split_backward = false;                ///< B and W separate (zero-bubble schedules)
+  std::vector<segment_info> segments;         ///< stage ranges in pipeline order
+  std::vector<schedule_rank> ranks;           ///< one per (stage, replica)
+  std::vector<std::vector<schedule_op>> ops;  ///< program of every rank
+
+  /// @brief Stages times chunks: the length of a microbatch's path.
+  [[nodiscard]] int num_virtual_stages() const noexcept { return num_stages * num_chunks; }
+  /// @brief `chunk * num_stages + stage`.
+  [[nodiscard]] int virtual_stage(int stage, int chunk) const noexcept { return chunk * num_stages + stage; }
+  /// @brief Virtual stage of an op (its stage and chunk).
+  [[nodiscard]] int virtual_stage(const schedule_op& o) const noexcept { return virtual_stage(o.stage, o.chunk); }
+  /// @brief Number of schedule ranks.
+  [[nodiscard]] int num_ranks() const noexcept { return static_cast<int>(ranks.size()); }
+  /// @brief Total ops over all ranks.
+  [[nodiscard]] std::size_t num_ops() const noexcept {
+    std::size_t n = 0;
+    for (const auto& v : ops) n += v.size();
+    return n;
+  }
+
+  /// @brief Segment holding pipeline stage `stage` (throws if none).
+  [[nodiscard]] int segment_of_stage(int stage) const {
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const auto& g = segments[i];
+      if (stage >= g.first_stage && stage < g.first_stage + g.num_stages) return static_cast<int>(i);
+    }
+    detail::fail(errc::schedule_error, detail::cat("stage ", stage), "no segment holds this stage");
+  }
+  /// @brief Whether the stage's module receives weight gradients.
+  [[nodiscard]] bool stage_trainable(int stage) const {
+    return segments[static_cast<std::size_t>(segment_of_stage(stage))].trainable;
+  }
+  /// @brief Whether virtual stage `vs` runs a backward pass: true iff it or
+  /// some stage before it on the microbatch's path is trainable.
+  [[nodiscard]] bool has_backward(int vs) const {
+    for (int u = 0; u <= vs; ++u)
+      if (stage_trainable(u % num_stages)) return true;
+    return false;
+  }
+  /// @brief Whether virtual stage `vs` has W ops (split backward and trainable).
+  [[nodiscard]] bool has_weight(int vs) const { return split_backward && stage_trainable(vs % num_stages); }
+  /// @brief Readable name of rank `r`, e.g. "rank 4 (backbone stage 2 replica 1)".
+  [[nodiscard]] std::string rank_name(int r) const {
+    if (r < 0 || r >= num_ranks()) return detail::cat("rank ", r);
+    const auto& info = ranks[static_cast<std::size_t>(r)];
+    const auto& seg = segments.at(static_cast<std::size_t>(info.segment));
+    return detail::cat("rank ", r, " (", seg.name, " stage ", info.stage, " replica ", info.replica, ")");
+  }
+};
+
+/// @brief Checks the shape of a schedule (counts, segments, rank table, op
+/// fields in range); throws `schedule_error` naming the offending item. Does
+/// not check ordering or matching; `validate_schedule` does (and calls this).
+inline void check_schedule_shape(const pipeline_schedule& s) {
+  using detail::cat;
+  using detail::fail;
+  const auto bad = [](const std::string& where, const auto&... parts) {
+    fail(errc::schedule_error, where, parts...);
+  };
+  if (s.num_stages <= 0) bad("schedule.num_stages", "must be > 0, got ", s.num_stages);
+  if (s.num_chunks <= 0) bad("schedule.num_chunks", "must be > 0, got ", s.num_chunks);
+  if (s.num_microbatches <= 0) bad("schedule.num_microbatches", "must be > 0, got ", s.num_microbatches);
+  if (s.segments.empty()) bad("schedule.segments", "must hold at least one segment");
+  int next = 0;
+  for (std::size_t i = 0; i < s.segments.size(); ++i) {
+    const auto& g = s.segments[i];
+    const std::string w = cat("schedule.segments[", i, "] (", g.name, ")");
+    if (g.first_stage != next) bad(w, "first_stage is ", g.first_stage, ", expected ", next, " (segments must be consecutive)");
+    if (g.num_stages <= 0) bad(w, "num_stages must be > 0, got ", g.num_stages);
+    if (g.dp <= 0) bad(w, "dp must be > 0, got ", g.dp);
+    next += g.num_stages;
+  }
+  if (next != s.num_stages) bad("schedule.segments", "cover ", next, " stages, schedule has ", s.num_stages);
+  if (s.ops.size() != s.ranks.size())
+    bad("schedule.ops", "has ", s.ops.size(), " rank programs for ", s.ranks.size(), " ranks");
+  std::size_t expected_ranks = 0;
+  for (const auto& g : s.segments) expected_ranks += static_cast<std::size_t>(g.num_stages) * static_cast<std::size_t>(g.dp);
+  if (s.ranks.size() != expected_ranks)
+    bad("schedule.ranks", "has ", s.ranks.size(), " ranks, segments need ", expected_ranks, " (stages x dp)");
+  std::vector<char> seen(expected_ranks, 0);
+  std::vector<std::size_t> offset(s.segments.size(), 0);
+  for (std::size_t i = 1; i < s.segments.size(); ++i)
+    offset[i] = offset[i - 1] + static_cast<std::size_t>(s.segments[i - 1].num_stages) * static_cast<std::size_t>(s.segments[i - 1].dp);
+  for (std::size_t r = 0; r < s.ranks.size(); ++r) {
+    const auto& info = s.ranks[r];
+    const std::string w = cat("schedule.ranks[", r, "]");
+    if (info.segment < 0 || static_cast<std::size_t>(info.segment) >= s.segments.size())
+      bad(w, "segment ", info.segment, " out of range [0, ", s.segments.size(), ")");
+    const auto& g = s.segments[static_cast<std::size_t>(info.segment)];
+    if (info.stage < g.first_stage || info.stage >= g.first_stage + g.num_stages)
+      bad(w, "stage ", info.stage, " is not in segment ", g.name, " [", g.first_stage, ", ", g.first_stage + g.num_stages, ")");
+    if (info.replica < 0 || info.replica >= g.dp) bad(w, "replica ", info.replica, " out of range [0, ", g.dp, ")");
+    const std::size_t slot = offset[static_cast<std::size_t>(info.segment)] +
+                             static_cast<std::size_t>(info.stage - g.first_stage) * static_cast<std::size_t>(g.dp) +
+                             static_cast<std::size_t>(info.replica);
+    if (seen[slot]) bad(w, "duplicate (stage ", info.stage, ", replica ", info.replica, ")");
+    seen[slot] = 1;
+  }
+  const int nranks = s.num_ranks();
+  for (std::size_t r = 0; r < s.ops.size(); ++r) {
+    const auto& info = s.ranks[r];
+    for (std::size_t i = 0; i < s.ops[r].size(); ++i) {
+      const auto& o = s.ops[r][i];
+      const auto where = [&] { return cat(s.rank_name(static_cast<int>(r)), " op #", i, " ", describe(o)); };
+      if (static_cast<int>(o.kind) >= num_op_kinds) bad(where(), "invalid op kind");
+      if (o.chunk < 0 || o.chunk >= s.num_chunks) bad(where(), "chunk ", o.chunk, " out of range [0, ", s.num_chunks, ")");
+      if (o.stage < 0 || o.stage >= s.num_stages) bad(where(), "stage ", o.stage, " out of range [0, ", s.num_stages, ")");
+      const bool has_mb = is_compute(o.kind) && o.kind != op_kind::optimizer_step;
+      if ((has_mb || is_p2p(o.kind)) && (o.microbatch < 0 || o.microbatch >= s.num_microbatches))
+        bad(where(), "microbatch ", o.microbatch, " out of range [0, ", s.num_microbatches, ")");
+      if (is_p2p(o.kind)) {
+        if (o.peer < 0 || o.peer >= nranks || o.peer == static_cast<int>(r))
+          bad(where(), "peer ", o.peer, " is not another rank in [0, ", nranks, ")");
+      } else if (o.stage != info.stage) {
+        bad(where(), "op of stage ", o.stage, " on a rank holding stage ", info.stage);
+      }
+      if ((o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) && o.bucket < 0)
+        bad(where(), "bucket must be >= 0, got ", o.bucket);
+    }
+  }
+}
+
+/// @brief JSON of a segment.
+inline void to_json(json& j, const segment_info& g) {
+  j = json{{"name", g.name}, {"first_stage", g.first_stage}, {"num_stages", g.num_stages}, {"dp", g.dp}, {"trainable", g.trainable}};
+}
+/// @brief Reads a segment.
+inline void from_json(const json& j, segment_info& g) {
+  g.name = detail::json_get<std::string>(j, "name");
+  g.first_stage = detail::json_get<int>(j, "first_stage");
+  g.num_stages = detail::json_get<int>(j, "num_stages");
+  g.dp = detail::json_get_or<int>(j, "dp", 1);
+  g.trainable = detail::json_get_or<bool>(j, "trainable", true);
+}
+
+/// @brief JSON of a schedule:
+/// `{"name", "num_stages", "num_chunks", "num_microbatches", "split_backward",
+///   "segments": [...], "ranks": [{"segment","stage","replica","ops":[...]}]}`.
+inline void to_json(json& j, const pipeline_schedule& s) {
+  j = json{{"name", s.name},
+           {"num_stages", s.num_stages},
+           {"num_chunks", s.num_chunks},
+           {"num_microbatches", s.num_microbatches},
+           {"split_backward", s.split_backward},
+           {"segments", s.segments}};
+  json ranks = json::array();
+  for (std::size_t r = 0; r < s.ranks.size(); ++r) {
+    json jr{{"segment", s.ranks[r].segment}, {"stage", s.ranks[r].stage}, {"replica", s.ranks[r].replica}};
+    jr["ops"] = r < s.ops.size() ? json(s.ops[r]) : json::array();
+    ranks.push_back(std::move(jr));
+  }
+  j["ranks"] = std::move(ranks);
+}
+
+/// @brief Reads a schedule written by `to_json` and checks its shape
+/// (`check_schedule_shape`); field errors are `parse_error` naming the path.
+inline void from_json(const json& j, pipeline_schedule& s) {
+  s.name = detail::json_get_or<std::string>(j, "name", "", "schedule");
+  s.num_stages = detail::json_get<int>(j, "num_stages", "schedule");
+  s.num_chunks = detail::json_get_or<int>(j, "num_chunks", 1, "schedule");
+  s.num_microbatches = detail::json_get<int>(j, "num_microbatches", "schedule");
+  s.split_backward = detail::json_get_or<bool>(j, "split_backward", false, "schedule");
+  const auto segs = detail::json_get<json>(j, "segments", "schedule");
+  if (!segs.is_array()) detail::fail(errc::parse_error, "schedule.segments", "expected an array");
+  s.segments.clear();
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    try {
+      s.segments.push_back(segs[i].get<segment_info>());
+    } catch (const error& e) {
+      detail::fail(errc::parse_error, detail::cat("schedule.segments[", i, "].", e.where()), e.message());
+    }
+  }
+  const auto ranks = detail::json_get<json>(j, "ranks", "schedule");
+  if (!ranks.is_array()) detail::fail(errc::parse_error, "schedule.ranks", "expected an array");
+  s.ranks.clear();
+  s.ops.clear();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const std::string path = detail::cat("schedule.ranks[", r, "]");
+    const auto& jr = ranks[r];
+    s.ranks.push_back({detail::json_get<int>(jr, "segment", path), detail::json_get<int>(jr, "stage", path),
+                       detail::json_get_or<int>(jr, "replica", 0, path)});
+    const auto jops = detail::json_get<json>(jr, "ops", path);
+    if (!jops.is_array()) detail::fail(errc::parse_error, path + ".ops", "expected an array");
+    std::vector<schedule_op> ops;
+    ops.reserve(jops.size());
+    for (std::size_t i = 0; i < jops.size(); ++i) {
+      try {
+        ops.push_back(jops[i].get<schedule_op>());
+      } catch (const error& e) {
+        detail::fail(errc::parse_error, detail::cat(path, ".ops[", i, "].", e.where()), e.message());
+      }
+    }
+    s.ops.push_back(std::move(ops));
+  }
+  check_schedule_shape(s);
+}
+
+namespace detail {
+/// @brief A single-segment schedule skeleton with `p` ranks (one per stage).
+inline pipeline_schedule single_pipeline(std::string name, int p, int m, int chunks = 1) {
+  pipeline_schedule s;
+  s.name = std::move(name);
+  s.num_stages = p;
+  s.num_chunks = chunks;
+  s.num_microbatches = m;
+  s.segments = {segment_info{"pipeline", 0, p, 1, true}};
+  for (int r = 0; r < p; ++r) s.ranks.push_back({0, r, 0});
+  s.ops.assign(static_cast<std::size_t>(p), {});
+  return s;
+}
+}  // namespace detail
+
+}  // namespace disttrain
