@@ -1,0 +1,796 @@
+#pragma once
+/// @file search.hpp
+/// @brief The planner's exact branch-and-bound search (see docs/planner.md).
+///
+/// Search space (fixed by `planner_options`):
+/// - n = samples per pipeline microbatch, a divisor of the global batch
+///   (m = global_batch / n microbatches);
+/// - backbone: tp in the TP candidates, recompute on/off, dp a divisor of n,
+///   pp in [1, max_backbone_pp];
+/// - *disaggregated* layouts: every side module (encoder, generator) gets its
+///   own GPUs: tp, recompute, pp in [1, max_side_pp], dp in [1, n];
+/// - *monolithic* layouts (Megatron-style, `include_monolithic`): every side
+///   module colocated on the backbone's first/last stage, one recompute flag;
+/// - layers split over stages by `balanced_split`; schedule 1F1B;
+/// - constraints: total GPUs <= N, every stage fits memory, each segment's
+///   first rank is a multiple of its TP degree (TP groups inside nodes).
+/// Objective: the closed-form iteration time of `evaluate`; ties broken by
+/// fewer GPUs, then the smallest `tie_key`.
+///
+/// Exactness rests on these properties of the cost model (the analytic model
+/// has them; the exhaustive tests check the result):
+/// - A1: stage costs depend on a layer range only through its length and
+///   whether it holds the first / last layer;
+/// - A2: stage time does not depend on dp; stage memory is non-increasing in dp;
+/// - A3: DP sync + optimizer time of a stage is non-decreasing in dp;
+/// - stage time is non-decreasing in the number of layers.
+/// Then, for a side module with fixed (tp, recompute, pp, per-replica samples
+/// k = ceil(n/dp)), the smallest dp that fits memory in each residue class of
+/// its GPU count modulo the node size dominates every larger dp.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/cost/cost_model.hpp"
+#include "disttrain/cost/stage.hpp"
+#include "disttrain/model/module_shape.hpp"
+#include "disttrain/model/workload.hpp"
+#include "disttrain/plan/detail/closed_form.hpp"
+#include "disttrain/plan/detail/layer_split.hpp"
+#include "disttrain/plan/detail/stage_cost.hpp"
+#include "disttrain/plan/parallel_plan.hpp"
+#include "disttrain/plan/planner_options.hpp"
+#include "disttrain/plan/request.hpp"
+
+namespace disttrain {
+
+namespace detail {
+
+/// @brief Tie-break key of a plan: [any colocated, n, backbone tp, recompute,
+/// dp, pp, then per side module: colocated, pp, tp, recompute, dp].
+[[nodiscard]] inline std::vector<long long> tie_key(const parallel_plan& p) {
+  std::vector<long long> k;
+  bool col = false;
+  for (const auto& m : p.modules) col = col || m.colocated;
+  k.push_back(col ? 1 : 0);
+  k.push_back(p.microbatch_samples());
+  const module_plan& b = p.modules[p.backbone_index()];
+  k.insert(k.end(), {b.tp, b.recompute ? 1 : 0, b.dp, b.pp});
+  for (const auto& m : p.modules)
+    if (m.role != "backbone") k.insert(k.end(), {m.colocated ? 1 : 0, m.pp, m.tp, m.recompute ? 1 : 0, m.dp});
+  return k;
+}
+
+/// @brief A scored plan and the total order the planner minimises.
+struct ranked_plan {
+  double time = std::numeric_limits<double>::infinity();
+  long long gpus = 0;
+  std::vector<long long> key;
+  parallel_plan plan;
+};
+/// @brief (time, gpus, key) lexicographic.
+[[nodiscard]] inline bool ranks_before(double t, long long g, const std::vector<long long>& k, const ranked_plan& b) {
+  if (t != b.time) return t < b.time;
+  if (g != b.gpus) return g < b.gpus;
+  return k < b.key;
+}
+
+/// @brief Divisors of `x`, ascending.
+[[nodiscard]] inline std::vector<int> divisors(int x) {
+  std::vector<int> lo, hi;
+  for (int d = 1; static_cast<long long>(d) * d <= x; ++d)
+    if (x % d == 0) {
+      lo.push_back(d);
+      if (d != x / d) hi.push_back(x / d);
+    }
+  lo.insert(lo.end(), hi.rbegin(), hi.rend());
+  return lo;
+}
+
+/// @brief Distinct values of ceil(n / d) for d in [1, n], ascending.
+[[nodiscard]] inline std::vector<int> replica_loads(int n) {
+  std::vector<int> ks;
+  for (int d = 1; d <= n;) {
+    const int k = (n + d - 1) / d;
+    ks.push_back(k);
+    d = k == 1 ? n + 1 : (n - 1) / (k - 1) + 1;
+  }
+  std::reverse(ks.begin(), ks.end());
+  return ks;
+}
+
+/// @brief Field-wise sum (the order `evaluate` uses for stages with several parts).
+inline void add_memory(memory_breakdown& acc, const memory_breakdown& x) noexcept {
+  acc.params += x.params;
+  acc.grads += x.grads;
+  acc.optimizer += x.optimizer;
+  acc.activations += x.activations;
+}
+
+template <class T>
+[[nodiscard]] const T& at(const std::vector<T>& v, int i) {
+  return v[static_cast<std::size_t>(i)];
+}
+
+/// @brief Memory violation closest to fitting (for the "no plan" error).
+struct violation {
+  bool any = false;
+  double over = 0;
+  std::string where;
+  double need = 0;
+};
+
+/// @brief The branch-and-bound search (see the file comment and docs/planner.md).
+template <cost_model C>
+class plan_search {
+ public:
+  plan_search(const C& cost, const plan_request& req, const planner_options& opt)
+      : cost_(cost), model_(cost.model()), req_(req), opt_(opt) {
+    check_request(req, model_);
+    const auto& cl = cost.cluster();
+    N_ = cl.num_gpus;
+    g_ = cl.gpus_per_node;
+    S_ = req.global_batch;
+    limit_ = cost.memory_limit();
+    require(opt.max_side_pp >= 1, "planner.max_side_pp", "must be >= 1, got ", opt.max_side_pp);
+    require(opt.max_backbone_pp >= 0, "planner.max_backbone_pp", "must be >= 0, got ", opt.max_backbone_pp);
+    require(!opt.tp_candidates.empty(), "planner.tp_candidates", "must not be empty");
+    for (int t : opt.tp_candidates)
+      require(t >= 1 && (t & (t - 1)) == 0, "planner.tp_candidates", "TP degrees are powers of two, got ", t);
+    require(opt.include_monolithic || opt.include_disaggregated, "planner", "no layout family enabled");
+    int encoders = 0, generators = 0;
+    bi_ = model_.backbone_index();
+    for (std::size_t i = 0; i < model_.modules.size(); ++i) {
+      if (model_.modules[i].role == module_role::encoder) ++encoders, ei_ = i;
+      if (model_.modules[i].role == module_role::generator) ++generators, gi_ = i;
+    }
+    if (encoders > 1 || generators > 1)
+      fail(errc::unsupported, "model.modules", "the planner supports at most one encoder and one generator, got ",
+           encoders, " and ", generators);
+    has_e_ = encoders == 1;
+    has_g_ = generators == 1;
+    for (std::size_t i = 0; i < model_.modules.size(); ++i) {
+      mods_.push_back(module_info{});
+      auto& mi = mods_.back();
+      mi.layers = model_.modules[i].layers();
+      mi.dirs = transfer_directions(model_, i);
+      const module_shape sh = shape_of(model_.modules[i]);
+      for (int t : opt.tp_candidates)
+        if (t <= g_ && g_ % t == 0 && sh.tp_supported(t)) mi.tps.push_back(t);
+      std::sort(mi.tps.begin(), mi.tps.end());
+      mi.tps.erase(std::unique(mi.tps.begin(), mi.tps.end()), mi.tps.end());
+      for (int t = 1; t <= g_; t *= 2)
+        if (g_ % t == 0 && sh.tp_supported(t)) mi.colocated_tps.push_back(t);
+    }
+    rcs_ = opt.search_recompute ? std::vector<bool>{false, true} : std::vector<bool>{false};
+    max_pp_b_ = opt.max_backbone_pp > 0 ? std::min(opt.max_backbone_pp, mods_[bi_].layers) : mods_[bi_].layers;
+  }
+
+  /// @brief Runs the search; returns the best plan or throws `errc::infeasible`.
+  ranked_plan run() {
+    if (opt_.include_monolithic) search_monolithic();
+    if (opt_.include_disaggregated) search_disaggregated();
+    if (!best_.plan.modules.empty()) return best_;
+    no_plan();
+  }
+
+  [[nodiscard]] const planner_stats& stats() const noexcept { return stats_; }
+
+ private:
+  struct module_info {
+    int layers = 0;
+    double dirs = 2;
+    std::vector<int> tps;            // TP candidates the module supports
+    std::vector<int> colocated_tps;  // powers of two it supports, for colocation
+  };
+
+  // ---- stage-time tables: time(type, c) of module i at (tp, rc, k), lazily filled ----
+  struct time_table {
+    std::vector<double> v;  // 4 * (layers + 1), NaN = not yet computed
+  };
+  static constexpr double nan_ = std::numeric_limits<double>::quiet_NaN();
+  static constexpr double inf_ = std::numeric_limits<double>::infinity();
+
+  time_table& table(std::size_t i, int tp, bool rc, int k) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(i) << 56) ^ (static_cast<std::uint64_t>(tp) << 48) ^
+                              (static_cast<std::uint64_t>(rc ? 1 : 0) << 40) ^ static_cast<std::uint64_t>(k);
+    auto it = tables_.find(key);
+    if (it != tables_.end()) return it->second;
+    time_table t;
+    t.v.assign(4 * static_cast<std::size_t>(mods_[i].layers + 1), nan_);
+    return tables_.emplace(key, std::move(t)).first->second;
+  }
+
+  /// @brief First layer of a stage of `type` holding `c` layers (-1 if impossible).
+  [[nodiscard]] static int first_layer_of(stage_type type, int c, int L) noexcept {
+    switch (type) {
+      case stage_type::first: return c <= L - 1 ? 0 : -1;
+      case stage_type::middle: return c <= L - 2 ? 1 : -1;
+      case stage_type::last: return c <= L - 1 ? L - c : -1;
+      case stage_type::whole: return c == L ? 0 : -1;
+    }
+    return -1;
+  }
+
+  double stage_time(std::size_t i, int tp, bool rc, int k, stage_type type, int c) {
+    time_table& t = table(i, tp, rc, k);
+    double& slot = t.v[static_cast<std::size_t>(type) * static_cast<std::size_t>(mods_[i].layers + 1) +
+                       static_cast<std::size_t>(c)];
+    if (!std::isnan(slot)) return slot;
+    const int first = first_layer_of(type, c, mods_[i].layers);
+    if (first < 0) return slot = inf_;
+    const stage_config cfg{i, first, c, tp, 1, rc};
+    return slot = cost_.stage_time(cfg, workload(i, k)).total_s();
+  }
+
+  [[nodiscard]] module_workload workload(std::size_t i, int k) const {
+    return req_.sample_workload[i] * static_cast<double>(k);
+  }
+
+  /// @brief Layers per stage and the matching first layers.
+  struct split {
+    std::vector<int> layers;
+    std::vector<int> first;
+  };
+  template <class TimeFn>
+  split make_split(int L, int pp, const TimeFn& fn) {
+    split s;
+    s.layers = balanced_split(L, pp, fn);
+    int f = 0;
+    for (int c : s.layers) {
+      s.first.push_back(f);
+      f += c;
+    }
+    return s;
+  }
+
+  // ---- side module options ----
+  struct side_option {
+    long long gpus = 0;
+    int tp = 1, pp = 1, dp = 1, k = 1;
+    bool rc = false;
+    double max_stage = 0, path_base = 0, sync = 0, side_bytes_time = 0;
+    const split* layout = nullptr;
+  };
+  struct side_list {
+    std::vector<side_option> options;  // sorted by gpus, then insertion order
+  };
+
+  /// @brief Options of side module `i` with `pp` stages, `n` samples per
+  /// microbatch, stage j keeping in_flight[j] microbatches.
+  side_list& side_options(std::size_t i, int n, int pp, const std::vector<int>& in_flight) {
+    std::vector<long long> key{static_cast<long long>(i), n, pp};
+    key.insert(key.end(), in_flight.begin(), in_flight.end());
+    auto it = side_cache_.find(key);
+    if (it != side_cache_.end()) return it->second;
+    ++stats_.side_lists;
+    side_list out;
+    const module_info& mi = mods_[i];
+    const bool is_encoder = i < bi_;
+    for (int tp : mi.tps) {
+      for (bool rc : rcs_) {
+        for (int k : replica_loads(n)) {
+          auto tfn = [&](stage_type t, int c) { return stage_time(i, tp, rc, k, t, c); };
+          const split* sp = store_split(make_split(mi.layers, pp, tfn));
+          if (sp->layers.empty()) continue;
+          const module_workload w = workload(i, k);
+          std::vector<double> times(static_cast<std::size_t>(pp));
+          double tmax = 0;
+          for (int j = 0; j < pp; ++j) {
+            times[static_cast<std::size_t>(j)] = 0.0 + tfn(type_of_stage(j, pp), at(sp->layers, j));
+            tmax = std::max(tmax, times[static_cast<std::size_t>(j)]);
+          }
+          const int dmin = (n + k - 1) / k;
+          const int dmax = k == 1 ? n : (n - 1) / (k - 1);
+          auto fits = [&](int d) {
+            for (int j = 0; j < pp; ++j) {
+              const stage_config cfg{i, at(sp->first, j), at(sp->layers, j), tp, d, rc};
+              memory_breakdown mem;
+              add_memory(mem, cost_.stage_memory(cfg, w, at(in_flight, j)));
+              if (mem.total() > limit_) {
+                note_violation(model_.modules[i].name, j, mem.total());
+                return false;
+              }
+            }
+            return true;
+          };
+          if (static_cast<long long>(tp) * pp * dmin > N_) continue;
+          if (!fits(dmax)) continue;
+          int lo = dmin, hi = dmax;
+          while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            if (fits(mid)) hi = mid;
+            else lo = mid + 1;
+          }
+          // Candidate dp values: the smallest fitting one per residue of the GPU count mod g
+          // (encoders: it decides the alignment of the modules after them), else the smallest.
+          const long long step = static_cast<long long>(tp) * pp;
+          const int classes = is_encoder ? static_cast<int>(g_ / std::gcd(static_cast<long long>(g_), step)) : 1;
+          std::vector<char> seen(static_cast<std::size_t>(g_), 0);
+          int found = 0;
+          const double side_bytes = side_transfer_time(i, k, tp);
+          for (int d = lo; d <= dmax && found < classes; ++d) {
+            const long long gpus = step * d;
+            if (gpus > N_) break;
+            const auto r = static_cast<std::size_t>(gpus % g_);
+            if (is_encoder && seen[r]) continue;
+            seen[r] = 1;
+            ++found;
+            side_option o;
+            o.gpus = gpus;
+            o.tp = tp;
+            o.pp = pp;
+            o.dp = d;
+            o.k = k;
+            o.rc = rc;
+            o.layout = sp;
+            o.max_stage = tmax;
+            o.side_bytes_time = side_bytes;
+            std::vector<double> hops(static_cast<std::size_t>(pp), 0.0);
+            const bool spans = dp_spans_nodes(tp, d, g_);
+            for (int j = 0; j < pp; ++j) {
+              const stage_config cfg{i, at(sp->first, j), at(sp->layers, j), tp, d, rc};
+              if (j + 1 < pp) hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mi.dirs);
+              o.sync = std::max(o.sync, 0.0 + sync_time(cost_, cfg, spans));
+            }
+            o.path_base = accumulate_path(times, hops, 0.0);
+            out.options.push_back(o);
+          }
+        }
+      }
+    }
+    std::stable_sort(out.options.begin(), out.options.end(),
+                     [](const side_option& a, const side_option& b) { return a.gpus < b.gpus; });
+    stats_.side_options += static_cast<long long>(out.options.size());
+    return side_cache_.emplace(std::move(key), std::move(out)).first->second;
+  }
+
+  /// @brief The side module's half of a boundary transfer (before `dirs` and the max).
+  double side_transfer_time(std::size_t i, int k, int tp) {
+    const std::size_t from = i < bi_ ? i : bi_, to = i < bi_ ? bi_ : i;
+    return cost_.p2p_time(
+        cost_.transfer_bytes(from, to, req_.sample_workload * static_cast<double>(k)) / static_cast<double>(tp),
+        false);
+  }
+
+  const split* store_split(split s) {
+    splits_.push_back(std::make_unique<split>(std::move(s)));
+    return splits_.back().get();
+  }
+
+  void note_violation(const std::string& module, int stage, double need) {
+    const double over = need - limit_;
+    if (!viol_.any || over < viol_.over) {
+      viol_.any = true;
+      viol_.over = over;
+      viol_.need = need;
+      viol_.where = cat(module, "/stage ", stage);
+    }
+  }
+
+  [[noreturn]] void no_plan() {
+    const long long min_gpus = opt_.include_monolithic ? 1 : 1 + (has_e_ ? 1 : 0) + (has_g_ ? 1 : 0);
+    if (N_ < min_gpus)
+      fail(errc::infeasible, "cluster.num_gpus", "the layout needs at least ", min_gpus, " GPUs, the cluster has ", N_);
+    if (viol_.any)
+      fail(errc::infeasible, viol_.where, "no layout of the model on ", N_, " GPUs fits in memory; the closest needs ",
+           viol_.need / 1e9, " GB per GPU, limit ", limit_ / 1e9, " GB (over by ", viol_.over / 1e9,
+           " GB); use more GPUs, a larger global batch split or GPUs with more memory");
+    fail(errc::infeasible, "cluster.num_gpus", "no layout of the model fits on ", N_,
+         " GPUs within the search space (tp, pp and dp limits)");
+  }
+
+  // ---- candidates ----
+  void consider(double time, long long gpus, parallel_plan&& p) {
+    if (time > best_.time) return;
+    if (time == best_.time && gpus > best_.gpus) return;
+    auto key = tie_key(p);
+    if (!ranks_before(time, gpus, key, best_)) return;
+    best_.time = time;
+    best_.gpus = gpus;
+    best_.key = std::move(key);
+    best_.plan = std::move(p);
+  }
+
+  parallel_plan base_plan(int n) const {
+    parallel_plan p;
+    p.global_batch = S_;
+    p.num_microbatches = S_ / n;
+    p.schedule = plan_schedule::one_f_one_b;
+    p.gpus_per_node = g_;
+    p.modules.resize(model_.modules.size());
+    for (std::size_t i = 0; i < model_.modules.size(); ++i) {
+      p.modules[i].name = model_.modules[i].name;
+      p.modules[i].role = std::string(to_string(model_.modules[i].role));
+    }
+    return p;
+  }
+
+  // ---- backbone configurations ----
+  struct backbone_cfg {
+    int n = 1, tp = 1, dp = 1, pp = 1, k = 1;
+    bool rc = false;
+    const split* layout = nullptr;
+    double lb = 0;  // bound (m-1)*max + sum of stage times
+  };
+
+  /// @brief Backbone terms (max stage, path, sync) for a disaggregated layout.
+  module_terms backbone_terms(const backbone_cfg& b) {
+    module_terms t;
+    const module_info& mi = mods_[bi_];
+    const module_workload w = workload(bi_, b.k);
+    std::vector<double> times(static_cast<std::size_t>(b.pp)), hops(static_cast<std::size_t>(b.pp), 0.0);
+    const bool spans = dp_spans_nodes(b.tp, b.dp, g_);
+    for (int j = 0; j < b.pp; ++j) {
+      const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc};
+      times[static_cast<std::size_t>(j)] =
+          0.0 + stage_time(bi_, b.tp, b.rc, b.k, type_of_stage(j, b.pp), at(b.layout->layers, j));
+      t.max_stage_s = std::max(t.max_stage_s, times[static_cast<std::size_t>(j)]);
+      if (j + 1 < b.pp) hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mi.dirs);
+      t.sync_s = std::max(t.sync_s, 0.0 + sync_time(cost_, cfg, spans));
+    }
+    t.path_s = accumulate_path(times, hops, 0.0);
+    return t;
+  }
+
+  bool backbone_fits(const backbone_cfg& b, int pos0, int P, int m) {
+    const module_workload w = workload(bi_, b.k);
+    for (int j = 0; j < b.pp; ++j) {
+      const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc};
+      memory_breakdown mem;
+      add_memory(mem, cost_.stage_memory(cfg, w, one_f_one_b_in_flight(P, pos0 + j, m)));
+      if (mem.total() > limit_) {
+        note_violation(model_.modules[bi_].name, j, mem.total());
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // ---- disaggregated layouts ----
+  void search_disaggregated() {
+    const long long side_min = (has_e_ ? 1 : 0) + (has_g_ ? 1 : 0);
+    std::vector<backbone_cfg> nodes;
+    for (int n : divisors(S_)) {
+      const int m = S_ / n;
+      for (int tp : mods_[bi_].tps)
+        for (bool rc : rcs_)
+          for (int dp : divisors(n))
+            for (int pp = 1; pp <= max_pp_b_; ++pp) {
+              if (static_cast<long long>(tp) * pp * dp + side_min > N_) break;
+              backbone_cfg b{n, tp, dp, pp, n / dp, rc, nullptr, 0};
+              b.layout = backbone_split(tp, rc, b.k, pp);
+              if (b.layout->layers.empty()) continue;
+              double mx = 0, sum = 0;
+              for (int j = 0; j < pp; ++j) {
+                const double t = 0.0 + stage_time(bi_, tp, rc, b.k, type_of_stage(j, pp), at(b.layout->layers, j));
+                mx = std::max(mx, t);
+                sum += t;
+              }
+              b.lb = static_cast<double>(m - 1) * mx + sum;
+              nodes.push_back(b);
+            }
+    }
+    stats_.backbone_configs += static_cast<long long>(nodes.size());
+    std::stable_sort(nodes.begin(), nodes.end(), [](const backbone_cfg& a, const backbone_cfg& b) { return a.lb < b.lb; });
+    for (const backbone_cfg& b : nodes) {
+      if (b.lb > best_.time) break;
+      expand(b);
+    }
+  }
+
+  const split* backbone_split(int tp, bool rc, int k, int pp) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(tp) << 56) ^ (static_cast<std::uint64_t>(rc ? 1 : 0) << 52) ^
+                              (static_cast<std::uint64_t>(pp) << 36) ^ static_cast<std::uint64_t>(k);
+    auto it = bsplits_.find(key);
+    if (it != bsplits_.end()) return it->second;
+    auto tfn = [&](stage_type t, int c) { return stage_time(bi_, tp, rc, k, t, c); };
+    const split* s = store_split(make_split(mods_[bi_].layers, pp, tfn));
+    bsplits_.emplace(key, s);
+    return s;
+  }
+
+  void expand(const backbone_cfg& b) {
+    const int m = S_ / b.n;
+    const module_terms bt = backbone_terms(b);
+    {
+      const module_terms none{};
+      const module_terms arr[3] = {none, bt, none};
+      if (combine(m, arr).iteration_s > best_.time) return;
+    }
+    ++stats_.backbone_expanded;
+    const long long gb = static_cast<long long>(b.tp) * b.pp * b.dp;
+    const int max_e = has_e_ ? opt_.max_side_pp : 0;
+    const int max_g = has_g_ ? opt_.max_side_pp : 0;
+    for (int ppg = has_g_ ? 1 : 0; ppg <= max_g; ++ppg) {
+      bool bb_checked = false, bb_ok = false;
+      for (int ppe = has_e_ ? 1 : 0; ppe <= max_e; ++ppe) {
+        const int P = ppe + b.pp + ppg;
+        if (gb + ppe + ppg > N_) continue;
+        // The backbone's in-flight counts depend on ppg only (stage j keeps min(ppg + pp - j, m)).
+        if (!bb_checked) {
+          bb_ok = backbone_fits(b, ppe, P, m);
+          bb_checked = true;
+        }
+        if (!bb_ok) break;
+        pair_search(b, bt, gb, ppe, ppg, P, m);
+      }
+    }
+  }
+
+  void pair_search(const backbone_cfg& b, const module_terms& bt, long long gb, int ppe, int ppg, int P, int m) {
+    static const side_list empty_list{{side_option{}}};
+    const side_list* E = &empty_list;
+    const side_list* G = &empty_list;
+    if (has_e_) {
+      std::vector<int> fl;
+      for (int j = 0; j < ppe; ++j) fl.push_back(one_f_one_b_in_flight(P, j, m));
+      E = &side_options(ei_, b.n, ppe, fl);
+    }
+    if (has_g_) {
+      std::vector<int> fl;
+      for (int j = 0; j < ppg; ++j) fl.push_back(one_f_one_b_in_flight(P, ppe + b.pp + j, m));
+      G = &side_options(gi_, b.n, ppg, fl);
+    }
+    if (E->options.empty() || G->options.empty()) return;
+    const double bb_side_e = has_e_ ? side_transfer_time(ei_, b.k, b.tp) : 0.0;
+    const double bb_side_g = has_g_ ? side_transfer_time(gi_, b.k, b.tp) : 0.0;
+    const double dirs_e = has_e_ ? mods_[ei_].dirs : 0.0;
+    const double dirs_g = mods_[bi_].dirs;
+    // Generator terms for this backbone, and prefix minima for the bound.
+    const std::size_t ng = G->options.size();
+    std::vector<module_terms> gterms(ng);
+    std::vector<double> pmin_t(ng), pmin_path(ng);
+    for (std::size_t i = 0; i < ng; ++i) {
+      const side_option& o = G->options[i];
+      if (has_g_) {
+        gterms[i].max_stage_s = o.max_stage;
+        gterms[i].path_s = o.path_base + dirs_g * std::max(bb_side_g, o.side_bytes_time);
+        gterms[i].sync_s = o.sync;
+      }
+      pmin_t[i] = i == 0 ? gterms[i].max_stage_s : std::min(pmin_t[i - 1], gterms[i].max_stage_s);
+      pmin_path[i] = i == 0 ? gterms[i].path_s : std::min(pmin_path[i - 1], gterms[i].path_s);
+    }
+    const long long budget = N_ - gb;
+    for (const side_option& e : E->options) {
+      if (e.gpus + G->options.front().gpus > budget) break;
+      if (e.gpus % b.tp != 0) continue;  // the backbone's first rank must be a multiple of its tp
+      module_terms et{};
+      if (has_e_) {
+        et.max_stage_s = e.max_stage;
+        et.path_s = e.path_base + dirs_e * std::max(e.side_bytes_time, bb_side_e);
+        et.sync_s = e.sync;
+      }
+      const long long gbudget = budget - e.gpus;
+      const long long base_g = gb + e.gpus;
+      // Options affordable: [0, idx).
+      std::size_t idx = static_cast<std::size_t>(
+          std::upper_bound(G->options.begin(), G->options.end(), gbudget,
+                           [](long long v, const side_option& o) { return v < o.gpus; }) -
+          G->options.begin());
+      {
+        const module_terms arr[3] = {et, bt, module_terms{pmin_t[idx - 1], pmin_path[idx - 1], 0.0}};
+        if (combine(m, arr).iteration_s > best_.time) continue;
+      }
+      for (std::size_t i = idx; i-- > 0;) {
+        {
+          const module_terms arr[3] = {et, bt, module_terms{pmin_t[i], pmin_path[i], 0.0}};
+          if (combine(m, arr).iteration_s > best_.time) break;
+        }
+        const side_option& go = G->options[i];
+        if (has_g_ && base_g % go.tp != 0) continue;
+        ++stats_.pairs_evaluated;
+        const module_terms arr[3] = {et, bt, gterms[i]};
+        const double time = combine(m, arr).iteration_s;
+        const long long gpus = gb + e.gpus + go.gpus;
+        if (time > best_.time || (time == best_.time && gpus > best_.gpus)) continue;
+        parallel_plan p = base_plan(b.n);
+        set_backbone(p, b);
+        if (has_e_) set_side(p, ei_, e);
+        if (has_g_) set_side(p, gi_, go);
+        consider(time, gpus, std::move(p));
+      }
+    }
+  }
+
+  void set_backbone(parallel_plan& p, const backbone_cfg& b) const {
+    module_plan& mp = p.modules[bi_];
+    mp.tp = b.tp;
+    mp.pp = b.pp;
+    mp.dp = b.dp;
+    mp.recompute = b.rc;
+    mp.layers = b.layout->layers;
+  }
+  void set_side(parallel_plan& p, std::size_t i, const side_option& o) const {
+    module_plan& mp = p.modules[i];
+    mp.tp = o.tp;
+    mp.pp = o.pp;
+    mp.dp = o.dp;
+    mp.recompute = o.rc;
+    mp.layers = o.layout->layers;
+    mp.colocated = false;
+  }
+
+  // ---- monolithic (Megatron-style) layouts ----
+  int colocated_tp(std::size_t i, int tp_b) const {
+    int best = 1;
+    for (int t : mods_[i].colocated_tps)
+      if (tp_b % t == 0) best = std::max(best, t);
+    return best;
+  }
+
+  void search_monolithic() {
+    struct mono {
+      double time;
+      long long gpus;
+      int n, tp, dp, pp;
+      bool rc;
+      const split* layout;
+    };
+    std::vector<mono> cands;
+    for (int n : divisors(S_)) {
+      const int m = S_ / n;
+      for (int tp : mods_[bi_].tps)
+        for (bool rc : rcs_)
+          for (int dp : divisors(n))
+            for (int pp = 1; pp <= max_pp_b_; ++pp) {
+              const long long gpus = static_cast<long long>(tp) * pp * dp;
+              if (gpus > N_) break;
+              const int k = n / dp;
+              const double te = has_e_ ? stage_time(ei_, colocated_tp(ei_, tp), rc, k, stage_type::whole,
+                                                    mods_[ei_].layers)
+                                       : 0.0;
+              const double tg = has_g_ ? stage_time(gi_, colocated_tp(gi_, tp), rc, k, stage_type::whole,
+                                                    mods_[gi_].layers)
+                                       : 0.0;
+              // Stage time with the colocated parts, summed in model-module order from 0.
+              auto tfn = [&](stage_type t, int c) {
+                const double x = stage_time(bi_, tp, rc, k, t, c);
+                switch (t) {
+                  case stage_type::first: return (0.0 + te) + x;
+                  case stage_type::last: return (0.0 + x) + tg;
+                  case stage_type::whole: return ((0.0 + te) + x) + tg;
+                  case stage_type::middle: break;
+                }
+                return 0.0 + x;
+              };
+              const split* sp = mono_split(tp, rc, k, pp, te, tg, tfn);
+              if (sp->layers.empty()) continue;
+              const module_terms bt = mono_terms(n, tp, rc, dp, pp, *sp, tfn);
+              const module_terms arr[1] = {bt};
+              cands.push_back(mono{combine(m, arr).iteration_s, gpus, n, tp, dp, pp, rc, sp});
+            }
+    }
+    stats_.monolithic_configs += static_cast<long long>(cands.size());
+    std::stable_sort(cands.begin(), cands.end(), [](const mono& a, const mono& b) {
+      if (a.time != b.time) return a.time < b.time;
+      return a.gpus < b.gpus;
+    });
+    for (const mono& c : cands) {
+      if (c.time > best_.time) break;
+      if (!mono_fits(c.n, c.tp, c.rc, c.dp, c.pp, *c.layout)) continue;
+      parallel_plan p = base_plan(c.n);
+      module_plan& bp = p.modules[bi_];
+      bp.tp = c.tp;
+      bp.pp = c.pp;
+      bp.dp = c.dp;
+      bp.recompute = c.rc;
+      bp.layers = c.layout->layers;
+      for (std::size_t i = 0; i < p.modules.size(); ++i) {
+        if (i == bi_) continue;
+        module_plan& mp = p.modules[i];
+        mp.colocated = true;
+        mp.tp = colocated_tp(i, c.tp);
+        mp.pp = 1;
+        mp.dp = c.dp;
+        mp.recompute = c.rc;
+        mp.layers = {mods_[i].layers};
+      }
+      consider(c.time, c.gpus, std::move(p));
+      // Later candidates with the same time may still win on GPUs/key: keep scanning ties only.
+    }
+  }
+
+  template <class TimeFn>
+  const split* mono_split(int tp, bool rc, int k, int pp, double te, double tg, const TimeFn& tfn) {
+    // te/tg are functions of (tp, rc, k) already; key without them.
+    (void)te;
+    (void)tg;
+    const std::uint64_t key = (static_cast<std::uint64_t>(tp) << 56) ^ (static_cast<std::uint64_t>(rc ? 1 : 0) << 52) ^
+                              (static_cast<std::uint64_t>(pp) << 36) ^ static_cast<std::uint64_t>(k);
+    auto it = msplits_.find(key);
+    if (it != msplits_.end()) return it->second;
+    const split* s = store_split(make_split(mods_[bi_].layers, pp, tfn));
+    msplits_.emplace(key, s);
+    return s;
+  }
+
+  template <class TimeFn>
+  module_terms mono_terms(int n, int tp, bool rc, int dp, int pp, const split& sp, const TimeFn& tfn) {
+    module_terms t;
+    const int k = n / dp;
+    const module_workload w = workload(bi_, k);
+    std::vector<double> times(static_cast<std::size_t>(pp)), hops(static_cast<std::size_t>(pp), 0.0);
+    const bool spans = dp_spans_nodes(tp, dp, g_);
+    const double ye = has_e_ ? sync_time(cost_, colocated_cfg(ei_, tp, dp, rc), spans) : 0.0;
+    const double yg = has_g_ ? sync_time(cost_, colocated_cfg(gi_, tp, dp, rc), spans) : 0.0;
+    for (int j = 0; j < pp; ++j) {
+      const stage_type ty = type_of_stage(j, pp);
+      const stage_config cfg{bi_, at(sp.first, j), at(sp.layers, j), tp, dp, rc};
+      times[static_cast<std::size_t>(j)] = tfn(ty, at(sp.layers, j));
+      t.max_stage_s = std::max(t.max_stage_s, times[static_cast<std::size_t>(j)]);
+      if (j + 1 < pp) hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
+      const double yb = sync_time(cost_, cfg, spans);
+      double y = 0;
+      if ((ty == stage_type::first || ty == stage_type::whole) && has_e_) y += ye;
+      y += yb;
+      if ((ty == stage_type::last || ty == stage_type::whole) && has_g_) y += yg;
+      t.sync_s = std::max(t.sync_s, y);
+    }
+    t.path_s = accumulate_path(times, hops, 0.0);
+    return t;
+  }
+
+  [[nodiscard]] stage_config colocated_cfg(std::size_t i, int tp_b, int dp, bool rc) const {
+    return stage_config{i, 0, mods_[i].layers, colocated_tp(i, tp_b), dp, rc};
+  }
+
+  bool mono_fits(int n, int tp, bool rc, int dp, int pp, const split& sp) {
+    const int m = S_ / n;
+    const int k = n / dp;
+    for (int j = 0; j < pp; ++j) {
+      const stage_type ty = type_of_stage(j, pp);
+      const int f = one_f_one_b_in_flight(pp, j, m);
+      memory_breakdown mem;
+      if ((ty == stage_type::first || ty == stage_type::whole) && has_e_)
+        add_memory(mem, cost_.stage_memory(colocated_cfg(ei_, tp, dp, rc), workload(ei_, k), f));
+      add_memory(mem, cost_.stage_memory(stage_config{bi_, at(sp.first, j), at(sp.layers, j), tp, dp, rc},
+                                         workload(bi_, k), f));
+      if ((ty == stage_type::last || ty == stage_type::whole) && has_g_)
+        add_memory(mem, cost_.stage_memory(colocated_cfg(gi_, tp, dp, rc), workload(gi_, k), f));
+      if (mem.total() > limit_) {
+        note_violation(model_.modules[bi_].name, j, mem.total());
+        return false;
+      }
+    }
+    return true;
+  }
+
+  const C& cost_;
+  const model_spec& model_;
+  plan_request req_;
+  planner_options opt_;
+  long long N_ = 0;
+  int g_ = 8;
+  int S_ = 1;
+  double limit_ = 0;
+  std::size_t bi_ = 0, ei_ = 0, gi_ = 0;
+  bool has_e_ = false, has_g_ = false;
+  int max_pp_b_ = 1;
+  std::vector<module_info> mods_;
+  std::vector<bool> rcs_;
+  std::unordered_map<std::uint64_t, time_table> tables_;  // cache only (never iterated)
+  std::unordered_map<std::uint64_t, const split*> bsplits_, msplits_;
+  std::map<std::vector<long long>, side_list> side_cache_;
+  std::vector<std::unique_ptr<split>> splits_;
+  ranked_plan best_;
+  violation viol_;
+  planner_stats stats_;
+};
+
+}  // namespace detail
+}  // namespace disttrain

@@ -1,0 +1,287 @@
+#pragma once
+/// @file evaluate.hpp
+/// @brief Scores a plan with a cost model: modelled iteration time (1F1B
+/// closed form), MFU, memory per GPU of every stage, bubble fraction.
+///
+/// Pipeline: the disaggregated modules' stages chained in pipeline order
+/// (encoder stages, backbone stages, generator stages); a colocated module
+/// adds its work, memory and sync to the backbone's first (encoder) or last
+/// (generator) stage. With `m` microbatches and module terms as in
+/// `detail/closed_form.hpp`:
+///
+///     iteration = (m - 1) * max_s t_s + sum_modules path + max_stages (DP sync + optimizer)
+///
+/// where `t_s` is a stage's forward+backward time for its busiest replica
+/// (ceil(n / dp) of the n samples of a microbatch), `path` adds the
+/// point-to-point transfers on the fill/drain path, and 1F1B keeps
+/// min(P - s, m) microbatches in flight at chain stage s of P (GPipe: m).
+///
+/// @code
+/// disttrain::analytic_cost_model cm(sc.model, sc.cluster);
+/// auto req = disttrain::make_request(sc);
+/// disttrain::plan_evaluation e = disttrain::evaluate(plan, cm, req.sample_workload);
+/// double mfu = e.mfu;   // throws errc::infeasible naming "module/stage j" if a GPU is over memory
+/// @endcode
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+#include "disttrain/cost/cost_model.hpp"
+#include "disttrain/cost/stage.hpp"
+#include "disttrain/model/workload.hpp"
+#include "disttrain/plan/detail/closed_form.hpp"
+#include "disttrain/plan/detail/stage_cost.hpp"
+#include "disttrain/plan/layout.hpp"
+#include "disttrain/plan/parallel_plan.hpp"
+
+namespace disttrain {
+
+/// @brief One pipeline stage of an evaluated plan.
+/// @code for (const auto& s : eval.stages) if (s.memory_bytes > eval.memory_limit_bytes) { /* ... */ } @endcode
+struct stage_report {
+  std::string module;                  ///< module owning the stage
+  int stage = 0;                       ///< stage index within the module
+  int chain_stage = 0;                 ///< position in the chained pipeline
+  int first_layer = 0;                 ///< first layer of the module on this stage
+  int num_layers = 0;                  ///< layers of the module on this stage
+  int tp = 1;                          ///< TP degree
+  int dp = 1;                          ///< DP degree
+  int replica_samples = 0;             ///< samples of the busiest replica per microbatch
+  int in_flight = 0;                   ///< microbatches whose activations are held at peak
+  std::vector<std::string> colocated;  ///< modules colocated on this stage
+  double time_s = 0;                   ///< forward + backward per microbatch (all parts)
+  double sync_s = 0;                   ///< DP sync + optimizer per iteration (all parts)
+  double memory_bytes = 0;             ///< per GPU at peak (all parts)
+  memory_breakdown memory;             ///< breakdown of memory_bytes
+};
+
+/// @brief Modelled figures of a plan.
+/// @code std::printf("%.3f s, MFU %.1f%%\n", e.iteration_time_s, 100 * e.mfu); @endcode
+struct plan_evaluation {
+  double iteration_time_s = 0;    ///< pipeline + non-overlapped sync
+  double pipeline_time_s = 0;     ///< (m-1) * max stage + fill/drain path
+  double sync_time_s = 0;         ///< largest per-stage DP sync + optimizer step
+  double bubble_fraction = 0;     ///< 1 - busy / (stages * pipeline time)
+  double mfu = 0;                 ///< model FLOPs / (iteration time * GPUs * peak)
+  double model_flops = 0;         ///< model FLOPs per iteration (no recompute)
+  double samples_per_s = 0;       ///< global_batch / iteration time
+  long long gpus = 0;             ///< GPUs the plan uses
+  int num_stages = 0;             ///< chained pipeline stages
+  double max_memory_bytes = 0;    ///< largest stage memory per GPU
+  double memory_limit_bytes = 0;  ///< the cost model's usable bytes per GPU
+  std::vector<stage_report> stages;
+};
+
+/// @brief Options of `evaluate`.
+struct evaluate_options {
+  bool check_memory = true;  ///< throw `errc::infeasible` for a stage over the memory limit
+};
+
+namespace detail {
+
+/// @brief Checks a plan against the model and cluster of a cost model: the
+/// same modules in the same order, layer counts, node size, GPU count, and a
+/// valid rank layout. Throws naming the plan field.
+inline void check_plan_against(const parallel_plan& p, const model_spec& model, const cluster_spec& cluster) {
+  validate(p);
+  require(p.modules.size() == model.modules.size(), "plan.modules", "has ", p.modules.size(),
+          " modules, the model has ", model.modules.size());
+  for (std::size_t i = 0; i < p.modules.size(); ++i) {
+    const auto& mp = p.modules[i];
+    const auto& ms = model.modules[i];
+    require(mp.name == ms.name, cat("plan.modules[", i, "].name"), "is '", mp.name, "', the model's module ", i,
+            " is '", ms.name, "'");
+    require(mp.role == to_string(ms.role), cat("plan.", mp.name, ".role"), "is '", mp.role, "', the model says '",
+            to_string(ms.role), "'");
+    long long sum = 0;
+    for (int c : mp.layers) sum += c;
+    if (!mp.colocated)
+      require(sum == ms.layers(), cat("plan.", mp.name, ".layers"), "sum to ", sum, ", the module has ", ms.layers(),
+              " layers");
+    else
+      require(mp.layers.size() == 1 && sum == ms.layers(), cat("plan.", mp.name, ".layers"),
+              "a colocated module is one stage of all ", ms.layers(), " layers");
+  }
+  require(p.gpus_per_node == cluster.gpus_per_node, "plan.gpus_per_node", "is ", p.gpus_per_node,
+          ", the cluster has ", cluster.gpus_per_node);
+  const std::size_t b = p.backbone_index();
+  for (const auto& m : p.modules)
+    if (m.colocated)
+      require(p.modules[b].tp % m.tp == 0, cat("plan.", m.name, ".tp"), "a colocated module's tp ", m.tp,
+              " must divide the backbone's tp ", p.modules[b].tp);
+  if (p.total_gpus() > cluster.num_gpus)
+    fail(errc::infeasible, "plan.total_gpus", "the plan uses ", p.total_gpus(), " GPUs, the cluster has ",
+         cluster.num_gpus);
+  (void)to_rank_layout(p);  // TP groups inside nodes
+}
+
+/// @brief Throws `errc::infeasible` at "<module>/stage <j>" naming the bytes.
+inline void fail_memory(const stage_report& s, double limit) {
+  fail(errc::infeasible, cat(s.module, "/stage ", s.stage), "needs ", s.memory_bytes / 1e9, " GB per GPU (params ",
+       s.memory.params / 1e9, ", grads ", s.memory.grads / 1e9, ", optimizer ", s.memory.optimizer / 1e9,
+       ", activations ", s.memory.activations / 1e9, " GB, ", s.in_flight, " microbatches in flight), limit ",
+       limit / 1e9, " GB, over by ", (s.memory_bytes - limit) / 1e9, " GB (", s.memory_bytes - limit, " bytes)");
+}
+
+}  // namespace detail
+
+/// @brief Scores `p` with cost model `cost` for samples of expected workload
+/// `sample_workload` (see the file comment). Throws `invalid_argument` /
+/// `infeasible` naming the plan field, or `infeasible` at "<module>/stage <j>"
+/// with the bytes over when a GPU does not fit (unless `opt.check_memory` is false).
+template <cost_model C>
+[[nodiscard]] plan_evaluation evaluate(const parallel_plan& p, const C& cost, const model_workload& sample_workload,
+                                       const evaluate_options& opt = {}) {
+  const model_spec& model = cost.model();
+  const int g = cost.cluster().gpus_per_node;
+  detail::check_plan_against(p, model, cost.cluster());
+  detail::require(sample_workload.size == model.modules.size(), "sample_workload", "has ", sample_workload.size,
+                  " modules, the model has ", model.modules.size());
+  const int m = p.num_microbatches;
+  const int n = p.microbatch_samples();
+  const std::size_t bi = p.backbone_index();
+  const module_plan& bb = p.modules[bi];
+  auto samples_of = [&](int dp) { return (n + dp - 1) / dp; };
+  const int kb = samples_of(bb.dp);
+
+  // Chain positions.
+  int total_stages = 0;
+  for (const auto& mp : p.modules)
+    if (!mp.colocated) total_stages += mp.pp;
+
+  plan_evaluation ev;
+  ev.gpus = p.total_gpus();
+  ev.num_stages = total_stages;
+  ev.memory_limit_bytes = cost.memory_limit();
+  std::vector<detail::module_terms> terms;
+  std::vector<double> times, hops;
+  int pos = 0;
+  for (std::size_t i = 0; i < p.modules.size(); ++i) {
+    const module_plan& mp = p.modules[i];
+    if (mp.colocated) continue;
+    const int k = samples_of(mp.dp);
+    const module_workload w = sample_workload[i] * static_cast<double>(k);
+    const double dirs = detail::transfer_directions(model, i);
+    times.assign(static_cast<std::size_t>(mp.pp), 0.0);
+    hops.assign(static_cast<std::size_t>(mp.pp), 0.0);
+    detail::module_terms t;
+    int first = 0;
+    for (int j = 0; j < mp.pp; ++j, ++pos) {
+      const int c = mp.layers[static_cast<std::size_t>(j)];
+      stage_report r;
+      r.module = mp.name;
+      r.stage = j;
+      r.chain_stage = pos;
+      r.first_layer = first;
+      r.num_layers = c;
+      r.tp = mp.tp;
+      r.dp = mp.dp;
+      r.replica_samples = k;
+      r.in_flight = p.schedule == plan_schedule::gpipe ? m : detail::one_f_one_b_in_flight(total_stages, pos, m);
+      const bool spans = detail::dp_spans_nodes(mp.tp, mp.dp, g);
+      // Parts of this stage in model-module order: [colocated encoder], module, [colocated generator].
+      double time = 0, sync = 0;
+      memory_breakdown mem;
+      auto add_part = [&](std::size_t mod, const stage_config& cfg, const module_workload& wl) {
+        time += cost.stage_time(cfg, wl).total_s();
+        sync += detail::sync_time(cost, cfg, spans);
+        const memory_breakdown x = cost.stage_memory(cfg, wl, r.in_flight);
+        mem.params += x.params;
+        mem.grads += x.grads;
+        mem.optimizer += x.optimizer;
+        mem.activations += x.activations;
+        if (mod != i) r.colocated.push_back(model.modules[mod].name);
+      };
+      auto colocated_part = [&](std::size_t mod) {
+        const module_plan& cp = p.modules[mod];
+        add_part(mod, stage_config{mod, 0, model.modules[mod].layers(), cp.tp, bb.dp, cp.recompute},
+                 sample_workload[mod] * static_cast<double>(kb));
+      };
+      if (i == bi && j == 0)
+        for (std::size_t e = 0; e < bi; ++e)
+          if (p.modules[e].colocated) colocated_part(e);
+      const stage_config cfg{i, first, c, mp.tp, mp.dp, mp.recompute};
+      add_part(i, cfg, w);
+      if (i == bi && j == mp.pp - 1)
+        for (std::size_t e = bi + 1; e < p.modules.size(); ++e)
+          if (p.modules[e].colocated) colocated_part(e);
+      r.time_s = time;
+      r.sync_s = sync;
+      r.memory = mem;
+      r.memory_bytes = mem.total();
+      times[static_cast<std::size_t>(j)] = time;
+      if (j + 1 < mp.pp) hops[static_cast<std::size_t>(j)] = detail::hop_time(cost, cfg, w, g, dirs);
+      t.max_stage_s = std::max(t.max_stage_s, time);
+      t.sync_s = std::max(t.sync_s, sync);
+      ev.max_memory_bytes = std::max(ev.max_memory_bytes, r.memory_bytes);
+      ev.stages.push_back(std::move(r));
+      first += c;
+    }
+    double boundary = 0;
+    if (i < bi) {
+      boundary = detail::boundary_time(cost, i, bi, sample_workload, k, mp.tp, kb, bb.tp, dirs);
+    } else if (i > bi) {
+      boundary = detail::boundary_time(cost, bi, i, sample_workload, kb, bb.tp, k, mp.tp,
+                                       detail::transfer_directions(model, bi));
+    }
+    t.path_s = detail::accumulate_path(times, hops, boundary);
+    terms.push_back(t);
+  }
+  const detail::closed_form_time cf = detail::combine(m, terms);
+  ev.iteration_time_s = cf.iteration_s;
+  ev.pipeline_time_s = cf.pipeline_s;
+  ev.sync_time_s = cf.sync_s;
+  double busy = 0;
+  for (const auto& s : ev.stages) busy += static_cast<double>(m) * s.time_s;
+  ev.bubble_fraction =
+      cf.pipeline_s > 0 ? 1.0 - busy / (static_cast<double>(total_stages) * cf.pipeline_s) : 0.0;
+  // Model FLOPs of the whole global batch (each module once, no recompute).
+  for (std::size_t i = 0; i < p.modules.size(); ++i) {
+    const module_plan& mp = p.modules[i];
+    const module_workload w = sample_workload[i] * static_cast<double>(p.global_batch);
+    int first = 0;
+    for (int c : mp.layers) {
+      ev.model_flops += cost.flops(stage_config{i, first, c, mp.tp, mp.colocated ? bb.dp : mp.dp, false}, w).total();
+      first += c;
+    }
+  }
+  const double denom = ev.iteration_time_s * static_cast<double>(ev.gpus) * cost.peak_flops();
+  ev.mfu = denom > 0 ? ev.model_flops / denom : 0.0;
+  ev.samples_per_s = ev.iteration_time_s > 0 ? static_cast<double>(p.global_batch) / ev.iteration_time_s : 0.0;
+  if (opt.check_memory)
+    for (const auto& s : ev.stages)
+      if (s.memory_bytes > ev.memory_limit_bytes) detail::fail_memory(s, ev.memory_limit_bytes);
+  return ev;
+}
+
+// ---- JSON -------------------------------------------------------------------
+
+inline void to_json(json& j, const stage_report& s) {
+  json mem;
+  to_json(mem, s.memory);
+  j = json{{"module", s.module},           {"stage", s.stage},         {"chain_stage", s.chain_stage},
+           {"first_layer", s.first_layer}, {"num_layers", s.num_layers}, {"tp", s.tp},
+           {"dp", s.dp},                   {"replica_samples", s.replica_samples},
+           {"in_flight", s.in_flight},     {"colocated", s.colocated}, {"time_s", s.time_s},
+           {"sync_s", s.sync_s},           {"memory_bytes", s.memory_bytes}, {"memory", mem}};
+}
+inline void to_json(json& j, const plan_evaluation& e) {
+  j = json{{"iteration_time_s", e.iteration_time_s},
+           {"pipeline_time_s", e.pipeline_time_s},
+           {"sync_time_s", e.sync_time_s},
+           {"bubble_fraction", e.bubble_fraction},
+           {"mfu", e.mfu},
+           {"model_flops", e.model_flops},
+           {"samples_per_s", e.samples_per_s},
+           {"gpus", e.gpus},
+           {"num_stages", e.num_stages},
+           {"max_memory_bytes", e.max_memory_bytes},
+           {"memory_limit_bytes", e.memory_limit_bytes},
+           {"stages", e.stages}};
+}
+
+}  // namespace disttrain

@@ -1,0 +1,234 @@
+#pragma once
+/// @file parallel_plan.hpp
+/// @brief The plan value type: how every module of a multimodal model is laid
+/// out on the cluster (GPUs, TP, PP, DP, layers per stage, recompute), plus the
+/// microbatching and the pipeline schedule. JSON in and out.
+///
+/// A plan lists the modules in **pipeline order**: at most one encoder, exactly
+/// one backbone, at most one generator (roles "encoder", "backbone",
+/// "generator"). Each module is either
+/// - *disaggregated* (`colocated == false`): it owns `tp * pp * dp` GPUs and
+///   forms its own pipeline segment, or
+/// - *colocated* (`colocated == true`, encoder/generator only): it runs on the
+///   GPUs of the backbone's first (encoder) or last (generator) pipeline stage
+///   with the backbone's TP and DP, as Megatron-LM places extra modules. The
+///   Megatron-style baseline is the plan in which every side module is colocated.
+///
+/// Microbatching: an iteration processes `global_batch` samples as
+/// `num_microbatches` pipeline microbatches of `n = global_batch /
+/// num_microbatches` samples each. A module with DP degree `dp` gives each
+/// replica at most `ceil(n / dp)` samples of every microbatch (so `dp <= n`).
+///
+/// @code
+/// disttrain::parallel_plan p;
+/// p.global_batch = 64;
+/// p.num_microbatches = 8;                  // 8 samples per pipeline microbatch
+/// p.modules = {{"vit", "encoder", 1, 1, 2, {32}},
+///              {"llm", "backbone", 4, 2, 2, {16, 16}},
+///              {"sd", "generator", 2, 1, 2, {1}}};
+/// disttrain::validate(p);                   // structure only (no model needed)
+/// disttrain::json j = p;                    // and back: j.get<parallel_plan>()
+/// @endcode
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+
+namespace disttrain {
+
+/// @brief The pipeline schedule a plan runs.
+///
+/// Both have the same closed-form iteration time; GPipe keeps all `m`
+/// microbatches' activations in flight, 1F1B at most `P - s` at stage `s`, so
+/// the planner only ever returns 1F1B (GPipe is dominated). GPipe is accepted
+/// by `evaluate` so its memory can be compared.
+/// @code auto k = disttrain::plan_schedule::one_f_one_b; @endcode
+enum class plan_schedule { one_f_one_b, gpipe };
+
+/// @brief Name of a schedule in JSON and tables: "1f1b" or "gpipe".
+constexpr std::string_view to_string(plan_schedule s) noexcept {
+  return s == plan_schedule::gpipe ? std::string_view("gpipe") : std::string_view("1f1b");
+}
+
+/// @brief Layout of one module.
+///
+/// @code
+/// disttrain::module_plan m{"llm", "backbone", 8, 4, 3, {20, 20, 20, 20}};  // 96 GPUs
+/// @endcode
+struct module_plan {
+  std::string name;         ///< the module's name in the model spec
+  std::string role;         ///< "encoder", "backbone" or "generator"
+  int tp = 1;               ///< tensor-parallel degree (divides gpus_per_node)
+  int pp = 1;               ///< pipeline stages
+  int dp = 1;               ///< data-parallel replicas
+  std::vector<int> layers;  ///< layers of each stage (size pp, each >= 1)
+  bool recompute = false;   ///< full activation recomputation
+  bool colocated = false;   ///< runs on the backbone's first/last stage GPUs
+
+  /// @brief GPUs this module owns: tp * pp * dp, or 0 when colocated.
+  [[nodiscard]] long long gpus() const noexcept {
+    return colocated ? 0 : static_cast<long long>(tp) * pp * dp;
+  }
+  friend bool operator==(const module_plan&, const module_plan&) = default;
+};
+
+/// @brief A complete parallelisation plan (see the file comment).
+///
+/// @code
+/// disttrain::parallel_plan p = planner_result.plan;
+/// long long used = p.total_gpus();
+/// int n = p.microbatch_samples();            // samples per pipeline microbatch
+/// int per_replica = p.replica_samples(1);    // the backbone's microbatch size
+/// @endcode
+struct parallel_plan {
+  std::vector<module_plan> modules;  ///< pipeline order: [encoder], backbone, [generator]
+  int global_batch = 1;              ///< samples per iteration
+  int num_microbatches = 1;          ///< pipeline microbatches per iteration (m)
+  plan_schedule schedule = plan_schedule::one_f_one_b;
+  int gpus_per_node = 8;  ///< node size used for placement (TP groups stay inside a node)
+
+  /// @brief Sum of the modules' GPUs.
+  [[nodiscard]] long long total_gpus() const noexcept {
+    long long g = 0;
+    for (const auto& m : modules) g += m.gpus();
+    return g;
+  }
+  /// @brief Samples per pipeline microbatch: global_batch / num_microbatches.
+  [[nodiscard]] int microbatch_samples() const noexcept {
+    return num_microbatches > 0 ? global_batch / num_microbatches : 0;
+  }
+  /// @brief Largest number of samples one replica of module `i` gets from a
+  /// microbatch: ceil(n / dp) (colocated modules use the backbone's dp).
+  [[nodiscard]] int replica_samples(std::size_t i) const {
+    detail::require(i < modules.size(), "plan.modules", "index ", i, " out of range");
+    const int dp = modules[i].colocated ? modules[backbone_index()].dp : modules[i].dp;
+    const int n = microbatch_samples();
+    return dp > 0 ? (n + dp - 1) / dp : 0;
+  }
+  /// @brief Index of the backbone module; throws `invalid_argument` if none.
+  [[nodiscard]] std::size_t backbone_index() const {
+    for (std::size_t i = 0; i < modules.size(); ++i)
+      if (modules[i].role == "backbone") return i;
+    detail::fail(errc::invalid_argument, "plan.modules", "no module has role \"backbone\"");
+  }
+  friend bool operator==(const parallel_plan&, const parallel_plan&) = default;
+};
+
+/// @brief Checks a plan's structure (no model needed): roles and order, TP a
+/// power of two dividing `gpus_per_node`, `layers.size() == pp`, positive sizes,
+/// `global_batch % num_microbatches == 0`, `dp <= samples per microbatch`,
+/// colocated modules consistent with the backbone. Throws `invalid_argument`
+/// naming the field, e.g. `plan.llm.tp`.
+/// @code disttrain::validate(p); @endcode
+inline void validate(const parallel_plan& p) {
+  detail::require_positive(p.gpus_per_node, "plan.gpus_per_node");
+  detail::require_positive(p.global_batch, "plan.global_batch");
+  detail::require_positive(p.num_microbatches, "plan.num_microbatches");
+  detail::require(p.global_batch % p.num_microbatches == 0, "plan.num_microbatches", "global_batch ",
+                  p.global_batch, " is not a multiple of num_microbatches ", p.num_microbatches);
+  detail::require(!p.modules.empty(), "plan.modules", "needs at least a backbone");
+  int backbones = 0, encoders = 0, generators = 0;
+  const int n = p.microbatch_samples();
+  for (std::size_t i = 0; i < p.modules.size(); ++i) {
+    const module_plan& m = p.modules[i];
+    detail::require(!m.name.empty(), detail::cat("plan.modules[", i, "].name"), "must not be empty");
+    for (std::size_t j = 0; j < i; ++j)
+      detail::require(p.modules[j].name != m.name, detail::cat("plan.modules[", i, "].name"),
+                      "duplicate module name '", m.name, "'");
+    const std::string w = "plan." + m.name;
+    if (m.role == "backbone") {
+      ++backbones;
+      detail::require(backbones == 1, w + ".role", "a plan has exactly one backbone");
+      detail::require(!m.colocated, w + ".colocated", "the backbone cannot be colocated");
+    } else if (m.role == "encoder") {
+      ++encoders;
+      detail::require(backbones == 0 && encoders == 1, w + ".role",
+                      "at most one encoder, placed before the backbone");
+    } else if (m.role == "generator") {
+      ++generators;
+      detail::require(backbones == 1 && generators == 1, w + ".role",
+                      "at most one generator, placed after the backbone");
+    } else {
+      detail::fail(errc::invalid_argument, w + ".role", "unknown role '", m.role,
+                   "' (expected encoder, backbone or generator)");
+    }
+    detail::require(m.tp >= 1 && (m.tp & (m.tp - 1)) == 0 && p.gpus_per_node % m.tp == 0, w + ".tp",
+                    "must be a power of two dividing gpus_per_node ", p.gpus_per_node, ", got ", m.tp);
+    detail::require_positive(m.pp, w + ".pp");
+    detail::require_positive(m.dp, w + ".dp");
+    detail::require(m.dp <= n, w + ".dp", "dp ", m.dp, " exceeds the ", n,
+                    " samples of a microbatch (a replica would idle)");
+    detail::require(m.layers.size() == static_cast<std::size_t>(m.pp), w + ".layers", "has ",
+                    m.layers.size(), " entries, expected pp = ", m.pp);
+    for (std::size_t s = 0; s < m.layers.size(); ++s)
+      detail::require(m.layers[s] >= 1, detail::cat(w, ".layers[", s, "]"), "must be >= 1, got ",
+                      m.layers[s]);
+  }
+  detail::require(backbones == 1, "plan.modules", "no module has role \"backbone\"");
+  const module_plan& bb = p.modules[p.backbone_index()];
+  for (const module_plan& m : p.modules) {
+    if (!m.colocated) continue;
+    const std::string w = "plan." + m.name;
+    detail::require(m.pp == 1, w + ".pp", "a colocated module has pp 1, got ", m.pp);
+    detail::require(m.dp == bb.dp, w + ".dp", "a colocated module uses the backbone's dp ", bb.dp, ", got ",
+                    m.dp);
+    detail::require(bb.tp % m.tp == 0, w + ".tp", "a colocated module's tp must divide the backbone's tp ",
+                    bb.tp, ", got ", m.tp);
+  }
+}
+
+// ---- JSON -------------------------------------------------------------------
+
+/// @brief `{"name","role","tp","pp","dp","layers","recompute","colocated","gpus"}`
+/// ("gpus" is informative).
+inline void to_json(json& j, const module_plan& m) {
+  j = json{{"name", m.name},         {"role", m.role},       {"tp", m.tp},
+           {"pp", m.pp},             {"dp", m.dp},           {"layers", m.layers},
+           {"recompute", m.recompute}, {"colocated", m.colocated}, {"gpus", m.gpus()}};
+}
+/// @brief Reads a module plan; `recompute`/`colocated` default false, `pp` 1;
+/// `layers` is required. Errors name `plan.<module>.<field>`.
+inline void from_json(const json& j, module_plan& m) {
+  m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
+  const std::string p = "plan." + m.name;
+  m.role = detail::json_get<std::string>(j, "role", p);
+  m.tp = detail::json_get<int>(j, "tp", p);
+  m.pp = detail::json_get_or<int>(j, "pp", 1, p);
+  m.dp = detail::json_get<int>(j, "dp", p);
+  m.layers = detail::json_get<std::vector<int>>(j, "layers", p);
+  m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
+  m.colocated = detail::json_get_or<bool>(j, "colocated", false, p);
+}
+
+/// @brief `{"global_batch","num_microbatches","schedule","gpus_per_node","total_gpus","modules"}`.
+inline void to_json(json& j, const parallel_plan& p) {
+  j = json{{"global_batch", p.global_batch},
+           {"num_microbatches", p.num_microbatches},
+           {"schedule", std::string(to_string(p.schedule))},
+           {"gpus_per_node", p.gpus_per_node},
+           {"total_gpus", p.total_gpus()},
+           {"modules", p.modules}};
+}
+/// @brief Reads and validates a plan (`schedule` defaults to "1f1b",
+/// `gpus_per_node` to 8). Structure errors are `invalid_argument`, missing or
+/// mistyped fields `parse_error`, both naming the field.
+inline void from_json(const json& j, parallel_plan& p) {
+  p.global_batch = detail::json_get<int>(j, "global_batch", "plan");
+  p.num_microbatches = detail::json_get<int>(j, "num_microbatches", "plan");
+  const auto s = detail::json_get_or<std::string>(j, "schedule", "1f1b", "plan");
+  if (s == "1f1b") p.schedule = plan_schedule::one_f_one_b;
+  else if (s == "gpipe") p.schedule = plan_schedule::gpipe;
+  else detail::fail(errc::parse_error, "plan.schedule", "unknown schedule '", s, "' (expected 1f1b or gpipe)");
+  p.gpus_per_node = detail::json_get_or<int>(j, "gpus_per_node", 8, "plan");
+  const json mods = detail::json_get<json>(j, "modules", "plan");
+  if (!mods.is_array()) detail::fail(errc::parse_error, "plan.modules", "expected an array");
+  p.modules.clear();
+  for (const json& e : mods) p.modules.push_back(e.get<module_plan>());
+  validate(p);
+}
+
+}  // namespace disttrain

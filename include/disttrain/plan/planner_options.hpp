@@ -1,0 +1,35 @@
+#pragma once
+/// @file planner_options.hpp
+/// @brief The planner's search space switches and its counters.
+
+#include <vector>
+
+namespace disttrain {
+
+/// @brief The planner's search space and switches.
+///
+/// @code
+/// disttrain::planner_options o;
+/// o.max_side_pp = 1;              // never pipeline the encoder / generator
+/// o.tp_candidates = {1, 2, 4, 8};
+/// @endcode
+struct planner_options {
+  std::vector<int> tp_candidates{1, 2, 4, 8};  ///< TP degrees tried (powers of two dividing the node size)
+  bool search_recompute = true;                ///< try recompute on and off (else off only)
+  int max_backbone_pp = 0;                     ///< most backbone stages (0: its layer count)
+  int max_side_pp = 2;                         ///< most encoder / generator stages
+  bool include_monolithic = true;              ///< also consider the Megatron-style layouts
+  bool include_disaggregated = true;           ///< consider disaggregated layouts (off: the baseline)
+};
+
+/// @brief Counters of one search (for benchmarks and docs).
+struct planner_stats {
+  long long backbone_configs = 0;    ///< (n, tp, recompute, dp, pp) of the backbone generated
+  long long backbone_expanded = 0;   ///< of those, not pruned by their bound
+  long long side_lists = 0;          ///< encoder/generator option lists built
+  long long side_options = 0;        ///< options in those lists
+  long long pairs_evaluated = 0;     ///< full objective evaluations of disaggregated candidates
+  long long monolithic_configs = 0;  ///< monolithic candidates scored
+};
+
+}  // namespace disttrain
