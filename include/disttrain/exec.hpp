@@ -1,0 +1,10 @@
+#pragma once
+/// @file exec.hpp
+/// @brief The executor: runs one rank's program of a schedule, overlapping
+/// communication with compute (receives posted ahead, asynchronous sends,
+/// bucket reductions during backward), with per-op timing and trace export.
+#include "disttrain/exec/bucket_allreduce.hpp"
+#include "disttrain/exec/executor.hpp"
+#include "disttrain/exec/host.hpp"
+#include "disttrain/exec/message_tags.hpp"
+#include "disttrain/exec/timeline.hpp"

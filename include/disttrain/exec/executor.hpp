@@ -1,0 +1,347 @@
+#pragma once
+/// @file executor.hpp
+/// @brief Runs one rank's program of a validated schedule, overlapping
+/// communication with compute.
+///
+/// The executor walks the rank's ops in order and calls the host (see
+/// host.hpp) for compute; around it:
+/// - **receives are posted ahead of need**: with `recv_lookahead < 0` (the
+///   default) every receive of the iteration is posted when `run` starts, so
+///   data lands while the rank computes, and no send can ever wait for a
+///   receive that is not posted yet (no send/receive order can deadlock);
+///   with `recv_lookahead = k` only the next k receive ops are kept posted
+///   (bounds the receive buffers alive at once). At a receive op the executor
+///   only waits for what has not arrived yet (that wait is the exposed
+///   communication) and lets the host unpack.
+/// - **sends are asynchronous**: posted right after the op that produced the
+///   data (the schedule puts the send there) and drained at the end of the
+///   iteration; the host keeps a send's bytes alive until `run` returns.
+/// - **gradient buckets** are reduced across their data-parallel group
+///   (`bucket_allreduce`) from `grad_sync_start`, which the schedule places
+///   right after the bucket's last backward work, to `grad_sync_finish`,
+///   before the optimizer step; in between the rank keeps computing.
+/// - between compute ops it polls the outstanding requests, so transports
+///   that need the caller to progress (MPI) move data during compute.
+///
+/// With `overlap = false` the same program runs as a naive executor would:
+/// each receive is posted at its op and waited at once, each send and each
+/// bucket reduction is completed before the next op. This is the baseline of
+/// benchmarks/bench_exec.cpp; with a rendezvous transport (the local backend,
+/// MPI above its eager limit) blocking sends can deadlock a 1F1B schedule,
+/// which the timeout reports as `errc::timeout` naming the peer.
+///
+/// Every wait has a deadline (`exec_options::timeout`, or the backend's), so
+/// a silent peer is an error naming the rank, tag and bytes, never a hang.
+/// Each op is timed; `exec_stats::events` feeds `exec_trace_json`.
+///
+/// @code
+/// disttrain::message_tags tags(sched.num_stages, sched.num_chunks, sched.num_microbatches);
+/// disttrain::executor<disttrain::local_backend> exec(backend, tags);
+/// disttrain::exec_stats st = exec.run(sched.ops[my_schedule_rank], host);
+/// // st.exposed_comm_seconds: time this rank waited for data
+/// @endcode
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "disttrain/comm/backend.hpp"
+#include "disttrain/core/error.hpp"
+#include "disttrain/exec/bucket_allreduce.hpp"
+#include "disttrain/exec/host.hpp"
+#include "disttrain/exec/message_tags.hpp"
+#include "disttrain/exec/timeline.hpp"
+#include "disttrain/schedule/op.hpp"
+
+namespace disttrain {
+
+/// @brief Settings of an `executor`.
+///
+/// @code
+/// disttrain::exec_options o{.overlap = true, .recv_lookahead = 4};
+/// @endcode
+struct exec_options {
+  bool overlap = true;                    ///< false: naive baseline (see the file comment)
+  int recv_lookahead = -1;                ///< receive ops kept posted ahead; < 0: all, at the start
+  std::chrono::milliseconds timeout{-1};  ///< deadline of every wait; < 0: the backend's
+  bool record = true;                     ///< record per-op events
+};
+
+/// @brief Executes one rank's op list per call of `run` (see the file comment).
+template <comm_backend B>
+class executor {
+ public:
+  executor(B& backend, message_tags tags, exec_options opts = {})
+      : b_(&backend), tags_(tags), opts_(opts) {}
+
+  [[nodiscard]] const exec_options& options() const noexcept { return opts_; }
+  void set_options(exec_options o) noexcept { opts_ = o; }
+
+  /// @brief Runs `program` (this rank's ops, in order) once with `host`.
+  /// Throws `errc::schedule_error` for an op the executor cannot run (a
+  /// bucket finished before it started, a step while a reduction is in
+  /// flight), the backend's `errc::timeout` / `errc::comm_error` for failed
+  /// transfers, and whatever the host's callbacks throw.
+  template <exec_host H>
+  exec_stats run(std::span<const schedule_op> program, H& host) {
+    using T = typename H::grad_type;
+    run_state<T> st(*this, program);
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const schedule_op& op = program[i];
+      st.current = i;
+      if (opts_.overlap) st.post_ahead(host);
+      switch (op.kind) {
+        case op_kind::forward: st.compute(op, [&] { host.forward(op); }); break;
+        case op_kind::backward: st.compute(op, [&] { host.backward(op); }); break;
+        case op_kind::weight: st.compute(op, [&] { host.weight(op); }); break;
+        case op_kind::optimizer_step:
+          for (const auto& [bucket, r] : st.reducers)
+            if (r.active())
+              detail::fail(errc::schedule_error, st.where(op), "optimizer step while bucket ", bucket,
+                           " is still being reduced (grad_sync_finish must come first)");
+          st.compute(op, [&] { host.optimizer_step(op); });
+          break;
+        case op_kind::recv_act:
+        case op_kind::recv_grad: st.receive(host, op); break;
+        case op_kind::send_act:
+        case op_kind::send_grad: st.send(host, op); break;
+        case op_kind::grad_sync_start: st.sync_start(host, op); break;
+        case op_kind::grad_sync_finish: st.sync_finish(host, op); break;
+      }
+      if (opts_.overlap) st.progress();
+    }
+    st.drain();
+    return std::move(st.stats);
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  using request = typename B::request;
+
+  struct pending {
+    std::vector<exec_message> msgs;
+    std::vector<request> reqs;
+    std::vector<char> done;
+    bool posted = false;
+  };
+
+  template <class T>
+  struct run_state {
+    run_state(executor& e, std::span<const schedule_op> prog) : ex(e), program(prog), t0(clock::now()) {
+      for (std::size_t i = 0; i < prog.size(); ++i)
+        if (is_recv(prog[i].kind)) recv_at.push_back(i);
+      recvs.resize(recv_at.size());
+    }
+
+    executor& ex;
+    std::span<const schedule_op> program;
+    clock::time_point t0;
+    exec_stats stats;
+    std::size_t current = 0;
+    std::vector<std::size_t> recv_at;   // program positions of receive ops
+    std::vector<pending> recvs;         // parallel to recv_at
+    std::size_t next_post = 0;          // next entry of recv_at to post
+    std::deque<pending> sends;          // every send of the iteration (drained at the end)
+    std::map<int, bucket_allreduce<B, T>> reducers;
+    std::map<int, schedule_op> bucket_ops;
+
+    [[nodiscard]] std::string where(const schedule_op& op) const {
+      return detail::cat("rank ", ex.b_->rank(), " op #", current, " ", describe(op));
+    }
+    [[nodiscard]] double now() const { return std::chrono::duration<double>(clock::now() - t0).count(); }
+    [[nodiscard]] std::chrono::milliseconds timeout() const {
+      return ex.opts_.timeout.count() >= 0 ? ex.opts_.timeout : ex.b_->options().timeout;
+    }
+    void record(const schedule_op& op, double start, double end, bool blocked) {
+      (blocked ? stats.exposed_comm_seconds : stats.compute_seconds) += end - start;
+      if (ex.opts_.record) stats.events.push_back({op, ex.b_->rank(), start, end, blocked});
+    }
+    template <class F>
+    void compute(const schedule_op& op, F&& f) {
+      const double s = now();
+      f();
+      record(op, s, now(), false);
+    }
+    void check_peer(const schedule_op& op, const exec_message& m) const {
+      detail::require(m.peer >= 0 && m.peer < ex.b_->size() && m.peer != ex.b_->rank(), where(op), "message to peer ",
+                      m.peer, " is not another rank of the world of ", ex.b_->size());
+    }
+
+    template <class H>
+    void post_receive(H& host, std::size_t k) {
+      const schedule_op& op = program[recv_at[k]];
+      pending& p = recvs[k];
+      const double s = now();
+      host.messages(op, p.msgs);
+      for (const exec_message& m : p.msgs) {
+        check_peer(op, m);
+        p.reqs.push_back(ex.b_->irecv(m.bytes, m.peer, ex.tags_.p2p(op, m.sub)));
+      }
+      p.done.assign(p.reqs.size(), 0);
+      p.posted = true;
+      stats.compute_seconds += now() - s;
+    }
+
+    // Keeps the receives of the next `recv_lookahead` receive ops posted.
+    template <class H>
+    void post_ahead(H& host) {
+      const int look = ex.opts_.recv_lookahead;
+      std::size_t reached = 0;  // receive ops at or before the current position
+      while (reached < recv_at.size() && recv_at[reached] <= current) ++reached;
+      const std::size_t until =
+          look < 0 ? recv_at.size() : std::min(recv_at.size(), reached + static_cast<std::size_t>(look));
+      for (; next_post < until; ++next_post)
+        if (!recvs[next_post].posted) post_receive(host, next_post);
+    }
+
+    template <class H>
+    void receive(H& host, const schedule_op& op) {
+      const std::size_t k = static_cast<std::size_t>(
+          std::lower_bound(recv_at.begin(), recv_at.end(), current) - recv_at.begin());
+      detail::ensure(k < recv_at.size() && recv_at[k] == current, "executor", "receive op not indexed");
+      pending& p = recvs[k];
+      if (!p.posted) post_receive(host, k);
+      next_post = std::max(next_post, k + 1);
+      const double s = now();
+      bool waited = false;
+      const auto deadline = clock::now() + timeout();
+      for (std::size_t i = 0; i < p.reqs.size(); ++i) {
+        if (p.done[i]) continue;
+        if (!ex.b_->test(p.reqs[i])) {
+          ex.b_->wait(p.reqs[i], detail::remaining(deadline));
+          waited = true;
+        }
+        p.done[i] = 1;
+      }
+      if (waited) record(op, s, now(), true);
+      for (const exec_message& m : p.msgs) stats.bytes_received += m.bytes.size();
+      stats.messages_received += p.msgs.size();
+      compute(op, [&] { host.received(op); });
+      p = pending{};  // release buffers' requests; the op is complete
+      p.posted = true;
+    }
+
+    template <class H>
+    void send(H& host, const schedule_op& op) {
+      pending& p = sends.emplace_back();
+      const double s = now();
+      host.messages(op, p.msgs);
+      for (const exec_message& m : p.msgs) {
+        check_peer(op, m);
+        p.reqs.push_back(ex.b_->isend(std::span<const std::byte>(m.bytes), m.peer, ex.tags_.p2p(op, m.sub)));
+        stats.bytes_sent += m.bytes.size();
+      }
+      stats.messages_sent += p.msgs.size();
+      p.done.assign(p.reqs.size(), 0);
+      p.posted = true;
+      record(op, s, now(), false);
+      if (!ex.opts_.overlap) complete(op, p);
+    }
+
+    void complete(const schedule_op& op, pending& p) {
+      const double s = now();
+      bool waited = false;
+      const auto deadline = clock::now() + timeout();
+      for (std::size_t i = 0; i < p.reqs.size(); ++i) {
+        if (p.done[i]) continue;
+        if (!ex.b_->test(p.reqs[i])) {
+          ex.b_->wait(p.reqs[i], detail::remaining(deadline));
+          waited = true;
+        }
+        p.done[i] = 1;
+      }
+      if (waited) record(op, s, now(), true);
+    }
+
+    template <class H>
+    void sync_start(H& host, const schedule_op& op) {
+      auto& r = reducers[op.bucket];
+      if (r.active())
+        detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket, " started twice in one iteration");
+      const double s = now();
+      grad_bucket<T> g = host.bucket_ready(op);
+      r.start(*ex.b_, g.data, g.group, ex.tags_.bucket(op.bucket));
+      stats.bytes_sent += r.bytes_sent();
+      stats.bytes_received += r.bytes_sent();
+      bucket_ops[op.bucket] = op;
+      record(op, s, now(), false);
+      if (!ex.opts_.overlap) finish_bucket(op, r);
+    }
+
+
+    // Completes a reduction; time waiting for peers is recorded as blocked.
+    void finish_bucket(const schedule_op& op, bucket_allreduce<B, T>& r) {
+      const double s = now();
+      const bool ready = r.test(*ex.b_);
+      r.finish(*ex.b_, timeout());
+      if (ready) stats.compute_seconds += now() - s;  // only the summation: part of the op
+      else record(op, s, now(), true);
+    }
+
+    template <class H>
+    void sync_finish(H& host, const schedule_op& op) {
+      auto it = reducers.find(op.bucket);
+      if (it == reducers.end())
+        detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket, " finished but never started");
+      auto& r = it->second;
+      if (r.active() && !r.test(*ex.b_)) {
+        const double s = now();
+        r.finish(*ex.b_, timeout());
+        record(op, s, now(), true);
+      }
+      compute(op, [&] {
+        if (r.active()) r.finish(*ex.b_, timeout());  // arrived: only the summation is left
+        host.bucket_reduced(op);
+      });
+    }
+
+    // Lets transports progress: polls outstanding sends and reductions.
+    void progress() {
+      for (auto& p : sends)
+        for (std::size_t i = 0; i < p.reqs.size(); ++i)
+          if (!p.done[i] && ex.b_->test(p.reqs[i])) p.done[i] = 1;
+      for (auto& [bucket, r] : reducers) r.test(*ex.b_);
+      while (!sends.empty() && std::all_of(sends.front().done.begin(), sends.front().done.end(),
+                                           [](char d) { return d != 0; }))
+        sends.pop_front();
+    }
+
+    // End of the iteration: every send complete, nothing left in flight.
+    void drain() {
+      const double s = now();
+      bool waited = false;
+      const auto deadline = clock::now() + timeout();
+      for (auto& p : sends)
+        for (std::size_t i = 0; i < p.reqs.size(); ++i)
+          if (!p.done[i]) {
+            ex.b_->wait(p.reqs[i], detail::remaining(deadline));
+            p.done[i] = 1;
+            waited = true;
+          }
+      sends.clear();
+      for (const auto& [bucket, r] : reducers)
+        if (r.active())
+          detail::fail(errc::schedule_error, detail::cat("rank ", ex.b_->rank(), " bucket ", bucket),
+                       "gradient reduction started but never finished (no grad_sync_finish)");
+      const double e = now();
+      if (waited) {
+        stats.exposed_comm_seconds += e - s;
+        if (ex.opts_.record)
+          stats.events.push_back({schedule_op::step(program.empty() ? 0 : program.back().stage), ex.b_->rank(), s, e,
+                                  true});
+      }
+      stats.iteration_seconds = e;
+    }
+  };
+
+  B* b_;
+  message_tags tags_;
+  exec_options opts_;
+};
+
+}  // namespace disttrain

@@ -1,0 +1,90 @@
+#pragma once
+/// @file host.hpp
+/// @brief What the executor asks of the training code on one rank: the
+/// `exec_host` concept, the messages of a point-to-point op (`exec_message`)
+/// and a gradient bucket (`grad_bucket`).
+///
+/// The executor decides *when* things happen (receives posted ahead of need,
+/// sends asynchronous, bucket reductions started as soon as the bucket's
+/// backward work is done); the host decides *what* they compute and *where*
+/// the bytes are:
+///
+/// | callback | called | host does |
+/// |---|---|---|
+/// | `forward(op)` | at F | forward of (stage, chunk, microbatch); its input has been `received` |
+/// | `backward(op)` | at B | activation gradient (and the weight gradient unless the program has W ops) |
+/// | `weight(op)` | at W | weight gradient of a split backward |
+/// | `messages(op, out)` | when a send op is reached; ahead of need for a receive op | appends the op's messages: peer and bytes (a send's bytes are read until the iteration ends; a receive's are filled) |
+/// | `received(op)` | when every message of a receive op has arrived | unpacks them for the consuming F or B |
+/// | `bucket_ready(op)` | at grad_sync_start | returns the bucket's gradients and its data-parallel group |
+/// | `bucket_reduced(op)` | after grad_sync_finish | the bucket now holds the sum over the group |
+/// | `optimizer_step(op)` | at the optimizer step | updates the rank's parameters |
+///
+/// A point-to-point op may carry several messages (a route between modules
+/// with different data-parallel degrees: one per peer), each to or from its
+/// own peer; `exec_message::sub` tells apart several messages between the
+/// same two ranks for one op (both sides must number them alike).
+///
+/// @code
+/// struct my_host {
+///   using grad_type = float;
+///   void forward(const disttrain::schedule_op& op);
+///   void backward(const disttrain::schedule_op& op);
+///   void weight(const disttrain::schedule_op& op);
+///   void optimizer_step(const disttrain::schedule_op& op);
+///   void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out);
+///   void received(const disttrain::schedule_op& op);
+///   disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op& op);
+///   void bucket_reduced(const disttrain::schedule_op& op);
+/// };
+/// static_assert(disttrain::exec_host<my_host>);
+/// @endcode
+
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "disttrain/schedule/op.hpp"
+
+namespace disttrain {
+
+/// @brief One message of a point-to-point op.
+///
+/// @code
+/// disttrain::exec_message m{/*peer*/ 3, std::as_writable_bytes(std::span(buffer))};
+/// @endcode
+struct exec_message {
+  int peer = -1;               ///< the other rank (global rank of the backend)
+  std::span<std::byte> bytes;  ///< send: read until the iteration ends; receive: written
+  int sub = 0;                 ///< index among messages to the same peer for this op
+};
+
+/// @brief A gradient bucket handed to the executor for data-parallel reduction.
+///
+/// @code
+/// disttrain::grad_bucket<double> b{std::span(grads), std::span(dp_ranks)};
+/// @endcode
+template <class T>
+struct grad_bucket {
+  std::span<T> data;           ///< summed in place over `group`; valid until `bucket_reduced`
+  std::span<const int> group;  ///< ascending global ranks of the DP group, this rank included
+};
+
+/// @brief Requirements on the training code driven by `executor` (see the file comment).
+template <class H>
+concept exec_host = requires(H& h, const schedule_op& op, std::vector<exec_message>& out) {
+  typename H::grad_type;
+  requires std::is_arithmetic_v<typename H::grad_type>;
+  { h.forward(op) } -> std::same_as<void>;
+  { h.backward(op) } -> std::same_as<void>;
+  { h.weight(op) } -> std::same_as<void>;
+  { h.optimizer_step(op) } -> std::same_as<void>;
+  { h.messages(op, out) } -> std::same_as<void>;
+  { h.received(op) } -> std::same_as<void>;
+  { h.bucket_ready(op) } -> std::same_as<grad_bucket<typename H::grad_type>>;
+  { h.bucket_reduced(op) } -> std::same_as<void>;
+};
+
+}  // namespace disttrain

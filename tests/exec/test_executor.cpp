@@ -1,0 +1,302 @@
+// The executor on toy hosts over the local backend: values through a
+// multi-module pipeline with variable message sizes, bucket reductions,
+// overlap on/off, timeouts instead of hangs, schedule errors, trace export.
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "../comm/local_harness.hpp"
+#include "disttrain/exec.hpp"
+#include "disttrain/schedule/communication.hpp"
+#include "disttrain/schedule/gpipe.hpp"
+#include "disttrain/schedule/multi_module.hpp"
+#include "disttrain/schedule/one_f_one_b.hpp"
+#include "disttrain/schedule/validate.hpp"
+#include "disttrain_catch.hpp"
+
+using namespace std::chrono_literals;
+using disttrain::errc;
+using disttrain::op_kind;
+using disttrain::schedule_op;
+
+namespace {
+
+// Stage s maps x -> 2x + s elementwise; microbatch j carries j + 1 values
+// (sizes vary by microbatch and are known to both sides: no handshake). The
+// backward pass doubles the gradient; the last stage seeds it with ones. Each
+// rank's single gradient bucket accumulates the sum of the gradients it saw.
+struct toy_host {
+  using grad_type = double;
+  const disttrain::pipeline_schedule* s = nullptr;
+  int me = 0;                              // schedule rank == backend rank
+  std::vector<int> group;                  // DP group of this rank's stage
+  std::map<int, std::vector<double>> in, out, gin, gout;
+  std::vector<double> bucket{0.0};
+  std::vector<double> reduced;             // bucket after the reduction
+  int steps = 0;
+  std::vector<std::pair<op_kind, int>> trace;  // (kind, microbatch) of compute ops
+
+  int stage() const { return s->ranks[static_cast<std::size_t>(me)].stage; }
+  bool last() const { return stage() == s->num_stages - 1; }
+  static std::size_t len(int mb) { return static_cast<std::size_t>(mb + 1); }
+
+  void forward(const schedule_op& op) {
+    trace.emplace_back(op.kind, op.microbatch);
+    std::vector<double> x = stage() == 0 ? std::vector<double>(len(op.microbatch), op.microbatch) : in.at(op.microbatch);
+    for (double& v : x) v = 2 * v + stage();
+    out[op.microbatch] = x;
+  }
+  void backward(const schedule_op& op) {
+    trace.emplace_back(op.kind, op.microbatch);
+    std::vector<double> g = last() ? std::vector<double>(len(op.microbatch), 1.0) : gin.at(op.microbatch);
+    for (double v : g) bucket[0] += v;
+    for (double& v : g) v *= 2;
+    gout[op.microbatch] = g;
+  }
+  void weight(const schedule_op&) {}
+  void optimizer_step(const schedule_op&) { ++steps; }
+  void messages(const schedule_op& op, std::vector<disttrain::exec_message>& msgs) {
+    std::vector<double>* buf = nullptr;
+    switch (op.kind) {
+      case op_kind::send_act: buf = &out.at(op.microbatch); break;
+      case op_kind::send_grad: buf = &gout.at(op.microbatch); break;
+      case op_kind::recv_act: buf = &(in[op.microbatch] = std::vector<double>(len(op.microbatch))); break;
+      case op_kind::recv_grad: buf = &(gin[op.microbatch] = std::vector<double>(len(op.microbatch))); break;
+      default: FAIL("messages() for a non-p2p op");
+    }
+    msgs.push_back({op.peer, std::as_writable_bytes(std::span(*buf))});
+  }
+  void received(const schedule_op&) {}
+  disttrain::grad_bucket<double> bucket_ready(const schedule_op&) { return {std::span(bucket), std::span(group)}; }
+  void bucket_reduced(const schedule_op&) { reduced = bucket; }
+};
+
+disttrain::pipeline_schedule two_module_schedule() {
+  disttrain::multi_module_spec spec;
+  spec.segments = {{"enc", 1, 2}, {"bb", 2, 1}};
+  spec.num_microbatches = 4;
+  auto s = disttrain::add_grad_sync(disttrain::add_communication(disttrain::make_multi_module(spec)));
+  disttrain::validate_schedule(s);
+  return s;
+}
+
+std::vector<int> dp_group_of(const disttrain::pipeline_schedule& s, int r) {
+  std::vector<int> g;
+  for (int q = 0; q < s.num_ranks(); ++q)
+    if (s.ranks[static_cast<std::size_t>(q)].stage == s.ranks[static_cast<std::size_t>(r)].stage) g.push_back(q);
+  return g;
+}
+
+// Runs the schedule on a local world; returns every rank's host.
+std::vector<toy_host> run_toy(const disttrain::pipeline_schedule& s, disttrain::exec_options opts,
+                              std::chrono::milliseconds timeout = 5000ms) {
+  disttrain::local_world world(s.num_ranks(), {timeout});
+  std::vector<toy_host> hosts(static_cast<std::size_t>(s.num_ranks()));
+  auto errors = disttrain::test::run_ranks(world, [&](disttrain::local_backend& b) {
+    toy_host& h = hosts[static_cast<std::size_t>(b.rank())];
+    h.s = &s;
+    h.me = b.rank();
+    h.group = dp_group_of(s, b.rank());
+    disttrain::executor<disttrain::local_backend> ex(b, {s.num_stages, s.num_chunks, s.num_microbatches}, opts);
+    ex.run(s.ops[static_cast<std::size_t>(b.rank())], h);
+  });
+  disttrain::test::rethrow_first(errors);
+  return hosts;
+}
+
+}  // namespace
+
+static_assert(disttrain::exec_host<toy_host>);
+static_assert(!disttrain::exec_host<int>);
+
+TEST_CASE("message_tags: a send and its receive share a tag; tags are unique per message") {
+  const auto s = two_module_schedule();
+  disttrain::message_tags tags(s.num_stages, s.num_chunks, s.num_microbatches);
+  std::multiset<int> sends, recvs;
+  std::set<int> unique_sends;
+  for (const auto& prog : s.ops)
+    for (const auto& op : prog) {
+      if (disttrain::is_send(op.kind)) {
+        sends.insert(tags.p2p(op));
+        unique_sends.insert(tags.p2p(op));
+      }
+      if (disttrain::is_recv(op.kind)) recvs.insert(tags.p2p(op));
+    }
+  CHECK(!sends.empty());
+  CHECK(sends == recvs);
+  CHECK(unique_sends.size() == sends.size());
+  for (int t : sends) {
+    CHECK(t >= 0);
+    CHECK(t < tags.bucket(0));
+  }
+  CHECK(tags.bucket(3) < tags.limit());
+  DISTTRAIN_CHECK_ERROR(tags.p2p(schedule_op::forward(0, 0, 0)), errc::invalid_argument, "message_tags");
+  DISTTRAIN_CHECK_ERROR(tags.p2p(schedule_op::send(op_kind::send_act, 0, 0, 99, 1)), errc::invalid_argument,
+                        "message_tags.microbatch");
+}
+
+TEST_CASE("bucket_allreduce: every member gets the same bits, the sum in group order") {
+  disttrain::local_world world(4, {5000ms});
+  const std::vector<int> group{0, 2, 3};  // rank 1 takes no part
+  const std::size_t n = 37;
+  auto value = [](int r, std::size_t k) { return std::sin(static_cast<double>(r * 100 + static_cast<int>(k))) * 1e3; };
+  std::vector<std::vector<double>> result(4);
+  auto errors = disttrain::test::run_ranks(world, [&](disttrain::local_backend& b) {
+    if (b.rank() == 1) return;
+    std::vector<double> data(n);
+    for (std::size_t k = 0; k < n; ++k) data[k] = value(b.rank(), k);
+    disttrain::bucket_allreduce<disttrain::local_backend, double> ar;
+    ar.start(b, std::span(data), std::span<const int>(group), 7);
+    ar.finish(b);
+    result[static_cast<std::size_t>(b.rank())] = data;
+  });
+  disttrain::test::rethrow_first(errors);
+  for (std::size_t k = 0; k < n; ++k) {
+    const double expect = ((0.0 + value(0, k)) + value(2, k)) + value(3, k);
+    CHECK(result[0][k] == expect);  // bit-identical: same additions in the same order
+    CHECK(result[2][k] == expect);
+    CHECK(result[3][k] == expect);
+  }
+}
+
+TEST_CASE("bucket_allreduce rejects a bad group") {
+  disttrain::local_world world(2);
+  auto b = world.endpoint(0);
+  std::vector<double> d(3);
+  disttrain::bucket_allreduce<disttrain::local_backend, double> ar;
+  const std::vector<int> unsorted{1, 0}, without_me{1};
+  DISTTRAIN_CHECK_ERROR(ar.start(b, std::span(d), std::span<const int>(unsorted), 0), errc::invalid_argument, "rank 0");
+  DISTTRAIN_CHECK_ERROR(ar.start(b, std::span(d), std::span<const int>(without_me), 0), errc::invalid_argument,
+                        "rank 0");
+}
+
+TEST_CASE("executor: values and gradients through a two-module pipeline with different DP degrees") {
+  const auto s = two_module_schedule();  // enc: 1 stage x dp 2; bb: 2 stages x dp 1
+  // (The naive mode's blocking sends can deadlock a 1F1B order on a
+  // rendezvous transport: see the GPipe and deadlock cases below.)
+  for (int lookahead : {-1, 0, 1}) {
+    {
+      INFO("receive lookahead " << lookahead);
+      const auto hosts = run_toy(s, {.overlap = true, .recv_lookahead = lookahead});
+      const int S = s.num_stages;
+      for (int r = 0; r < s.num_ranks(); ++r) {
+        const toy_host& h = hosts[static_cast<std::size_t>(r)];
+        CHECK(h.steps == 1);
+        if (h.last())
+          for (const auto& [mb, y] : h.out) {
+            double x = mb;
+            for (int st = 0; st < S; ++st) x = 2 * x + st;
+            REQUIRE(y.size() == toy_host::len(mb));
+            for (double v : y) CHECK(v == x);
+          }
+        if (h.stage() == 0)
+          for (const auto& [mb, g] : h.gin) {
+            REQUIRE(g.size() == toy_host::len(mb));
+            for (double v : g) CHECK(v == std::ldexp(1.0, S - 1));
+          }
+        // Bucket: each stage sees gradient 2^(S-1-stage) on every element of
+        // every microbatch it runs; the DP sum covers all microbatches.
+        double expect = 0.0;
+        for (int mb = 0; mb < s.num_microbatches; ++mb)
+          expect += static_cast<double>(toy_host::len(mb)) * std::ldexp(1.0, S - 1 - h.stage());
+        CHECK(h.reduced.at(0) == expect);
+      }
+    }
+  }
+}
+
+TEST_CASE("executor: the naive mode (blocking sends, receives at their op) on a GPipe schedule") {
+  auto s = disttrain::add_grad_sync(disttrain::add_communication(disttrain::make_gpipe(3, 4)));
+  disttrain::validate_schedule(s);
+  auto hosts = run_toy(s, {.overlap = false});
+  for (const auto& [mb, y] : hosts[2].out) CHECK(y.front() == 8 * mb + 4);  // ((2 mb) 2 + 1) 2 + 2
+  CHECK(hosts[0].gin.at(3).front() == 4.0);
+}
+
+TEST_CASE("executor: a peer that never sends is a timeout naming the peer, not a hang") {
+  disttrain::local_world world(2, {100ms});
+  std::vector<schedule_op> wait_forever{schedule_op::send(op_kind::recv_act, 0, 0, 0, 0),
+                                        schedule_op::forward(1, 0, 0)};
+  toy_host h;
+  disttrain::pipeline_schedule s = disttrain::make_1f1b(2, 1);
+  h.s = &s;
+  h.me = 1;
+  auto b = world.endpoint(1);
+  disttrain::executor<disttrain::local_backend> ex(b, {2, 1, 1});
+  DISTTRAIN_CHECK_ERROR(ex.run(wait_forever, h), errc::timeout, "rank 1 <- rank 0");
+}
+
+TEST_CASE("executor: a naive blocking 1F1B on a rendezvous transport deadlocks into a timeout") {
+  auto s = disttrain::add_grad_sync(disttrain::add_communication(disttrain::make_1f1b(2, 4)));
+  bool timed_out = false;
+  try {
+    run_toy(s, {.overlap = false}, 200ms);
+  } catch (const disttrain::error& e) {
+    timed_out = e.code() == errc::timeout;
+  }
+  CHECK(timed_out);
+  // The same schedule with receives posted ahead completes.
+  auto hosts = run_toy(s, {.overlap = true});
+  CHECK(hosts[1].out.size() == 4);
+}
+
+TEST_CASE("executor: schedule errors name the rank and op") {
+  disttrain::local_world world(1);
+  auto b = world.endpoint(0);
+  disttrain::pipeline_schedule s = disttrain::make_1f1b(1, 1);
+  toy_host h;
+  h.s = &s;
+  h.group = {0};
+  disttrain::executor<disttrain::local_backend> ex(b, {1, 1, 1});
+  std::vector<schedule_op> finish_only{schedule_op::sync(op_kind::grad_sync_finish, 0, 0, 0)};
+  DISTTRAIN_CHECK_ERROR(ex.run(finish_only, h), errc::schedule_error, "rank 0 op #0");
+  std::vector<schedule_op> never_finished{schedule_op::sync(op_kind::grad_sync_start, 0, 0, 0)};
+  DISTTRAIN_CHECK_ERROR(ex.run(never_finished, h), errc::schedule_error, "rank 0 bucket 0");
+  std::vector<schedule_op> twice{schedule_op::sync(op_kind::grad_sync_start, 0, 0, 1),
+                                 schedule_op::sync(op_kind::grad_sync_start, 0, 0, 1)};
+  DISTTRAIN_CHECK_ERROR(ex.run(twice, h), errc::schedule_error, "op #1");
+}
+
+TEST_CASE("executor: events cover every op and export as a Perfetto trace") {
+  const auto s = two_module_schedule();
+  disttrain::local_world world(s.num_ranks(), {5000ms});
+  std::vector<std::vector<disttrain::exec_event>> gathered(static_cast<std::size_t>(s.num_ranks()));
+  std::vector<disttrain::exec_stats> stats(static_cast<std::size_t>(s.num_ranks()));
+  std::vector<toy_host> hosts(static_cast<std::size_t>(s.num_ranks()));
+  auto errors = disttrain::test::run_ranks(world, [&](disttrain::local_backend& b) {
+    const auto r = static_cast<std::size_t>(b.rank());
+    hosts[r].s = &s;
+    hosts[r].me = b.rank();
+    hosts[r].group = dp_group_of(s, b.rank());
+    disttrain::executor<disttrain::local_backend> ex(b, {s.num_stages, s.num_chunks, s.num_microbatches});
+    stats[r] = ex.run(s.ops[r], hosts[r]);
+    gathered[r] = disttrain::gather_events(b, stats[r].events);
+  });
+  disttrain::test::rethrow_first(errors);
+  std::size_t total = 0, non_blocked = 0;
+  for (std::size_t r = 0; r < stats.size(); ++r) {
+    total += stats[r].events.size();
+    for (const auto& e : stats[r].events) {
+      CHECK(e.end >= e.start);
+      CHECK(e.rank == static_cast<int>(r));
+      non_blocked += e.blocked ? 0 : 1;
+    }
+    CHECK(stats[r].iteration_seconds >= stats[r].compute_seconds);
+  }
+  CHECK(non_blocked == s.num_ops());  // one compute-track event per op
+  for (const auto& g : gathered) CHECK(g.size() == total);
+  const auto j = disttrain::exec_trace_json(gathered[0]);
+  const auto round = disttrain::parse_json(j.dump());
+  std::set<int> pids;
+  std::size_t complete = 0;
+  for (const auto& e : round.at("traceEvents"))
+    if (e.at("ph") == "X") {
+      ++complete;
+      pids.insert(e.at("pid").get<int>());
+    }
+  CHECK(complete == total);
+  CHECK(static_cast<int>(pids.size()) == s.num_ranks());
+}
