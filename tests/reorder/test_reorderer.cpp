@@ -28,7 +28,7 @@ std::vector<sample_meta> random_batch(std::mt19937_64& rng, std::size_t n, std::
 
 reorder_options opts(std::vector<std::uint32_t> dp, std::uint32_t m, bool eq = false) {
   reorder_options o;
-  const char* names[] = {"encoder", "backbone", "generator", "extra"};
+  const char* names[] = {"encoder", "backbone", "generator", "extra", "e4", "e5", "e6", "e7"};
   for (std::size_t k = 0; k < dp.size(); ++k) o.modules.push_back({names[k], dp[k]});
   o.microbatches = m;
   o.equal_count = eq;
@@ -219,8 +219,9 @@ TEST_CASE("reorderer: bad input gives the library's error") {
   DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(opts({2, 0}, 2)), errc::invalid_argument,
                         "reorder_options.modules[1].dp");
   DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(opts({}, 2)), errc::invalid_argument, "reorder_options.modules");
-  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(opts({1, 1, 1, 1, 1}, 2)), errc::invalid_argument,
-                        "reorder_options.modules");
+  reorder_options nine = opts({1}, 2);
+  nine.modules.resize(disttrain::max_reorder_modules + 1, {"m", 1});
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(nine), errc::invalid_argument, "reorder_options.modules");
   auto grouped = opts({2, 2}, 6);
   grouped.microbatch_group = 4;
   DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(grouped), errc::invalid_argument, "reorder_options.microbatches");

@@ -53,7 +53,7 @@ struct module_place {
 struct sample_place {
   std::uint64_t id = 0;          ///< the sample's id
   std::uint32_t microbatch = 0;  ///< execution position of its microbatch (0 runs first)
-  std::array<module_place, max_modules> module{};  ///< per module; entries >= modules are zero
+  std::array<module_place, max_reorder_modules> module{};  ///< per module; entries >= modules are zero
   friend bool operator==(const sample_place&, const sample_place&) = default;
 };
 
@@ -71,14 +71,14 @@ struct sample_place {
 struct reorder_result {
   std::uint32_t modules = 0;                       ///< module count K
   std::uint32_t microbatches = 0;                  ///< microbatch count m
-  std::array<std::uint32_t, max_modules> dp{};     ///< DP degree per module
+  std::array<std::uint32_t, max_reorder_modules> dp{};     ///< DP degree per module
   bool equal_count = false;                        ///< built in equal-count mode
   std::vector<sample_place> samples;               ///< one per sample, sorted by id
   std::vector<std::uint32_t> cell_begin;           ///< CSR row starts, size cells()+1
   std::vector<std::uint32_t> cell_samples;         ///< sample indices per cell, by offset
   std::vector<double> load;                        ///< summed module cost per cell (empty if unknown)
   double iteration_time = 0.0;                     ///< objective value of the chosen order
-  std::array<double, max_modules> imbalance{};     ///< per module: sum_j max_r load / (total / dp)
+  std::array<double, max_reorder_modules> imbalance{};     ///< per module: sum_j max_r load / (total / dp)
 
   /// @brief Index of cell (module k, microbatch j, replica r).
   [[nodiscard]] std::size_t cell_index(std::size_t k, std::size_t j, std::size_t r) const noexcept {
@@ -125,7 +125,7 @@ struct reorder_result {
 namespace detail {
 
 inline void check_result_header(const reorder_result& r) {
-  require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_modules), "reorder_result.modules");
+  require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules), "reorder_result.modules");
   require_positive(r.microbatches, "reorder_result.microbatches");
   for (std::size_t k = 0; k < r.modules; ++k) require_positive(r.dp[k], cat("reorder_result.dp[", k, "]"));
   require(!r.samples.empty(), "reorder_result.samples", "no samples");
@@ -271,7 +271,7 @@ inline void to_json(json& j, const reorder_result& r) {
 inline void from_json(const json& j, reorder_result& r) {
   r = reorder_result{};
   r.modules = detail::json_get<std::uint32_t>(j, "modules", "reorder_result");
-  detail::require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_modules),
+  detail::require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules),
                                           "reorder_result.modules");
   r.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", "reorder_result");
   const auto dp = detail::json_get<std::vector<std::uint32_t>>(j, "dp", "reorder_result");
@@ -295,7 +295,7 @@ inline void from_json(const json& j, reorder_result& r) {
   r.load = detail::json_get_or<std::vector<double>>(j, "load", {}, "reorder_result");
   r.iteration_time = detail::json_get_or<double>(j, "iteration_time", 0.0, "reorder_result");
   const auto imb = detail::json_get_or<std::vector<double>>(j, "imbalance", {}, "reorder_result");
-  for (std::size_t k = 0; k < imb.size() && k < max_modules; ++k) r.imbalance[k] = imb[k];
+  for (std::size_t k = 0; k < imb.size() && k < max_reorder_modules; ++k) r.imbalance[k] = imb[k];
   rebuild_cells(r);
   validate(r);
 }

@@ -86,7 +86,7 @@ constexpr std::string_view to_string(slot_policy p) noexcept {
 /// disttrain::reorder_options o{.modules = {{"encoder", 2}, {"backbone", 3}}, .microbatches = 4};
 /// @endcode
 struct reorder_options {
-  std::vector<reorder_module> modules;              ///< 1..max_modules; index = cost index
+  std::vector<reorder_module> modules;              ///< 1..max_reorder_modules; index = cost index
   std::uint32_t microbatches = 1;                   ///< microbatch slots per global batch
   std::uint32_t microbatch_group = 1;               ///< microbatches must be a multiple (interleaving group)
   bool equal_count = false;                         ///< near-equal sample counts per slot and per replica
@@ -102,8 +102,8 @@ struct reorder_options {
 
   /// @brief Throws `errc::invalid_argument` naming the field.
   void validate() const {
-    detail::require(!modules.empty() && modules.size() <= max_modules, "reorder_options.modules", "needs 1..",
-                    max_modules, " modules, got ", modules.size());
+    detail::require(!modules.empty() && modules.size() <= max_reorder_modules, "reorder_options.modules", "needs 1..",
+                    max_reorder_modules, " modules, got ", modules.size());
     for (std::size_t k = 0; k < modules.size(); ++k)
       detail::require(modules[k].dp > 0, detail::cat("reorder_options.modules[", k, "].dp"), "module '",
                       modules[k].name, "': dp must be > 0, got ", modules[k].dp);

@@ -219,12 +219,12 @@ class reorderer {
       small = small || n / m < static_cast<std::size_t>(options_.slot_search_below) * options_.modules[k].dp;
     if (!small) return;
     slot_time_.resize(K * m);
-    std::array<double, max_modules> sum{}, ideal{};
+    std::array<double, max_reorder_modules> sum{}, ideal{};
     for (std::size_t k = 0; k < K; ++k) {
       ideal[k] = total_[k] / static_cast<double>(options_.modules[k].dp);
       for (std::size_t j = 0; j < m; ++j) sum[k] += slot_time_[k * m + j] = slot_time(batch, j, k);
     }
-    const auto potential = [&](const std::array<double, max_modules>& s) {
+    const auto potential = [&](const std::array<double, max_reorder_modules>& s) {
       double worst = 0.0, all = 0.0;
       for (std::size_t k = 0; k < K; ++k) {
         const double imb = ideal[k] > 0.0 ? s[k] / ideal[k] : 1.0;
@@ -234,7 +234,7 @@ class reorderer {
       return std::pair<double, double>{worst, all};
     };
     std::uint32_t tried = 0;
-    std::array<double, 2 * max_modules> fresh{};
+    std::array<double, 2 * max_reorder_modules> fresh{};
     while (tried < options_.slot_search_budget) {
       const auto [phi, phi_sum] = potential(sum);
       std::size_t kw = 0;  // module with the worst imbalance
@@ -263,7 +263,7 @@ class reorderer {
               if (!(batch[seq_[yb]].cost[kw] < batch[seq_[xa]].cost[kw])) continue;
               std::swap(seq_[xa], seq_[yb]);
               ++tried;
-              std::array<double, max_modules> next = sum;
+              std::array<double, max_reorder_modules> next = sum;
               for (std::size_t k = 0; k < K; ++k) {
                 fresh[2 * k] = slot_time(batch, a, k);
                 fresh[2 * k + 1] = slot_time(batch, b, k);
@@ -415,7 +415,7 @@ class reorderer {
   Objective objective_;
   partitioner partitioner_, slot_partitioner_;
   microbatch_orderer orderer_;
-  std::array<double, max_modules> total_{};
+  std::array<double, max_reorder_modules> total_{};
   double time_ = 0.0;
   std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_, sorted_index_,
       slot_, relabel_;

@@ -35,9 +35,10 @@
 
 namespace disttrain {
 
-/// @brief Most modules a sample can pass through (encoder, backbone, generator
-/// and one spare, e.g. a second encoder for audio).
-inline constexpr std::size_t max_modules = 4;
+/// @brief Most modules a sample can pass through (encoders, backbone,
+/// generators); equal to the model specs' `max_modules`, kept separate so the
+/// reorderer does not depend on model/.
+inline constexpr std::size_t max_reorder_modules = 8;
 
 /// @brief One sample as the reorderer sees it: a unique id and a cost per module.
 ///
@@ -48,7 +49,7 @@ inline constexpr std::size_t max_modules = 4;
 /// @endcode
 struct sample_meta {
   std::uint64_t id = 0;                        ///< unique within a global batch
-  std::array<double, max_modules> cost{};     ///< non-negative cost per module
+  std::array<double, max_reorder_modules> cost{};     ///< non-negative cost per module
   friend bool operator==(const sample_meta&, const sample_meta&) = default;
 };
 
@@ -65,7 +66,7 @@ concept module_cost_vector = requires(const V& v, std::size_t i) {
 
 /// @brief A host functor mapping a sample to its per-module costs.
 ///
-/// `f(sample)` returns a `module_cost_vector` with at most `max_modules` entries.
+/// `f(sample)` returns a `module_cost_vector` with at most `max_reorder_modules` entries.
 /// @code
 /// auto cost = [](const my_sample& s) { return std::array<double, 3>{enc(s), llm(s), gen(s)}; };
 /// static_assert(disttrain::sample_cost<decltype(cost), my_sample>);
@@ -97,7 +98,7 @@ struct default_sample_id {
 /// disttrain::validate_sample_costs(meta[3], 3, 3);
 /// @endcode
 inline void validate_sample_costs(const sample_meta& s, std::size_t modules, std::size_t index) {
-  for (std::size_t k = 0; k < modules && k < max_modules; ++k) {
+  for (std::size_t k = 0; k < modules && k < max_reorder_modules; ++k) {
     const double c = s.cost[k];
     if (!std::isfinite(c) || c < 0.0) {
       detail::fail(errc::invalid_argument, detail::cat("batch[", index, "].cost[", k, "]"), "sample id ", s.id,
@@ -111,7 +112,7 @@ inline void validate_sample_costs(const sample_meta& s, std::size_t modules, std
 ///
 /// Throws `errc::invalid_argument` at `batch[i].cost[k]` for a negative or
 /// non-finite cost, and at `batch[i].cost` when the functor returns more than
-/// `max_modules` entries.
+/// `max_reorder_modules` entries.
 /// @code
 /// std::vector<disttrain::sample_meta> meta;
 /// disttrain::describe_batch(samples, disttrain::multimodal_cost{coeffs}, meta);
@@ -124,9 +125,9 @@ void describe_batch(R&& samples, const Cost& cost, std::vector<sample_meta>& out
   for (const auto& s : samples) {
     const auto c = std::invoke(cost, s);
     const std::size_t k = static_cast<std::size_t>(std::size(c));
-    if (k > max_modules) {
+    if (k > max_reorder_modules) {
       detail::fail(errc::invalid_argument, detail::cat("batch[", i, "].cost"), "cost functor returned ", k,
-                   " module costs, limit ", max_modules);
+                   " module costs, limit ", max_reorder_modules);
     }
     sample_meta m;
     m.id = id(s, i);
