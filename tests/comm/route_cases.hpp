@@ -148,3 +148,34 @@ inline std::vector<route_case> local_route_cases() {
 }
 
 }  // namespace disttrain::test
+
+namespace disttrain::test {
+
+// Cases of at most 8 ranks (for the MPI multi-process runs), covering the same
+// DP ratios 2->3, 3->2, 4->1, 1->4, consecutive stages and uneven samples.
+inline std::vector<route_case> small_route_cases() {
+  using L = rank_layout;
+  std::vector<route_case> v;
+  const activation_shape uneven{{5, 0, 7, 1, 9, 3, 4, 11, 2, 6, 8, 13}, 12, 4};
+  const int n = static_cast<int>(uneven.rows.size());
+  auto rr = [&](int dp) { return sample_placement::round_robin(n, dp); };
+  v.push_back({"dp2tp1->dp3tp2", L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 1, 3}}), {0, 0}, {1, 0},
+               rr(2), rr(3), uneven, {}});
+  v.push_back({"dp3tp2->dp2tp1", L({{"llm", "backbone", 2, 1, 3}, {"gen", "generator", 1, 1, 2}}), {0, 0}, {1, 0},
+               rr(3), rr(2), uneven, {}});
+  v.push_back({"dp4tp1->dp1tp4", L({{"enc", "encoder", 1, 1, 4}, {"llm", "backbone", 4, 1, 1}}), {0, 0}, {1, 0},
+               rr(4), rr(1), uneven, {}});
+  v.push_back({"dp1tp2->dp4tp1", L({{"llm", "backbone", 2, 1, 1}, {"gen", "generator", 1, 1, 4}}), {0, 0}, {1, 0},
+               rr(1), rr(4), uneven, {split_axis::rows, true}});
+  v.push_back({"stage0->stage1 tp2 dp2", L({{"llm", "backbone", 2, 2, 2}}), {0, 0}, {0, 1}, rr(2), rr(2), uneven, {}});
+  {
+    const std::vector<int> ma{2, 0, 2, 2, 0, 0, 2, 1, 1, 0, 2, 2};
+    const std::vector<int> mb{1, 1, 0, 1, 0, 1, 1, 0, 0, 0, 1, 1};
+    v.push_back({"irregular dp3->dp2 tp1->tp2", L({{"a", "", 1, 1, 3}, {"b", "", 2, 1, 2}}), {0, 0}, {1, 0},
+                 sample_placement::from_replica_map(ma, 3), sample_placement::from_replica_map(mb, 2),
+                 activation_shape{uneven.rows, 7, 2}, {}});
+  }
+  return v;
+}
+
+}  // namespace disttrain::test

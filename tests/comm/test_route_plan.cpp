@@ -83,7 +83,9 @@ void check_coverage(const route_case& c, const route_plan& p) {
 }  // namespace
 
 TEST_CASE("every route case: each element crosses once, each receiver gets its replica exactly once") {
-  for (const auto& c : disttrain::test::local_route_cases()) {
+  auto cases = disttrain::test::local_route_cases();
+  for (auto& c : disttrain::test::small_route_cases()) cases.push_back(c);
+  for (const auto& c : cases) {
     INFO("case " << c.name);
     const route_plan p = plan_of(c);
     check_coverage(c, p);
