@@ -321,42 +321,68 @@ TEST_CASE("multimodal_cost and describe_batch") {
   CHECK(meta[1].id == 1);
 }
 
-TEST_CASE("explore: multi-slot multi-module balance vs brute force") {
-  std::mt19937_64 rng(9);
-  double worst[3] = {1, 1, 1};
-  for (int trial = 0; trial < 40; ++trial) {
-    const std::size_t n = 8 + 2 * (rng() % 2);  // 8 or 10
-    const std::uint32_t m = 2;
-    const auto batch = random_batch(rng, n, 2, trial);
-    std::vector<std::uint32_t> dp{2, 3};
-    double T[2] = {0, 0};
-    for (const auto& s : batch) for (std::size_t k = 0; k < 2; ++k) T[k] += s.cost[k];
-    // Brute force: every split into two slots of n/2, each module's cells optimal.
-    double best = 1e300;
-    for (unsigned mask = 0; mask < (1u << n); ++mask) {
-      if (static_cast<std::size_t>(__builtin_popcount(mask)) != n / 2 || (mask & 1u) == 0) continue;
-      double obj = 0;
-      for (std::size_t k = 0; k < 2; ++k) {
-        double sum = 0;
-        for (unsigned side = 0; side < 2; ++side) {
+namespace {
+
+// Brute force over every cut of the batch into m slots of n/m samples (slots
+// unlabelled), each module's cells split optimally: the least possible
+// max_k sum_j slowest_kj / (total_k / dp_k).
+double optimal_balance(const std::vector<sample_meta>& batch, const std::vector<std::uint32_t>& dp, std::size_t m) {
+  const std::size_t n = batch.size(), per = n / m, K = dp.size();
+  std::vector<double> total(K, 0.0);
+  for (const auto& s : batch)
+    for (std::size_t k = 0; k < K; ++k) total[k] += s.cost[k];
+  std::vector<std::size_t> slot(n, m);
+  std::vector<std::size_t> fill(m, 0);
+  double best = 1e300;
+  auto rec = [&](auto&& self, std::size_t i, std::size_t used) -> void {
+    if (i == n) {
+      double obj = 0.0;
+      for (std::size_t k = 0; k < K; ++k) {
+        double sum = 0.0;
+        for (std::size_t j = 0; j < m; ++j) {
           std::vector<double> c;
-          for (std::size_t i = 0; i < n; ++i) if (((mask >> i) & 1u) == side) c.push_back(batch[i].cost[k]);
+          for (std::size_t x = 0; x < n; ++x)
+            if (slot[x] == j) c.push_back(batch[x].cost[k]);
           sum += reorder_test::optimal_max_load(c, dp[k], false);
         }
-        obj = std::max(obj, sum / (T[k] / dp[k]));
+        obj = std::max(obj, sum / (total[k] / dp[k]));
       }
       best = std::min(best, obj);
+      return;
     }
-    int pi = 0;
-    for (auto pol : {disttrain::slot_policy::size_sorted, disttrain::slot_policy::balanced, disttrain::slot_policy::arrival}) {
-      auto o = opts(dp, m);
-      o.slots = pol;
-      disttrain::reorderer<> r(o);
-      const auto res = r.assign(batch);
-      const double got = std::max(res.imbalance[0], res.imbalance[1]);
-      worst[pi] = std::max(worst[pi], got / best);
-      ++pi;
+    for (std::size_t j = 0; j < m && j <= used; ++j) {  // first use of slot j only in order
+      if (fill[j] == per) continue;
+      slot[i] = j;
+      ++fill[j];
+      self(self, i + 1, std::max(used, j + 1));
+      --fill[j];
     }
+  };
+  rec(rec, 0, 0);
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("reorderer: several microbatches and modules: balance within 2% of brute force") {
+  std::mt19937_64 rng(9);
+  double worst = 1.0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const std::size_t m = 2 + static_cast<std::size_t>(trial % 2);          // 2 or 3 microbatches
+    const std::size_t n = m == 2 ? 8 + 2 * (rng() % 3) : 9 + 3 * (rng() % 2);  // 8..12 samples
+    std::vector<std::uint32_t> dp{2, 3};
+    if (trial % 3 == 2) dp.push_back(2);
+    const auto batch = random_batch(rng, n, dp.size(), trial);
+    const double opt = optimal_balance(batch, dp, m);
+    disttrain::reorderer<> r(opts(dp, static_cast<std::uint32_t>(m)));
+    const auto res = r.assign(batch);
+    double got = 0.0;
+    for (std::size_t k = 0; k < dp.size(); ++k) got = std::max(got, res.imbalance[k]);
+    INFO("trial " << trial << " n=" << n << " m=" << m << " modules=" << dp.size() << " opt=" << opt
+                  << " got=" << got);
+    CHECK(got >= opt * (1 - 1e-9));
+    CHECK(got <= opt * 1.02);
+    worst = std::max(worst, got / opt);
   }
-  WARN("size_sorted " << worst[0] << " balanced " << worst[1] << " arrival " << worst[2]);
+  WARN("several microbatches: worst max-module imbalance / optimum = " << worst);
 }

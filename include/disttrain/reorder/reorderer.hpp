@@ -114,8 +114,7 @@ class reorderer {
                        n, ")");
     }
     rank_samples(batch);
-    form_slots(batch);
-    refine_slots(batch);
+    choose_slots(batch);
     split_cells(batch);
     order_slots();
     write_result(batch, out);
@@ -158,19 +157,42 @@ class reorderer {
     });
   }
 
+  // Ways to cut the batch into slots: the public policies plus two extra
+  // starting points for the slot search.
+  enum class start : std::uint8_t { arrival, size_sorted, balanced, by_id, dealt };
+
+  static constexpr start start_of(slot_policy p) noexcept {
+    return p == slot_policy::arrival ? start::arrival
+                                     : p == slot_policy::balanced ? start::balanced : start::size_sorted;
+  }
+
   // Step 2: seq_ = input indices grouped by slot (slot j = seq_[slot_begin(j) ..)).
-  void form_slots(std::span<const sample_meta> batch) {
+  void form_slots(std::span<const sample_meta> batch, start how) {
     const std::size_t n = batch.size();
     const std::size_t m = options_.microbatches;
     seq_.resize(n);
-    switch (options_.slots) {
-      case slot_policy::arrival:
+    switch (how) {
+      case start::arrival:
         for (std::size_t i = 0; i < n; ++i) seq_[i] = static_cast<std::uint32_t>(i);
         break;
-      case slot_policy::size_sorted:
+      case start::size_sorted:
         std::copy(rank_.begin(), rank_.end(), seq_.begin());
         break;
-      case slot_policy::balanced: {
+      case start::by_id:
+        std::copy(by_id_.begin(), by_id_.end(), seq_.begin());
+        break;
+      case start::dealt: {
+        // Ranks dealt round-robin: slot j gets ranks j, j + m, ... (as counts allow).
+        fill_.assign(m, 0);
+        std::size_t j = 0;
+        for (std::size_t r = 0; r < n; ++r) {
+          while (fill_[j] == slot_begin(j + 1, n) - slot_begin(j, n)) j = (j + 1) % m;
+          seq_[slot_begin(j, n) + fill_[j]++] = rank_[r];
+          j = (j + 1) % m;
+        }
+        break;
+      }
+      case start::balanced: {
         // Partition the ranked keys into m equal-count bins, then list each bin's
         // members in rank order.
         costs_.resize(n);
@@ -184,8 +206,8 @@ class reorderer {
         relabel_.resize(m);
         std::uint32_t next = 0;
         for (const bool big : {true, false})
-          for (std::size_t b = 0; b < m; ++b)
-            if ((fill_[b] > n / m) == big) relabel_[b] = next++;
+          for (std::size_t x = 0; x < m; ++x)
+            if ((fill_[x] > n / m) == big) relabel_[x] = next++;
         fill_.assign(m, 0);
         for (std::size_t r = 0; r < n; ++r) {
           const std::uint32_t j = relabel_[bins_[r]];
@@ -206,18 +228,45 @@ class reorderer {
     return partitioner_.partition(costs_, options_.modules[k].dp, options_.equal_count, options_.balance, bins_);
   }
 
-  // Step 2b: swap samples between slots while that lowers the potential
-  // (max_k imbalance_k, then sum_k imbalance_k). Only for small cells, where
-  // slot membership decides the balance; budgeted in swaps tried.
-  void refine_slots(std::span<const sample_meta> batch) {
+  using potential_t = std::pair<double, double>;  // (max_k imbalance_k, sum_k imbalance_k)
+  static bool lower(const potential_t& x, const potential_t& y) noexcept {
+    return x.first < y.first * (1 - 1e-12) || (x.first <= y.first && x.second < y.second * (1 - 1e-12));
+  }
+
+  // Step 2b (small cells only, where slot membership decides the balance):
+  // from each of several starting cuts, swap samples between slots while that
+  // lowers the potential (max_k imbalance_k, then sum_k imbalance_k); keep the
+  // best cut. Budgeted: slot_search_budget swaps tried per start.
+  void choose_slots(std::span<const sample_meta> batch) {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
-    if (options_.slot_search_budget == 0 || m < 2) return;
+    const start first = start_of(options_.slots);
     bool small = false;
     for (std::size_t k = 0; k < K; ++k)
       small = small || n / m < static_cast<std::size_t>(options_.slot_search_below) * options_.modules[k].dp;
-    if (!small) return;
+    if (options_.slot_search_budget == 0 || m < 2 || !small || first == start::arrival) {
+      form_slots(batch, first);
+      return;
+    }
+    const start starts[] = {first, first == start::size_sorted ? start::balanced : start::size_sorted, start::dealt,
+                            start::by_id};
+    potential_t best{0.0, 0.0};
+    for (std::size_t si = 0; si < std::size(starts); ++si) {
+      form_slots(batch, starts[si]);
+      const potential_t p = search_slots(batch);
+      if (si == 0 || lower(p, best)) {
+        best = p;
+        best_seq_.assign(seq_.begin(), seq_.end());
+      }
+    }
+    seq_.assign(best_seq_.begin(), best_seq_.end());
+  }
+
+  potential_t search_slots(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
     slot_time_.resize(K * m);
     std::array<double, max_reorder_modules> sum{}, ideal{};
     for (std::size_t k = 0; k < K; ++k) {
@@ -231,12 +280,12 @@ class reorderer {
         worst = std::max(worst, imb);
         all += imb;
       }
-      return std::pair<double, double>{worst, all};
+      return potential_t{worst, all};
     };
     std::uint32_t tried = 0;
     std::array<double, 2 * max_reorder_modules> fresh{};
+    potential_t cur = potential(sum);
     while (tried < options_.slot_search_budget) {
-      const auto [phi, phi_sum] = potential(sum);
       std::size_t kw = 0;  // module with the worst imbalance
       for (std::size_t k = 1; k < K; ++k)
         if (ideal[k] > 0.0 && (ideal[kw] <= 0.0 || sum[k] / ideal[k] > sum[kw] / ideal[kw])) kw = k;
@@ -260,7 +309,7 @@ class reorderer {
           for (std::size_t xa = slot_begin(a, n); xa < slot_begin(a + 1, n) && !improved; ++xa) {
             for (std::size_t yb = slot_begin(b, n); yb < slot_begin(b + 1, n); ++yb) {
               if (tried >= options_.slot_search_budget) break;
-              if (!(batch[seq_[yb]].cost[kw] < batch[seq_[xa]].cost[kw])) continue;
+              if (batch[seq_[yb]].cost == batch[seq_[xa]].cost) continue;  // a no-op swap
               std::swap(seq_[xa], seq_[yb]);
               ++tried;
               std::array<double, max_reorder_modules> next = sum;
@@ -269,8 +318,8 @@ class reorderer {
                 fresh[2 * k + 1] = slot_time(batch, b, k);
                 next[k] += fresh[2 * k] + fresh[2 * k + 1] - slot_time_[k * m + a] - slot_time_[k * m + b];
               }
-              const auto [nphi, nsum] = potential(next);
-              if (nphi < phi * (1 - 1e-12) || (nphi <= phi && nsum < phi_sum * (1 - 1e-12))) {
+              const potential_t p = potential(next);
+              if (lower(p, cur)) {
                 for (std::size_t k = 0; k < K; ++k) {
                   slot_time_[k * m + a] = fresh[2 * k];
                   slot_time_[k * m + b] = fresh[2 * k + 1];
@@ -278,6 +327,7 @@ class reorderer {
                   sum[k] = 0.0;
                   for (std::size_t j = 0; j < m; ++j) sum[k] += slot_time_[k * m + j];
                 }
+                cur = potential(sum);
                 improved = true;
                 break;
               }
@@ -288,6 +338,7 @@ class reorderer {
       }
       if (!improved) break;
     }
+    return cur;
   }
 
   // Step 3: replica_/offset_ per (input index, module); load_ per (module, slot, replica).
@@ -420,7 +471,7 @@ class reorderer {
   std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_, sorted_index_,
       slot_, relabel_;
   std::vector<std::size_t> load_base_;
-  std::vector<std::uint32_t> slot_order_;
+  std::vector<std::uint32_t> slot_order_, best_seq_;
   std::vector<double> key_, costs_, slot_load_, slowest_, fwd_, bwd_, slot_time_, excess_;
 };
 
