@@ -96,12 +96,13 @@ class basic_buffer_pool {
   class lease {
    public:
     lease() = default;
-    lease(lease&& o) noexcept : pool_(std::exchange(o.pool_, nullptr)), ref_(o.ref_), capacity_(o.capacity_) {}
+    lease(lease&& o) noexcept
+        : pool_(std::exchange(o.pool_, nullptr)), ref_(std::exchange(o.ref_, {})), capacity_(o.capacity_) {}
     lease& operator=(lease&& o) noexcept {
       if (this != &o) {
         reset();
         pool_ = std::exchange(o.pool_, nullptr);
-        ref_ = o.ref_;
+        ref_ = std::exchange(o.ref_, {});
         capacity_ = o.capacity_;
       }
       return *this;
