@@ -1,0 +1,103 @@
+#pragma once
+/// @file cost_params.hpp
+/// @brief The tunable constants of `analytic_cost_model`: efficiency curves per
+/// module role, achievable link and memory bandwidth fractions, byte sizes of
+/// mixed-precision training state, and the per-GPU memory reserve.
+
+#include <array>
+#include <string_view>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+#include "disttrain/cost/efficiency.hpp"
+#include "disttrain/model/module_spec.hpp"
+
+namespace disttrain {
+
+/// @brief Constants of the analytic cost model (defaults documented in docs/cost_model.md).
+///
+/// Mixed-precision Adam (ZeRO paper, Rajbhandari et al. 2020): bf16 parameters
+/// (2 bytes) and gradients (2 bytes) on every DP rank, fp32 master weights,
+/// momentum and variance (12 bytes) sharded over DP by ZeRO-1.
+///
+/// @code
+/// disttrain::cost_params p;
+/// p.efficiency_for(disttrain::module_role::encoder).e_max = 0.6;
+/// p.memory_reserve_bytes = 6e9;
+/// @endcode
+struct cost_params {
+  std::array<efficiency_params, 3> efficiency{};  ///< indexed by module_role
+  double intra_node_bw_efficiency = 0.80;  ///< achievable fraction of NVLink bandwidth
+  double inter_node_bw_efficiency = 0.85;  ///< achievable fraction of NIC bandwidth
+  double memory_bw_efficiency = 0.80;      ///< achievable fraction of HBM bandwidth (optimizer step)
+  double param_bytes = 2;       ///< bytes per parameter held by every rank (bf16)
+  double grad_bytes = 2;        ///< bytes per gradient held by every rank (bf16)
+  double optimizer_bytes = 12;  ///< bytes of optimizer state per parameter, sharded by ZeRO-1
+  double memory_reserve_bytes = 4e9;  ///< per GPU: CUDA context, NCCL buffers, fragmentation
+
+  [[nodiscard]] efficiency_params& efficiency_for(module_role r) noexcept {
+    return efficiency[static_cast<std::size_t>(r)];
+  }
+  [[nodiscard]] const efficiency_params& efficiency_for(module_role r) const noexcept {
+    return efficiency[static_cast<std::size_t>(r)];
+  }
+
+  void validate(std::string_view path = "cost") const {
+    using detail::join_path;
+    static constexpr const char* names[3] = {"encoder", "backbone", "generator"};
+    for (std::size_t i = 0; i < 3; ++i) efficiency[i].validate(join_path(join_path(path, "efficiency"), names[i]));
+    detail::require(intra_node_bw_efficiency > 0 && intra_node_bw_efficiency <= 1,
+                    join_path(path, "intra_node_bw_efficiency"), "must be in (0, 1], got ", intra_node_bw_efficiency);
+    detail::require(inter_node_bw_efficiency > 0 && inter_node_bw_efficiency <= 1,
+                    join_path(path, "inter_node_bw_efficiency"), "must be in (0, 1], got ", inter_node_bw_efficiency);
+    detail::require(memory_bw_efficiency > 0 && memory_bw_efficiency <= 1, join_path(path, "memory_bw_efficiency"),
+                    "must be in (0, 1], got ", memory_bw_efficiency);
+    detail::require_positive(param_bytes, join_path(path, "param_bytes"));
+    detail::require_non_negative(grad_bytes, join_path(path, "grad_bytes"));
+    detail::require_non_negative(optimizer_bytes, join_path(path, "optimizer_bytes"));
+    detail::require_non_negative(memory_reserve_bytes, join_path(path, "memory_reserve_bytes"));
+  }
+};
+
+inline void to_json(json& j, const cost_params& p) {
+  json e;
+  to_json(e["encoder"], p.efficiency[0]);
+  to_json(e["backbone"], p.efficiency[1]);
+  to_json(e["generator"], p.efficiency[2]);
+  j = json{{"efficiency", e},
+           {"intra_node_bw_efficiency", p.intra_node_bw_efficiency},
+           {"inter_node_bw_efficiency", p.inter_node_bw_efficiency},
+           {"memory_bw_efficiency", p.memory_bw_efficiency},
+           {"param_bytes", p.param_bytes},
+           {"grad_bytes", p.grad_bytes},
+           {"optimizer_bytes", p.optimizer_bytes},
+           {"memory_reserve_bytes", p.memory_reserve_bytes}};
+}
+
+namespace detail {
+/// @brief Reads cost parameters at `path`; every field optional (defaults kept).
+[[nodiscard]] inline cost_params read_cost_params(const json& j, std::string_view path) {
+  cost_params p;
+  if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
+  if (j.contains("efficiency")) {
+    const json& e = j.at("efficiency");
+    const std::string ep = join_path(path, "efficiency");
+    static constexpr const char* names[3] = {"encoder", "backbone", "generator"};
+    if (!e.is_object()) fail(errc::parse_error, ep, "expected a JSON object, got ", e.type_name());
+    for (std::size_t i = 0; i < 3; ++i)
+      if (e.contains(names[i])) p.efficiency[i] = read_efficiency_params(e.at(names[i]), join_path(ep, names[i]));
+  }
+  p.intra_node_bw_efficiency = json_get_or<double>(j, "intra_node_bw_efficiency", p.intra_node_bw_efficiency, path);
+  p.inter_node_bw_efficiency = json_get_or<double>(j, "inter_node_bw_efficiency", p.inter_node_bw_efficiency, path);
+  p.memory_bw_efficiency = json_get_or<double>(j, "memory_bw_efficiency", p.memory_bw_efficiency, path);
+  p.param_bytes = json_get_or<double>(j, "param_bytes", p.param_bytes, path);
+  p.grad_bytes = json_get_or<double>(j, "grad_bytes", p.grad_bytes, path);
+  p.optimizer_bytes = json_get_or<double>(j, "optimizer_bytes", p.optimizer_bytes, path);
+  p.memory_reserve_bytes = json_get_or<double>(j, "memory_reserve_bytes", p.memory_reserve_bytes, path);
+  p.validate(path);
+  return p;
+}
+}  // namespace detail
+inline void from_json(const json& j, cost_params& p) { p = detail::read_cost_params(j, "cost"); }
+
+}  // namespace disttrain

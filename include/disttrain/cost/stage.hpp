@@ -1,0 +1,77 @@
+#pragma once
+/// @file stage.hpp
+/// @brief Vocabulary of cost queries: a stage configuration and what a cost
+/// model answers about it (times, FLOPs, memory).
+
+#include <cstddef>
+
+#include "disttrain/core/json.hpp"
+
+namespace disttrain {
+
+/// @brief A pipeline stage of one module: layers `[first_layer, first_layer +
+/// num_layers)` of module `module`, split `tp` ways, replicated `dp` ways.
+/// The stage holding layer 0 also holds the module's `pre` block (embeddings);
+/// the stage holding the last layer holds `post` (final norm, LM head).
+///
+/// @code
+/// disttrain::stage_config s{.module = 1, .first_layer = 0, .num_layers = 10, .tp = 8, .dp = 4};
+/// @endcode
+struct stage_config {
+  std::size_t module = 0;   ///< index in model_spec::modules
+  int first_layer = 0;
+  int num_layers = 1;
+  int tp = 1;               ///< tensor-parallel degree (within a node)
+  int dp = 1;               ///< data-parallel degree (ZeRO-1 shards optimizer state over it)
+  bool recompute = false;   ///< full activation recomputation
+  friend bool operator==(const stage_config&, const stage_config&) = default;
+};
+
+/// @brief Seconds one GPU of a stage spends on one microbatch.
+///
+/// `backward_s` is the activation-gradient part B (plus the recomputed forward
+/// when recompute is on); `weight_grad_s` is W. Schedules that do not split B
+/// and W run `backward_s + weight_grad_s` together. TP collectives are included
+/// (they are on the critical path of a layer).
+struct stage_times {
+  double forward_s = 0;
+  double backward_s = 0;
+  double weight_grad_s = 0;
+  [[nodiscard]] constexpr double total_s() const noexcept { return forward_s + backward_s + weight_grad_s; }
+  friend constexpr bool operator==(const stage_times&, const stage_times&) = default;
+};
+
+/// @brief Model FLOPs of a stage replica (all its TP ranks) for one microbatch,
+/// without recomputation (the MFU convention).
+struct stage_flops {
+  double forward = 0;
+  double backward = 0;
+  double weight_grad = 0;
+  [[nodiscard]] constexpr double total() const noexcept { return forward + backward + weight_grad; }
+};
+
+/// @brief Bytes one GPU of a stage holds.
+struct memory_breakdown {
+  double params = 0;       ///< bf16 weights (all modules)
+  double grads = 0;        ///< gradients (trainable modules)
+  double optimizer = 0;    ///< optimizer state shard (trainable modules, / dp)
+  double activations = 0;  ///< saved activations x in-flight microbatches + transient buffers
+  [[nodiscard]] constexpr double total() const noexcept { return params + grads + optimizer + activations; }
+};
+
+inline void to_json(json& j, const stage_config& s) {
+  j = json{{"module", s.module}, {"first_layer", s.first_layer}, {"num_layers", s.num_layers},
+           {"tp", s.tp},         {"dp", s.dp},                   {"recompute", s.recompute}};
+}
+inline void to_json(json& j, const stage_times& t) {
+  j = json{{"forward_s", t.forward_s}, {"backward_s", t.backward_s}, {"weight_grad_s", t.weight_grad_s}};
+}
+inline void to_json(json& j, const memory_breakdown& m) {
+  j = json{{"params", m.params},
+           {"grads", m.grads},
+           {"optimizer", m.optimizer},
+           {"activations", m.activations},
+           {"total", m.total()}};
+}
+
+}  // namespace disttrain

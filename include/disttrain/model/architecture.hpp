@@ -1,0 +1,271 @@
+#pragma once
+/// @file architecture.hpp
+/// @brief The three module architectures: ViT-style image encoder, decoder-only
+/// LLM backbone, diffusion generator (UNet or DiT). Plain values; `validate`
+/// names the offending field; JSON in/out.
+///
+/// These describe *what a module is*; `module_shape.hpp` turns one into the
+/// per-layer parameter, FLOP and activation coefficients the costs use.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+
+namespace disttrain {
+
+/// @brief A ViT image encoder (patch embedding + `layers` pre-norm transformer
+/// layers with LayerNorm and a plain GELU MLP).
+///
+/// Resolution policy: with `max_image_size == 0` every image is resized to
+/// `image_size` x `image_size` (fixed tokens, as in CLIP); with
+/// `max_image_size > 0` an image keeps its own resolution, scaled down so its
+/// longer side is at most `max_image_size`, and yields
+/// `ceil(h/patch) * ceil(w/patch)` patch tokens (native resolution, the source
+/// of the encoder's data heterogeneity).
+///
+/// @code
+/// disttrain::vit_encoder_arch a{.image_size = 224, .patch_size = 14, .layers = 32,
+///                               .hidden = 1280, .heads = 16, .mlp = 5120};
+/// a.validate("encoder");
+/// @endcode
+struct vit_encoder_arch {
+  int image_size = 224;      ///< native (pre-training) side in pixels
+  int patch_size = 14;       ///< patch side in pixels
+  int layers = 32;           ///< transformer layers
+  int hidden = 1280;         ///< model width
+  int heads = 16;            ///< attention heads (must divide hidden)
+  int mlp = 5120;            ///< MLP inner size
+  int channels = 3;          ///< input image channels
+  bool class_token = true;   ///< one extra [CLS] token per image
+  bool qkv_bias = true;      ///< biases on Q, K, V (and all other linears)
+  int max_image_size = 0;    ///< 0: fixed resize to image_size; > 0: native resolution capped at this side
+
+  void validate(std::string_view path) const {
+    using detail::join_path;
+    detail::require_positive(image_size, join_path(path, "image_size"));
+    detail::require_positive(patch_size, join_path(path, "patch_size"));
+    detail::require(patch_size <= image_size, join_path(path, "patch_size"), "must be <= image_size (",
+                    image_size, "), got ", patch_size);
+    detail::require_positive(layers, join_path(path, "layers"));
+    detail::require_positive(hidden, join_path(path, "hidden"));
+    detail::require_positive(heads, join_path(path, "heads"));
+    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden, "), got ",
+                    heads);
+    detail::require_positive(mlp, join_path(path, "mlp"));
+    detail::require_positive(channels, join_path(path, "channels"));
+    detail::require_non_negative(max_image_size, join_path(path, "max_image_size"));
+    detail::require(max_image_size == 0 || max_image_size >= patch_size, join_path(path, "max_image_size"),
+                    "must be 0 or >= patch_size (", patch_size, "), got ", max_image_size);
+  }
+};
+
+/// @brief A decoder-only LLM (Llama / Qwen style): token embedding, `layers`
+/// pre-norm layers with RMSNorm, grouped-query attention and an MLP (SwiGLU when
+/// `gated_mlp`), final norm and LM head.
+///
+/// @code
+/// disttrain::decoder_llm_arch a{.layers = 32, .hidden = 4096, .heads = 32, .kv_heads = 8,
+///                               .mlp = 14336, .vocab = 128256, .max_seq = 8192};
+/// @endcode
+struct decoder_llm_arch {
+  int layers = 32;
+  int hidden = 4096;
+  int heads = 32;
+  int kv_heads = 32;              ///< key/value heads (GQA); must divide heads
+  int mlp = 11008;                ///< MLP inner size
+  int vocab = 32000;
+  int max_seq = 4096;             ///< longest sequence the model accepts
+  bool gated_mlp = true;          ///< SwiGLU (three matrices) instead of two
+  bool qkv_bias = false;          ///< biases on Q, K, V only (Qwen2)
+  bool tied_embeddings = false;   ///< LM head shares the embedding matrix
+
+  void validate(std::string_view path) const {
+    using detail::join_path;
+    detail::require_positive(layers, join_path(path, "layers"));
+    detail::require_positive(hidden, join_path(path, "hidden"));
+    detail::require_positive(heads, join_path(path, "heads"));
+    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden, "), got ",
+                    heads);
+    detail::require_positive(kv_heads, join_path(path, "kv_heads"));
+    detail::require(heads % kv_heads == 0, join_path(path, "kv_heads"), "must divide heads (", heads,
+                    "), got ", kv_heads);
+    detail::require_positive(mlp, join_path(path, "mlp"));
+    detail::require_positive(vocab, join_path(path, "vocab"));
+    detail::require_positive(max_seq, join_path(path, "max_seq"));
+  }
+};
+
+/// @brief Kind of diffusion generator.
+enum class diffusion_kind {
+  unet,  ///< convolutional UNet: described by totals (params, FLOPs per latent token)
+  dit,   ///< diffusion transformer: described like a ViT over latent patches
+};
+
+/// @brief A latent-diffusion generator: the VAE maps a `h x w` image to a
+/// `h/latent_downsample x w/latent_downsample` latent; the denoiser sees
+/// `ceil(h/(ds*patch)) * ceil(w/(ds*patch))` latent tokens (patch = 1 for UNet).
+/// Training costs one denoiser forward/backward per generated image (one
+/// sampled timestep); the frozen VAE encoder is not modelled.
+///
+/// A DiT is described structurally (`layers, hidden, heads, mlp, patch_size`,
+/// adaLN-Zero blocks). A UNet is described by totals that come from its
+/// publications: `params`, `forward_flops_per_token` (linear part) and
+/// `forward_flops_per_token_sq` (self-attention part, times the sum of squared
+/// token counts), `activation_bytes_per_token`; `layers` then only says in how
+/// many equal slices it may be cut into pipeline stages.
+///
+/// @code
+/// auto dit = disttrain::diffusion_arch{.kind = disttrain::diffusion_kind::dit, .resolution = 256,
+///                                      .layers = 28, .hidden = 1152, .heads = 16, .mlp = 4608};
+/// @endcode
+struct diffusion_arch {
+  diffusion_kind kind = diffusion_kind::dit;
+  int resolution = 256;          ///< default side of generated images (pixels)
+  int latent_downsample = 8;     ///< VAE spatial downsampling
+  int latent_channels = 4;       ///< VAE latent channels
+  int patch_size = 2;            ///< DiT latent patch side (UNet: must be 1)
+  int layers = 28;               ///< DiT blocks, or UNet slices for pipeline cuts
+  int hidden = 1152;             ///< DiT width / UNet base channels (TP must divide it)
+  int heads = 16;                ///< DiT attention heads (UNet: attention heads at the base level)
+  int mlp = 4608;                ///< DiT MLP inner size (UNet: unused)
+  bool learn_sigma = true;       ///< DiT predicts variance too (doubles output channels)
+  double condition_params = 0;   ///< DiT conditioning embedding parameters (class table or text projector)
+  // UNet totals (kind == unet):
+  double params = 0;                      ///< total parameters
+  double forward_flops_per_token = 0;     ///< forward FLOPs per latent token, linear part
+  double forward_flops_per_token_sq = 0;  ///< forward FLOPs per squared latent token (attention)
+  double activation_bytes_per_token = 0;  ///< bytes saved for backward per latent token (bf16)
+
+  void validate(std::string_view path) const {
+    using detail::join_path;
+    detail::require_positive(resolution, join_path(path, "resolution"));
+    detail::require_positive(latent_downsample, join_path(path, "latent_downsample"));
+    detail::require_positive(latent_channels, join_path(path, "latent_channels"));
+    detail::require_positive(patch_size, join_path(path, "patch_size"));
+    detail::require_positive(layers, join_path(path, "layers"));
+    detail::require_positive(hidden, join_path(path, "hidden"));
+    detail::require_positive(heads, join_path(path, "heads"));
+    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden, "), got ",
+                    heads);
+    detail::require_non_negative(condition_params, join_path(path, "condition_params"));
+    if (kind == diffusion_kind::dit) {
+      detail::require_positive(mlp, join_path(path, "mlp"));
+    } else {
+      detail::require(patch_size == 1, join_path(path, "patch_size"), "must be 1 for a UNet, got ", patch_size);
+      detail::require_positive(params, join_path(path, "params"));
+      detail::require_positive(forward_flops_per_token, join_path(path, "forward_flops_per_token"));
+      detail::require_non_negative(forward_flops_per_token_sq, join_path(path, "forward_flops_per_token_sq"));
+      detail::require_positive(activation_bytes_per_token, join_path(path, "activation_bytes_per_token"));
+    }
+  }
+};
+
+// ---- JSON ---------------------------------------------------------------------
+
+/// @brief Name of a diffusion kind ("unet" / "dit").
+[[nodiscard]] constexpr std::string_view to_string(diffusion_kind k) noexcept {
+  return k == diffusion_kind::unet ? "unet" : "dit";
+}
+
+inline void to_json(json& j, const vit_encoder_arch& a) {
+  j = json{{"type", "vit"},          {"image_size", a.image_size}, {"patch_size", a.patch_size},
+           {"layers", a.layers},     {"hidden", a.hidden},         {"heads", a.heads},
+           {"mlp", a.mlp},           {"channels", a.channels},     {"class_token", a.class_token},
+           {"qkv_bias", a.qkv_bias}, {"max_image_size", a.max_image_size}};
+}
+inline void to_json(json& j, const decoder_llm_arch& a) {
+  j = json{{"type", "llm"},         {"layers", a.layers},       {"hidden", a.hidden},
+           {"heads", a.heads},      {"kv_heads", a.kv_heads},   {"mlp", a.mlp},
+           {"vocab", a.vocab},      {"max_seq", a.max_seq},     {"gated_mlp", a.gated_mlp},
+           {"qkv_bias", a.qkv_bias}, {"tied_embeddings", a.tied_embeddings}};
+}
+inline void to_json(json& j, const diffusion_arch& a) {
+  j = json{{"type", "diffusion"},
+           {"kind", std::string(to_string(a.kind))},
+           {"resolution", a.resolution},
+           {"latent_downsample", a.latent_downsample},
+           {"latent_channels", a.latent_channels},
+           {"patch_size", a.patch_size},
+           {"layers", a.layers},
+           {"hidden", a.hidden},
+           {"heads", a.heads},
+           {"mlp", a.mlp},
+           {"learn_sigma", a.learn_sigma},
+           {"condition_params", a.condition_params}};
+  if (a.kind == diffusion_kind::unet) {
+    j["params"] = a.params;
+    j["forward_flops_per_token"] = a.forward_flops_per_token;
+    j["forward_flops_per_token_sq"] = a.forward_flops_per_token_sq;
+    j["activation_bytes_per_token"] = a.activation_bytes_per_token;
+  }
+}
+
+namespace detail {
+/// @brief Reads a ViT encoder at `path` (missing optional fields keep defaults).
+[[nodiscard]] inline vit_encoder_arch read_vit_encoder_arch(const json& j, std::string_view path) {
+  vit_encoder_arch a;
+  a.image_size = json_get<int>(j, "image_size", path);
+  a.patch_size = json_get<int>(j, "patch_size", path);
+  a.layers = json_get<int>(j, "layers", path);
+  a.hidden = json_get<int>(j, "hidden", path);
+  a.heads = json_get<int>(j, "heads", path);
+  a.mlp = json_get<int>(j, "mlp", path);
+  a.channels = json_get_or<int>(j, "channels", a.channels, path);
+  a.class_token = json_get_or<bool>(j, "class_token", a.class_token, path);
+  a.qkv_bias = json_get_or<bool>(j, "qkv_bias", a.qkv_bias, path);
+  a.max_image_size = json_get_or<int>(j, "max_image_size", a.max_image_size, path);
+  a.validate(path);
+  return a;
+}
+/// @brief Reads a decoder LLM at `path`.
+[[nodiscard]] inline decoder_llm_arch read_decoder_llm_arch(const json& j, std::string_view path) {
+  decoder_llm_arch a;
+  a.layers = json_get<int>(j, "layers", path);
+  a.hidden = json_get<int>(j, "hidden", path);
+  a.heads = json_get<int>(j, "heads", path);
+  a.kv_heads = json_get_or<int>(j, "kv_heads", a.heads, path);
+  a.mlp = json_get<int>(j, "mlp", path);
+  a.vocab = json_get<int>(j, "vocab", path);
+  a.max_seq = json_get<int>(j, "max_seq", path);
+  a.gated_mlp = json_get_or<bool>(j, "gated_mlp", a.gated_mlp, path);
+  a.qkv_bias = json_get_or<bool>(j, "qkv_bias", a.qkv_bias, path);
+  a.tied_embeddings = json_get_or<bool>(j, "tied_embeddings", a.tied_embeddings, path);
+  a.validate(path);
+  return a;
+}
+/// @brief Reads a diffusion generator at `path`.
+[[nodiscard]] inline diffusion_arch read_diffusion_arch(const json& j, std::string_view path) {
+  diffusion_arch a;
+  const auto kind = json_get<std::string>(j, "kind", path);
+  if (kind == "unet") a.kind = diffusion_kind::unet;
+  else if (kind == "dit") a.kind = diffusion_kind::dit;
+  else fail(errc::parse_error, join_path(path, "kind"), "unknown diffusion kind '", kind, "' (expected unet or dit)");
+  a.resolution = json_get<int>(j, "resolution", path);
+  a.latent_downsample = json_get_or<int>(j, "latent_downsample", a.latent_downsample, path);
+  a.latent_channels = json_get_or<int>(j, "latent_channels", a.latent_channels, path);
+  a.patch_size = json_get_or<int>(j, "patch_size", a.kind == diffusion_kind::unet ? 1 : a.patch_size, path);
+  a.layers = json_get<int>(j, "layers", path);
+  a.hidden = json_get<int>(j, "hidden", path);
+  a.heads = json_get<int>(j, "heads", path);
+  a.mlp = json_get_or<int>(j, "mlp", a.mlp, path);
+  a.learn_sigma = json_get_or<bool>(j, "learn_sigma", a.learn_sigma, path);
+  a.condition_params = json_get_or<double>(j, "condition_params", 0.0, path);
+  if (a.kind == diffusion_kind::unet) {
+    a.params = json_get<double>(j, "params", path);
+    a.forward_flops_per_token = json_get<double>(j, "forward_flops_per_token", path);
+    a.forward_flops_per_token_sq = json_get_or<double>(j, "forward_flops_per_token_sq", 0.0, path);
+    a.activation_bytes_per_token = json_get<double>(j, "activation_bytes_per_token", path);
+  }
+  a.validate(path);
+  return a;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, vit_encoder_arch& a) { a = detail::read_vit_encoder_arch(j, ""); }
+inline void from_json(const json& j, decoder_llm_arch& a) { a = detail::read_decoder_llm_arch(j, ""); }
+inline void from_json(const json& j, diffusion_arch& a) { a = detail::read_diffusion_arch(j, ""); }
+
+}  // namespace disttrain

@@ -1,0 +1,182 @@
+#pragma once
+/// @file data_spec.hpp
+/// @brief The training data distribution and a seeded, deterministic sampler.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+#include "disttrain/model/distribution.hpp"
+#include "disttrain/model/rng.hpp"
+#include "disttrain/model/sample.hpp"
+
+namespace disttrain {
+
+/// @brief Distribution of samples, parametric/histogram or as recorded samples.
+///
+/// Parametric mode (`records` empty), per sample, in this order:
+/// 1. text tokens  = round(`text_tokens`), at least 0;
+/// 2. input images = round(`images_per_sample`); for each: longer side
+///    L = round(`image_side`), shorter side = max(1, round(L * `image_aspect`))
+///    (aspect = short/long in (0, 1]), stored as {height = short, width = long};
+/// 3. generated images = round(`generated_per_sample`); each square with side
+///    round(`generated_side`).
+/// Records mode: sample `id` is `records[id % records.size()]` with its id set to `id`.
+///
+/// @code
+/// auto d = disttrain::presets::laion400m_like();
+/// disttrain::data_sampler s(d);
+/// disttrain::sample x = s.draw(12345);        // the same on every rank
+/// auto batch = s.draw_batch(0, 1024);         // ids 0..1023
+/// @endcode
+struct data_spec {
+  std::string name;
+  distribution text_tokens = constant_dist{128};
+  distribution images_per_sample = constant_dist{1};
+  distribution image_side = constant_dist{224};
+  distribution image_aspect = constant_dist{1};
+  distribution generated_per_sample = constant_dist{0};
+  distribution generated_side = constant_dist{512};
+  std::vector<sample> records;  ///< non-empty: records mode
+  std::uint64_t seed = 0;       ///< stream seed; sample `id` uses `derive_seed(seed, id)`
+
+  void validate(std::string_view path = "data") const {
+    using detail::join_path;
+    if (!records.empty()) {
+      for (std::size_t i = 0; i < records.size(); ++i) records[i].validate(detail::cat(join_path(path, "records"), "[", i, "]"));
+      return;
+    }
+    text_tokens.validate(join_path(path, "text_tokens"));
+    images_per_sample.validate(join_path(path, "images_per_sample"));
+    image_side.validate(join_path(path, "image_side"));
+    image_aspect.validate(join_path(path, "image_aspect"));
+    generated_per_sample.validate(join_path(path, "generated_per_sample"));
+    generated_side.validate(join_path(path, "generated_side"));
+  }
+};
+
+/// @brief Draws samples of a `data_spec`; sample `id` depends only on
+/// (spec, id), so any rank can draw any sample, in any order, identically.
+///
+/// Negative draws are clamped to 0 (counts) or 1 (sides, pixels); aspect to (0, 1].
+class data_sampler {
+ public:
+  /// @brief Validates and keeps a copy of `spec`.
+  explicit data_sampler(data_spec spec) : spec_(std::move(spec)) { spec_.validate(); }
+
+  /// @brief The spec.
+  [[nodiscard]] const data_spec& spec() const noexcept { return spec_; }
+
+  /// @brief Sample number `id`.
+  [[nodiscard]] sample draw(std::uint64_t id) const {
+    sample s;
+    draw_into(id, s);
+    return s;
+  }
+
+  /// @brief Fills `out` with sample `id`, reusing its vectors' capacity.
+  void draw_into(std::uint64_t id, sample& out) const {
+    if (!spec_.records.empty()) {
+      out = spec_.records[static_cast<std::size_t>(id % spec_.records.size())];
+      out.id = id;
+      return;
+    }
+    splitmix64 rng(derive_seed(spec_.seed, id));
+    out.id = id;
+    out.text_tokens = count(spec_.text_tokens.draw(rng));
+    const int n_img = count(spec_.images_per_sample.draw(rng));
+    out.images.resize(static_cast<std::size_t>(n_img));
+    for (auto& im : out.images) {
+      const int side = pixels(spec_.image_side.draw(rng));
+      double aspect = spec_.image_aspect.draw(rng);
+      aspect = aspect > 1 ? 1 : aspect;
+      const int short_side = pixels(static_cast<double>(side) * aspect);
+      im = image_size{short_side, side};
+    }
+    const int n_gen = count(spec_.generated_per_sample.draw(rng));
+    out.generated.resize(static_cast<std::size_t>(n_gen));
+    for (auto& im : out.generated) {
+      const int side = pixels(spec_.generated_side.draw(rng));
+      im = image_size{side, side};
+    }
+  }
+
+  /// @brief Samples `first_id .. first_id + n - 1`.
+  [[nodiscard]] std::vector<sample> draw_batch(std::uint64_t first_id, std::size_t n) const {
+    std::vector<sample> out(n);
+    for (std::size_t i = 0; i < n; ++i) draw_into(first_id + i, out[i]);
+    return out;
+  }
+
+ private:
+  static int count(double x) {
+    if (!(x > 0)) return 0;
+    return x > 1e9 ? 1000000000 : static_cast<int>(std::llround(x));
+  }
+  static int pixels(double x) {
+    const int v = count(x);
+    return v < 1 ? 1 : v;
+  }
+  data_spec spec_;
+};
+
+inline void to_json(json& j, const data_spec& d) {
+  j = json{{"name", d.name}, {"seed", d.seed}};
+  if (!d.records.empty()) {
+    j["records"] = d.records;
+    return;
+  }
+  j["text_tokens"] = d.text_tokens;
+  j["images_per_sample"] = d.images_per_sample;
+  j["image_side"] = d.image_side;
+  j["image_aspect"] = d.image_aspect;
+  j["generated_per_sample"] = d.generated_per_sample;
+  j["generated_side"] = d.generated_side;
+}
+
+namespace detail {
+/// @brief Reads a data spec at `path`. `"records_file": "x.json"` (an array of
+/// samples) may replace `"records"`; distributions not given keep defaults.
+[[nodiscard]] inline data_spec read_data_spec(const json& j, std::string_view path) {
+  data_spec d;
+  d.name = json_get_or<std::string>(j, "name", "", path);
+  d.seed = json_get_or<std::uint64_t>(j, "seed", 0, path);
+  auto read_records = [&](const json& arr, const std::string& p) {
+    if (!arr.is_array()) fail(errc::parse_error, p, "expected an array of samples, got ", arr.type_name());
+    for (std::size_t i = 0; i < arr.size(); ++i) {
+      auto s = read_sample(arr[i], cat(p, "[", i, "]"));
+      s.id = i;
+      d.records.push_back(std::move(s));
+    }
+    if (d.records.empty()) fail(errc::invalid_argument, p, "records must not be empty");
+  };
+  if (j.contains("records")) {
+    read_records(j.at("records"), join_path(path, "records"));
+  } else if (j.contains("records_file")) {
+    const auto file = json_get<std::string>(j, "records_file", path);
+    read_records(read_json_file(file), file);
+  } else {
+    auto dist = [&](const char* key, distribution& target) {
+      if (j.contains(key)) target = read_distribution(j.at(key), join_path(path, key));
+    };
+    dist("text_tokens", d.text_tokens);
+    dist("images_per_sample", d.images_per_sample);
+    dist("image_side", d.image_side);
+    dist("image_aspect", d.image_aspect);
+    dist("generated_per_sample", d.generated_per_sample);
+    dist("generated_side", d.generated_side);
+  }
+  d.validate(path);
+  return d;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, data_spec& d) { d = detail::read_data_spec(j, "data"); }
+
+}  // namespace disttrain

@@ -1,0 +1,332 @@
+#pragma once
+/// @file presets.hpp
+/// @brief Named, documented presets: published architectures, GPU clusters,
+/// data distributions, combined models and planning scenarios.
+///
+/// Each function documents its source. Name lookups (`module_preset("llama-3-70b")`,
+/// `scenario_preset("paper-72b")`, ...) throw `invalid_argument` at "preset" listing
+/// the known names when a name is unknown.
+///
+/// @code
+/// auto llm = disttrain::presets::llama3_70b();
+/// auto sc = disttrain::presets::scenario_preset("paper-72b");
+/// for (auto n : disttrain::presets::scenario_preset_names()) { /* ... */ }
+/// @endcode
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/model/architecture.hpp"
+#include "disttrain/model/cluster_spec.hpp"
+#include "disttrain/model/data_spec.hpp"
+#include "disttrain/model/model_spec.hpp"
+#include "disttrain/model/module_spec.hpp"
+#include "disttrain/model/scenario.hpp"
+
+namespace disttrain::presets {
+
+// ---- Encoders ---------------------------------------------------------------
+
+/// @brief ViT-H/14 (CLIP / OpenCLIP ViT-H-14 vision tower, Dosovitskiy et al. 2021,
+/// Table 1): 32 layers, width 1280, 16 heads, MLP 5120, patch 14, 224 px.
+/// ~0.63B parameters; 167 GMACs (~335 GFLOPs) forward per 224^2 image.
+/// Fixed 224 px resize (set `max_image_size` for native resolution).
+[[nodiscard]] inline module_spec vit_h_14() {
+  return {.name = "vit-h-14", .role = module_role::encoder,
+          .arch = vit_encoder_arch{.image_size = 224, .patch_size = 14, .layers = 32, .hidden = 1280, .heads = 16,
+                                   .mlp = 5120, .channels = 3, .class_token = true, .qkv_bias = true,
+                                   .max_image_size = 0}};
+}
+
+/// @brief InternViT-6B (Chen et al., InternVL, CVPR 2024, Table 1): 48 layers,
+/// width 3200, 25 heads, MLP 12800, patch 14, 224 px, no QKV bias; ~5.9B parameters.
+/// TP must divide 25 heads, so only TP 1 (or 5) splits it evenly.
+[[nodiscard]] inline module_spec internvit_6b() {
+  return {.name = "internvit-6b", .role = module_role::encoder,
+          .arch = vit_encoder_arch{.image_size = 224, .patch_size = 14, .layers = 48, .hidden = 3200, .heads = 25,
+                                   .mlp = 12800, .channels = 3, .class_token = true, .qkv_bias = false,
+                                   .max_image_size = 0}};
+}
+
+// ---- Backbones ---------------------------------------------------------------
+
+/// @brief Llama-3-8B (Meta, "The Llama 3 Herd of Models", 2024, Table 3; HF config):
+/// 32 layers, 4096 hidden, 32 heads, 8 KV heads, SwiGLU 14336, vocab 128256,
+/// untied head; 8.03B parameters.
+[[nodiscard]] inline module_spec llama3_8b() {
+  return {.name = "llama-3-8b", .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 32, .hidden = 4096, .heads = 32, .kv_heads = 8, .mlp = 14336,
+                                   .vocab = 128256, .max_seq = 8192}};
+}
+
+/// @brief Llama-3-70B (same source): 80 layers, 8192 hidden, 64 heads, 8 KV heads,
+/// SwiGLU 28672, vocab 128256; 70.6B parameters.
+[[nodiscard]] inline module_spec llama3_70b() {
+  return {.name = "llama-3-70b", .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 80, .hidden = 8192, .heads = 64, .kv_heads = 8, .mlp = 28672,
+                                   .vocab = 128256, .max_seq = 8192}};
+}
+
+/// @brief Qwen2-72B (Qwen team, "Qwen2 Technical Report", 2024, Table 1; HF config):
+/// 80 layers, 8192 hidden, 64 heads, 8 KV heads, SwiGLU 29568, vocab 152064,
+/// QKV bias; 72.7B parameters. The paper's 72B-class backbone.
+[[nodiscard]] inline module_spec qwen2_72b() {
+  return {.name = "qwen2-72b", .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 80, .hidden = 8192, .heads = 64, .kv_heads = 8, .mlp = 29568,
+                                   .vocab = 152064, .max_seq = 32768, .gated_mlp = true, .qkv_bias = true}};
+}
+
+/// @brief Llama-2-7B (Touvron et al. 2023, Table 1; HF config): 32 layers, 4096
+/// hidden, 32 heads (MHA), SwiGLU 11008, vocab 32000; 6.74B parameters.
+[[nodiscard]] inline module_spec llama2_7b() {
+  return {.name = "llama-2-7b", .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 32, .hidden = 4096, .heads = 32, .kv_heads = 32, .mlp = 11008,
+                                   .vocab = 32000, .max_seq = 4096}};
+}
+
+/// @brief Llama-2-13B (same source): 40 layers, 5120 hidden, 40 heads, SwiGLU
+/// 13824, vocab 32000; 13.0B parameters.
+[[nodiscard]] inline module_spec llama2_13b() {
+  return {.name = "llama-2-13b", .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 40, .hidden = 5120, .heads = 40, .kv_heads = 40, .mlp = 13824,
+                                   .vocab = 32000, .max_seq = 4096}};
+}
+
+// ---- Generators ---------------------------------------------------------------
+
+/// @brief Stable Diffusion 2.1 UNet (Rombach et al. 2022; stabilityai/stable-diffusion-2-1):
+/// 865M parameters, VAE downsampling 8, 4 latent channels, base 320 channels,
+/// 512 px default. FLOPs: ~339 GMACs forward at 512^2 (reported for the SD UNet by
+/// Kim et al., BK-SDM, 2023) = 678 GFLOPs over 4096 latent tokens, of which the
+/// self-attention's quadratic part is 4*sum_l(blocks_l * c_l / 16^l) = 7300 FLOPs
+/// per squared latent token (5 transformer blocks at each of 3 levels with
+/// 320/640/1280 channels) = 122 GFLOPs; the linear rest 135.7 MFLOPs per latent
+/// token. Activations: ~200 KB per latent token (our estimate from its feature
+/// maps; ~0.8 GB per 512^2 image). 25 slices (its 25 resnet/attention blocks)
+/// for pipeline cuts.
+[[nodiscard]] inline module_spec sd21_unet() {
+  return {.name = "sd-2.1-unet", .role = module_role::generator,
+          .arch = diffusion_arch{.kind = diffusion_kind::unet, .resolution = 512, .latent_downsample = 8,
+                                 .latent_channels = 4, .patch_size = 1, .layers = 25, .hidden = 320, .heads = 5,
+                                 .mlp = 0, .learn_sigma = false, .condition_params = 0, .params = 865.9e6,
+                                 .forward_flops_per_token = 135.7e6, .forward_flops_per_token_sq = 7300,
+                                 .activation_bytes_per_token = 200e3}};
+}
+
+/// @brief DiT-XL/2 (Peebles & Xie, ICCV 2023, Tables 1 and 4): 28 adaLN-Zero blocks,
+/// width 1152, 16 heads, MLP 4608, latent patch 2, 256 px, class-conditional
+/// (1001-entry table); 675M parameters, 118.6 GFLOPs (multiply-adds) per 256^2 image.
+[[nodiscard]] inline module_spec dit_xl_2() {
+  return {.name = "dit-xl-2", .role = module_role::generator,
+          .arch = diffusion_arch{.kind = diffusion_kind::dit, .resolution = 256, .latent_downsample = 8,
+                                 .latent_channels = 4, .patch_size = 2, .layers = 28, .hidden = 1152, .heads = 16,
+                                 .mlp = 4608, .learn_sigma = true, .condition_params = 1001.0 * 1152.0}};
+}
+
+// ---- GPUs and clusters ---------------------------------------------------------
+
+/// @brief NVIDIA H100 SXM5 80GB (datasheet): 989 dense bf16 TFLOP/s, 67 fp32,
+/// 80 GB HBM3 at 3.35 TB/s.
+[[nodiscard]] inline gpu_spec h100_sxm() {
+  return {.name = "H100-SXM-80GB", .peak_bf16_tflops = 989.4, .peak_fp32_tflops = 66.9, .hbm_bytes = 80e9,
+          .hbm_bandwidth_bytes_per_s = 3.35e12};
+}
+/// @brief NVIDIA H800 SXM5 80GB: H100 compute and memory, NVLink cut to 400 GB/s
+/// (bidirectional, i.e. 200 GB/s per direction).
+[[nodiscard]] inline gpu_spec h800_sxm() {
+  auto g = h100_sxm();
+  g.name = "H800-SXM-80GB";
+  return g;
+}
+/// @brief NVIDIA A100 SXM4 80GB (datasheet): 312 dense bf16 TFLOP/s, 19.5 fp32,
+/// 80 GB HBM2e at 2.04 TB/s.
+[[nodiscard]] inline gpu_spec a100_sxm() {
+  return {.name = "A100-SXM-80GB", .peak_bf16_tflops = 312, .peak_fp32_tflops = 19.5, .hbm_bytes = 80e9,
+          .hbm_bandwidth_bytes_per_s = 2.039e12};
+}
+
+/// @brief DGX-H100-style nodes: 8 GPUs, NVLink 4 (900 GB/s bidirectional =
+/// 450 GB/s per direction), one 400 Gb/s NIC per GPU (50 GB/s).
+[[nodiscard]] inline cluster_spec h100_cluster(int num_gpus) {
+  return {.name = "h100", .gpu = h100_sxm(), .num_gpus = num_gpus, .gpus_per_node = 8,
+          .intra_node_bandwidth_bytes_per_s = 450e9, .intra_node_latency_s = 5e-6,
+          .inter_node_bandwidth_bytes_per_s = 50e9, .inter_node_latency_s = 10e-6};
+}
+/// @brief H800 nodes as in the DistTrain paper: 8 GPUs, NVLink 400 GB/s
+/// (200 GB/s per direction), 8 x 400 Gb/s NICs (50 GB/s per GPU).
+[[nodiscard]] inline cluster_spec h800_cluster(int num_gpus) {
+  return {.name = "h800", .gpu = h800_sxm(), .num_gpus = num_gpus, .gpus_per_node = 8,
+          .intra_node_bandwidth_bytes_per_s = 200e9, .intra_node_latency_s = 5e-6,
+          .inter_node_bandwidth_bytes_per_s = 50e9, .inter_node_latency_s = 10e-6};
+}
+/// @brief DGX-A100 nodes: 8 GPUs, NVLink 3 (600 GB/s bidirectional = 300 per
+/// direction), one 200 Gb/s HDR NIC per GPU (25 GB/s).
+[[nodiscard]] inline cluster_spec a100_cluster(int num_gpus) {
+  return {.name = "a100", .gpu = a100_sxm(), .num_gpus = num_gpus, .gpus_per_node = 8,
+          .intra_node_bandwidth_bytes_per_s = 300e9, .intra_node_latency_s = 5e-6,
+          .inter_node_bandwidth_bytes_per_s = 25e9, .inter_node_latency_s = 10e-6};
+}
+
+// ---- Data -----------------------------------------------------------------------
+
+/// @brief Longer image side of web images, long-tailed (shape after the LAION-400M
+/// size statistics, Schuhmann et al. 2021: most images a few hundred pixels, a
+/// tail beyond 1024). Our histogram, not a measurement.
+[[nodiscard]] inline distribution web_image_side() {
+  return histogram_dist{{256, 384, 512, 768, 1024, 1536, 2048}, {0.20, 0.20, 0.25, 0.15, 0.12, 0.05, 0.03}};
+}
+/// @brief Aspect ratios (short/long) of web images: square, 4:3, 16:9, 2:1.
+[[nodiscard]] inline distribution web_image_aspect() {
+  return histogram_dist{{1.0, 0.75, 0.5625, 0.5}, {0.35, 0.35, 0.20, 0.10}};
+}
+
+/// @brief LAION-400M-like image-text pairs: one input image (web size
+/// distribution), a short caption (log-normal, median 20 tokens), and one image
+/// to generate (256/512/768 px squares, 30/50/20%).
+[[nodiscard]] inline data_spec laion400m_like() {
+  data_spec d;
+  d.name = "laion-400m";
+  d.text_tokens = lognormal_dist{.median = 20, .sigma = 0.6, .min = 3, .max = 256};
+  d.images_per_sample = constant_dist{1};
+  d.image_side = web_image_side();
+  d.image_aspect = web_image_aspect();
+  d.generated_per_sample = constant_dist{1};
+  d.generated_side = histogram_dist{{256, 512, 768}, {0.3, 0.5, 0.2}};
+  d.seed = 0x1a10;
+  return d;
+}
+
+/// @brief Interleaved image-text documents (MMC4 / OBELICS-like): text log-normal
+/// (median 600 tokens, 32..3072), 0-8 input images (mean ~2.8), web-size images,
+/// 0-2 images to generate (60/30/10%) at 512 px.
+[[nodiscard]] inline data_spec interleaved_image_text() {
+  data_spec d;
+  d.name = "interleaved";
+  d.text_tokens = lognormal_dist{.median = 600, .sigma = 0.7, .min = 32, .max = 3072};
+  d.images_per_sample =
+      histogram_dist{{0, 1, 2, 3, 4, 5, 6, 8}, {0.10, 0.25, 0.20, 0.15, 0.12, 0.08, 0.05, 0.05}};
+  d.image_side = web_image_side();
+  d.image_aspect = web_image_aspect();
+  d.generated_per_sample = histogram_dist{{0, 1, 2}, {0.6, 0.3, 0.1}};
+  d.generated_side = constant_dist{512};
+  d.seed = 0x1e4e;
+  return d;
+}
+
+// ---- Multimodal models ------------------------------------------------------------
+
+/// @brief An MLLM: ViT-H/14 at native resolution (longer side capped at 448 px,
+/// up to 1025 tokens per image), a pixel-shuffle-style projector (4 patch tokens
+/// -> 1 backbone token), `backbone`, and SD-2.1 conditioned on 64 query tokens.
+/// All modules trainable.
+[[nodiscard]] inline model_spec mllm(std::string name, module_spec backbone) {
+  auto enc = vit_h_14();
+  std::get<vit_encoder_arch>(enc.arch).max_image_size = 448;
+  return {.name = std::move(name), .modules = {enc, std::move(backbone), sd21_unet()}, .connections = {},
+          .projector_tokens_per_image = 0, .projector_patch_ratio = 4, .generator_condition_tokens = 64};
+}
+/// @brief ViT-H + Llama-2-7B + SD-2.1.
+[[nodiscard]] inline model_spec mllm_7b() { return mllm("mllm-7b", llama2_7b()); }
+/// @brief ViT-H + Llama-2-13B + SD-2.1.
+[[nodiscard]] inline model_spec mllm_13b() { return mllm("mllm-13b", llama2_13b()); }
+/// @brief ViT-H + Llama-3-70B + SD-2.1.
+[[nodiscard]] inline model_spec mllm_70b() { return mllm("mllm-70b", llama3_70b()); }
+/// @brief The DistTrain paper's 72B setting: ViT-H + a 72B backbone (Qwen2-72B) + SD-2.1.
+[[nodiscard]] inline model_spec paper_72b() { return mllm("paper-72b", qwen2_72b()); }
+
+// ---- Registries ----------------------------------------------------------------------
+
+namespace detail {
+template <class T>
+struct named {
+  std::string_view name;
+  T (*make)();
+};
+inline constexpr named<module_spec> module_table[] = {
+    {"vit-h-14", vit_h_14},     {"internvit-6b", internvit_6b}, {"llama-3-8b", llama3_8b},
+    {"llama-3-70b", llama3_70b}, {"qwen2-72b", qwen2_72b},       {"llama-2-7b", llama2_7b},
+    {"llama-2-13b", llama2_13b}, {"sd-2.1-unet", sd21_unet},     {"dit-xl-2", dit_xl_2}};
+inline constexpr named<model_spec> model_table[] = {
+    {"mllm-7b", mllm_7b}, {"mllm-13b", mllm_13b}, {"mllm-70b", mllm_70b}, {"paper-72b", paper_72b}};
+inline constexpr named<data_spec> data_table[] = {{"laion-400m", laion400m_like},
+                                                  {"interleaved", interleaved_image_text}};
+
+template <class T, std::size_t N>
+[[nodiscard]] T find(const named<T> (&table)[N], std::string_view name, std::string_view kind) {
+  for (const auto& e : table)
+    if (e.name == name) return e.make();
+  std::string known;
+  for (const auto& e : table) {
+    if (!known.empty()) known += ", ";
+    known += e.name;
+  }
+  disttrain::detail::fail(errc::invalid_argument, "preset", "unknown ", kind, " preset '", name, "' (known: ", known, ")");
+}
+template <class T, std::size_t N>
+[[nodiscard]] std::vector<std::string> names(const named<T> (&table)[N]) {
+  std::vector<std::string> v;
+  for (const auto& e : table) v.emplace_back(e.name);
+  return v;
+}
+}  // namespace detail
+
+/// @brief Module preset by name: vit-h-14, internvit-6b, llama-3-8b, llama-3-70b,
+/// qwen2-72b, llama-2-7b, llama-2-13b, sd-2.1-unet, dit-xl-2.
+[[nodiscard]] inline module_spec module_preset(std::string_view name) {
+  return detail::find(detail::module_table, name, "module");
+}
+[[nodiscard]] inline std::vector<std::string> module_preset_names() { return detail::names(detail::module_table); }
+
+/// @brief Model preset by name: mllm-7b, mllm-13b, mllm-70b, paper-72b.
+[[nodiscard]] inline model_spec model_preset(std::string_view name) {
+  return detail::find(detail::model_table, name, "model");
+}
+[[nodiscard]] inline std::vector<std::string> model_preset_names() { return detail::names(detail::model_table); }
+
+/// @brief Data preset by name: laion-400m, interleaved.
+[[nodiscard]] inline data_spec data_preset(std::string_view name) { return detail::find(detail::data_table, name, "data"); }
+[[nodiscard]] inline std::vector<std::string> data_preset_names() { return detail::names(detail::data_table); }
+
+/// @brief Cluster preset by name (h100, h800, a100) with `num_gpus` GPUs.
+[[nodiscard]] inline cluster_spec cluster_preset(std::string_view name, int num_gpus) {
+  disttrain::detail::require_positive(num_gpus, "cluster.num_gpus");
+  if (name == "h100") return h100_cluster(num_gpus);
+  if (name == "h800") return h800_cluster(num_gpus);
+  if (name == "a100") return a100_cluster(num_gpus);
+  disttrain::detail::fail(errc::invalid_argument, "preset", "unknown cluster preset '", name,
+                          "' (known: h100, h800, a100)");
+}
+[[nodiscard]] inline std::vector<std::string> cluster_preset_names() { return {"h100", "h800", "a100"}; }
+
+/// @brief Planning scenarios (our choices of cluster size and batch, H800 clusters):
+/// - `mllm-7b`:  mllm_7b, 64 GPUs, interleaved data, 256 samples per iteration;
+/// - `mllm-13b`: mllm_13b, 128 GPUs, interleaved, 256;
+/// - `mllm-70b`: mllm_70b, 512 GPUs, interleaved, 512;
+/// - `paper-72b`: paper_72b on 1172 H800 GPUs (the paper's scale), interleaved, 1024.
+[[nodiscard]] inline scenario scenario_preset(std::string_view name) {
+  auto make = [](std::string n, std::string desc, model_spec m, int gpus, int batch) {
+    return scenario{.name = std::move(n), .description = std::move(desc), .model = std::move(m),
+                    .cluster = h800_cluster(gpus), .data = interleaved_image_text(), .global_batch_size = batch};
+  };
+  if (name == "mllm-7b")
+    return make("mllm-7b", "ViT-H/14 + Llama-2-7B + SD-2.1 on 64 H800, interleaved data, batch 256", mllm_7b(), 64, 256);
+  if (name == "mllm-13b")
+    return make("mllm-13b", "ViT-H/14 + Llama-2-13B + SD-2.1 on 128 H800, interleaved data, batch 256", mllm_13b(),
+                128, 256);
+  if (name == "mllm-70b")
+    return make("mllm-70b", "ViT-H/14 + Llama-3-70B + SD-2.1 on 512 H800, interleaved data, batch 512", mllm_70b(),
+                512, 512);
+  if (name == "paper-72b")
+    return make("paper-72b",
+                "DistTrain's 72B setting: ViT-H/14 + Qwen2-72B + SD-2.1 on 1172 H800, interleaved data, batch 1024",
+                paper_72b(), 1172, 1024);
+  disttrain::detail::fail(errc::invalid_argument, "preset", "unknown scenario preset '", name,
+                          "' (known: mllm-7b, mllm-13b, mllm-70b, paper-72b)");
+}
+[[nodiscard]] inline std::vector<std::string> scenario_preset_names() {
+  return {"mllm-7b", "mllm-13b", "mllm-70b", "paper-72b"};
+}
+
+}  // namespace disttrain::presets

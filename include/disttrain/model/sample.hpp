@@ -1,0 +1,81 @@
+#pragma once
+/// @file sample.hpp
+/// @brief One training sample's metadata: text length, input images and images
+/// to generate, with their resolutions. This is all the costs need to know.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+
+namespace disttrain {
+
+/// @brief An image resolution in pixels.
+/// @code disttrain::image_size s{.height = 480, .width = 640}; @endcode
+struct image_size {
+  int height = 0;
+  int width = 0;
+  friend bool operator==(const image_size&, const image_size&) = default;
+};
+
+/// @brief Metadata of one multimodal sample.
+///
+/// @code
+/// disttrain::sample s{.id = 7, .text_tokens = 120, .images = {{448, 448}}, .generated = {{512, 512}}};
+/// @endcode
+struct sample {
+  std::uint64_t id = 0;                ///< global sample id (stable across ranks)
+  int text_tokens = 0;                 ///< text tokens in the backbone sequence
+  std::vector<image_size> images;      ///< input images, seen by the encoder(s)
+  std::vector<image_size> generated;   ///< images the generator learns to produce
+  friend bool operator==(const sample&, const sample&) = default;
+
+  /// @brief Throws `invalid_argument` at `path.<field>` for negative counts or sizes.
+  void validate(std::string_view path) const {
+    detail::require_non_negative(text_tokens, detail::join_path(path, "text_tokens"));
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      detail::require_positive(images[i].height, detail::cat(detail::join_path(path, "images"), "[", i, "].height"));
+      detail::require_positive(images[i].width, detail::cat(detail::join_path(path, "images"), "[", i, "].width"));
+    }
+    for (std::size_t i = 0; i < generated.size(); ++i) {
+      detail::require_positive(generated[i].height,
+                               detail::cat(detail::join_path(path, "generated"), "[", i, "].height"));
+      detail::require_positive(generated[i].width,
+                               detail::cat(detail::join_path(path, "generated"), "[", i, "].width"));
+    }
+  }
+};
+
+/// @brief JSON: `[height, width]`.
+inline void to_json(json& j, const image_size& s) { j = json::array({s.height, s.width}); }
+inline void from_json(const json& j, image_size& s) {
+  if (!j.is_array() || j.size() != 2 || !j[0].is_number_integer() || !j[1].is_number_integer())
+    detail::fail(errc::parse_error, "", "an image size is [height, width], got ", j.dump());
+  s.height = j[0].get<int>();
+  s.width = j[1].get<int>();
+}
+
+/// @brief JSON: `{"id": 7, "text_tokens": 120, "images": [[448, 448]], "generated": [[512, 512]]}`.
+inline void to_json(json& j, const sample& s) {
+  j = json{{"id", s.id}, {"text_tokens", s.text_tokens}, {"images", s.images}, {"generated", s.generated}};
+}
+
+namespace detail {
+/// @brief Reads a sample at `path` ("images" and "generated" optional, "id" optional).
+[[nodiscard]] inline sample read_sample(const json& j, std::string_view path) {
+  sample s;
+  s.id = json_get_or<std::uint64_t>(j, "id", 0, path);
+  s.text_tokens = json_get<int>(j, "text_tokens", path);
+  s.images = json_get_or<std::vector<image_size>>(j, "images", {}, path);
+  s.generated = json_get_or<std::vector<image_size>>(j, "generated", {}, path);
+  s.validate(path);
+  return s;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, sample& s) { s = detail::read_sample(j, ""); }
+
+}  // namespace disttrain
