@@ -185,10 +185,13 @@ class rank_layout {
   [[nodiscard]] int rank(const rank_coord& c) const {
     check_segment(c.segment);
     const segment_spec& g = segments_[static_cast<std::size_t>(c.segment)];
-    const std::string w = detail::cat("rank_layout.", g.name);
-    detail::require_in_range(c.stage, 0, g.pp - 1, w + ".stage");
-    detail::require_in_range(c.replica, 0, g.dp - 1, w + ".replica");
-    detail::require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
+    if (c.stage < 0 || c.stage >= g.pp || c.replica < 0 || c.replica >= g.dp || c.tp_rank < 0 || c.tp_rank >= g.tp) {
+      // Build the field path only on failure (rank() is on hot paths).
+      const std::string w = detail::cat("rank_layout.", g.name);
+      detail::require_in_range(c.stage, 0, g.pp - 1, w + ".stage");
+      detail::require_in_range(c.replica, 0, g.dp - 1, w + ".replica");
+      detail::require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
+    }
     return bases_[static_cast<std::size_t>(c.segment)] + (c.stage * g.dp + c.replica) * g.tp + c.tp_rank;
   }
   /// @brief Shorthand for `rank({segment, stage, replica, tp_rank})`.
@@ -336,7 +339,7 @@ class rank_layout {
   }
 
   void check_segment(int s) const {
-    detail::require_in_range(s, 0, num_segments() - 1, "rank_layout.segment");
+    if (s < 0 || s >= num_segments()) detail::require_in_range(s, 0, num_segments() - 1, "rank_layout.segment");
   }
   void check_rank(int r) const {
     detail::require(r >= 0 && r < world_, "rank_layout.rank", "rank ", r, " out of [0, ", world_, ")");
