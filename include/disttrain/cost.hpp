@@ -8,3 +8,5 @@
 #include "disttrain/cost/cost_params.hpp"
 #include "disttrain/cost/efficiency.hpp"
 #include "disttrain/cost/stage.hpp"
+#include "disttrain/cost/calibration.hpp"
+#include "disttrain/cost/profiler.hpp"

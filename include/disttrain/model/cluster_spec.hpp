@@ -21,7 +21,7 @@ namespace disttrain {
 /// double peak = g.peak_bf16_flops();  // 9.89e14
 /// @endcode
 struct gpu_spec {
-  std::string name;
+  std::string name{};
   double peak_bf16_tflops = 0;           ///< dense bf16 tensor-core peak
   double peak_fp32_tflops = 0;           ///< dense fp32 (non-tensor) peak
   double hbm_bytes = 0;                  ///< device memory
@@ -49,8 +49,8 @@ struct gpu_spec {
 /// int nodes = c.num_nodes();  // 147 (the last one holds 4 GPUs)
 /// @endcode
 struct cluster_spec {
-  std::string name;
-  gpu_spec gpu;
+  std::string name{};
+  gpu_spec gpu{};
   int num_gpus = 0;
   int gpus_per_node = 8;
   double intra_node_bandwidth_bytes_per_s = 0;  ///< per GPU, one direction (NVLink)

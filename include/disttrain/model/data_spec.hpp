@@ -36,14 +36,14 @@ namespace disttrain {
 /// auto batch = s.draw_batch(0, 1024);         // ids 0..1023
 /// @endcode
 struct data_spec {
-  std::string name;
+  std::string name{};
   distribution text_tokens = constant_dist{128};
   distribution images_per_sample = constant_dist{1};
   distribution image_side = constant_dist{224};
   distribution image_aspect = constant_dist{1};
   distribution generated_per_sample = constant_dist{0};
   distribution generated_side = constant_dist{512};
-  std::vector<sample> records;  ///< non-empty: records mode
+  std::vector<sample> records{};  ///< non-empty: records mode
   std::uint64_t seed = 0;       ///< stream seed; sample `id` uses `derive_seed(seed, id)`
 
   void validate(std::string_view path = "data") const {

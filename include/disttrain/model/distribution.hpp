@@ -47,8 +47,8 @@ struct lognormal_dist {
 /// (inverse CDF over the cumulative weights; ties go to the lower index).
 /// @code histogram_dist{{224, 448, 896}, {0.5, 0.3, 0.2}} @endcode
 struct histogram_dist {
-  std::vector<double> values;
-  std::vector<double> weights;
+  std::vector<double> values{};
+  std::vector<double> weights{};
 };
 
 /// @brief One of the scalar distributions above, validated, with `draw` and `mean`.

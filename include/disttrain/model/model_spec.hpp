@@ -39,9 +39,9 @@ struct connection {
 /// bool b = m.input_grad_required(1);  // does the backbone need input gradients?
 /// @endcode
 struct model_spec {
-  std::string name;
-  std::vector<module_spec> modules;
-  std::vector<connection> connections;  ///< empty: the default chain
+  std::string name{};
+  std::vector<module_spec> modules{};
+  std::vector<connection> connections{};  ///< empty: the default chain
   int projector_tokens_per_image = 0;   ///< > 0: fixed backbone tokens per image
   int projector_patch_ratio = 1;        ///< else: encoder patch tokens per backbone token
   int generator_condition_tokens = 64;  ///< backbone query tokens per generated image

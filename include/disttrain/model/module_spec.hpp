@@ -47,7 +47,7 @@ using module_arch = std::variant<vit_encoder_arch, decoder_llm_arch, diffusion_a
 /// enc.validate("model.modules[0]");
 /// @endcode
 struct module_spec {
-  std::string name;
+  std::string name{};
   module_role role = module_role::backbone;
   module_arch arch = decoder_llm_arch{};
   bool frozen = false;

@@ -29,8 +29,8 @@ struct image_size {
 struct sample {
   std::uint64_t id = 0;                ///< global sample id (stable across ranks)
   int text_tokens = 0;                 ///< text tokens in the backbone sequence
-  std::vector<image_size> images;      ///< input images, seen by the encoder(s)
-  std::vector<image_size> generated;   ///< images the generator learns to produce
+  std::vector<image_size> images{};      ///< input images, seen by the encoder(s)
+  std::vector<image_size> generated{};   ///< images the generator learns to produce
   friend bool operator==(const sample&, const sample&) = default;
 
   /// @brief Throws `invalid_argument` at `path.<field>` for negative counts or sizes.

@@ -25,11 +25,11 @@ namespace disttrain {
 /// disttrain::json j = sc;  // round-trips through from_json
 /// @endcode
 struct scenario {
-  std::string name;
-  std::string description;
-  model_spec model;
-  cluster_spec cluster;
-  data_spec data;
+  std::string name{};
+  std::string description{};
+  model_spec model{};
+  cluster_spec cluster{};
+  data_spec data{};
   int global_batch_size = 0;
 
   void validate(std::string_view path = "") const {
