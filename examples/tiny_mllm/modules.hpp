@@ -46,6 +46,13 @@ auto& cache_at(Map& m, std::uint64_t key, const char* module) {
                             key, " (backward before forward, or twice)");
   return it->second;
 }
+/// Throws unless `key` has no cached activations (each sample once per iteration).
+template <class Map>
+void require_fresh(const Map& m, std::uint64_t key, const char* module) {
+  if (m.find(key) != m.end())
+    disttrain::detail::fail(disttrain::errc::invalid_argument, module, "sample ", key,
+                            " forwarded twice before its backward");
+}
 /// (M h)_i = mean_{j <= i} h_j (causal prefix mean over rows).
 inline matrix prefix_mean(const matrix& h) {
   matrix z(h.rows(), h.cols());
@@ -83,6 +90,7 @@ class encoder {
 
   /// @brief Tokens (num_images x model_dim) of the sample's images.
   matrix forward(std::uint64_t key, const std::vector<matrix>& images) {
+    detail::require_fresh(cache_, key, "encoder");
     const matrix& w1 = params_[0].value;
     const matrix& wp = params_[2].value;
     entry e;
@@ -176,6 +184,7 @@ class backbone_stage {
   /// @brief Stage 0: `x` = image tokens (num_images x dim); later stages: the
   /// hidden states (seq_len x dim). `text` is the sample's text.
   output forward(std::uint64_t key, const matrix& x, std::span<const int> text) {
+    detail::require_fresh(cache_, key, "backbone_stage");
     entry e;
     e.num_images = static_cast<int>(x.rows());
     e.text.assign(text.begin(), text.end());
@@ -338,6 +347,7 @@ class generator {
                                key, " has shape ", hidden.rows(), "x", hidden.cols());
     disttrain::detail::require(target.size() == c_.latent_dim, "generator", "target of sample ", key, " has ",
                                target.size(), " values, expected ", c_.latent_dim);
+    detail::require_fresh(cache_, key, "generator");
     entry e;
     e.rows = hidden.rows();
     e.pooled = hidden.colwise().mean();
