@@ -41,7 +41,7 @@ TEST_CASE("streaming: no allocation in steady state") {
   for (auto method : {disttrain::balance_method::refined, disttrain::balance_method::karmarkar_karp,
                       disttrain::balance_method::lpt}) {
     for (bool eq : {false, true}) {
-      for (std::uint32_t m : {1u, 8u}) {
+      for (std::uint32_t m : {1u, 8u, 64u}) {  // 64: small cells, the slot search runs
         disttrain::reorder_options o;
         o.modules = {{"encoder", 2}, {"backbone", 3}, {"generator", 4}};
         o.microbatches = m;

@@ -67,8 +67,8 @@ inline std::vector<pipeline_stage> chain_stages(std::span<const std::uint32_t> s
 /// @brief How a global batch is cut into microbatch slots (before balancing).
 enum class slot_policy : std::uint8_t {
   arrival,      ///< consecutive samples in arrival order (baseline; depends on input order)
-  size_sorted,  ///< consecutive samples by descending cost key: similar samples share a slot (default)
-  balanced,     ///< slots of equal total cost key (bounded memory per microbatch)
+  size_sorted,  ///< consecutive samples by descending cost key: similar samples share a slot
+  balanced,     ///< equal-count slots with near-equal totals for every module (default)
 };
 
 /// @brief Name of a slot policy.
@@ -90,11 +90,12 @@ struct reorder_options {
   std::uint32_t microbatches = 1;                   ///< microbatch slots per global batch
   std::uint32_t microbatch_group = 1;               ///< microbatches must be a multiple (interleaving group)
   bool equal_count = false;                         ///< near-equal sample counts per slot and per replica
-  slot_policy slots = slot_policy::size_sorted;     ///< slot formation
+  slot_policy slots = slot_policy::balanced;        ///< slot formation
   balance_method balance = balance_method::refined; ///< split of a slot over a module's replicas
   order_method order = order_method::search;        ///< microbatch order
   std::uint32_t order_budget = 2000;                ///< objective evaluations for order_method::search
-  std::uint32_t slot_search_budget = 256;           ///< slot swaps tried (0: keep the slots as formed)
+  std::uint32_t slot_search_budget = 256;           ///< slot swaps tried per start (0: keep the slots as formed)
+  std::uint32_t slot_search_work = 32;              ///< ... and at most this many sample re-partitions per sample (floor 16384)
   std::uint32_t slot_search_below = 4;              ///< ... only if some module has < this many samples per replica per slot
   std::vector<pipeline_stage> stages;               ///< scoring pipeline; empty: one stage per module
 
@@ -162,6 +163,7 @@ inline void to_json(json& j, const reorder_options& o) {
   j["order_budget"] = o.order_budget;
   j["slot_search_budget"] = o.slot_search_budget;
   j["slot_search_below"] = o.slot_search_below;
+  j["slot_search_work"] = o.slot_search_work;
   json st = json::array();
   for (const auto& s : o.stages)
     st.push_back({{"module", s.module}, {"forward_scale", s.forward_scale}, {"backward_scale", s.backward_scale}});
@@ -188,6 +190,7 @@ inline void from_json(const json& j, reorder_options& o) {
   o.order_budget = detail::json_get_or<std::uint32_t>(j, "order_budget", o.order_budget, p);
   o.slot_search_budget = detail::json_get_or<std::uint32_t>(j, "slot_search_budget", o.slot_search_budget, p);
   o.slot_search_below = detail::json_get_or<std::uint32_t>(j, "slot_search_below", o.slot_search_below, p);
+  o.slot_search_work = detail::json_get_or<std::uint32_t>(j, "slot_search_work", o.slot_search_work, p);
   if (j.contains("stages")) {
     const json& st = j.at("stages");
     for (std::size_t s = 0; s < st.size(); ++s) {

@@ -152,6 +152,11 @@ class partitioner {
     return a.load > b.load || (a.load == b.load && a.bin > b.bin);
   }
 
+  struct keyed {
+    double neg_cost;
+    std::uint32_t index;
+  };
+
   struct kk_part {
     double sum;
     std::uint32_t count, head, tail;
@@ -183,40 +188,49 @@ class partitioner {
 
   void sort_items() {
     const std::size_t n = costs_.size();
-    order_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) order_[i] = static_cast<std::uint32_t>(i);
-    const auto c = costs_;
-    std::sort(order_.begin(), order_.end(), [c](std::uint32_t a, std::uint32_t b) {
-      return c[a] > c[b] || (c[a] == c[b] && a < b);
+    keyed_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) keyed_[i] = {-costs_[i], static_cast<std::uint32_t>(i)};
+    std::sort(keyed_.begin(), keyed_.end(), [](const keyed& x, const keyed& y) {
+      return x.neg_cost < y.neg_cost || (x.neg_cost == y.neg_cost && x.index < y.index);
     });
+    order_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) order_[i] = keyed_[i].index;
+  }
+
+  // Min-heap of (load, bin) in heap_[0..size): restores order after heap_[0] grew.
+  void sift_down(std::size_t size) {
+    std::size_t i = 0;
+    const heap_entry e = heap_[0];
+    for (;;) {
+      std::size_t c = 2 * i + 1;
+      if (c >= size) break;
+      if (c + 1 < size && heap_after(heap_[c], heap_[c + 1])) ++c;
+      if (!heap_after(e, heap_[c])) break;
+      heap_[i] = heap_[c];
+      i = c;
+    }
+    heap_[i] = e;
   }
 
   void lpt(std::span<std::uint32_t> bin_of) {
     const std::uint32_t n = static_cast<std::uint32_t>(costs_.size());
     const std::uint32_t q = n / k_, rem = n % k_;
-    heap_.clear();
+    heap_.resize(k_);
     count_.assign(k_, 0);
-    for (std::uint32_t b = 0; b < k_; ++b) heap_.push_back({0.0, b});
-    std::make_heap(heap_.begin(), heap_.end(), heap_after);
+    for (std::uint32_t b = 0; b < k_; ++b) heap_[b] = {0.0, b};  // already a heap: equal loads, ascending bins
+    std::size_t size = k_;
     std::uint32_t big = 0;  // bins already holding q + 1 items (equal-count mode)
     for (std::uint32_t item : order_) {
-      for (;;) {
-        std::pop_heap(heap_.begin(), heap_.end(), heap_after);
-        heap_entry e = heap_.back();
-        heap_.pop_back();
-        const std::uint32_t cap = big < rem ? q + 1 : q;
-        if (equal_ && count_[e.bin] >= cap) continue;  // full: drop it
-        bin_of[item] = e.bin;
-        e.load += costs_[item];
-        ++count_[e.bin];
-        if (equal_ && count_[e.bin] == q + 1) {
-          ++big;
-          break;  // can take nothing more
-        }
-        heap_.push_back(e);
-        std::push_heap(heap_.begin(), heap_.end(), heap_after);
-        break;
+      // Drop bins that became full (equal-count mode) from the top.
+      while (equal_ && count_[heap_[0].bin] >= (big < rem ? q + 1 : q)) {
+        heap_[0] = heap_[--size];
+        sift_down(size);
       }
+      heap_entry& top = heap_[0];
+      bin_of[item] = top.bin;
+      top.load += costs_[item];
+      if (++count_[top.bin] == q + 1 && equal_) ++big;
+      sift_down(size);
     }
   }
 
@@ -277,28 +291,42 @@ class partitioner {
     }
   }
 
-  // Local search on an assignment; returns its max load.
+  // Local search on an assignment; returns its max load. Each bin keeps its
+  // items sorted by (cost ascending, index descending), so the best partner of
+  // an item is found by binary search.
   double refine(std::span<std::uint32_t> bin_of) {
     const std::size_t n = costs_.size();
     if (k_ == 1) return max_load(bin_of);
+    // Items grouped by bin in flat_ (bin b = flat_[start_[b] .. start_[b+1])),
+    // each group in before() order: a counting sort of the ascending ranking.
     load_.assign(k_, 0.0);
-    head_.assign(k_, nil);
-    next_.assign(n, nil);
-    prev_.assign(n, nil);
-    // Build per-bin lists in ranked order (largest first) so scans are deterministic.
+    start_.assign(k_ + 1, 0);
+    double total = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      ++start_[bin_of[i] + 1];
+      load_[bin_of[i]] += costs_[i];
+      total += costs_[i];
+    }
+    for (std::uint32_t b = 0; b < k_; ++b) start_[b + 1] += start_[b];
+    flat_.resize(n);
+    count_.assign(k_, 0);
     for (std::size_t r = n; r-- > 0;) {
       const std::uint32_t item = order_[r];
-      push_front(bin_of[item], item);
-      load_[bin_of[item]] += costs_[item];
+      const std::uint32_t b = bin_of[item];
+      flat_[start_[b] + count_[b]++] = item;
     }
+    // Nothing beats max(mean load, largest item): stop once there.
+    const double lower = std::max(total / static_cast<double>(k_), costs_[order_[0]]);
     cand_.resize(k_);
     const std::size_t max_steps = static_cast<std::size_t>(refine_steps_per_item) * (n + k_);
     const std::size_t width = std::min<std::size_t>(refine_width, k_ - 1);
+    const auto cost_below = [this](std::uint32_t item, double v) { return costs_[item] < v; };
     for (std::size_t step = 0; step < max_steps; ++step) {
       std::uint32_t a = 0;
       for (std::uint32_t b = 1; b < k_; ++b)
         if (load_[b] > load_[a]) a = b;
       const double la = load_[a];
+      if (la <= lower * (1 + 1e-9)) break;
       const double tol = la * 1e-12;
       for (std::uint32_t b = 0; b < k_; ++b) cand_[b] = b;
       std::swap(cand_[a], cand_[k_ - 1]);
@@ -315,27 +343,28 @@ class partitioner {
         if (gap <= tol) break;
         double best = la - tol;
         std::uint32_t bx = nil, by = nil;
-        for (std::uint32_t x = head_[a]; x != nil; x = next_[x]) {
-          const double cx = costs_[x];
-          if (!equal_ && cx > tol && cx < gap) {
-            const double nm = std::max(la - cx, lb + cx);
+        const std::span<const std::uint32_t> A(flat_.data() + start_[a], start_[a + 1] - start_[a]);
+        const std::span<const std::uint32_t> B(flat_.data() + start_[b], start_[b + 1] - start_[b]);
+        const auto consider = [&](std::uint32_t x, std::uint32_t y, double d) {
+          if (d > tol && d < gap) {
+            const double nm = std::max(la - d, lb + d);
             if (nm < best) {
               best = nm;
               bx = x;
-              by = nil;
+              by = y;
             }
           }
-          for (std::uint32_t y = head_[b]; y != nil; y = next_[y]) {
-            const double d = cx - costs_[y];
-            if (d > tol && d < gap) {
-              const double nm = std::max(la - d, lb + d);
-              if (nm < best) {
-                best = nm;
-                bx = x;
-                by = y;
-              }
-            }
-          }
+        };
+        if (!equal_) {  // move the item of `a` closest to gap / 2
+          const auto it = std::lower_bound(A.begin(), A.end(), gap / 2, cost_below);
+          if (it != A.end()) consider(*it, nil, costs_[*it]);
+          if (it != A.begin()) consider(*(it - 1), nil, costs_[*(it - 1)]);
+        }
+        for (std::uint32_t x : A) {  // swap x with the item of `b` closest to cost(x) - gap / 2
+          const double cx = costs_[x];
+          const auto it = std::lower_bound(B.begin(), B.end(), cx - gap / 2, cost_below);
+          if (it != B.end()) consider(x, *it, cx - costs_[*it]);
+          if (it != B.begin()) consider(x, *(it - 1), cx - costs_[*(it - 1)]);
         }
         if (bx != nil) {
           move(bx, a, b, bin_of);
@@ -411,17 +440,25 @@ class partitioner {
     }
   }
 
-  void push_front(std::uint32_t bin, std::uint32_t item) {
-    next_[item] = head_[bin];
-    prev_[item] = nil;
-    if (head_[bin] != nil) prev_[head_[bin]] = item;
-    head_[bin] = item;
+  // Bin order: cost ascending, then index descending (the reverse of the ranking).
+  [[nodiscard]] bool before(std::uint32_t x, std::uint32_t y) const noexcept {
+    return costs_[x] < costs_[y] || (costs_[x] == costs_[y] && x > y);
   }
+  // Moves `item` between bins in flat_, shifting the items in between: O(n).
   void move(std::uint32_t item, std::uint32_t from, std::uint32_t to, std::span<std::uint32_t> bin_of) {
-    if (prev_[item] != nil) next_[prev_[item]] = next_[item];
-    else head_[from] = next_[item];
-    if (next_[item] != nil) prev_[next_[item]] = prev_[item];
-    push_front(to, item);
+    const auto cmp = [this](std::uint32_t x, std::uint32_t y) { return before(x, y); };
+    const auto base = flat_.begin();
+    const auto pos = std::lower_bound(base + start_[from], base + start_[from + 1], item, cmp);
+    const auto ins = std::lower_bound(base + start_[to], base + start_[to + 1], item, cmp);
+    if (from < to) {
+      std::copy(pos + 1, ins, pos);
+      *(ins - 1) = item;
+      for (std::uint32_t b = from + 1; b <= to; ++b) --start_[b];
+    } else {
+      std::copy_backward(ins, pos, pos + 1);
+      *ins = item;
+      for (std::uint32_t b = to + 1; b <= from; ++b) ++start_[b];
+    }
     load_[from] -= costs_[item];
     load_[to] += costs_[item];
     bin_of[item] = to;
@@ -430,12 +467,14 @@ class partitioner {
   std::span<const double> costs_;
   std::uint32_t k_ = 1;
   bool equal_ = false;
-  std::vector<std::uint32_t> order_, count_, next_, prev_, head_, cand_, kk_heap_, alt_, path_, best_path_;
+  std::vector<std::uint32_t> order_, count_, next_, cand_, kk_heap_, alt_, path_, best_path_;
+  std::vector<std::uint32_t> flat_, start_;  // refine(): items grouped by bin, see before()
   std::size_t nodes_ = 0;
   double best_ = 0.0, lower_ = 0.0;
   bool found_ = false;
   std::vector<double> load_;
   std::vector<heap_entry> heap_;
+  std::vector<keyed> keyed_;
   std::vector<kk_part> pool_, tmp_;
 };
 

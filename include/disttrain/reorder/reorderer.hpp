@@ -159,7 +159,7 @@ class reorderer {
 
   // Ways to cut the batch into slots: the public policies plus two extra
   // starting points for the slot search.
-  enum class start : std::uint8_t { arrival, size_sorted, balanced, by_id, dealt };
+  enum class start : std::uint8_t { arrival, size_sorted, balanced, by_id, dealt, by_module };
 
   static constexpr start start_of(slot_policy p) noexcept {
     return p == slot_policy::arrival ? start::arrival
@@ -167,7 +167,7 @@ class reorderer {
   }
 
   // Step 2: seq_ = input indices grouped by slot (slot j = seq_[slot_begin(j) ..)).
-  void form_slots(std::span<const sample_meta> batch, start how) {
+  void form_slots(std::span<const sample_meta> batch, start how, std::size_t module = 0) {
     const std::size_t n = batch.size();
     const std::size_t m = options_.microbatches;
     seq_.resize(n);
@@ -181,6 +181,14 @@ class reorderer {
       case start::by_id:
         std::copy(by_id_.begin(), by_id_.end(), seq_.begin());
         break;
+      case start::by_module:  // consecutive by one module's cost (descending, ties by rank)
+        std::copy(rank_.begin(), rank_.end(), seq_.begin());
+        std::sort(seq_.begin(), seq_.end(), [this, batch, module](std::uint32_t x, std::uint32_t y) {
+          const double cx = batch[x].cost[module], cy = batch[y].cost[module];
+          if (cx != cy) return cx > cy;
+          return key_[x] > key_[y] || (key_[x] == key_[y] && batch[x].id < batch[y].id);
+        });
+        break;
       case start::dealt: {
         // Ranks dealt round-robin: slot j gets ranks j, j + m, ... (as counts allow).
         fill_.assign(m, 0);
@@ -193,12 +201,10 @@ class reorderer {
         break;
       }
       case start::balanced: {
-        // Partition the ranked keys into m equal-count bins, then list each bin's
+        // Equal-count bins with equal totals for every module, then each bin's
         // members in rank order.
-        costs_.resize(n);
         bins_.resize(n);
-        for (std::size_t r = 0; r < n; ++r) costs_[r] = key_[rank_[r]];
-        slot_partitioner_.partition(costs_, static_cast<std::uint32_t>(m), true, balance_method::refined, bins_);
+        balance_slots(batch);
         // Bins holding ceil(n/m) samples become the first slots (slot_begin's layout),
         // each group in bin order.
         fill_.assign(m, 0);
@@ -215,6 +221,50 @@ class reorderer {
         }
         break;
       }
+    }
+  }
+
+  // bins_[r] = slot of rank r such that every module's slot totals are near
+  // total/m. One module: the 1-D refined partitioner on its costs. Several:
+  // vector LPT: ranks in order, each to the open slot minimising the largest
+  // normalised module load after adding it (ties: smaller sum, lower slot).
+  void balance_slots(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    if (K == 1) {
+      costs_.resize(n);
+      for (std::size_t r = 0; r < n; ++r) costs_[r] = batch[rank_[r]].cost[0];
+      slot_partitioner_.partition(costs_, static_cast<std::uint32_t>(m), true, balance_method::refined, bins_);
+      return;
+    }
+    std::array<double, max_reorder_modules> scale{};
+    for (std::size_t k = 0; k < K; ++k) scale[k] = total_[k] > 0.0 ? static_cast<double>(m) / total_[k] : 0.0;
+    vec_load_.assign(m * K, 0.0);
+    fill_.assign(m, 0);
+    const std::size_t q = n / m, rem = n % m;
+    std::size_t big = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      const sample_meta& smp = batch[rank_[r]];
+      std::size_t best = m;
+      double best_max = 0.0, best_sum = 0.0;
+      for (std::size_t j = 0; j < m; ++j) {
+        if (fill_[j] == q + 1 || (fill_[j] == q && big == rem)) continue;
+        double mx = 0.0, sm = 0.0;
+        for (std::size_t k = 0; k < K; ++k) {
+          const double v = vec_load_[j * K + k] + smp.cost[k] * scale[k];
+          mx = std::max(mx, v);
+          sm += v;
+        }
+        if (best == m || mx < best_max || (mx == best_max && sm < best_sum)) {
+          best = j;
+          best_max = mx;
+          best_sum = sm;
+        }
+      }
+      for (std::size_t k = 0; k < K; ++k) vec_load_[best * K + k] += smp.cost[k] * scale[k];
+      if (++fill_[best] == q + 1) ++big;
+      bins_[r] = static_cast<std::uint32_t>(best);
     }
   }
 
@@ -249,12 +299,21 @@ class reorderer {
       form_slots(batch, first);
       return;
     }
-    const start starts[] = {first, first == start::size_sorted ? start::balanced : start::size_sorted, start::dealt,
-                            start::by_id};
+    // Starts: the policy's cut, the other of size-sorted / balanced, ranks dealt
+    // round-robin, id order, and sorted by each module's own cost (K > 1).
+    starts_.clear();
+    starts_.push_back({first, 0});
+    starts_.push_back({first == start::size_sorted ? start::balanced : start::size_sorted, 0});
+    starts_.push_back({start::dealt, 0});
+    starts_.push_back({start::by_id, 0});
+    for (std::size_t k = 0; K > 1 && k < K; ++k) starts_.push_back({start::by_module, k});
+    // Work cap: samples re-partitioned, over all starts.
+    const std::size_t work = std::max<std::size_t>(std::size_t{1} << 15,
+                                                   static_cast<std::size_t>(options_.slot_search_work) * n);
     potential_t best{0.0, 0.0};
-    for (std::size_t si = 0; si < std::size(starts); ++si) {
-      form_slots(batch, starts[si]);
-      const potential_t p = search_slots(batch);
+    for (std::size_t si = 0; si < starts_.size(); ++si) {
+      form_slots(batch, starts_[si].first, starts_[si].second);
+      const potential_t p = search_slots(batch, work / starts_.size());
       if (si == 0 || lower(p, best)) {
         best = p;
         best_seq_.assign(seq_.begin(), seq_.end());
@@ -263,10 +322,14 @@ class reorderer {
     seq_.assign(best_seq_.begin(), best_seq_.end());
   }
 
-  potential_t search_slots(std::span<const sample_meta> batch) {
+  potential_t search_slots(std::span<const sample_meta> batch, std::size_t work) {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
+    // Each swap re-partitions two slots for every module.
+    const std::size_t per_swap = std::max<std::size_t>(1, 2 * K * ((n + m - 1) / m));
+    const std::uint32_t budget = static_cast<std::uint32_t>(
+        std::min<std::size_t>(options_.slot_search_budget, work / per_swap));
     slot_time_.resize(K * m);
     std::array<double, max_reorder_modules> sum{}, ideal{};
     for (std::size_t k = 0; k < K; ++k) {
@@ -285,7 +348,7 @@ class reorderer {
     std::uint32_t tried = 0;
     std::array<double, 2 * max_reorder_modules> fresh{};
     potential_t cur = potential(sum);
-    while (tried < options_.slot_search_budget) {
+    while (tried < budget) {
       std::size_t kw = 0;  // module with the worst imbalance
       for (std::size_t k = 1; k < K; ++k)
         if (ideal[k] > 0.0 && (ideal[kw] <= 0.0 || sum[k] / ideal[k] > sum[kw] / ideal[kw])) kw = k;
@@ -302,13 +365,13 @@ class reorderer {
         return excess_[x] > excess_[y] || (excess_[x] == excess_[y] && x < y);
       });
       bool improved = false;
-      for (std::size_t ai = 0; ai < m && !improved && tried < options_.slot_search_budget; ++ai) {
+      for (std::size_t ai = 0; ai < m && !improved && tried < budget; ++ai) {
         const std::size_t a = slot_order_[ai];
-        for (std::size_t b = 0; b < m && !improved && tried < options_.slot_search_budget; ++b) {
+        for (std::size_t b = 0; b < m && !improved && tried < budget; ++b) {
           if (b == a) continue;
           for (std::size_t xa = slot_begin(a, n); xa < slot_begin(a + 1, n) && !improved; ++xa) {
             for (std::size_t yb = slot_begin(b, n); yb < slot_begin(b + 1, n); ++yb) {
-              if (tried >= options_.slot_search_budget) break;
+              if (tried >= budget) break;
               if (batch[seq_[yb]].cost == batch[seq_[xa]].cost) continue;  // a no-op swap
               std::swap(seq_[xa], seq_[yb]);
               ++tried;
@@ -472,7 +535,8 @@ class reorderer {
       slot_, relabel_;
   std::vector<std::size_t> load_base_;
   std::vector<std::uint32_t> slot_order_, best_seq_;
-  std::vector<double> key_, costs_, slot_load_, slowest_, fwd_, bwd_, slot_time_, excess_;
+  std::vector<std::pair<start, std::size_t>> starts_;
+  std::vector<double> vec_load_, key_, costs_, slot_load_, slowest_, fwd_, bwd_, slot_time_, excess_;
 };
 
 }  // namespace disttrain
