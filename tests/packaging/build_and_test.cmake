@@ -1,0 +1,28 @@
+# cmake -P build_and_test.cmake: like `ctest --build-and-test`, but the build
+# keeps going after the first failure (ninja -k 0 / make -k) so that one run
+# reports every header that does not compile.
+#   -DSOURCE_DIR -DBINARY_DIR -DGENERATOR -DCTEST_COMMAND [-DOPTIONS=<,-separated -D options>]
+foreach(var SOURCE_DIR BINARY_DIR GENERATOR CTEST_COMMAND)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "build_and_test.cmake: ${var} is required")
+  endif()
+endforeach()
+function(run)
+  string(REPLACE ";" " " pretty "${ARGN}")
+  message(STATUS "+ ${pretty}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "command failed (${rc}): ${pretty}")
+  endif()
+endfunction()
+string(REPLACE "," ";" options "${OPTIONS}")
+run("${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${BINARY_DIR}" -G "${GENERATOR}" ${options})
+if(GENERATOR STREQUAL "Ninja")
+  set(keep_going -- -k 0)
+elseif(GENERATOR MATCHES "Makefiles")
+  set(keep_going -- -k)
+else()
+  set(keep_going)
+endif()
+run("${CMAKE_COMMAND}" --build "${BINARY_DIR}" ${keep_going})
+run("${CTEST_COMMAND}" --test-dir "${BINARY_DIR}" --output-on-failure)
