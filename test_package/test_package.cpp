@@ -1,0 +1,28 @@
+// Conan test_package: the packaged headers, their dependencies (nlohmann_json,
+// Eigen, fmt) and the error policy work together in a consumer.
+#include <disttrain/core/format.hpp>
+#include <disttrain/disttrain.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include <Eigen/Core>
+#include <fmt/format.h>
+
+int main() {
+  int failures = 0;
+  try {
+    disttrain::detail::require_in_range(9, 1, 8, "test_package.tp");
+    ++failures;
+  } catch (const disttrain::error& e) {
+    if (e.code() != disttrain::errc::invalid_argument || e.where() != "test_package.tp") ++failures;
+  }
+  const auto j = disttrain::parse_json(R"({"tp": 8})", "test_package");
+  if (disttrain::detail::json_get<int>(j, "tp") != 8) ++failures;
+  if (fmt::format("{}", disttrain::errc::infeasible) != "infeasible") ++failures;
+  const Eigen::Vector2d v(3.0, 4.0);
+  if (v.norm() != 5.0) ++failures;
+  std::printf("disttrain %s test_package: %s\n", disttrain::version_string,
+              failures == 0 ? "OK" : "FAILED");
+  return failures == 0 ? 0 : 1;
+}
