@@ -12,6 +12,10 @@
 
 #include "disttrain/comm/mpi_backend.hpp"
 #include "disttrain/comm/nccl_backend.hpp"
+#if defined(DISTTRAIN_HAS_CUDA_KERNELS)
+#include "disttrain/comm/device_route_transfer.hpp"
+#include "route_cases.hpp"
+#endif
 #include "mpi_harness.hpp"
 
 using disttrain::errc;
@@ -99,6 +103,39 @@ void silent_peer() {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+#if defined(DISTTRAIN_HAS_CUDA_KERNELS)
+// Every route case that fits the world, on device buffers, plus a reordering
+// 1 -> 1 route whose receive needs the unpack kernel; checked element by element.
+void device_routes() {
+  auto b = disttrain::nccl_backend::from_mpi(MPI_COMM_WORLD, g_stream, {20000ms});
+  auto cases = disttrain::test::small_route_cases();
+  cases.push_back({"reordered 1->1", disttrain::rank_layout({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}}), {0, 0}, {1, 0},
+                   disttrain::sample_placement({{0, 1, 2}}), disttrain::sample_placement({{2, 0, 1}}),
+                   disttrain::activation_shape{{3, 5, 2}, 6, 4}, {}});
+  disttrain::device_route_transfer::pool_type pool;
+  for (const auto& c : cases) {
+    if (c.layout.world_size() > b.size()) continue;
+    const int me = b.rank();
+    if (me < c.layout.world_size()) {
+      const auto plan = disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, c.shape, c.opts);
+      auto bufs = disttrain::test::make_buffers(c, me);
+      auto src = pool.acquire(bufs.source.size());
+      auto dst = pool.acquire(bufs.destination.size());
+      if (!bufs.source.empty()) cudaMemcpy(src.data(), bufs.source.data(), bufs.source.size(), cudaMemcpyHostToDevice);
+      if (!bufs.destination.empty())
+        cudaMemcpy(dst.data(), bufs.destination.data(), bufs.destination.size(), cudaMemcpyHostToDevice);
+      disttrain::device_route_transfer t(b, plan, pool);
+      t.start(src.span(), dst.span());
+      t.wait();
+      if (!bufs.destination.empty())
+        cudaMemcpy(bufs.destination.data(), dst.data(), bufs.destination.size(), cudaMemcpyDeviceToHost);
+      MPI_CHECK(disttrain::test::count_mismatches(c, me, bufs) == 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,6 +155,9 @@ int main(int argc, char** argv) {
   const int code = disttrain::mpitest::run_all(
       {{"nccl from MPI: ring exchange and collectives", from_mpi},
        {"nccl from a shared file", from_file},
+#if defined(DISTTRAIN_HAS_CUDA_KERNELS)
+       {"device routes (copy_blocks kernels + NCCL)", device_routes},
+#endif
        {"nccl silent peer times out and aborts", silent_peer}});
   cudaStreamDestroy(g_stream);
   return code;

@@ -228,6 +228,13 @@ class nccl_backend {
     after_enqueue(r);
     return r;
   }
+  /// @brief A request that completes when the stream reaches this point (after
+  /// kernels enqueued since, e.g. unpacking); `tag` only names it in errors.
+  [[nodiscard]] request fence(int tag = -1) {
+    request r = make_request(rank_, tag, 0, true);
+    after_enqueue(r);
+    return r;
+  }
   void wait(request& r) { wait(r, opts_.timeout); }
   void wait(request& r, std::chrono::milliseconds timeout) {
     detail::require(r.valid(), "nccl_backend.wait", "empty or already completed request");
