@@ -167,11 +167,13 @@ int main(int argc, char** argv) {
   }
   out["speed"] = speed;
 
-  // ---- 3. Ordering gain ------------------------------------------------------
+  // ---- 3. Iteration time ----------------------------------------------------
   nlohmann::json ord = nlohmann::json::array();
-  if (!opt.json) fmt::print("\nIteration time (1F1B, stages 1+4+1) relative to the default (size-sorted slots, refined, searched order)\n"
-                            "{:>12} {:>6} {:>4} | {:>9} {:>9} {:>9} {:>9} {:>9}\n", "data", "n", "m", "arrival", "random",
-                            "identity", "paper", "default");
+  if (!opt.json)
+    fmt::print("\nSimulated iteration time (exact 1F1B, stages encoder 1 + backbone 4 + generator 1; dp 2/4/2)\n"
+               "relative to the default (balanced slots, refined split, searched order); ideal = uniform microbatches\n"
+               "{:>12} {:>5} {:>3} | {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} | {:>8} {:>9}\n", "data", "n", "m",
+               "arrival", "random", "slot-ord", "paper", "lpt", "kk", "sorted", "ideal", "default");
   std::vector<std::uint32_t> mbs = opt.quick ? std::vector<std::uint32_t>{8} : std::vector<std::uint32_t>{8, 16, 32};
   for (preset p : {preset::laion, preset::interleaved}) {
     for (std::uint32_t m : mbs) {
@@ -189,19 +191,20 @@ int main(int argc, char** argv) {
         reorderer<> r(x);
         return r.assign(batch);
       };
-      const double t_def = run(slot_policy::size_sorted, balance_method::refined, order_method::search).iteration_time;
+      const auto def = run(slot_policy::balanced, balance_method::refined, order_method::search);
+      const double t_def = def.iteration_time;
       const double t_arr = run(slot_policy::arrival, balance_method::none, order_method::identity).iteration_time;
-      const auto ident = run(slot_policy::size_sorted, balance_method::refined, order_method::identity);
-      const double t_paper = run(slot_policy::size_sorted, balance_method::refined, order_method::paper).iteration_time;
-      const double t_bal = run(slot_policy::balanced, balance_method::refined, order_method::search).iteration_time;
-      const double t_bal_id = run(slot_policy::balanced, balance_method::refined, order_method::identity).iteration_time;
-      fmt::print("balanced slots: searched {:.4f} identity {:.4f}\n", t_bal / t_def, t_bal_id / t_def);
-      // Random orders of the same slots: mean over 16 shuffles.
+      const double t_slot = run(slot_policy::balanced, balance_method::refined, order_method::identity).iteration_time;
+      const double t_paper = run(slot_policy::balanced, balance_method::refined, order_method::paper).iteration_time;
+      const double t_lpt = run(slot_policy::balanced, balance_method::lpt, order_method::search).iteration_time;
+      const double t_kk = run(slot_policy::balanced, balance_method::karmarkar_karp, order_method::search).iteration_time;
+      const double t_sorted = run(slot_policy::size_sorted, balance_method::refined, order_method::search).iteration_time;
       const std::size_t S = o.stages.size();
+      // Random orders of the default's microbatches: mean over 16 shuffles.
       std::vector<double> f(m * S), b(m * S), pf(m * S), pb(m * S);
       for (std::uint32_t j = 0; j < m; ++j)
         for (std::size_t s = 0; s < S; ++s) {
-          const double t = ident.slowest(o.stages[s].module, j);
+          const double t = def.slowest(o.stages[s].module, j);
           f[j * S + s] = o.stages[s].forward_scale * t;
           b[j * S + s] = o.stages[s].backward_scale * t;
         }
@@ -219,12 +222,27 @@ int main(int argc, char** argv) {
           }
         t_rand += eval(stage_times{m, S, pf, pb}) / 16.0;
       }
+      // Ideal: every microbatch and replica carries exactly the mean load.
+      std::array<double, max_reorder_modules> total{};
+      for (const auto& x : batch)
+        for (std::size_t k = 0; k < 3; ++k) total[k] += x.cost[k];
+      for (std::uint32_t j = 0; j < m; ++j)
+        for (std::size_t s = 0; s < S; ++s) {
+          const auto& st = o.stages[s];
+          const double t = total[st.module] / (m * o.modules[st.module].dp);
+          f[j * S + s] = st.forward_scale * t;
+          b[j * S + s] = st.backward_scale * t;
+        }
+      const double t_ideal = eval(stage_times{m, S, f, b});
       ord.push_back({{"data", name_of(p)}, {"n", n}, {"microbatches", m}, {"default_s", t_def},
                      {"arrival_over_default", t_arr / t_def}, {"random_over_default", t_rand / t_def},
-                     {"identity_over_default", ident.iteration_time / t_def}, {"paper_over_default", t_paper / t_def}});
+                     {"slot_order_over_default", t_slot / t_def}, {"paper_over_default", t_paper / t_def},
+                     {"lpt_over_default", t_lpt / t_def}, {"kk_over_default", t_kk / t_def},
+                     {"size_sorted_over_default", t_sorted / t_def}, {"ideal_over_default", t_ideal / t_def}});
       if (!opt.json)
-        fmt::print("{:>12} {:>6} {:>4} | {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>8.3f}s\n", name_of(p), n, m,
-                   t_arr / t_def, t_rand / t_def, ident.iteration_time / t_def, t_paper / t_def, t_def);
+        fmt::print("{:>12} {:>5} {:>3} | {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} | {:>8.4f} {:>8.3f}s\n",
+                   name_of(p), n, m, t_arr / t_def, t_rand / t_def, t_slot / t_def, t_paper / t_def, t_lpt / t_def,
+                   t_kk / t_def, t_sorted / t_def, t_ideal / t_def, t_def);
     }
   }
   out["ordering"] = ord;

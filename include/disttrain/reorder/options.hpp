@@ -93,9 +93,8 @@ struct reorder_options {
   slot_policy slots = slot_policy::balanced;        ///< slot formation
   balance_method balance = balance_method::refined; ///< split of a slot over a module's replicas
   order_method order = order_method::search;        ///< microbatch order
-  std::uint32_t order_budget = 2000;                ///< objective evaluations for order_method::search
-  std::uint32_t slot_search_budget = 256;           ///< slot swaps tried per start (0: keep the slots as formed)
-  std::uint32_t slot_search_work = 32;              ///< ... and at most this many sample re-partitions per sample (floor 16384)
+  std::uint32_t order_budget = 1000;                ///< objective evaluations for order_method::search
+  std::uint32_t slot_search_budget = 512;           ///< slot swaps tried, all starts together (0: no slot search)
   std::uint32_t slot_search_below = 4;              ///< ... only if some module has < this many samples per replica per slot
   std::vector<pipeline_stage> stages;               ///< scoring pipeline; empty: one stage per module
 
@@ -163,7 +162,6 @@ inline void to_json(json& j, const reorder_options& o) {
   j["order_budget"] = o.order_budget;
   j["slot_search_budget"] = o.slot_search_budget;
   j["slot_search_below"] = o.slot_search_below;
-  j["slot_search_work"] = o.slot_search_work;
   json st = json::array();
   for (const auto& s : o.stages)
     st.push_back({{"module", s.module}, {"forward_scale", s.forward_scale}, {"backward_scale", s.backward_scale}});
@@ -190,7 +188,6 @@ inline void from_json(const json& j, reorder_options& o) {
   o.order_budget = detail::json_get_or<std::uint32_t>(j, "order_budget", o.order_budget, p);
   o.slot_search_budget = detail::json_get_or<std::uint32_t>(j, "slot_search_budget", o.slot_search_budget, p);
   o.slot_search_below = detail::json_get_or<std::uint32_t>(j, "slot_search_below", o.slot_search_below, p);
-  o.slot_search_work = detail::json_get_or<std::uint32_t>(j, "slot_search_work", o.slot_search_work, p);
   if (j.contains("stages")) {
     const json& st = j.at("stages");
     for (std::size_t s = 0; s < st.size(); ++s) {

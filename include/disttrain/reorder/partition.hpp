@@ -14,10 +14,11 @@
 ///   the currently lightest bin (DistTrain's rule; max load < 4/3 of optimal);
 /// - `karmarkar_karp`: k-way largest differencing (the method verl uses):
 ///   O(n k log k) time and O(n k) memory;
-/// - `refined` (default): LPT, and for `k <= refine_kk_max_bins` also KK, each
-///   followed by local search (moves and pairwise swaps between the heaviest
-///   bin and the lightest ones while that strictly lowers the heavier of the
-///   two); the better result wins. Never worse than LPT.
+/// - `refined` (default): LPT, and for small problems also KK, each followed
+///   by local search (moves and pairwise swaps between the heaviest bin and the
+///   lightest ones while that lowers the heavier of the two); the better result
+///   wins; problems of at most `exact_max_items` items finish with a budgeted
+///   branch and bound seeded by that result. Never worse than LPT.
 ///
 /// Tie rule: items are ranked by (cost descending, index ascending), bins by
 /// (load, bin index); the result depends only on the cost sequence.
@@ -77,11 +78,15 @@ constexpr std::string_view to_string(balance_method m) noexcept {
 class partitioner {
  public:
   /// Local search stops after this many improving steps per call times (items + bins).
-  std::uint32_t refine_steps_per_item = 4;
+  std::uint32_t refine_steps_per_item = 1;
+  /// Local search takes a step only if it lowers the heavier bin by more than this fraction.
+  double refine_min_gain = 1e-6;
   /// Local search compares the heaviest bin with at most this many of the lightest bins.
   std::uint32_t refine_width = 8;
-  /// `refined` also runs KK (and keeps the better) when bins <= this.
+  /// `refined` also runs KK (and keeps the better) when bins <= this ...
   std::uint32_t refine_kk_max_bins = 16;
+  /// ... and items <= this (with more items LPT + local search is already tight).
+  std::uint32_t refine_kk_max_items = 64;
   /// `refined` finishes small problems (items <= this, bins <= refine_kk_max_bins)
   /// with a branch-and-bound search seeded by the heuristic result ...
   std::uint32_t exact_max_items = 24;
@@ -127,7 +132,7 @@ class partitioner {
     // refined
     lpt(bin_of);
     double best = refine(bin_of);
-    if (k_ > 1 && k_ <= refine_kk_max_bins) {
+    if (k_ > 1 && k_ <= refine_kk_max_bins && n <= refine_kk_max_items) {
       alt_.resize(n);
       karmarkar_karp(alt_);
       const double kk = refine(alt_);
@@ -327,7 +332,7 @@ class partitioner {
         if (load_[b] > load_[a]) a = b;
       const double la = load_[a];
       if (la <= lower * (1 + 1e-9)) break;
-      const double tol = la * 1e-12;
+      const double tol = la * refine_min_gain;
       for (std::uint32_t b = 0; b < k_; ++b) cand_[b] = b;
       std::swap(cand_[a], cand_[k_ - 1]);
       const auto lighter = [this](std::uint32_t x, std::uint32_t y) {

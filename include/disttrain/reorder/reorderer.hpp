@@ -275,7 +275,8 @@ class reorderer {
     costs_.resize(e - b);
     bins_.resize(e - b);
     for (std::size_t x = b; x < e; ++x) costs_[x - b] = batch[seq_[x]].cost[k];
-    return partitioner_.partition(costs_, options_.modules[k].dp, options_.equal_count, options_.balance, bins_);
+    // Scored with LPT (cheap); the final split uses the configured method.
+    return partitioner_.partition(costs_, options_.modules[k].dp, options_.equal_count, balance_method::lpt, bins_);
   }
 
   using potential_t = std::pair<double, double>;  // (max_k imbalance_k, sum_k imbalance_k)
@@ -295,7 +296,8 @@ class reorderer {
     bool small = false;
     for (std::size_t k = 0; k < K; ++k)
       small = small || n / m < static_cast<std::size_t>(options_.slot_search_below) * options_.modules[k].dp;
-    if (options_.slot_search_budget == 0 || m < 2 || !small || first == start::arrival) {
+    if (options_.slot_search_budget == 0 || m < 2 || !small || first == start::arrival ||
+        options_.balance == balance_method::none) {
       form_slots(batch, first);
       return;
     }
@@ -307,13 +309,11 @@ class reorderer {
     starts_.push_back({start::dealt, 0});
     starts_.push_back({start::by_id, 0});
     for (std::size_t k = 0; K > 1 && k < K; ++k) starts_.push_back({start::by_module, k});
-    // Work cap: samples re-partitioned, over all starts.
-    const std::size_t work = std::max<std::size_t>(std::size_t{1} << 15,
-                                                   static_cast<std::size_t>(options_.slot_search_work) * n);
+    const std::uint32_t per_start = options_.slot_search_budget / static_cast<std::uint32_t>(starts_.size());
     potential_t best{0.0, 0.0};
     for (std::size_t si = 0; si < starts_.size(); ++si) {
       form_slots(batch, starts_[si].first, starts_[si].second);
-      const potential_t p = search_slots(batch, work / starts_.size());
+      const potential_t p = search_slots(batch, per_start);
       if (si == 0 || lower(p, best)) {
         best = p;
         best_seq_.assign(seq_.begin(), seq_.end());
@@ -322,14 +322,10 @@ class reorderer {
     seq_.assign(best_seq_.begin(), best_seq_.end());
   }
 
-  potential_t search_slots(std::span<const sample_meta> batch, std::size_t work) {
+  potential_t search_slots(std::span<const sample_meta> batch, std::uint32_t budget) {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
-    // Each swap re-partitions two slots for every module.
-    const std::size_t per_swap = std::max<std::size_t>(1, 2 * K * ((n + m - 1) / m));
-    const std::uint32_t budget = static_cast<std::uint32_t>(
-        std::min<std::size_t>(options_.slot_search_budget, work / per_swap));
     slot_time_.resize(K * m);
     std::array<double, max_reorder_modules> sum{}, ideal{};
     for (std::size_t k = 0; k < K; ++k) {
