@@ -166,6 +166,7 @@ struct trainer_options {
   std::chrono::milliseconds data_timeout{10000};      ///< a stalled producer -> errc::timeout
   disttrain::exec_options exec{};                     ///< executor settings (overlap, lookahead, timeout)
   std::function<sample(std::uint64_t)> loader;        ///< empty: make_sample(cfg, id)
+  bool align_iterations = true;                       ///< barrier before each program, so rank timelines share an origin
 };
 
 /// @brief What one iteration produced on this rank.
@@ -227,6 +228,7 @@ class rank_trainer {
     begin_iteration(k);
     result_ = step_result{};
     loss_ = 0.0;
+    if (opts_.align_iterations) b_->barrier();
     result_.exec = exec_.run(sched_.ops[static_cast<std::size_t>(chain_stage_)], *this);
     result_.data_wait_seconds = pipe_.exposed_wait_seconds();
     // The global loss: every rank's share, summed in rank order.
