@@ -305,31 +305,37 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
     }
   for (auto& [key, m] : msgs) plan.messages_.push_back(std::move(m));
 
-  // ---- phase 1: fan-out inside each receiving TP group
-  if (opts.fan_out && B.tp > 1) {
-    std::map<std::pair<int, int>, route_message> fan;
-    for (int b = 0; b < B.dp; ++b)
-      for (int s : pb.samples(b))
-        for (int k = 0; k < S; ++k) {
-          const route_piece pc = piece_of(s, k);
-          if (pc.elements() == 0) continue;
-          const int owner = k % B.tp;
-          const int src = L.rank(to.segment, to.stage, b, owner);
-          for (int t = 0; t < B.tp; ++t) {
-            if (t == owner) continue;
-            const int dst = L.rank(to.segment, to.stage, b, t);
-            route_message& m = fan[{src, dst}];
-            m.src = src;
-            m.dst = dst;
-            m.phase = 1;
-            detail::add_piece(m, pc, off_b[static_cast<std::size_t>(s)], off_b[static_cast<std::size_t>(s)], H);
-          }
-        }
-    for (auto& [key, m] : fan) plan.messages_.push_back(std::move(m));
-  }
   for (auto& m : plan.messages_) {
     m.send_blocks = kernels::coalesce(m.send_blocks);
     m.recv_blocks = kernels::coalesce(m.recv_blocks);
+  }
+
+  // ---- phase 1: fan-out inside each receiving TP group. The TP rank `owner`
+  // of replica b forwards every slice it received (k % TP_b == owner) to each
+  // other TP rank: one template message per (b, owner), copied per receiver.
+  // Generated in (src, dst) order: src = rank(b, owner) grows with (b, owner).
+  if (opts.fan_out && B.tp > 1) {
+    for (int b = 0; b < B.dp; ++b)
+      for (int owner = 0; owner < B.tp; ++owner) {
+        route_message tmpl;
+        tmpl.phase = 1;
+        tmpl.src = L.rank(to.segment, to.stage, b, owner);
+        for (int s : pb.samples(b))
+          for (int k = owner; k < S; k += B.tp) {
+            const route_piece pc = piece_of(s, k);
+            if (pc.elements() == 0) continue;
+            detail::add_piece(tmpl, pc, off_b[static_cast<std::size_t>(s)], off_b[static_cast<std::size_t>(s)], H);
+          }
+        if (tmpl.pieces.empty()) continue;
+        tmpl.send_blocks = kernels::coalesce(tmpl.send_blocks);
+        tmpl.recv_blocks = kernels::coalesce(tmpl.recv_blocks);
+        for (int t = 0; t < B.tp; ++t) {
+          if (t == owner) continue;
+          route_message m = tmpl;
+          m.dst = L.rank(to.segment, to.stage, b, t);
+          plan.messages_.push_back(std::move(m));
+        }
+      }
   }
 
   // ---- per-rank buffer sizes
