@@ -41,7 +41,8 @@
 namespace disttrain {
 
 /// @brief One pipeline stage of an evaluated plan.
-/// @code for (const auto& s : eval.stages) if (s.memory_bytes > eval.memory_limit_bytes) { /* ... */ } @endcode
+/// @code for (const auto& s : eval.stages) if (s.memory_bytes > eval.memory_limit_bytes) { /* ...
+/// */ } @endcode
 struct stage_report {
   std::string module;                  ///< module owning the stage
   int stage = 0;                       ///< stage index within the module
@@ -84,47 +85,62 @@ struct evaluate_options {
 namespace detail {
 
 /// @brief Checks a plan against the model and cluster of a cost model: the
-/// same modules in the same order, layer counts, node size, GPU count, and a
-/// valid rank layout. Throws naming the plan field.
-inline void check_plan_against(const parallel_plan& p, const model_spec& model, const cluster_spec& cluster) {
+/// same modules in the same order, layer counts, node size, GPU count, and
+/// TP groups inside nodes (as `to_rank_layout` requires). Throws naming the plan field.
+inline void check_plan_against(const parallel_plan& p, const model_spec& model,
+                               const cluster_spec& cluster) {
   validate(p);
-  require(p.modules.size() == model.modules.size(), "plan.modules", "has ", p.modules.size(),
-          " modules, the model has ", model.modules.size());
+  if (p.modules.size() != model.modules.size())
+    fail(errc::invalid_argument, "plan.modules", "has ", p.modules.size(),
+         " modules, the model has ", model.modules.size());
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     const auto& mp = p.modules[i];
     const auto& ms = model.modules[i];
-    require(mp.name == ms.name, cat("plan.modules[", i, "].name"), "is '", mp.name, "', the model's module ", i,
-            " is '", ms.name, "'");
-    require(mp.role == to_string(ms.role), cat("plan.", mp.name, ".role"), "is '", mp.role, "', the model says '",
-            to_string(ms.role), "'");
+    if (mp.name != ms.name)
+      fail(errc::invalid_argument, cat("plan.modules[", i, "].name"), "is '", mp.name,
+           "', the model's module ", i, " is '", ms.name, "'");
+    if (mp.role != to_string(ms.role))
+      fail(errc::invalid_argument, cat("plan.", mp.name, ".role"), "is '", mp.role,
+           "', the model says '", to_string(ms.role), "'");
     long long sum = 0;
     for (int c : mp.layers) sum += c;
-    if (!mp.colocated)
-      require(sum == ms.layers(), cat("plan.", mp.name, ".layers"), "sum to ", sum, ", the module has ", ms.layers(),
-              " layers");
-    else
-      require(mp.layers.size() == 1 && sum == ms.layers(), cat("plan.", mp.name, ".layers"),
-              "a colocated module is one stage of all ", ms.layers(), " layers");
+    if (!mp.colocated && sum != ms.layers())
+      fail(errc::invalid_argument, cat("plan.", mp.name, ".layers"), "sum to ", sum,
+           ", the module has ", ms.layers(), " layers");
+    if (mp.colocated && (mp.layers.size() != 1 || sum != ms.layers()))
+      fail(errc::invalid_argument, cat("plan.", mp.name, ".layers"),
+           "a colocated module is one stage of all ", ms.layers(), " layers");
   }
-  require(p.gpus_per_node == cluster.gpus_per_node, "plan.gpus_per_node", "is ", p.gpus_per_node,
-          ", the cluster has ", cluster.gpus_per_node);
+  if (p.gpus_per_node != cluster.gpus_per_node)
+    fail(errc::invalid_argument, "plan.gpus_per_node", "is ", p.gpus_per_node, ", the cluster has ",
+         cluster.gpus_per_node);
   const std::size_t b = p.backbone_index();
   for (const auto& m : p.modules)
-    if (m.colocated)
-      require(p.modules[b].tp % m.tp == 0, cat("plan.", m.name, ".tp"), "a colocated module's tp ", m.tp,
-              " must divide the backbone's tp ", p.modules[b].tp);
+    if (m.colocated && p.modules[b].tp % m.tp != 0)
+      fail(errc::invalid_argument, cat("plan.", m.name, ".tp"), "a colocated module's tp ", m.tp,
+           " must divide the backbone's tp ", p.modules[b].tp);
   if (p.total_gpus() > cluster.num_gpus)
-    fail(errc::infeasible, "plan.total_gpus", "the plan uses ", p.total_gpus(), " GPUs, the cluster has ",
-         cluster.num_gpus);
-  (void)to_rank_layout(p);  // TP groups inside nodes
+    fail(errc::infeasible, "plan.total_gpus", "the plan uses ", p.total_gpus(),
+         " GPUs, the cluster has ", cluster.num_gpus);
+  // TP groups inside nodes: the rank layout's rule (each segment's first rank is a multiple of its
+  // tp).
+  long long base = 0;
+  for (const auto& m : p.modules) {
+    if (m.colocated) continue;
+    if (base % m.tp != 0)
+      fail(errc::invalid_argument, cat("plan.", m.name, ".tp"), "the module's first rank ", base,
+           " is not a multiple of its tp ", m.tp, " (a TP group would straddle two nodes)");
+    base += m.gpus();
+  }
 }
 
 /// @brief Throws `errc::infeasible` at "<module>/stage <j>" naming the bytes.
 inline void fail_memory(const stage_report& s, double limit) {
-  fail(errc::infeasible, cat(s.module, "/stage ", s.stage), "needs ", s.memory_bytes / 1e9, " GB per GPU (params ",
-       s.memory.params / 1e9, ", grads ", s.memory.grads / 1e9, ", optimizer ", s.memory.optimizer / 1e9,
-       ", activations ", s.memory.activations / 1e9, " GB, ", s.in_flight, " microbatches in flight), limit ",
-       limit / 1e9, " GB, over by ", (s.memory_bytes - limit) / 1e9, " GB (", s.memory_bytes - limit, " bytes)");
+  fail(errc::infeasible, cat(s.module, "/stage ", s.stage), "needs ", s.memory_bytes / 1e9,
+       " GB per GPU (params ", s.memory.params / 1e9, ", grads ", s.memory.grads / 1e9,
+       ", optimizer ", s.memory.optimizer / 1e9, ", activations ", s.memory.activations / 1e9,
+       " GB, ", s.in_flight, " microbatches in flight), limit ", limit / 1e9, " GB, over by ",
+       (s.memory_bytes - limit) / 1e9, " GB (", s.memory_bytes - limit, " bytes)");
 }
 
 }  // namespace detail
@@ -134,13 +150,15 @@ inline void fail_memory(const stage_report& s, double limit) {
 /// `infeasible` naming the plan field, or `infeasible` at "<module>/stage <j>"
 /// with the bytes over when a GPU does not fit (unless `opt.check_memory` is false).
 template <cost_model C>
-[[nodiscard]] plan_evaluation evaluate(const parallel_plan& p, const C& cost, const model_workload& sample_workload,
+[[nodiscard]] plan_evaluation evaluate(const parallel_plan& p, const C& cost,
+                                       const model_workload& sample_workload,
                                        const evaluate_options& opt = {}) {
   const model_spec& model = cost.model();
   const int g = cost.cluster().gpus_per_node;
   detail::check_plan_against(p, model, cost.cluster());
-  detail::require(sample_workload.size == model.modules.size(), "sample_workload", "has ", sample_workload.size,
-                  " modules, the model has ", model.modules.size());
+  if (sample_workload.size != model.modules.size())
+    detail::fail(errc::invalid_argument, "sample_workload", "has ", sample_workload.size,
+                 " modules, the model has ", model.modules.size());
   const int m = p.num_microbatches;
   const int n = p.microbatch_samples();
   const std::size_t bi = p.backbone_index();
@@ -181,9 +199,12 @@ template <cost_model C>
       r.tp = mp.tp;
       r.dp = mp.dp;
       r.replica_samples = k;
-      r.in_flight = p.schedule == plan_schedule::gpipe ? m : detail::one_f_one_b_in_flight(total_stages, pos, m);
+      r.in_flight = p.schedule == plan_schedule::gpipe
+                        ? m
+                        : detail::one_f_one_b_in_flight(total_stages, pos, m);
       const bool spans = detail::dp_spans_nodes(mp.tp, mp.dp, g);
-      // Parts of this stage in model-module order: [colocated encoder], module, [colocated generator].
+      // Parts of this stage in model-module order: [colocated encoder], module, [colocated
+      // generator].
       double time = 0, sync = 0;
       memory_breakdown mem;
       auto add_part = [&](std::size_t mod, const stage_config& cfg, const module_workload& wl) {
@@ -214,7 +235,8 @@ template <cost_model C>
       r.memory = mem;
       r.memory_bytes = mem.total();
       times[static_cast<std::size_t>(j)] = time;
-      if (j + 1 < mp.pp) hops[static_cast<std::size_t>(j)] = detail::hop_time(cost, cfg, w, g, dirs);
+      if (j + 1 < mp.pp)
+        hops[static_cast<std::size_t>(j)] = detail::hop_time(cost, cfg, w, g, dirs);
       t.max_stage_s = std::max(t.max_stage_s, time);
       t.sync_s = std::max(t.sync_s, sync);
       ev.max_memory_bytes = std::max(ev.max_memory_bytes, r.memory_bytes);
@@ -245,13 +267,16 @@ template <cost_model C>
     const module_workload w = sample_workload[i] * static_cast<double>(p.global_batch);
     int first = 0;
     for (int c : mp.layers) {
-      ev.model_flops += cost.flops(stage_config{i, first, c, mp.tp, mp.colocated ? bb.dp : mp.dp, false}, w).total();
+      ev.model_flops +=
+          cost.flops(stage_config{i, first, c, mp.tp, mp.colocated ? bb.dp : mp.dp, false}, w)
+              .total();
       first += c;
     }
   }
   const double denom = ev.iteration_time_s * static_cast<double>(ev.gpus) * cost.peak_flops();
   ev.mfu = denom > 0 ? ev.model_flops / denom : 0.0;
-  ev.samples_per_s = ev.iteration_time_s > 0 ? static_cast<double>(p.global_batch) / ev.iteration_time_s : 0.0;
+  ev.samples_per_s =
+      ev.iteration_time_s > 0 ? static_cast<double>(p.global_batch) / ev.iteration_time_s : 0.0;
   if (opt.check_memory)
     for (const auto& s : ev.stages)
       if (s.memory_bytes > ev.memory_limit_bytes) detail::fail_memory(s, ev.memory_limit_bytes);
@@ -263,11 +288,20 @@ template <cost_model C>
 inline void to_json(json& j, const stage_report& s) {
   json mem;
   to_json(mem, s.memory);
-  j = json{{"module", s.module},           {"stage", s.stage},         {"chain_stage", s.chain_stage},
-           {"first_layer", s.first_layer}, {"num_layers", s.num_layers}, {"tp", s.tp},
-           {"dp", s.dp},                   {"replica_samples", s.replica_samples},
-           {"in_flight", s.in_flight},     {"colocated", s.colocated}, {"time_s", s.time_s},
-           {"sync_s", s.sync_s},           {"memory_bytes", s.memory_bytes}, {"memory", mem}};
+  j = json{{"module", s.module},
+           {"stage", s.stage},
+           {"chain_stage", s.chain_stage},
+           {"first_layer", s.first_layer},
+           {"num_layers", s.num_layers},
+           {"tp", s.tp},
+           {"dp", s.dp},
+           {"replica_samples", s.replica_samples},
+           {"in_flight", s.in_flight},
+           {"colocated", s.colocated},
+           {"time_s", s.time_s},
+           {"sync_s", s.sync_s},
+           {"memory_bytes", s.memory_bytes},
+           {"memory", mem}};
 }
 inline void to_json(json& j, const plan_evaluation& e) {
   j = json{{"iteration_time_s", e.iteration_time_s},

@@ -104,7 +104,8 @@ struct parallel_plan {
   /// @brief Largest number of samples one replica of module `i` gets from a
   /// microbatch: ceil(n / dp) (colocated modules use the backbone's dp).
   [[nodiscard]] int replica_samples(std::size_t i) const {
-    detail::require(i < modules.size(), "plan.modules", "index ", i, " out of range");
+    if (!(i < modules.size()))
+      detail::fail(errc::invalid_argument, "plan.modules", "index ", i, " out of range");
     const int dp = modules[i].colocated ? modules[backbone_index()].dp : modules[i].dp;
     const int n = microbatch_samples();
     return dp > 0 ? (n + dp - 1) / dp : 0;
@@ -128,56 +129,74 @@ inline void validate(const parallel_plan& p) {
   detail::require_positive(p.gpus_per_node, "plan.gpus_per_node");
   detail::require_positive(p.global_batch, "plan.global_batch");
   detail::require_positive(p.num_microbatches, "plan.num_microbatches");
-  detail::require(p.global_batch % p.num_microbatches == 0, "plan.num_microbatches", "global_batch ",
-                  p.global_batch, " is not a multiple of num_microbatches ", p.num_microbatches);
-  detail::require(!p.modules.empty(), "plan.modules", "needs at least a backbone");
+  if (!(p.global_batch % p.num_microbatches == 0))
+    detail::fail(errc::invalid_argument, "plan.num_microbatches", "global_batch ", p.global_batch,
+                 " is not a multiple of num_microbatches ", p.num_microbatches);
+  if (!(!p.modules.empty()))
+    detail::fail(errc::invalid_argument, "plan.modules", "needs at least a backbone");
   int backbones = 0, encoders = 0, generators = 0;
   const int n = p.microbatch_samples();
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     const module_plan& m = p.modules[i];
-    detail::require(!m.name.empty(), detail::cat("plan.modules[", i, "].name"), "must not be empty");
+    if (!(!m.name.empty()))
+      detail::fail(errc::invalid_argument, detail::cat("plan.modules[", i, "].name"),
+                   "must not be empty");
     for (std::size_t j = 0; j < i; ++j)
-      detail::require(p.modules[j].name != m.name, detail::cat("plan.modules[", i, "].name"),
-                      "duplicate module name '", m.name, "'");
+      if (!(p.modules[j].name != m.name))
+        detail::fail(errc::invalid_argument, detail::cat("plan.modules[", i, "].name"),
+                     "duplicate module name '", m.name, "'");
     const std::string w = "plan." + m.name;
     if (m.role == "backbone") {
       ++backbones;
-      detail::require(backbones == 1, w + ".role", "a plan has exactly one backbone");
-      detail::require(!m.colocated, w + ".colocated", "the backbone cannot be colocated");
+      if (!(backbones == 1))
+        detail::fail(errc::invalid_argument, w + ".role", "a plan has exactly one backbone");
+      if (!(!m.colocated))
+        detail::fail(errc::invalid_argument, w + ".colocated", "the backbone cannot be colocated");
     } else if (m.role == "encoder") {
       ++encoders;
-      detail::require(backbones == 0 && encoders == 1, w + ".role",
-                      "at most one encoder, placed before the backbone");
+      if (!(backbones == 0 && encoders == 1))
+        detail::fail(errc::invalid_argument, w + ".role",
+                     "at most one encoder, placed before the backbone");
     } else if (m.role == "generator") {
       ++generators;
-      detail::require(backbones == 1 && generators == 1, w + ".role",
-                      "at most one generator, placed after the backbone");
+      if (!(backbones == 1 && generators == 1))
+        detail::fail(errc::invalid_argument, w + ".role",
+                     "at most one generator, placed after the backbone");
     } else {
       detail::fail(errc::invalid_argument, w + ".role", "unknown role '", m.role,
                    "' (expected encoder, backbone or generator)");
     }
-    detail::require(m.tp >= 1 && (m.tp & (m.tp - 1)) == 0 && p.gpus_per_node % m.tp == 0, w + ".tp",
-                    "must be a power of two dividing gpus_per_node ", p.gpus_per_node, ", got ", m.tp);
+    if (!(m.tp >= 1 && (m.tp & (m.tp - 1)) == 0 && p.gpus_per_node % m.tp == 0))
+      detail::fail(errc::invalid_argument, w + ".tp",
+                   "must be a power of two dividing gpus_per_node ", p.gpus_per_node, ", got ",
+                   m.tp);
     detail::require_positive(m.pp, w + ".pp");
     detail::require_positive(m.dp, w + ".dp");
-    detail::require(m.dp <= n, w + ".dp", "dp ", m.dp, " exceeds the ", n,
-                    " samples of a microbatch (a replica would idle)");
-    detail::require(m.layers.size() == static_cast<std::size_t>(m.pp), w + ".layers", "has ",
-                    m.layers.size(), " entries, expected pp = ", m.pp);
+    if (!(m.dp <= n))
+      detail::fail(errc::invalid_argument, w + ".dp", "dp ", m.dp, " exceeds the ", n,
+                   " samples of a microbatch (a replica would idle)");
+    if (!(m.layers.size() == static_cast<std::size_t>(m.pp)))
+      detail::fail(errc::invalid_argument, w + ".layers", "has ", m.layers.size(),
+                   " entries, expected pp = ", m.pp);
     for (std::size_t s = 0; s < m.layers.size(); ++s)
-      detail::require(m.layers[s] >= 1, detail::cat(w, ".layers[", s, "]"), "must be >= 1, got ",
-                      m.layers[s]);
+      if (!(m.layers[s] >= 1))
+        detail::fail(errc::invalid_argument, detail::cat(w, ".layers[", s, "]"),
+                     "must be >= 1, got ", m.layers[s]);
   }
-  detail::require(backbones == 1, "plan.modules", "no module has role \"backbone\"");
+  if (!(backbones == 1))
+    detail::fail(errc::invalid_argument, "plan.modules", "no module has role \"backbone\"");
   const module_plan& bb = p.modules[p.backbone_index()];
   for (const module_plan& m : p.modules) {
     if (!m.colocated) continue;
     const std::string w = "plan." + m.name;
-    detail::require(m.pp == 1, w + ".pp", "a colocated module has pp 1, got ", m.pp);
-    detail::require(m.dp == bb.dp, w + ".dp", "a colocated module uses the backbone's dp ", bb.dp, ", got ",
-                    m.dp);
-    detail::require(bb.tp % m.tp == 0, w + ".tp", "a colocated module's tp must divide the backbone's tp ",
-                    bb.tp, ", got ", m.tp);
+    if (!(m.pp == 1))
+      detail::fail(errc::invalid_argument, w + ".pp", "a colocated module has pp 1, got ", m.pp);
+    if (!(m.dp == bb.dp))
+      detail::fail(errc::invalid_argument, w + ".dp", "a colocated module uses the backbone's dp ",
+                   bb.dp, ", got ", m.dp);
+    if (!(bb.tp % m.tp == 0))
+      detail::fail(errc::invalid_argument, w + ".tp",
+                   "a colocated module's tp must divide the backbone's tp ", bb.tp, ", got ", m.tp);
   }
 }
 
@@ -186,9 +205,15 @@ inline void validate(const parallel_plan& p) {
 /// @brief `{"name","role","tp","pp","dp","layers","recompute","colocated","gpus"}`
 /// ("gpus" is informative).
 inline void to_json(json& j, const module_plan& m) {
-  j = json{{"name", m.name},         {"role", m.role},       {"tp", m.tp},
-           {"pp", m.pp},             {"dp", m.dp},           {"layers", m.layers},
-           {"recompute", m.recompute}, {"colocated", m.colocated}, {"gpus", m.gpus()}};
+  j = json{{"name", m.name},
+           {"role", m.role},
+           {"tp", m.tp},
+           {"pp", m.pp},
+           {"dp", m.dp},
+           {"layers", m.layers},
+           {"recompute", m.recompute},
+           {"colocated", m.colocated},
+           {"gpus", m.gpus()}};
 }
 /// @brief Reads a module plan; `recompute`/`colocated` default false, `pp` 1;
 /// `layers` is required. Errors name `plan.<module>.<field>`.
@@ -220,9 +245,13 @@ inline void from_json(const json& j, parallel_plan& p) {
   p.global_batch = detail::json_get<int>(j, "global_batch", "plan");
   p.num_microbatches = detail::json_get<int>(j, "num_microbatches", "plan");
   const auto s = detail::json_get_or<std::string>(j, "schedule", "1f1b", "plan");
-  if (s == "1f1b") p.schedule = plan_schedule::one_f_one_b;
-  else if (s == "gpipe") p.schedule = plan_schedule::gpipe;
-  else detail::fail(errc::parse_error, "plan.schedule", "unknown schedule '", s, "' (expected 1f1b or gpipe)");
+  if (s == "1f1b")
+    p.schedule = plan_schedule::one_f_one_b;
+  else if (s == "gpipe")
+    p.schedule = plan_schedule::gpipe;
+  else
+    detail::fail(errc::parse_error, "plan.schedule", "unknown schedule '", s,
+                 "' (expected 1f1b or gpipe)");
   p.gpus_per_node = detail::json_get_or<int>(j, "gpus_per_node", 8, "plan");
   const json mods = detail::json_get<json>(j, "modules", "plan");
   if (!mods.is_array()) detail::fail(errc::parse_error, "plan.modules", "expected an array");

@@ -46,7 +46,8 @@ struct plan_result {
 
 namespace detail {
 template <cost_model C>
-[[nodiscard]] plan_result run_planner(const C& cost, const plan_request& req, const planner_options& opt) {
+[[nodiscard]] plan_result run_planner(const C& cost, const plan_request& req,
+                                      const planner_options& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   plan_search<C> search(cost, req, opt);
   ranked_plan best = search.run();
@@ -56,9 +57,10 @@ template <cost_model C>
   r.solve_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   r.stats = search.stats();
   r.evaluation = evaluate(r.plan, cost, req.sample_workload);
-  ensure(r.evaluation.iteration_time_s == best.time, "planner", "evaluate() gives ", r.evaluation.iteration_time_s,
-         " s, the search ", best.time,
-         " s (the cost model breaks an assumption of docs/planner.md: costs depending on more than layer count, "
+  ensure(r.evaluation.iteration_time_s == best.time, "planner", "evaluate() gives ",
+         r.evaluation.iteration_time_s, " s, the search ", best.time,
+         " s (the cost model breaks an assumption of docs/planner.md: costs depending on more than "
+         "layer count, "
          "first/last layer and dp)");
   return r;
 }
@@ -71,25 +73,33 @@ template <cost_model C>
 /// Throws `errc::infeasible` naming the module/stage or GPU count when nothing
 /// fits, `errc::invalid_argument` for bad options or requests.
 template <cost_model C>
-[[nodiscard]] plan_result plan_parallelism(const C& cost, const plan_request& req, const planner_options& opt = {}) {
+[[nodiscard]] plan_result plan_parallelism(const C& cost, const plan_request& req,
+                                           const planner_options& opt = {}) {
   return detail::run_planner(cost, req, opt);
 }
 
 /// @brief The best Megatron-LM-style layout: one TP/PP/DP for the backbone,
 /// the encoder on its first stage and the generator on its last (same DP, TP
-/// where the module supports it), one recompute flag, searched over the same
-/// microbatch / TP / PP / DP candidates with the same cost model.
+/// where the module supports it), one recompute flag, Megatron-LM's even layer
+/// split (pp divides the layer count), searched over the same microbatch / TP /
+/// PP / DP candidates with the same cost model. The planner's space contains
+/// this one, so the baseline is never better.
 template <cost_model C>
-[[nodiscard]] plan_result plan_megatron_baseline(const C& cost, const plan_request& req, planner_options opt = {}) {
+[[nodiscard]] plan_result plan_megatron_baseline(const C& cost, const plan_request& req,
+                                                 planner_options opt = {}) {
   opt.include_monolithic = true;
   opt.include_disaggregated = false;
+  opt.monolithic_splits = {layer_split_rule::even};
   return detail::run_planner(cost, req, opt);
 }
 
 inline void to_json(json& j, const planner_stats& s) {
-  j = json{{"backbone_configs", s.backbone_configs}, {"backbone_expanded", s.backbone_expanded},
-           {"side_lists", s.side_lists},             {"side_options", s.side_options},
-           {"pairs_evaluated", s.pairs_evaluated},   {"monolithic_configs", s.monolithic_configs}};
+  j = json{{"backbone_configs", s.backbone_configs},
+           {"backbone_expanded", s.backbone_expanded},
+           {"side_lists", s.side_lists},
+           {"side_options", s.side_options},
+           {"pairs_evaluated", s.pairs_evaluated},
+           {"monolithic_configs", s.monolithic_configs}};
 }
 
 }  // namespace disttrain

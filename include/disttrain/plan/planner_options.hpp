@@ -6,6 +6,16 @@
 
 namespace disttrain {
 
+/// @brief How a monolithic (Megatron-style) layout splits the backbone's layers.
+/// - `balanced`: the planner's rule (`detail::balanced_split`): minimise the
+///   slowest stage, counting the encoder on stage 0, the generator and the LM
+///   head on the last stage;
+/// - `even`: Megatron-LM's default: every stage gets layers / pp (pp must divide
+///   the layer count).
+/// @code disttrain::planner_options o; o.monolithic_splits = {disttrain::layer_split_rule::even};
+/// @endcode
+enum class layer_split_rule { balanced, even };
+
 /// @brief The planner's search space and switches.
 ///
 /// @code
@@ -14,12 +24,17 @@ namespace disttrain {
 /// o.tp_candidates = {1, 2, 4, 8};
 /// @endcode
 struct planner_options {
-  std::vector<int> tp_candidates{1, 2, 4, 8};  ///< TP degrees tried (powers of two dividing the node size)
-  bool search_recompute = true;                ///< try recompute on and off (else off only)
-  int max_backbone_pp = 0;                     ///< most backbone stages (0: its layer count)
-  int max_side_pp = 2;                         ///< most encoder / generator stages
-  bool include_monolithic = true;              ///< also consider the Megatron-style layouts
-  bool include_disaggregated = true;           ///< consider disaggregated layouts (off: the baseline)
+  std::vector<int> tp_candidates{1, 2, 4,
+                                 8};  ///< TP degrees tried (powers of two dividing the node size)
+  bool search_recompute = true;       ///< try recompute on and off (else off only)
+  int max_backbone_pp = 0;            ///< most backbone stages (0: its layer count)
+  int max_side_pp = 2;                ///< most encoder / generator stages
+  bool include_monolithic = true;     ///< also consider the Megatron-style layouts
+  bool include_disaggregated = true;  ///< consider disaggregated layouts (off: the baseline)
+  /// Layer splits tried for monolithic layouts (the baseline uses `even` only,
+  /// the planner both, so its space contains the baseline's).
+  std::vector<layer_split_rule> monolithic_splits{layer_split_rule::balanced,
+                                                  layer_split_rule::even};
 };
 
 /// @brief Counters of one search (for benchmarks and docs).

@@ -31,8 +31,8 @@ struct plan_request {
 /// @brief Request for `global_batch` samples of `data` (expected workload over
 /// `draws` fixed, seeded draws).
 /// @code auto r = disttrain::make_request(model, data, 512); @endcode
-[[nodiscard]] inline plan_request make_request(const model_spec& model, const data_spec& data, int global_batch,
-                                               std::size_t draws = 4096) {
+[[nodiscard]] inline plan_request make_request(const model_spec& model, const data_spec& data,
+                                               int global_batch, std::size_t draws = 4096) {
   detail::require_positive(global_batch, "global_batch_size");
   return plan_request{global_batch, expected_workload(model, data, draws)};
 }

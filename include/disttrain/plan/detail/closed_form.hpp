@@ -57,8 +57,8 @@ struct closed_form_time {
 /// @brief The fill/drain path of one module: stage times and the transfers
 /// between consecutive stages, in stage order (`hop[j]` follows stage j; the
 /// last entry is unused), then `boundary`.
-[[nodiscard]] inline double accumulate_path(std::span<const double> stage, std::span<const double> hop,
-                                            double boundary) noexcept {
+[[nodiscard]] inline double accumulate_path(std::span<const double> stage,
+                                            std::span<const double> hop, double boundary) noexcept {
   double acc = 0;
   for (std::size_t j = 0; j < stage.size(); ++j) {
     acc += stage[j];

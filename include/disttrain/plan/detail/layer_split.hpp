@@ -47,8 +47,10 @@ template <class TimeFn>
     int lo = 0, hi = layers;  // invariant: time(t, lo) <= tau (lo = 0 means none)
     while (lo < hi) {
       const int mid = lo + (hi - lo + 1) / 2;
-      if (time(t, mid) <= tau) lo = mid;
-      else hi = mid - 1;
+      if (time(t, mid) <= tau)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     return lo;
   };
@@ -67,8 +69,10 @@ template <class TimeFn>
     int lo = 1, hi = layers;
     while (lo < hi) {
       const int mid = lo + (hi - lo) / 2;
-      if (feasible(time(t, mid))) hi = mid;
-      else lo = mid + 1;
+      if (feasible(time(t, mid)))
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     const double tau = time(t, lo);
     if (!found || tau < best) best = tau;

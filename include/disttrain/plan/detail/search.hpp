@@ -10,8 +10,9 @@
 /// - *disaggregated* layouts: every side module (encoder, generator) gets its
 ///   own GPUs: tp, recompute, pp in [1, max_side_pp], dp in [1, n];
 /// - *monolithic* layouts (Megatron-style, `include_monolithic`): every side
-///   module colocated on the backbone's first/last stage, one recompute flag;
-/// - layers split over stages by `balanced_split`; schedule 1F1B;
+///   module colocated on the backbone's first/last stage, one recompute flag,
+///   layers split by the rules in `monolithic_splits`;
+/// - disaggregated modules' layers split by `balanced_split`; schedule 1F1B;
 /// - constraints: total GPUs <= N, every stage fits memory, each segment's
 ///   first rank is a multiple of its TP degree (TP groups inside nodes).
 /// Objective: the closed-form iteration time of `evaluate`; ties broken by
@@ -61,7 +62,8 @@ namespace disttrain {
 namespace detail {
 
 /// @brief Tie-break key of a plan: [any colocated, n, backbone tp, recompute,
-/// dp, pp, then per side module: colocated, pp, tp, recompute, dp].
+/// dp, pp, then per side module: colocated, pp, tp, recompute, dp, then every
+/// module's layers per stage].
 [[nodiscard]] inline std::vector<long long> tie_key(const parallel_plan& p) {
   std::vector<long long> k;
   bool col = false;
@@ -71,7 +73,9 @@ namespace detail {
   const module_plan& b = p.modules[p.backbone_index()];
   k.insert(k.end(), {b.tp, b.recompute ? 1 : 0, b.dp, b.pp});
   for (const auto& m : p.modules)
-    if (m.role != "backbone") k.insert(k.end(), {m.colocated ? 1 : 0, m.pp, m.tp, m.recompute ? 1 : 0, m.dp});
+    if (m.role != "backbone")
+      k.insert(k.end(), {m.colocated ? 1 : 0, m.pp, m.tp, m.recompute ? 1 : 0, m.dp});
+  for (const auto& m : p.modules) k.insert(k.end(), m.layers.begin(), m.layers.end());
   return k;
 }
 
@@ -83,7 +87,8 @@ struct ranked_plan {
   parallel_plan plan;
 };
 /// @brief (time, gpus, key) lexicographic.
-[[nodiscard]] inline bool ranks_before(double t, long long g, const std::vector<long long>& k, const ranked_plan& b) {
+[[nodiscard]] inline bool ranks_before(double t, long long g, const std::vector<long long>& k,
+                                       const ranked_plan& b) {
   if (t != b.time) return t < b.time;
   if (g != b.gpus) return g < b.gpus;
   return k < b.key;
@@ -147,11 +152,16 @@ class plan_search {
     S_ = req.global_batch;
     limit_ = cost.memory_limit();
     require(opt.max_side_pp >= 1, "planner.max_side_pp", "must be >= 1, got ", opt.max_side_pp);
-    require(opt.max_backbone_pp >= 0, "planner.max_backbone_pp", "must be >= 0, got ", opt.max_backbone_pp);
+    require(opt.max_backbone_pp >= 0, "planner.max_backbone_pp", "must be >= 0, got ",
+            opt.max_backbone_pp);
     require(!opt.tp_candidates.empty(), "planner.tp_candidates", "must not be empty");
     for (int t : opt.tp_candidates)
-      require(t >= 1 && (t & (t - 1)) == 0, "planner.tp_candidates", "TP degrees are powers of two, got ", t);
-    require(opt.include_monolithic || opt.include_disaggregated, "planner", "no layout family enabled");
+      require(t >= 1 && (t & (t - 1)) == 0, "planner.tp_candidates",
+              "TP degrees are powers of two, got ", t);
+    require(opt.include_monolithic || opt.include_disaggregated, "planner",
+            "no layout family enabled");
+    require(!opt.include_monolithic || !opt.monolithic_splits.empty(), "planner.monolithic_splits",
+            "must not be empty when monolithic layouts are searched");
     int encoders = 0, generators = 0;
     bi_ = model_.backbone_index();
     for (std::size_t i = 0; i < model_.modules.size(); ++i) {
@@ -159,8 +169,9 @@ class plan_search {
       if (model_.modules[i].role == module_role::generator) ++generators, gi_ = i;
     }
     if (encoders > 1 || generators > 1)
-      fail(errc::unsupported, "model.modules", "the planner supports at most one encoder and one generator, got ",
-           encoders, " and ", generators);
+      fail(errc::unsupported, "model.modules",
+           "the planner supports at most one encoder and one generator, got ", encoders, " and ",
+           generators);
     has_e_ = encoders == 1;
     has_g_ = generators == 1;
     for (std::size_t i = 0; i < model_.modules.size(); ++i) {
@@ -177,11 +188,15 @@ class plan_search {
         if (g_ % t == 0 && sh.tp_supported(t)) mi.colocated_tps.push_back(t);
     }
     rcs_ = opt.search_recompute ? std::vector<bool>{false, true} : std::vector<bool>{false};
-    max_pp_b_ = opt.max_backbone_pp > 0 ? std::min(opt.max_backbone_pp, mods_[bi_].layers) : mods_[bi_].layers;
+    max_pp_b_ = opt.max_backbone_pp > 0 ? std::min(opt.max_backbone_pp, mods_[bi_].layers)
+                                        : mods_[bi_].layers;
+    max_pp_b_ = std::min(max_pp_b_, 65535);
   }
 
   /// @brief Runs the search; returns the best plan or throws `errc::infeasible`.
   ranked_plan run() {
+    nodes_ = backbone_configs();
+    stats_.backbone_configs = static_cast<long long>(nodes_.size());
     if (opt_.include_monolithic) search_monolithic();
     if (opt_.include_disaggregated) search_disaggregated();
     if (!best_.plan.modules.empty()) return best_;
@@ -198,21 +213,52 @@ class plan_search {
     std::vector<int> colocated_tps;  // powers of two it supports, for colocation
   };
 
-  // ---- stage-time tables: time(type, c) of module i at (tp, rc, k), lazily filled ----
-  struct time_table {
-    std::vector<double> v;  // 4 * (layers + 1), NaN = not yet computed
-  };
   static constexpr double nan_ = std::numeric_limits<double>::quiet_NaN();
   static constexpr double inf_ = std::numeric_limits<double>::infinity();
 
+  // ---- stage-time tables: time(type, c) of module i at (tp, rc, k), lazily filled ----
+  struct time_table {
+    std::size_t module = 0;
+    int tp = 1, k = 1, layers = 0;
+    bool rc = false;
+    std::vector<double> v;  // 4 * (layers + 1), NaN = not yet computed
+    double rho = std::numeric_limits<double>::quiet_NaN();
+  };
+
+  static std::uint64_t pack(unsigned family, std::size_t module, int tp, bool rc, int pp,
+                            int k) noexcept {
+    return (static_cast<std::uint64_t>(family) << 61) ^ (static_cast<std::uint64_t>(module) << 57) ^
+           (static_cast<std::uint64_t>(tp & 0xff) << 49) ^
+           (static_cast<std::uint64_t>(rc ? 1 : 0) << 48) ^
+           (static_cast<std::uint64_t>(pp & 0xffff) << 32) ^
+           static_cast<std::uint64_t>(static_cast<std::uint32_t>(k));
+  }
+
   time_table& table(std::size_t i, int tp, bool rc, int k) {
-    const std::uint64_t key = (static_cast<std::uint64_t>(i) << 56) ^ (static_cast<std::uint64_t>(tp) << 48) ^
-                              (static_cast<std::uint64_t>(rc ? 1 : 0) << 40) ^ static_cast<std::uint64_t>(k);
+    const std::uint64_t key = pack(0, i, tp, rc, 0, k);
     auto it = tables_.find(key);
     if (it != tables_.end()) return it->second;
     time_table t;
-    t.v.assign(4 * static_cast<std::size_t>(mods_[i].layers + 1), nan_);
+    t.module = i;
+    t.tp = tp;
+    t.rc = rc;
+    t.k = k;
+    t.layers = mods_[i].layers;
+    t.v.assign(4 * static_cast<std::size_t>(t.layers + 1), nan_);
     return tables_.emplace(key, std::move(t)).first->second;
+  }
+
+  /// @brief min over stage types and layer counts of time / layers: every
+  /// stage of c layers takes at least rho * c, so any split into pp stages has
+  /// sum >= rho * L and max >= rho * L / pp (the cheap bound that orders the
+  /// backbone configurations before their split is computed).
+  double rho(time_table& t) {
+    if (!std::isnan(t.rho)) return t.rho;
+    double r = inf_;
+    for (stage_type ty :
+         {stage_type::first, stage_type::middle, stage_type::last, stage_type::whole})
+      for (int c = 1; c <= t.layers; ++c) r = std::min(r, tt(t, ty, c) / static_cast<double>(c));
+    return t.rho = r;
   }
 
   /// @brief First layer of a stage of `type` holding `c` layers (-1 if impossible).
@@ -226,36 +272,60 @@ class plan_search {
     return -1;
   }
 
-  double stage_time(std::size_t i, int tp, bool rc, int k, stage_type type, int c) {
-    time_table& t = table(i, tp, rc, k);
-    double& slot = t.v[static_cast<std::size_t>(type) * static_cast<std::size_t>(mods_[i].layers + 1) +
+  /// @brief Forward+backward seconds of a stage of `type` with `c` layers (+inf if impossible).
+  double tt(time_table& t, stage_type type, int c) {
+    double& slot = t.v[static_cast<std::size_t>(type) * static_cast<std::size_t>(t.layers + 1) +
                        static_cast<std::size_t>(c)];
     if (!std::isnan(slot)) return slot;
-    const int first = first_layer_of(type, c, mods_[i].layers);
+    const int first = first_layer_of(type, c, t.layers);
     if (first < 0) return slot = inf_;
-    const stage_config cfg{i, first, c, tp, 1, rc};
-    return slot = cost_.stage_time(cfg, workload(i, k)).total_s();
+    const stage_config cfg{t.module, first, c, t.tp, 1, t.rc};
+    return slot = cost_.stage_time(cfg, workload(t.module, t.k)).total_s();
   }
 
   [[nodiscard]] module_workload workload(std::size_t i, int k) const {
     return req_.sample_workload[i] * static_cast<double>(k);
   }
 
-  /// @brief Layers per stage and the matching first layers.
-  struct split {
-    std::vector<int> layers;
-    std::vector<int> first;
+  // ---- layer splits with their stage times ----
+  struct split_info {
+    std::vector<int> layers, first;
+    std::vector<double> times;  // stage times as evaluate() sums them
+    double tmax = 0, tsum = 0;  // tsum accumulated in stage order (a lower bound of the path)
   };
-  template <class TimeFn>
-  split make_split(int L, int pp, const TimeFn& fn) {
-    split s;
-    s.layers = balanced_split(L, pp, fn);
-    int f = 0;
-    for (int c : s.layers) {
-      s.first.push_back(f);
-      f += c;
+
+  /// @brief Split of `L` layers into `pp` stages by `rule`, with stage times
+  /// `fn(type, c)`; cached under `key`. Empty `layers` when impossible.
+  template <class Fn>
+  const split_info& get_split(std::uint64_t key, int L, int pp, layer_split_rule rule,
+                              const Fn& fn) {
+    auto it = splits_.find(key);
+    if (it != splits_.end()) return *it->second;
+    auto s = std::make_unique<split_info>();
+    if (rule == layer_split_rule::even) {
+      if (pp <= L && L % pp == 0) s->layers.assign(static_cast<std::size_t>(pp), L / pp);
+    } else {
+      s->layers = balanced_split(L, pp, fn);
     }
-    return s;
+    int f = 0;
+    for (int j = 0; j < static_cast<int>(s->layers.size()); ++j) {
+      const int c = at(s->layers, j);
+      s->first.push_back(f);
+      f += c;
+      const double t = fn(type_of_stage(j, pp), c);
+      s->times.push_back(t);
+      s->tmax = std::max(s->tmax, t);
+      s->tsum += t;
+    }
+    return *splits_.emplace(key, std::move(s)).first->second;
+  }
+
+  /// @brief Split of a disaggregated module (no colocated parts).
+  const split_info& plain_split(std::size_t i, int tp, bool rc, int k, int pp) {
+    time_table& T = table(i, tp, rc, k);
+    auto fn = [&](stage_type t, int c) { return 0.0 + tt(T, t, c); };
+    return get_split(pack(1, i, tp, rc, pp, k), mods_[i].layers, pp, layer_split_rule::balanced,
+                     fn);
   }
 
   // ---- side module options ----
@@ -264,15 +334,17 @@ class plan_search {
     int tp = 1, pp = 1, dp = 1, k = 1;
     bool rc = false;
     double max_stage = 0, path_base = 0, sync = 0, side_bytes_time = 0;
-    const split* layout = nullptr;
+    const split_info* layout = nullptr;
   };
   struct side_list {
-    std::vector<side_option> options;  // sorted by gpus, then insertion order
+    std::vector<side_option> options;  // sorted by gpus (stable: generation order)
   };
 
   /// @brief Options of side module `i` with `pp` stages, `n` samples per
-  /// microbatch, stage j keeping in_flight[j] microbatches.
-  side_list& side_options(std::size_t i, int n, int pp, const std::vector<int>& in_flight) {
+  /// microbatch, stage j keeping in_flight[j] microbatches: per (tp,
+  /// recompute, k), the smallest fitting dp per residue of the GPU count
+  /// modulo the node size (encoder) or the smallest fitting dp (generator).
+  const side_list& side_options(std::size_t i, int n, int pp, const std::vector<int>& in_flight) {
     std::vector<long long> key{static_cast<long long>(i), n, pp};
     key.insert(key.end(), in_flight.begin(), in_flight.end());
     auto it = side_cache_.find(key);
@@ -284,21 +356,16 @@ class plan_search {
     for (int tp : mi.tps) {
       for (bool rc : rcs_) {
         for (int k : replica_loads(n)) {
-          auto tfn = [&](stage_type t, int c) { return stage_time(i, tp, rc, k, t, c); };
-          const split* sp = store_split(make_split(mi.layers, pp, tfn));
-          if (sp->layers.empty()) continue;
-          const module_workload w = workload(i, k);
-          std::vector<double> times(static_cast<std::size_t>(pp));
-          double tmax = 0;
-          for (int j = 0; j < pp; ++j) {
-            times[static_cast<std::size_t>(j)] = 0.0 + tfn(type_of_stage(j, pp), at(sp->layers, j));
-            tmax = std::max(tmax, times[static_cast<std::size_t>(j)]);
-          }
+          const long long step = static_cast<long long>(tp) * pp;
           const int dmin = (n + k - 1) / k;
           const int dmax = k == 1 ? n : (n - 1) / (k - 1);
+          if (step * dmin > N_) continue;
+          const split_info& sp = plain_split(i, tp, rc, k, pp);
+          if (sp.layers.empty()) continue;
+          const module_workload w = workload(i, k);
           auto fits = [&](int d) {
             for (int j = 0; j < pp; ++j) {
-              const stage_config cfg{i, at(sp->first, j), at(sp->layers, j), tp, d, rc};
+              const stage_config cfg{i, at(sp.first, j), at(sp.layers, j), tp, d, rc};
               memory_breakdown mem;
               add_memory(mem, cost_.stage_memory(cfg, w, at(in_flight, j)));
               if (mem.total() > limit_) {
@@ -308,18 +375,17 @@ class plan_search {
             }
             return true;
           };
-          if (static_cast<long long>(tp) * pp * dmin > N_) continue;
           if (!fits(dmax)) continue;
           int lo = dmin, hi = dmax;
           while (lo < hi) {
             const int mid = lo + (hi - lo) / 2;
-            if (fits(mid)) hi = mid;
-            else lo = mid + 1;
+            if (fits(mid))
+              hi = mid;
+            else
+              lo = mid + 1;
           }
-          // Candidate dp values: the smallest fitting one per residue of the GPU count mod g
-          // (encoders: it decides the alignment of the modules after them), else the smallest.
-          const long long step = static_cast<long long>(tp) * pp;
-          const int classes = is_encoder ? static_cast<int>(g_ / std::gcd(static_cast<long long>(g_), step)) : 1;
+          const int classes =
+              is_encoder ? static_cast<int>(g_ / std::gcd(static_cast<long long>(g_), step)) : 1;
           std::vector<char> seen(static_cast<std::size_t>(g_), 0);
           int found = 0;
           const double side_bytes = side_transfer_time(i, k, tp);
@@ -327,7 +393,7 @@ class plan_search {
             const long long gpus = step * d;
             if (gpus > N_) break;
             const auto r = static_cast<std::size_t>(gpus % g_);
-            if (is_encoder && seen[r]) continue;
+            if (seen[r]) continue;
             seen[r] = 1;
             ++found;
             side_option o;
@@ -337,17 +403,18 @@ class plan_search {
             o.dp = d;
             o.k = k;
             o.rc = rc;
-            o.layout = sp;
-            o.max_stage = tmax;
+            o.layout = &sp;
+            o.max_stage = sp.tmax;
             o.side_bytes_time = side_bytes;
             std::vector<double> hops(static_cast<std::size_t>(pp), 0.0);
             const bool spans = dp_spans_nodes(tp, d, g_);
             for (int j = 0; j < pp; ++j) {
-              const stage_config cfg{i, at(sp->first, j), at(sp->layers, j), tp, d, rc};
-              if (j + 1 < pp) hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mi.dirs);
+              const stage_config cfg{i, at(sp.first, j), at(sp.layers, j), tp, d, rc};
+              if (j + 1 < pp)
+                hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mi.dirs);
               o.sync = std::max(o.sync, 0.0 + sync_time(cost_, cfg, spans));
             }
-            o.path_base = accumulate_path(times, hops, 0.0);
+            o.path_base = accumulate_path(sp.times, hops, 0.0);
             out.options.push_back(o);
           }
         }
@@ -359,17 +426,15 @@ class plan_search {
     return side_cache_.emplace(std::move(key), std::move(out)).first->second;
   }
 
-  /// @brief The side module's half of a boundary transfer (before `dirs` and the max).
+  /// @brief One side's half of the boundary transfer between side module `i`
+  /// and the backbone: a replica with `k` samples, each TP rank 1/tp (before
+  /// `dirs` and the max with the other side).
   double side_transfer_time(std::size_t i, int k, int tp) {
     const std::size_t from = i < bi_ ? i : bi_, to = i < bi_ ? bi_ : i;
     return cost_.p2p_time(
-        cost_.transfer_bytes(from, to, req_.sample_workload * static_cast<double>(k)) / static_cast<double>(tp),
+        cost_.transfer_bytes(from, to, req_.sample_workload * static_cast<double>(k)) /
+            static_cast<double>(tp),
         false);
-  }
-
-  const split* store_split(split s) {
-    splits_.push_back(std::make_unique<split>(std::move(s)));
-    return splits_.back().get();
   }
 
   void note_violation(const std::string& module, int stage, double need) {
@@ -383,21 +448,26 @@ class plan_search {
   }
 
   [[noreturn]] void no_plan() {
-    const long long min_gpus = opt_.include_monolithic ? 1 : 1 + (has_e_ ? 1 : 0) + (has_g_ ? 1 : 0);
+    const long long min_gpus =
+        opt_.include_monolithic ? 1 : 1 + (has_e_ ? 1 : 0) + (has_g_ ? 1 : 0);
     if (N_ < min_gpus)
-      fail(errc::infeasible, "cluster.num_gpus", "the layout needs at least ", min_gpus, " GPUs, the cluster has ", N_);
+      fail(errc::infeasible, "cluster.num_gpus", "the layout needs at least ", min_gpus,
+           " GPUs, the cluster has ", N_);
     if (viol_.any)
-      fail(errc::infeasible, viol_.where, "no layout of the model on ", N_, " GPUs fits in memory; the closest needs ",
-           viol_.need / 1e9, " GB per GPU, limit ", limit_ / 1e9, " GB (over by ", viol_.over / 1e9,
-           " GB); use more GPUs, a larger global batch split or GPUs with more memory");
+      fail(errc::infeasible, viol_.where, "no layout of the model on ", N_,
+           " GPUs fits in memory; the closest needs ", viol_.need / 1e9, " GB per GPU, limit ",
+           limit_ / 1e9, " GB (over by ", viol_.over / 1e9,
+           " GB); use more GPUs or GPUs with more memory");
     fail(errc::infeasible, "cluster.num_gpus", "no layout of the model fits on ", N_,
-         " GPUs within the search space (tp, pp and dp limits)");
+         " GPUs within the search space (global batch ", S_, ", tp/pp/dp limits)");
   }
 
   // ---- candidates ----
+  [[nodiscard]] bool may_improve(double time, long long gpus) const noexcept {
+    return time < best_.time || (time == best_.time && gpus <= best_.gpus);
+  }
   void consider(double time, long long gpus, parallel_plan&& p) {
-    if (time > best_.time) return;
-    if (time == best_.time && gpus > best_.gpus) return;
+    if (!may_improve(time, gpus)) return;
     auto key = tie_key(p);
     if (!ranks_before(time, gpus, key, best_)) return;
     best_.time = time;
@@ -406,7 +476,7 @@ class plan_search {
     best_.plan = std::move(p);
   }
 
-  parallel_plan base_plan(int n) const {
+  [[nodiscard]] parallel_plan base_plan(int n) const {
     parallel_plan p;
     p.global_batch = S_;
     p.num_microbatches = S_ / n;
@@ -422,35 +492,70 @@ class plan_search {
 
   // ---- backbone configurations ----
   struct backbone_cfg {
+    double lb = 0;  // cheap bound: (m-1) * rho*L/pp + rho*L, scaled down by 1e-9 for rounding
     int n = 1, tp = 1, dp = 1, pp = 1, k = 1;
     bool rc = false;
-    const split* layout = nullptr;
-    double lb = 0;  // bound (m-1)*max + sum of stage times
+    const split_info* layout = nullptr;  // set when the configuration is processed
   };
 
-  /// @brief Backbone terms (max stage, path, sync) for a disaggregated layout.
+  /// @brief Every (n, tp, rc, dp, pp) of the backbone within the GPU count,
+  /// with its cheap bound, in increasing bound order (ties: generation order).
+  std::vector<backbone_cfg> backbone_configs() {
+    std::vector<backbone_cfg> nodes;
+    const double L = static_cast<double>(mods_[bi_].layers);
+    for (int n : divisors(S_)) {
+      const int m = S_ / n;
+      for (int tp : mods_[bi_].tps)
+        for (bool rc : rcs_)
+          for (int dp : divisors(n)) {
+            const int k = n / dp;
+            const double r = rho(table(bi_, tp, rc, k));
+            for (int pp = 1; pp <= max_pp_b_; ++pp) {
+              if (static_cast<long long>(tp) * pp * dp > N_) break;
+              const double lb =
+                  (static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + r * L) *
+                  (1.0 - 1e-9);
+              nodes.push_back(backbone_cfg{lb, n, tp, dp, pp, k, rc, nullptr});
+            }
+          }
+    }
+    std::vector<std::pair<double, std::size_t>> order(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) order[i] = {nodes[i].lb, i};
+    std::sort(order.begin(), order.end());
+    std::vector<backbone_cfg> sorted(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) sorted[i] = nodes[order[i].second];
+    return sorted;
+  }
+
+  /// @brief (m-1) * max stage + sum of stage times of a split: a lower bound of
+  /// the iteration time of every layout with this backbone configuration.
+  [[nodiscard]] double split_bound(const backbone_cfg& b) const {
+    return static_cast<double>(S_ / b.n - 1) * b.layout->tmax + b.layout->tsum;
+  }
+
+  /// @brief Backbone terms (max stage, path, sync) of a disaggregated layout.
   module_terms backbone_terms(const backbone_cfg& b) {
     module_terms t;
-    const module_info& mi = mods_[bi_];
     const module_workload w = workload(bi_, b.k);
-    std::vector<double> times(static_cast<std::size_t>(b.pp)), hops(static_cast<std::size_t>(b.pp), 0.0);
+    std::vector<double> hops(static_cast<std::size_t>(b.pp), 0.0);
     const bool spans = dp_spans_nodes(b.tp, b.dp, g_);
     for (int j = 0; j < b.pp; ++j) {
-      const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc};
-      times[static_cast<std::size_t>(j)] =
-          0.0 + stage_time(bi_, b.tp, b.rc, b.k, type_of_stage(j, b.pp), at(b.layout->layers, j));
-      t.max_stage_s = std::max(t.max_stage_s, times[static_cast<std::size_t>(j)]);
-      if (j + 1 < b.pp) hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mi.dirs);
+      const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
+                             b.rc};
+      if (j + 1 < b.pp)
+        hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
       t.sync_s = std::max(t.sync_s, 0.0 + sync_time(cost_, cfg, spans));
     }
-    t.path_s = accumulate_path(times, hops, 0.0);
+    t.max_stage_s = b.layout->tmax;
+    t.path_s = accumulate_path(b.layout->times, hops, 0.0);
     return t;
   }
 
   bool backbone_fits(const backbone_cfg& b, int pos0, int P, int m) {
     const module_workload w = workload(bi_, b.k);
     for (int j = 0; j < b.pp; ++j) {
-      const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc};
+      const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
+                             b.rc};
       memory_breakdown mem;
       add_memory(mem, cost_.stage_memory(cfg, w, one_f_one_b_in_flight(P, pos0 + j, m)));
       if (mem.total() > limit_) {
@@ -464,52 +569,20 @@ class plan_search {
   // ---- disaggregated layouts ----
   void search_disaggregated() {
     const long long side_min = (has_e_ ? 1 : 0) + (has_g_ ? 1 : 0);
-    std::vector<backbone_cfg> nodes;
-    for (int n : divisors(S_)) {
-      const int m = S_ / n;
-      for (int tp : mods_[bi_].tps)
-        for (bool rc : rcs_)
-          for (int dp : divisors(n))
-            for (int pp = 1; pp <= max_pp_b_; ++pp) {
-              if (static_cast<long long>(tp) * pp * dp + side_min > N_) break;
-              backbone_cfg b{n, tp, dp, pp, n / dp, rc, nullptr, 0};
-              b.layout = backbone_split(tp, rc, b.k, pp);
-              if (b.layout->layers.empty()) continue;
-              double mx = 0, sum = 0;
-              for (int j = 0; j < pp; ++j) {
-                const double t = 0.0 + stage_time(bi_, tp, rc, b.k, type_of_stage(j, pp), at(b.layout->layers, j));
-                mx = std::max(mx, t);
-                sum += t;
-              }
-              b.lb = static_cast<double>(m - 1) * mx + sum;
-              nodes.push_back(b);
-            }
-    }
-    stats_.backbone_configs += static_cast<long long>(nodes.size());
-    std::stable_sort(nodes.begin(), nodes.end(), [](const backbone_cfg& a, const backbone_cfg& b) { return a.lb < b.lb; });
-    for (const backbone_cfg& b : nodes) {
+    for (backbone_cfg& b : nodes_) {
       if (b.lb > best_.time) break;
+      if (static_cast<long long>(b.tp) * b.pp * b.dp + side_min > N_) continue;
+      b.layout = &plain_split(bi_, b.tp, b.rc, b.k, b.pp);
+      if (b.layout->layers.empty() || split_bound(b) > best_.time) continue;
       expand(b);
     }
-  }
-
-  const split* backbone_split(int tp, bool rc, int k, int pp) {
-    const std::uint64_t key = (static_cast<std::uint64_t>(tp) << 56) ^ (static_cast<std::uint64_t>(rc ? 1 : 0) << 52) ^
-                              (static_cast<std::uint64_t>(pp) << 36) ^ static_cast<std::uint64_t>(k);
-    auto it = bsplits_.find(key);
-    if (it != bsplits_.end()) return it->second;
-    auto tfn = [&](stage_type t, int c) { return stage_time(bi_, tp, rc, k, t, c); };
-    const split* s = store_split(make_split(mods_[bi_].layers, pp, tfn));
-    bsplits_.emplace(key, s);
-    return s;
   }
 
   void expand(const backbone_cfg& b) {
     const int m = S_ / b.n;
     const module_terms bt = backbone_terms(b);
     {
-      const module_terms none{};
-      const module_terms arr[3] = {none, bt, none};
+      const module_terms arr[3] = {module_terms{}, bt, module_terms{}};
       if (combine(m, arr).iteration_s > best_.time) return;
     }
     ++stats_.backbone_expanded;
@@ -517,25 +590,20 @@ class plan_search {
     const int max_e = has_e_ ? opt_.max_side_pp : 0;
     const int max_g = has_g_ ? opt_.max_side_pp : 0;
     for (int ppg = has_g_ ? 1 : 0; ppg <= max_g; ++ppg) {
-      bool bb_checked = false, bb_ok = false;
+      // The backbone's in-flight counts depend on ppg only (stage j keeps min(ppg + pp - j, m)).
+      if (!backbone_fits(b, 0, b.pp + ppg, m)) continue;
       for (int ppe = has_e_ ? 1 : 0; ppe <= max_e; ++ppe) {
-        const int P = ppe + b.pp + ppg;
-        if (gb + ppe + ppg > N_) continue;
-        // The backbone's in-flight counts depend on ppg only (stage j keeps min(ppg + pp - j, m)).
-        if (!bb_checked) {
-          bb_ok = backbone_fits(b, ppe, P, m);
-          bb_checked = true;
-        }
-        if (!bb_ok) break;
-        pair_search(b, bt, gb, ppe, ppg, P, m);
+        if (gb + ppe + ppg > N_) break;
+        pair_search(b, bt, gb, ppe, ppg, ppe + b.pp + ppg, m);
       }
     }
   }
 
-  void pair_search(const backbone_cfg& b, const module_terms& bt, long long gb, int ppe, int ppg, int P, int m) {
-    static const side_list empty_list{{side_option{}}};
-    const side_list* E = &empty_list;
-    const side_list* G = &empty_list;
+  void pair_search(const backbone_cfg& b, const module_terms& bt, long long gb, int ppe, int ppg,
+                   int P, int m) {
+    static const side_list none{{side_option{}}};
+    const side_list* E = &none;
+    const side_list* G = &none;
     if (has_e_) {
       std::vector<int> fl;
       for (int j = 0; j < ppe; ++j) fl.push_back(one_f_one_b_in_flight(P, j, m));
@@ -551,19 +619,21 @@ class plan_search {
     const double bb_side_g = has_g_ ? side_transfer_time(gi_, b.k, b.tp) : 0.0;
     const double dirs_e = has_e_ ? mods_[ei_].dirs : 0.0;
     const double dirs_g = mods_[bi_].dirs;
-    // Generator terms for this backbone, and prefix minima for the bound.
+    // Generator terms with this backbone, and prefix minima (over fewer GPUs) for the bound.
     const std::size_t ng = G->options.size();
-    std::vector<module_terms> gterms(ng);
-    std::vector<double> pmin_t(ng), pmin_path(ng);
+    gterms_.assign(ng, module_terms{});
+    pmin_t_.resize(ng);
+    pmin_path_.resize(ng);
     for (std::size_t i = 0; i < ng; ++i) {
       const side_option& o = G->options[i];
       if (has_g_) {
-        gterms[i].max_stage_s = o.max_stage;
-        gterms[i].path_s = o.path_base + dirs_g * std::max(bb_side_g, o.side_bytes_time);
-        gterms[i].sync_s = o.sync;
+        gterms_[i].max_stage_s = o.max_stage;
+        gterms_[i].path_s = o.path_base + dirs_g * std::max(bb_side_g, o.side_bytes_time);
+        gterms_[i].sync_s = o.sync;
       }
-      pmin_t[i] = i == 0 ? gterms[i].max_stage_s : std::min(pmin_t[i - 1], gterms[i].max_stage_s);
-      pmin_path[i] = i == 0 ? gterms[i].path_s : std::min(pmin_path[i - 1], gterms[i].path_s);
+      pmin_t_[i] =
+          i == 0 ? gterms_[i].max_stage_s : std::min(pmin_t_[i - 1], gterms_[i].max_stage_s);
+      pmin_path_[i] = i == 0 ? gterms_[i].path_s : std::min(pmin_path_[i - 1], gterms_[i].path_s);
     }
     const long long budget = N_ - gb;
     for (const side_option& e : E->options) {
@@ -575,193 +645,145 @@ class plan_search {
         et.path_s = e.path_base + dirs_e * std::max(e.side_bytes_time, bb_side_e);
         et.sync_s = e.sync;
       }
-      const long long gbudget = budget - e.gpus;
-      const long long base_g = gb + e.gpus;
-      // Options affordable: [0, idx).
-      std::size_t idx = static_cast<std::size_t>(
-          std::upper_bound(G->options.begin(), G->options.end(), gbudget,
+      const long long base_g = gb + e.gpus;  // the generator's first rank
+      // Affordable generator options: [0, idx), idx >= 1 by the check above.
+      const auto idx = static_cast<std::size_t>(
+          std::upper_bound(G->options.begin(), G->options.end(), budget - e.gpus,
                            [](long long v, const side_option& o) { return v < o.gpus; }) -
           G->options.begin());
-      {
-        const module_terms arr[3] = {et, bt, module_terms{pmin_t[idx - 1], pmin_path[idx - 1], 0.0}};
-        if (combine(m, arr).iteration_s > best_.time) continue;
-      }
       for (std::size_t i = idx; i-- > 0;) {
         {
-          const module_terms arr[3] = {et, bt, module_terms{pmin_t[i], pmin_path[i], 0.0}};
-          if (combine(m, arr).iteration_s > best_.time) break;
+          const module_terms arr[3] = {et, bt, module_terms{pmin_t_[i], pmin_path_[i], 0.0}};
+          if (combine(m, arr).iteration_s > best_.time) break;  // bounds every option in [0, i]
         }
         const side_option& go = G->options[i];
         if (has_g_ && base_g % go.tp != 0) continue;
         ++stats_.pairs_evaluated;
-        const module_terms arr[3] = {et, bt, gterms[i]};
+        const module_terms arr[3] = {et, bt, gterms_[i]};
         const double time = combine(m, arr).iteration_s;
         const long long gpus = gb + e.gpus + go.gpus;
-        if (time > best_.time || (time == best_.time && gpus > best_.gpus)) continue;
+        if (!may_improve(time, gpus)) continue;
         parallel_plan p = base_plan(b.n);
-        set_backbone(p, b);
-        if (has_e_) set_side(p, ei_, e);
-        if (has_g_) set_side(p, gi_, go);
+        set_module(p, bi_, b.tp, b.pp, b.dp, b.rc, b.layout->layers);
+        if (has_e_) set_module(p, ei_, e.tp, e.pp, e.dp, e.rc, e.layout->layers);
+        if (has_g_) set_module(p, gi_, go.tp, go.pp, go.dp, go.rc, go.layout->layers);
         consider(time, gpus, std::move(p));
       }
     }
   }
 
-  void set_backbone(parallel_plan& p, const backbone_cfg& b) const {
-    module_plan& mp = p.modules[bi_];
-    mp.tp = b.tp;
-    mp.pp = b.pp;
-    mp.dp = b.dp;
-    mp.recompute = b.rc;
-    mp.layers = b.layout->layers;
-  }
-  void set_side(parallel_plan& p, std::size_t i, const side_option& o) const {
+  static void set_module(parallel_plan& p, std::size_t i, int tp, int pp, int dp, bool rc,
+                         const std::vector<int>& layers) {
     module_plan& mp = p.modules[i];
-    mp.tp = o.tp;
-    mp.pp = o.pp;
-    mp.dp = o.dp;
-    mp.recompute = o.rc;
-    mp.layers = o.layout->layers;
-    mp.colocated = false;
+    mp.tp = tp;
+    mp.pp = pp;
+    mp.dp = dp;
+    mp.recompute = rc;
+    mp.layers = layers;
   }
 
   // ---- monolithic (Megatron-style) layouts ----
-  int colocated_tp(std::size_t i, int tp_b) const {
+  [[nodiscard]] int colocated_tp(std::size_t i, int tp_b) const {
     int best = 1;
     for (int t : mods_[i].colocated_tps)
       if (tp_b % t == 0) best = std::max(best, t);
     return best;
   }
-
-  void search_monolithic() {
-    struct mono {
-      double time;
-      long long gpus;
-      int n, tp, dp, pp;
-      bool rc;
-      const split* layout;
-    };
-    std::vector<mono> cands;
-    for (int n : divisors(S_)) {
-      const int m = S_ / n;
-      for (int tp : mods_[bi_].tps)
-        for (bool rc : rcs_)
-          for (int dp : divisors(n))
-            for (int pp = 1; pp <= max_pp_b_; ++pp) {
-              const long long gpus = static_cast<long long>(tp) * pp * dp;
-              if (gpus > N_) break;
-              const int k = n / dp;
-              const double te = has_e_ ? stage_time(ei_, colocated_tp(ei_, tp), rc, k, stage_type::whole,
-                                                    mods_[ei_].layers)
-                                       : 0.0;
-              const double tg = has_g_ ? stage_time(gi_, colocated_tp(gi_, tp), rc, k, stage_type::whole,
-                                                    mods_[gi_].layers)
-                                       : 0.0;
-              // Stage time with the colocated parts, summed in model-module order from 0.
-              auto tfn = [&](stage_type t, int c) {
-                const double x = stage_time(bi_, tp, rc, k, t, c);
-                switch (t) {
-                  case stage_type::first: return (0.0 + te) + x;
-                  case stage_type::last: return (0.0 + x) + tg;
-                  case stage_type::whole: return ((0.0 + te) + x) + tg;
-                  case stage_type::middle: break;
-                }
-                return 0.0 + x;
-              };
-              const split* sp = mono_split(tp, rc, k, pp, te, tg, tfn);
-              if (sp->layers.empty()) continue;
-              const module_terms bt = mono_terms(n, tp, rc, dp, pp, *sp, tfn);
-              const module_terms arr[1] = {bt};
-              cands.push_back(mono{combine(m, arr).iteration_s, gpus, n, tp, dp, pp, rc, sp});
-            }
-    }
-    stats_.monolithic_configs += static_cast<long long>(cands.size());
-    std::stable_sort(cands.begin(), cands.end(), [](const mono& a, const mono& b) {
-      if (a.time != b.time) return a.time < b.time;
-      return a.gpus < b.gpus;
-    });
-    for (const mono& c : cands) {
-      if (c.time > best_.time) break;
-      if (!mono_fits(c.n, c.tp, c.rc, c.dp, c.pp, *c.layout)) continue;
-      parallel_plan p = base_plan(c.n);
-      module_plan& bp = p.modules[bi_];
-      bp.tp = c.tp;
-      bp.pp = c.pp;
-      bp.dp = c.dp;
-      bp.recompute = c.rc;
-      bp.layers = c.layout->layers;
-      for (std::size_t i = 0; i < p.modules.size(); ++i) {
-        if (i == bi_) continue;
-        module_plan& mp = p.modules[i];
-        mp.colocated = true;
-        mp.tp = colocated_tp(i, c.tp);
-        mp.pp = 1;
-        mp.dp = c.dp;
-        mp.recompute = c.rc;
-        mp.layers = {mods_[i].layers};
-      }
-      consider(c.time, c.gpus, std::move(p));
-      // Later candidates with the same time may still win on GPUs/key: keep scanning ties only.
-    }
-  }
-
-  template <class TimeFn>
-  const split* mono_split(int tp, bool rc, int k, int pp, double te, double tg, const TimeFn& tfn) {
-    // te/tg are functions of (tp, rc, k) already; key without them.
-    (void)te;
-    (void)tg;
-    const std::uint64_t key = (static_cast<std::uint64_t>(tp) << 56) ^ (static_cast<std::uint64_t>(rc ? 1 : 0) << 52) ^
-                              (static_cast<std::uint64_t>(pp) << 36) ^ static_cast<std::uint64_t>(k);
-    auto it = msplits_.find(key);
-    if (it != msplits_.end()) return it->second;
-    const split* s = store_split(make_split(mods_[bi_].layers, pp, tfn));
-    msplits_.emplace(key, s);
-    return s;
-  }
-
-  template <class TimeFn>
-  module_terms mono_terms(int n, int tp, bool rc, int dp, int pp, const split& sp, const TimeFn& tfn) {
-    module_terms t;
-    const int k = n / dp;
-    const module_workload w = workload(bi_, k);
-    std::vector<double> times(static_cast<std::size_t>(pp)), hops(static_cast<std::size_t>(pp), 0.0);
-    const bool spans = dp_spans_nodes(tp, dp, g_);
-    const double ye = has_e_ ? sync_time(cost_, colocated_cfg(ei_, tp, dp, rc), spans) : 0.0;
-    const double yg = has_g_ ? sync_time(cost_, colocated_cfg(gi_, tp, dp, rc), spans) : 0.0;
-    for (int j = 0; j < pp; ++j) {
-      const stage_type ty = type_of_stage(j, pp);
-      const stage_config cfg{bi_, at(sp.first, j), at(sp.layers, j), tp, dp, rc};
-      times[static_cast<std::size_t>(j)] = tfn(ty, at(sp.layers, j));
-      t.max_stage_s = std::max(t.max_stage_s, times[static_cast<std::size_t>(j)]);
-      if (j + 1 < pp) hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
-      const double yb = sync_time(cost_, cfg, spans);
-      double y = 0;
-      if ((ty == stage_type::first || ty == stage_type::whole) && has_e_) y += ye;
-      y += yb;
-      if ((ty == stage_type::last || ty == stage_type::whole) && has_g_) y += yg;
-      t.sync_s = std::max(t.sync_s, y);
-    }
-    t.path_s = accumulate_path(times, hops, 0.0);
-    return t;
-  }
-
   [[nodiscard]] stage_config colocated_cfg(std::size_t i, int tp_b, int dp, bool rc) const {
     return stage_config{i, 0, mods_[i].layers, colocated_tp(i, tp_b), dp, rc};
   }
 
-  bool mono_fits(int n, int tp, bool rc, int dp, int pp, const split& sp) {
-    const int m = S_ / n;
-    const int k = n / dp;
-    for (int j = 0; j < pp; ++j) {
-      const stage_type ty = type_of_stage(j, pp);
-      const int f = one_f_one_b_in_flight(pp, j, m);
+  /// @brief Split of the backbone with the colocated encoder on stage 0 and the
+  /// colocated generator on the last stage, by `rule`.
+  const split_info& mono_split(layer_split_rule rule, int tp, bool rc, int k, int pp) {
+    const double te =
+        has_e_ ? tt(table(ei_, colocated_tp(ei_, tp), rc, k), stage_type::whole, mods_[ei_].layers)
+               : 0.0;
+    const double tg =
+        has_g_ ? tt(table(gi_, colocated_tp(gi_, tp), rc, k), stage_type::whole, mods_[gi_].layers)
+               : 0.0;
+    time_table& T = table(bi_, tp, rc, k);
+    // Stage time with the colocated parts, summed in model-module order from 0 (as evaluate does).
+    auto fn = [&](stage_type t, int c) {
+      const double x = tt(T, t, c);
+      switch (t) {
+        case stage_type::first: return (0.0 + te) + x;
+        case stage_type::last: return (0.0 + x) + tg;
+        case stage_type::whole: return ((0.0 + te) + x) + tg;
+        case stage_type::middle: break;
+      }
+      return 0.0 + x;
+    };
+    const unsigned family = rule == layer_split_rule::even ? 3u : 2u;
+    return get_split(pack(family, bi_, tp, rc, pp, k), mods_[bi_].layers, pp, rule, fn);
+  }
+
+  void search_monolithic() {
+    std::vector<layer_split_rule> rules;
+    for (layer_split_rule r : opt_.monolithic_splits)
+      if (std::find(rules.begin(), rules.end(), r) == rules.end()) rules.push_back(r);
+    std::sort(rules.begin(), rules.end());
+    for (backbone_cfg& c : nodes_) {
+      if (c.lb > best_.time) break;
+      for (layer_split_rule rule : rules) {
+        c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp);
+        if (c.layout->layers.empty() || split_bound(c) > best_.time) continue;
+        ++stats_.monolithic_configs;
+        const module_terms arr[1] = {mono_terms(c)};
+        const double time = combine(S_ / c.n, arr).iteration_s;
+        const long long gpus = static_cast<long long>(c.tp) * c.pp * c.dp;
+        if (!may_improve(time, gpus) || !mono_fits(c)) continue;
+        parallel_plan p = base_plan(c.n);
+        set_module(p, bi_, c.tp, c.pp, c.dp, c.rc, c.layout->layers);
+        for (std::size_t i = 0; i < p.modules.size(); ++i) {
+          if (i == bi_) continue;
+          set_module(p, i, colocated_tp(i, c.tp), 1, c.dp, c.rc, {mods_[i].layers});
+          p.modules[i].colocated = true;
+        }
+        consider(time, gpus, std::move(p));
+      }
+    }
+  }
+
+  module_terms mono_terms(const backbone_cfg& c) {
+    module_terms t;
+    const module_workload w = workload(bi_, c.k);
+    std::vector<double> hops(static_cast<std::size_t>(c.pp), 0.0);
+    const bool spans = dp_spans_nodes(c.tp, c.dp, g_);
+    const double ye = has_e_ ? sync_time(cost_, colocated_cfg(ei_, c.tp, c.dp, c.rc), spans) : 0.0;
+    const double yg = has_g_ ? sync_time(cost_, colocated_cfg(gi_, c.tp, c.dp, c.rc), spans) : 0.0;
+    for (int j = 0; j < c.pp; ++j) {
+      const stage_type ty = type_of_stage(j, c.pp);
+      const stage_config cfg{bi_, at(c.layout->first, j), at(c.layout->layers, j), c.tp, c.dp,
+                             c.rc};
+      if (j + 1 < c.pp)
+        hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
+      double y = 0;
+      if ((ty == stage_type::first || ty == stage_type::whole) && has_e_) y += ye;
+      y += sync_time(cost_, cfg, spans);
+      if ((ty == stage_type::last || ty == stage_type::whole) && has_g_) y += yg;
+      t.sync_s = std::max(t.sync_s, y);
+    }
+    t.max_stage_s = c.layout->tmax;
+    t.path_s = accumulate_path(c.layout->times, hops, 0.0);
+    return t;
+  }
+
+  bool mono_fits(const backbone_cfg& c) {
+    const int m = S_ / c.n;
+    for (int j = 0; j < c.pp; ++j) {
+      const stage_type ty = type_of_stage(j, c.pp);
+      const int f = one_f_one_b_in_flight(c.pp, j, m);
       memory_breakdown mem;
       if ((ty == stage_type::first || ty == stage_type::whole) && has_e_)
-        add_memory(mem, cost_.stage_memory(colocated_cfg(ei_, tp, dp, rc), workload(ei_, k), f));
-      add_memory(mem, cost_.stage_memory(stage_config{bi_, at(sp.first, j), at(sp.layers, j), tp, dp, rc},
-                                         workload(bi_, k), f));
+        add_memory(mem,
+                   cost_.stage_memory(colocated_cfg(ei_, c.tp, c.dp, c.rc), workload(ei_, c.k), f));
+      add_memory(mem, cost_.stage_memory(stage_config{bi_, at(c.layout->first, j),
+                                                      at(c.layout->layers, j), c.tp, c.dp, c.rc},
+                                         workload(bi_, c.k), f));
       if ((ty == stage_type::last || ty == stage_type::whole) && has_g_)
-        add_memory(mem, cost_.stage_memory(colocated_cfg(gi_, tp, dp, rc), workload(gi_, k), f));
+        add_memory(mem,
+                   cost_.stage_memory(colocated_cfg(gi_, c.tp, c.dp, c.rc), workload(gi_, c.k), f));
       if (mem.total() > limit_) {
         note_violation(model_.modules[bi_].name, j, mem.total());
         return false;
@@ -783,10 +805,13 @@ class plan_search {
   int max_pp_b_ = 1;
   std::vector<module_info> mods_;
   std::vector<bool> rcs_;
-  std::unordered_map<std::uint64_t, time_table> tables_;  // cache only (never iterated)
-  std::unordered_map<std::uint64_t, const split*> bsplits_, msplits_;
+  // Caches (looked up, never iterated, so their order cannot leak into results).
+  std::unordered_map<std::uint64_t, time_table> tables_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<split_info>> splits_;
   std::map<std::vector<long long>, side_list> side_cache_;
-  std::vector<std::unique_ptr<split>> splits_;
+  std::vector<backbone_cfg> nodes_;
+  std::vector<module_terms> gterms_;
+  std::vector<double> pmin_t_, pmin_path_;
   ranked_plan best_;
   violation viol_;
   planner_stats stats_;

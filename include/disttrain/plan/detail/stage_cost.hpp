@@ -39,8 +39,8 @@ namespace disttrain::detail {
 /// @brief Transfer from a stage to the next stage of its module per microbatch
 /// (each TP rank sends its 1/tp share), times `dirs`.
 template <cost_model C>
-[[nodiscard]] double hop_time(const C& c, const stage_config& s, const module_workload& w, int gpus_per_node,
-                              double dirs) {
+[[nodiscard]] double hop_time(const C& c, const stage_config& s, const module_workload& w,
+                              int gpus_per_node, double dirs) {
   return dirs * c.p2p_time(c.stage_output_bytes(s, w) / static_cast<double>(s.tp),
                            hop_same_node(s.tp, s.dp, gpus_per_node));
 }
@@ -49,13 +49,15 @@ template <cost_model C>
 /// either side moves the bytes of its own samples (`k_from` resp. `k_to`),
 /// each TP rank 1/tp of them, over the NIC; times `dirs`.
 template <cost_model C>
-[[nodiscard]] double boundary_time(const C& c, std::size_t from, std::size_t to, const model_workload& per_sample,
-                                   int k_from, int tp_from, int k_to, int tp_to, double dirs) {
-  const double a =
-      c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k_from)) / static_cast<double>(tp_from),
-                 false);
-  const double b =
-      c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k_to)) / static_cast<double>(tp_to), false);
+[[nodiscard]] double boundary_time(const C& c, std::size_t from, std::size_t to,
+                                   const model_workload& per_sample, int k_from, int tp_from,
+                                   int k_to, int tp_to, double dirs) {
+  const double a = c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k_from)) /
+                                  static_cast<double>(tp_from),
+                              false);
+  const double b = c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k_to)) /
+                                  static_cast<double>(tp_to),
+                              false);
   return dirs * std::max(a, b);
 }
 
