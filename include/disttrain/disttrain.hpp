@@ -1,0 +1,25 @@
+#pragma once
+/// @file disttrain.hpp
+/// @brief Umbrella header: every nvcc-safe public part of disttrain.
+///
+/// Not included here (include them yourself where needed):
+/// - host-only headers `disttrain/<part>/format.hpp` (they use fmt; include them
+///   from `.cpp` files), so that this header compiles in `.cu` files too;
+/// - feature-gated backends: `disttrain/comm/mpi_backend.hpp` (target
+///   `disttrain::mpi`), `disttrain/comm/nccl_backend.hpp` (`disttrain::nccl`),
+///   `disttrain/kernels/copy_blocks_cuda.hpp` (`disttrain::kernels`).
+///
+/// @code
+/// #include <disttrain/disttrain.hpp>
+/// static_assert(DISTTRAIN_VERSION_MAJOR == disttrain::version_major);
+/// @endcode
+
+#include "disttrain/core.hpp"
+
+#include "disttrain/comm.hpp"
+#include "disttrain/cost.hpp"
+#include "disttrain/data.hpp"
+#include "disttrain/exec.hpp"
+#include "disttrain/model.hpp"
+#include "disttrain/schedule.hpp"
+#include "disttrain/sim.hpp"

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# disttrain quick start for a fresh Debian 12 machine (or any Debian/Ubuntu
+# with CMake >= 3.25).
+#
+#   scripts/quickstart.sh        build (release preset) and run the main job:
+#                                the disttrain-plan planner on the paper's
+#                                72B preset (until the planner exists: every
+#                                example program)
+#   scripts/quickstart.sh test   build (dev preset: Debug, warnings as errors,
+#                                MPI on) and run every test
+#
+# Missing Debian packages are installed with apt-get when running as root or
+# with sudo; otherwise the exact command to run is printed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+MODE="${1:-run}"
+DEB_PACKAGES=(cmake ninja-build g++ pkg-config libeigen3-dev libfmt-dev catch2
+              nlohmann-json3-dev libopenmpi-dev openmpi-bin)
+JOBS="$(nproc 2>/dev/null || echo 2)"
+
+say() { printf '\033[1m[quickstart]\033[0m %s\n' "$*"; }
+die() { printf '\033[1;31m[quickstart]\033[0m %s\n' "$*" >&2; exit 1; }
+
+ensure_packages() {
+  if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    say "not a Debian/Ubuntu system: make sure these (or your distribution's equivalents) are installed:"
+    say "  ${DEB_PACKAGES[*]}"
+    return 0
+  fi
+  local missing=() p
+  for p in "${DEB_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    return 0
+  fi
+  local cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && { sudo -n true 2>/dev/null || [ -t 0 ]; }; then
+      sudo=(sudo)
+    else
+      die "missing packages: ${missing[*]}. Install them with:
+  sudo sh -c '$cmd'
+then run this script again."
+    fi
+  fi
+  say "installing missing packages: ${missing[*]}"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+check_cmake() {
+  local v
+  v="$(cmake --version | head -n1 | sed 's/[^0-9.]*\([0-9.]*\).*/\1/')"
+  if [ "$(printf '%s\n3.25\n' "$v" | sort -V | head -n1)" != "3.25" ]; then
+    die "CMake $v is too old: disttrain needs CMake >= 3.25 (Debian 12 ships 3.25.1)"
+  fi
+}
+
+# mpirun refuses to run as root unless told it is fine (containers, CI).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+run_main_job() {
+  cmake --preset release
+  if [ -f tools/disttrain-plan.cpp ]; then
+    cmake --build --preset release --target disttrain-plan
+    say "running: disttrain-plan --preset paper-72b"
+    build/release/tools/disttrain-plan --preset paper-72b
+    return
+  fi
+  local targets=() src
+  for src in examples/*.cpp; do
+    [ -e "$src" ] && targets+=("example_$(basename "$src" .cpp)")
+  done
+  if [ "${#targets[@]}" -eq 0 ]; then
+    cmake --build --preset release
+    say "built disttrain; there is no planner tool or example to run yet"
+    return
+  fi
+  cmake --build --preset release --target "${targets[@]}"
+  local t
+  for t in "${targets[@]}"; do
+    say "running: $t"
+    "build/release/examples/$t"
+  done
+}
+
+run_tests() {
+  export CTEST_PARALLEL_LEVEL="${CTEST_PARALLEL_LEVEL:-$JOBS}"
+  cmake --workflow --preset dev
+  say "all tests passed (build/dev)"
+}
+
+case "$MODE" in
+  run)  ensure_packages; check_cmake; run_main_job ;;
+  test) ensure_packages; check_cmake; run_tests ;;
+  -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown mode '$MODE' (use: run, test)" ;;
+esac
