@@ -206,3 +206,32 @@ TEST_CASE("destroying an unmatched request cancels it") {
   DISTTRAIN_CHECK_ERROR(b0.wait(s), errc::timeout, "rank 0 -> rank 1 tag 0");
   CHECK(buf[0] == std::byte{0});
 }
+
+TEST_CASE("many distinct tags: queues are recycled and matching stays correct") {
+  local_world world(2, {5000ms});
+  constexpr int n_tags = 300;
+  std::vector<std::int32_t> got(n_tags, -1);
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    for (int round = 0; round < 2; ++round) {
+      std::vector<local_backend::request> reqs;
+      std::vector<std::int32_t> vals(n_tags);
+      for (int t = 0; t < n_tags; ++t) {
+        vals[static_cast<std::size_t>(t)] = t * 3 + round;
+        auto s = std::span(&vals[static_cast<std::size_t>(t)], 1);
+        // Rank 0 sends tags ascending; rank 1 receives them descending.
+        if (b.rank() == 0) reqs.push_back(b.isend(std::as_bytes(s), 1, t));
+      }
+      if (b.rank() == 1)
+        for (int t = n_tags - 1; t >= 0; --t)
+          reqs.push_back(b.irecv(std::as_writable_bytes(std::span(&got[static_cast<std::size_t>(t)], 1)), 0, t));
+      for (auto& r : reqs) b.wait(r);
+      b.barrier();
+      if (b.rank() == 1)
+        for (int t = 0; t < n_tags; ++t)
+          if (got[static_cast<std::size_t>(t)] != t * 3 + round) throw std::runtime_error("wrong value");
+      b.barrier();
+    }
+  });
+  disttrain::test::rethrow_first(errors);
+  for (int t = 0; t < n_tags; ++t) CHECK(got[static_cast<std::size_t>(t)] == t * 3 + 1);
+}

@@ -181,10 +181,12 @@ class local_world {
       std::lock_guard<std::mutex> lk(box.m);
       auto& opposite = t.is_send ? box.recvs : box.sends;
       auto it = opposite.find({src, t.tag});
-      if (it != opposite.end()) {
+      if (it != opposite.end() && !it->second.empty()) {
         other = std::move(it->second.front());
         it->second.pop_front();
-        if (it->second.empty()) opposite.erase(it);
+        // Empty queues are kept (no allocation churn on the hot path) unless
+        // many (source, tag) keys accumulate.
+        if (it->second.empty() && opposite.size() > max_idle_keys) opposite.erase(it);
         other->state.store(detail::local_op::matched);
         op->state.store(detail::local_op::matched);
       } else {
@@ -228,11 +230,13 @@ class local_world {
           dq.erase(o);
           break;
         }
-      if (dq.empty()) q.erase(it);
+      if (dq.empty() && q.size() > max_idle_keys) q.erase(it);
     }
     op->state.store(detail::local_op::cancelled);
     return true;
   }
+
+  static constexpr std::size_t max_idle_keys = 64;
 
   comm_options opts_;
   std::vector<std::unique_ptr<detail::local_mailbox>> boxes_;
