@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
             pf[j * S + s] = f[perm[j] * S + s];
             pb[j * S + s] = b[perm[j] * S + s];
           }
-        t_rand += eval(stage_times{m, S, pf, pb}) / 16.0;
+        t_rand += eval(microbatch_times{m, S, pf, pb}) / 16.0;
       }
       // Ideal: every microbatch and replica carries exactly the mean load.
       std::array<double, max_reorder_modules> total{};
@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
           f[j * S + s] = st.forward_scale * t;
           b[j * S + s] = st.backward_scale * t;
         }
-      const double t_ideal = eval(stage_times{m, S, f, b});
+      const double t_ideal = eval(microbatch_times{m, S, f, b});
       ord.push_back({{"data", name_of(p)}, {"n", n}, {"microbatches", m}, {"default_s", t_def},
                      {"arrival_over_default", t_arr / t_def}, {"random_over_default", t_rand / t_def},
                      {"slot_order_over_default", t_slot / t_def}, {"paper_over_default", t_paper / t_def},

@@ -88,7 +88,7 @@ double optimal_order(const std::vector<double>& f, const std::vector<double>& b,
         pf[i * S + s] = f[p[i] * S + s];
         pb[i * S + s] = b[p[i] * S + s];
       }
-    best = std::min(best, static_cast<double>(objective(disttrain::stage_times{m, S, pf, pb})));
+    best = std::min(best, static_cast<double>(objective(disttrain::microbatch_times{m, S, pf, pb})));
   } while (std::next_permutation(p.begin(), p.end()));
   return best;
 }

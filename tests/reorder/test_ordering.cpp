@@ -10,7 +10,7 @@
 
 using disttrain::errc;
 using disttrain::order_method;
-using disttrain::stage_times;
+using disttrain::microbatch_times;
 
 namespace {
 
@@ -51,11 +51,11 @@ TEST_CASE("ordering: search is within 2% of the brute-force optimum (1F1B and GP
     const std::size_t S = 2 + static_cast<std::size_t>(rng() % 3);  // 2..4
     std::vector<double> f, b;
     random_times(rng, m, S, f, b);
-    disttrain::pipeline_time eval(trial % 4 == 3 ? disttrain::pipeline_schedule::gpipe
-                                                 : disttrain::pipeline_schedule::one_f_one_b);
+    disttrain::pipeline_time eval(trial % 4 == 3 ? disttrain::pipeline_kind::gpipe
+                                                 : disttrain::pipeline_kind::one_f_one_b);
     const double opt = reorder_test::optimal_order(f, b, m, S, eval);
     std::vector<std::uint32_t> perm(m);
-    const double got = ord.order(stage_times{m, S, f, b}, eval, order_method::search, perm);
+    const double got = ord.order(microbatch_times{m, S, f, b}, eval, order_method::search, perm);
     REQUIRE(is_permutation_of_iota(perm));
     // The returned value is the objective of the returned order.
     std::vector<double> pf(m * S), pb(m * S);
@@ -64,10 +64,10 @@ TEST_CASE("ordering: search is within 2% of the brute-force optimum (1F1B and GP
         pf[p * S + s] = f[perm[p] * S + s];
         pb[p * S + s] = b[perm[p] * S + s];
       }
-    CHECK(eval(stage_times{m, S, pf, pb}) == got);
+    CHECK(eval(microbatch_times{m, S, pf, pb}) == got);
     std::vector<std::uint32_t> pp(m), pi(m);
-    const double paper = ord.order(stage_times{m, S, f, b}, eval, order_method::paper, pp);
-    const double ident = ord.order(stage_times{m, S, f, b}, eval, order_method::identity, pi);
+    const double paper = ord.order(microbatch_times{m, S, f, b}, eval, order_method::paper, pp);
+    const double ident = ord.order(microbatch_times{m, S, f, b}, eval, order_method::identity, pi);
     INFO("trial " << trial << " m=" << m << " S=" << S << " opt=" << opt << " search=" << got << " paper=" << paper
                   << " identity=" << ident);
     CHECK(got >= opt * (1 - 1e-12));
@@ -92,7 +92,7 @@ TEST_CASE("ordering: the paper rule puts the smallest first and the next S-1 sma
   disttrain::pipeline_time eval;
   disttrain::microbatch_orderer ord;
   std::vector<std::uint32_t> perm(m);
-  ord.order(stage_times{m, S, f, b}, eval, order_method::paper, perm);
+  ord.order(microbatch_times{m, S, f, b}, eval, order_method::paper, perm);
   CHECK(perm[0] == 1);      // size 1 first
   CHECK(perm[m - 1] == 3);  // size 2 last
   CHECK(perm[m - 2] == 5);  // size 3 before it
@@ -101,14 +101,14 @@ TEST_CASE("ordering: the paper rule puts the smallest first and the next S-1 sma
   std::vector<std::uint32_t> mid(perm.begin() + 1, perm.begin() + 4);
   std::sort(mid.begin(), mid.end());
   CHECK(mid == std::vector<std::uint32_t>{0, 2, 4});
-  ord.order(stage_times{m, S, f, b}, eval, order_method::identity, perm);
+  ord.order(microbatch_times{m, S, f, b}, eval, order_method::identity, perm);
   CHECK(perm == std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5});
 }
 
 TEST_CASE("ordering: any order_objective works (a custom one checked by brute force)") {
   // Weighted position sum: sum over positions of (position + 1) * size;
   // minimised by running the largest first.
-  auto weighted = [](const stage_times& t) {
+  auto weighted = [](const microbatch_times& t) {
     double v = 0.0;
     for (std::size_t p = 0; p < t.microbatches; ++p) v += static_cast<double>(p + 1) * t.forward_at(p, 0);
     return v;
@@ -118,7 +118,7 @@ TEST_CASE("ordering: any order_objective works (a custom one checked by brute fo
   std::vector<double> f{5, 3, 9, 1, 4, 8, 2}, b(m, 0.0);
   disttrain::microbatch_orderer ord;
   std::vector<std::uint32_t> perm(m);
-  const double got = ord.order(stage_times{m, 1, f, b}, weighted, order_method::search, perm);
+  const double got = ord.order(microbatch_times{m, 1, f, b}, weighted, order_method::search, perm);
   CHECK(got == reorder_test::optimal_order(f, b, m, 1, weighted));
   CHECK(perm == std::vector<std::uint32_t>{2, 5, 0, 4, 1, 6, 3});  // largest first minimises sum (p+1)*size
 }
@@ -130,17 +130,17 @@ TEST_CASE("ordering: deterministic and budget-bounded") {
   disttrain::pipeline_time e1, e2;
   disttrain::microbatch_orderer o1, o2;
   std::vector<std::uint32_t> p1(32), p2(32);
-  const double t1 = o1.order(stage_times{32, 4, f, b}, e1, order_method::search, p1);
-  const double t2 = o2.order(stage_times{32, 4, f, b}, e2, order_method::search, p2);
+  const double t1 = o1.order(microbatch_times{32, 4, f, b}, e1, order_method::search, p1);
+  const double t2 = o2.order(microbatch_times{32, 4, f, b}, e2, order_method::search, p2);
   CHECK(p1 == p2);
   CHECK(t1 == t2);
   std::size_t calls = 0;
-  auto counting = [&](const stage_times& t) {
+  auto counting = [&](const microbatch_times& t) {
     ++calls;
     return e1(t);
   };
   o1.budget = 50;
-  o1.order(stage_times{32, 4, f, b}, counting, order_method::search, p1);
+  o1.order(microbatch_times{32, 4, f, b}, counting, order_method::search, p1);
   CHECK(calls <= 50 + 3);  // three seeds + budget
 }
 
@@ -149,10 +149,10 @@ TEST_CASE("ordering: bad input") {
   disttrain::pipeline_time eval;
   std::vector<double> f{1, 2}, b{1, 2};
   std::vector<std::uint32_t> perm(3);
-  DISTTRAIN_CHECK_ERROR(ord.order(stage_times{2, 1, f, b}, eval, order_method::search, perm), errc::invalid_argument,
+  DISTTRAIN_CHECK_ERROR(ord.order(microbatch_times{2, 1, f, b}, eval, order_method::search, perm), errc::invalid_argument,
                         "perm");
-  auto nan_objective = [](const stage_times&) { return std::numeric_limits<double>::quiet_NaN(); };
+  auto nan_objective = [](const microbatch_times&) { return std::numeric_limits<double>::quiet_NaN(); };
   std::vector<std::uint32_t> p2(2);
-  DISTTRAIN_CHECK_ERROR(ord.order(stage_times{2, 1, f, b}, nan_objective, order_method::paper, p2),
+  DISTTRAIN_CHECK_ERROR(ord.order(microbatch_times{2, 1, f, b}, nan_objective, order_method::paper, p2),
                         errc::invalid_argument, "order_objective");
 }

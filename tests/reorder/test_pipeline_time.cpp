@@ -6,15 +6,15 @@
 #include "disttrain_catch.hpp"
 
 using disttrain::errc;
-using disttrain::pipeline_schedule;
+using disttrain::pipeline_kind;
 using disttrain::pipeline_time;
-using disttrain::stage_times;
+using disttrain::microbatch_times;
 
 namespace {
 
 // Reference: per-stage op lists written out independently, finish times by
 // fixpoint relaxation (Bellman-Ford style) from zero. Returns the makespan.
-double reference_time(pipeline_schedule kind, std::size_t m, std::size_t S, const std::vector<double>& f,
+double reference_time(pipeline_kind kind, std::size_t m, std::size_t S, const std::vector<double>& f,
                       const std::vector<double>& b, double lat) {
   struct op {
     bool bwd;
@@ -22,7 +22,7 @@ double reference_time(pipeline_schedule kind, std::size_t m, std::size_t S, cons
   };
   std::vector<std::vector<op>> ops(S);
   for (std::size_t s = 0; s < S; ++s) {
-    if (kind == pipeline_schedule::gpipe) {
+    if (kind == pipeline_kind::gpipe) {
       for (std::size_t j = 0; j < m; ++j) ops[s].push_back({false, j});
       for (std::size_t j = 0; j < m; ++j) ops[s].push_back({true, j});
       continue;
@@ -69,9 +69,9 @@ TEST_CASE("pipeline_time: uniform microbatches give the closed forms") {
   for (std::size_t S : {1u, 2u, 4u, 7u}) {
     for (std::size_t m : {1u, 3u, 8u, 16u}) {
       std::vector<double> f(m * S, 1.5), b(m * S, 3.0);
-      const stage_times t{m, S, f, b};
+      const microbatch_times t{m, S, f, b};
       // 1F1B and GPipe: (m + S - 1) * (f + b).
-      pipeline_time one(pipeline_schedule::one_f_one_b), gp(pipeline_schedule::gpipe);
+      pipeline_time one(pipeline_kind::one_f_one_b), gp(pipeline_kind::gpipe);
       INFO("m=" << m << " S=" << S);
       CHECK(one(t) == Approx(static_cast<double>(m + S - 1) * 4.5));
       CHECK(gp(t) == Approx(static_cast<double>(m + S - 1) * 4.5));
@@ -85,37 +85,37 @@ TEST_CASE("pipeline_time: hand-computed heterogeneous case") {
   // stage0: B0 after stage1 B0 (4) and F1 (4): [4,6]; B1 after 8: [8,9].
   const std::vector<double> f{1, 1, 3, 3}, b{2, 2, 1, 1};
   pipeline_time eval;
-  CHECK(eval(stage_times{2, 2, f, b}) == 9.0);
+  CHECK(eval(microbatch_times{2, 2, f, b}) == 9.0);
   // With 0.5 latency per hop: F0 s1 [1.5,2.5], B0 s1 [2.5,4.5], F1 s0 [1,4] -> F1 s1 [4.5,7.5],
   // B1 s1 [7.5,8.5]; stage0: B0 [5,7], B1 [9,10].
-  pipeline_time lat(pipeline_schedule::one_f_one_b, 0.5);
-  CHECK(lat(stage_times{2, 2, f, b}) == 10.0);
+  pipeline_time lat(pipeline_kind::one_f_one_b, 0.5);
+  CHECK(lat(microbatch_times{2, 2, f, b}) == 10.0);
 }
 
 TEST_CASE("pipeline_time: matches an independent fixpoint reference on random instances") {
   std::mt19937_64 rng(99);
   std::uniform_real_distribution<double> u(0.1, 5.0);
-  pipeline_time one(pipeline_schedule::one_f_one_b), gp(pipeline_schedule::gpipe);
-  pipeline_time one_lat(pipeline_schedule::one_f_one_b, 0.25);
+  pipeline_time one(pipeline_kind::one_f_one_b), gp(pipeline_kind::gpipe);
+  pipeline_time one_lat(pipeline_kind::one_f_one_b, 0.25);
   for (int trial = 0; trial < 200; ++trial) {
     const std::size_t m = 1 + rng() % 12, S = 1 + rng() % 6;
     std::vector<double> f(m * S), b(m * S);
     for (auto& x : f) x = u(rng);
     for (auto& x : b) x = u(rng);
-    const stage_times t{m, S, f, b};
+    const microbatch_times t{m, S, f, b};
     INFO("trial " << trial << " m=" << m << " S=" << S);
-    CHECK(one(t) == Approx(reference_time(pipeline_schedule::one_f_one_b, m, S, f, b, 0.0)).epsilon(1e-12));
-    CHECK(gp(t) == Approx(reference_time(pipeline_schedule::gpipe, m, S, f, b, 0.0)).epsilon(1e-12));
-    CHECK(one_lat(t) == Approx(reference_time(pipeline_schedule::one_f_one_b, m, S, f, b, 0.25)).epsilon(1e-12));
+    CHECK(one(t) == Approx(reference_time(pipeline_kind::one_f_one_b, m, S, f, b, 0.0)).epsilon(1e-12));
+    CHECK(gp(t) == Approx(reference_time(pipeline_kind::gpipe, m, S, f, b, 0.0)).epsilon(1e-12));
+    CHECK(one_lat(t) == Approx(reference_time(pipeline_kind::one_f_one_b, m, S, f, b, 0.25)).epsilon(1e-12));
   }
 }
 
 TEST_CASE("pipeline_time: bad input") {
   pipeline_time eval;
   std::vector<double> f{1, 2}, b{1};
-  DISTTRAIN_CHECK_ERROR(eval(stage_times{2, 1, f, b}), errc::invalid_argument, "stage_times.backward");
-  DISTTRAIN_CHECK_ERROR(eval(stage_times{0, 1, {}, {}}), errc::invalid_argument, "stage_times.microbatches");
+  DISTTRAIN_CHECK_ERROR(eval(microbatch_times{2, 1, f, b}), errc::invalid_argument, "microbatch_times.backward");
+  DISTTRAIN_CHECK_ERROR(eval(microbatch_times{0, 1, {}, {}}), errc::invalid_argument, "microbatch_times.microbatches");
   std::vector<double> neg{1, -1};
-  DISTTRAIN_CHECK_ERROR(eval(stage_times{2, 1, neg, f}), errc::invalid_argument, "stage_times.forward[1]");
-  DISTTRAIN_CHECK_ERROR(pipeline_time(pipeline_schedule::gpipe, -1.0), errc::invalid_argument, "p2p_latency");
+  DISTTRAIN_CHECK_ERROR(eval(microbatch_times{2, 1, neg, f}), errc::invalid_argument, "microbatch_times.forward[1]");
+  DISTTRAIN_CHECK_ERROR(pipeline_time(pipeline_kind::gpipe, -1.0), errc::invalid_argument, "p2p_latency");
 }

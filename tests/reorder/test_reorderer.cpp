@@ -166,7 +166,7 @@ TEST_CASE("reorderer: microbatch order within 2% of the brute-force optimum") {
         b[j * S + s] = o.stages[s].backward_scale * t;
       }
     disttrain::pipeline_time eval;
-    CHECK(eval(disttrain::stage_times{m, S, f, b}) == Approx(res.iteration_time).epsilon(1e-12));
+    CHECK(eval(disttrain::microbatch_times{m, S, f, b}) == Approx(res.iteration_time).epsilon(1e-12));
     const double opt = reorder_test::optimal_order(f, b, m, S, eval);
     INFO("trial " << trial << " m=" << m << " opt=" << opt << " got=" << res.iteration_time);
     CHECK(res.iteration_time <= opt * 1.02);

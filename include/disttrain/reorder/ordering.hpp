@@ -79,7 +79,7 @@ class microbatch_orderer {
   /// Throws `errc::invalid_argument` at `perm` when `perm.size() != t.microbatches`
   /// and whatever `t.validate()` throws.
   template <order_objective Objective>
-  double order(const stage_times& t, Objective& objective, order_method method, std::span<std::uint32_t> perm) {
+  double order(const microbatch_times& t, Objective& objective, order_method method, std::span<std::uint32_t> perm) {
     t.validate();
     const std::size_t m = t.microbatches;
     detail::require(perm.size() == m, "perm", "has ", perm.size(), " entries, need ", m);
@@ -123,7 +123,7 @@ class microbatch_orderer {
       std::copy_n(t_.backward.begin() + static_cast<std::ptrdiff_t>(j * S), S,
                   pb_.begin() + static_cast<std::ptrdiff_t>(p * S));
     }
-    const double v = static_cast<double>(objective(stage_times{order.size(), S, pf_, pb_}));
+    const double v = static_cast<double>(objective(microbatch_times{order.size(), S, pf_, pb_}));
     if (!std::isfinite(v)) detail::fail(errc::invalid_argument, "order_objective", "returned non-finite ", v);
     return v;
   }
@@ -243,7 +243,7 @@ class microbatch_orderer {
     return best;
   }
 
-  stage_times t_;
+  microbatch_times t_;
   std::vector<double> size_, pf_, pb_;
   std::vector<std::uint32_t> cur_, best_, idx_;
   std::vector<char> used_;

@@ -1,6 +1,6 @@
 #pragma once
 /// @file pipeline_time.hpp
-/// @brief Scoring microbatch orders: the `stage_times` view, the
+/// @brief Scoring microbatch orders: the `microbatch_times` view, the
 /// `order_objective` concept, and `pipeline_time`, an exact evaluator of a
 /// synchronous pipeline's iteration time (1F1B or GPipe) for per-microbatch,
 /// per-stage forward and backward durations.
@@ -14,7 +14,7 @@
 ///
 /// @code
 /// std::vector<double> f{1, 1, 1, 1}, b{2, 2, 2, 2};        // 2 microbatches x 2 stages
-/// disttrain::stage_times t{2, 2, f, b};
+/// disttrain::microbatch_times t{2, 2, f, b};
 /// disttrain::pipeline_time eval;                              // 1F1B
 /// double T = eval(t);                                         // (m + S - 1) * (f + b) = 9
 /// @endcode
@@ -36,10 +36,10 @@ namespace disttrain {
 /// order) on each pipeline stage; row-major `[microbatch * stages + stage]`.
 /// A non-owning view.
 /// @code
-/// disttrain::stage_times t{m, S, forward, backward};
+/// disttrain::microbatch_times t{m, S, forward, backward};
 /// double f = t.forward_at(0, S - 1);
 /// @endcode
-struct stage_times {
+struct microbatch_times {
   std::size_t microbatches = 0;       ///< m
   std::size_t stages = 0;             ///< S
   std::span<const double> forward;    ///< m * S forward durations
@@ -48,21 +48,21 @@ struct stage_times {
   [[nodiscard]] double forward_at(std::size_t mb, std::size_t stage) const { return forward[mb * stages + stage]; }
   [[nodiscard]] double backward_at(std::size_t mb, std::size_t stage) const { return backward[mb * stages + stage]; }
 
-  /// @brief Throws `errc::invalid_argument` at `stage_times` for empty shapes,
+  /// @brief Throws `errc::invalid_argument` at `microbatch_times` for empty shapes,
   /// size mismatches and negative or non-finite durations.
   void validate() const {
-    detail::require(microbatches > 0, "stage_times.microbatches", "must be > 0, got ", microbatches);
-    detail::require(stages > 0, "stage_times.stages", "must be > 0, got ", stages);
+    detail::require(microbatches > 0, "microbatch_times.microbatches", "must be > 0, got ", microbatches);
+    detail::require(stages > 0, "microbatch_times.stages", "must be > 0, got ", stages);
     const std::size_t need = microbatches * stages;
-    detail::require(forward.size() == need, "stage_times.forward", "has ", forward.size(), " entries, need ", need);
-    detail::require(backward.size() == need, "stage_times.backward", "has ", backward.size(), " entries, need ",
+    detail::require(forward.size() == need, "microbatch_times.forward", "has ", forward.size(), " entries, need ", need);
+    detail::require(backward.size() == need, "microbatch_times.backward", "has ", backward.size(), " entries, need ",
                     need);
     for (std::size_t i = 0; i < need; ++i) {
       if (!(std::isfinite(forward[i]) && forward[i] >= 0.0))
-        detail::fail(errc::invalid_argument, detail::cat("stage_times.forward[", i, "]"),
+        detail::fail(errc::invalid_argument, detail::cat("microbatch_times.forward[", i, "]"),
                      "must be finite and >= 0, got ", forward[i]);
       if (!(std::isfinite(backward[i]) && backward[i] >= 0.0))
-        detail::fail(errc::invalid_argument, detail::cat("stage_times.backward[", i, "]"),
+        detail::fail(errc::invalid_argument, detail::cat("microbatch_times.backward[", i, "]"),
                      "must be finite and >= 0, got ", backward[i]);
     }
   }
@@ -72,23 +72,23 @@ struct stage_times {
 /// running the microbatches in the row order of `times`. Lower is better.
 /// May keep mutable scratch state (called through a non-const reference).
 /// @code
-/// auto makespan = [](const disttrain::stage_times& t) { return my_simulate(t); };
+/// auto makespan = [](const disttrain::microbatch_times& t) { return my_simulate(t); };
 /// static_assert(disttrain::order_objective<decltype(makespan)>);
 /// @endcode
 template <class O>
-concept order_objective = requires(O& o, const stage_times& t) {
+concept order_objective = requires(O& o, const microbatch_times& t) {
   { o(t) } -> std::convertible_to<double>;
 };
 
 /// @brief Pipeline schedule evaluated by `pipeline_time`.
-enum class pipeline_schedule : std::uint8_t {
+enum class pipeline_kind : std::uint8_t {
   one_f_one_b,  ///< 1F1B: stage s warms up with min(S-1-s, m) forwards, then alternates
   gpipe,        ///< all forwards, then all backwards
 };
 
 /// @brief Name of a schedule ("1f1b", "gpipe").
-constexpr std::string_view to_string(pipeline_schedule s) noexcept {
-  return s == pipeline_schedule::gpipe ? "gpipe" : "1f1b";
+constexpr std::string_view to_string(pipeline_kind s) noexcept {
+  return s == pipeline_kind::gpipe ? "gpipe" : "1f1b";
 }
 
 /// @brief Exact iteration time of a synchronous pipeline; an `order_objective`.
@@ -96,12 +96,12 @@ constexpr std::string_view to_string(pipeline_schedule s) noexcept {
 /// Reuses its buffers: after the first call for a shape, calls for the same or
 /// smaller shapes do not allocate. Not thread-safe (one per thread).
 /// @code
-/// disttrain::pipeline_time eval{disttrain::pipeline_schedule::one_f_one_b};
+/// disttrain::pipeline_time eval{disttrain::pipeline_kind::one_f_one_b};
 /// double T = eval(times);
 /// @endcode
 class pipeline_time {
  public:
-  explicit pipeline_time(pipeline_schedule schedule = pipeline_schedule::one_f_one_b, double p2p_latency = 0.0)
+  explicit pipeline_time(pipeline_kind schedule = pipeline_kind::one_f_one_b, double p2p_latency = 0.0)
       : schedule_(schedule), latency_(p2p_latency) {
     if (!(std::isfinite(p2p_latency) && p2p_latency >= 0.0))
       detail::fail(errc::invalid_argument, "pipeline_time.p2p_latency", "must be finite and >= 0, got ",
@@ -109,10 +109,10 @@ class pipeline_time {
   }
 
   /// @brief Schedule this evaluator models.
-  [[nodiscard]] pipeline_schedule schedule() const noexcept { return schedule_; }
+  [[nodiscard]] pipeline_kind schedule() const noexcept { return schedule_; }
 
   /// @brief Iteration time of running the rows of `t` in order.
-  double operator()(const stage_times& t) {
+  double operator()(const microbatch_times& t) {
     t.validate();
     const std::size_t m = t.microbatches, S = t.stages;
     if (m != m_ || S != s_) build(m, S);
@@ -153,7 +153,7 @@ class pipeline_time {
       std::size_t w = 0;
       const auto F = [&](std::size_t j) { o[w++] = static_cast<std::uint32_t>(j << 1); };
       const auto B = [&](std::size_t j) { o[w++] = static_cast<std::uint32_t>((j << 1) | 1u); };
-      if (schedule_ == pipeline_schedule::gpipe) {
+      if (schedule_ == pipeline_kind::gpipe) {
         for (std::size_t j = 0; j < m; ++j) F(j);
         for (std::size_t j = 0; j < m; ++j) B(j);
       } else {
@@ -196,7 +196,7 @@ class pipeline_time {
     }
   }
 
-  pipeline_schedule schedule_;
+  pipeline_kind schedule_;
   double latency_;
   std::size_t m_ = 0, s_ = 0;
   std::vector<std::uint32_t> ops_, topo_;

@@ -453,7 +453,7 @@ class reorderer {
     }
     perm_.resize(m);
     position_.resize(m);
-    time_ = orderer_.order(stage_times{m, S, fwd_, bwd_}, objective_, options_.order, perm_);
+    time_ = orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_, options_.order, perm_);
     for (std::size_t p = 0; p < m; ++p) position_[perm_[p]] = static_cast<std::uint32_t>(p);
   }
 
