@@ -11,3 +11,4 @@
 #include "disttrain/reorder/pipeline_time.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 #include "disttrain/reorder/sample_meta.hpp"
+#include "disttrain/reorder/sim_objective.hpp"

@@ -1,0 +1,120 @@
+#pragma once
+/// @file sim_objective.hpp
+/// @brief `simulated_objective`: an `order_objective` that scores a microbatch
+/// order with the discrete-event simulator (`sim/`) on any validated schedule
+/// (1F1B, interleaved, zero-bubble, the multi-module chain, with communication
+/// ops and DP replicas), instead of the built-in 1F1B/GPipe recurrence.
+///
+/// Durations: for an op of microbatch j on stage s (chunk c of v), F takes
+/// `t.forward_at(j, s) / v`; B takes `t.backward_at(j, s) / v`, or
+/// `(1 - weight_fraction)` of it when the schedule splits B and W, W the rest;
+/// every point-to-point message takes `transfer_s`, every gradient bucket
+/// `sync_s`, the optimizer `optimizer_s`. Every DP replica of a stage gets the
+/// same times (the reorderer passes the slowest replica's load).
+///
+/// @code
+/// auto sched = disttrain::add_communication(disttrain::make_interleaved_1f1b(4, 8, 2));
+/// disttrain::simulated_objective sim(sched);
+/// disttrain::reorder_options o{...};          // o.microbatches = 8, o.microbatch_group = 4, 4 stages
+/// disttrain::reorderer<disttrain::simulated_objective> r(o, sim);
+/// @endcode
+
+#include <cmath>
+#include <cstddef>
+#include <utility>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/reorder/pipeline_time.hpp"
+#include "disttrain/schedule/op.hpp"
+#include "disttrain/schedule/schedule.hpp"
+#include "disttrain/sim/duration_model.hpp"
+#include "disttrain/sim/simulator.hpp"
+
+namespace disttrain {
+
+/// @brief Scores orders by simulating one iteration of `schedule`; an
+/// `order_objective`. Reuses the simulator's buffers (no allocation per call
+/// after the first). Not thread-safe.
+/// @code
+/// disttrain::simulated_objective sim(disttrain::add_communication(disttrain::make_zb_h1(4, 8)), 0.5);
+/// double T = sim(times);   // times: 8 microbatches x 4 stages
+/// @endcode
+class simulated_objective {
+ public:
+  /// @param schedule         validated by the simulator (throws `schedule_error`)
+  /// @param weight_fraction  share of backward time in W for schedules that split B/W, in [0, 1]
+  /// @param transfer_s       seconds per activation / gradient message
+  /// @param sync_s           seconds per gradient-bucket reduction
+  /// @param optimizer_s      seconds of the optimizer step
+  explicit simulated_objective(const pipeline_schedule& schedule, double weight_fraction = 0.5,
+                               double transfer_s = 0.0, double sync_s = 0.0, double optimizer_s = 0.0)
+      : sim_(schedule) {
+    detail::require_in_range(weight_fraction, 0.0, 1.0, "simulated_objective.weight_fraction");
+    const auto finite_non_negative = [](double v, const char* where) {
+      if (!(std::isfinite(v) && v >= 0.0))
+        detail::fail(errc::invalid_argument, where, "must be finite and >= 0, got ", v);
+    };
+    finite_non_negative(transfer_s, "simulated_objective.transfer_s");
+    finite_non_negative(sync_s, "simulated_objective.sync_s");
+    finite_non_negative(optimizer_s, "simulated_objective.optimizer_s");
+    bool split = false;
+    for (const auto& rank_ops : schedule.ops)
+      for (const auto& o : rank_ops) split = split || o.kind == op_kind::weight;
+    d_.weight_fraction = split ? weight_fraction : 0.0;
+    d_.chunks = static_cast<double>(schedule.num_chunks > 0 ? schedule.num_chunks : 1);
+    d_.transfer = transfer_s;
+    d_.sync = sync_s;
+    d_.optimizer = optimizer_s;
+  }
+
+  /// @brief Iteration time of running the rows of `t` in order. Throws
+  /// `errc::invalid_argument` at `simulated_objective` when `t`'s shape is not
+  /// the schedule's (microbatches x stages).
+  double operator()(const microbatch_times& t) {
+    t.validate();
+    const auto& meta = sim_.meta();
+    if (t.microbatches != static_cast<std::size_t>(meta.num_microbatches) ||
+        t.stages != static_cast<std::size_t>(meta.num_stages))
+      detail::fail(errc::invalid_argument, "simulated_objective", "times are ", t.microbatches, " microbatches x ",
+                   t.stages, " stages, the schedule has ", meta.num_microbatches, " x ", meta.num_stages);
+    d_.t = &t;
+    sim_.run(d_, res_);
+    d_.t = nullptr;
+    return res_.iteration_time;
+  }
+
+  /// @brief The last simulation (critical path, bubbles, ...).
+  [[nodiscard]] const sim_result& last() const noexcept { return res_; }
+
+ private:
+  struct durations {
+    const microbatch_times* t = nullptr;
+    double weight_fraction = 0.0, chunks = 1.0, transfer = 0.0, sync = 0.0, optimizer = 0.0;
+
+    [[nodiscard]] double compute_time(const schedule_rank&, const schedule_op& o) const {
+      if (o.kind == op_kind::optimizer_step) return optimizer;
+      if (o.microbatch < 0) return 0.0;
+      const auto j = static_cast<std::size_t>(o.microbatch), s = static_cast<std::size_t>(o.stage);
+      switch (o.kind) {
+        case op_kind::forward: return t->forward_at(j, s) / chunks;
+        case op_kind::backward: return t->backward_at(j, s) * (1.0 - weight_fraction) / chunks;
+        case op_kind::weight: return t->backward_at(j, s) * weight_fraction / chunks;
+        default: return 0.0;
+      }
+    }
+    [[nodiscard]] double transfer_time(const schedule_rank&, const schedule_rank&, const schedule_op&) const {
+      return transfer;
+    }
+    [[nodiscard]] double sync_time(const schedule_rank&, const schedule_op&) const { return sync; }
+    [[nodiscard]] double activation_bytes(const schedule_rank&, const schedule_op&) const { return 0.0; }
+  };
+  static_assert(duration_model<durations>);
+
+  simulator sim_;
+  sim_result res_;
+  durations d_;
+};
+
+static_assert(order_objective<simulated_objective>);
+
+}  // namespace disttrain
