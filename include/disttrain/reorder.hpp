@@ -12,3 +12,4 @@
 #include "disttrain/reorder/reorderer.hpp"
 #include "disttrain/reorder/sample_meta.hpp"
 #include "disttrain/reorder/sim_objective.hpp"
+#include "disttrain/reorder/workload_cost.hpp"
