@@ -115,6 +115,28 @@ struct dist_plan {
     return s;
   }
 
+  /// @brief The schedule as the world runs it, for traces: one rank per
+  /// global rank (segment, stage, replica in rank_layout order), each with
+  /// the program of its chain stage. (Its point-to-point peers are the
+  /// chain's; the real peers come from the routes.)
+  [[nodiscard]] disttrain::pipeline_schedule world_schedule() const {
+    disttrain::pipeline_schedule chain = schedule();
+    disttrain::pipeline_schedule w = chain;
+    w.name = "disaggregated tiny_mllm";
+    w.segments = {{"encoder", 0, 1, enc_dp, true}, {"backbone", 1, bb_pp, bb_dp, true},
+                  {"generator", 1 + bb_pp, 1, gen_dp, true}};
+    w.ranks.clear();
+    w.ops.clear();
+    const auto L = layout();
+    for (int r = 0; r < L.world_size(); ++r) {
+      const auto c = L.coord(r);
+      const int stage = c.segment == 0 ? 0 : c.segment == 1 ? 1 + c.stage : 1 + bb_pp;
+      w.ranks.push_back({c.segment, stage, c.replica});
+      w.ops.push_back(chain.ops[static_cast<std::size_t>(stage)]);
+    }
+    return w;
+  }
+
   /// @brief Layers [first, last) of backbone stage `s` (as even as possible).
   [[nodiscard]] std::pair<int, int> layers_of(int s, const config& c) const {
     disttrain::detail::require(bb_pp <= c.layers, "dist_plan.bb_pp", "backbone stages ", bb_pp, " exceed its ",

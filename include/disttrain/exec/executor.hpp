@@ -41,6 +41,7 @@
 /// // st.exposed_comm_seconds: time this rank waited for data
 /// @endcode
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <deque>
@@ -100,8 +101,8 @@ class executor {
         case op_kind::backward: st.compute(op, [&] { host.backward(op); }); break;
         case op_kind::weight: st.compute(op, [&] { host.weight(op); }); break;
         case op_kind::optimizer_step:
-          for (const auto& [bucket, r] : st.reducers)
-            if (r.active())
+          for (const auto& [bucket, b] : st.buckets)
+            if (b.reduce.active())
               detail::fail(errc::schedule_error, st.where(op), "optimizer step while bucket ", bucket,
                            " is still being reduced (grad_sync_finish must come first)");
           st.compute(op, [&] { host.optimizer_step(op); });
@@ -128,6 +129,22 @@ class executor {
     std::vector<request> reqs;
     std::vector<char> done;
     bool posted = false;
+    std::size_t index = 0;  // program position of the op
+    double posted_at = 0.0;
+    bool reported = false;  // transfer event recorded
+
+    [[nodiscard]] bool complete() const {
+      return std::all_of(done.begin(), done.end(), [](char d) { return d != 0; });
+    }
+  };
+
+  template <class T>
+  struct bucket_state {
+    bucket_allreduce<B, T> reduce;
+    std::size_t index = 0;  // program position of grad_sync_start
+    schedule_op op;
+    double started = 0.0;
+    bool reported = false;
   };
 
   template <class T>
@@ -146,9 +163,8 @@ class executor {
     std::vector<std::size_t> recv_at;   // program positions of receive ops
     std::vector<pending> recvs;         // parallel to recv_at
     std::size_t next_post = 0;          // next entry of recv_at to post
-    std::deque<pending> sends;          // every send of the iteration (drained at the end)
-    std::map<int, bucket_allreduce<B, T>> reducers;
-    std::map<int, schedule_op> bucket_ops;
+    std::deque<pending> sends;          // sends still in flight
+    std::map<int, bucket_state<T>> buckets;
 
     [[nodiscard]] std::string where(const schedule_op& op) const {
       return detail::cat("rank ", ex.b_->rank(), " op #", current, " ", describe(op));
@@ -157,19 +173,36 @@ class executor {
     [[nodiscard]] std::chrono::milliseconds timeout() const {
       return ex.opts_.timeout.count() >= 0 ? ex.opts_.timeout : ex.b_->options().timeout;
     }
-    void record(const schedule_op& op, double start, double end, bool blocked) {
-      (blocked ? stats.exposed_comm_seconds : stats.compute_seconds) += end - start;
-      if (ex.opts_.record) stats.events.push_back({op, ex.b_->rank(), start, end, blocked});
+    void record(const schedule_op& op, std::size_t index, double start, double end, exec_track track) {
+      if (track == exec_track::compute) stats.compute_seconds += end - start;
+      if (track == exec_track::wait) stats.exposed_comm_seconds += end - start;
+      if (ex.opts_.record)
+        stats.events.push_back({op, ex.b_->rank(), static_cast<int>(index), start, end, track});
     }
     template <class F>
     void compute(const schedule_op& op, F&& f) {
       const double s = now();
       f();
-      record(op, s, now(), false);
+      record(op, current, s, now(), exec_track::compute);
     }
     void check_peer(const schedule_op& op, const exec_message& m) const {
       detail::require(m.peer >= 0 && m.peer < ex.b_->size() && m.peer != ex.b_->rank(), where(op), "message to peer ",
                       m.peer, " is not another rank of the world of ", ex.b_->size());
+    }
+    // Waits for every request of `p` not yet complete; the time is exposed communication.
+    void wait_all_of(const schedule_op& op, pending& p) {
+      const double s = now();
+      bool waited = false;
+      const auto deadline = clock::now() + timeout();
+      for (std::size_t i = 0; i < p.reqs.size(); ++i) {
+        if (p.done[i]) continue;
+        if (!ex.b_->test(p.reqs[i])) {
+          ex.b_->wait(p.reqs[i], detail::remaining(deadline));
+          waited = true;
+        }
+        p.done[i] = 1;
+      }
+      if (waited) record(op, current, s, now(), exec_track::wait);
     }
 
     template <class H>
@@ -207,30 +240,21 @@ class executor {
       pending& p = recvs[k];
       if (!p.posted) post_receive(host, k);
       next_post = std::max(next_post, k + 1);
-      const double s = now();
-      bool waited = false;
-      const auto deadline = clock::now() + timeout();
-      for (std::size_t i = 0; i < p.reqs.size(); ++i) {
-        if (p.done[i]) continue;
-        if (!ex.b_->test(p.reqs[i])) {
-          ex.b_->wait(p.reqs[i], detail::remaining(deadline));
-          waited = true;
-        }
-        p.done[i] = 1;
-      }
-      if (waited) record(op, s, now(), true);
+      wait_all_of(op, p);
       for (const exec_message& m : p.msgs) stats.bytes_received += m.bytes.size();
       stats.messages_received += p.msgs.size();
       compute(op, [&] { host.received(op); });
-      p = pending{};  // release buffers' requests; the op is complete
+      p = pending{};  // the op is complete: drop its requests
       p.posted = true;
     }
 
     template <class H>
     void send(H& host, const schedule_op& op) {
       pending& p = sends.emplace_back();
+      p.index = current;
       const double s = now();
       host.messages(op, p.msgs);
+      p.posted_at = now();
       for (const exec_message& m : p.msgs) {
         check_peer(op, m);
         p.reqs.push_back(ex.b_->isend(std::span<const std::byte>(m.bytes), m.peer, ex.tags_.p2p(op, m.sub)));
@@ -239,76 +263,72 @@ class executor {
       stats.messages_sent += p.msgs.size();
       p.done.assign(p.reqs.size(), 0);
       p.posted = true;
-      record(op, s, now(), false);
-      if (!ex.opts_.overlap) complete(op, p);
-    }
-
-    void complete(const schedule_op& op, pending& p) {
-      const double s = now();
-      bool waited = false;
-      const auto deadline = clock::now() + timeout();
-      for (std::size_t i = 0; i < p.reqs.size(); ++i) {
-        if (p.done[i]) continue;
-        if (!ex.b_->test(p.reqs[i])) {
-          ex.b_->wait(p.reqs[i], detail::remaining(deadline));
-          waited = true;
-        }
-        p.done[i] = 1;
-      }
-      if (waited) record(op, s, now(), true);
+      record(op, current, s, now(), exec_track::compute);
+      if (!ex.opts_.overlap) wait_all_of(op, p);
     }
 
     template <class H>
     void sync_start(H& host, const schedule_op& op) {
-      auto& r = reducers[op.bucket];
-      if (r.active())
+      auto& st = buckets[op.bucket];
+      if (st.reduce.active() || st.reported)
         detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket, " started twice in one iteration");
       const double s = now();
       grad_bucket<T> g = host.bucket_ready(op);
-      r.start(*ex.b_, g.data, g.group, ex.tags_.bucket(op.bucket));
-      stats.bytes_sent += r.bytes_sent();
-      stats.bytes_received += r.bytes_sent();
-      bucket_ops[op.bucket] = op;
-      record(op, s, now(), false);
-      if (!ex.opts_.overlap) finish_bucket(op, r);
+      st.reduce.start(*ex.b_, g.data, g.group, ex.tags_.bucket(op.bucket));
+      st.index = current;
+      st.op = op;
+      st.started = now();
+      stats.bytes_sent += st.reduce.bytes_sent();
+      stats.bytes_received += st.reduce.bytes_sent();
+      record(op, current, s, now(), exec_track::compute);
+      if (!ex.opts_.overlap) finish_bucket(op, st);
     }
 
-
-    // Completes a reduction; time waiting for peers is recorded as blocked.
-    void finish_bucket(const schedule_op& op, bucket_allreduce<B, T>& r) {
+    // Completes a reduction: waiting for peers is exposed, the summation is compute.
+    void finish_bucket(const schedule_op& op, bucket_state<T>& st) {
+      if (!st.reduce.active()) return;
       const double s = now();
-      const bool ready = r.test(*ex.b_);
-      r.finish(*ex.b_, timeout());
-      if (ready) stats.compute_seconds += now() - s;  // only the summation: part of the op
-      else record(op, s, now(), true);
+      const bool ready = st.reduce.test(*ex.b_);
+      if (!ready) {
+        st.reduce.finish(*ex.b_, timeout());
+        record(op, current, s, now(), exec_track::wait);
+      } else {
+        st.reduce.finish(*ex.b_, timeout());
+        stats.compute_seconds += now() - s;
+      }
+      report_bucket(st, ready ? s : now());
+    }
+    void report_bucket(bucket_state<T>& st, double done_at) {
+      if (st.reported) return;
+      st.reported = true;
+      record(st.op, st.index, st.started, done_at, exec_track::transfer);
     }
 
     template <class H>
     void sync_finish(H& host, const schedule_op& op) {
-      auto it = reducers.find(op.bucket);
-      if (it == reducers.end())
+      auto it = buckets.find(op.bucket);
+      if (it == buckets.end())
         detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket, " finished but never started");
-      auto& r = it->second;
-      if (r.active() && !r.test(*ex.b_)) {
-        const double s = now();
-        r.finish(*ex.b_, timeout());
-        record(op, s, now(), true);
-      }
-      compute(op, [&] {
-        if (r.active()) r.finish(*ex.b_, timeout());  // arrived: only the summation is left
-        host.bucket_reduced(op);
-      });
+      finish_bucket(op, it->second);
+      compute(op, [&] { host.bucket_reduced(op); });
     }
 
-    // Lets transports progress: polls outstanding sends and reductions.
+    // Lets transports progress: polls outstanding sends and reductions and
+    // notes when each completed (the transfer events of the trace).
     void progress() {
-      for (auto& p : sends)
+      const double t = now();
+      for (auto& p : sends) {
         for (std::size_t i = 0; i < p.reqs.size(); ++i)
           if (!p.done[i] && ex.b_->test(p.reqs[i])) p.done[i] = 1;
-      for (auto& [bucket, r] : reducers) r.test(*ex.b_);
-      while (!sends.empty() && std::all_of(sends.front().done.begin(), sends.front().done.end(),
-                                           [](char d) { return d != 0; }))
-        sends.pop_front();
+        if (!p.reported && p.complete()) report_send(p, t);
+      }
+      while (!sends.empty() && sends.front().reported) sends.pop_front();
+      for (auto& [bucket, st] : buckets)
+        if (st.reduce.active() && !st.reported && st.reduce.test(*ex.b_)) report_bucket(st, t);
+    }
+    void report_send(pending& p, double done_at) {
+      p.reported = true;
+      record(program[p.index], p.index, p.posted_at, done_at, exec_track::transfer);
     }
 
     // End of the iteration: every send complete, nothing left in flight.
@@ -316,24 +336,27 @@ class executor {
       const double s = now();
       bool waited = false;
       const auto deadline = clock::now() + timeout();
-      for (auto& p : sends)
+      for (auto& p : sends) {
         for (std::size_t i = 0; i < p.reqs.size(); ++i)
           if (!p.done[i]) {
             ex.b_->wait(p.reqs[i], detail::remaining(deadline));
             p.done[i] = 1;
             waited = true;
           }
+        if (!p.reported) report_send(p, now());
+      }
       sends.clear();
-      for (const auto& [bucket, r] : reducers)
-        if (r.active())
+      for (const auto& [bucket, st] : buckets)
+        if (st.reduce.active())
           detail::fail(errc::schedule_error, detail::cat("rank ", ex.b_->rank(), " bucket ", bucket),
                        "gradient reduction started but never finished (no grad_sync_finish)");
       const double e = now();
       if (waited) {
+        // Sends still in flight at the end of the program: exposed, attributed to no op.
         stats.exposed_comm_seconds += e - s;
         if (ex.opts_.record)
-          stats.events.push_back({schedule_op::step(program.empty() ? 0 : program.back().stage), ex.b_->rank(), s, e,
-                                  true});
+          stats.events.push_back({program.empty() ? schedule_op{} : program.back(), ex.b_->rank(), -1, s, e,
+                                  exec_track::wait});
       }
       stats.iteration_seconds = e;
     }

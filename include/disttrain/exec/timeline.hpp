@@ -5,18 +5,19 @@
 /// rank's events on all ranks, and export as a Chrome/Perfetto trace.
 ///
 /// Each event is one executed op on one rank with its start and end in
-/// seconds from the iteration's start on that rank. `blocked` events are time
+/// seconds from the iteration's start on that rank. `wait` events are time
 /// the rank spent waiting for communication (a receive whose data had not yet
 /// arrived, a bucket reduction still in flight, the end-of-iteration drain of
-/// sends): the exposed communication. In the trace each rank has a compute
-/// track (F, B, W, step, posting and unpacking) and a communication track
-/// (the waits), named like the simulator's tracks (`rank R`), so a real
-/// iteration and a simulated one open side by side in ui.perfetto.dev.
+/// sends): the exposed communication. `transfer` events span a send or a
+/// bucket reduction from its post to its completion. `measured_result` turns
+/// the events into the simulator's `sim_result`, so a real iteration is
+/// exported by the simulator's own trace writer (`exec_trace_json`) and opens
+/// side by side with a simulated one in ui.perfetto.dev.
 ///
 /// @code
 /// disttrain::exec_stats st = exec.run(program, host);
 /// auto all = disttrain::gather_events(backend, st.events);   // every rank's events
-/// if (backend.rank() == 0) disttrain::write_json_file("iter.trace.json", disttrain::exec_trace_json(all));
+/// if (backend.rank() == 0) disttrain::write_json_file("iter.trace.json", disttrain::exec_trace_json(sched, all));
 /// @endcode
 
 #include <algorithm>
@@ -31,20 +32,32 @@
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/schedule/op.hpp"
+#include "disttrain/schedule/schedule.hpp"
+#include "disttrain/sim/simulator.hpp"
+#include "disttrain/sim/trace.hpp"
 
 namespace disttrain {
 
-/// @brief One executed op (or one wait for communication) on one rank.
+/// @brief What an event's interval measures.
+enum class exec_track : std::uint8_t {
+  compute,   ///< host work: F, B, W, step, posting, packing, unpacking
+  wait,      ///< blocked waiting for communication (exposed)
+  transfer,  ///< a send or a bucket reduction in flight (post to completion), overlapping the rest
+};
+
+/// @brief One interval of one op on one rank.
 ///
 /// @code
-/// disttrain::exec_event e{disttrain::schedule_op::forward(0, 0, 2), /*rank*/ 1, 0.010, 0.012, false};
+/// disttrain::exec_event e{disttrain::schedule_op::forward(0, 0, 2), /*rank*/ 1, /*index*/ 4, 0.010, 0.012,
+///                         disttrain::exec_track::compute};
 /// @endcode
 struct exec_event {
-  schedule_op op;        ///< the op
-  int rank = 0;          ///< global rank that ran it
-  double start = 0.0;    ///< seconds from the iteration's start on that rank
-  double end = 0.0;      ///< seconds from the iteration's start
-  bool blocked = false;  ///< time waiting for communication (exposed), not compute
+  schedule_op op;                          ///< the op
+  int rank = 0;                            ///< global rank that ran it
+  int index = -1;                          ///< position of the op in the rank's program (-1: none)
+  double start = 0.0;                      ///< seconds from the iteration's start on that rank
+  double end = 0.0;                        ///< seconds from the iteration's start
+  exec_track track = exec_track::compute;  ///< what the interval measures
 };
 static_assert(std::is_trivially_copyable_v<exec_event>);
 
@@ -84,37 +97,56 @@ template <comm_backend B>
   return out;
 }
 
-/// @brief Chrome/Perfetto trace JSON (`{"traceEvents": [...]}`) of `events`:
-/// one process per rank (`pid` = rank, named `rank R`) with a compute thread
-/// (tid 0) and a communication thread (tid 1, the waits); complete events
-/// (`"ph": "X"`) in microseconds, category = the op kind (`F`, `B`, `W`,
-/// `recv_act`, ...), plus `"wait"` for blocked time.
-[[nodiscard]] inline json exec_trace_json(std::span<const exec_event> events) {
-  json ev = json::array();
-  std::vector<int> ranks;
-  for (const auto& e : events) ranks.push_back(e.rank);
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  for (int r : ranks) {
-    ev.push_back(json{{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", detail::cat("rank ", r)}}}});
-    ev.push_back(json{{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "compute"}}}});
-    ev.push_back(json{{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1}, {"args", {{"name", "comm wait"}}}});
+/// @brief A measured iteration in the simulator's result form, so that
+/// measured and simulated iterations share every view (trace, SVG, text).
+/// `s` is the schedule whose rank r ran program `s.ops[r]` on global rank r.
+/// Per op: compute ops their compute interval; a send or a bucket reduction
+/// (grad_sync_start) its transfer from post to completion; a receive or
+/// grad_sync_finish the time blocked waiting (zero-length if the data was
+/// already there). Throws `invalid_argument` naming the event that does not
+/// fit the schedule.
+[[nodiscard]] inline sim_result measured_result(const pipeline_schedule& s, std::span<const exec_event> events) {
+  sim_result res;
+  res.rank_begin.assign(s.ops.size() + 1, 0);
+  for (std::size_t r = 0; r < s.ops.size(); ++r) res.rank_begin[r + 1] = res.rank_begin[r] + s.ops[r].size();
+  res.times.assign(res.rank_begin.back(), op_interval{});
+  std::vector<char> have(res.times.size(), 0);  // 0 none, 1 fallback, 2 preferred
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const exec_event& e = events[i];
+    res.iteration_time = std::max(res.iteration_time, e.end);
+    if (e.index < 0) continue;
+    detail::require(e.rank >= 0 && static_cast<std::size_t>(e.rank) < s.ops.size(), detail::cat("events[", i, "].rank"),
+                    "rank ", e.rank, " is not a rank of schedule '", s.name, "' (", s.ops.size(), " ranks)");
+    const auto& prog = s.ops[static_cast<std::size_t>(e.rank)];
+    detail::require(static_cast<std::size_t>(e.index) < prog.size() && prog[static_cast<std::size_t>(e.index)] == e.op,
+                    detail::cat("events[", i, "].index"), "op #", e.index, " of rank ", e.rank, " is not ",
+                    describe(e.op));
+    const std::size_t slot = res.rank_begin[static_cast<std::size_t>(e.rank)] + static_cast<std::size_t>(e.index);
+    const op_kind k = e.op.kind;
+    char rank_of = 0;
+    op_interval iv{e.start, e.end};
+    if (is_send(k) || k == op_kind::grad_sync_start) {
+      rank_of = e.track == exec_track::transfer ? 2 : 1;
+    } else if (is_recv(k) || k == op_kind::grad_sync_finish) {
+      rank_of = e.track == exec_track::wait ? 2 : 1;
+      if (e.track != exec_track::wait) iv.end = iv.start;  // arrived before it was needed
+    } else {
+      rank_of = e.track == exec_track::compute ? 2 : 0;
+    }
+    if (rank_of > have[slot]) {
+      have[slot] = rank_of;
+      res.times[slot] = iv;
+    }
   }
-  for (const auto& e : events) {
-    json args{{"stage", e.op.stage}, {"chunk", e.op.chunk}};
-    if (e.op.microbatch >= 0) args["mb"] = e.op.microbatch;
-    if (e.op.peer >= 0) args["peer"] = e.op.peer;
-    if (e.op.bucket >= 0) args["bucket"] = e.op.bucket;
-    ev.push_back(json{{"name", e.blocked ? "wait " + describe(e.op) : describe(e.op)},
-                      {"cat", e.blocked ? std::string("wait") : std::string(to_string(e.op.kind))},
-                      {"ph", "X"},
-                      {"ts", e.start * 1e6},
-                      {"dur", std::max(0.0, e.end - e.start) * 1e6},
-                      {"pid", e.rank},
-                      {"tid", e.blocked ? 1 : 0},
-                      {"args", std::move(args)}});
-  }
-  return json{{"traceEvents", std::move(ev)}, {"displayTimeUnit", "ms"}};
+  return res;
+}
+
+/// @brief Chrome/Perfetto trace JSON of a measured iteration, written by the
+/// simulator's writer (`to_trace_json`): the same tracks, names and colours
+/// as a simulated iteration of `s`, so both open side by side in
+/// ui.perfetto.dev.
+[[nodiscard]] inline json exec_trace_json(const pipeline_schedule& s, std::span<const exec_event> events) {
+  return to_trace_json(s, measured_result(s, events));
 }
 
 }  // namespace disttrain
