@@ -11,8 +11,10 @@
 ///   forms its own pipeline segment, or
 /// - *colocated* (`colocated == true`, encoder/generator only): it runs on the
 ///   GPUs of the backbone's first (encoder) or last (generator) pipeline stage
-///   with the backbone's TP and DP, as Megatron-LM places extra modules. The
-///   Megatron-style baseline is the plan in which every side module is colocated.
+///   with the backbone's DP, as Megatron-LM places extra modules; its `tp`
+///   divides the backbone's (a module TP cannot split that far runs with a
+///   smaller TP, replicated over the rest of the TP group). The Megatron-style
+///   baseline is the plan in which every side module is colocated.
 ///
 /// Microbatching: an iteration processes `global_batch` samples as
 /// `num_microbatches` pipeline microbatches of `n = global_batch /
