@@ -1,0 +1,19 @@
+#pragma once
+/// @file plan.hpp
+/// @brief The planner part (nvcc-safe): plan value type, evaluation, the exact
+/// planner and the Megatron-style baseline, rank layout, plan simulation.
+/// The readable tables are in the host-only `disttrain/plan/format.hpp`.
+///
+/// @code
+/// #include <disttrain/plan.hpp>
+/// auto result = disttrain::plan_parallelism(cost_model, disttrain::make_request(scenario));
+/// auto layout = disttrain::to_rank_layout(result.plan);
+/// @endcode
+#include "disttrain/plan/evaluate.hpp"
+#include "disttrain/plan/layout.hpp"
+#include "disttrain/plan/parallel_plan.hpp"
+#include "disttrain/plan/planner.hpp"
+#include "disttrain/plan/planner_options.hpp"
+#include "disttrain/plan/rank_layout.hpp"
+#include "disttrain/plan/request.hpp"
+#include "disttrain/plan/simulate.hpp"
