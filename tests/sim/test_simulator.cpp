@@ -152,4 +152,16 @@ TEST_CASE("MFU, reuse and bad durations") {
   auto broken = s;
   broken.ops[1].erase(broken.ops[1].begin());
   DISTTRAIN_CHECK_ERROR(simulator{broken}, errc::schedule_error, "rank 1");
+  // A deadlock passes the static checks and is reported by the first run, naming the blocked ops.
+  auto dead = add_communication(make_1f1b(2, 1));  // r0: F0 send_act recv_grad B0
+  std::swap(dead.ops[0][1], dead.ops[0][2]);       // r0 waits for the gradient before sending
+  simulator dsim(dead);
+  try {
+    (void)dsim.run(table_durations::uniform(1, 2));
+    FAIL("deadlock not detected");
+  } catch (const error& e) {
+    CHECK(e.code() == errc::schedule_error);
+    CHECK(std::string(e.message()).find("deadlock") != std::string::npos);
+    CHECK(std::string(e.message()).find("recv_act(stage 0, mb 0 <- rank 0)") != std::string::npos);
+  }
 }

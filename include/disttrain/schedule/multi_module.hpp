@@ -9,15 +9,23 @@
 /// round-robin, `mb % dp`), so with encoder DP 2 and backbone DP 3 the
 /// backbone replica 1 takes microbatches 1, 4, 7, ... from encoder replicas
 /// 1, 0, 1, .... Every stage of a segment uses the same replica for a
-/// microbatch (a segment replica is one pipeline). Every rank takes its
-/// microbatches in increasing id order (so messages between any two ranks are
-/// in order); the interleaving of forwards and backwards follows 1F1B: a
-/// greedy event simulation (detail/list_scheduler.hpp) prefers B, then F
-/// while fewer than `max_inflight` microbatches hold activations, then W.
+/// microbatch (a segment replica is one pipeline). First-stage ranks start
+/// their microbatches in increasing id order, later ranks in the order inputs
+/// arrive (a generator replica fed by several backbone replicas serves
+/// whichever is ready; each link's messages stay in send order). Forwards and
+/// backwards interleave as in 1F1B: a greedy event simulation
+/// (detail/list_scheduler.hpp) prefers B, then F while fewer than
+/// `max_inflight` microbatches hold activations, then W.
 ///
 /// Default `max_inflight` for stage s of S: ceil((S - s) * D / dp(s)), where
 /// D is the largest DP degree from stage s on: 1F1B's count, scaled up for a
 /// replica that feeds several downstream replicas.
+///
+/// The order is decided with `multi_module_spec::cost` (pass the cost model
+/// the plan will be simulated with; e.g. wrap a `duration_model`). Without
+/// one, modules are assumed balanced as a planner sizes them: F costs
+/// dp / max_dp (B twice that, or B = W = F when split), so a replica serving
+/// more microbatches runs each faster.
 ///
 /// Frozen segments (`trainable = false`) have no W ops and no grad sync; a
 /// stage has B ops only if it or a stage before it is trainable (a frozen
@@ -73,7 +81,7 @@ struct multi_module_spec {
   std::vector<module_segment> segments;  ///< in pipeline order
   int num_microbatches = 0;              ///< global microbatches
   bool split_backward = false;           ///< B/W split (W deferred as in ZB-H1)
-  detail::op_cost_fn cost;               ///< (rank, op) -> seconds used to order ops; empty: F=1, B=2 (B=W=1 split)
+  detail::op_cost_fn cost;               ///< (rank, op) -> seconds used to order ops; empty: balanced (file comment)
 };
 
 /// @brief Compute-only multi-module schedule (see the file comment).
@@ -144,12 +152,18 @@ struct multi_module_spec {
   }
   detail::op_cost_fn cost = spec.cost;
   if (!cost) {
+    // Balanced modules: a replica of DP degree dp serves max_dp/dp times as many
+    // microbatches, so a planner gives it that much less time per microbatch.
     const bool split = spec.split_backward;
-    cost = [split](const schedule_rank&, const schedule_op& o) {
+    const auto max_dp = static_cast<double>(max_dp_from[0]);
+    std::vector<double> unit(s.segments.size());
+    for (std::size_t g = 0; g < unit.size(); ++g) unit[g] = static_cast<double>(s.segments[g].dp) / max_dp;
+    cost = [split, unit](const schedule_rank& r, const schedule_op& o) {
+      const double u = unit[static_cast<std::size_t>(r.segment)];
       switch (o.kind) {
-        case op_kind::forward: return 1.0;
-        case op_kind::backward: return split ? 1.0 : 2.0;
-        case op_kind::weight: return 1.0;
+        case op_kind::forward: return u;
+        case op_kind::backward: return split ? u : 2.0 * u;
+        case op_kind::weight: return u;
         default: return 0.0;
       }
     };

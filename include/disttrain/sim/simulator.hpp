@@ -11,9 +11,8 @@
 /// bucket's collective, which starts once every replica has issued it.
 /// Durations come from a `duration_model` per op and microbatch.
 ///
-/// Cost: building a `simulator` validates the schedule (O(n log n) for n ops,
-/// including the deadlock check); each `run` is O(n) with no allocation
-/// beyond its result, so planners and reorderers can score many duration
+/// Cost: building a `simulator` checks the schedule statically (O(n) for n
+/// ops); each `run` is O(n) with no allocation once its buffers are sized, so planners and reorderers can score many duration
 /// models (or microbatch orders priced through them) against one schedule.
 ///
 /// @code
@@ -114,8 +113,9 @@ struct sim_result {
 
 /// @brief A schedule validated once and simulated many times.
 ///
-/// The constructor throws `schedule_error` exactly as `validate_schedule`
-/// does (including deadlocks, which do not depend on durations).
+/// The constructor runs every static check of `validate_schedule` and throws
+/// `schedule_error` on the first problem; a deadlock (which does not depend
+/// on durations) is reported the same way by the first `run`.
 ///
 /// @code
 /// disttrain::simulator sim(schedule);
@@ -123,10 +123,7 @@ struct sim_result {
 /// @endcode
 class simulator {
  public:
-  explicit simulator(const pipeline_schedule& s) : c_(detail::compile_schedule(s)) {
-    const std::vector<double> zero(c_.ops.size(), 0.0);
-    if (!detail::replay(c_, zero, true, st_)) detail::report_deadlock(c_, st_);
-  }
+  explicit simulator(const pipeline_schedule& s) : c_(detail::compile_schedule(s)) {}
 
   /// @brief The schedule's shape (segments, ranks; no ops).
   [[nodiscard]] const pipeline_schedule& meta() const noexcept { return c_.meta; }
@@ -169,7 +166,7 @@ class simulator {
       }
       res.busy[r] = busy;
     }
-    if (!detail::replay(c_, dur_, opt.overlap_comm, st_)) detail::report_deadlock(c_, st_);  // not reached: checked at construction
+    if (!detail::replay(c_, dur_, opt.overlap_comm, st_)) detail::report_deadlock(c_, st_);
 
     res.times.resize(n);
     double t_end = 0.0;

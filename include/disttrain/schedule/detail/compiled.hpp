@@ -7,7 +7,8 @@
 /// every cross-rank input received before use, every send matched by a receive,
 /// per-link message order, gradient buckets started by every DP member) and
 /// resolves each receive to its send and each grad-sync op to its collective,
-/// so `replay` (replay.hpp) runs in O(ops). Complexity: O(n log n) for n ops.
+/// so `replay` (replay.hpp) runs in O(ops). Complexity: O(n + b log b) for n
+/// ops and b gradient buckets (times peers per rank for the link table).
 
 #include <algorithm>
 #include <cstddef>
@@ -186,37 +187,38 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
   }
 
   // 5. Links: messages between two ranks are matched in order (as NCCL p2p).
+  //    Channel ids: rank-major, peers in order of first use (deterministic).
   {
-    std::vector<std::uint64_t> keys;
-    for (std::size_t i = 0; i < n; ++i)
-      if (is_send(c.ops[i].kind))
-        keys.push_back(static_cast<std::uint64_t>(c.rank_of[i]) * R + static_cast<std::uint64_t>(c.ops[i].peer));
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    c.num_channels = keys.size();
-    std::vector<std::vector<std::size_t>> sends(keys.size()), recvs(keys.size());
-    const auto chan = [&](std::uint64_t kk) {
-      return static_cast<std::size_t>(std::lower_bound(keys.begin(), keys.end(), kk) - keys.begin());
-    };
+    std::vector<std::vector<int>> peers(R);  // per sender: destinations, index = channel offset
+    std::vector<std::size_t> chan_base(R + 1, 0);
     for (std::size_t i = 0; i < n; ++i) {
-      if (is_send(c.ops[i].kind)) {
-        const std::size_t ch = chan(static_cast<std::uint64_t>(c.rank_of[i]) * R + static_cast<std::uint64_t>(c.ops[i].peer));
-        c.channel[i] = ch;
-        sends[ch].push_back(i);
-      } else if (is_recv(c.ops[i].kind)) {
-        const std::size_t ch = chan(static_cast<std::uint64_t>(c.ops[i].peer) * R + static_cast<std::uint64_t>(c.rank_of[i]));
-        recvs[ch].push_back(i);
-      }
+      if (!is_send(c.ops[i].kind)) continue;
+      auto& ps = peers[static_cast<std::size_t>(c.rank_of[i])];
+      if (std::find(ps.begin(), ps.end(), c.ops[i].peer) == ps.end()) ps.push_back(c.ops[i].peer);
     }
-    for (std::size_t ch = 0; ch < keys.size(); ++ch) {
-      for (std::size_t k = 0; k < sends[ch].size(); ++k) {
-        const std::size_t snd = sends[ch][k];
-        const std::size_t rcv = recvs[ch][k];  // equal counts: every send has its receive (step 4)
-        if (c.link[snd] != rcv)
-          err(c.name_op(rcv), "is receive #", k, " from rank ", c.rank_of[snd], ", but that rank's send #", k,
-              " on this link is ", describe(c.ops[snd]),
-              " (crossed order: messages between two ranks are matched in order)");
+    for (std::size_t r = 0; r < R; ++r) chan_base[r + 1] = chan_base[r] + peers[r].size();
+    c.num_channels = chan_base[R];
+    const auto chan = [&](std::size_t src, int dst) {
+      const auto& ps = peers[src];
+      const auto it = std::find(ps.begin(), ps.end(), dst);
+      return it == ps.end() ? npos : chan_base[src] + static_cast<std::size_t>(it - ps.begin());
+    };
+    std::vector<std::size_t> sent(c.num_channels, 0), received(c.num_channels, 0), seq(n, 0);
+    for (std::size_t i = 0; i < n; ++i)
+      if (is_send(c.ops[i].kind)) {
+        const std::size_t ch = chan(static_cast<std::size_t>(c.rank_of[i]), c.ops[i].peer);
+        c.channel[i] = ch;
+        seq[i] = sent[ch]++;
       }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!is_recv(c.ops[i].kind)) continue;
+      const std::size_t snd = c.link[i];  // its matching send (step 4)
+      const std::size_t ch = c.channel[snd];
+      const std::size_t k = received[ch]++;
+      if (seq[snd] != k)
+        err(c.name_op(i), "is receive #", k, " from rank ", c.rank_of[snd], ", but the message it matches is that rank's send #",
+            seq[snd], " on this link, ", describe(c.ops[snd]),
+            " (crossed order: messages between two ranks are matched in the order they are sent)");
     }
   }
 

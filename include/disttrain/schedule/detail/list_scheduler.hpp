@@ -5,15 +5,20 @@
 ///
 /// An event-driven simulation with the given op costs decides each rank's op
 /// order. When a rank is idle it starts, in priority order:
-///   1. the B whose gradient arrived first (ties: smaller microbatch);
-///   2. the F of the next microbatch in its list, if its input has arrived and
-///      fewer than `cap` microbatches hold activations on the rank;
-///   3. the oldest pending W (split backward only).
-/// All events at one instant are applied before any rank picks; ranks pick in
-/// rank order, so the result is deterministic. Every rank takes its forwards in
-/// the order of its microbatch list; when all lists follow one global order the
-/// smallest unfinished microbatch can always advance, so the scheduler never
-/// stalls (a stall would be reported as an internal error).
+///   1. a B or an F, alternating as 1F1B does when both are ready (after a
+///      B an F, after an F a B); B is the one whose gradient arrived first, F
+///      the one whose input arrived first (first-stage ranks: their
+///      microbatch list in order) and only while fewer than `cap`
+///      microbatches hold activations;
+///   2. the oldest pending W (split backward only).
+/// Messages on one directed link arrive in the order they were sent (each
+/// link carries one message at a time, as in the simulator), so taking inputs
+/// in arrival order keeps every link's receives in its send order. Events at
+/// one instant apply in the order they were created, all before any rank
+/// picks; ranks pick in rank order: the result is deterministic. Every held
+/// microbatch's backward eventually returns (the last stage runs B right after
+/// F, and by induction every stage finishes what it took), so the scheduler
+/// never stalls (a stall would be reported as an internal error).
 /// Cost: O(n log n) for n compute ops.
 
 #include <algorithm>
@@ -22,6 +27,7 @@
 #include <deque>
 #include <functional>
 #include <queue>
+#include <utility>
 #include <vector>
 
 #include "disttrain/core/error.hpp"
@@ -33,7 +39,8 @@ namespace disttrain::detail {
 /// @brief Cost of an op while generating: (rank, op) -> seconds.
 using op_cost_fn = std::function<double(const schedule_rank&, const schedule_op&)>;
 
-/// @brief Fills `s.ops` (compute only). `flows[r]` is rank r's forward order;
+/// @brief Fills `s.ops` (compute only). `flows[r]` lists rank r's microbatches
+/// (the forward order of first-stage ranks);
 /// `cap[r]` its activation cap; `owner[stage * M + mb]` the rank running (stage, mb).
 inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<int>>& flows,
                           const std::vector<int>& cap, const std::vector<int>& owner, const op_cost_fn& cost) {
@@ -54,10 +61,10 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
   };
   std::priority_queue<event, std::vector<event>, std::greater<event>> q;
   std::uint64_t seq = 0;
-  std::vector<char> arrived(static_cast<std::size_t>(S) * M, 0);
-  std::vector<std::deque<int>> bq(R), wq(R);
-  std::vector<std::size_t> next_f(R, 0);
+  std::vector<std::deque<int>> fq(R), bq(R), wq(R);  // arrived inputs, arrived gradients, pending W
+  std::vector<std::vector<std::pair<int, double>>> link_free(R);  // per sender: (receiver, link free time)
   std::vector<int> inflight(R, 0);
+  std::vector<char> last_b(R, 0);  // last F/B started was a B: alternate when both are ready
   std::vector<char> busy(R, 0);
   std::vector<schedule_op> running(R);
   std::size_t remaining = 0;
@@ -65,9 +72,16 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
     const int stage = s.ranks[r].stage;
     const std::size_t per = 1U + (back[static_cast<std::size_t>(stage)] ? 1U : 0U) + (back[static_cast<std::size_t>(stage)] && s.has_weight(stage) ? 1U : 0U);
     remaining += per * flows[r].size();
-    if (stage == 0)
-      for (int mb : flows[r]) arrived[key(0, mb)] = 1;
+    if (stage == 0) fq[r].assign(flows[r].begin(), flows[r].end());
   }
+  // Arrival time of a message sent now from `from` to `to` taking `dur`: after the link's previous one.
+  const auto deliver = [&](std::size_t from, int to, double now, double dur) {
+    auto& links = link_free[from];
+    auto it = std::find_if(links.begin(), links.end(), [to](const auto& l) { return l.first == to; });
+    if (it == links.end()) it = links.insert(links.end(), {to, 0.0});
+    it->second = std::max(it->second, now) + dur;
+    return it->second;
+  };
   const auto cost_of = [&](std::size_t r, const schedule_op& o) {
     const double v = cost(s.ranks[r], o);
     if (!(v >= 0.0)) fail(errc::invalid_argument, s.rank_name(static_cast<int>(r)), "op cost of ", describe(o), " is ", v, " (must be >= 0)");
@@ -78,12 +92,17 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
     const int stage = s.ranks[r].stage;
     const bool has_b = back[static_cast<std::size_t>(stage)] != 0;
     schedule_op o;
-    if (!bq[r].empty()) {
+    const bool can_b = !bq[r].empty();
+    const bool can_f = !fq[r].empty() && (!has_b || inflight[r] < cap[r]);
+    if (can_b && (!can_f || !last_b[r])) {
       o = schedule_op::backward(stage, 0, bq[r].front());
       bq[r].pop_front();
-    } else if (next_f[r] < flows[r].size() && arrived[key(stage, flows[r][next_f[r]])] && (!has_b || inflight[r] < cap[r])) {
-      o = schedule_op::forward(stage, 0, flows[r][next_f[r]++]);
+      last_b[r] = 1;
+    } else if (can_f) {
+      o = schedule_op::forward(stage, 0, fq[r].front());
+      fq[r].pop_front();
       if (has_b) ++inflight[r];
+      last_b[r] = 0;
     } else if (!wq[r].empty()) {
       o = schedule_op::weight(stage, 0, wq[r].front());
       wq[r].pop_front();
@@ -106,7 +125,7 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
       q.pop();
       const auto r = static_cast<std::size_t>(e.rank);
       if (e.kind == 1) {
-        arrived[key(s.ranks[r].stage, e.mb)] = 1;
+        fq[r].push_back(e.mb);
       } else if (e.kind == 2) {
         bq[r].push_back(e.mb);
       } else {
@@ -119,7 +138,7 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
           if (stage + 1 < S) {
             const int to = owner[key(stage + 1, o.microbatch)];
             const schedule_op snd = schedule_op::send(op_kind::send_act, stage, 0, o.microbatch, to);
-            q.push({now + cost(s.ranks[r], snd), seq++, 1, to, o.microbatch});
+            q.push({deliver(r, to, now, cost(s.ranks[r], snd)), seq++, 1, to, o.microbatch});
           } else if (has_b) {
             bq[r].push_back(o.microbatch);
           }
@@ -129,7 +148,7 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
           if (stage > 0 && back[static_cast<std::size_t>(stage - 1)]) {
             const int to = owner[key(stage - 1, o.microbatch)];
             const schedule_op snd = schedule_op::send(op_kind::send_grad, stage, 0, o.microbatch, to);
-            q.push({now + cost(s.ranks[r], snd), seq++, 2, to, o.microbatch});
+            q.push({deliver(r, to, now, cost(s.ranks[r], snd)), seq++, 2, to, o.microbatch});
           }
         } else {
           --inflight[r];

@@ -28,15 +28,15 @@ namespace disttrain::detail {
 struct replay_state {
   std::vector<double> start, end;    ///< per op; sends: transfer interval; grad_sync_start: collective interval
   std::vector<std::size_t> pred;     ///< per op: the op whose completion set its start (critical path)
+  std::vector<double> arrival;       ///< per receive: when its message arrives (-1: not sent yet)
   std::vector<double> rank_end;      ///< per rank: when its stream finished
   std::vector<std::size_t> pc;       ///< per rank: next op
   std::vector<char> blocked;         ///< per rank
-  std::vector<char> issued;          ///< per op (sends)
   std::vector<double> chan_free;     ///< per link
   std::vector<std::size_t> chan_last;
   std::vector<std::size_t> coll_count, coll_bind;
   std::vector<std::size_t> coll_ops;  ///< start ops of each collective (arrival order)
-  std::vector<double> coll_ready, coll_start, coll_end;
+  std::vector<double> coll_ready, coll_end;
   std::vector<char> coll_done;
   std::vector<double> group_free;    ///< per DP group (stage)
   std::vector<std::size_t> group_last;
@@ -45,37 +45,50 @@ struct replay_state {
 };
 
 /// @brief Replays `c` with per-op durations `dur` (compute: run time; send:
-/// transfer time; grad_sync_start: collective time; others ignored).
+/// transfer time; grad_sync_start: collective time; others ignored; all >= 0).
 /// Returns false on deadlock (`st.pc` then shows each rank's blocked op).
-inline bool replay(const compiled_schedule& c, const std::vector<double>& dur, bool overlap, replay_state& st) {
+inline bool replay(const compiled_schedule& c, const std::vector<double>& dur_v, bool overlap, replay_state& st) {
   const std::size_t n = c.ops.size();
   const std::size_t R = c.num_ranks();
   const std::size_t C = c.num_collectives();
-  st.start.assign(n, 0.0);
-  st.end.assign(n, 0.0);
-  st.pred.assign(n, npos);
+  st.start.resize(n);
+  st.end.resize(n);
+  st.pred.resize(n);
+  st.arrival.assign(n, -1.0);
   st.rank_end.assign(R, 0.0);
   st.pc.assign(c.begin.begin(), c.begin.end() - 1);
   st.blocked.assign(R, 0);
-  st.issued.assign(n, 0);
   st.chan_free.assign(c.num_channels, 0.0);
   st.chan_last.assign(c.num_channels, npos);
   st.coll_count.assign(C, 0);
   st.coll_bind.assign(C, npos);
   st.coll_ready.assign(C, 0.0);
-  st.coll_start.assign(C, 0.0);
   st.coll_end.assign(C, 0.0);
   st.coll_done.assign(C, 0);
   st.group_free.assign(c.group_ranks.size(), 0.0);
   st.group_last.assign(c.group_ranks.size(), npos);
+  st.coll_ops.assign(c.coll_begin.back(), npos);
   st.work.clear();
   for (std::size_t r = R; r-- > 0;) st.work.push_back(static_cast<int>(r));
-  std::vector<std::size_t>& coll_ops = st.coll_ops;
-  coll_ops.assign(c.coll_begin.back(), npos);
+
+  // Raw pointers: the hot loop stores through them without the vectors being reloaded.
+  const schedule_op* const ops = c.ops.data();
+  const std::size_t* const link = c.link.data();
+  const std::size_t* const channel = c.channel.data();
+  const std::size_t* const begin = c.begin.data();
+  const double* const dur = dur_v.data();
+  double* const start = st.start.data();
+  double* const end = st.end.data();
+  std::size_t* const pred = st.pred.data();
+  double* const arrival = st.arrival.data();
+  double* const chan_free = st.chan_free.data();
+  std::size_t* const chan_last = st.chan_last.data();
+  std::size_t* const pc = st.pc.data();
+  char* const blocked = st.blocked.data();
 
   const auto wake = [&](std::size_t rank) {
-    if (st.blocked[rank]) {
-      st.blocked[rank] = 0;
+    if (blocked[rank]) {
+      blocked[rank] = 0;
       st.work.push_back(static_cast<int>(rank));
     }
   };
@@ -83,63 +96,65 @@ inline bool replay(const compiled_schedule& c, const std::vector<double>& dur, b
   while (!st.work.empty()) {
     const auto r = static_cast<std::size_t>(st.work.back());
     st.work.pop_back();
-    std::size_t& i = st.pc[r];
-    const std::size_t stop = c.begin[r + 1];
+    std::size_t i = pc[r];
+    const std::size_t first = begin[r];
+    const std::size_t stop = begin[r + 1];
     double t = st.rank_end[r];
+    bool waiting = false;
     for (; i < stop; ++i) {
-      const std::size_t prev = i > c.begin[r] ? i - 1 : npos;
-      const auto& o = c.ops[i];
+      const std::size_t prev = i > first ? i - 1 : npos;
+      const schedule_op& o = ops[i];
       switch (o.kind) {
         case op_kind::forward:
         case op_kind::backward:
         case op_kind::weight:
         case op_kind::optimizer_step:
-          st.start[i] = t;
+          start[i] = t;
           t += dur[i];
-          st.end[i] = t;
-          st.pred[i] = prev;
+          end[i] = t;
+          pred[i] = prev;
           break;
         case op_kind::send_act:
         case op_kind::send_grad: {
-          const std::size_t ch = c.channel[i];
-          const bool busy = st.chan_free[ch] > t;
-          const double xs = busy ? st.chan_free[ch] : t;
-          st.start[i] = xs;
-          st.end[i] = xs + dur[i];
-          st.pred[i] = busy ? st.chan_last[ch] : prev;
-          st.chan_free[ch] = st.end[i];
-          st.chan_last[ch] = i;
-          st.issued[i] = 1;
-          if (!overlap) t = st.end[i];
-          const std::size_t rcv = c.link[i];
-          const auto rr = static_cast<std::size_t>(c.rank_of[rcv]);
-          if (st.pc[rr] == rcv) wake(rr);
+          const std::size_t ch = channel[i];
+          const bool busy = chan_free[ch] > t;
+          const double xs = busy ? chan_free[ch] : t;
+          const double xe = xs + dur[i];
+          start[i] = xs;
+          end[i] = xe;
+          pred[i] = busy ? chan_last[ch] : prev;
+          chan_free[ch] = xe;
+          chan_last[ch] = i;
+          if (!overlap) t = xe;
+          const std::size_t rcv = link[i];
+          arrival[rcv] = xe;
+          const auto rr = static_cast<std::size_t>(o.peer);
+          if (pc[rr] == rcv) wake(rr);
           break;
         }
         case op_kind::recv_act:
         case op_kind::recv_grad: {
-          const std::size_t snd = c.link[i];
-          if (!st.issued[snd]) {
-            st.blocked[r] = 1;
-            st.rank_end[r] = t;
-            goto next_rank;
+          const double a = arrival[i];
+          if (a < 0.0) {
+            waiting = true;
+            break;
           }
-          st.start[i] = t;
-          if (st.end[snd] > t) {
-            t = st.end[snd];
-            st.pred[i] = snd;
+          start[i] = t;
+          if (a > t) {
+            t = a;
+            pred[i] = link[i];
           } else {
-            st.pred[i] = prev;
+            pred[i] = prev;
           }
-          st.end[i] = t;
+          end[i] = t;
           break;
         }
         case op_kind::grad_sync_start: {
-          const std::size_t id = c.link[i];
-          st.start[i] = t;
-          st.end[i] = t;
-          st.pred[i] = prev;
-          coll_ops[c.coll_begin[id] + st.coll_count[id]] = i;
+          const std::size_t id = link[i];
+          start[i] = t;
+          end[i] = t;
+          pred[i] = prev;
+          st.coll_ops[c.coll_begin[id] + st.coll_count[id]] = i;
           if (st.coll_count[id] == 0 || t > st.coll_ready[id]) {
             st.coll_ready[id] = t;
             st.coll_bind[id] = i;
@@ -149,53 +164,53 @@ inline bool replay(const compiled_schedule& c, const std::vector<double>& dur, b
             double cs = st.coll_ready[id];
             if (st.group_free[g] > cs) {  // the group's channel is still busy with its previous bucket
               cs = st.group_free[g];
-              st.pred[st.coll_bind[id]] = st.group_last[g];
+              pred[st.coll_bind[id]] = st.group_last[g];
             }
             const double ce = cs + dur[i];
-            st.coll_start[id] = cs;
             st.coll_end[id] = ce;
             st.coll_done[id] = 1;
             st.group_free[g] = ce;
             st.group_last[g] = st.coll_bind[id];
             for (std::size_t k = c.coll_begin[id]; k < c.coll_begin[id + 1]; ++k) {
-              const std::size_t m = coll_ops[k];
-              st.start[m] = cs;
-              st.end[m] = ce;
+              const std::size_t m = st.coll_ops[k];
+              start[m] = cs;
+              end[m] = ce;
             }
             for (const int mr : c.group_ranks[g]) {
               const auto mrs = static_cast<std::size_t>(mr);
-              if (mrs != r && st.pc[mrs] < c.begin[mrs + 1] && c.ops[st.pc[mrs]].kind == op_kind::grad_sync_finish &&
-                  c.link[st.pc[mrs]] == id)
+              if (mrs != r && pc[mrs] < begin[mrs + 1] && ops[pc[mrs]].kind == op_kind::grad_sync_finish &&
+                  link[pc[mrs]] == id)
                 wake(mrs);
             }
           }
           break;
         }
         case op_kind::grad_sync_finish: {
-          const std::size_t id = c.link[i];
+          const std::size_t id = link[i];
           if (!st.coll_done[id]) {
-            st.blocked[r] = 1;
-            st.rank_end[r] = t;
-            goto next_rank;
+            waiting = true;
+            break;
           }
-          st.start[i] = t;
+          start[i] = t;
           if (st.coll_end[id] > t) {
             t = st.coll_end[id];
-            st.pred[i] = st.coll_bind[id];
+            pred[i] = st.coll_bind[id];
           } else {
-            st.pred[i] = prev;
+            pred[i] = prev;
           }
-          st.end[i] = t;
+          end[i] = t;
           break;
         }
       }
+      if (waiting) break;
     }
+    pc[r] = i;
     st.rank_end[r] = t;
-  next_rank:;
+    if (waiting) blocked[r] = 1;
   }
   st.deadlocked = false;
   for (std::size_t r = 0; r < R; ++r)
-    if (st.pc[r] < c.begin[r + 1]) st.deadlocked = true;
+    if (pc[r] < begin[r + 1]) st.deadlocked = true;
   return !st.deadlocked;
 }
 
