@@ -1,0 +1,150 @@
+// Planner benchmark:
+//  1. solve time of plan_parallelism for the paper-72b model (ViT-H/14 + Qwen2-72B + SD-2.1,
+//     H800 nodes, interleaved data) on 64 ... 10000 GPUs, next to the DistTrain paper's
+//     922 ms for 1296 GPUs (ratio = 922 ms / ours), and the Megatron-style baseline's
+//     solve time measured in the same run;
+//  2. modelled speedup over the Megatron-LM-style baseline for 7B-, 13B- and 70B-class
+//     backbones with ViT-H + SD-2.1 (the scenario presets), split into the part a
+//     balanced layer split alone gives a monolithic layout and the rest (disaggregation).
+//
+//   bench_plan            # table
+//   bench_plan --json     # one JSON object
+//   bench_plan --quick    # small sizes (ctest smoke)
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "disttrain/cost/analytic_cost_model.hpp"
+#include "disttrain/model/presets.hpp"
+#include "disttrain/plan/planner.hpp"
+#include "harness.hpp"
+
+namespace {
+
+constexpr double paper_ms = 922.0;  // DistTrain: planning 1296 GPUs (reported)
+
+struct solve_row {
+  int gpus, batch;
+  double ms, baseline_ms;
+  long long expanded, configs;
+  double iteration_s, speedup;
+};
+
+struct speed_row {
+  std::string scenario;
+  int gpus, batch;
+  double ours_s, ours_mfu, balanced_s, base_s, base_mfu, speedup, balanced_speedup;
+  std::string ours_layout, base_layout;
+};
+
+std::string layout_of(const disttrain::parallel_plan& p) {
+  std::string s;
+  for (const auto& m : p.modules) {
+    if (!s.empty()) s += " | ";
+    s += m.colocated ? fmt::format("{} on backbone", m.name)
+                     : fmt::format("{} {}x(tp{} pp{} dp{})", m.name, m.gpus(), m.tp, m.pp, m.dp);
+  }
+  return s + fmt::format(" | m={}", p.num_microbatches);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto opt = disttrain::bench::parse_options(argc, argv);
+  using disttrain::bench::time_per_call;
+
+  // ---- 1. solve time ---------------------------------------------------------
+  std::vector<solve_row> solves;
+  const std::vector<int> sizes =
+      opt.quick ? std::vector<int>{64, 256} : std::vector<int>{64, 256, 1172, 1296, 4096, 10000};
+  auto base_sc = disttrain::presets::scenario_preset("paper-72b");
+  for (int n : sizes) {
+    auto sc = base_sc;
+    sc.cluster.num_gpus = n;
+    sc.global_batch_size = n <= 1296 ? 1024 : (n <= 4096 ? 4096 : 8192);
+    const disttrain::analytic_cost_model cm(sc.model, sc.cluster);
+    const auto req = disttrain::make_request(sc);
+    disttrain::plan_result r, b;
+    const double t = time_per_call([&] { r = disttrain::plan_parallelism(cm, req); },
+                                   opt.quick ? 0.02 : 0.3, opt.quick ? 1 : 5);
+    const double tb = time_per_call([&] { b = disttrain::plan_megatron_baseline(cm, req); },
+                                    opt.quick ? 0.02 : 0.3, opt.quick ? 1 : 5);
+    solves.push_back(solve_row{n, sc.global_batch_size, 1e3 * t, 1e3 * tb,
+                               r.stats.backbone_expanded, r.stats.backbone_configs,
+                               r.evaluation.iteration_time_s,
+                               b.evaluation.iteration_time_s / r.evaluation.iteration_time_s});
+  }
+
+  // ---- 2. modelled speedup -----------------------------------------------------
+  std::vector<speed_row> speeds;
+  const std::vector<std::string> scenarios =
+      opt.quick ? std::vector<std::string>{"mllm-7b"}
+                : std::vector<std::string>{"mllm-7b", "mllm-13b", "mllm-70b", "paper-72b"};
+  for (const auto& name : scenarios) {
+    const auto sc = disttrain::presets::scenario_preset(name);
+    const disttrain::analytic_cost_model cm(sc.model, sc.cluster);
+    const auto req = disttrain::make_request(sc);
+    const auto ours = disttrain::plan_parallelism(cm, req);
+    const auto base = disttrain::plan_megatron_baseline(cm, req);
+    disttrain::planner_options mono;
+    mono.include_disaggregated = false;
+    mono.monolithic_splits = {disttrain::layer_split_rule::balanced};
+    const auto balanced = disttrain::plan_parallelism(cm, req, mono);
+    const double tb = base.evaluation.iteration_time_s;
+    speeds.push_back(speed_row{
+        name, sc.cluster.num_gpus, sc.global_batch_size, ours.evaluation.iteration_time_s,
+        ours.evaluation.mfu, balanced.evaluation.iteration_time_s, tb, base.evaluation.mfu,
+        tb / ours.evaluation.iteration_time_s, tb / balanced.evaluation.iteration_time_s,
+        layout_of(ours.plan), layout_of(base.plan)});
+  }
+
+  if (opt.json) {
+    disttrain::json j;
+    j["paper_solve_ms_1296_gpus"] = paper_ms;
+    for (const auto& s : solves)
+      j["solve"].push_back({{"gpus", s.gpus},
+                            {"global_batch", s.batch},
+                            {"solve_ms", s.ms},
+                            {"paper_ratio", paper_ms / s.ms},
+                            {"baseline_solve_ms", s.baseline_ms},
+                            {"backbone_configs", s.configs},
+                            {"backbone_expanded", s.expanded},
+                            {"iteration_time_s", s.iteration_s},
+                            {"speedup", s.speedup}});
+    for (const auto& s : speeds)
+      j["speedup"].push_back({{"scenario", s.scenario},
+                              {"gpus", s.gpus},
+                              {"global_batch", s.batch},
+                              {"iteration_time_s", s.ours_s},
+                              {"mfu", s.ours_mfu},
+                              {"baseline_iteration_time_s", s.base_s},
+                              {"baseline_mfu", s.base_mfu},
+                              {"speedup", s.speedup},
+                              {"balanced_monolithic_iteration_time_s", s.balanced_s},
+                              {"balanced_monolithic_speedup", s.balanced_speedup},
+                              {"plan", s.ours_layout},
+                              {"baseline_plan", s.base_layout}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  fmt::print("Planner solve time, paper-72b model (ViT-H/14 + Qwen2-72B + SD-2.1), H800 nodes\n");
+  fmt::print("{:>6} {:>6} {:>10} {:>14} {:>12} {:>10} {:>12} {:>9}\n", "GPUs", "batch", "solve ms",
+             "922 ms / ours", "baseline ms", "configs", "expanded", "speedup");
+  for (const auto& s : solves)
+    fmt::print("{:>6} {:>6} {:>10.2f} {:>13.0f}x {:>12.2f} {:>10} {:>12} {:>8.2f}x\n", s.gpus,
+               s.batch, s.ms, paper_ms / s.ms, s.baseline_ms, s.configs, s.expanded, s.speedup);
+  fmt::print("\nModelled speedup over the Megatron-LM-style baseline (same cost model)\n");
+  fmt::print("{:<10} {:>5} {:>6} {:>10} {:>7} {:>11} {:>7} {:>9} {:>18}\n", "scenario", "GPUs",
+             "batch", "ours s", "MFU", "baseline s", "MFU", "speedup", "balanced-mono x");
+  for (const auto& s : speeds)
+    fmt::print("{:<10} {:>5} {:>6} {:>10.4f} {:>6.1f}% {:>11.4f} {:>6.1f}% {:>8.2f}x {:>17.2f}x\n",
+               s.scenario, s.gpus, s.batch, s.ours_s, 100 * s.ours_mfu, s.base_s, 100 * s.base_mfu,
+               s.speedup, s.balanced_speedup);
+  fmt::print("\nPlans:\n");
+  for (const auto& s : speeds)
+    fmt::print("  {:<10} ours: {}\n  {:<10} base: {}\n", s.scenario, s.ours_layout, "",
+               s.base_layout);
+  return 0;
+}
