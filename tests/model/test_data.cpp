@@ -117,3 +117,12 @@ TEST_CASE("workloads add up and the expectation is the sample mean") {
   const auto big = expected_workload(m, presets::interleaved_image_text(), 20000);
   CHECK(big[0].sequences == Approx(distribution(presets::interleaved_image_text().images_per_sample).mean()).epsilon(0.03));
 }
+
+TEST_CASE("workloads round-trip through JSON") {
+  const auto e = expected_workload(presets::mllm_7b(), presets::laion400m_like(), 128);
+  const json j = e;
+  REQUIRE(j.size() == 3);
+  CHECK(j.get<model_workload>() == e);
+  DISTTRAIN_CHECK_ERROR(parse_json(R"([{"sequences": 1, "tokens": -2, "tokens_sq": 4}])").get<model_workload>(),
+                        errc::invalid_argument, "workload.tokens");
+}

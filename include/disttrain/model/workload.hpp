@@ -165,4 +165,22 @@ inline void from_json(const json& j, module_workload& w) {
   detail::require_non_negative(w.tokens_sq, "workload.tokens_sq");
 }
 
+/// @brief JSON: an array with one `{"sequences", "tokens", "tokens_sq"}` object per module.
+inline void to_json(json& j, const model_workload& w) {
+  j = json::array();
+  for (std::size_t i = 0; i < w.size; ++i) {
+    json e;
+    to_json(e, w.modules[i]);
+    j.push_back(std::move(e));
+  }
+}
+inline void from_json(const json& j, model_workload& w) {
+  if (!j.is_array()) detail::fail(errc::parse_error, "workload", "expected an array, got ", j.type_name());
+  if (j.size() > max_modules)
+    detail::fail(errc::invalid_argument, "workload", "has ", j.size(), " modules, at most ", max_modules);
+  w = model_workload{};
+  w.size = j.size();
+  for (std::size_t i = 0; i < j.size(); ++i) w.modules[i] = j[i].get<module_workload>();
+}
+
 }  // namespace disttrain
