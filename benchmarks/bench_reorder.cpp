@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,6 +15,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "disttrain/cost/analytic_cost_model.hpp"
+#include "disttrain/model/data_spec.hpp"
+#include "disttrain/model/presets.hpp"
 #include "disttrain/reorder.hpp"
 #include "harness.hpp"
 
@@ -20,52 +25,46 @@ using namespace disttrain;
 
 namespace {
 
-// Synthetic shipped-style distributions (self-contained so this benchmark does
-// not depend on model/): LAION-like image-text pairs with dynamic-resolution
-// patches, and interleaved documents with several images.
+// The shipped data presets (model/presets.hpp) priced by the analytic cost
+// model for the 7B-class MLLM (ViT-H/14 448px, Llama-2-7B, SD-2.1) on H800s:
+// per-sample seconds of each module (TP 1), via workload_cost.
 enum class preset { laion, interleaved };
-const char* name_of(preset p) { return p == preset::laion ? "laion-like" : "interleaved"; }
+const char* name_of(preset p) { return p == preset::laion ? "laion-400m" : "interleaved"; }
 
-std::vector<multimodal_sample> draw(preset p, std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::lognormal_distribution<double> side(std::log(400.0), 0.5);
-  std::uniform_real_distribution<double> aspect(0.5, 1.0), coin(0.0, 1.0);
-  std::lognormal_distribution<double> caption(std::log(30.0), 0.6), doc(std::log(800.0), 0.7);
-  std::poisson_distribution<int> images(2.5);
-  std::vector<multimodal_sample> out(n);
-  auto patches = [&]() {
-    const double l = std::clamp(side(rng), 64.0, 1344.0);
-    const double s = std::max(14.0, l * aspect(rng));
-    return static_cast<std::uint32_t>(std::ceil(l / 14.0) * std::ceil(s / 14.0));
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    auto& x = out[i];
-    x.id = seed * 1000003 + i;
-    const bool interleaved = p == preset::interleaved;
-    x.text_tokens = static_cast<std::uint32_t>(std::max(1.0, interleaved ? doc(rng) : caption(rng)));
-    const int k = interleaved ? images(rng) : 1;
-    for (int j = 0; j < k; ++j) x.image_tokens.push_back(patches());
-    if (coin(rng) < 0.3) x.generated_tokens.push_back(256);
-  }
-  return out;
-}
-
-// Seconds on an H800-class GPU at 40% of 989 TFLOP/s, forward + backward (3x forward):
-// ViT-H/14 (0.63B, 32 layers, 1280 hidden), 8B backbone (32 x 4096), SD-2.1-class generator.
-multimodal_cost paper_like_cost() {
-  const double flops = 0.4 * 989e12 / 3.0;
-  multimodal_cost c;
-  c.encoder = {0.0, 2 * 0.63e9 / flops, 4.0 * 32 * 1280 / flops};
-  c.backbone = {0.0, 2 * 8e9 / flops, 4.0 * 32 * 4096 / flops};
-  c.generator = {2 * 0.87e9 * 4096 / flops, 0.0, 0.0};
-  c.tokens_per_patch = 0.25;
-  return c;
+const analytic_cost_model& cost_model_7b() {
+  static const analytic_cost_model cm(presets::mllm_7b(), presets::h800_cluster(64));
+  return cm;
 }
 
 std::vector<sample_meta> metas(preset p, std::size_t n, std::uint64_t seed) {
+  data_sampler sampler(p == preset::laion ? presets::laion400m_like() : presets::interleaved_image_text());
   std::vector<sample_meta> m;
-  describe_batch(draw(p, n, seed), paper_like_cost(), m);
+  describe_batch(sampler.draw_batch(seed * 1000003, n), workload_cost<analytic_cost_model>(cost_model_7b()), m);
   return m;
+}
+
+// Median thread CPU seconds per call (the wall clock of a shared machine is noisy).
+double cpu_per_call(const std::function<void()>& fn, double min_seconds) {
+  const auto now = [] {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  long reps = 1;
+  for (;;) {
+    const double t0 = now();
+    for (long i = 0; i < reps; ++i) fn();
+    if (now() - t0 >= min_seconds / 5 || reps > (1L << 24)) break;
+    reps *= 2;
+  }
+  std::vector<double> per;
+  for (int s = 0; s < 5; ++s) {
+    const double t0 = now();
+    for (long i = 0; i < reps; ++i) fn();
+    per.push_back((now() - t0) / static_cast<double>(reps));
+  }
+  std::sort(per.begin(), per.end());
+  return per[2];
 }
 
 reorder_options one_module(std::uint32_t dp, std::uint32_t m, balance_method b, std::size_t k) {
@@ -113,7 +112,7 @@ int main(int argc, char** argv) {
   std::vector<std::uint32_t> dps = opt.quick ? std::vector<std::uint32_t>{8, 64} : std::vector<std::uint32_t>{8, 64, 256, 512};
   nlohmann::json bal = nlohmann::json::array();
   if (!opt.json) fmt::print("Balance: slowest replica / lower bound max(mean, largest), backbone costs, 1 microbatch\n"
-                            "{:>12} {:>6} {:>5} {:>8} | {:>8} {:>8} {:>8} {:>8}\n",
+                            "{:>11} {:>6} {:>5} {:>8} | {:>8} {:>8} {:>8} {:>8}\n",
                             "data", "n", "dp", "n/dp", "arrival", "lpt", "kk", "refined");
   for (preset p : {preset::laion, preset::interleaved}) {
     for (std::size_t n : sizes) {
@@ -128,7 +127,7 @@ int main(int argc, char** argv) {
         bal.push_back({{"data", name_of(p)}, {"n", n}, {"dp", dp}, {"arrival", arrival}, {"lpt", lpt},
                        {"kk", kk_ok ? nlohmann::json(kk) : nlohmann::json(nullptr)}, {"refined", ref}});
         if (!opt.json)
-          fmt::print("{:>12} {:>6} {:>5} {:>8.1f} | {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}\n", name_of(p), n, dp,
+          fmt::print("{:>11} {:>6} {:>5} {:>8.1f} | {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}\n", name_of(p), n, dp,
                      static_cast<double>(n) / dp, arrival, lpt, kk, ref);
       }
     }
@@ -137,10 +136,14 @@ int main(int argc, char** argv) {
 
   // ---- 2. Speed --------------------------------------------------------------
   nlohmann::json speed = nlohmann::json::array();
-  if (!opt.json) fmt::print("\nSpeed (one core): time per global batch; 3 modules dp 64/256/32, 8 microbatches, 1F1B over 1+4+1 stages\n"
-                            "{:>6} | {:>10} {:>12} | {:>10} {:>9} | {:>10} {:>9}\n", "n", "default", "samples/s",
-                            "lpt only", "ratio", "1 module", "(dp 256)");
-  std::vector<std::size_t> speed_sizes = opt.quick ? std::vector<std::size_t>{1024} : std::vector<std::size_t>{1024, 4096, 16384, 65536};
+  if (!opt.json)
+    fmt::print("\nSpeed, one thread, CPU time per global batch (wall time in the JSON)\n"
+               "  default: 3 modules dp 64/256/32, 8 microbatches, 1F1B over 1+4+1 stages; lpt+paper: same, LPT split\n"
+               "  and paper order; 1 module: backbone costs over 256 replicas, 1 microbatch (the <= 1 ms target at 4096)\n"
+               "{:>6} | {:>10} {:>11} | {:>10} {:>6} | {:>9} {:>9} {:>9}\n", "n", "default", "samples/s", "lpt+paper",
+               "ratio", "1 module", "lpt only", "arrival");
+  std::vector<std::size_t> speed_sizes =
+      opt.quick ? std::vector<std::size_t>{1024} : std::vector<std::size_t>{1024, 4096, 16384, 65536};
   for (std::size_t n : speed_sizes) {
     const auto batch = metas(preset::laion, n, 2);
     reorder_options o;
@@ -152,18 +155,25 @@ int main(int argc, char** argv) {
     ol.balance = balance_method::lpt;
     ol.order = order_method::paper;
     reorderer<> lpt(ol);
-    reorder_options o1 = one_module(256, 1, balance_method::refined, 0);
-    reorderer<> single(o1);
+    reorderer<> single(one_module(256, 1, balance_method::refined, 0));
+    reorderer<> single_lpt(one_module(256, 1, balance_method::lpt, 0));
+    reorderer<> single_arr(one_module(256, 1, balance_method::none, 0));
     const auto batch1 = single_module(batch, 1);
     reorder_result res;
-    const double t_def = bench::time_per_call([&] { def.assign(batch, res); }, min_s);
-    const double t_lpt = bench::time_per_call([&] { lpt.assign(batch, res); }, min_s);
-    const double t_one = bench::time_per_call([&] { single.assign(batch1, res); }, min_s);
-    speed.push_back({{"n", n}, {"default_s", t_def}, {"samples_per_s", static_cast<double>(n) / t_def},
-                     {"lpt_paper_s", t_lpt}, {"default_over_lpt", t_def / t_lpt}, {"one_module_dp256_s", t_one}});
+    const double t_def = cpu_per_call([&] { def.assign(batch, res); }, min_s);
+    const double w_def = bench::time_per_call([&] { def.assign(batch, res); }, min_s);
+    const double t_lpt = cpu_per_call([&] { lpt.assign(batch, res); }, min_s);
+    const double t_one = cpu_per_call([&] { single.assign(batch1, res); }, min_s);
+    const double t_one_lpt = cpu_per_call([&] { single_lpt.assign(batch1, res); }, min_s);
+    const double t_one_arr = cpu_per_call([&] { single_arr.assign(batch1, res); }, min_s);
+    speed.push_back({{"n", n}, {"default_cpu_s", t_def}, {"default_wall_s", w_def},
+                     {"samples_per_cpu_s", static_cast<double>(n) / t_def}, {"lpt_paper_cpu_s", t_lpt},
+                     {"default_over_lpt_paper", t_def / t_lpt}, {"one_module_dp256_cpu_s", t_one},
+                     {"one_module_lpt_cpu_s", t_one_lpt}, {"one_module_arrival_cpu_s", t_one_arr}});
     if (!opt.json)
-      fmt::print("{:>6} | {:>8.3f}ms {:>12.3g} | {:>8.3f}ms {:>9.2f} | {:>8.3f}ms\n", n, t_def * 1e3,
-                 static_cast<double>(n) / t_def, t_lpt * 1e3, t_def / t_lpt, t_one * 1e3);
+      fmt::print("{:>6} | {:>8.3f}ms {:>11.3g} | {:>8.3f}ms {:>6.2f} | {:>7.3f}ms {:>7.3f}ms {:>7.3f}ms\n", n,
+                 t_def * 1e3, static_cast<double>(n) / t_def, t_lpt * 1e3, t_def / t_lpt, t_one * 1e3,
+                 t_one_lpt * 1e3, t_one_arr * 1e3);
   }
   out["speed"] = speed;
 
@@ -171,9 +181,11 @@ int main(int argc, char** argv) {
   nlohmann::json ord = nlohmann::json::array();
   if (!opt.json)
     fmt::print("\nSimulated iteration time (exact 1F1B, stages encoder 1 + backbone 4 + generator 1; dp 2/4/2)\n"
-               "relative to the default (balanced slots, refined split, searched order); ideal = uniform microbatches\n"
-               "{:>12} {:>5} {:>3} | {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} | {:>8} {:>9}\n", "data", "n", "m",
-               "arrival", "random", "slot-ord", "paper", "lpt", "kk", "sorted", "ideal", "default");
+               "relative to the default (best of balanced / size-sorted slots, refined split, searched order);\n"
+               "arrival: no reordering; random/slot-ord/paper: the default's slots in random/slot/paper order;\n"
+               "lpt/kk: that split instead of refined; sorted/balanced: only that slot cut; ideal: uniform microbatches\n"
+               "{:>11} {:>5} {:>3} | {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} | {:>7} {:>9}\n", "data", "n", "m",
+               "arrival", "random", "slot-ord", "paper", "lpt", "kk", "sorted", "balanced", "ideal", "default");
   std::vector<std::uint32_t> mbs = opt.quick ? std::vector<std::uint32_t>{8} : std::vector<std::uint32_t>{8, 16, 32};
   for (preset p : {preset::laion, preset::interleaved}) {
     for (std::uint32_t m : mbs) {
@@ -191,13 +203,14 @@ int main(int argc, char** argv) {
         reorderer<> r(x);
         return r.assign(batch);
       };
-      const auto def = run(slot_policy::balanced, balance_method::refined, order_method::search);
+      const auto def = run(slot_policy::best, balance_method::refined, order_method::search);
+      const double t_bal = run(slot_policy::balanced, balance_method::refined, order_method::search).iteration_time;
       const double t_def = def.iteration_time;
       const double t_arr = run(slot_policy::arrival, balance_method::none, order_method::identity).iteration_time;
-      const double t_slot = run(slot_policy::balanced, balance_method::refined, order_method::identity).iteration_time;
-      const double t_paper = run(slot_policy::balanced, balance_method::refined, order_method::paper).iteration_time;
-      const double t_lpt = run(slot_policy::balanced, balance_method::lpt, order_method::search).iteration_time;
-      const double t_kk = run(slot_policy::balanced, balance_method::karmarkar_karp, order_method::search).iteration_time;
+      const double t_slot = run(slot_policy::best, balance_method::refined, order_method::identity).iteration_time;
+      const double t_paper = run(slot_policy::best, balance_method::refined, order_method::paper).iteration_time;
+      const double t_lpt = run(slot_policy::best, balance_method::lpt, order_method::search).iteration_time;
+      const double t_kk = run(slot_policy::best, balance_method::karmarkar_karp, order_method::search).iteration_time;
       const double t_sorted = run(slot_policy::size_sorted, balance_method::refined, order_method::search).iteration_time;
       const std::size_t S = o.stages.size();
       // Random orders of the default's microbatches: mean over 16 shuffles.
@@ -238,11 +251,12 @@ int main(int argc, char** argv) {
                      {"arrival_over_default", t_arr / t_def}, {"random_over_default", t_rand / t_def},
                      {"slot_order_over_default", t_slot / t_def}, {"paper_over_default", t_paper / t_def},
                      {"lpt_over_default", t_lpt / t_def}, {"kk_over_default", t_kk / t_def},
-                     {"size_sorted_over_default", t_sorted / t_def}, {"ideal_over_default", t_ideal / t_def}});
+                     {"size_sorted_over_default", t_sorted / t_def}, {"balanced_over_default", t_bal / t_def},
+                     {"ideal_over_default", t_ideal / t_def}});
       if (!opt.json)
-        fmt::print("{:>12} {:>5} {:>3} | {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} | {:>8.4f} {:>8.3f}s\n",
+        fmt::print("{:>11} {:>5} {:>3} | {:>7.4f} {:>7.4f} {:>8.4f} {:>7.4f} {:>7.4f} {:>7.4f} {:>7.4f} {:>8.4f} | {:>7.4f} {:>8.3f}s\n",
                    name_of(p), n, m, t_arr / t_def, t_rand / t_def, t_slot / t_def, t_paper / t_def, t_lpt / t_def,
-                   t_kk / t_def, t_sorted / t_def, t_ideal / t_def, t_def);
+                   t_kk / t_def, t_sorted / t_def, t_bal / t_def, t_ideal / t_def, t_def);
     }
   }
   out["ordering"] = ord;

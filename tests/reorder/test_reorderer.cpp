@@ -88,7 +88,7 @@ TEST_CASE("reorderer: no sample lost or duplicated, modules with different DP de
     const std::uint32_t m = 1 + static_cast<std::uint32_t>(rng() % 6);
     const std::size_t n = m * 4 + rng() % 80;
     auto o = opts({2, 3, 1 + static_cast<std::uint32_t>(rng() % 4)}, m, trial % 2 == 0);
-    o.slots = static_cast<disttrain::slot_policy>(trial % 3);
+    o.slots = static_cast<disttrain::slot_policy>(trial % 4);
     o.balance = static_cast<disttrain::balance_method>(trial % 4);
     o.order = static_cast<disttrain::order_method>((trial / 4) % 3);
     o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 2, 1});

@@ -68,7 +68,8 @@ inline std::vector<pipeline_stage> chain_stages(std::span<const std::uint32_t> s
 enum class slot_policy : std::uint8_t {
   arrival,      ///< consecutive samples in arrival order (baseline; depends on input order)
   size_sorted,  ///< consecutive samples by descending cost key: similar samples share a slot
-  balanced,     ///< equal-count slots with near-equal totals for every module (default)
+  balanced,     ///< equal-count slots with near-equal totals for every module
+  best,         ///< balanced and size_sorted both planned; the lower objective wins (default)
 };
 
 /// @brief Name of a slot policy.
@@ -77,6 +78,7 @@ constexpr std::string_view to_string(slot_policy p) noexcept {
     case slot_policy::arrival: return "arrival";
     case slot_policy::size_sorted: return "size_sorted";
     case slot_policy::balanced: return "balanced";
+    case slot_policy::best: return "best";
   }
   return "unknown";
 }
@@ -90,7 +92,7 @@ struct reorder_options {
   std::uint32_t microbatches = 1;                   ///< microbatch slots per global batch
   std::uint32_t microbatch_group = 1;               ///< microbatches must be a multiple (interleaving group)
   bool equal_count = false;                         ///< near-equal sample counts per slot and per replica
-  slot_policy slots = slot_policy::balanced;        ///< slot formation
+  slot_policy slots = slot_policy::best;            ///< slot formation
   balance_method balance = balance_method::refined; ///< split of a slot over a module's replicas
   order_method order = order_method::search;        ///< microbatch order
   std::uint32_t order_budget = 1000;                ///< objective evaluations for order_method::search
@@ -132,7 +134,8 @@ NLOHMANN_JSON_SERIALIZE_ENUM(order_method, {{order_method::identity, "identity"}
                                             {order_method::search, "search"}})
 NLOHMANN_JSON_SERIALIZE_ENUM(slot_policy, {{slot_policy::arrival, "arrival"},
                                            {slot_policy::size_sorted, "size_sorted"},
-                                           {slot_policy::balanced, "balanced"}})
+                                           {slot_policy::balanced, "balanced"},
+                                           {slot_policy::best, "best"}})
 
 namespace detail {
 template <class E>

@@ -114,9 +114,15 @@ class reorderer {
                        n, ")");
     }
     rank_samples(batch);
-    choose_slots(batch);
-    split_cells(batch);
-    order_slots();
+    if (options_.slots == slot_policy::best && m > 1) {
+      // Both cuts, each balanced and ordered; the lower objective wins (ties: balanced).
+      plan(batch, start::balanced);
+      const double balanced_time = time_;
+      plan(batch, start::size_sorted);
+      if (!(time_ < balanced_time * (1 - 1e-12))) plan(batch, start::balanced);
+    } else {
+      plan(batch, start_of(options_.slots));
+    }
     write_result(batch, out);
   }
 
@@ -163,7 +169,14 @@ class reorderer {
 
   static constexpr start start_of(slot_policy p) noexcept {
     return p == slot_policy::arrival ? start::arrival
-                                     : p == slot_policy::balanced ? start::balanced : start::size_sorted;
+                                     : p == slot_policy::size_sorted ? start::size_sorted : start::balanced;
+  }
+
+  // Steps 2-4 for one way of cutting slots.
+  void plan(std::span<const sample_meta> batch, start first) {
+    choose_slots(batch, first);
+    split_cells(batch);
+    order_slots();
   }
 
   // Step 2: seq_ = input indices grouped by slot (slot j = seq_[slot_begin(j) ..)).
@@ -272,6 +285,11 @@ class reorderer {
   double slot_time(std::span<const sample_meta> batch, std::size_t j, std::size_t k) {
     const std::size_t n = batch.size();
     const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
+    if (e - b <= options_.modules[k].dp) {  // one sample per replica at most: the largest decides
+      double mx = 0.0;
+      for (std::size_t x = b; x < e; ++x) mx = std::max(mx, batch[seq_[x]].cost[k]);
+      return mx;
+    }
     costs_.resize(e - b);
     bins_.resize(e - b);
     for (std::size_t x = b; x < e; ++x) costs_[x - b] = batch[seq_[x]].cost[k];
@@ -288,11 +306,10 @@ class reorderer {
   // from each of several starting cuts, swap samples between slots while that
   // lowers the potential (max_k imbalance_k, then sum_k imbalance_k); keep the
   // best cut. Budgeted: slot_search_budget swaps tried per start.
-  void choose_slots(std::span<const sample_meta> batch) {
+  void choose_slots(std::span<const sample_meta> batch, start first) {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
-    const start first = start_of(options_.slots);
     bool small = false;
     for (std::size_t k = 0; k < K; ++k)
       small = small || n / m < static_cast<std::size_t>(options_.slot_search_below) * options_.modules[k].dp;
@@ -309,7 +326,15 @@ class reorderer {
     starts_.push_back({start::dealt, 0});
     starts_.push_back({start::by_id, 0});
     for (std::size_t k = 0; K > 1 && k < K; ++k) starts_.push_back({start::by_module, k});
-    const std::uint32_t per_start = options_.slot_search_budget / static_cast<std::uint32_t>(starts_.size());
+    // Budget: slot_search_budget swaps, and work (samples + replicas re-split)
+    // of at most max(2^15, 64 n), shared by the starts.
+    std::size_t per_swap = 0;
+    for (std::size_t k = 0; k < K; ++k) per_swap += 2 * ((n + m - 1) / m + options_.modules[k].dp);
+    const std::size_t swaps = std::min<std::size_t>(
+        options_.slot_search_budget, std::max<std::size_t>(std::size_t{1} << 15, 64 * n) / per_swap);
+    // Fewer starts when the budget is small: at least 16 swaps each.
+    starts_.resize(std::clamp<std::size_t>(swaps / 16, 1, starts_.size()));
+    const auto per_start = static_cast<std::uint32_t>(swaps / starts_.size());
     potential_t best{0.0, 0.0};
     for (std::size_t si = 0; si < starts_.size(); ++si) {
       form_slots(batch, starts_[si].first, starts_[si].second);
