@@ -258,7 +258,10 @@ int run(const args& a) {
     return 0;
   }
   fmt::print("{}\n{}\n\n", title, sc.description);
-  fmt::print("Disaggregated plan (exact over its search space, solved in {:.1f} ms):\n{}{}\n",
+  bool monolithic = false;
+  for (const auto& m : ours.plan.modules) monolithic = monolithic || m.colocated;
+  fmt::print("Planned layout ({}; exact over its search space, solved in {:.1f} ms):\n{}{}\n",
+             monolithic ? "monolithic: disaggregation does not pay off here" : "disaggregated",
              ours.solve_ms, disttrain::format_plan(ours.plan),
              disttrain::format_evaluation(ours.evaluation, a.stages));
   fmt::print(
