@@ -75,7 +75,9 @@ struct module_segment {
 /// @brief Input of `make_multi_module`.
 ///
 /// @code
-/// disttrain::multi_module_spec spec{{{"encoder", 1, 2}, {"backbone", 2, 3}}, /*num_microbatches*/ 12};
+/// disttrain::multi_module_spec spec;
+/// spec.segments = {{"encoder", 1, 2}, {"backbone", 2, 3}};
+/// spec.num_microbatches = 12;
 /// @endcode
 struct multi_module_spec {
   std::vector<module_segment> segments;  ///< in pipeline order

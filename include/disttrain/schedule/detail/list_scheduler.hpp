@@ -138,7 +138,7 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
           if (stage + 1 < S) {
             const int to = owner[key(stage + 1, o.microbatch)];
             const schedule_op snd = schedule_op::send(op_kind::send_act, stage, 0, o.microbatch, to);
-            q.push({deliver(r, to, now, cost(s.ranks[r], snd)), seq++, 1, to, o.microbatch});
+            q.push({deliver(r, to, now, cost_of(r, snd)), seq++, 1, to, o.microbatch});
           } else if (has_b) {
             bq[r].push_back(o.microbatch);
           }
@@ -148,7 +148,7 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
           if (stage > 0 && back[static_cast<std::size_t>(stage - 1)]) {
             const int to = owner[key(stage - 1, o.microbatch)];
             const schedule_op snd = schedule_op::send(op_kind::send_grad, stage, 0, o.microbatch, to);
-            q.push({deliver(r, to, now, cost(s.ranks[r], snd)), seq++, 2, to, o.microbatch});
+            q.push({deliver(r, to, now, cost_of(r, snd)), seq++, 2, to, o.microbatch});
           }
         } else {
           --inflight[r];
