@@ -36,6 +36,7 @@
 #include "disttrain/schedule/gpipe.hpp"
 #include "disttrain/schedule/one_f_one_b.hpp"
 #include "disttrain/schedule/validate.hpp"
+#include "disttrain/sim/simulator.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -206,6 +207,24 @@ struct sleep_host {
 
 struct overlap_result {
   double on_s = 0, off_s = 0, compute_s = 0, comm_s = 0;
+  double sim_on_s = 0, sim_off_s = 0;  // the simulator's prediction for the same workload
+};
+
+// The same workload for the simulator (sim/): F, B = 2F, each message
+// occupying its link like the op that produced it, plus the latency.
+struct bench_durations {
+  double forward = 0, latency = 0;
+  [[nodiscard]] double compute_time(const disttrain::schedule_rank&, const disttrain::schedule_op& o) const {
+    return o.kind == disttrain::op_kind::forward ? forward : o.kind == disttrain::op_kind::backward ? 2 * forward : 0.0;
+  }
+  [[nodiscard]] double transfer_time(const disttrain::schedule_rank&, const disttrain::schedule_rank&,
+                                     const disttrain::schedule_op& o) const {
+    return (o.kind == disttrain::op_kind::send_grad ? 2 * forward : forward) + latency;
+  }
+  [[nodiscard]] double sync_time(const disttrain::schedule_rank&, const disttrain::schedule_op&) const { return 0; }
+  [[nodiscard]] double activation_bytes(const disttrain::schedule_rank&, const disttrain::schedule_op&) const {
+    return 1;
+  }
 };
 
 overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only, std::chrono::microseconds t_forward,
@@ -223,6 +242,9 @@ overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only, s
   overlap_result res;
   res.compute_s = 3.0 * std::chrono::duration<double>(t_forward).count() * microbatches;
   res.comm_s = 3.0 * static_cast<double>(bytes) / l.bytes_per_s * microbatches;  // per middle rank: act + grad out
+  const bench_durations d{std::chrono::duration<double>(t_forward).count(), l.latency_s};
+  res.sim_on_s = disttrain::simulate(s, d).iteration_time;
+  res.sim_off_s = disttrain::simulate(s, d, {.overlap_comm = false}).iteration_time;
   for (bool overlap : {true, false}) {
     std::vector<double> times;
     for (int rep = 0; rep < reps; ++rep) {
@@ -340,6 +362,9 @@ int main(int argc, char** argv) {
                     {"iteration_ms_overlap_on", x.r.on_s * 1e3},
                     {"iteration_ms_overlap_off", x.r.off_s * 1e3},
                     {"ratio_on_over_off", x.r.on_s / x.r.off_s},
+                    {"simulated_ms_on", x.r.sim_on_s * 1e3},
+                    {"simulated_ms_off", x.r.sim_off_s * 1e3},
+                    {"simulated_ratio", x.r.sim_on_s / x.r.sim_off_s},
                     {"ideal_ratio", 0.5}});
     nlohmann::json j{{"benchmark", "exec"},
                      {"backend", "local (threads) + modelled links"},
@@ -356,9 +381,12 @@ int main(int argc, char** argv) {
   } else {
     fmt::print("overlap: {} stages, {} microbatches, F {:.1f} ms, B 2F; per rank compute = link time (ideal on/off 0.5)\n",
                stages, microbatches, std::chrono::duration<double, std::milli>(t_forward).count());
-    fmt::print("  {:8s} {:>12s} {:>12s} {:>8s}\n", "schedule", "on (ms)", "off (ms)", "on/off");
+    fmt::print("  {:8s} {:>10s} {:>10s} {:>8s} | simulated {:>8s} {:>8s} {:>8s}\n", "schedule", "on (ms)", "off (ms)",
+               "on/off", "on", "off", "on/off");
     for (const auto& x : rows)
-      fmt::print("  {:8s} {:12.2f} {:12.2f} {:8.3f}\n", x.schedule, x.r.on_s * 1e3, x.r.off_s * 1e3, x.r.on_s / x.r.off_s);
+      fmt::print("  {:8s} {:10.2f} {:10.2f} {:8.3f} |           {:8.2f} {:8.2f} {:8.3f}\n", x.schedule, x.r.on_s * 1e3,
+                 x.r.off_s * 1e3, x.r.on_s / x.r.off_s, x.r.sim_on_s * 1e3, x.r.sim_off_s * 1e3,
+                 x.r.sim_on_s / x.r.sim_off_s);
     fmt::print("data wait: {} samples/iteration, decode {:.1f} ms each, trainer compute {:.1f} ms/iteration\n", samples,
                std::chrono::duration<double, std::milli>(decode).count(),
                std::chrono::duration<double, std::milli>(compute).count());

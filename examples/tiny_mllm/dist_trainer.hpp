@@ -27,7 +27,7 @@
 /// pair of ranks that share samples), so the same validated program serves
 /// any DP degrees. Gradients flow back along the same routes, reversed.
 /// (The schedule's own multi-module form, where each microbatch visits one
-/// replica per module, is not used: see the report in docs/exec.md.)
+/// replica per module, is not used: see docs/exec.md, Limitations.)
 ///
 /// ## Plan
 /// The planner targets paper-scale clusters; this tiny plan is built by hand:

@@ -130,14 +130,14 @@ TEST_CASE("a producer that stops delivering is a timeout on the trainer, not a h
   opts.loader = [&](std::uint64_t id) {
     if (id == 5) {  // this sample's producer goes silent for a long while
       stalled = true;
-      const auto until = std::chrono::steady_clock::now() + 1500ms;
+      const auto until = std::chrono::steady_clock::now() + 900ms;
       while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
     }
     return tiny_mllm::make_sample(c, id);
   };
   std::vector<std::exception_ptr> errors;
   const auto t0 = std::chrono::steady_clock::now();
-  tiny_mllm::test::run_world(c, plan, opts, 1, &errors, 1000ms);
+  tiny_mllm::test::run_world(c, plan, opts, 1, &errors, 600ms);
   CHECK(stalled);
   int data_timeouts = 0, failed = 0;
   for (const auto& e : errors) {
