@@ -113,6 +113,7 @@ class partitioner {
     }
     const std::size_t n = costs.size();
     if (n == 0) return 0.0;
+    reserve(n, bins, method);
     costs_ = costs;
     k_ = bins;
     equal_ = equal_count;
@@ -147,6 +148,23 @@ class partitioner {
 
  private:
   static constexpr std::uint32_t nil = std::numeric_limits<std::uint32_t>::max();
+
+  // Grows every buffer any path may use for (n, k), so that a later call of at
+  // most this size allocates nothing, whichever path it takes.
+  void reserve(std::size_t n, std::size_t k, balance_method method) {
+    for (auto* v : {&order_, &count_, &next_, &kk_heap_, &alt_, &path_, &best_path_, &flat_})
+      if (v->capacity() < n + k + 1) v->reserve(n + k + 1);
+    const std::size_t cand = k * (std::min<std::size_t>(n, exact_max_items) + 1);
+    if (cand_.capacity() < cand) cand_.reserve(cand);
+    if (start_.capacity() < k + 1) start_.reserve(k + 1);
+    if (load_.capacity() < k) load_.reserve(k);
+    if (heap_.capacity() < k) heap_.reserve(k);
+    if (keyed_.capacity() < n) keyed_.reserve(n);
+    if (tmp_.capacity() < k) tmp_.reserve(k);
+    const bool kk = method == balance_method::karmarkar_karp ||
+                    (method == balance_method::refined && k <= refine_kk_max_bins && n <= refine_kk_max_items);
+    if (kk && pool_.capacity() < n * k) pool_.reserve(n * k);
+  }
 
   struct heap_entry {
     double load;

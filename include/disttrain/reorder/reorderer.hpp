@@ -113,6 +113,7 @@ class reorderer {
                        " samples per microbatch, the smallest of ", m, " microbatches has ", n / m, " (batch of ",
                        n, ")");
     }
+    reserve(n);
     rank_samples(batch);
     if (options_.slots == slot_policy::best && m > 1) {
       // Both cuts, each balanced and ordered; the lower objective wins (ties: balanced).
@@ -161,6 +162,34 @@ class reorderer {
     std::sort(rank_.begin(), rank_.end(), [this, batch](std::uint32_t a, std::uint32_t b) {
       return key_[a] > key_[b] || (key_[a] == key_[b] && batch[a].id < batch[b].id);
     });
+  }
+
+  // Grows every buffer any path may use for a batch of n samples, so a later
+  // batch of at most n samples allocates nothing, whichever path it takes.
+  void reserve(std::size_t n) {
+    const std::size_t K = options_.modules.size(), m = options_.microbatches, S = options_.stages.size();
+    std::size_t dp_sum = 0, dp_max = 0;
+    for (const auto& mod : options_.modules) {
+      dp_sum += mod.dp;
+      dp_max = std::max<std::size_t>(dp_max, mod.dp);
+    }
+    const auto grow = [](auto& v, std::size_t size) {
+      if (v.capacity() < size) v.reserve(size);
+    };
+    for (auto* v : {&by_id_, &rank_, &seq_, &bins_, &sorted_index_, &slot_, &best_seq_}) grow(*v, n);
+    grow(replica_, n * K);
+    grow(offset_, n * K);
+    grow(fill_, std::max({n, m, dp_max}));
+    for (auto* v : {&perm_, &position_, &relabel_, &slot_order_}) grow(*v, m);
+    grow(load_base_, K + 1);
+    grow(key_, n);
+    grow(costs_, n);
+    grow(slot_load_, dp_sum * m);
+    for (auto* v : {&slowest_, &slot_time_, &vec_load_}) grow(*v, K * m);
+    grow(excess_, m);
+    grow(fwd_, m * S);
+    grow(bwd_, m * S);
+    grow(starts_, 4 + K);
   }
 
   // Ways to cut the batch into slots: the public policies plus two extra
