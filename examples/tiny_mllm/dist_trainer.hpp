@@ -53,14 +53,6 @@
 #include <utility>
 #include <vector>
 
-// WORKAROUND until the lead resolves a name clash: reorder/pipeline_time.hpp
-// declares `enum class disttrain::pipeline_schedule` and schedule/schedule.hpp
-// `struct disttrain::pipeline_schedule`, so no translation unit can include
-// both. The reorderer's enum is included first under another name.
-#define pipeline_schedule reorder_pipeline_schedule
-#include "disttrain/reorder/pipeline_time.hpp"
-#undef pipeline_schedule
-
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/comm/sample_placement.hpp"
