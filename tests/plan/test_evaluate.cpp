@@ -43,7 +43,9 @@ TEST_CASE("closed form of a disaggregated plan matches the hand computation") {
   CHECK(e.stages[3].replica_samples == 2);
   // Paths: encoder 0.0096 + boundary 2*max(1e8/1e10, 5e7/1e10) = 0.0296; backbone 0.024 + hop
   // 2*5e8/1e11 + 0.024 = 0.058; generator 0.0075 + 2*max(5e8/1e10, 2e9/1e10) = 0.4075.
-  const double pipeline = 3 * 0.024 + 0.0296 + 0.058 + 0.4075;
+  // Period: max(slowest stage 0.024, path / P = 0.4951 / 4): the transfer-bound loop.
+  const double path = 0.0296 + 0.058 + 0.4075;
+  const double pipeline = 3 * (path / 4) + path;
   CHECK(e.pipeline_time_s == Approx(pipeline));
   // Sync: encoder dp 2: 1e-3*32 + 1e-4*32/2 = 0.0336 is the largest.
   CHECK(e.sync_time_s == Approx(0.0336));
@@ -74,10 +76,11 @@ TEST_CASE("colocated modules add their work, memory and sync to the backbone's e
   // Stage 0: encoder at tp 2 (0.0048) + backbone 0.024; stage 1: 0.024 + UNet tp 1, 1 sample (0.00375).
   CHECK(e.stages[0].time_s == Approx(0.0288));
   CHECK(e.stages[1].time_s == Approx(0.02775));
-  CHECK(e.pipeline_time_s == Approx(3 * 0.0288 + 0.0288 + 0.01 + 0.02775));
+  // Period max(0.0288, (0.0288 + 0.01 + 0.02775) / 2 = 0.033275).
+  CHECK(e.pipeline_time_s == Approx(3 * 0.033275 + 0.06655));
   // Stage 0 sync: encoder (0.032 + 0.0016) + backbone (0.016 + 0.0008).
   CHECK(e.sync_time_s == Approx(0.0504));
-  CHECK(e.iteration_time_s == Approx(0.15295 + 0.0504));
+  CHECK(e.iteration_time_s == Approx(3 * 0.033275 + 0.06655 + 0.0504));
 }
 
 TEST_CASE("GPipe keeps every microbatch in flight") {

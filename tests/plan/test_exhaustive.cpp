@@ -12,6 +12,8 @@
 
 namespace {
 
+enum class variant { as_is, no_generator, frozen_encoder };
+
 struct case_spec {
   const char* preset;
   const char* cluster;
@@ -19,17 +21,21 @@ struct case_spec {
   int batch;
   int max_backbone_pp;
   int max_side_pp;
+  variant v = variant::as_is;
 };
 
 void compare(const case_spec& c) {
   auto sc = disttrain::presets::scenario_preset(c.preset);
   sc.cluster = disttrain::presets::cluster_preset(c.cluster, c.gpus);
+  if (c.v == variant::no_generator) sc.model.modules.pop_back();
+  if (c.v == variant::frozen_encoder) sc.model.modules.front().frozen = true;
   disttrain::analytic_cost_model cm(sc.model, sc.cluster);
   const auto req = disttrain::make_request(sc.model, sc.data, c.batch, 256);
   disttrain::planner_options opt;
   opt.max_backbone_pp = c.max_backbone_pp;
   opt.max_side_pp = c.max_side_pp;
-  INFO(c.preset << " on " << c.gpus << " " << c.cluster << " GPUs, batch " << c.batch);
+  INFO(c.preset << " on " << c.gpus << " " << c.cluster << " GPUs, batch " << c.batch
+                << ", variant " << static_cast<int>(c.v));
   const auto ex = disttrain::testing::exhaustive_plan(cm, req, opt);
   INFO("exhaustive scored " << ex.plans_scored << " plans");
   if (!ex.plan) {
@@ -67,6 +73,8 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       {"mllm-70b", "a100", 8, 4, 2, 1},    // infeasible: nothing fits
       {"paper-72b", "h800", 64, 2, 4, 1},  // 72B backbone, 64 GPUs
       {"paper-72b", "a100", 24, 4, 2, 1},  // 3 nodes, memory-bound
+      {"mllm-7b", "h800", 16, 4, 2, 2, variant::no_generator},
+      {"mllm-13b", "h800", 32, 4, 2, 1, variant::frozen_encoder},
   };
   for (const auto& c : cases) compare(c);
 }

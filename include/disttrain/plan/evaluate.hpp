@@ -9,7 +9,8 @@
 /// (generator) stage. With `m` microbatches and module terms as in
 /// `detail/closed_form.hpp`:
 ///
-///     iteration = (m - 1) * max_s t_s + sum_modules path + max_stages (DP sync + optimizer)
+///     period    = max(max_s t_s, sum_modules path / P)
+///     iteration = (m - 1) * period + sum_modules path + max_stages (DP sync + optimizer)
 ///
 /// where `t_s` is a stage's forward+backward time for its busiest replica
 /// (ceil(n / dp) of the n samples of a microbatch), `path` adds the
@@ -187,6 +188,7 @@ template <cost_model C>
     times.assign(static_cast<std::size_t>(mp.pp), 0.0);
     hops.assign(static_cast<std::size_t>(mp.pp), 0.0);
     detail::module_terms t;
+    t.stages = mp.pp;
     int first = 0;
     for (int j = 0; j < mp.pp; ++j, ++pos) {
       const int c = mp.layers[static_cast<std::size_t>(j)];

@@ -548,6 +548,7 @@ class plan_search {
     }
     t.max_stage_s = b.layout->tmax;
     t.path_s = accumulate_path(b.layout->times, hops, 0.0);
+    t.stages = b.pp;
     return t;
   }
 
@@ -583,7 +584,7 @@ class plan_search {
     const module_terms bt = backbone_terms(b);
     {
       const module_terms arr[3] = {module_terms{}, bt, module_terms{}};
-      if (combine(m, arr).iteration_s > best_.time) return;
+      if (combine_bound(m, arr).iteration_s > best_.time) return;
     }
     ++stats_.backbone_expanded;
     const long long gb = static_cast<long long>(b.tp) * b.pp * b.dp;
@@ -630,6 +631,7 @@ class plan_search {
         gterms_[i].max_stage_s = o.max_stage;
         gterms_[i].path_s = o.path_base + dirs_g * std::max(bb_side_g, o.side_bytes_time);
         gterms_[i].sync_s = o.sync;
+        gterms_[i].stages = o.pp;
       }
       pmin_t_[i] =
           i == 0 ? gterms_[i].max_stage_s : std::min(pmin_t_[i - 1], gterms_[i].max_stage_s);
@@ -644,6 +646,7 @@ class plan_search {
         et.max_stage_s = e.max_stage;
         et.path_s = e.path_base + dirs_e * std::max(e.side_bytes_time, bb_side_e);
         et.sync_s = e.sync;
+        et.stages = e.pp;
       }
       const long long base_g = gb + e.gpus;  // the generator's first rank
       // Affordable generator options: [0, idx), idx >= 1 by the check above.
@@ -653,7 +656,7 @@ class plan_search {
           G->options.begin());
       for (std::size_t i = idx; i-- > 0;) {
         {
-          const module_terms arr[3] = {et, bt, module_terms{pmin_t_[i], pmin_path_[i], 0.0}};
+          const module_terms arr[3] = {et, bt, module_terms{pmin_t_[i], pmin_path_[i], 0.0, ppg}};
           if (combine(m, arr).iteration_s > best_.time) break;  // bounds every option in [0, i]
         }
         const side_option& go = G->options[i];
@@ -766,6 +769,7 @@ class plan_search {
     }
     t.max_stage_s = c.layout->tmax;
     t.path_s = accumulate_path(c.layout->times, hops, 0.0);
+    t.stages = c.pp;
     return t;
   }
 
