@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -355,19 +356,31 @@ class reorderer {
     starts_.push_back({start::dealt, 0});
     starts_.push_back({start::by_id, 0});
     for (std::size_t k = 0; K > 1 && k < K; ++k) starts_.push_back({start::by_module, k});
-    // Budget: slot_search_budget swaps, and work (samples + replicas re-split)
-    // of at most max(2^15, 64 n), shared by the starts.
-    std::size_t per_swap = 0;
-    for (std::size_t k = 0; k < K; ++k) per_swap += 2 * ((n + m - 1) / m + options_.modules[k].dp);
-    const std::size_t swaps = std::min<std::size_t>(
-        options_.slot_search_budget, std::max<std::size_t>(std::size_t{1} << 15, 64 * n) / per_swap);
-    // Fewer starts when the budget is small: at least 16 swaps each.
-    starts_.resize(std::clamp<std::size_t>(swaps / 16, 1, starts_.size()));
-    const auto per_start = static_cast<std::uint32_t>(swaps / starts_.size());
+    // Budget: at most slot_search_budget swaps and W = max(2^16, 4 n log2 n)
+    // work units, where splitting a slot of s samples over d replicas costs
+    // s (1 + log2 s) + d units; a start costs K m splits, a swap 2 K. When that
+    // leaves fewer than 16 swaps the search is skipped (large batches: the
+    // slot cut alone is kept).
+    const std::size_t s_max = (n + m - 1) / m;
+    const std::size_t lg = static_cast<std::size_t>(std::bit_width(s_max)) + 1;
+    std::size_t unit = 0;
+    for (std::size_t k = 0; k < K; ++k) unit += s_max * lg + options_.modules[k].dp;
+    const std::size_t per_swap = 2 * unit, per_start = m * unit;
+    const std::size_t work = std::max<std::size_t>(std::size_t{1} << 16,
+                                                   4 * n * static_cast<std::size_t>(std::bit_width(n)));
+    // As many starts as leave 16 swaps each, at least one.
+    starts_.resize(std::clamp<std::size_t>(work / (per_start + 16 * per_swap), 1, starts_.size()));
+    const std::size_t left = work > starts_.size() * per_start ? work - starts_.size() * per_start : 0;
+    const std::size_t swaps = std::min<std::size_t>(options_.slot_search_budget, left / per_swap);
+    if (swaps < 16) {
+      form_slots(batch, first);
+      return;
+    }
+    const auto per_start_swaps = static_cast<std::uint32_t>(swaps / starts_.size());
     potential_t best{0.0, 0.0};
     for (std::size_t si = 0; si < starts_.size(); ++si) {
       form_slots(batch, starts_[si].first, starts_[si].second);
-      const potential_t p = search_slots(batch, per_start);
+      const potential_t p = search_slots(batch, per_start_swaps);
       if (si == 0 || lower(p, best)) {
         best = p;
         best_seq_.assign(seq_.begin(), seq_.end());
