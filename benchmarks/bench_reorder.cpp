@@ -37,9 +37,11 @@ const analytic_cost_model& cost_model_7b() {
 }
 
 std::vector<sample_meta> metas(preset p, std::size_t n, std::uint64_t seed) {
-  data_sampler sampler(p == preset::laion ? presets::laion400m_like() : presets::interleaved_image_text());
+  data_sampler sampler(p == preset::laion ? presets::laion400m_like()
+                                          : presets::interleaved_image_text());
   std::vector<sample_meta> m;
-  describe_batch(sampler.draw_batch(seed * 1000003, n), workload_cost<analytic_cost_model>(cost_model_7b()), m);
+  describe_batch(sampler.draw_batch(seed * 1000003, n),
+                 workload_cost<analytic_cost_model>(cost_model_7b()), m);
   return m;
 }
 
@@ -108,12 +110,16 @@ int main(int argc, char** argv) {
   const double min_s = opt.quick ? 0.02 : 0.3;
 
   // ---- 1. Balance quality ---------------------------------------------------
-  std::vector<std::size_t> sizes = opt.quick ? std::vector<std::size_t>{512} : std::vector<std::size_t>{512, 2048, 8192, 16384};
-  std::vector<std::uint32_t> dps = opt.quick ? std::vector<std::uint32_t>{8, 64} : std::vector<std::uint32_t>{8, 64, 256, 512};
+  std::vector<std::size_t> sizes =
+      opt.quick ? std::vector<std::size_t>{512} : std::vector<std::size_t>{512, 2048, 8192, 16384};
+  std::vector<std::uint32_t> dps =
+      opt.quick ? std::vector<std::uint32_t>{8, 64} : std::vector<std::uint32_t>{8, 64, 256, 512};
   nlohmann::json bal = nlohmann::json::array();
-  if (!opt.json) fmt::print("Balance: slowest replica / lower bound max(mean, largest), backbone costs, 1 microbatch\n"
-                            "{:>11} {:>6} {:>5} {:>8} | {:>8} {:>8} {:>8} {:>8}\n",
-                            "data", "n", "dp", "n/dp", "arrival", "lpt", "kk", "refined");
+  if (!opt.json)
+    fmt::print(
+        "Balance: slowest replica / lower bound max(mean, largest), backbone costs, 1 microbatch\n"
+        "{:>11} {:>6} {:>5} {:>8} | {:>8} {:>8} {:>8} {:>8}\n",
+        "data", "n", "dp", "n/dp", "arrival", "lpt", "kk", "refined");
   for (preset p : {preset::laion, preset::interleaved}) {
     for (std::size_t n : sizes) {
       const auto batch = single_module(metas(p, n, 1), 1);
@@ -124,11 +130,16 @@ int main(int argc, char** argv) {
         const bool kk_ok = n * dp <= (1u << 22);  // KK keeps n x dp partial sums
         const double kk = kk_ok ? balance_ratio(batch, dp, balance_method::karmarkar_karp) : NAN;
         const double ref = balance_ratio(batch, dp, balance_method::refined);
-        bal.push_back({{"data", name_of(p)}, {"n", n}, {"dp", dp}, {"arrival", arrival}, {"lpt", lpt},
-                       {"kk", kk_ok ? nlohmann::json(kk) : nlohmann::json(nullptr)}, {"refined", ref}});
+        bal.push_back({{"data", name_of(p)},
+                       {"n", n},
+                       {"dp", dp},
+                       {"arrival", arrival},
+                       {"lpt", lpt},
+                       {"kk", kk_ok ? nlohmann::json(kk) : nlohmann::json(nullptr)},
+                       {"refined", ref}});
         if (!opt.json)
-          fmt::print("{:>11} {:>6} {:>5} {:>8.1f} | {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}\n", name_of(p), n, dp,
-                     static_cast<double>(n) / dp, arrival, lpt, kk, ref);
+          fmt::print("{:>11} {:>6} {:>5} {:>8.1f} | {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}\n",
+                     name_of(p), n, dp, static_cast<double>(n) / dp, arrival, lpt, kk, ref);
       }
     }
   }
@@ -137,13 +148,17 @@ int main(int argc, char** argv) {
   // ---- 2. Speed --------------------------------------------------------------
   nlohmann::json speed = nlohmann::json::array();
   if (!opt.json)
-    fmt::print("\nSpeed, one thread, CPU time per global batch (wall time in the JSON)\n"
-               "  default: 3 modules dp 64/256/32, 8 microbatches, 1F1B over 1+4+1 stages; lpt+paper: same, LPT split\n"
-               "  and paper order; 1 module: backbone costs over 256 replicas, 1 microbatch (the <= 1 ms target at 4096)\n"
-               "{:>6} | {:>10} {:>11} | {:>10} {:>6} | {:>9} {:>9} {:>9}\n", "n", "default", "samples/s", "lpt+paper",
-               "ratio", "1 module", "lpt only", "arrival");
-  std::vector<std::size_t> speed_sizes =
-      opt.quick ? std::vector<std::size_t>{1024} : std::vector<std::size_t>{1024, 4096, 16384, 65536};
+    fmt::print(
+        "\nSpeed, one thread, CPU time per global batch (wall time in the JSON)\n"
+        "  default: 3 modules dp 64/256/32, 8 microbatches, 1F1B over 1+4+1 stages; lpt+paper: "
+        "same, LPT split\n"
+        "  and paper order; 1 module: backbone costs over 256 replicas, 1 microbatch (the <= 1 ms "
+        "target at 4096)\n"
+        "{:>6} | {:>10} {:>11} | {:>10} {:>6} | {:>9} {:>9} {:>9}\n",
+        "n", "default", "samples/s", "lpt+paper", "ratio", "1 module", "lpt only", "arrival");
+  std::vector<std::size_t> speed_sizes = opt.quick
+                                             ? std::vector<std::size_t>{1024}
+                                             : std::vector<std::size_t>{1024, 4096, 16384, 65536};
   for (std::size_t n : speed_sizes) {
     const auto batch = metas(preset::laion, n, 2);
     reorder_options o;
@@ -166,27 +181,40 @@ int main(int argc, char** argv) {
     const double t_one = cpu_per_call([&] { single.assign(batch1, res); }, min_s);
     const double t_one_lpt = cpu_per_call([&] { single_lpt.assign(batch1, res); }, min_s);
     const double t_one_arr = cpu_per_call([&] { single_arr.assign(batch1, res); }, min_s);
-    speed.push_back({{"n", n}, {"default_cpu_s", t_def}, {"default_wall_s", w_def},
-                     {"samples_per_cpu_s", static_cast<double>(n) / t_def}, {"lpt_paper_cpu_s", t_lpt},
-                     {"default_over_lpt_paper", t_def / t_lpt}, {"one_module_dp256_cpu_s", t_one},
-                     {"one_module_lpt_cpu_s", t_one_lpt}, {"one_module_arrival_cpu_s", t_one_arr}});
+    speed.push_back({{"n", n},
+                     {"default_cpu_s", t_def},
+                     {"default_wall_s", w_def},
+                     {"samples_per_cpu_s", static_cast<double>(n) / t_def},
+                     {"lpt_paper_cpu_s", t_lpt},
+                     {"default_over_lpt_paper", t_def / t_lpt},
+                     {"one_module_dp256_cpu_s", t_one},
+                     {"one_module_lpt_cpu_s", t_one_lpt},
+                     {"one_module_arrival_cpu_s", t_one_arr}});
     if (!opt.json)
-      fmt::print("{:>6} | {:>8.3f}ms {:>11.3g} | {:>8.3f}ms {:>6.2f} | {:>7.3f}ms {:>7.3f}ms {:>7.3f}ms\n", n,
-                 t_def * 1e3, static_cast<double>(n) / t_def, t_lpt * 1e3, t_def / t_lpt, t_one * 1e3,
-                 t_one_lpt * 1e3, t_one_arr * 1e3);
+      fmt::print(
+          "{:>6} | {:>8.3f}ms {:>11.3g} | {:>8.3f}ms {:>6.2f} | {:>7.3f}ms {:>7.3f}ms {:>7.3f}ms\n",
+          n, t_def * 1e3, static_cast<double>(n) / t_def, t_lpt * 1e3, t_def / t_lpt, t_one * 1e3,
+          t_one_lpt * 1e3, t_one_arr * 1e3);
   }
   out["speed"] = speed;
 
   // ---- 3. Iteration time ----------------------------------------------------
   nlohmann::json ord = nlohmann::json::array();
   if (!opt.json)
-    fmt::print("\nSimulated iteration time (exact 1F1B, stages encoder 1 + backbone 4 + generator 1; dp 2/4/2)\n"
-               "relative to the default (best of balanced / size-sorted slots, refined split, searched order);\n"
-               "arrival: no reordering; random/slot-ord/paper: the default's slots in random/slot/paper order;\n"
-               "lpt/kk: that split instead of refined; sorted/balanced: only that slot cut; ideal: uniform microbatches\n"
-               "{:>11} {:>5} {:>3} | {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} | {:>7} {:>9}\n", "data", "n", "m",
-               "arrival", "random", "slot-ord", "paper", "lpt", "kk", "sorted", "balanced", "ideal", "default");
-  std::vector<std::uint32_t> mbs = opt.quick ? std::vector<std::uint32_t>{8} : std::vector<std::uint32_t>{8, 16, 32};
+    fmt::print(
+        "\nSimulated iteration time (exact 1F1B, stages encoder 1 + backbone 4 + generator 1; dp "
+        "2/4/2)\n"
+        "relative to the default (best of balanced / size-sorted slots, refined split, searched "
+        "order);\n"
+        "arrival: no reordering; random/slot-ord/paper: the default's slots in random/slot/paper "
+        "order;\n"
+        "lpt/kk: that split instead of refined; sorted/balanced: only that slot cut; ideal: "
+        "uniform microbatches\n"
+        "{:>11} {:>5} {:>3} | {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} | {:>7} {:>9}\n",
+        "data", "n", "m", "arrival", "random", "slot-ord", "paper", "lpt", "kk", "sorted",
+        "balanced", "ideal", "default");
+  std::vector<std::uint32_t> mbs =
+      opt.quick ? std::vector<std::uint32_t>{8} : std::vector<std::uint32_t>{8, 16, 32};
   for (preset p : {preset::laion, preset::interleaved}) {
     for (std::uint32_t m : mbs) {
       const std::size_t n = static_cast<std::size_t>(m) * 64;
@@ -204,14 +232,23 @@ int main(int argc, char** argv) {
         return r.assign(batch);
       };
       const auto def = run(slot_policy::best, balance_method::refined, order_method::search);
-      const double t_bal = run(slot_policy::balanced, balance_method::refined, order_method::search).iteration_time;
+      const double t_bal =
+          run(slot_policy::balanced, balance_method::refined, order_method::search).iteration_time;
       const double t_def = def.iteration_time;
-      const double t_arr = run(slot_policy::arrival, balance_method::none, order_method::identity).iteration_time;
-      const double t_slot = run(slot_policy::best, balance_method::refined, order_method::identity).iteration_time;
-      const double t_paper = run(slot_policy::best, balance_method::refined, order_method::paper).iteration_time;
-      const double t_lpt = run(slot_policy::best, balance_method::lpt, order_method::search).iteration_time;
-      const double t_kk = run(slot_policy::best, balance_method::karmarkar_karp, order_method::search).iteration_time;
-      const double t_sorted = run(slot_policy::size_sorted, balance_method::refined, order_method::search).iteration_time;
+      const double t_arr =
+          run(slot_policy::arrival, balance_method::none, order_method::identity).iteration_time;
+      const double t_slot =
+          run(slot_policy::best, balance_method::refined, order_method::identity).iteration_time;
+      const double t_paper =
+          run(slot_policy::best, balance_method::refined, order_method::paper).iteration_time;
+      const double t_lpt =
+          run(slot_policy::best, balance_method::lpt, order_method::search).iteration_time;
+      const double t_kk =
+          run(slot_policy::best, balance_method::karmarkar_karp, order_method::search)
+              .iteration_time;
+      const double t_sorted =
+          run(slot_policy::size_sorted, balance_method::refined, order_method::search)
+              .iteration_time;
       const std::size_t S = o.stages.size();
       // Random orders of the default's microbatches: mean over 16 shuffles.
       std::vector<double> f(m * S), b(m * S), pf(m * S), pb(m * S);
@@ -247,16 +284,25 @@ int main(int argc, char** argv) {
           b[j * S + s] = st.backward_scale * t;
         }
       const double t_ideal = eval(microbatch_times{m, S, f, b});
-      ord.push_back({{"data", name_of(p)}, {"n", n}, {"microbatches", m}, {"default_s", t_def},
-                     {"arrival_over_default", t_arr / t_def}, {"random_over_default", t_rand / t_def},
-                     {"slot_order_over_default", t_slot / t_def}, {"paper_over_default", t_paper / t_def},
-                     {"lpt_over_default", t_lpt / t_def}, {"kk_over_default", t_kk / t_def},
-                     {"size_sorted_over_default", t_sorted / t_def}, {"balanced_over_default", t_bal / t_def},
+      ord.push_back({{"data", name_of(p)},
+                     {"n", n},
+                     {"microbatches", m},
+                     {"default_s", t_def},
+                     {"arrival_over_default", t_arr / t_def},
+                     {"random_over_default", t_rand / t_def},
+                     {"slot_order_over_default", t_slot / t_def},
+                     {"paper_over_default", t_paper / t_def},
+                     {"lpt_over_default", t_lpt / t_def},
+                     {"kk_over_default", t_kk / t_def},
+                     {"size_sorted_over_default", t_sorted / t_def},
+                     {"balanced_over_default", t_bal / t_def},
                      {"ideal_over_default", t_ideal / t_def}});
       if (!opt.json)
-        fmt::print("{:>11} {:>5} {:>3} | {:>7.4f} {:>7.4f} {:>8.4f} {:>7.4f} {:>7.4f} {:>7.4f} {:>7.4f} {:>8.4f} | {:>7.4f} {:>8.3f}s\n",
-                   name_of(p), n, m, t_arr / t_def, t_rand / t_def, t_slot / t_def, t_paper / t_def, t_lpt / t_def,
-                   t_kk / t_def, t_sorted / t_def, t_bal / t_def, t_ideal / t_def, t_def);
+        fmt::print(
+            "{:>11} {:>5} {:>3} | {:>7.4f} {:>7.4f} {:>8.4f} {:>7.4f} {:>7.4f} {:>7.4f} {:>7.4f} "
+            "{:>8.4f} | {:>7.4f} {:>8.3f}s\n",
+            name_of(p), n, m, t_arr / t_def, t_rand / t_def, t_slot / t_def, t_paper / t_def,
+            t_lpt / t_def, t_kk / t_def, t_sorted / t_def, t_bal / t_def, t_ideal / t_def, t_def);
     }
   }
   out["ordering"] = ord;

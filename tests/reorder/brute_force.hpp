@@ -63,9 +63,9 @@ inline std::vector<double> random_costs(std::mt19937_64& rng, std::size_t n, int
   std::uniform_int_distribution<int> patches(1, 16);
   for (auto& x : c) {
     switch (kind % 3) {
-      case 0: x = 1.0 + 99.0 * u(rng); break;               // uniform
-      case 1: x = ln(rng); break;                           // heavy tail
-      default: {                                             // image patches, quadratic attention
+      case 0: x = 1.0 + 99.0 * u(rng); break;  // uniform
+      case 1: x = ln(rng); break;              // heavy tail
+      default: {                               // image patches, quadratic attention
         const double p = 64.0 * patches(rng);
         x = p + p * p / 1024.0;
       }
@@ -76,8 +76,8 @@ inline std::vector<double> random_costs(std::mt19937_64& rng, std::size_t n, int
 
 // Best objective over every permutation of the rows of (f, b) (m x S).
 template <class Objective>
-double optimal_order(const std::vector<double>& f, const std::vector<double>& b, std::size_t m, std::size_t S,
-                     Objective& objective) {
+double optimal_order(const std::vector<double>& f, const std::vector<double>& b, std::size_t m,
+                     std::size_t S, Objective& objective) {
   std::vector<std::size_t> p(m);
   std::iota(p.begin(), p.end(), std::size_t{0});
   std::vector<double> pf(m * S), pb(m * S);
@@ -88,7 +88,8 @@ double optimal_order(const std::vector<double>& f, const std::vector<double>& b,
         pf[i * S + s] = f[p[i] * S + s];
         pb[i * S + s] = b[p[i] * S + s];
       }
-    best = std::min(best, static_cast<double>(objective(disttrain::microbatch_times{m, S, pf, pb})));
+    best =
+        std::min(best, static_cast<double>(objective(disttrain::microbatch_times{m, S, pf, pb})));
   } while (std::next_permutation(p.begin(), p.end()));
   return best;
 }

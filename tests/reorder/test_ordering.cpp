@@ -9,14 +9,15 @@
 #include "disttrain_catch.hpp"
 
 using disttrain::errc;
-using disttrain::order_method;
 using disttrain::microbatch_times;
+using disttrain::order_method;
 
 namespace {
 
 // Random microbatches: a size per microbatch times a per-stage profile, so
 // stages scale together (as stages of one module do) plus some per-stage noise.
-void random_times(std::mt19937_64& rng, std::size_t m, std::size_t S, std::vector<double>& f, std::vector<double>& b) {
+void random_times(std::mt19937_64& rng, std::size_t m, std::size_t S, std::vector<double>& f,
+                  std::vector<double>& b) {
   std::lognormal_distribution<double> size(0.0, 0.7);
   std::uniform_real_distribution<double> prof(0.5, 1.5), noise(0.9, 1.1);
   std::vector<double> p(S);
@@ -68,8 +69,8 @@ TEST_CASE("ordering: search is within 2% of the brute-force optimum (1F1B and GP
     std::vector<std::uint32_t> pp(m), pi(m);
     const double paper = ord.order(microbatch_times{m, S, f, b}, eval, order_method::paper, pp);
     const double ident = ord.order(microbatch_times{m, S, f, b}, eval, order_method::identity, pi);
-    INFO("trial " << trial << " m=" << m << " S=" << S << " opt=" << opt << " search=" << got << " paper=" << paper
-                  << " identity=" << ident);
+    INFO("trial " << trial << " m=" << m << " S=" << S << " opt=" << opt << " search=" << got
+                  << " paper=" << paper << " identity=" << ident);
     CHECK(got >= opt * (1 - 1e-12));
     CHECK(got <= opt * 1.02);
     CHECK(got <= paper * (1 + 1e-12));
@@ -79,7 +80,8 @@ TEST_CASE("ordering: search is within 2% of the brute-force optimum (1F1B and GP
   WARN("worst search / optimum: " << worst);
 }
 
-TEST_CASE("ordering: the paper rule puts the smallest first and the next S-1 smallest at the tail") {
+TEST_CASE(
+    "ordering: the paper rule puts the smallest first and the next S-1 smallest at the tail") {
   // 6 microbatches of sizes 6,1,5,2,4,3 on 3 stages (uniform across stages).
   const std::size_t m = 6, S = 3;
   const double sizes[] = {6, 1, 5, 2, 4, 3};
@@ -110,7 +112,8 @@ TEST_CASE("ordering: any order_objective works (a custom one checked by brute fo
   // minimised by running the largest first.
   auto weighted = [](const microbatch_times& t) {
     double v = 0.0;
-    for (std::size_t p = 0; p < t.microbatches; ++p) v += static_cast<double>(p + 1) * t.forward_at(p, 0);
+    for (std::size_t p = 0; p < t.microbatches; ++p)
+      v += static_cast<double>(p + 1) * t.forward_at(p, 0);
     return v;
   };
   static_assert(disttrain::order_objective<decltype(weighted)>);
@@ -120,7 +123,8 @@ TEST_CASE("ordering: any order_objective works (a custom one checked by brute fo
   std::vector<std::uint32_t> perm(m);
   const double got = ord.order(microbatch_times{m, 1, f, b}, weighted, order_method::search, perm);
   CHECK(got == reorder_test::optimal_order(f, b, m, 1, weighted));
-  CHECK(perm == std::vector<std::uint32_t>{2, 5, 0, 4, 1, 6, 3});  // largest first minimises sum (p+1)*size
+  CHECK(perm ==
+        std::vector<std::uint32_t>{2, 5, 0, 4, 1, 6, 3});  // largest first minimises sum (p+1)*size
 }
 
 TEST_CASE("ordering: deterministic and budget-bounded") {
@@ -149,10 +153,13 @@ TEST_CASE("ordering: bad input") {
   disttrain::pipeline_time eval;
   std::vector<double> f{1, 2}, b{1, 2};
   std::vector<std::uint32_t> perm(3);
-  DISTTRAIN_CHECK_ERROR(ord.order(microbatch_times{2, 1, f, b}, eval, order_method::search, perm), errc::invalid_argument,
-                        "perm");
-  auto nan_objective = [](const microbatch_times&) { return std::numeric_limits<double>::quiet_NaN(); };
+  DISTTRAIN_CHECK_ERROR(ord.order(microbatch_times{2, 1, f, b}, eval, order_method::search, perm),
+                        errc::invalid_argument, "perm");
+  auto nan_objective = [](const microbatch_times&) {
+    return std::numeric_limits<double>::quiet_NaN();
+  };
   std::vector<std::uint32_t> p2(2);
-  DISTTRAIN_CHECK_ERROR(ord.order(microbatch_times{2, 1, f, b}, nan_objective, order_method::paper, p2),
-                        errc::invalid_argument, "order_objective");
+  DISTTRAIN_CHECK_ERROR(
+      ord.order(microbatch_times{2, 1, f, b}, nan_objective, order_method::paper, p2),
+      errc::invalid_argument, "order_objective");
 }

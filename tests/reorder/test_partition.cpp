@@ -11,7 +11,8 @@ using disttrain::errc;
 
 namespace {
 
-double max_load(const std::vector<double>& c, const std::vector<std::uint32_t>& bin, std::size_t k) {
+double max_load(const std::vector<double>& c, const std::vector<std::uint32_t>& bin,
+                std::size_t k) {
   std::vector<double> load(k, 0.0);
   for (std::size_t i = 0; i < c.size(); ++i) load.at(bin[i]) += c[i];
   return *std::max_element(load.begin(), load.end());
@@ -34,8 +35,8 @@ void check_counts(const std::vector<std::uint32_t>& bin, std::size_t k, bool equ
   }
 }
 
-constexpr balance_method all_methods[] = {balance_method::none, balance_method::lpt, balance_method::karmarkar_karp,
-                                          balance_method::refined};
+constexpr balance_method all_methods[] = {balance_method::none, balance_method::lpt,
+                                          balance_method::karmarkar_karp, balance_method::refined};
 
 }  // namespace
 
@@ -50,10 +51,12 @@ TEST_CASE("partition: hand-computed instances") {
   CHECK(max_load(c, bin, 2) == 6.0);
   // LPT on {5,4,3,3,2,1}, 2 bins: bins {5,3,1} and {4,3,2}.
   std::vector<std::uint32_t> bin6(6);
-  CHECK(p.partition(std::vector<double>{5, 4, 3, 3, 2, 1}, 2, false, balance_method::lpt, bin6) == 9.0);
+  CHECK(p.partition(std::vector<double>{5, 4, 3, 3, 2, 1}, 2, false, balance_method::lpt, bin6) ==
+        9.0);
   CHECK(bin6 == std::vector<std::uint32_t>{0, 1, 1, 0, 1, 0});
   // KK on {8,7,6,5,4}, 2 bins: 8-7=1, 6-5=1, {4},{1},{1} -> 4-1=3, 3-1=2: loads 16 / 14.
-  CHECK(p.partition(std::vector<double>{8, 7, 6, 5, 4}, 2, false, balance_method::karmarkar_karp, bin) == 16.0);
+  CHECK(p.partition(std::vector<double>{8, 7, 6, 5, 4}, 2, false, balance_method::karmarkar_karp,
+                    bin) == 16.0);
   // none: contiguous chunks of near-equal count.
   CHECK(p.partition(c, 2, false, balance_method::none, bin) == 8.0);
   CHECK(bin == std::vector<std::uint32_t>{0, 0, 0, 1, 1});
@@ -93,10 +96,12 @@ TEST_CASE("partition: refined within 2% of the brute-force optimum; LPT within 4
     const double opt = reorder_test::optimal_max_load(c, k, eq);
     std::vector<std::uint32_t> bin(n);
     const double lpt = p.partition(c, static_cast<std::uint32_t>(k), eq, balance_method::lpt, bin);
-    const double kk = p.partition(c, static_cast<std::uint32_t>(k), eq, balance_method::karmarkar_karp, bin);
-    const double ref = p.partition(c, static_cast<std::uint32_t>(k), eq, balance_method::refined, bin);
-    INFO("trial " << trial << " n=" << n << " k=" << k << " eq=" << eq << " opt=" << opt << " lpt=" << lpt
-                  << " kk=" << kk << " refined=" << ref);
+    const double kk =
+        p.partition(c, static_cast<std::uint32_t>(k), eq, balance_method::karmarkar_karp, bin);
+    const double ref =
+        p.partition(c, static_cast<std::uint32_t>(k), eq, balance_method::refined, bin);
+    INFO("trial " << trial << " n=" << n << " k=" << k << " eq=" << eq << " opt=" << opt
+                  << " lpt=" << lpt << " kk=" << kk << " refined=" << ref);
     CHECK(ref >= opt * (1 - 1e-12));
     CHECK(ref <= opt * 1.02);
     CHECK(ref <= lpt * (1 + 1e-12));
@@ -125,9 +130,13 @@ TEST_CASE("partition: bad input") {
   disttrain::partitioner p;
   std::vector<std::uint32_t> bin(3);
   const std::vector<double> c{1, 2, 3};
-  DISTTRAIN_CHECK_ERROR(p.partition(c, 0, false, balance_method::lpt, bin), errc::invalid_argument, "bins");
-  DISTTRAIN_CHECK_ERROR(p.partition(c, 4, true, balance_method::lpt, bin), errc::infeasible, "bins");
+  DISTTRAIN_CHECK_ERROR(p.partition(c, 0, false, balance_method::lpt, bin), errc::invalid_argument,
+                        "bins");
+  DISTTRAIN_CHECK_ERROR(p.partition(c, 4, true, balance_method::lpt, bin), errc::infeasible,
+                        "bins");
   std::vector<std::uint32_t> short_bin(2);
-  DISTTRAIN_CHECK_ERROR(p.partition(c, 2, false, balance_method::lpt, short_bin), errc::invalid_argument, "bin_of");
-  CHECK(p.partition(std::vector<double>{}, 2, false, balance_method::refined, std::span<std::uint32_t>{}) == 0.0);
+  DISTTRAIN_CHECK_ERROR(p.partition(c, 2, false, balance_method::lpt, short_bin),
+                        errc::invalid_argument, "bin_of");
+  CHECK(p.partition(std::vector<double>{}, 2, false, balance_method::refined,
+                    std::span<std::uint32_t>{}) == 0.0);
 }

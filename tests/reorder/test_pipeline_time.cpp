@@ -6,16 +6,16 @@
 #include "disttrain_catch.hpp"
 
 using disttrain::errc;
+using disttrain::microbatch_times;
 using disttrain::pipeline_kind;
 using disttrain::pipeline_time;
-using disttrain::microbatch_times;
 
 namespace {
 
 // Reference: per-stage op lists written out independently, finish times by
 // fixpoint relaxation (Bellman-Ford style) from zero. Returns the makespan.
-double reference_time(pipeline_kind kind, std::size_t m, std::size_t S, const std::vector<double>& f,
-                      const std::vector<double>& b, double lat) {
+double reference_time(pipeline_kind kind, std::size_t m, std::size_t S,
+                      const std::vector<double>& f, const std::vector<double>& b, double lat) {
   struct op {
     bool bwd;
     std::size_t j;
@@ -45,8 +45,10 @@ double reference_time(pipeline_kind kind, std::size_t m, std::size_t S, const st
       for (const op& o : ops[s]) {
         const std::size_t c = o.j * S + s;
         double dep;
-        if (!o.bwd) dep = s == 0 ? 0.0 : ff[c - 1] + lat;
-        else dep = s + 1 == S ? ff[c] : bf[c + 1] + lat;
+        if (!o.bwd)
+          dep = s == 0 ? 0.0 : ff[c - 1] + lat;
+        else
+          dep = s + 1 == S ? ff[c] : bf[c + 1] + lat;
         const double fin = std::max(free_at, dep) + (o.bwd ? b[c] : f[c]);
         double& slot = o.bwd ? bf[c] : ff[c];
         if (fin != slot) {
@@ -104,18 +106,24 @@ TEST_CASE("pipeline_time: matches an independent fixpoint reference on random in
     for (auto& x : b) x = u(rng);
     const microbatch_times t{m, S, f, b};
     INFO("trial " << trial << " m=" << m << " S=" << S);
-    CHECK(one(t) == Approx(reference_time(pipeline_kind::one_f_one_b, m, S, f, b, 0.0)).epsilon(1e-12));
+    CHECK(one(t) ==
+          Approx(reference_time(pipeline_kind::one_f_one_b, m, S, f, b, 0.0)).epsilon(1e-12));
     CHECK(gp(t) == Approx(reference_time(pipeline_kind::gpipe, m, S, f, b, 0.0)).epsilon(1e-12));
-    CHECK(one_lat(t) == Approx(reference_time(pipeline_kind::one_f_one_b, m, S, f, b, 0.25)).epsilon(1e-12));
+    CHECK(one_lat(t) ==
+          Approx(reference_time(pipeline_kind::one_f_one_b, m, S, f, b, 0.25)).epsilon(1e-12));
   }
 }
 
 TEST_CASE("pipeline_time: bad input") {
   pipeline_time eval;
   std::vector<double> f{1, 2}, b{1};
-  DISTTRAIN_CHECK_ERROR(eval(microbatch_times{2, 1, f, b}), errc::invalid_argument, "microbatch_times.backward");
-  DISTTRAIN_CHECK_ERROR(eval(microbatch_times{0, 1, {}, {}}), errc::invalid_argument, "microbatch_times.microbatches");
+  DISTTRAIN_CHECK_ERROR(eval(microbatch_times{2, 1, f, b}), errc::invalid_argument,
+                        "microbatch_times.backward");
+  DISTTRAIN_CHECK_ERROR(eval(microbatch_times{0, 1, {}, {}}), errc::invalid_argument,
+                        "microbatch_times.microbatches");
   std::vector<double> neg{1, -1};
-  DISTTRAIN_CHECK_ERROR(eval(microbatch_times{2, 1, neg, f}), errc::invalid_argument, "microbatch_times.forward[1]");
-  DISTTRAIN_CHECK_ERROR(pipeline_time(pipeline_kind::gpipe, -1.0), errc::invalid_argument, "p2p_latency");
+  DISTTRAIN_CHECK_ERROR(eval(microbatch_times{2, 1, neg, f}), errc::invalid_argument,
+                        "microbatch_times.forward[1]");
+  DISTTRAIN_CHECK_ERROR(pipeline_time(pipeline_kind::gpipe, -1.0), errc::invalid_argument,
+                        "p2p_latency");
 }

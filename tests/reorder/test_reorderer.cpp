@@ -21,7 +21,8 @@ std::vector<sample_meta> random_batch(std::mt19937_64& rng, std::size_t n, std::
   std::vector<sample_meta> b(n);
   for (std::size_t i = 0; i < n; ++i) {
     b[i].id = id_base + 7 * i;
-    for (std::size_t k = 0; k < K; ++k) b[i].cost[k] = reorder_test::random_costs(rng, 1, kind + static_cast<int>(k))[0];
+    for (std::size_t k = 0; k < K; ++k)
+      b[i].cost[k] = reorder_test::random_costs(rng, 1, kind + static_cast<int>(k))[0];
   }
   return b;
 }
@@ -37,7 +38,8 @@ reorder_options opts(std::vector<std::uint32_t> dp, std::uint32_t m, bool eq = f
 
 // Independent check of a result against its batch: every id once per module,
 // loads are the sums of the members' costs, counts, imbalance figures.
-void check_result(const reorder_result& r, const std::vector<sample_meta>& batch, const reorder_options& o) {
+void check_result(const reorder_result& r, const std::vector<sample_meta>& batch,
+                  const reorder_options& o) {
   REQUIRE(r.samples.size() == batch.size());
   std::map<std::uint64_t, const sample_meta*> by_id;
   for (const auto& s : batch) by_id[s.id] = &s;
@@ -117,7 +119,8 @@ TEST_CASE("reorderer: equal-count mode gives near-equal counts per microbatch an
       std::sort(c.begin(), c.end());
       sizes.push_back(c[0] + c[1] + c[2] + c[3]);
       // 13 over 4 replicas: 4,3,3,3; 12: 3,3,3,3.
-      CHECK(c == (sizes.back() == 13 ? std::vector<std::size_t>{3, 3, 3, 4} : std::vector<std::size_t>{3, 3, 3, 3}));
+      CHECK(c == (sizes.back() == 13 ? std::vector<std::size_t>{3, 3, 3, 4}
+                                     : std::vector<std::size_t>{3, 3, 3, 3}));
     }
     std::sort(sizes.begin(), sizes.end());
     CHECK(sizes == std::vector<std::size_t>{12, 12, 13, 13});
@@ -130,7 +133,8 @@ TEST_CASE("reorderer: balance within 2% of brute force on small instances") {
   // One microbatch: each module's split is an independent number partition.
   for (int trial = 0; trial < 60; ++trial) {
     const std::size_t n = 4 + rng() % 9;  // 4..12
-    const std::uint32_t d0 = 2 + static_cast<std::uint32_t>(rng() % 2), d1 = 2 + static_cast<std::uint32_t>(rng() % 2);
+    const std::uint32_t d0 = 2 + static_cast<std::uint32_t>(rng() % 2),
+                        d1 = 2 + static_cast<std::uint32_t>(rng() % 2);
     auto o = opts({d0, d1}, 1, trial % 2 == 1);
     const auto batch = random_batch(rng, n, 2, trial);
     disttrain::reorderer<> r(o);
@@ -139,7 +143,8 @@ TEST_CASE("reorderer: balance within 2% of brute force on small instances") {
       std::vector<double> c;
       for (const auto& s : batch) c.push_back(s.cost[k]);
       const double opt = reorder_test::optimal_max_load(c, o.modules[k].dp, o.equal_count);
-      INFO("trial " << trial << " module " << k << " n=" << n << " opt=" << opt << " got=" << res.slowest(k, 0));
+      INFO("trial " << trial << " module " << k << " n=" << n << " opt=" << opt
+                    << " got=" << res.slowest(k, 0));
       CHECK(res.slowest(k, 0) <= opt * 1.02);
       worst = std::max(worst, res.slowest(k, 0) / opt);
     }
@@ -166,7 +171,8 @@ TEST_CASE("reorderer: microbatch order within 2% of the brute-force optimum") {
         b[j * S + s] = o.stages[s].backward_scale * t;
       }
     disttrain::pipeline_time eval;
-    CHECK(eval(disttrain::microbatch_times{m, S, f, b}) == Approx(res.iteration_time).epsilon(1e-12));
+    CHECK(eval(disttrain::microbatch_times{m, S, f, b}) ==
+          Approx(res.iteration_time).epsilon(1e-12));
     const double opt = reorder_test::optimal_order(f, b, m, S, eval);
     INFO("trial " << trial << " m=" << m << " opt=" << opt << " got=" << res.iteration_time);
     CHECK(res.iteration_time <= opt * 1.02);
@@ -200,7 +206,8 @@ TEST_CASE("reorderer: deterministic across runs, threads and input order (ties b
     threads.emplace_back([&, t] {
       disttrain::reorderer<> mine(o);
       auto mine_batch = batch;
-      std::rotate(mine_batch.begin(), mine_batch.begin() + static_cast<std::ptrdiff_t>(7 * t), mine_batch.end());
+      std::rotate(mine_batch.begin(), mine_batch.begin() + static_cast<std::ptrdiff_t>(7 * t),
+                  mine_batch.end());
       out[t] = mine.assign(mine_batch);
     });
   for (auto& t : threads) t.join();
@@ -218,21 +225,25 @@ TEST_CASE("reorderer: bad input gives the library's error") {
   const auto batch = random_batch(rng, 10, 2, 0);
   DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(opts({2, 0}, 2)), errc::invalid_argument,
                         "reorder_options.modules[1].dp");
-  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(opts({}, 2)), errc::invalid_argument, "reorder_options.modules");
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(opts({}, 2)), errc::invalid_argument,
+                        "reorder_options.modules");
   reorder_options nine = opts({1}, 2);
   nine.modules.resize(disttrain::max_reorder_modules + 1, {"m", 1});
-  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(nine), errc::invalid_argument, "reorder_options.modules");
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(nine), errc::invalid_argument,
+                        "reorder_options.modules");
   auto grouped = opts({2, 2}, 6);
   grouped.microbatch_group = 4;
-  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(grouped), errc::invalid_argument, "reorder_options.microbatches");
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(grouped), errc::invalid_argument,
+                        "reorder_options.microbatches");
   auto bad_stage = opts({2, 2}, 2);
   bad_stage.stages = {{5, 1.0, 2.0}};
-  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(bad_stage), errc::invalid_argument, "reorder_options.stages[0].module");
+  DISTTRAIN_CHECK_ERROR(disttrain::reorderer<>(bad_stage), errc::invalid_argument,
+                        "reorder_options.stages[0].module");
 
   disttrain::reorderer<> r(opts({2, 3}, 2));
   DISTTRAIN_CHECK_ERROR(r.assign(std::vector<sample_meta>{}), errc::invalid_argument, "batch");
-  DISTTRAIN_CHECK_ERROR(r.assign(std::vector<sample_meta>(batch.begin(), batch.begin() + 1)), errc::invalid_argument,
-                        "batch");
+  DISTTRAIN_CHECK_ERROR(r.assign(std::vector<sample_meta>(batch.begin(), batch.begin() + 1)),
+                        errc::invalid_argument, "batch");
   auto neg = batch;
   neg[4].cost[1] = -1.0;
   DISTTRAIN_CHECK_ERROR(r.assign(neg), errc::invalid_argument, "batch[4].cost[1]");
@@ -262,7 +273,8 @@ TEST_CASE("reorder_result: JSON round trip and validation of corrupted maps") {
 
   auto dup = res;
   dup.cell_samples[1] = dup.cell_samples[0];
-  DISTTRAIN_CHECK_ERROR(disttrain::validate(dup), errc::invalid_argument, "reorder_result.module[0]");
+  DISTTRAIN_CHECK_ERROR(disttrain::validate(dup), errc::invalid_argument,
+                        "reorder_result.module[0]");
   auto bad_rep = res;
   bad_rep.samples[3].module[1].replica = 7;
   DISTTRAIN_CHECK_ERROR(disttrain::rebuild_cells(bad_rep), errc::invalid_argument,
@@ -271,7 +283,8 @@ TEST_CASE("reorder_result: JSON round trip and validation of corrupted maps") {
   clash["samples"][1]["offset"] = clash["samples"][0]["offset"];
   clash["samples"][1]["replica"] = clash["samples"][0]["replica"];
   clash["samples"][1]["microbatch"] = clash["samples"][0]["microbatch"];
-  DISTTRAIN_CHECK_ERROR(clash.get<reorder_result>(), errc::invalid_argument, "reorder_result.samples[1]");
+  DISTTRAIN_CHECK_ERROR(clash.get<reorder_result>(), errc::invalid_argument,
+                        "reorder_result.samples[1]");
   auto missing = disttrain::json(res);
   missing.erase("dp");
   DISTTRAIN_CHECK_ERROR(missing.get<reorder_result>(), errc::parse_error, "reorder_result.dp");
@@ -298,13 +311,15 @@ TEST_CASE("multimodal_cost and describe_batch") {
                                   .backbone = {0.0, 1.0, 0.01},
                                   .generator = {10.0, 0.0, 0.0},
                                   .tokens_per_patch = 0.25};
-  disttrain::multimodal_sample s{.id = 42, .text_tokens = 100, .image_tokens = {4, 8}, .generated_tokens = {16, 16}};
+  disttrain::multimodal_sample s{
+      .id = 42, .text_tokens = 100, .image_tokens = {4, 8}, .generated_tokens = {16, 16}};
   const auto c = cost(s);
   CHECK(c[0] == (1 + 2 * 4 + 0.5 * 16) + (1 + 2 * 8 + 0.5 * 64));  // 17 + 49 = 66
-  CHECK(c[1] == Approx(103.0 + 0.01 * 103.0 * 103.0));               // 100 + 0.25 * 12 tokens
+  CHECK(c[1] == Approx(103.0 + 0.01 * 103.0 * 103.0));             // 100 + 0.25 * 12 tokens
   CHECK(c[2] == 20.0);
   static_assert(disttrain::sample_cost<disttrain::multimodal_cost, disttrain::multimodal_sample>);
-  std::vector<disttrain::multimodal_sample> samples{s, {.id = 7, .text_tokens = 5, .image_tokens = {}, .generated_tokens = {}}};
+  std::vector<disttrain::multimodal_sample> samples{
+      s, {.id = 7, .text_tokens = 5, .image_tokens = {}, .generated_tokens = {}}};
   std::vector<sample_meta> meta;
   disttrain::describe_batch(samples, cost, meta);
   REQUIRE(meta.size() == 2);
@@ -313,11 +328,15 @@ TEST_CASE("multimodal_cost and describe_batch") {
   CHECK(meta[1].cost[0] == 0.0);
   CHECK(meta[1].cost[1] == Approx(5.25));
   // A functor returning a negative cost is rejected with the sample's place.
-  auto bad = [](const disttrain::multimodal_sample& x) { return std::array<double, 2>{1.0, x.id == 7 ? -1.0 : 1.0}; };
-  DISTTRAIN_CHECK_ERROR(disttrain::describe_batch(samples, bad, meta), errc::invalid_argument, "batch[1].cost[1]");
+  auto bad = [](const disttrain::multimodal_sample& x) {
+    return std::array<double, 2>{1.0, x.id == 7 ? -1.0 : 1.0};
+  };
+  DISTTRAIN_CHECK_ERROR(disttrain::describe_batch(samples, bad, meta), errc::invalid_argument,
+                        "batch[1].cost[1]");
   // Samples without an id member get their index.
   std::vector<double> plain{3.0, 1.0};
-  disttrain::describe_batch(plain, [](double x) { return std::array<double, 1>{x}; }, meta);
+  disttrain::describe_batch(
+      plain, [](double x) { return std::array<double, 1>{x}; }, meta);
   CHECK(meta[1].id == 1);
 }
 
@@ -326,7 +345,8 @@ namespace {
 // Brute force over every cut of the batch into m slots of n/m samples (slots
 // unlabelled), each module's cells split optimally: the least possible
 // max_k sum_j slowest_kj / (total_k / dp_k).
-double optimal_balance(const std::vector<sample_meta>& batch, const std::vector<std::uint32_t>& dp, std::size_t m) {
+double optimal_balance(const std::vector<sample_meta>& batch, const std::vector<std::uint32_t>& dp,
+                       std::size_t m) {
   const std::size_t n = batch.size(), per = n / m, K = dp.size();
   std::vector<double> total(K, 0.0);
   for (const auto& s : batch)
@@ -368,7 +388,7 @@ TEST_CASE("reorderer: several microbatches and modules: balance within 2% of bru
   std::mt19937_64 rng(9);
   double worst = 1.0;
   for (int trial = 0; trial < 24; ++trial) {
-    const std::size_t m = 2 + static_cast<std::size_t>(trial % 2);          // 2 or 3 microbatches
+    const std::size_t m = 2 + static_cast<std::size_t>(trial % 2);  // 2 or 3 microbatches
     const std::size_t n = m == 2 ? 8 + 2 * (rng() % 3) : 9 + 3 * (rng() % 2);  // 8..12 samples
     std::vector<std::uint32_t> dp{2, 3};
     if (trial % 3 == 2) dp.push_back(2);

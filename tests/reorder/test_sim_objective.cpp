@@ -15,7 +15,8 @@ using disttrain::errc;
 using disttrain::microbatch_times;
 
 namespace {
-void random_times(std::mt19937_64& rng, std::size_t m, std::size_t S, std::vector<double>& f, std::vector<double>& b) {
+void random_times(std::mt19937_64& rng, std::size_t m, std::size_t S, std::vector<double>& f,
+                  std::vector<double>& b) {
   std::uniform_real_distribution<double> u(0.2, 3.0);
   f.resize(m * S);
   b.resize(m * S);
@@ -33,23 +34,28 @@ TEST_CASE("simulated_objective agrees with pipeline_time on 1F1B and GPipe") {
     const microbatch_times t{static_cast<std::size_t>(m), static_cast<std::size_t>(S), f, b};
     disttrain::simulated_objective one(disttrain::add_communication(disttrain::make_1f1b(S, m)));
     disttrain::simulated_objective gp(disttrain::add_communication(disttrain::make_gpipe(S, m)));
-    disttrain::pipeline_time one_ref(disttrain::pipeline_kind::one_f_one_b), gp_ref(disttrain::pipeline_kind::gpipe);
+    disttrain::pipeline_time one_ref(disttrain::pipeline_kind::one_f_one_b),
+        gp_ref(disttrain::pipeline_kind::gpipe);
     INFO("trial " << trial << " S=" << S << " m=" << m);
     CHECK(one(t) == Approx(one_ref(t)).epsilon(1e-12));
     CHECK(gp(t) == Approx(gp_ref(t)).epsilon(1e-12));
   }
 }
 
-TEST_CASE("reorderer with the simulator scores an interleaved schedule; search within 2% of brute force") {
+TEST_CASE(
+    "reorderer with the simulator scores an interleaved schedule; search within 2% of brute "
+    "force") {
   std::mt19937_64 rng(22);
   const int S = 2, m = 6, v = 2;
-  disttrain::simulated_objective sim(disttrain::add_communication(disttrain::make_interleaved_1f1b(S, m, v)));
+  disttrain::simulated_objective sim(
+      disttrain::add_communication(disttrain::make_interleaved_1f1b(S, m, v)));
   std::vector<double> f, b;
   random_times(rng, m, S, f, b);
   const double opt = reorder_test::optimal_order(f, b, m, S, sim);
   disttrain::microbatch_orderer ord;
   std::vector<std::uint32_t> perm(m);
-  const double got = ord.order(microbatch_times{m, S, f, b}, sim, disttrain::order_method::search, perm);
+  const double got =
+      ord.order(microbatch_times{m, S, f, b}, sim, disttrain::order_method::search, perm);
   CHECK(got <= opt * 1.02);
   CHECK(got >= opt * (1 - 1e-12));
 
@@ -75,7 +81,9 @@ TEST_CASE("reorderer with the simulator scores an interleaved schedule; search w
 TEST_CASE("simulated_objective: bad input") {
   disttrain::simulated_objective sim(disttrain::add_communication(disttrain::make_1f1b(2, 4)));
   std::vector<double> f(6, 1.0), b(6, 2.0);
-  DISTTRAIN_CHECK_ERROR(sim(microbatch_times{3, 2, f, b}), errc::invalid_argument, "simulated_objective");
-  DISTTRAIN_CHECK_ERROR(disttrain::simulated_objective(disttrain::add_communication(disttrain::make_1f1b(2, 4)), 1.5), errc::invalid_argument,
-                        "weight_fraction");
+  DISTTRAIN_CHECK_ERROR(sim(microbatch_times{3, 2, f, b}), errc::invalid_argument,
+                        "simulated_objective");
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::simulated_objective(disttrain::add_communication(disttrain::make_1f1b(2, 4)), 1.5),
+      errc::invalid_argument, "weight_fraction");
 }

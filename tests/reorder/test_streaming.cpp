@@ -24,7 +24,8 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-std::vector<disttrain::sample_meta> batch_of(std::mt19937_64& rng, std::size_t n, std::uint64_t first_id) {
+std::vector<disttrain::sample_meta> batch_of(std::mt19937_64& rng, std::size_t n,
+                                             std::uint64_t first_id) {
   std::lognormal_distribution<double> ln(0.0, 1.0);
   std::vector<disttrain::sample_meta> b(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -54,7 +55,8 @@ TEST_CASE("streaming: no allocation in steady state") {
         const auto first = batch_of(rng, 256, 0);
         r.assign(first, res);
         std::vector<std::vector<disttrain::sample_meta>> stream;
-        for (std::size_t b = 0; b < 3; ++b) stream.push_back(batch_of(rng, b % 2 == 0 ? 256 : 150, 1000 * (b + 1)));
+        for (std::size_t b = 0; b < 3; ++b)
+          stream.push_back(batch_of(rng, b % 2 == 0 ? 256 : 150, 1000 * (b + 1)));
         const auto cap_samples = res.samples.capacity();
         INFO("method " << disttrain::to_string(method) << " eq=" << eq << " m=" << m);
         for (const auto& batch : stream) {

@@ -11,10 +11,12 @@ TEST_CASE("workload_cost prices samples with the cost model and drives the reord
   const auto model = disttrain::presets::mllm_7b();
   disttrain::analytic_cost_model cm(model, disttrain::presets::h800_cluster(64));
   disttrain::workload_cost cost(cm);
-  static_assert(disttrain::sample_cost<disttrain::workload_cost<disttrain::analytic_cost_model>, disttrain::sample>);
+  static_assert(disttrain::sample_cost<disttrain::workload_cost<disttrain::analytic_cost_model>,
+                                       disttrain::sample>);
 
   // Independent reference: the cost model on each module's workload of one sample.
-  disttrain::sample s{.id = 3, .text_tokens = 200, .images = {{224, 224}, {448, 448}}, .generated = {{512, 512}}};
+  disttrain::sample s{
+      .id = 3, .text_tokens = 200, .images = {{224, 224}, {448, 448}}, .generated = {{512, 512}}};
   const auto w = disttrain::workload_of(model, s);
   const auto c = cost(s);
   for (std::size_t k = 0; k < model.modules.size(); ++k) {

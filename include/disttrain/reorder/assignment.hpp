@@ -53,7 +53,8 @@ struct module_place {
 struct sample_place {
   std::uint64_t id = 0;          ///< the sample's id
   std::uint32_t microbatch = 0;  ///< execution position of its microbatch (0 runs first)
-  std::array<module_place, max_reorder_modules> module{};  ///< per module; entries >= modules are zero
+  std::array<module_place, max_reorder_modules>
+      module{};  ///< per module; entries >= modules are zero
   friend bool operator==(const sample_place&, const sample_place&) = default;
 };
 
@@ -69,16 +70,17 @@ struct sample_place {
 /// const auto* p = res.find(42);           // placement of sample id 42 (or nullptr)
 /// @endcode
 struct reorder_result {
-  std::uint32_t modules = 0;                       ///< module count K
-  std::uint32_t microbatches = 0;                  ///< microbatch count m
-  std::array<std::uint32_t, max_reorder_modules> dp{};     ///< DP degree per module
-  bool equal_count = false;                        ///< built in equal-count mode
-  std::vector<sample_place> samples;               ///< one per sample, sorted by id
-  std::vector<std::uint32_t> cell_begin;           ///< CSR row starts, size cells()+1
-  std::vector<std::uint32_t> cell_samples;         ///< sample indices per cell, by offset
-  std::vector<double> load;                        ///< summed module cost per cell (empty if unknown)
-  double iteration_time = 0.0;                     ///< objective value of the chosen order
-  std::array<double, max_reorder_modules> imbalance{};     ///< per module: sum_j max_r load / (total / dp)
+  std::uint32_t modules = 0;                            ///< module count K
+  std::uint32_t microbatches = 0;                       ///< microbatch count m
+  std::array<std::uint32_t, max_reorder_modules> dp{};  ///< DP degree per module
+  bool equal_count = false;                             ///< built in equal-count mode
+  std::vector<sample_place> samples;                    ///< one per sample, sorted by id
+  std::vector<std::uint32_t> cell_begin;                ///< CSR row starts, size cells()+1
+  std::vector<std::uint32_t> cell_samples;              ///< sample indices per cell, by offset
+  std::vector<double> load;     ///< summed module cost per cell (empty if unknown)
+  double iteration_time = 0.0;  ///< objective value of the chosen order
+  std::array<double, max_reorder_modules>
+      imbalance{};  ///< per module: sum_j max_r load / (total / dp)
 
   /// @brief Index of cell (module k, microbatch j, replica r).
   [[nodiscard]] std::size_t cell_index(std::size_t k, std::size_t j, std::size_t r) const noexcept {
@@ -93,13 +95,17 @@ struct reorder_result {
     return c * microbatches;
   }
   /// @brief Samples (indices into `samples`) of replica `r` of module `k` in microbatch `j`.
-  [[nodiscard]] std::span<const std::uint32_t> cell(std::size_t k, std::size_t r, std::size_t j) const {
-    detail::require(k < modules, "reorder_result.module", "module ", k, " out of range, modules=", modules);
-    detail::require(r < dp[k], "reorder_result.replica", "replica ", r, " out of range, dp=", dp[k]);
+  [[nodiscard]] std::span<const std::uint32_t> cell(std::size_t k, std::size_t r,
+                                                    std::size_t j) const {
+    detail::require(k < modules, "reorder_result.module", "module ", k,
+                    " out of range, modules=", modules);
+    detail::require(r < dp[k], "reorder_result.replica", "replica ", r,
+                    " out of range, dp=", dp[k]);
     detail::require(j < microbatches, "reorder_result.microbatch", "microbatch ", j,
                     " out of range, microbatches=", microbatches);
     const std::size_t c = cell_index(k, j, r);
-    return std::span<const std::uint32_t>(cell_samples).subspan(cell_begin[c], cell_begin[c + 1] - cell_begin[c]);
+    return std::span<const std::uint32_t>(cell_samples)
+        .subspan(cell_begin[c], cell_begin[c + 1] - cell_begin[c]);
   }
   /// @brief Load of replica `r` of module `k` in microbatch `j` (0 if loads are unknown).
   [[nodiscard]] double cell_load(std::size_t k, std::size_t r, std::size_t j) const {
@@ -125,9 +131,11 @@ struct reorder_result {
 namespace detail {
 
 inline void check_result_header(const reorder_result& r) {
-  require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules), "reorder_result.modules");
+  require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules),
+                                  "reorder_result.modules");
   require_positive(r.microbatches, "reorder_result.microbatches");
-  for (std::size_t k = 0; k < r.modules; ++k) require_positive(r.dp[k], cat("reorder_result.dp[", k, "]"));
+  for (std::size_t k = 0; k < r.modules; ++k)
+    require_positive(r.dp[k], cat("reorder_result.dp[", k, "]"));
   require(!r.samples.empty(), "reorder_result.samples", "no samples");
 }
 
@@ -147,12 +155,13 @@ inline void rebuild_cells(reorder_result& r) {
   r.cell_begin.assign(cells + 1, 0);
   for (std::size_t i = 0; i < r.samples.size(); ++i) {
     const sample_place& p = r.samples[i];
-    detail::require(p.microbatch < r.microbatches, detail::cat("reorder_result.samples[", i, "].microbatch"),
-                    "microbatch ", p.microbatch, " >= microbatches ", r.microbatches);
+    detail::require(p.microbatch < r.microbatches,
+                    detail::cat("reorder_result.samples[", i, "].microbatch"), "microbatch ",
+                    p.microbatch, " >= microbatches ", r.microbatches);
     for (std::size_t k = 0; k < r.modules; ++k) {
       detail::require(p.module[k].replica < r.dp[k],
-                      detail::cat("reorder_result.samples[", i, "].module[", k, "].replica"), "replica ",
-                      p.module[k].replica, " >= dp ", r.dp[k]);
+                      detail::cat("reorder_result.samples[", i, "].module[", k, "].replica"),
+                      "replica ", p.module[k].replica, " >= dp ", r.dp[k]);
       ++r.cell_begin[r.cell_index(k, p.microbatch, p.module[k].replica) + 1];
     }
   }
@@ -164,12 +173,15 @@ inline void rebuild_cells(reorder_result& r) {
     for (std::size_t k = 0; k < r.modules; ++k) {
       const std::size_t c = r.cell_index(k, p.microbatch, p.module[k].replica);
       const std::size_t size = r.cell_begin[c + 1] - r.cell_begin[c];
-      const std::string where = detail::cat("reorder_result.samples[", i, "].module[", k, "].offset");
-      detail::require(p.module[k].offset < size, where, "offset ", p.module[k].offset, " >= cell size ", size);
+      const std::string where =
+          detail::cat("reorder_result.samples[", i, "].module[", k, "].offset");
+      detail::require(p.module[k].offset < size, where, "offset ", p.module[k].offset,
+                      " >= cell size ", size);
       std::uint32_t& slot = r.cell_samples[r.cell_begin[c] + p.module[k].offset];
-      detail::require(slot == unset, where, "sample id ", p.id, " and id ", slot == unset ? 0 : r.samples[slot].id,
-                      " share module ", k, " replica ", p.module[k].replica, " microbatch ", p.microbatch,
-                      " offset ", p.module[k].offset);
+      detail::require(slot == unset, where, "sample id ", p.id, " and id ",
+                      slot == unset ? 0 : r.samples[slot].id, " share module ", k, " replica ",
+                      p.module[k].replica, " microbatch ", p.microbatch, " offset ",
+                      p.module[k].offset);
       slot = static_cast<std::uint32_t>(i);
     }
   }
@@ -186,17 +198,18 @@ inline void validate(const reorder_result& r) {
   detail::check_result_header(r);
   const std::size_t n = r.samples.size();
   for (std::size_t i = 1; i < n; ++i)
-    detail::require(r.samples[i - 1].id < r.samples[i].id, detail::cat("reorder_result.samples[", i, "].id"),
-                    "ids must be unique and ascending: ", r.samples[i - 1].id, " then ", r.samples[i].id);
+    detail::require(
+        r.samples[i - 1].id < r.samples[i].id, detail::cat("reorder_result.samples[", i, "].id"),
+        "ids must be unique and ascending: ", r.samples[i - 1].id, " then ", r.samples[i].id);
   const std::size_t cells = r.cells();
-  detail::require(r.cell_begin.size() == cells + 1, "reorder_result.cell_begin", "has ", r.cell_begin.size(),
-                  " entries, need ", cells + 1);
+  detail::require(r.cell_begin.size() == cells + 1, "reorder_result.cell_begin", "has ",
+                  r.cell_begin.size(), " entries, need ", cells + 1);
   detail::require(r.cell_samples.size() == n * r.modules, "reorder_result.cell_samples", "has ",
                   r.cell_samples.size(), " entries, need samples x modules = ", n * r.modules);
-  detail::require(r.load.empty() || r.load.size() == cells, "reorder_result.load", "has ", r.load.size(),
-                  " entries, need ", cells);
-  detail::require(r.cell_begin[0] == 0 && r.cell_begin[cells] == n * r.modules, "reorder_result.cell_begin",
-                  "must start at 0 and end at ", n * r.modules);
+  detail::require(r.load.empty() || r.load.size() == cells, "reorder_result.load", "has ",
+                  r.load.size(), " entries, need ", cells);
+  detail::require(r.cell_begin[0] == 0 && r.cell_begin[cells] == n * r.modules,
+                  "reorder_result.cell_begin", "must start at 0 and end at ", n * r.modules);
   std::vector<std::uint32_t> seen(n, 0);
   std::vector<std::size_t> slot_count(r.microbatches, 0);
   for (std::size_t i = 0; i < n; ++i) {
@@ -213,31 +226,36 @@ inline void validate(const reorder_result& r) {
         detail::require(r.cell_begin[c] <= r.cell_begin[c + 1], "reorder_result.cell_begin",
                         "must be non-decreasing at cell ", c);
         const std::size_t size = r.cell_begin[c + 1] - r.cell_begin[c];
-        const std::string where = detail::cat("reorder_result.module[", k, "].replica[", rep, "].microbatch[", j, "]");
+        const std::string where =
+            detail::cat("reorder_result.module[", k, "].replica[", rep, "].microbatch[", j, "]");
         if (r.equal_count)
-          detail::require(detail::near_equal(size, slot_count[j], r.dp[k]), where, "equal_count: ", size,
-                          " samples, microbatch has ", slot_count[j], " over ", r.dp[k], " replicas");
+          detail::require(detail::near_equal(size, slot_count[j], r.dp[k]), where,
+                          "equal_count: ", size, " samples, microbatch has ", slot_count[j],
+                          " over ", r.dp[k], " replicas");
         for (std::size_t o = 0; o < size; ++o) {
           const std::uint32_t idx = r.cell_samples[r.cell_begin[c] + o];
           detail::require(idx < n, where, "sample index ", idx, " >= samples ", n);
           const sample_place& p = r.samples[idx];
-          detail::require(p.microbatch == j && p.module[k].replica == rep && p.module[k].offset == o, where,
-                          "sample id ", p.id, " listed at offset ", o, " but placed at microbatch ", p.microbatch,
-                          " replica ", p.module[k].replica, " offset ", p.module[k].offset);
-          detail::require(seen[idx] == 0, where, "sample id ", p.id, " appears twice in module ", k);
+          detail::require(
+              p.microbatch == j && p.module[k].replica == rep && p.module[k].offset == o, where,
+              "sample id ", p.id, " listed at offset ", o, " but placed at microbatch ",
+              p.microbatch, " replica ", p.module[k].replica, " offset ", p.module[k].offset);
+          detail::require(seen[idx] == 0, where, "sample id ", p.id, " appears twice in module ",
+                          k);
           seen[idx] = 1;
         }
       }
     }
     for (std::size_t i = 0; i < n; ++i)
-      detail::require(seen[i] == 1, detail::cat("reorder_result.samples[", i, "]"), "sample id ", r.samples[i].id,
-                      " is missing from module ", k);
+      detail::require(seen[i] == 1, detail::cat("reorder_result.samples[", i, "]"), "sample id ",
+                      r.samples[i].id, " is missing from module ", k);
   }
   if (r.equal_count)
     for (std::size_t j = 0; j < r.microbatches; ++j)
       detail::require(detail::near_equal(slot_count[j], n, r.microbatches),
-                      detail::cat("reorder_result.microbatch[", j, "]"), "equal_count: ", slot_count[j],
-                      " samples, batch has ", n, " over ", r.microbatches, " microbatches");
+                      detail::cat("reorder_result.microbatch[", j, "]"),
+                      "equal_count: ", slot_count[j], " samples, batch has ", n, " over ",
+                      r.microbatches, " microbatches");
 }
 
 /// @brief JSON form: header, per-sample placements, loads and figures.
@@ -271,11 +289,12 @@ inline void to_json(json& j, const reorder_result& r) {
 inline void from_json(const json& j, reorder_result& r) {
   r = reorder_result{};
   r.modules = detail::json_get<std::uint32_t>(j, "modules", "reorder_result");
-  detail::require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules),
-                                          "reorder_result.modules");
+  detail::require_in_range<std::uint32_t>(
+      r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules), "reorder_result.modules");
   r.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", "reorder_result");
   const auto dp = detail::json_get<std::vector<std::uint32_t>>(j, "dp", "reorder_result");
-  detail::require(dp.size() == r.modules, "reorder_result.dp", "has ", dp.size(), " entries, modules=", r.modules);
+  detail::require(dp.size() == r.modules, "reorder_result.dp", "has ", dp.size(),
+                  " entries, modules=", r.modules);
   std::copy(dp.begin(), dp.end(), r.dp.begin());
   r.equal_count = detail::json_get_or<bool>(j, "equal_count", false, "reorder_result");
   const json& s = detail::json_get<json>(j, "samples", "reorder_result");

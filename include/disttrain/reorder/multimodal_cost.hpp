@@ -36,10 +36,10 @@ namespace disttrain {
 /// disttrain::multimodal_sample s{.id = 3, .text_tokens = 512, .image_tokens = {576}};
 /// @endcode
 struct multimodal_sample {
-  std::uint64_t id = 0;                          ///< unique id within the global batch
-  std::uint32_t text_tokens = 0;                 ///< text tokens in the backbone sequence
-  std::vector<std::uint32_t> image_tokens;       ///< patch tokens of each input image
-  std::vector<std::uint32_t> generated_tokens;   ///< latent tokens of each generated image
+  std::uint64_t id = 0;                         ///< unique id within the global batch
+  std::uint32_t text_tokens = 0;                ///< text tokens in the backbone sequence
+  std::vector<std::uint32_t> image_tokens;      ///< patch tokens of each input image
+  std::vector<std::uint32_t> generated_tokens;  ///< latent tokens of each generated image
 };
 
 /// @brief Cost of one item of `t` tokens: `per_item + linear * t + quadratic * t^2`.
@@ -62,10 +62,10 @@ struct token_cost {
 /// cost(disttrain::multimodal_sample{.text_tokens = 8})[1];  // 8
 /// @endcode
 struct multimodal_cost {
-  token_cost encoder;              ///< per input image, t = patch tokens
-  token_cost backbone;             ///< per sample, t = sequence length
-  token_cost generator;            ///< per generated image, t = latent tokens
-  double tokens_per_patch = 1.0;   ///< backbone tokens per encoder patch (projector merge ratio)
+  token_cost encoder;             ///< per input image, t = patch tokens
+  token_cost backbone;            ///< per sample, t = sequence length
+  token_cost generator;           ///< per generated image, t = latent tokens
+  double tokens_per_patch = 1.0;  ///< backbone tokens per encoder patch (projector merge ratio)
 
   [[nodiscard]] std::array<double, 3> operator()(const multimodal_sample& s) const {
     double enc = 0.0;

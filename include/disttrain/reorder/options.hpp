@@ -31,8 +31,8 @@ namespace disttrain {
 /// disttrain::reorder_module m{"backbone", 3};
 /// @endcode
 struct reorder_module {
-  std::string name;       ///< e.g. "encoder"; errors name it
-  std::uint32_t dp = 1;   ///< data-parallel replicas, > 0
+  std::string name;      ///< e.g. "encoder"; errors name it
+  std::uint32_t dp = 1;  ///< data-parallel replicas, > 0
   friend bool operator==(const reorder_module&, const reorder_module&) = default;
 };
 
@@ -53,13 +53,14 @@ struct pipeline_stage {
 /// @code
 /// auto st = disttrain::chain_stages(std::vector<std::uint32_t>{1, 4, 1});  // 6 stages
 /// @endcode
-inline std::vector<pipeline_stage> chain_stages(std::span<const std::uint32_t> stages_per_module, double fwd = 1.0,
-                                                double bwd = 2.0) {
+inline std::vector<pipeline_stage> chain_stages(std::span<const std::uint32_t> stages_per_module,
+                                                double fwd = 1.0, double bwd = 2.0) {
   std::vector<pipeline_stage> out;
   for (std::size_t k = 0; k < stages_per_module.size(); ++k) {
     const std::uint32_t n = stages_per_module[k];
     for (std::uint32_t i = 0; i < n; ++i)
-      out.push_back({static_cast<std::uint32_t>(k), fwd / static_cast<double>(n), bwd / static_cast<double>(n)});
+      out.push_back({static_cast<std::uint32_t>(k), fwd / static_cast<double>(n),
+                     bwd / static_cast<double>(n)});
   }
   return out;
 }
@@ -88,39 +89,45 @@ constexpr std::string_view to_string(slot_policy p) noexcept {
 /// disttrain::reorder_options o{.modules = {{"encoder", 2}, {"backbone", 3}}, .microbatches = 4};
 /// @endcode
 struct reorder_options {
-  std::vector<reorder_module> modules;              ///< 1..max_reorder_modules; index = cost index
-  std::uint32_t microbatches = 1;                   ///< microbatch slots per global batch
-  std::uint32_t microbatch_group = 1;               ///< microbatches must be a multiple (interleaving group)
-  bool equal_count = false;                         ///< near-equal sample counts per slot and per replica
-  slot_policy slots = slot_policy::best;            ///< slot formation
-  balance_method balance = balance_method::refined; ///< split of a slot over a module's replicas
-  order_method order = order_method::search;        ///< microbatch order
-  std::uint32_t order_budget = 1000;                ///< objective evaluations for order_method::search
-  std::uint32_t slot_search_budget = 512;           ///< slot swaps tried, all starts together (0: no slot search)
-  std::uint32_t slot_search_below = 4;              ///< ... only if some module has < this many samples per replica per slot
-  std::vector<pipeline_stage> stages;               ///< scoring pipeline; empty: one stage per module
+  std::vector<reorder_module> modules;    ///< 1..max_reorder_modules; index = cost index
+  std::uint32_t microbatches = 1;         ///< microbatch slots per global batch
+  std::uint32_t microbatch_group = 1;     ///< microbatches must be a multiple (interleaving group)
+  bool equal_count = false;               ///< near-equal sample counts per slot and per replica
+  slot_policy slots = slot_policy::best;  ///< slot formation
+  balance_method balance = balance_method::refined;  ///< split of a slot over a module's replicas
+  order_method order = order_method::search;         ///< microbatch order
+  std::uint32_t order_budget = 1000;  ///< objective evaluations for order_method::search
+  std::uint32_t slot_search_budget =
+      512;  ///< slot swaps tried, all starts together (0: no slot search)
+  std::uint32_t slot_search_below =
+      4;  ///< ... only if some module has < this many samples per replica per slot
+  std::vector<pipeline_stage> stages;  ///< scoring pipeline; empty: one stage per module
 
   friend bool operator==(const reorder_options&, const reorder_options&) = default;
 
   /// @brief Throws `errc::invalid_argument` naming the field.
   void validate() const {
-    detail::require(!modules.empty() && modules.size() <= max_reorder_modules, "reorder_options.modules", "needs 1..",
-                    max_reorder_modules, " modules, got ", modules.size());
+    detail::require(!modules.empty() && modules.size() <= max_reorder_modules,
+                    "reorder_options.modules", "needs 1..", max_reorder_modules, " modules, got ",
+                    modules.size());
     for (std::size_t k = 0; k < modules.size(); ++k)
-      detail::require(modules[k].dp > 0, detail::cat("reorder_options.modules[", k, "].dp"), "module '",
-                      modules[k].name, "': dp must be > 0, got ", modules[k].dp);
+      detail::require(modules[k].dp > 0, detail::cat("reorder_options.modules[", k, "].dp"),
+                      "module '", modules[k].name, "': dp must be > 0, got ", modules[k].dp);
     detail::require_positive(microbatches, "reorder_options.microbatches");
     detail::require_positive(microbatch_group, "reorder_options.microbatch_group");
-    detail::require(microbatches % microbatch_group == 0, "reorder_options.microbatches", "microbatches ",
-                    microbatches, " must be a multiple of microbatch_group ", microbatch_group);
+    detail::require(microbatches % microbatch_group == 0, "reorder_options.microbatches",
+                    "microbatches ", microbatches, " must be a multiple of microbatch_group ",
+                    microbatch_group);
     for (std::size_t s = 0; s < stages.size(); ++s) {
       const std::string where = detail::cat("reorder_options.stages[", s, "]");
-      detail::require(stages[s].module < modules.size(), where + ".module", "module ", stages[s].module,
-                      " >= modules ", modules.size());
+      detail::require(stages[s].module < modules.size(), where + ".module", "module ",
+                      stages[s].module, " >= modules ", modules.size());
       detail::require(std::isfinite(stages[s].forward_scale) && stages[s].forward_scale >= 0.0,
-                      where + ".forward_scale", "must be finite and >= 0, got ", stages[s].forward_scale);
+                      where + ".forward_scale", "must be finite and >= 0, got ",
+                      stages[s].forward_scale);
       detail::require(std::isfinite(stages[s].backward_scale) && stages[s].backward_scale >= 0.0,
-                      where + ".backward_scale", "must be finite and >= 0, got ", stages[s].backward_scale);
+                      where + ".backward_scale", "must be finite and >= 0, got ",
+                      stages[s].backward_scale);
     }
   }
 };
@@ -142,7 +149,8 @@ template <class E>
 E json_enum(const json& j, std::string_view key, E fallback, std::string_view path) {
   if (!j.contains(std::string(key))) return fallback;
   const json& v = j.at(std::string(key));
-  if (!v.is_string()) fail(errc::parse_error, join_path(path, key), "expected a string, got ", v.type_name());
+  if (!v.is_string())
+    fail(errc::parse_error, join_path(path, key), "expected a string, got ", v.type_name());
   const E e = v.get<E>();
   // nlohmann maps unknown strings to the first enumerator; reject them instead.
   if (json(e) != v) fail(errc::parse_error, join_path(path, key), "unknown value ", v.dump());
@@ -167,7 +175,9 @@ inline void to_json(json& j, const reorder_options& o) {
   j["slot_search_below"] = o.slot_search_below;
   json st = json::array();
   for (const auto& s : o.stages)
-    st.push_back({{"module", s.module}, {"forward_scale", s.forward_scale}, {"backward_scale", s.backward_scale}});
+    st.push_back({{"module", s.module},
+                  {"forward_scale", s.forward_scale},
+                  {"backward_scale", s.backward_scale}});
   j["stages"] = std::move(st);
 }
 
@@ -179,8 +189,9 @@ inline void from_json(const json& j, reorder_options& o) {
   detail::require(mods.is_array(), "reorder_options.modules", "must be an array");
   for (std::size_t k = 0; k < mods.size(); ++k) {
     const std::string mp = detail::cat("reorder_options.modules[", k, "]");
-    o.modules.push_back({detail::json_get_or<std::string>(mods[k], "name", detail::cat("module", k), mp),
-                         detail::json_get<std::uint32_t>(mods[k], "dp", mp)});
+    o.modules.push_back(
+        {detail::json_get_or<std::string>(mods[k], "name", detail::cat("module", k), mp),
+         detail::json_get<std::uint32_t>(mods[k], "dp", mp)});
   }
   o.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", p);
   o.microbatch_group = detail::json_get_or<std::uint32_t>(j, "microbatch_group", 1, p);
@@ -189,8 +200,10 @@ inline void from_json(const json& j, reorder_options& o) {
   o.balance = detail::json_enum(j, "balance", o.balance, p);
   o.order = detail::json_enum(j, "order", o.order, p);
   o.order_budget = detail::json_get_or<std::uint32_t>(j, "order_budget", o.order_budget, p);
-  o.slot_search_budget = detail::json_get_or<std::uint32_t>(j, "slot_search_budget", o.slot_search_budget, p);
-  o.slot_search_below = detail::json_get_or<std::uint32_t>(j, "slot_search_below", o.slot_search_below, p);
+  o.slot_search_budget =
+      detail::json_get_or<std::uint32_t>(j, "slot_search_budget", o.slot_search_budget, p);
+  o.slot_search_below =
+      detail::json_get_or<std::uint32_t>(j, "slot_search_below", o.slot_search_below, p);
   if (j.contains("stages")) {
     const json& st = j.at("stages");
     for (std::size_t s = 0; s < st.size(); ++s) {

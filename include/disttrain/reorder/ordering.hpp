@@ -79,14 +79,16 @@ class microbatch_orderer {
   /// Throws `errc::invalid_argument` at `perm` when `perm.size() != t.microbatches`
   /// and whatever `t.validate()` throws.
   template <order_objective Objective>
-  double order(const microbatch_times& t, Objective& objective, order_method method, std::span<std::uint32_t> perm) {
+  double order(const microbatch_times& t, Objective& objective, order_method method,
+               std::span<std::uint32_t> perm) {
     t.validate();
     const std::size_t m = t.microbatches;
     detail::require(perm.size() == m, "perm", "has ", perm.size(), " entries, need ", m);
     t_ = t;
     size_.assign(m, 0.0);
     for (std::size_t j = 0; j < m; ++j)
-      for (std::size_t s = 0; s < t.stages; ++s) size_[j] += t.forward_at(j, s) + t.backward_at(j, s);
+      for (std::size_t s = 0; s < t.stages; ++s)
+        size_[j] += t.forward_at(j, s) + t.backward_at(j, s);
     pf_.resize(m * t.stages);
     pb_.resize(m * t.stages);
     cur_.resize(m);
@@ -124,7 +126,8 @@ class microbatch_orderer {
                   pb_.begin() + static_cast<std::ptrdiff_t>(p * S));
     }
     const double v = static_cast<double>(objective(microbatch_times{order.size(), S, pf_, pb_}));
-    if (!std::isfinite(v)) detail::fail(errc::invalid_argument, "order_objective", "returned non-finite ", v);
+    if (!std::isfinite(v))
+      detail::fail(errc::invalid_argument, "order_objective", "returned non-finite ", v);
     return v;
   }
 
@@ -190,8 +193,10 @@ class microbatch_orderer {
     ascending(idx_);
     std::size_t front = 0, back = m;
     for (std::size_t i = 0; i < m; ++i) {
-      if (i % 2 == 0) out[front++] = idx_[i];
-      else out[--back] = idx_[i];
+      if (i % 2 == 0)
+        out[front++] = idx_[i];
+      else
+        out[--back] = idx_[i];
     }
   }
 
@@ -223,12 +228,14 @@ class microbatch_orderer {
           if (j == i || j + 1 == i) continue;  // no-op or same as a swap
           std::copy(best_.begin(), best_.end(), cur_.begin());
           const std::uint32_t x = cur_[i];
-          if (j > i) std::copy(cur_.begin() + static_cast<std::ptrdiff_t>(i + 1),
-                               cur_.begin() + static_cast<std::ptrdiff_t>(j + 1),
-                               cur_.begin() + static_cast<std::ptrdiff_t>(i));
-          else std::copy_backward(cur_.begin() + static_cast<std::ptrdiff_t>(j),
-                                  cur_.begin() + static_cast<std::ptrdiff_t>(i),
-                                  cur_.begin() + static_cast<std::ptrdiff_t>(i + 1));
+          if (j > i)
+            std::copy(cur_.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                      cur_.begin() + static_cast<std::ptrdiff_t>(j + 1),
+                      cur_.begin() + static_cast<std::ptrdiff_t>(i));
+          else
+            std::copy_backward(cur_.begin() + static_cast<std::ptrdiff_t>(j),
+                               cur_.begin() + static_cast<std::ptrdiff_t>(i),
+                               cur_.begin() + static_cast<std::ptrdiff_t>(i + 1));
           cur_[j] = x;
           ++spent;
           const double v = score(objective, cur_);

@@ -102,14 +102,15 @@ class partitioner {
   /// @param bin_of       output, one entry per item
   /// Throws `errc::invalid_argument` at `bins` for zero bins or a size mismatch,
   /// `errc::infeasible` at `bins` when `equal_count` and there are fewer items than bins.
-  double partition(std::span<const double> costs, std::uint32_t bins, bool equal_count, balance_method method,
-                   std::span<std::uint32_t> bin_of) {
+  double partition(std::span<const double> costs, std::uint32_t bins, bool equal_count,
+                   balance_method method, std::span<std::uint32_t> bin_of) {
     detail::require(bins > 0, "bins", "number of bins must be > 0, got ", bins);
-    detail::require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(), " entries, need ",
-                    costs.size());
+    detail::require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
+                    " entries, need ", costs.size());
     if (equal_count && costs.size() < bins) {
-      detail::fail(errc::infeasible, "bins", "equal_count needs at least one item per bin: ", costs.size(),
-                   " items for ", bins, " bins");
+      detail::fail(errc::infeasible, "bins",
+                   "equal_count needs at least one item per bin: ", costs.size(), " items for ",
+                   bins, " bins");
     }
     const std::size_t n = costs.size();
     if (n == 0) return 0.0;
@@ -161,8 +162,9 @@ class partitioner {
     if (heap_.capacity() < k) heap_.reserve(k);
     if (keyed_.capacity() < n) keyed_.reserve(n);
     if (tmp_.capacity() < k) tmp_.reserve(k);
-    const bool kk = method == balance_method::karmarkar_karp ||
-                    (method == balance_method::refined && k <= refine_kk_max_bins && n <= refine_kk_max_items);
+    const bool kk =
+        method == balance_method::karmarkar_karp ||
+        (method == balance_method::refined && k <= refine_kk_max_bins && n <= refine_kk_max_items);
     if (kk && pool_.capacity() < n * k) pool_.reserve(n * k);
   }
 
@@ -240,7 +242,8 @@ class partitioner {
     const std::uint32_t q = n / k_, rem = n % k_;
     heap_.resize(k_);
     count_.assign(k_, 0);
-    for (std::uint32_t b = 0; b < k_; ++b) heap_[b] = {0.0, b};  // already a heap: equal loads, ascending bins
+    for (std::uint32_t b = 0; b < k_; ++b)
+      heap_[b] = {0.0, b};  // already a heap: equal loads, ascending bins
     std::size_t size = k_;
     std::uint32_t big = 0;  // bins already holding q + 1 items (equal-count mode)
     for (std::uint32_t item : order_) {
@@ -291,8 +294,10 @@ class partitioner {
         const kk_part& y = pool_[b * k + (k - 1 - i)];
         kk_part z{x.sum + y.sum, x.count + y.count, x.head, x.tail};
         if (y.head != nil) {
-          if (z.head == nil) z.head = y.head;
-          else next_[z.tail] = y.head;
+          if (z.head == nil)
+            z.head = y.head;
+          else
+            next_[z.tail] = y.head;
           z.tail = y.tail;
         }
         tmp_[i] = z;
@@ -434,7 +439,8 @@ class partitioner {
       found_ = true;
       return;
     }
-    const std::uint32_t q = static_cast<std::uint32_t>(n / k_), rem = static_cast<std::uint32_t>(n % k_);
+    const std::uint32_t q = static_cast<std::uint32_t>(n / k_),
+                        rem = static_cast<std::uint32_t>(n % k_);
     const double c = costs_[order_[depth]];
     // Candidate bins, lightest first; bins with equal (load, count) are interchangeable.
     std::uint32_t* cand = cand_.data() + depth * k_;
@@ -468,7 +474,8 @@ class partitioner {
     return costs_[x] < costs_[y] || (costs_[x] == costs_[y] && x > y);
   }
   // Moves `item` between bins in flat_, shifting the items in between: O(n).
-  void move(std::uint32_t item, std::uint32_t from, std::uint32_t to, std::span<std::uint32_t> bin_of) {
+  void move(std::uint32_t item, std::uint32_t from, std::uint32_t to,
+            std::span<std::uint32_t> bin_of) {
     const auto cmp = [this](std::uint32_t x, std::uint32_t y) { return before(x, y); };
     const auto base = flat_.begin();
     const auto pos = std::lower_bound(base + start_[from], base + start_[from + 1], item, cmp);

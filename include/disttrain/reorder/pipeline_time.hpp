@@ -40,23 +40,29 @@ namespace disttrain {
 /// double f = t.forward_at(0, S - 1);
 /// @endcode
 struct microbatch_times {
-  std::size_t microbatches = 0;       ///< m
-  std::size_t stages = 0;             ///< S
-  std::span<const double> forward;    ///< m * S forward durations
-  std::span<const double> backward;   ///< m * S backward durations (B and W together)
+  std::size_t microbatches = 0;      ///< m
+  std::size_t stages = 0;            ///< S
+  std::span<const double> forward;   ///< m * S forward durations
+  std::span<const double> backward;  ///< m * S backward durations (B and W together)
 
-  [[nodiscard]] double forward_at(std::size_t mb, std::size_t stage) const { return forward[mb * stages + stage]; }
-  [[nodiscard]] double backward_at(std::size_t mb, std::size_t stage) const { return backward[mb * stages + stage]; }
+  [[nodiscard]] double forward_at(std::size_t mb, std::size_t stage) const {
+    return forward[mb * stages + stage];
+  }
+  [[nodiscard]] double backward_at(std::size_t mb, std::size_t stage) const {
+    return backward[mb * stages + stage];
+  }
 
   /// @brief Throws `errc::invalid_argument` at `microbatch_times` for empty shapes,
   /// size mismatches and negative or non-finite durations.
   void validate() const {
-    detail::require(microbatches > 0, "microbatch_times.microbatches", "must be > 0, got ", microbatches);
+    detail::require(microbatches > 0, "microbatch_times.microbatches", "must be > 0, got ",
+                    microbatches);
     detail::require(stages > 0, "microbatch_times.stages", "must be > 0, got ", stages);
     const std::size_t need = microbatches * stages;
-    detail::require(forward.size() == need, "microbatch_times.forward", "has ", forward.size(), " entries, need ", need);
-    detail::require(backward.size() == need, "microbatch_times.backward", "has ", backward.size(), " entries, need ",
-                    need);
+    detail::require(forward.size() == need, "microbatch_times.forward", "has ", forward.size(),
+                    " entries, need ", need);
+    detail::require(backward.size() == need, "microbatch_times.backward", "has ", backward.size(),
+                    " entries, need ", need);
     for (std::size_t i = 0; i < need; ++i) {
       if (!(std::isfinite(forward[i]) && forward[i] >= 0.0))
         detail::fail(errc::invalid_argument, detail::cat("microbatch_times.forward[", i, "]"),
@@ -101,11 +107,12 @@ constexpr std::string_view to_string(pipeline_kind s) noexcept {
 /// @endcode
 class pipeline_time {
  public:
-  explicit pipeline_time(pipeline_kind schedule = pipeline_kind::one_f_one_b, double p2p_latency = 0.0)
+  explicit pipeline_time(pipeline_kind schedule = pipeline_kind::one_f_one_b,
+                         double p2p_latency = 0.0)
       : schedule_(schedule), latency_(p2p_latency) {
     if (!(std::isfinite(p2p_latency) && p2p_latency >= 0.0))
-      detail::fail(errc::invalid_argument, "pipeline_time.p2p_latency", "must be finite and >= 0, got ",
-                   p2p_latency);
+      detail::fail(errc::invalid_argument, "pipeline_time.p2p_latency",
+                   "must be finite and >= 0, got ", p2p_latency);
   }
 
   /// @brief Schedule this evaluator models.

@@ -109,10 +109,11 @@ class reorderer {
     if (options_.equal_count) {
       for (std::size_t k = 0; k < K; ++k)
         if (n / m < options_.modules[k].dp)
-          detail::fail(errc::infeasible, detail::cat("reorder_options.modules[", k, "].dp"), "module '",
-                       options_.modules[k].name, "': equal_count needs >= dp = ", options_.modules[k].dp,
-                       " samples per microbatch, the smallest of ", m, " microbatches has ", n / m, " (batch of ",
-                       n, ")");
+          detail::fail(errc::infeasible, detail::cat("reorder_options.modules[", k, "].dp"),
+                       "module '", options_.modules[k].name,
+                       "': equal_count needs >= dp = ", options_.modules[k].dp,
+                       " samples per microbatch, the smallest of ", m, " microbatches has ", n / m,
+                       " (batch of ", n, ")");
     }
     reserve(n);
     rank_samples(batch);
@@ -144,9 +145,10 @@ class reorderer {
               [batch](std::uint32_t a, std::uint32_t b) { return batch[a].id < batch[b].id; });
     for (std::size_t r = 1; r < n; ++r) {
       if (batch[by_id_[r]].id == batch[by_id_[r - 1]].id) {
-        const std::uint32_t a = std::min(by_id_[r], by_id_[r - 1]), b = std::max(by_id_[r], by_id_[r - 1]);
-        detail::fail(errc::invalid_argument, detail::cat("batch[", b, "].id"), "duplicate sample id ",
-                     batch[b].id, " (also batch[", a, "])");
+        const std::uint32_t a = std::min(by_id_[r], by_id_[r - 1]),
+                            b = std::max(by_id_[r], by_id_[r - 1]);
+        detail::fail(errc::invalid_argument, detail::cat("batch[", b, "].id"),
+                     "duplicate sample id ", batch[b].id, " (also batch[", a, "])");
       }
     }
     total_.fill(0.0);
@@ -168,7 +170,8 @@ class reorderer {
   // Grows every buffer any path may use for a batch of n samples, so a later
   // batch of at most n samples allocates nothing, whichever path it takes.
   void reserve(std::size_t n) {
-    const std::size_t K = options_.modules.size(), m = options_.microbatches, S = options_.stages.size();
+    const std::size_t K = options_.modules.size(), m = options_.microbatches,
+                      S = options_.stages.size();
     std::size_t dp_sum = 0, dp_max = 0;
     for (const auto& mod : options_.modules) {
       dp_sum += mod.dp;
@@ -177,7 +180,8 @@ class reorderer {
     const auto grow = [](auto& v, std::size_t size) {
       if (v.capacity() < size) v.reserve(size);
     };
-    for (auto* v : {&by_id_, &rank_, &seq_, &bins_, &sorted_index_, &slot_, &best_seq_}) grow(*v, n);
+    for (auto* v : {&by_id_, &rank_, &seq_, &bins_, &sorted_index_, &slot_, &best_seq_})
+      grow(*v, n);
     grow(replica_, n * K);
     grow(offset_, n * K);
     grow(fill_, std::max({n, m, dp_max}));
@@ -198,8 +202,9 @@ class reorderer {
   enum class start : std::uint8_t { arrival, size_sorted, balanced, by_id, dealt, by_module };
 
   static constexpr start start_of(slot_policy p) noexcept {
-    return p == slot_policy::arrival ? start::arrival
-                                     : p == slot_policy::size_sorted ? start::size_sorted : start::balanced;
+    return p == slot_policy::arrival       ? start::arrival
+           : p == slot_policy::size_sorted ? start::size_sorted
+                                           : start::balanced;
   }
 
   // Steps 2-4 for one way of cutting slots.
@@ -218,19 +223,16 @@ class reorderer {
       case start::arrival:
         for (std::size_t i = 0; i < n; ++i) seq_[i] = static_cast<std::uint32_t>(i);
         break;
-      case start::size_sorted:
-        std::copy(rank_.begin(), rank_.end(), seq_.begin());
-        break;
-      case start::by_id:
-        std::copy(by_id_.begin(), by_id_.end(), seq_.begin());
-        break;
+      case start::size_sorted: std::copy(rank_.begin(), rank_.end(), seq_.begin()); break;
+      case start::by_id: std::copy(by_id_.begin(), by_id_.end(), seq_.begin()); break;
       case start::by_module:  // consecutive by one module's cost (descending, ties by rank)
         std::copy(rank_.begin(), rank_.end(), seq_.begin());
-        std::sort(seq_.begin(), seq_.end(), [this, batch, module](std::uint32_t x, std::uint32_t y) {
-          const double cx = batch[x].cost[module], cy = batch[y].cost[module];
-          if (cx != cy) return cx > cy;
-          return key_[x] > key_[y] || (key_[x] == key_[y] && batch[x].id < batch[y].id);
-        });
+        std::sort(seq_.begin(), seq_.end(),
+                  [this, batch, module](std::uint32_t x, std::uint32_t y) {
+                    const double cx = batch[x].cost[module], cy = batch[y].cost[module];
+                    if (cx != cy) return cx > cy;
+                    return key_[x] > key_[y] || (key_[x] == key_[y] && batch[x].id < batch[y].id);
+                  });
         break;
       case start::dealt: {
         // Ranks dealt round-robin: slot j gets ranks j, j + m, ... (as counts allow).
@@ -278,11 +280,13 @@ class reorderer {
     if (K == 1) {
       costs_.resize(n);
       for (std::size_t r = 0; r < n; ++r) costs_[r] = batch[rank_[r]].cost[0];
-      slot_partitioner_.partition(costs_, static_cast<std::uint32_t>(m), true, balance_method::refined, bins_);
+      slot_partitioner_.partition(costs_, static_cast<std::uint32_t>(m), true,
+                                  balance_method::refined, bins_);
       return;
     }
     std::array<double, max_reorder_modules> scale{};
-    for (std::size_t k = 0; k < K; ++k) scale[k] = total_[k] > 0.0 ? static_cast<double>(m) / total_[k] : 0.0;
+    for (std::size_t k = 0; k < K; ++k)
+      scale[k] = total_[k] > 0.0 ? static_cast<double>(m) / total_[k] : 0.0;
     vec_load_.assign(m * K, 0.0);
     fill_.assign(m, 0);
     const std::size_t q = n / m, rem = n % m;
@@ -324,12 +328,14 @@ class reorderer {
     bins_.resize(e - b);
     for (std::size_t x = b; x < e; ++x) costs_[x - b] = batch[seq_[x]].cost[k];
     // Scored with LPT (cheap); the final split uses the configured method.
-    return partitioner_.partition(costs_, options_.modules[k].dp, options_.equal_count, balance_method::lpt, bins_);
+    return partitioner_.partition(costs_, options_.modules[k].dp, options_.equal_count,
+                                  balance_method::lpt, bins_);
   }
 
   using potential_t = std::pair<double, double>;  // (max_k imbalance_k, sum_k imbalance_k)
   static bool lower(const potential_t& x, const potential_t& y) noexcept {
-    return x.first < y.first * (1 - 1e-12) || (x.first <= y.first && x.second < y.second * (1 - 1e-12));
+    return x.first < y.first * (1 - 1e-12) ||
+           (x.first <= y.first && x.second < y.second * (1 - 1e-12));
   }
 
   // Step 2b (small cells only, where slot membership decides the balance):
@@ -342,7 +348,8 @@ class reorderer {
     const std::size_t m = options_.microbatches;
     bool small = false;
     for (std::size_t k = 0; k < K; ++k)
-      small = small || n / m < static_cast<std::size_t>(options_.slot_search_below) * options_.modules[k].dp;
+      small = small ||
+              n / m < static_cast<std::size_t>(options_.slot_search_below) * options_.modules[k].dp;
     if (options_.slot_search_budget == 0 || m < 2 || !small || first == start::arrival ||
         options_.balance == balance_method::none) {
       form_slots(batch, first);
@@ -366,11 +373,12 @@ class reorderer {
     std::size_t unit = 0;
     for (std::size_t k = 0; k < K; ++k) unit += s_max * lg + options_.modules[k].dp;
     const std::size_t per_swap = 2 * unit, per_start = m * unit;
-    const std::size_t work = std::max<std::size_t>(std::size_t{1} << 16,
-                                                   4 * n * static_cast<std::size_t>(std::bit_width(n)));
+    const std::size_t work = std::max<std::size_t>(
+        std::size_t{1} << 16, 4 * n * static_cast<std::size_t>(std::bit_width(n)));
     // As many starts as leave 16 swaps each, at least one.
     starts_.resize(std::clamp<std::size_t>(work / (per_start + 16 * per_swap), 1, starts_.size()));
-    const std::size_t left = work > starts_.size() * per_start ? work - starts_.size() * per_start : 0;
+    const std::size_t left =
+        work > starts_.size() * per_start ? work - starts_.size() * per_start : 0;
     const std::size_t swaps = std::min<std::size_t>(options_.slot_search_budget, left / per_swap);
     if (swaps < 16) {
       form_slots(batch, first);
@@ -420,7 +428,8 @@ class reorderer {
       excess_.resize(m);
       for (std::size_t j = 0; j < m; ++j) {
         double tot = 0.0;
-        for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x) tot += batch[seq_[x]].cost[kw];
+        for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
+          tot += batch[seq_[x]].cost[kw];
         excess_[j] = slot_time_[kw * m + j] - tot / static_cast<double>(options_.modules[kw].dp);
         slot_order_[j] = static_cast<std::uint32_t>(j);
       }
@@ -442,7 +451,8 @@ class reorderer {
               for (std::size_t k = 0; k < K; ++k) {
                 fresh[2 * k] = slot_time(batch, a, k);
                 fresh[2 * k + 1] = slot_time(batch, b, k);
-                next[k] += fresh[2 * k] + fresh[2 * k + 1] - slot_time_[k * m + a] - slot_time_[k * m + b];
+                next[k] +=
+                    fresh[2 * k] + fresh[2 * k + 1] - slot_time_[k * m + a] - slot_time_[k * m + b];
               }
               const potential_t p = potential(next);
               if (lower(p, cur)) {
@@ -476,7 +486,8 @@ class reorderer {
     offset_.resize(n * K);
     load_base_.resize(K + 1);
     load_base_[0] = 0;
-    for (std::size_t k = 0; k < K; ++k) load_base_[k + 1] = load_base_[k] + m * options_.modules[k].dp;
+    for (std::size_t k = 0; k < K; ++k)
+      load_base_[k + 1] = load_base_[k] + m * options_.modules[k].dp;
     slot_load_.assign(load_base_[K], 0.0);
     slowest_.assign(K * m, 0.0);
     slot_.resize(n);
@@ -551,7 +562,8 @@ class reorderer {
       p.id = batch[i].id;
       p.microbatch = position_[slot_of(i)];
       p.module = {};
-      for (std::size_t k = 0; k < K; ++k) p.module[k] = module_place{replica_[i * K + k], offset_[i * K + k]};
+      for (std::size_t k = 0; k < K; ++k)
+        p.module[k] = module_place{replica_[i * K + k], offset_[i * K + k]};
     }
     // Cells ordered (module, position, replica).
     const std::size_t cells = load_base_[K];
@@ -562,22 +574,24 @@ class reorderer {
       const std::size_t dp = options_.modules[k].dp;
       for (std::size_t p = 0; p < m; ++p) {
         const std::size_t j = perm_[p];
-        for (std::size_t r = 0; r < dp; ++r, ++c) out.load[c] = slot_load_[load_base_[k] + j * dp + r];
+        for (std::size_t r = 0; r < dp; ++r, ++c)
+          out.load[c] = slot_load_[load_base_[k] + j * dp + r];
       }
     }
     // Cell sizes, then prefix sums.
     std::fill(out.cell_begin.begin(), out.cell_begin.end(), 0u);
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t pos = position_[slot_of(i)];
-      for (std::size_t k = 0; k < K; ++k) ++out.cell_begin[cell_of(k, pos, replica_[i * K + k]) + 1];
+      for (std::size_t k = 0; k < K; ++k)
+        ++out.cell_begin[cell_of(k, pos, replica_[i * K + k]) + 1];
     }
     for (std::size_t x = 0; x < cells; ++x) out.cell_begin[x + 1] += out.cell_begin[x];
     out.cell_samples.resize(n * K);
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t pos = position_[slot_of(i)];
       for (std::size_t k = 0; k < K; ++k)
-        out.cell_samples[out.cell_begin[cell_of(k, pos, replica_[i * K + k])] + offset_[i * K + k]] =
-            sorted_index_[i];
+        out.cell_samples[out.cell_begin[cell_of(k, pos, replica_[i * K + k])] +
+                         offset_[i * K + k]] = sorted_index_[i];
     }
   }
 
@@ -594,12 +608,13 @@ class reorderer {
   microbatch_orderer orderer_;
   std::array<double, max_reorder_modules> total_{};
   double time_ = 0.0;
-  std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_, sorted_index_,
-      slot_, relabel_;
+  std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_,
+      sorted_index_, slot_, relabel_;
   std::vector<std::size_t> load_base_;
   std::vector<std::uint32_t> slot_order_, best_seq_;
   std::vector<std::pair<start, std::size_t>> starts_;
-  std::vector<double> vec_load_, key_, costs_, slot_load_, slowest_, fwd_, bwd_, slot_time_, excess_;
+  std::vector<double> vec_load_, key_, costs_, slot_load_, slowest_, fwd_, bwd_, slot_time_,
+      excess_;
 };
 
 }  // namespace disttrain

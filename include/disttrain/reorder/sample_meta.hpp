@@ -48,8 +48,8 @@ inline constexpr std::size_t max_reorder_modules = 8;
 /// disttrain::sample_meta s{.id = 7, .cost = {2.0e-3, 9.5e-3, 0.0, 0.0}};
 /// @endcode
 struct sample_meta {
-  std::uint64_t id = 0;                        ///< unique within a global batch
-  std::array<double, max_reorder_modules> cost{};     ///< non-negative cost per module
+  std::uint64_t id = 0;                            ///< unique within a global batch
+  std::array<double, max_reorder_modules> cost{};  ///< non-negative cost per module
   friend bool operator==(const sample_meta&, const sample_meta&) = default;
 };
 
@@ -73,7 +73,7 @@ concept module_cost_vector = requires(const V& v, std::size_t i) {
 /// @endcode
 template <class F, class Sample>
 concept sample_cost = std::regular_invocable<const F&, const Sample&> &&
-                      module_cost_vector<std::invoke_result_t<const F&, const Sample&>>;
+    module_cost_vector<std::invoke_result_t<const F&, const Sample&>>;
 
 /// @brief The default id of a sample: its `id` member if it has one, else its
 /// position in the batch.
@@ -83,7 +83,9 @@ concept sample_cost = std::regular_invocable<const F&, const Sample&> &&
 struct default_sample_id {
   template <class Sample>
   [[nodiscard]] std::uint64_t operator()(const Sample& s, std::size_t index) const {
-    if constexpr (requires { { s.id } -> std::convertible_to<std::uint64_t>; }) {
+    if constexpr (requires {
+                    { s.id } -> std::convertible_to<std::uint64_t>;
+                  }) {
       return static_cast<std::uint64_t>(s.id);
     } else {
       return static_cast<std::uint64_t>(index);
@@ -101,8 +103,8 @@ inline void validate_sample_costs(const sample_meta& s, std::size_t modules, std
   for (std::size_t k = 0; k < modules && k < max_reorder_modules; ++k) {
     const double c = s.cost[k];
     if (!std::isfinite(c) || c < 0.0) {
-      detail::fail(errc::invalid_argument, detail::cat("batch[", index, "].cost[", k, "]"), "sample id ", s.id,
-                   ": cost must be finite and >= 0, got ", c);
+      detail::fail(errc::invalid_argument, detail::cat("batch[", index, "].cost[", k, "]"),
+                   "sample id ", s.id, ": cost must be finite and >= 0, got ", c);
     }
   }
 }
@@ -118,7 +120,7 @@ inline void validate_sample_costs(const sample_meta& s, std::size_t modules, std
 /// disttrain::describe_batch(samples, disttrain::multimodal_cost{coeffs}, meta);
 /// @endcode
 template <std::ranges::input_range R, class Cost, class IdFn = default_sample_id>
-  requires sample_cost<Cost, std::ranges::range_value_t<R>>
+requires sample_cost<Cost, std::ranges::range_value_t<R>>
 void describe_batch(R&& samples, const Cost& cost, std::vector<sample_meta>& out, IdFn id = {}) {
   out.clear();
   std::size_t i = 0;
@@ -126,8 +128,8 @@ void describe_batch(R&& samples, const Cost& cost, std::vector<sample_meta>& out
     const auto c = std::invoke(cost, s);
     const std::size_t k = static_cast<std::size_t>(std::size(c));
     if (k > max_reorder_modules) {
-      detail::fail(errc::invalid_argument, detail::cat("batch[", i, "].cost"), "cost functor returned ", k,
-                   " module costs, limit ", max_reorder_modules);
+      detail::fail(errc::invalid_argument, detail::cat("batch[", i, "].cost"),
+                   "cost functor returned ", k, " module costs, limit ", max_reorder_modules);
     }
     sample_meta m;
     m.id = id(s, i);

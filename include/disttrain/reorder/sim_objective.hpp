@@ -47,7 +47,8 @@ class simulated_objective {
   /// @param sync_s           seconds per gradient-bucket reduction
   /// @param optimizer_s      seconds of the optimizer step
   explicit simulated_objective(const pipeline_schedule& schedule, double weight_fraction = 0.5,
-                               double transfer_s = 0.0, double sync_s = 0.0, double optimizer_s = 0.0)
+                               double transfer_s = 0.0, double sync_s = 0.0,
+                               double optimizer_s = 0.0)
       : sim_(schedule) {
     detail::require_in_range(weight_fraction, 0.0, 1.0, "simulated_objective.weight_fraction");
     const auto finite_non_negative = [](double v, const char* where) {
@@ -75,8 +76,9 @@ class simulated_objective {
     const auto& meta = sim_.meta();
     if (t.microbatches != static_cast<std::size_t>(meta.num_microbatches) ||
         t.stages != static_cast<std::size_t>(meta.num_stages))
-      detail::fail(errc::invalid_argument, "simulated_objective", "times are ", t.microbatches, " microbatches x ",
-                   t.stages, " stages, the schedule has ", meta.num_microbatches, " x ", meta.num_stages);
+      detail::fail(errc::invalid_argument, "simulated_objective", "times are ", t.microbatches,
+                   " microbatches x ", t.stages, " stages, the schedule has ",
+                   meta.num_microbatches, " x ", meta.num_stages);
     d_.t = &t;
     sim_.run(d_, res_);
     d_.t = nullptr;
@@ -102,11 +104,14 @@ class simulated_objective {
         default: return 0.0;
       }
     }
-    [[nodiscard]] double transfer_time(const schedule_rank&, const schedule_rank&, const schedule_op&) const {
+    [[nodiscard]] double transfer_time(const schedule_rank&, const schedule_rank&,
+                                       const schedule_op&) const {
       return transfer;
     }
     [[nodiscard]] double sync_time(const schedule_rank&, const schedule_op&) const { return sync; }
-    [[nodiscard]] double activation_bytes(const schedule_rank&, const schedule_op&) const { return 0.0; }
+    [[nodiscard]] double activation_bytes(const schedule_rank&, const schedule_op&) const {
+      return 0.0;
+    }
   };
   static_assert(duration_model<durations>);
 

@@ -33,7 +33,8 @@
 
 namespace disttrain {
 
-static_assert(max_reorder_modules == max_modules, "reorder and model/ must agree on the module limit");
+static_assert(max_reorder_modules == max_modules,
+              "reorder and model/ must agree on the module limit");
 
 /// @brief Per-module seconds of one sample from a `cost_model`; a `sample_cost` for `disttrain::sample`.
 /// Keeps a reference to the cost model (which must outlive it).
@@ -49,8 +50,8 @@ class workload_cost {
   explicit workload_cost(const C& cost, std::vector<int> tp = {}) : cost_(&cost) {
     const auto& mods = cost.model().modules;
     if (tp.empty()) tp.assign(mods.size(), 1);
-    detail::require(tp.size() == mods.size(), "workload_cost.tp", "has ", tp.size(), " entries, the model has ",
-                    mods.size(), " modules");
+    detail::require(tp.size() == mods.size(), "workload_cost.tp", "has ", tp.size(),
+                    " entries, the model has ", mods.size(), " modules");
     for (std::size_t k = 0; k < mods.size(); ++k) {
       detail::require_positive(tp[k], detail::cat("workload_cost.tp[", k, "]"));
       stage_config s;
@@ -66,7 +67,8 @@ class workload_cost {
   [[nodiscard]] std::array<double, max_reorder_modules> operator()(const sample& s) const {
     const model_workload w = workload_of(cost_->model(), s);
     std::array<double, max_reorder_modules> out{};
-    for (std::size_t k = 0; k < configs_.size(); ++k) out[k] = cost_->stage_time(configs_[k], w[k]).total_s();
+    for (std::size_t k = 0; k < configs_.size(); ++k)
+      out[k] = cost_->stage_time(configs_[k], w[k]).total_s();
     return out;
   }
 
