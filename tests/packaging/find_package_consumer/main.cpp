@@ -25,6 +25,10 @@ int main() {
                                          disttrain::version_minor * 100 +
                                          disttrain::version_patch);
   check(std::string(disttrain::version_string) == DISTTRAIN_VERSION_STRING, "version string");
+#ifdef DISTTRAIN_PACKAGE_VERSION
+  check(std::string(DISTTRAIN_PACKAGE_VERSION) == DISTTRAIN_VERSION_STRING,
+        "CMake package version equals the headers' DISTTRAIN_VERSION_STRING");
+#endif
 
   // Error policy: a bad value throws disttrain::error naming field and value.
   try {
