@@ -21,5 +21,7 @@
 #include "disttrain/data.hpp"
 #include "disttrain/exec.hpp"
 #include "disttrain/model.hpp"
+#include "disttrain/plan.hpp"
+#include "disttrain/reorder.hpp"
 #include "disttrain/schedule.hpp"
 #include "disttrain/sim.hpp"
