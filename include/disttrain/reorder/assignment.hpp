@@ -53,8 +53,9 @@ struct module_place {
 struct sample_place {
   std::uint64_t id = 0;          ///< the sample's id
   std::uint32_t microbatch = 0;  ///< execution position of its microbatch (0 runs first)
-  std::array<module_place, max_reorder_modules>
-      module{};  ///< per module; entries >= modules are zero
+  /// Per module; entries >= modules are zero. (One line on purpose: nvcc
+  /// reads a line starting with `module` as a C++20 module directive.)
+  std::array<module_place, max_reorder_modules> module{};
   friend bool operator==(const sample_place&, const sample_place&) = default;
 };
 
