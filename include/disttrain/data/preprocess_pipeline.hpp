@@ -114,8 +114,9 @@ class preprocess_pipeline {
     for (std::size_t i = 0; i < b.ids.size(); ++i) {
       auto [it, fresh] = b.index.emplace(b.ids[i], i);
       if (!fresh) {
+        const std::uint64_t duplicate = it->first;  // read before erase frees the node
         batches_.erase(batch);
-        detail::fail(errc::invalid_argument, "preprocess_pipeline.submit", "sample id ", it->first,
+        detail::fail(errc::invalid_argument, "preprocess_pipeline.submit", "sample id ", duplicate,
                      " appears twice in batch ", batch);
       }
     }
