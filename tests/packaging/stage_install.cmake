@@ -6,33 +6,16 @@
 #   -DCXX_COMPILER=... [-DFEATURES=MPI,CUDA,NCCL] [-DCUDA_ARCHITECTURES=80,90]
 #   [-DCUDA_COMPILER=/path/to/nvcc] [-DINSTALL_CMAKEDIR=share/disttrain]   (default: disttrain's, share/cmake/disttrain)
 # Lists are comma-separated so that they survive being one command-line argument.
-foreach(var SOURCE_DIR BINARY_DIR PREFIX GENERATOR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "stage_install.cmake: ${var} is required")
-  endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/script_common.cmake")
+disttrain_require_vars(stage_install.cmake SOURCE_DIR BINARY_DIR PREFIX GENERATOR)
 
-function(run)
-  string(REPLACE ";" " " pretty "${ARGN}")
-  message(STATUS "+ ${pretty}")
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "command failed (${rc}): ${pretty}")
-  endif()
-endfunction()
 
 file(REMOVE_RECURSE "${PREFIX}")
-set(compiler_args)
-if(CXX_COMPILER)
-  list(APPEND compiler_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
-endif()
+disttrain_compiler_args(compiler_args)
 string(REPLACE "," ";" features "${FEATURES}")
 foreach(feature IN LISTS features)
   list(APPEND compiler_args "-DDISTTRAIN_ENABLE_${feature}=ON")
 endforeach()
-if(CUDA_COMPILER)
-  list(APPEND compiler_args "-DCMAKE_CUDA_COMPILER=${CUDA_COMPILER}")
-endif()
 if(INSTALL_CMAKEDIR)
   list(APPEND compiler_args "-DDISTTRAIN_INSTALL_CMAKEDIR=${INSTALL_CMAKEDIR}")
 endif()
@@ -42,10 +25,10 @@ if(CUDA_ARCHITECTURES)
   file(WRITE "${BINARY_DIR}.init.cmake" "set(CMAKE_CUDA_ARCHITECTURES \"${archs}\" CACHE STRING \"\")\n")
   list(APPEND compiler_args -C "${BINARY_DIR}.init.cmake")
 endif()
-run("${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${BINARY_DIR}" -G "${GENERATOR}"
+disttrain_run("${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${BINARY_DIR}" -G "${GENERATOR}"
     ${compiler_args}
     -DCMAKE_BUILD_TYPE=Release
     -DDISTTRAIN_BUILD_TESTS=OFF -DDISTTRAIN_BUILD_BENCHMARKS=OFF
     -DDISTTRAIN_BUILD_EXAMPLES=OFF -DDISTTRAIN_INSTALL=ON)
-run("${CMAKE_COMMAND}" --build "${BINARY_DIR}")
-run("${CMAKE_COMMAND}" --install "${BINARY_DIR}" --prefix "${PREFIX}")
+disttrain_run("${CMAKE_COMMAND}" --build "${BINARY_DIR}")
+disttrain_run("${CMAKE_COMMAND}" --install "${BINARY_DIR}" --prefix "${PREFIX}")

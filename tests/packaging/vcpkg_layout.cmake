@@ -11,20 +11,9 @@
 #      compile the consumer through pkg-config (vcpkg_fixup_pkgconfig layout).
 #   -DSOURCE_DIR -DWORK_DIR -DGENERATOR -DCXX_COMPILER [-DFEATURES=MPI,...]
 #   [-DCUDA_ARCHITECTURES=80,90] [-DPKG_CONFIG]
-foreach(var SOURCE_DIR WORK_DIR GENERATOR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "vcpkg_layout.cmake: ${var} is required")
-  endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/script_common.cmake")
+disttrain_require_vars(vcpkg_layout.cmake SOURCE_DIR WORK_DIR GENERATOR)
 
-function(run)
-  string(REPLACE ";" " " pretty "${ARGN}")
-  message(STATUS "+ ${pretty}")
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "command failed (${rc}): ${pretty}")
-  endif()
-endfunction()
 
 set(packages "${WORK_DIR}/packages/disttrain_x64-linux")
 set(installed "${WORK_DIR}/installed/x64-linux")
@@ -76,15 +65,15 @@ set(consumer_src "${CMAKE_CURRENT_LIST_DIR}/find_package_consumer")
 set(consumer_bin "${WORK_DIR}/consumer")
 file(REMOVE_RECURSE "${consumer_bin}")
 set(compiler_args)
-if(CXX_COMPILER)
+if(CXX_COMPILER)  # the consumer is C++ only
   list(APPEND compiler_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
 endif()
-run("${CMAKE_COMMAND}" -S "${consumer_src}" -B "${consumer_bin}" -G "${GENERATOR}"
+disttrain_run("${CMAKE_COMMAND}" -S "${consumer_src}" -B "${consumer_bin}" -G "${GENERATOR}"
     ${compiler_args} -DCMAKE_BUILD_TYPE=Release
     "-DCMAKE_PREFIX_PATH=${installed}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
     "-DDISTTRAIN_EXPECTED_DIR=${installed}/share/disttrain")
-run("${CMAKE_COMMAND}" --build "${consumer_bin}")
-run("${consumer_bin}/consumer")
+disttrain_run("${CMAKE_COMMAND}" --build "${consumer_bin}")
+disttrain_run("${consumer_bin}/consumer")
 
 if(PKG_CONFIG AND CXX_COMPILER)
   execute_process(
@@ -96,8 +85,8 @@ if(PKG_CONFIG AND CXX_COMPILER)
   endif()
   message(STATUS "pkg-config flags: ${pc_flags}")
   separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
-  run("${CXX_COMPILER}" -std=c++20 "${consumer_src}/main.cpp" ${pc_flags}
+  disttrain_run("${CXX_COMPILER}" -std=c++20 "${consumer_src}/main.cpp" ${pc_flags}
       -o "${WORK_DIR}/consumer_pkgconfig")
-  run("${WORK_DIR}/consumer_pkgconfig")
+  disttrain_run("${WORK_DIR}/consumer_pkgconfig")
 endif()
 message(STATUS "vcpkg layout: OK")
