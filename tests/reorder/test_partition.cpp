@@ -1,8 +1,12 @@
 #include <algorithm>
+#include <functional>
+#include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
 #include "brute_force.hpp"
+#include "disttrain/reorder/detail/radix_sort.hpp"
 #include "disttrain/reorder/partition.hpp"
 #include "disttrain_catch.hpp"
 
@@ -123,6 +127,103 @@ TEST_CASE("partition: results depend only on the cost sequence") {
     p2.partition(std::vector<double>(c.size(), 1.0), 3, true, m, b);  // dirty the scratch state
     p2.partition(c, 7, false, m, b);
     CHECK(a == b);
+  }
+}
+
+namespace {
+
+// Reference LPT: items stably sorted by cost descending (ties: lower index
+// first), each to the bin of least (load, index) among the open bins found by
+// a linear scan; equal count: a bin is open while it holds fewer than its
+// share (q + 1 while fewer than n % k bins hold q + 1, else q).
+std::vector<std::uint32_t> reference_lpt(const std::vector<double>& c, std::size_t k, bool eq) {
+  const std::size_t n = c.size(), q = n / k, rem = n % k;
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return c[x] > c[y]; });
+  std::vector<double> load(k, 0.0);
+  std::vector<std::size_t> cnt(k, 0);
+  std::vector<std::uint32_t> bin(n);
+  std::size_t big = 0;
+  for (std::size_t item : order) {
+    std::size_t best = k;
+    for (std::size_t b = 0; b < k; ++b) {
+      if (eq && cnt[b] >= (big < rem ? q + 1 : q)) continue;
+      if (best == k || load[b] < load[best]) best = b;
+    }
+    bin[item] = static_cast<std::uint32_t>(best);
+    load[best] += c[item];
+    if (++cnt[best] == q + 1) ++big;
+  }
+  return bin;
+}
+
+}  // namespace
+
+TEST_CASE("partition: LPT equals a reference LPT (sorted and unsorted input, ties, -0.0)") {
+  std::mt19937_64 rng(11);
+  int cases = 0;
+  for (std::size_t n : {5u, 40u, 127u, 128u, 300u, 1000u}) {
+    for (std::size_t k : {1u, 3u, 7u, 64u, 256u}) {
+      for (int kind : {0, 2}) {  // 2: integer-valued costs, many ties
+        auto c = reorder_test::random_costs(rng, n, kind);
+        if (n > 3) c[1] = -0.0, c[3] = 0.0;  // equal to each other: a tie
+        for (bool sorted : {false, true}) {
+          if (sorted)
+            std::sort(c.begin(), c.end(), std::greater<>());  // the already-ranked fast path
+          for (bool eq : {false, true}) {
+            if (eq && n < k) continue;
+            disttrain::partitioner p;
+            std::vector<std::uint32_t> bin(n);
+            p.partition(c, static_cast<std::uint32_t>(k), eq, balance_method::lpt, bin);
+            CHECK(bin == reference_lpt(c, k, eq));
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases > 100);
+}
+
+TEST_CASE("radix_sort: equals a stable comparison sort; keys preserve double order") {
+  using disttrain::detail::radix_item;
+  std::mt19937_64 rng(3);
+  const std::vector<double> special{0.0,
+                                    -0.0,
+                                    1.0,
+                                    -1.0,
+                                    1e-310,
+                                    -1e-310,
+                                    1e308,
+                                    -1e308,
+                                    std::numeric_limits<double>::infinity(),
+                                    -std::numeric_limits<double>::infinity()};
+  for (double x : special)
+    for (double y : special) {
+      CHECK((x < y) == (disttrain::detail::ascending_key(x) < disttrain::detail::ascending_key(y)));
+      CHECK((x == y) ==
+            (disttrain::detail::ascending_key(x) == disttrain::detail::ascending_key(y)));
+      CHECK((x > y) ==
+            (disttrain::detail::descending_key(x) < disttrain::detail::descending_key(y)));
+    }
+  for (std::size_t n : {0u, 1u, 2u, 17u, 1000u}) {
+    std::vector<radix_item> items(n), scratch(n);
+    std::uniform_int_distribution<int> pick(0, 5);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double v =
+          pick(rng) == 0 ? special[rng() % special.size()] : static_cast<double>(rng() % 50) - 25.0;
+      items[i] = {disttrain::detail::descending_key(v), static_cast<std::uint32_t>(i)};
+    }
+    auto expect = items;
+    std::stable_sort(expect.begin(), expect.end(),
+                     [](const radix_item& x, const radix_item& y) { return x.key < y.key; });
+    disttrain::detail::radix_sort(items, scratch);
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK(items[i].key == expect[i].key);
+      CHECK(items[i].index == expect[i].index);
+    }
   }
 }
 

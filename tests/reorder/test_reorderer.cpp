@@ -220,6 +220,34 @@ TEST_CASE("reorderer: deterministic across runs, threads and input order (ties b
   CHECK(a.find(batch[0].id)->microbatch == a.find(batch[1].id)->microbatch);
 }
 
+TEST_CASE("reorderer: large batches (radix ranking) independent of input order, ties by id") {
+  std::mt19937_64 rng(23);
+  for (std::size_t K : {1u, 3u}) {
+    // 1000 samples, costs from a few values (many exact ties), ids not in order.
+    std::vector<sample_meta> batch(1000);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      batch[i].id = (i * 7919) % 1000 + 1'000'000'000'000ull;
+      for (std::size_t k = 0; k < K; ++k) batch[i].cost[k] = static_cast<double>(1 + rng() % 4);
+    }
+    auto o = K == 1 ? opts({256}, 1) : opts({64, 200, 16}, 4);
+    auto sorted = batch;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const sample_meta& a, const sample_meta& b) { return a.id < b.id; });
+    for (bool eq : {false, true}) {
+      o.equal_count = eq;
+      disttrain::reorderer<> r(o);
+      const reorder_result ref = r.assign(sorted);  // ids in order: the no-sort path
+      check_result(ref, sorted, o);
+      for (int p = 0; p < 3; ++p) {
+        auto shuffled = batch;
+        std::shuffle(shuffled.begin(), shuffled.end(), rng);
+        CHECK(r.assign(shuffled) == ref);
+      }
+      CHECK(r.assign(batch) == ref);
+    }
+  }
+}
+
 TEST_CASE("reorderer: bad input gives the library's error") {
   std::mt19937_64 rng(6);
   const auto batch = random_batch(rng, 10, 2, 0);

@@ -32,6 +32,7 @@
 /// @endcode
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "disttrain/core/error.hpp"
+#include "disttrain/reorder/detail/radix_sort.hpp"
 
 namespace disttrain {
 
@@ -159,8 +161,12 @@ class partitioner {
     if (cand_.capacity() < cand) cand_.reserve(cand);
     if (start_.capacity() < k + 1) start_.reserve(k + 1);
     if (load_.capacity() < k) load_.reserve(k);
-    if (heap_.capacity() < k) heap_.reserve(k);
+    const std::size_t leaves = std::bit_ceil(k);
+    if (tree_key_.capacity() < 2 * leaves) tree_key_.reserve(2 * leaves);
+    if (tree_bin_.capacity() < 2 * leaves) tree_bin_.reserve(2 * leaves);
+    if (by_load_.capacity() < k) by_load_.reserve(k);
     if (keyed_.capacity() < n) keyed_.reserve(n);
+    if (n >= radix_min_items && keyed_tmp_.capacity() < n) keyed_tmp_.reserve(n);
     if (tmp_.capacity() < k) tmp_.reserve(k);
     const bool kk =
         method == balance_method::karmarkar_karp ||
@@ -168,19 +174,7 @@ class partitioner {
     if (kk && pool_.capacity() < n * k) pool_.reserve(n * k);
   }
 
-  struct heap_entry {
-    double load;
-    std::uint32_t bin;
-  };
-  // Min-heap order on (load, bin) for std::*_heap (which builds max-heaps).
-  static bool heap_after(const heap_entry& a, const heap_entry& b) noexcept {
-    return a.load > b.load || (a.load == b.load && a.bin > b.bin);
-  }
-
-  struct keyed {
-    double neg_cost;
-    std::uint32_t index;
-  };
+  static constexpr std::size_t radix_min_items = 128;  // below: std::sort is faster
 
   struct kk_part {
     double sum;
@@ -211,52 +205,81 @@ class partitioner {
     }
   }
 
+  // order_ = items by (cost descending, index ascending). Already ordered
+  // input (the reorderer hands slots in rank order) is detected in O(n); large
+  // inputs use a stable radix sort, small ones a comparison sort: both give
+  // this unique order.
   void sort_items() {
     const std::size_t n = costs_.size();
-    keyed_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) keyed_[i] = {-costs_[i], static_cast<std::uint32_t>(i)};
-    std::sort(keyed_.begin(), keyed_.end(), [](const keyed& x, const keyed& y) {
-      return x.neg_cost < y.neg_cost || (x.neg_cost == y.neg_cost && x.index < y.index);
-    });
     order_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) order_[i] = static_cast<std::uint32_t>(i);
+    bool sorted = true;
+    for (std::size_t i = 1; i < n && sorted; ++i) sorted = !(costs_[i - 1] < costs_[i]);
+    if (sorted) return;
+    keyed_.resize(n);
+    for (std::size_t i = 0; i < n; ++i)
+      keyed_[i] =
+          detail::radix_item{detail::descending_key(costs_[i]), static_cast<std::uint32_t>(i)};
+    if (n >= radix_min_items) {
+      keyed_tmp_.resize(n);
+      detail::radix_sort(keyed_, keyed_tmp_);
+    } else {
+      std::sort(keyed_.begin(), keyed_.end(),
+                [](const detail::radix_item& x, const detail::radix_item& y) {
+                  return x.key < y.key || (x.key == y.key && x.index < y.index);
+                });
+    }
     for (std::size_t i = 0; i < n; ++i) order_[i] = keyed_[i].index;
   }
 
-  // Min-heap of (load, bin) in heap_[0..size): restores order after heap_[0] grew.
-  void sift_down(std::size_t size) {
-    std::size_t i = 0;
-    const heap_entry e = heap_[0];
-    for (;;) {
-      std::size_t c = 2 * i + 1;
-      if (c >= size) break;
-      if (c + 1 < size && heap_after(heap_[c], heap_[c + 1])) ++c;
-      if (!heap_after(e, heap_[c])) break;
-      heap_[i] = heap_[c];
-      i = c;
+  // LPT keeps the bins in a winner tree (a tournament over the bins: node i
+  // holds the best of nodes 2i and 2i+1), ordered by (key, bin) where key is
+  // the bin's load as an ordered integer, or `closed` for a full bin
+  // (equal-count mode) and the padding leaves. The root is the lightest open
+  // bin, ties to the lower index: the bin a binary heap on (load, bin) would
+  // give, at log2(k) branch-free comparisons per item.
+  static constexpr std::uint64_t closed = std::numeric_limits<std::uint64_t>::max();
+
+  void tree_set(std::size_t leaf, std::uint64_t key) noexcept {
+    std::size_t i = tree_size_ + leaf;
+    tree_key_[i] = key;
+    for (i /= 2; i >= 1; i /= 2) {
+      const std::size_t l = 2 * i, r = l + 1;
+      const bool right = tree_key_[r] < tree_key_[l] ||
+                         (tree_key_[r] == tree_key_[l] && tree_bin_[r] < tree_bin_[l]);
+      const std::size_t w = right ? r : l;
+      tree_key_[i] = tree_key_[w];
+      tree_bin_[i] = tree_bin_[w];
     }
-    heap_[i] = e;
   }
 
   void lpt(std::span<std::uint32_t> bin_of) {
     const std::uint32_t n = static_cast<std::uint32_t>(costs_.size());
     const std::uint32_t q = n / k_, rem = n % k_;
-    heap_.resize(k_);
     count_.assign(k_, 0);
-    for (std::uint32_t b = 0; b < k_; ++b)
-      heap_[b] = {0.0, b};  // already a heap: equal loads, ascending bins
-    std::size_t size = k_;
+    load_.assign(k_, 0.0);
+    tree_size_ = std::bit_ceil(static_cast<std::size_t>(k_));
+    tree_key_.assign(2 * tree_size_, closed);
+    tree_bin_.resize(2 * tree_size_);
+    for (std::size_t leaf = 0; leaf < tree_size_; ++leaf) {
+      tree_bin_[tree_size_ + leaf] = static_cast<std::uint32_t>(leaf);
+      if (leaf < k_) tree_key_[tree_size_ + leaf] = detail::ascending_key(0.0);
+    }
+    for (std::size_t i = tree_size_; i-- > 1;) {  // equal keys: the left (lower) bin wins
+      const std::size_t w = tree_key_[2 * i + 1] < tree_key_[2 * i] ? 2 * i + 1 : 2 * i;
+      tree_key_[i] = tree_key_[w];
+      tree_bin_[i] = tree_bin_[w];
+    }
     std::uint32_t big = 0;  // bins already holding q + 1 items (equal-count mode)
     for (std::uint32_t item : order_) {
-      // Drop bins that became full (equal-count mode) from the top.
-      while (equal_ && count_[heap_[0].bin] >= (big < rem ? q + 1 : q)) {
-        heap_[0] = heap_[--size];
-        sift_down(size);
-      }
-      heap_entry& top = heap_[0];
-      bin_of[item] = top.bin;
-      top.load += costs_[item];
-      if (++count_[top.bin] == q + 1 && equal_) ++big;
-      sift_down(size);
+      // Close bins that became full (equal-count mode) as they reach the root.
+      while (equal_ && count_[tree_bin_[1]] >= (big < rem ? q + 1 : q))
+        tree_set(tree_bin_[1], closed);
+      const std::uint32_t b = tree_bin_[1];
+      bin_of[item] = b;
+      load_[b] += costs_[item];
+      if (++count_[b] == q + 1 && equal_) ++big;
+      tree_set(b, detail::ascending_key(load_[b]));
     }
   }
 
@@ -345,24 +368,30 @@ class partitioner {
     }
     // Nothing beats max(mean load, largest item): stop once there.
     const double lower = std::max(total / static_cast<double>(k_), costs_[order_[0]]);
+    // Bins by (load, index) ascending, kept sorted across steps (a step
+    // changes two loads): the heaviest bin and the lightest candidates are read
+    // off its ends instead of being searched for.
+    const auto lighter = [this](std::uint32_t x, std::uint32_t y) {
+      return load_[x] < load_[y] || (load_[x] == load_[y] && x < y);
+    };
+    by_load_.resize(k_);
+    for (std::uint32_t b = 0; b < k_; ++b) by_load_[b] = b;
+    std::sort(by_load_.begin(), by_load_.end(), lighter);
     cand_.resize(k_);
     const std::size_t max_steps = static_cast<std::size_t>(refine_steps_per_item) * (n + k_);
     const std::size_t width = std::min<std::size_t>(refine_width, k_ - 1);
     const auto cost_below = [this](std::uint32_t item, double v) { return costs_[item] < v; };
     for (std::size_t step = 0; step < max_steps; ++step) {
-      std::uint32_t a = 0;
-      for (std::uint32_t b = 1; b < k_; ++b)
-        if (load_[b] > load_[a]) a = b;
+      // Heaviest: the lowest index among the bins of maximal load.
+      std::size_t top = k_ - 1;
+      while (top > 0 && load_[by_load_[top - 1]] == load_[by_load_[k_ - 1]]) --top;
+      const std::uint32_t a = by_load_[top];
       const double la = load_[a];
       if (la <= lower * (1 + 1e-9)) break;
       const double tol = la * refine_min_gain;
-      for (std::uint32_t b = 0; b < k_; ++b) cand_[b] = b;
-      std::swap(cand_[a], cand_[k_ - 1]);
-      const auto lighter = [this](std::uint32_t x, std::uint32_t y) {
-        return load_[x] < load_[y] || (load_[x] == load_[y] && x < y);
-      };
-      std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(width),
-                        cand_.begin() + static_cast<std::ptrdiff_t>(k_ - 1), lighter);
+      // Candidates: the `width` lightest other bins, lightest first.
+      for (std::size_t x = 0, c = 0; c < width; ++x)
+        if (x != top) cand_[c++] = by_load_[x];
       bool improved = false;
       for (std::size_t ci = 0; ci < width && !improved; ++ci) {
         const std::uint32_t b = cand_[ci];
@@ -397,12 +426,26 @@ class partitioner {
         if (bx != nil) {
           move(bx, a, b, bin_of);
           if (by != nil) move(by, b, a, bin_of);
+          resort_bins(a, b);
           improved = true;
         }
       }
       if (!improved) break;
     }
     return *std::max_element(load_.begin(), load_.end());
+  }
+
+  // Restores by_load_'s order after the loads of bins a and b changed: both
+  // are taken out, then put back at their places (O(k) moves, k = bins).
+  void resort_bins(std::uint32_t a, std::uint32_t b) {
+    const auto lighter = [this](std::uint32_t x, std::uint32_t y) {
+      return load_[x] < load_[y] || (load_[x] == load_[y] && x < y);
+    };
+    by_load_.erase(std::remove_if(by_load_.begin(), by_load_.end(),
+                                  [a, b](std::uint32_t x) { return x == a || x == b; }),
+                   by_load_.end());
+    for (const std::uint32_t x : {a, b})
+      by_load_.insert(std::lower_bound(by_load_.begin(), by_load_.end(), x, lighter), x);
   }
 
   // Branch and bound over assignments in ranked order, seeded with the
@@ -503,8 +546,10 @@ class partitioner {
   double best_ = 0.0, lower_ = 0.0;
   bool found_ = false;
   std::vector<double> load_;
-  std::vector<heap_entry> heap_;
-  std::vector<keyed> keyed_;
+  std::vector<std::uint64_t> tree_key_;            // lpt(): winner tree keys
+  std::vector<std::uint32_t> tree_bin_, by_load_;  // lpt(): winners; refine(): bins by load
+  std::size_t tree_size_ = 1;                      // leaves of the winner tree
+  std::vector<detail::radix_item> keyed_, keyed_tmp_;
   std::vector<kk_part> pool_, tmp_;
 };
 

@@ -44,6 +44,7 @@
 
 #include "disttrain/core/error.hpp"
 #include "disttrain/reorder/assignment.hpp"
+#include "disttrain/reorder/detail/radix_sort.hpp"
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/reorder/ordering.hpp"
 #include "disttrain/reorder/partition.hpp"
@@ -141,8 +142,16 @@ class reorderer {
     const std::size_t K = options_.modules.size();
     by_id_.resize(n);
     for (std::size_t i = 0; i < n; ++i) by_id_[i] = static_cast<std::uint32_t>(i);
-    std::sort(by_id_.begin(), by_id_.end(),
-              [batch](std::uint32_t a, std::uint32_t b) { return batch[a].id < batch[b].id; });
+    bool ids_sorted = true;  // the common case: a loader hands ids in order
+    for (std::size_t i = 1; i < n && ids_sorted; ++i) ids_sorted = batch[i - 1].id <= batch[i].id;
+    if (!ids_sorted) {
+      radix_.resize(n);
+      radix_tmp_.resize(n);
+      for (std::size_t i = 0; i < n; ++i)
+        radix_[i] = detail::radix_item{batch[i].id, static_cast<std::uint32_t>(i)};
+      detail::radix_sort(radix_, radix_tmp_);  // stable: equal ids keep input order
+      for (std::size_t i = 0; i < n; ++i) by_id_[i] = radix_[i].index;
+    }
     for (std::size_t r = 1; r < n; ++r) {
       if (batch[by_id_[r]].id == batch[by_id_[r - 1]].id) {
         const std::uint32_t a = std::min(by_id_[r], by_id_[r - 1]),
@@ -161,10 +170,14 @@ class reorderer {
         if (total_[k] > 0.0) key += batch[i].cost[k] / total_[k];
       key_[i] = key;
     }
-    rank_.assign(by_id_.begin(), by_id_.end());
-    std::sort(rank_.begin(), rank_.end(), [this, batch](std::uint32_t a, std::uint32_t b) {
-      return key_[a] > key_[b] || (key_[a] == key_[b] && batch[a].id < batch[b].id);
-    });
+    // rank_: (key descending, id ascending) = a stable sort by key of the id order.
+    radix_.resize(n);
+    radix_tmp_.resize(n);
+    for (std::size_t r = 0; r < n; ++r)
+      radix_[r] = detail::radix_item{detail::descending_key(key_[by_id_[r]]), by_id_[r]};
+    detail::radix_sort(radix_, radix_tmp_);
+    rank_.resize(n);
+    for (std::size_t r = 0; r < n; ++r) rank_[r] = radix_[r].index;
   }
 
   // Grows every buffer any path may use for a batch of n samples, so a later
@@ -188,6 +201,8 @@ class reorderer {
     for (auto* v : {&perm_, &position_, &relabel_, &slot_order_}) grow(*v, m);
     grow(load_base_, K + 1);
     grow(key_, n);
+    grow(radix_, n);
+    grow(radix_tmp_, n);
     grow(costs_, n);
     grow(slot_load_, dp_sum * m);
     for (auto* v : {&slowest_, &slot_time_, &vec_load_}) grow(*v, K * m);
@@ -613,6 +628,7 @@ class reorderer {
   std::vector<std::size_t> load_base_;
   std::vector<std::uint32_t> slot_order_, best_seq_;
   std::vector<std::pair<start, std::size_t>> starts_;
+  std::vector<detail::radix_item> radix_, radix_tmp_;
   std::vector<double> vec_load_, key_, costs_, slot_load_, slowest_, fwd_, bwd_, slot_time_,
       excess_;
 };
