@@ -42,14 +42,15 @@ namespace disttrain {
 /// int worst = rep.max_peak_inflight();
 /// @endcode
 struct validation_report {
-  std::vector<int> peak_inflight;  ///< per rank: microbatch-chunks of activations held at the peak
-  std::size_t num_ops = 0;         ///< ops over all ranks
-  std::size_t num_messages = 0;    ///< point-to-point messages (sends)
-  std::size_t num_collectives = 0; ///< gradient-bucket reductions (per DP group)
+  std::vector<int> peak_inflight;   ///< per rank: microbatch-chunks of activations held at the peak
+  std::size_t num_ops = 0;          ///< ops over all ranks
+  std::size_t num_messages = 0;     ///< point-to-point messages (sends)
+  std::size_t num_collectives = 0;  ///< gradient-bucket reductions (per DP group)
 
   /// @brief The largest per-rank peak.
   [[nodiscard]] int max_peak_inflight() const noexcept {
-    return peak_inflight.empty() ? 0 : *std::max_element(peak_inflight.begin(), peak_inflight.end());
+    return peak_inflight.empty() ? 0
+                                 : *std::max_element(peak_inflight.begin(), peak_inflight.end());
   }
 };
 
@@ -57,12 +58,17 @@ struct validation_report {
 inline validation_report validate_schedule(const pipeline_schedule& s) {
   const auto c = detail::compile_schedule(s);
   detail::replay_state st;
-  const std::vector<double> zero(c.ops.size(), 0.0);
-  if (!detail::replay(c, zero, true, st)) detail::report_deadlock(c, st);
+  struct interval {
+    double start, end;
+  };
+  const std::vector<double> zero(c.num_ops(), 0.0);
+  std::vector<interval> times(c.num_ops());
+  if (!detail::replay(c, zero.data(), true, st, times.data()))
+    detail::report_deadlock(c, s.ops, st);
   validation_report rep;
   rep.peak_inflight = c.peak_inflight;
-  rep.num_ops = c.ops.size();
-  for (const auto& o : c.ops) rep.num_messages += is_send(o.kind) ? 1U : 0U;
+  rep.num_ops = c.num_ops();
+  for (const auto k : c.kind) rep.num_messages += is_send(k) ? 1U : 0U;
   rep.num_collectives = c.num_collectives();
   return rep;
 }

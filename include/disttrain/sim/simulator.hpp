@@ -69,13 +69,14 @@ struct op_interval {
 /// double mfu = res.mfu(/*model FLOPs*/ 1e15, /*sum of GPU peaks*/ 8 * 989e12);
 /// @endcode
 struct sim_result {
-  double iteration_time = 0.0;                ///< first op start (0) to the last op's end, seconds
-  std::vector<op_interval> times;             ///< all ops, rank after rank (see `interval`)
-  std::vector<std::size_t> rank_begin;        ///< rank r's ops are times[rank_begin[r] .. rank_begin[r+1])
-  std::vector<double> busy;                   ///< per rank: seconds of compute (F, B, W, optimizer)
+  double iteration_time = 0.0;     ///< first op start (0) to the last op's end, seconds
+  std::vector<op_interval> times;  ///< all ops, rank after rank (see `interval`)
+  std::vector<std::size_t>
+      rank_begin;            ///< rank r's ops are times[rank_begin[r] .. rank_begin[r+1])
+  std::vector<double> busy;  ///< per rank: seconds of compute (F, B, W, optimizer)
   std::vector<double> bubble_fraction;        ///< per rank: 1 - busy / iteration_time
   std::vector<double> peak_activation_bytes;  ///< per rank: activation bytes held at the peak
-  std::vector<op_ref> critical_path;          ///< ops whose chain sets the iteration time, in time order
+  std::vector<op_ref> critical_path;  ///< ops whose chain sets the iteration time, in time order
 
   /// @brief Interval of `schedule.ops[rank][index]`.
   [[nodiscard]] const op_interval& interval(int rank, std::size_t index) const {
@@ -101,7 +102,8 @@ struct sim_result {
     return model_flops / (iteration_time * peak_flops_per_s);
   }
   /// @brief Per pipeline stage: the largest peak activation bytes over its replicas.
-  [[nodiscard]] std::vector<double> peak_activation_bytes_per_stage(const pipeline_schedule& s) const {
+  [[nodiscard]] std::vector<double> peak_activation_bytes_per_stage(
+      const pipeline_schedule& s) const {
     std::vector<double> out(static_cast<std::size_t>(s.num_stages), 0.0);
     for (std::size_t r = 0; r < s.ranks.size() && r < peak_activation_bytes.size(); ++r) {
       auto& v = out[static_cast<std::size_t>(s.ranks[r].stage)];
@@ -111,11 +113,110 @@ struct sim_result {
   }
 };
 
+namespace detail {
+
+/// @brief Reusable buffers of one simulation (see `simulate_compiled`).
+struct sim_buffers {
+  replay_state replay;
+  std::vector<double> per_op;  ///< durations, then (after the replay) activation bytes
+};
+
+[[noreturn]] inline void bad_duration(const compiled_schedule& c, const op_lists& ops,
+                                      std::size_t i, double v) {
+  fail(errc::invalid_argument, c.name_op(ops, i), "duration model returned ", v,
+       " (must be finite and >= 0)");
+}
+
+/// @brief Simulates compiled schedule `c` (compiled from `ops`) into `res`.
+/// O(n) for n ops; allocates nothing once `b` and `res` are sized.
+template <duration_model D>
+void simulate_compiled(const compiled_schedule& c, const op_lists& ops, const D& d,
+                       const sim_options& opt, sim_buffers& b, sim_result& res) {
+  const std::size_t n = c.num_ops();
+  const std::size_t R = c.num_ranks();
+  const auto& ranks = c.meta.ranks;
+  auto& dur = b.per_op;
+  dur.resize(n);
+  res.busy.assign(R, 0.0);
+  for (std::size_t r = 0; r < R; ++r) {
+    const auto& info = ranks[r];
+    double busy = 0.0;
+    std::size_t i = c.begin[r];
+    for (const auto& o : ops[r]) {
+      double v = 0.0;
+      if (is_compute(o.kind)) {
+        v = static_cast<double>(d.compute_time(info, o));
+        busy += v;
+      } else if (is_send(o.kind)) {
+        v = static_cast<double>(d.transfer_time(info, ranks[static_cast<std::size_t>(o.peer)], o));
+      } else if (o.kind == op_kind::grad_sync_start) {
+        v = static_cast<double>(d.sync_time(info, o));
+      }
+      if (!(v >= 0.0) || !std::isfinite(v)) bad_duration(c, ops, i, v);
+      dur[i++] = v;
+    }
+    res.busy[r] = busy;
+  }
+  res.times.resize(n);
+  if (!replay(c, dur.data(), opt.overlap_comm, b.replay, res.times.data()))
+    report_deadlock(c, ops, b.replay);
+
+  double t_end = 0.0;
+  op_index last = no_op;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double e = res.times[i].end;
+    if (e > t_end || last == no_op) {
+      t_end = std::max(t_end, e);
+      last = static_cast<op_index>(i);
+    }
+  }
+  res.iteration_time = t_end;
+  res.rank_begin = c.begin;
+  res.bubble_fraction.assign(R, 0.0);
+  for (std::size_t r = 0; r < R; ++r)
+    res.bubble_fraction[r] = t_end > 0.0 ? 1.0 - res.busy[r] / t_end : 0.0;
+
+  // Critical path: follow each op's binding predecessor back from the last to finish.
+  res.critical_path.clear();
+  for (op_index i = last; i != no_op; i = b.replay.pred[i]) {
+    const int r = c.rank_of[i];
+    res.critical_path.push_back({r, i - c.begin[static_cast<std::size_t>(r)]});
+    if (res.critical_path.size() > n)
+      break;  // defensive: preds always point to earlier-finishing ops
+  }
+  std::reverse(res.critical_path.begin(), res.critical_path.end());
+
+  // Activation memory in program order. The durations are spent: dur[f] now
+  // holds the bytes F f keeps until the B or W that frees them.
+  res.peak_activation_bytes.assign(R, 0.0);
+  for (std::size_t r = 0; r < R; ++r) {
+    double cur = 0.0;
+    double peak = 0.0;
+    std::size_t i = c.begin[r];
+    for (const auto& o : ops[r]) {
+      if (c.holds(i)) {
+        const double bytes = static_cast<double>(d.activation_bytes(ranks[r], o));
+        if (!(bytes >= 0.0) || !std::isfinite(bytes)) bad_duration(c, ops, i, bytes);
+        dur[i] = bytes;
+        cur += bytes;
+        peak = std::max(peak, cur);
+      }
+      const op_index f = c.releases(i);
+      if (f != no_op) cur -= dur[f];
+      ++i;
+    }
+    res.peak_activation_bytes[r] = peak;
+  }
+}
+
+}  // namespace detail
+
 /// @brief A schedule validated once and simulated many times.
 ///
 /// The constructor runs every static check of `validate_schedule` and throws
 /// `schedule_error` on the first problem; a deadlock (which does not depend
-/// on durations) is reported the same way by the first `run`.
+/// on durations) is reported the same way by the first `run`. It keeps a
+/// copy of the schedule's ops (the duration model is asked about each).
 ///
 /// @code
 /// disttrain::simulator sim(schedule);
@@ -123,12 +224,12 @@ struct sim_result {
 /// @endcode
 class simulator {
  public:
-  explicit simulator(const pipeline_schedule& s) : c_(detail::compile_schedule(s)) {}
+  explicit simulator(const pipeline_schedule& s) : c_(detail::compile_schedule(s)), ops_(s.ops) {}
 
   /// @brief The schedule's shape (segments, ranks; no ops).
   [[nodiscard]] const pipeline_schedule& meta() const noexcept { return c_.meta; }
   /// @brief Ops in the schedule.
-  [[nodiscard]] std::size_t num_ops() const noexcept { return c_.ops.size(); }
+  [[nodiscard]] std::size_t num_ops() const noexcept { return c_.num_ops(); }
 
   /// @brief Simulates one iteration with durations from `d`.
   /// Throws `invalid_argument` naming the op if `d` returns a negative or non-finite value.
@@ -142,93 +243,25 @@ class simulator {
   /// @brief As `run`, reusing `res`'s storage.
   template <duration_model D>
   void run(const D& d, sim_result& res, const sim_options& opt = {}) {
-    const std::size_t n = c_.ops.size();
-    const std::size_t R = c_.num_ranks();
-    const auto& ranks = c_.meta.ranks;
-    dur_.resize(n);
-    res.busy.assign(R, 0.0);
-    for (std::size_t r = 0; r < R; ++r) {
-      const auto& info = ranks[r];
-      double busy = 0.0;
-      for (std::size_t i = c_.begin[r]; i < c_.begin[r + 1]; ++i) {
-        const auto& o = c_.ops[i];
-        double v = 0.0;
-        if (is_compute(o.kind)) {
-          v = static_cast<double>(d.compute_time(info, o));
-          busy += v;
-        } else if (is_send(o.kind)) {
-          v = static_cast<double>(d.transfer_time(info, ranks[static_cast<std::size_t>(o.peer)], o));
-        } else if (o.kind == op_kind::grad_sync_start) {
-          v = static_cast<double>(d.sync_time(info, o));
-        }
-        if (!(v >= 0.0) || !std::isfinite(v)) bad_duration(i, v);
-        dur_[i] = v;
-      }
-      res.busy[r] = busy;
-    }
-    if (!detail::replay(c_, dur_, opt.overlap_comm, st_)) detail::report_deadlock(c_, st_);
-
-    res.times.resize(n);
-    double t_end = 0.0;
-    std::size_t last = detail::npos;
-    for (std::size_t i = 0; i < n; ++i) {
-      res.times[i] = {st_.start[i], st_.end[i]};
-      if (st_.end[i] > t_end || last == detail::npos) {
-        t_end = std::max(t_end, st_.end[i]);
-        last = i;
-      }
-    }
-    res.iteration_time = t_end;
-    res.rank_begin = c_.begin;
-    res.bubble_fraction.assign(R, 0.0);
-    for (std::size_t r = 0; r < R; ++r)
-      res.bubble_fraction[r] = t_end > 0.0 ? 1.0 - res.busy[r] / t_end : 0.0;
-
-    // Critical path: follow each op's binding predecessor back from the last to finish.
-    res.critical_path.clear();
-    for (std::size_t i = last; i != detail::npos; i = st_.pred[i]) {
-      res.critical_path.push_back({c_.rank_of[i], i - c_.begin[static_cast<std::size_t>(c_.rank_of[i])]});
-      if (res.critical_path.size() > n) break;  // defensive: preds always point to earlier-finishing ops
-    }
-    std::reverse(res.critical_path.begin(), res.critical_path.end());
-
-    // Activation memory in program order.
-    res.peak_activation_bytes.assign(R, 0.0);
-    held_.resize(n);
-    for (std::size_t r = 0; r < R; ++r) {
-      double cur = 0.0;
-      double peak = 0.0;
-      for (std::size_t i = c_.begin[r]; i < c_.begin[r + 1]; ++i) {
-        if (c_.holds[i]) {
-          const double b = static_cast<double>(d.activation_bytes(ranks[r], c_.ops[i]));
-          if (!(b >= 0.0) || !std::isfinite(b)) bad_duration(i, b);
-          held_[i] = b;
-          cur += b;
-          peak = std::max(peak, cur);
-        }
-        if (c_.releases[i] != detail::npos) cur -= held_[c_.releases[i]];
-      }
-      res.peak_activation_bytes[r] = peak;
-    }
+    detail::simulate_compiled(c_, ops_, d, opt, buf_, res);
   }
 
  private:
-  [[noreturn]] void bad_duration(std::size_t i, double v) const {
-    detail::fail(errc::invalid_argument, c_.name_op(i), "duration model returned ", v,
-                 " (must be finite and >= 0)");
-  }
-
   detail::compiled_schedule c_;
-  detail::replay_state st_;
-  std::vector<double> dur_;
-  std::vector<double> held_;
+  detail::op_lists ops_;
+  detail::sim_buffers buf_;
 };
 
-/// @brief Validates `s` and simulates one iteration (see `simulator`).
+/// @brief Validates `s` and simulates one iteration: the same checks and
+/// result as `simulator(s).run(d, opt)`, without copying the ops.
 template <duration_model D>
-[[nodiscard]] sim_result simulate(const pipeline_schedule& s, const D& d, const sim_options& opt = {}) {
-  simulator sim(s);
-  return sim.run(d, opt);
+[[nodiscard]] sim_result simulate(const pipeline_schedule& s, const D& d,
+                                  const sim_options& opt = {}) {
+  const auto c = detail::compile_schedule(s);
+  detail::sim_buffers b;
+  sim_result res;
+  detail::simulate_compiled(c, s.ops, d, opt, b, res);
+  return res;
 }
 
 }  // namespace disttrain

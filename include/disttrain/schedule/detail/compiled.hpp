@@ -25,28 +25,58 @@ namespace disttrain::detail {
 
 inline constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
 
+/// @brief A flat op index (32 bits: halves the memory the per-op tables touch).
+using op_index = std::uint32_t;
+/// @brief "No op" in an `op_index` table.
+inline constexpr op_index no_op = std::numeric_limits<op_index>::max();
+
+/// @brief Per rank, that rank's program: `pipeline_schedule::ops`.
+using op_lists = std::vector<std::vector<schedule_op>>;
+
 /// @brief A validated, flattened schedule (all indices are flat op indices).
+///
+/// It keeps no copy of the ops: members that need an op take the schedule's
+/// `op_lists` (the one it was compiled from, or a copy of it).
+/// `link[i]` depends on the op's kind: receive -> its send, send -> its
+/// receive, grad_sync_start/finish -> its collective, F -> the B or W that
+/// frees its activations (no_op if it keeps none), that B or W -> its F.
 struct compiled_schedule {
-  pipeline_schedule meta;             ///< the schedule without its ops (names, segments, ranks)
-  std::vector<schedule_op> ops;       ///< all ops, rank after rank
-  std::vector<std::size_t> begin;     ///< rank r's ops are [begin[r], begin[r+1])
-  std::vector<int> rank_of;           ///< flat op -> rank
-  std::vector<std::size_t> link;      ///< recv -> its send, send -> its recv, grad sync -> collective
-  std::vector<std::size_t> channel;   ///< send -> directed link id
+  pipeline_schedule meta;          ///< the schedule without its ops (names, segments, ranks)
+  std::vector<op_kind> kind;       ///< flat op -> its kind
+  std::vector<std::size_t> begin;  ///< rank r's ops are [begin[r], begin[r+1])
+  std::vector<int> rank_of;        ///< flat op -> rank
+  std::vector<op_index> link;      ///< see the struct comment
+  std::vector<op_index> channel;   ///< send -> directed link id (no_op otherwise)
   std::size_t num_channels = 0;
   std::vector<std::size_t> coll_group;  ///< collective -> DP group (its stage)
-  std::vector<std::size_t> coll_begin;  ///< collective c has coll_begin[c+1] - coll_begin[c] members
+  std::vector<std::size_t>
+      coll_begin;  ///< collective c has coll_begin[c+1] - coll_begin[c] members
   std::vector<std::vector<int>> group_ranks;  ///< stage -> ranks of the stage (its DP group)
-  std::vector<std::size_t> releases;  ///< B or W -> the F whose activations it frees (npos otherwise)
-  std::vector<char> holds;            ///< F -> keeps activations until released
-  std::vector<int> peak_inflight;     ///< per rank: activations held at the peak (count)
+  std::vector<int> peak_inflight;             ///< per rank: activations held at the peak (count)
 
-  [[nodiscard]] std::size_t num_ranks() const noexcept { return begin.empty() ? 0 : begin.size() - 1; }
+  [[nodiscard]] std::size_t num_ops() const noexcept { return kind.size(); }
+  [[nodiscard]] std::size_t num_ranks() const noexcept {
+    return begin.empty() ? 0 : begin.size() - 1;
+  }
   [[nodiscard]] std::size_t num_collectives() const noexcept { return coll_group.size(); }
+  /// @brief Whether op i (an F) keeps activations until a later B or W frees them.
+  [[nodiscard]] bool holds(std::size_t i) const noexcept {
+    return kind[i] == op_kind::forward && link[i] != no_op;
+  }
+  /// @brief The F whose activations op i (a B or W) frees, or no_op.
+  [[nodiscard]] op_index releases(std::size_t i) const noexcept {
+    return kind[i] == op_kind::backward || kind[i] == op_kind::weight ? link[i] : no_op;
+  }
+  /// @brief Flat op i of `ops`.
+  [[nodiscard]] const schedule_op& op(const op_lists& ops, std::size_t i) const {
+    const auto r = static_cast<std::size_t>(rank_of[i]);
+    return ops[r][i - begin[r]];
+  }
   /// @brief "rank 2 (pipeline stage 2 replica 0) op #5 F(stage 2, mb 1)".
-  [[nodiscard]] std::string name_op(std::size_t i) const {
+  [[nodiscard]] std::string name_op(const op_lists& ops, std::size_t i) const {
     const int r = rank_of[i];
-    return cat(meta.rank_name(r), " op #", i - begin[static_cast<std::size_t>(r)], " ", describe(ops[i]));
+    return cat(meta.rank_name(r), " op #", i - begin[static_cast<std::size_t>(r)], " ",
+               describe(op(ops, i)));
   }
 };
 
@@ -63,24 +93,31 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
   c.meta.ranks = s.ranks;
   const std::size_t R = s.ranks.size();
   const std::size_t n = s.num_ops();
-  c.ops.reserve(n);
-  c.begin.reserve(R + 1);
-  c.rank_of.reserve(n);
-  for (std::size_t r = 0; r < R; ++r) {
-    c.begin.push_back(c.ops.size());
-    c.ops.insert(c.ops.end(), s.ops[r].begin(), s.ops[r].end());
-    c.rank_of.insert(c.rank_of.end(), s.ops[r].size(), static_cast<int>(r));
+  if (n >= static_cast<std::size_t>(no_op))
+    fail(errc::invalid_argument, "schedule.ops", "has ", n, " ops, at most ", no_op - 1,
+         " supported");
+  c.kind.resize(n);
+  c.rank_of.resize(n);
+  c.begin.resize(R + 1);
+  for (std::size_t r = 0, i = 0; r < R; ++r) {
+    c.begin[r] = i;
+    for (const auto& o : s.ops[r]) {
+      c.kind[i] = o.kind;
+      c.rank_of[i++] = static_cast<int>(r);
+    }
+    c.begin[r + 1] = i;
   }
-  c.begin.push_back(c.ops.size());
-  c.link.assign(n, npos);
-  c.channel.assign(n, npos);
-  c.releases.assign(n, npos);
-  c.holds.assign(n, 0);
+  c.link.assign(n, no_op);
+  c.channel.assign(n, no_op);
+  const auto op = [&](std::size_t i) -> const schedule_op& { return c.op(s.ops, i); };
+  const auto name = [&](std::size_t i) { return c.name_op(s.ops, i); };
 
   const int V = s.num_virtual_stages();
   const std::size_t M = static_cast<std::size_t>(s.num_microbatches);
   const auto back = backward_mask(s);
-  const auto key = [&](int vs, int mb) { return static_cast<std::size_t>(vs) * M + static_cast<std::size_t>(mb); };
+  const auto key = [&](int vs, int mb) {
+    return static_cast<std::size_t>(vs) * M + static_cast<std::size_t>(mb);
+  };
   const auto vname = [&](int vs, int mb) {
     const int st = vs % s.num_stages;
     const auto& seg = s.segments[static_cast<std::size_t>(s.segment_of_stage(st))];
@@ -88,13 +125,18 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
     if (s.num_chunks > 1) w += cat(" chunk ", vs / s.num_stages);
     return cat(w, " mb ", mb);
   };
-  const auto err = [](const std::string& where, const auto&... parts) { fail(errc::schedule_error, where, parts...); };
+  const auto err = [](const std::string& where, const auto&... parts) {
+    fail(errc::schedule_error, where, parts...);
+  };
 
-  // 1. Where each F, B, W, send and receive of (virtual stage, microbatch) is.
+  // 1. Where each F, B, W, send and receive of (virtual stage, microbatch) is:
+  //    one record of NT_ entries per slot (the passes below read them together).
   const std::size_t slots = static_cast<std::size_t>(V) * M;
   enum { F_, B_, W_, SA_, RA_, SG_, RG_, NT_ };
-  std::vector<std::size_t> pos[NT_];
-  for (auto& v : pos) v.assign(slots, npos);
+  std::vector<op_index> pos_v(slots * NT_, no_op);
+  const auto pos = [&](int t, std::size_t k) -> op_index& {
+    return pos_v[k * NT_ + static_cast<std::size_t>(t)];
+  };
   const auto table_of = [](op_kind k) -> int {
     switch (k) {
       case op_kind::forward: return F_;
@@ -107,13 +149,17 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
       default: return -1;
     }
   };
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& o = c.ops[i];
-    const int t = table_of(o.kind);
-    if (t < 0) continue;
-    auto& slot = pos[t][key(s.virtual_stage(o), o.microbatch)];
-    if (slot != npos) err(c.name_op(i), "duplicates ", c.name_op(slot));
-    slot = i;
+  for (std::size_t r = 0; r < R; ++r) {
+    std::size_t i = c.begin[r];
+    for (const auto& o : s.ops[r]) {
+      const int t = table_of(o.kind);
+      if (t >= 0) {
+        auto& slot = pos(t, key(s.virtual_stage(o), o.microbatch));
+        if (slot != no_op) err(name(i), "duplicates ", name(slot));
+        slot = static_cast<op_index>(i);
+      }
+      ++i;
+    }
   }
 
   // 2. Compute ops: present exactly where required, in local dependency order.
@@ -122,42 +168,55 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
     const bool need_w = need_b && s.has_weight(vs);
     for (int mb = 0; mb < s.num_microbatches; ++mb) {
       const std::size_t k = key(vs, mb);
-      const std::size_t f = pos[F_][k], b = pos[B_][k], w = pos[W_][k];
-      if (f == npos) err(vname(vs, mb), "F is missing (every microbatch's F must run once per stage)");
-      if (need_b && b == npos) err(vname(vs, mb), "B is missing (every microbatch's B must run once per stage)");
-      if (!need_b && b != npos) err(c.name_op(b), "stage runs no backward pass (nothing up to it is trainable)");
-      if (need_w && w == npos) err(vname(vs, mb), "W is missing (split backward of a trainable stage)");
-      if (!need_w && w != npos)
-        err(c.name_op(w), s.split_backward ? "frozen stage has no weight gradients" : "schedule does not split the backward pass");
-      if (b != npos && (c.rank_of[b] != c.rank_of[f] || b < f))
-        err(c.name_op(b), "must follow ", c.name_op(f), " on the same rank");
-      if (w != npos && (c.rank_of[w] != c.rank_of[b] || w < b))
-        err(c.name_op(w), "must follow ", c.name_op(b), " on the same rank");
-      c.holds[f] = need_b ? 1 : 0;
-      if (need_b) c.releases[need_w ? w : b] = f;
+      const op_index f = pos(F_, k), b = pos(B_, k), w = pos(W_, k);
+      if (f == no_op)
+        err(vname(vs, mb), "F is missing (every microbatch's F must run once per stage)");
+      if (need_b && b == no_op)
+        err(vname(vs, mb), "B is missing (every microbatch's B must run once per stage)");
+      if (!need_b && b != no_op)
+        err(name(b), "stage runs no backward pass (nothing up to it is trainable)");
+      if (need_w && w == no_op)
+        err(vname(vs, mb), "W is missing (split backward of a trainable stage)");
+      if (!need_w && w != no_op)
+        err(name(w), s.split_backward ? "frozen stage has no weight gradients"
+                                      : "schedule does not split the backward pass");
+      if (b != no_op && (c.rank_of[b] != c.rank_of[f] || b < f))
+        err(name(b), "must follow ", name(f), " on the same rank");
+      if (w != no_op && (c.rank_of[w] != c.rank_of[b] || w < b))
+        err(name(w), "must follow ", name(b), " on the same rank");
+      if (need_b) {
+        const op_index freer = need_w ? w : b;
+        c.link[f] = freer;
+        c.link[freer] = f;
+      }
     }
   }
 
   // 3. Inputs: local ones earlier on the rank, remote ones received before use.
-  const auto check_input = [&](std::size_t consumer, std::size_t producer, std::size_t recv, op_kind rk) {
+  const auto check_input = [&](op_index consumer, op_index producer, op_index recv, op_kind rk) {
     if (c.rank_of[producer] == c.rank_of[consumer]) {
-      if (producer > consumer) err(c.name_op(consumer), "runs before its input ", c.name_op(producer), " on the same rank");
-      if (recv != npos && c.rank_of[recv] == c.rank_of[consumer])
-        err(c.name_op(recv), "receives a tensor produced on the same rank");
+      if (producer > consumer)
+        err(name(consumer), "runs before its input ", name(producer), " on the same rank");
+      if (recv != no_op && c.rank_of[recv] == c.rank_of[consumer])
+        err(name(recv), "receives a tensor produced on the same rank");
       return;
     }
-    if (recv == npos || c.rank_of[recv] != c.rank_of[consumer] || recv > consumer)
-      err(c.name_op(consumer), "has no preceding ", to_string(rk), " of the output of ", c.name_op(producer),
+    if (recv == no_op || c.rank_of[recv] != c.rank_of[consumer] || recv > consumer)
+      err(name(consumer), "has no preceding ", to_string(rk), " of the output of ", name(producer),
           " (missing receive)");
-    if (c.ops[recv].peer != c.rank_of[producer])
-      err(c.name_op(recv), "names peer rank ", c.ops[recv].peer, " but the tensor is produced on rank ", c.rank_of[producer]);
+    if (op(recv).peer != c.rank_of[producer])
+      err(name(recv), "names peer rank ", op(recv).peer, " but the tensor is produced on rank ",
+          c.rank_of[producer]);
   };
   for (int vs = 0; vs < V; ++vs) {
     for (int mb = 0; mb < s.num_microbatches; ++mb) {
       const std::size_t k = key(vs, mb);
-      if (vs > 0) check_input(pos[F_][k], pos[F_][key(vs - 1, mb)], pos[RA_][key(vs - 1, mb)], op_kind::recv_act);
-      if (vs + 1 < V && pos[B_][k] != npos)
-        check_input(pos[B_][k], pos[B_][key(vs + 1, mb)], pos[RG_][key(vs + 1, mb)], op_kind::recv_grad);
+      if (vs > 0)
+        check_input(pos(F_, k), pos(F_, key(vs - 1, mb)), pos(RA_, key(vs - 1, mb)),
+                    op_kind::recv_act);
+      if (vs + 1 < V && pos(B_, k) != no_op)
+        check_input(pos(B_, k), pos(B_, key(vs + 1, mb)), pos(RG_, key(vs + 1, mb)),
+                    op_kind::recv_grad);
     }
   }
 
@@ -166,20 +225,21 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
     for (int mb = 0; mb < s.num_microbatches; ++mb) {
       const std::size_t k = key(vs, mb);
       for (int act = 1; act >= 0; --act) {
-        const std::size_t snd = pos[act ? SA_ : SG_][k];
-        const std::size_t rcv = pos[act ? RA_ : RG_][k];
-        const std::size_t producer = pos[act ? F_ : B_][k];
-        if (rcv != npos && snd == npos)
-          err(c.name_op(rcv), "has no matching ", act ? "send_act" : "send_grad", " on rank ", c.ops[rcv].peer,
-              " (missing send)");
-        if (snd == npos) continue;
-        if (rcv == npos)
-          err(c.name_op(snd), "has no matching ", act ? "recv_act" : "recv_grad", " on rank ", c.ops[snd].peer,
-              " (missing receive)");
-        if (producer == npos || c.rank_of[producer] != c.rank_of[snd] || snd < producer)
-          err(c.name_op(snd), "must follow the op producing the tensor on the same rank");
-        if (c.ops[snd].peer != c.rank_of[rcv])
-          err(c.name_op(snd), "names peer rank ", c.ops[snd].peer, " but the receive is on rank ", c.rank_of[rcv]);
+        const op_index snd = pos(act ? SA_ : SG_, k);
+        const op_index rcv = pos(act ? RA_ : RG_, k);
+        const op_index producer = pos(act ? F_ : B_, k);
+        if (rcv != no_op && snd == no_op)
+          err(name(rcv), "has no matching ", act ? "send_act" : "send_grad", " on rank ",
+              op(rcv).peer, " (missing send)");
+        if (snd == no_op) continue;
+        if (rcv == no_op)
+          err(name(snd), "has no matching ", act ? "recv_act" : "recv_grad", " on rank ",
+              op(snd).peer, " (missing receive)");
+        if (producer == no_op || c.rank_of[producer] != c.rank_of[snd] || snd < producer)
+          err(name(snd), "must follow the op producing the tensor on the same rank");
+        if (op(snd).peer != c.rank_of[rcv])
+          err(name(snd), "names peer rank ", op(snd).peer, " but the receive is on rank ",
+              c.rank_of[rcv]);
         c.link[snd] = rcv;
         c.link[rcv] = snd;
       }
@@ -188,53 +248,70 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
 
   // 5. Links: messages between two ranks are matched in order (as NCCL p2p).
   //    Channel ids: rank-major, peers in order of first use (deterministic).
+  //    Send and receive sets of a link are matched one to one (step 4), and a
+  //    link's receives are all on one rank, so the order is right iff the
+  //    receives of its sends, taken in send order, come in program order.
   {
-    std::vector<std::vector<int>> peers(R);  // per sender: destinations, index = channel offset
-    std::vector<std::size_t> chan_base(R + 1, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!is_send(c.ops[i].kind)) continue;
-      auto& ps = peers[static_cast<std::size_t>(c.rank_of[i])];
-      if (std::find(ps.begin(), ps.end(), c.ops[i].peer) == ps.end()) ps.push_back(c.ops[i].peer);
-    }
-    for (std::size_t r = 0; r < R; ++r) chan_base[r + 1] = chan_base[r] + peers[r].size();
-    c.num_channels = chan_base[R];
-    const auto chan = [&](std::size_t src, int dst) {
-      const auto& ps = peers[src];
-      const auto it = std::find(ps.begin(), ps.end(), dst);
-      return it == ps.end() ? npos : chan_base[src] + static_cast<std::size_t>(it - ps.begin());
-    };
-    std::vector<std::size_t> sent(c.num_channels, 0), received(c.num_channels, 0), seq(n, 0);
-    for (std::size_t i = 0; i < n; ++i)
-      if (is_send(c.ops[i].kind)) {
-        const std::size_t ch = chan(static_cast<std::size_t>(c.rank_of[i]), c.ops[i].peer);
-        c.channel[i] = ch;
-        seq[i] = sent[ch]++;
+    std::vector<int> peers;  // destinations of the current rank, index = channel offset
+    std::vector<op_index> last_recv;
+    bool crossed = false;
+    for (std::size_t r = 0; r < R; ++r) {
+      const std::size_t base = c.num_channels;
+      peers.clear();
+      std::size_t i = c.begin[r];
+      for (const auto& o : s.ops[r]) {
+        if (is_send(o.kind)) {
+          auto it = std::find(peers.begin(), peers.end(), o.peer);
+          if (it == peers.end()) {
+            peers.push_back(o.peer);
+            last_recv.push_back(no_op);
+            it = peers.end() - 1;
+          }
+          const std::size_t ch = base + static_cast<std::size_t>(it - peers.begin());
+          c.channel[i] = static_cast<op_index>(ch);
+          const op_index rcv = c.link[i];
+          if (last_recv[ch] != no_op && rcv < last_recv[ch]) crossed = true;
+          last_recv[ch] = rcv;
+        }
+        ++i;
       }
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!is_recv(c.ops[i].kind)) continue;
-      const std::size_t snd = c.link[i];  // its matching send (step 4)
-      const std::size_t ch = c.channel[snd];
-      const std::size_t k = received[ch]++;
-      if (seq[snd] != k)
-        err(c.name_op(i), "is receive #", k, " from rank ", c.rank_of[snd], ", but the message it matches is that rank's send #",
-            seq[snd], " on this link, ", describe(c.ops[snd]),
-            " (crossed order: messages between two ranks are matched in the order they are sent)");
+      c.num_channels = base + peers.size();
+    }
+    if (crossed) {  // name the first receive (in program order) whose message is not the next one sent
+      std::vector<op_index> sent(c.num_channels, 0), received(c.num_channels, 0), seq(n, 0);
+      for (std::size_t i = 0; i < n; ++i)
+        if (is_send(c.kind[i])) seq[i] = sent[c.channel[i]]++;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!is_recv(c.kind[i])) continue;
+        const op_index snd = c.link[i];
+        const op_index k = received[c.channel[snd]]++;
+        if (seq[snd] != k)
+          err(name(i), "is receive #", k, " from rank ", c.rank_of[snd],
+              ", but the message it matches is that rank's send #", seq[snd], " on this link, ",
+              describe(op(snd)),
+              " (crossed order: messages between two ranks are matched in the order they are "
+              "sent)");
+      }
     }
   }
 
   // 6. Gradient synchronisation: every DP member starts and then finishes each bucket once.
   {
     c.group_ranks.assign(static_cast<std::size_t>(s.num_stages), {});
-    for (std::size_t r = 0; r < R; ++r) c.group_ranks[static_cast<std::size_t>(s.ranks[r].stage)].push_back(static_cast<int>(r));
+    for (std::size_t r = 0; r < R; ++r)
+      c.group_ranks[static_cast<std::size_t>(s.ranks[r].stage)].push_back(static_cast<int>(r));
     std::vector<std::uint64_t> keys;
-    for (std::size_t i = 0; i < n; ++i)
-      if (c.ops[i].kind == op_kind::grad_sync_start)
-        keys.push_back((static_cast<std::uint64_t>(c.ops[i].stage) << 32) | static_cast<std::uint64_t>(c.ops[i].bucket));
+    for (const auto& ops : s.ops)
+      for (const auto& o : ops)
+        if (o.kind == op_kind::grad_sync_start)
+          keys.push_back((static_cast<std::uint64_t>(o.stage) << 32) |
+                         static_cast<std::uint64_t>(o.bucket));
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     std::vector<std::size_t> count(keys.size(), 0);
     const auto coll = [&](const schedule_op& o) {
-      const std::uint64_t kk = (static_cast<std::uint64_t>(o.stage) << 32) | static_cast<std::uint64_t>(o.bucket);
+      const std::uint64_t kk =
+          (static_cast<std::uint64_t>(o.stage) << 32) | static_cast<std::uint64_t>(o.bucket);
       auto it = std::lower_bound(keys.begin(), keys.end(), kk);
       return it != keys.end() && *it == kk ? static_cast<std::size_t>(it - keys.begin()) : npos;
     };
@@ -242,28 +319,30 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
       std::vector<char> state(keys.size(), 0);  // 0 none, 1 started, 2 finished
       bool stepped = false;
       for (std::size_t i = c.begin[r]; i < c.begin[r + 1]; ++i) {
-        const auto& o = c.ops[i];
+        const auto& o = s.ops[r][i - c.begin[r]];
         if (o.kind == op_kind::optimizer_step) {
-          if (stepped) err(c.name_op(i), "second optimizer step on this rank");
+          if (stepped) err(name(i), "second optimizer step on this rank");
           stepped = true;
           continue;
         }
         if (o.kind != op_kind::grad_sync_start && o.kind != op_kind::grad_sync_finish) continue;
         const std::size_t id = coll(o);
         if (o.kind == op_kind::grad_sync_start) {
-          if (state[id] != 0) err(c.name_op(i), "starts bucket ", o.bucket, " a second time");
-          if (stepped) err(c.name_op(i), "comes after the optimizer step");
+          if (state[id] != 0) err(name(i), "starts bucket ", o.bucket, " a second time");
+          if (stepped) err(name(i), "comes after the optimizer step");
           state[id] = 1;
           ++count[id];
         } else {
-          if (id == npos || state[id] != 1) err(c.name_op(i), "finishes a bucket this rank has not started");
+          if (id == npos || state[id] != 1)
+            err(name(i), "finishes a bucket this rank has not started");
           state[id] = 2;
         }
-        c.link[i] = id;
+        c.link[i] = static_cast<op_index>(id);
       }
       for (std::size_t id = 0; id < keys.size(); ++id)
         if (state[id] == 1)
-          err(cat(s.rank_name(static_cast<int>(r)), " bucket ", keys[id] & 0xffffffffu), "gradient sync started but never finished");
+          err(cat(s.rank_name(static_cast<int>(r)), " bucket ", keys[id] & 0xffffffffu),
+              "gradient sync started but never finished");
     }
     c.coll_group.resize(keys.size());
     c.coll_begin.assign(keys.size() + 1, 0);
@@ -272,8 +351,8 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
       c.coll_group[id] = stage;
       const std::size_t members = c.group_ranks[stage].size();
       if (count[id] != members)
-        err(cat("stage ", stage, " bucket ", keys[id] & 0xffffffffu), "gradient sync started by ", count[id], " of the ",
-            members, " data-parallel replicas; every replica must start it");
+        err(cat("stage ", stage, " bucket ", keys[id] & 0xffffffffu), "gradient sync started by ",
+            count[id], " of the ", members, " data-parallel replicas; every replica must start it");
       c.coll_begin[id + 1] = c.coll_begin[id] + members;
     }
   }
@@ -284,8 +363,8 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
     int cur = 0;
     int peak = 0;
     for (std::size_t i = c.begin[r]; i < c.begin[r + 1]; ++i) {
-      if (c.holds[i]) peak = std::max(peak, ++cur);
-      if (c.releases[i] != npos) --cur;
+      if (c.holds(i)) peak = std::max(peak, ++cur);
+      if (c.releases(i) != no_op) --cur;
     }
     c.peak_inflight[r] = peak;
   }

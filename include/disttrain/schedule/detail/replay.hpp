@@ -26,63 +26,62 @@ namespace disttrain::detail {
 
 /// @brief Buffers of one replay, reused across runs (no allocation once sized).
 struct replay_state {
-  std::vector<double> start, end;    ///< per op; sends: transfer interval; grad_sync_start: collective interval
-  std::vector<std::size_t> pred;     ///< per op: the op whose completion set its start (critical path)
-  std::vector<double> arrival;       ///< per receive: when its message arrives (-1: not sent yet)
-  std::vector<double> rank_end;      ///< per rank: when its stream finished
-  std::vector<std::size_t> pc;       ///< per rank: next op
-  std::vector<char> blocked;         ///< per rank
-  std::vector<double> chan_free;     ///< per link
-  std::vector<std::size_t> chan_last;
-  std::vector<std::size_t> coll_count, coll_bind;
-  std::vector<std::size_t> coll_ops;  ///< start ops of each collective (arrival order)
+  std::vector<op_index> pred;     ///< per op: the op whose completion set its start (critical path)
+  std::vector<double> rank_end;   ///< per rank: when its stream finished
+  std::vector<std::size_t> pc;    ///< per rank: next op
+  std::vector<char> blocked;      ///< per rank
+  std::vector<double> chan_free;  ///< per link
+  std::vector<op_index> chan_last;
+  std::vector<std::size_t> coll_count;
+  std::vector<op_index> coll_bind;
+  std::vector<op_index> coll_ops;  ///< start ops of each collective (arrival order)
   std::vector<double> coll_ready, coll_end;
   std::vector<char> coll_done;
-  std::vector<double> group_free;    ///< per DP group (stage)
-  std::vector<std::size_t> group_last;
+  std::vector<double> group_free;  ///< per DP group (stage)
+  std::vector<op_index> group_last;
   std::vector<int> work;
   bool deadlocked = false;
 };
 
 /// @brief Replays `c` with per-op durations `dur` (compute: run time; send:
-/// transfer time; grad_sync_start: collective time; others ignored; all >= 0).
+/// transfer time; grad_sync_start: collective time; others ignored; all >= 0),
+/// writing each op's interval to `times[i].start` / `times[i].end` (sends: the
+/// transfer; grad_sync_start: the collective). `times` has one entry per op.
 /// Returns false on deadlock (`st.pc` then shows each rank's blocked op).
-inline bool replay(const compiled_schedule& c, const std::vector<double>& dur_v, bool overlap, replay_state& st) {
-  const std::size_t n = c.ops.size();
+/// A receive's message has arrived once its sender's program counter has
+/// passed the send (ranks advance one at a time), at `times[send].end`.
+template <class Interval>
+inline bool replay(const compiled_schedule& c, const double* dur, bool overlap, replay_state& st,
+                   Interval* times) {
+  const std::size_t n = c.num_ops();
   const std::size_t R = c.num_ranks();
   const std::size_t C = c.num_collectives();
-  st.start.resize(n);
-  st.end.resize(n);
   st.pred.resize(n);
-  st.arrival.assign(n, -1.0);
   st.rank_end.assign(R, 0.0);
   st.pc.assign(c.begin.begin(), c.begin.end() - 1);
   st.blocked.assign(R, 0);
   st.chan_free.assign(c.num_channels, 0.0);
-  st.chan_last.assign(c.num_channels, npos);
+  st.chan_last.assign(c.num_channels, no_op);
   st.coll_count.assign(C, 0);
-  st.coll_bind.assign(C, npos);
+  st.coll_bind.assign(C, no_op);
   st.coll_ready.assign(C, 0.0);
   st.coll_end.assign(C, 0.0);
   st.coll_done.assign(C, 0);
   st.group_free.assign(c.group_ranks.size(), 0.0);
-  st.group_last.assign(c.group_ranks.size(), npos);
-  st.coll_ops.assign(c.coll_begin.back(), npos);
+  st.group_last.assign(c.group_ranks.size(), no_op);
+  st.coll_ops.assign(c.coll_begin.back(), no_op);
   st.work.clear();
   for (std::size_t r = R; r-- > 0;) st.work.push_back(static_cast<int>(r));
 
   // Raw pointers: the hot loop stores through them without the vectors being reloaded.
-  const schedule_op* const ops = c.ops.data();
-  const std::size_t* const link = c.link.data();
-  const std::size_t* const channel = c.channel.data();
+  const op_kind* const kind = c.kind.data();
+  const int* const rank_of = c.rank_of.data();
+  const op_index* const link = c.link.data();
+  const op_index* const channel = c.channel.data();
   const std::size_t* const begin = c.begin.data();
-  const double* const dur = dur_v.data();
-  double* const start = st.start.data();
-  double* const end = st.end.data();
-  std::size_t* const pred = st.pred.data();
-  double* const arrival = st.arrival.data();
+  op_index* const pred = st.pred.data();
   double* const chan_free = st.chan_free.data();
-  std::size_t* const chan_last = st.chan_last.data();
+  op_index* const chan_last = st.chan_last.data();
   std::size_t* const pc = st.pc.data();
   char* const blocked = st.blocked.data();
 
@@ -102,16 +101,15 @@ inline bool replay(const compiled_schedule& c, const std::vector<double>& dur_v,
     double t = st.rank_end[r];
     bool waiting = false;
     for (; i < stop; ++i) {
-      const std::size_t prev = i > first ? i - 1 : npos;
-      const schedule_op& o = ops[i];
-      switch (o.kind) {
+      const op_index prev = i > first ? static_cast<op_index>(i - 1) : no_op;
+      switch (kind[i]) {
         case op_kind::forward:
         case op_kind::backward:
         case op_kind::weight:
         case op_kind::optimizer_step:
-          start[i] = t;
+          times[i].start = t;
           t += dur[i];
-          end[i] = t;
+          times[i].end = t;
           pred[i] = prev;
           break;
         case op_kind::send_act:
@@ -120,49 +118,50 @@ inline bool replay(const compiled_schedule& c, const std::vector<double>& dur_v,
           const bool busy = chan_free[ch] > t;
           const double xs = busy ? chan_free[ch] : t;
           const double xe = xs + dur[i];
-          start[i] = xs;
-          end[i] = xe;
+          times[i].start = xs;
+          times[i].end = xe;
           pred[i] = busy ? chan_last[ch] : prev;
           chan_free[ch] = xe;
-          chan_last[ch] = i;
+          chan_last[ch] = static_cast<op_index>(i);
           if (!overlap) t = xe;
-          const std::size_t rcv = link[i];
-          arrival[rcv] = xe;
-          const auto rr = static_cast<std::size_t>(o.peer);
+          const op_index rcv = link[i];
+          const auto rr = static_cast<std::size_t>(rank_of[rcv]);
           if (pc[rr] == rcv) wake(rr);
           break;
         }
         case op_kind::recv_act:
         case op_kind::recv_grad: {
-          const double a = arrival[i];
-          if (a < 0.0) {
+          const op_index snd = link[i];
+          if (pc[static_cast<std::size_t>(rank_of[snd])] <= snd) {  // not sent yet
             waiting = true;
             break;
           }
-          start[i] = t;
+          const double a = times[snd].end;
+          times[i].start = t;
           if (a > t) {
             t = a;
-            pred[i] = link[i];
+            pred[i] = snd;
           } else {
             pred[i] = prev;
           }
-          end[i] = t;
+          times[i].end = t;
           break;
         }
         case op_kind::grad_sync_start: {
           const std::size_t id = link[i];
-          start[i] = t;
-          end[i] = t;
+          times[i].start = t;
+          times[i].end = t;
           pred[i] = prev;
-          st.coll_ops[c.coll_begin[id] + st.coll_count[id]] = i;
+          st.coll_ops[c.coll_begin[id] + st.coll_count[id]] = static_cast<op_index>(i);
           if (st.coll_count[id] == 0 || t > st.coll_ready[id]) {
             st.coll_ready[id] = t;
-            st.coll_bind[id] = i;
+            st.coll_bind[id] = static_cast<op_index>(i);
           }
           if (++st.coll_count[id] == c.coll_begin[id + 1] - c.coll_begin[id]) {
             const std::size_t g = c.coll_group[id];
             double cs = st.coll_ready[id];
-            if (st.group_free[g] > cs) {  // the group's channel is still busy with its previous bucket
+            if (st.group_free[g] >
+                cs) {  // the group's channel is still busy with its previous bucket
               cs = st.group_free[g];
               pred[st.coll_bind[id]] = st.group_last[g];
             }
@@ -173,13 +172,13 @@ inline bool replay(const compiled_schedule& c, const std::vector<double>& dur_v,
             st.group_last[g] = st.coll_bind[id];
             for (std::size_t k = c.coll_begin[id]; k < c.coll_begin[id + 1]; ++k) {
               const std::size_t m = st.coll_ops[k];
-              start[m] = cs;
-              end[m] = ce;
+              times[m].start = cs;
+              times[m].end = ce;
             }
             for (const int mr : c.group_ranks[g]) {
               const auto mrs = static_cast<std::size_t>(mr);
-              if (mrs != r && pc[mrs] < begin[mrs + 1] && ops[pc[mrs]].kind == op_kind::grad_sync_finish &&
-                  link[pc[mrs]] == id)
+              if (mrs != r && pc[mrs] < begin[mrs + 1] &&
+                  kind[pc[mrs]] == op_kind::grad_sync_finish && link[pc[mrs]] == id)
                 wake(mrs);
             }
           }
@@ -191,14 +190,14 @@ inline bool replay(const compiled_schedule& c, const std::vector<double>& dur_v,
             waiting = true;
             break;
           }
-          start[i] = t;
+          times[i].start = t;
           if (st.coll_end[id] > t) {
             t = st.coll_end[id];
             pred[i] = st.coll_bind[id];
           } else {
             pred[i] = prev;
           }
-          end[i] = t;
+          times[i].end = t;
           break;
         }
       }
@@ -214,21 +213,24 @@ inline bool replay(const compiled_schedule& c, const std::vector<double>& dur_v,
   return !st.deadlocked;
 }
 
-/// @brief Throws `schedule_error` listing the first blocked op of every unfinished rank.
-[[noreturn]] inline void report_deadlock(const compiled_schedule& c, const replay_state& st) {
+/// @brief Throws `schedule_error` listing the first blocked op of every
+/// unfinished rank; `ops` are the op lists `c` was compiled from.
+[[noreturn]] inline void report_deadlock(const compiled_schedule& c, const op_lists& ops,
+                                         const replay_state& st) {
   std::string msg = "deadlock: ";
   std::string where;
   bool first = true;
   for (std::size_t r = 0; r < c.num_ranks(); ++r) {
     const std::size_t i = st.pc[r];
     if (i >= c.begin[r + 1]) continue;
-    const std::string name = c.name_op(i);
+    const std::string name = c.name_op(ops, i);
     if (first) where = name;
     msg += first ? "" : "; ";
     msg += name;
-    const auto& o = c.ops[i];
-    if (is_recv(o.kind)) msg += cat(" waits for ", c.name_op(c.link[i]));
-    else if (o.kind == op_kind::grad_sync_finish) msg += " waits for the other replicas to start the bucket";
+    if (is_recv(c.kind[i]))
+      msg += cat(" waits for ", c.name_op(ops, c.link[i]));
+    else if (c.kind[i] == op_kind::grad_sync_finish)
+      msg += " waits for the other replicas to start the bucket";
     first = false;
   }
   fail(errc::schedule_error, where, msg);
