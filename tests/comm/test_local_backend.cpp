@@ -235,3 +235,28 @@ TEST_CASE("many distinct tags: queues are recycled and matching stays correct") 
   disttrain::test::rethrow_first(errors);
   for (int t = 0; t < n_tags; ++t) CHECK(got[static_cast<std::size_t>(t)] == t * 3 + 1);
 }
+
+TEST_CASE("a waiter that went to sleep is woken by a late match; huge timeouts do not overflow") {
+  local_world world(2, {5000ms});
+  std::vector<std::int64_t> got(512, -1);
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    std::vector<std::int64_t> data(512);
+    std::iota(data.begin(), data.end(), 100);
+    for (int round = 0; round < 3; ++round) {
+      if (b.rank() == 0) {
+        // Far longer than the waiter's polling phase: the receiver is asleep.
+        std::this_thread::sleep_for(20ms);
+        auto s = b.isend(std::as_bytes(std::span(data)), 1, round);
+        b.wait(s, std::chrono::milliseconds::max());
+      } else {
+        auto r = b.irecv(std::as_writable_bytes(std::span(got)), 0, round);
+        if (round == 1)
+          b.wait(r, std::chrono::milliseconds::max());
+        else
+          b.wait(r);
+      }
+    }
+  });
+  disttrain::test::rethrow_first(errors);
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == static_cast<std::int64_t>(100 + i));
+}

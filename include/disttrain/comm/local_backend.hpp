@@ -29,6 +29,7 @@
 /// t.join();
 /// @endcode
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -38,9 +39,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
-#include <algorithm>
 #include <span>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -52,31 +52,95 @@ namespace disttrain {
 
 namespace detail {
 
+/// Pauses the CPU for a moment inside a spin loop (x86 `pause`, ARM `yield`).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("pause" ::: "memory");
+#elif defined(__aarch64__) || defined(__arm__)
+  asm volatile("yield" ::: "memory");
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+/// `now + timeout`, saturated at `time_point::max()` (no overflow for huge timeouts).
+[[nodiscard]] inline std::chrono::steady_clock::time_point deadline_after(
+    std::chrono::milliseconds timeout) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::time_point::max() - now);
+  return timeout >= room ? std::chrono::steady_clock::time_point::max() : now + timeout;
+}
+
 /// One posted send or receive of the local backend.
+///
+/// Completion is published through `state` alone; the mutex and condition
+/// variable are only touched when the waiter actually went to sleep
+/// (`sleeping`), so a waiter that catches the completion while spinning costs
+/// the completing thread no lock and no wake-up call.
 struct local_op {
   enum state_t : int { pending = 0, matched = 1, done = 2, failed = 3, cancelled = 4 };
   transfer_info info;
-  const std::byte* src = nullptr;  // send side
-  std::byte* dst = nullptr;        // receive side
+  const std::byte* src = nullptr;   // send side
+  std::byte* dst = nullptr;         // receive side
   std::atomic<int> state{pending};  // pending -> matched only under the mailbox lock
+  std::atomic<bool> sleeping{false};
   std::mutex m;
   std::condition_variable cv;
   errc code = errc::comm_error;
   std::string where;
   std::string message;
 
+  [[nodiscard]] bool finished() const noexcept { return state.load() >= done; }
+
+  // Publishes the final state, waking the waiter only if it sleeps. The
+  // seq_cst store/load pair here and in `sleep_until` (store `sleeping`, then
+  // load `state`) guarantees that either the waiter sees the final state or
+  // this thread sees `sleeping` and notifies under the mutex.
   void finish(int st) {
-    {
-      std::lock_guard<std::mutex> lk(m);
-      state.store(st);
+    state.store(st);
+    if (sleeping.load()) {
+      { std::lock_guard<std::mutex> lk(m); }
+      cv.notify_all();
     }
-    cv.notify_all();
   }
   void fail_with(errc c, std::string w, std::string msg) {
     code = c;
     where = std::move(w);
     message = std::move(msg);
     finish(failed);
+  }
+  // How long a waiter polls before it sleeps: first `pause_time` of CPU
+  // pauses (a peer running on the other core completes the match within
+  // microseconds; no system call), then `yield` until `spin_time` (lets a
+  // peer that waits for this very CPU run: the common case on an
+  // oversubscribed machine, where spinning without yielding would starve it).
+  static constexpr std::chrono::microseconds pause_time{2};
+  static constexpr std::chrono::microseconds spin_time{50};
+
+  // Polls (see above), then sleeps on the condition variable until
+  // `deadline`; returns whether the op finished.
+  bool wait_until(std::chrono::steady_clock::time_point deadline) {
+    if (finished()) return true;
+    const auto now = std::chrono::steady_clock::now();
+    const auto spin_end = std::min(deadline, now + spin_time);
+    const auto pause_end = std::min(spin_end, now + pause_time);
+    for (unsigned i = 1;; ++i) {
+      if (finished()) return true;
+      if ((i & 15u) == 0) {
+        const auto t = std::chrono::steady_clock::now();
+        if (t >= spin_end) break;
+        if (t >= pause_end) std::this_thread::yield();
+      }
+      cpu_relax();
+    }
+    std::unique_lock<std::mutex> lk(m);
+    sleeping.store(true);
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      cv.wait(lk, [&] { return finished(); });
+      return true;
+    }
+    return cv.wait_until(lk, deadline, [&] { return finished(); });
   }
 };
 
@@ -145,7 +209,8 @@ class local_world {
         }
       }
     }
-    for (auto& v : victims) v->fail_with(errc::comm_error, v->info.where(), dead_message(v->info, rank));
+    for (auto& v : victims)
+      v->fail_with(errc::comm_error, v->info.where(), dead_message(v->info, rank));
   }
   /// @brief Whether `rank` was marked dead.
   [[nodiscard]] bool is_dead(int rank) const {
@@ -170,7 +235,7 @@ class local_world {
     const int dst = t.is_send ? t.peer : t.self;
     const int dead = dead_[static_cast<std::size_t>(t.peer)].load()   ? t.peer
                      : dead_[static_cast<std::size_t>(t.self)].load() ? t.self
-                                                                       : -1;
+                                                                      : -1;
     if (dead >= 0) {
       op->fail_with(errc::comm_error, t.where(), dead_message(t, dead));
       return;
@@ -201,9 +266,10 @@ class local_world {
 
   static void complete(detail::local_op& snd, detail::local_op& rcv) {
     if (snd.info.bytes != rcv.info.bytes) {
-      const std::string msg = detail::cat("size mismatch: rank ", snd.info.self, " sends ", snd.info.bytes,
-                                          " bytes but rank ", rcv.info.self, " posted a receive of ",
-                                          rcv.info.bytes, " bytes (tag ", snd.info.tag, ")");
+      const std::string msg =
+          detail::cat("size mismatch: rank ", snd.info.self, " sends ", snd.info.bytes,
+                      " bytes but rank ", rcv.info.self, " posted a receive of ", rcv.info.bytes,
+                      " bytes (tag ", snd.info.tag, ")");
       snd.fail_with(errc::comm_error, snd.info.where(), msg);
       rcv.fail_with(errc::comm_error, rcv.info.where(), msg);
       return;
@@ -283,17 +349,16 @@ class local_backend {
     request(std::shared_ptr<detail::local_op> op, local_world* w) : op_(std::move(op)), world_(w) {}
     void release() noexcept {
       if (!op_ || world_ == nullptr) return;
-      if (!world_->try_cancel(op_)) {
-        std::unique_lock<std::mutex> lk(op_->m);
-        op_->cv.wait(lk, [&] { return op_->state.load() >= detail::local_op::done; });
-      }
+      if (!world_->try_cancel(op_))  // matched: the copy is in flight, let it finish
+        (void)op_->wait_until(std::chrono::steady_clock::time_point::max());
       op_.reset();
     }
     std::shared_ptr<detail::local_op> op_;
     local_world* world_ = nullptr;
   };
 
-  local_backend(local_world& world, int rank, comm_options opts) : world_(&world), rank_(rank), opts_(opts) {
+  local_backend(local_world& world, int rank, comm_options opts)
+      : world_(&world), rank_(rank), opts_(opts) {
     world.check_rank(rank, "local_world.endpoint");
     detail::require(opts.timeout.count() >= 0, "local_backend.timeout", "must be >= 0 ms, got ",
                     opts.timeout.count());
@@ -328,24 +393,13 @@ class local_backend {
   void wait(request& r, std::chrono::milliseconds timeout) {
     detail::require(r.op_ != nullptr, "local_backend.wait", "empty or already completed request");
     auto op = r.op_;
-    // Spin briefly before sleeping: a thread hand-off through the condition
-    // variable costs tens of microseconds, longer than copying 1 MiB.
-    const auto spin_until = std::chrono::steady_clock::now() + std::min<std::chrono::microseconds>(timeout, spin_time);
-    while (op->state.load(std::memory_order_acquire) < detail::local_op::done &&
-           std::chrono::steady_clock::now() < spin_until)
-      std::this_thread::yield();
-    {
-      std::unique_lock<std::mutex> lk(op->m);
-      const bool ok = op->cv.wait_for(lk, timeout, [&] { return op->state.load() >= detail::local_op::done; });
-      if (!ok) {
-        lk.unlock();
-        if (world_->try_cancel(op)) {
-          r.op_.reset();
-          detail::fail_timeout(op->info, timeout);
-        }
-        lk.lock();  // matched meanwhile: the copy is in flight, finish it
-        op->cv.wait(lk, [&] { return op->state.load() >= detail::local_op::done; });
+    if (!op->wait_until(detail::deadline_after(timeout))) {
+      if (world_->try_cancel(op)) {
+        r.op_.reset();
+        detail::fail_timeout(op->info, timeout);
       }
+      // Matched meanwhile: the copy is in flight, let it finish.
+      (void)op->wait_until(std::chrono::steady_clock::time_point::max());
     }
     r.op_.reset();
     if (op->state.load() == detail::local_op::failed) throw error(op->code, op->where, op->message);
@@ -365,26 +419,28 @@ class local_backend {
   }
   void barrier() { detail::p2p_barrier(*this); }
   void broadcast(std::span<std::byte> data, int root) {
-    detail::require(root >= 0 && root < size(), "local_backend.broadcast.root", "root ", root, " out of [0, ",
-                    size(), ")");
+    detail::require(root >= 0 && root < size(), "local_backend.broadcast.root", "root ", root,
+                    " out of [0, ", size(), ")");
     detail::p2p_broadcast(*this, data, root);
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size()), "local_backend.allgather",
-                    "output of ", all.size(), " bytes, need ", mine.size(), " x ", size());
+    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size()),
+                    "local_backend.allgather", "output of ", all.size(), " bytes, need ",
+                    mine.size(), " x ", size());
     detail::p2p_allgather(*this, mine, all);
   }
 
  private:
   std::shared_ptr<detail::local_op> make_op(int peer, int tag, std::size_t bytes, bool is_send) {
-    detail::require(peer >= 0 && peer < size(), detail::cat("rank ", rank_, is_send ? " -> " : " <- ", "rank ", peer),
-                    "peer ", peer, " out of [0, ", size(), ")");
+    const transfer_info info{rank_, peer, tag, bytes, is_send};
+    // The error text is only built on failure (this is the per-message hot path).
+    if (peer < 0 || peer >= size())
+      detail::fail(errc::invalid_argument, info.where(), "peer ", peer, " out of [0, ", size(),
+                   ")");
     auto op = std::make_shared<detail::local_op>();
-    op->info = transfer_info{rank_, peer, tag, bytes, is_send};
+    op->info = info;
     return op;
   }
-
-  static constexpr std::chrono::microseconds spin_time{200};
 
   local_world* world_;
   int rank_;
@@ -393,7 +449,9 @@ class local_backend {
 };
 
 inline local_backend local_world::endpoint(int rank) { return local_backend(*this, rank, opts_); }
-inline local_backend local_world::endpoint(int rank, comm_options opts) { return local_backend(*this, rank, opts); }
+inline local_backend local_world::endpoint(int rank, comm_options opts) {
+  return local_backend(*this, rank, opts);
+}
 
 static_assert(comm_backend<local_backend>);
 

@@ -26,7 +26,8 @@
 /// @endcode
 
 #if !defined(DISTTRAIN_HAS_MPI)
-#error "disttrain/comm/mpi_backend.hpp needs MPI: link the CMake target disttrain::mpi (configure with -DDISTTRAIN_ENABLE_MPI=ON), which defines DISTTRAIN_HAS_MPI"
+#error \
+    "disttrain/comm/mpi_backend.hpp needs MPI: link the CMake target disttrain::mpi (configure with -DDISTTRAIN_ENABLE_MPI=ON), which defines DISTTRAIN_HAS_MPI"
 #endif
 
 #include <mpi.h>
@@ -78,7 +79,9 @@ class mpi_session {
     if (!inited) {
       int provided = 0;
       const int rc = MPI_Init_thread(&argc, &argv, required, &provided);
-      if (rc != MPI_SUCCESS) detail::fail(errc::comm_error, "mpi_session", "MPI_Init_thread failed: ", detail::mpi_error_string(rc));
+      if (rc != MPI_SUCCESS)
+        detail::fail(errc::comm_error, "mpi_session",
+                     "MPI_Init_thread failed: ", detail::mpi_error_string(rc));
       owns_ = true;
     }
   }
@@ -142,9 +145,11 @@ class mpi_backend {
 
   /// @brief Duplicates `comm` (collective over `comm`).
   explicit mpi_backend(MPI_Comm comm = MPI_COMM_WORLD, comm_options opts = {}) : opts_(opts) {
-    detail::require(opts.timeout.count() >= 0, "mpi_backend.timeout", "must be >= 0 ms, got ", opts.timeout.count());
+    detail::require(opts.timeout.count() >= 0, "mpi_backend.timeout", "must be >= 0 ms, got ",
+                    opts.timeout.count());
     check(MPI_Comm_dup(comm, &comm_), "mpi_backend", "MPI_Comm_dup");
-    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "mpi_backend", "MPI_Comm_set_errhandler");
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "mpi_backend",
+          "MPI_Comm_set_errhandler");
     check(MPI_Comm_rank(comm_, &rank_), "mpi_backend", "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "mpi_backend", "MPI_Comm_size");
     void* ub = nullptr;
@@ -155,7 +160,10 @@ class mpi_backend {
   mpi_backend(const mpi_backend&) = delete;
   mpi_backend& operator=(const mpi_backend&) = delete;
   mpi_backend(mpi_backend&& o) noexcept
-      : comm_(std::exchange(o.comm_, MPI_COMM_NULL)), rank_(o.rank_), size_(o.size_), tag_ub_(o.tag_ub_),
+      : comm_(std::exchange(o.comm_, MPI_COMM_NULL)),
+        rank_(o.rank_),
+        size_(o.size_),
+        tag_ub_(o.tag_ub_),
         opts_(o.opts_) {}
   ~mpi_backend() {
     int finalized = 0;
@@ -178,15 +186,17 @@ class mpi_backend {
   [[nodiscard]] request isend(std::span<const std::byte> data, int peer, int tag) {
     request r;
     r.info_ = checked(peer, tag, data.size(), true);
-    check(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_, &r.req_),
-          r.info_.where(), "MPI_Isend");
+    check(
+        MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_, &r.req_),
+        r.info_, "MPI_Isend");
     return r;
   }
   [[nodiscard]] request irecv(std::span<std::byte> data, int peer, int tag) {
     request r;
     r.info_ = checked(peer, tag, data.size(), false);
-    check(MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_, &r.req_),
-          r.info_.where(), "MPI_Irecv");
+    check(
+        MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_, &r.req_),
+        r.info_, "MPI_Irecv");
     return r;
   }
   void wait(request& r) { wait(r, opts_.timeout); }
@@ -227,8 +237,8 @@ class mpi_backend {
     wait_collective(q, "barrier", 0);
   }
   void broadcast(std::span<std::byte> data, int root) {
-    detail::require(root >= 0 && root < size_, "mpi_backend.broadcast.root", "root ", root, " out of [0, ", size_,
-                    ")");
+    detail::require(root >= 0 && root < size_, "mpi_backend.broadcast.root", "root ", root,
+                    " out of [0, ", size_, ")");
     require_int_count(data.size(), where_collective("broadcast"));
     MPI_Request q = MPI_REQUEST_NULL;
     check(MPI_Ibcast(data.data(), static_cast<int>(data.size()), MPI_BYTE, root, comm_, &q),
@@ -236,8 +246,9 @@ class mpi_backend {
     wait_collective(q, "broadcast", data.size());
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size_), "mpi_backend.allgather",
-                    "output of ", all.size(), " bytes, need ", mine.size(), " x ", size_);
+    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size_),
+                    "mpi_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(),
+                    " x ", size_);
     require_int_count(mine.size(), where_collective("allgather"));
     MPI_Request q = MPI_REQUEST_NULL;
     check(MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
@@ -247,24 +258,36 @@ class mpi_backend {
   }
 
  private:
-  [[nodiscard]] std::string where_collective(const char* what) const { return detail::cat("rank ", rank_, " ", what); }
+  [[nodiscard]] std::string where_collective(const char* what) const {
+    return detail::cat("rank ", rank_, " ", what);
+  }
 
   static void require_int_count(std::size_t bytes, const std::string& where) {
     if (bytes > static_cast<std::size_t>(INT_MAX))
-      detail::fail(errc::unsupported, where, "message of ", bytes, " bytes exceeds MPI's int count (", INT_MAX,
+      detail::fail(errc::unsupported, where, "message of ", bytes,
+                   " bytes exceeds MPI's int count (", INT_MAX,
                    "); split the transfer (e.g. a smaller microbatch)");
   }
 
+  // Validates one point-to-point call. Per-message hot path: the error text
+  // (`where()`) is only built when a check fails.
   transfer_info checked(int peer, int tag, std::size_t bytes, bool is_send) const {
     const transfer_info t{rank_, peer, tag, bytes, is_send};
-    detail::require(peer >= 0 && peer < size_, t.where(), "peer ", peer, " out of [0, ", size_, ")");
-    detail::require(tag >= 0 && tag <= tag_ub_, t.where(), "tag ", tag, " out of [0, MPI_TAG_UB = ", tag_ub_, "]");
-    require_int_count(bytes, t.where());
+    if (peer < 0 || peer >= size_)
+      detail::fail(errc::invalid_argument, t.where(), "peer ", peer, " out of [0, ", size_, ")");
+    if (tag < 0 || tag > tag_ub_)
+      detail::fail(errc::invalid_argument, t.where(), "tag ", tag,
+                   " out of [0, MPI_TAG_UB = ", tag_ub_, "]");
+    if (bytes > static_cast<std::size_t>(INT_MAX)) require_int_count(bytes, t.where());
     return t;
   }
 
   static void check(int rc, const std::string& where, const char* call) {
-    if (rc != MPI_SUCCESS) detail::fail(errc::comm_error, where, call, " failed: ", detail::mpi_error_string(rc));
+    if (rc != MPI_SUCCESS)
+      detail::fail(errc::comm_error, where, call, " failed: ", detail::mpi_error_string(rc));
+  }
+  static void check(int rc, const transfer_info& t, const char* call) {
+    if (rc != MPI_SUCCESS) check(rc, t.where(), call);
   }
 
   void finish(request& r, int rc, const MPI_Status& st) {
@@ -275,9 +298,10 @@ class mpi_backend {
       int cls = 0;
       MPI_Error_class(code, &cls);
       if (cls == MPI_ERR_TRUNCATE)
-        detail::fail(errc::comm_error, t.where(), "size mismatch: rank ", t.peer, " sent more than the ", t.bytes,
-                     " bytes of this ", t.what());
-      detail::fail(errc::comm_error, t.where(), t.what(), " failed: ", detail::mpi_error_string(code));
+        detail::fail(errc::comm_error, t.where(), "size mismatch: rank ", t.peer,
+                     " sent more than the ", t.bytes, " bytes of this ", t.what());
+      detail::fail(errc::comm_error, t.where(), t.what(),
+                   " failed: ", detail::mpi_error_string(code));
     }
     if (!t.is_send) {
       int count = 0;
@@ -297,8 +321,8 @@ class mpi_backend {
       return rc != MPI_SUCCESS || flag != 0;
     });
     if (!done)
-      detail::fail(errc::timeout, where_collective(what), what, " of ", bytes, " bytes did not complete within ",
-                   opts_.timeout.count(),
+      detail::fail(errc::timeout, where_collective(what), what, " of ", bytes,
+                   " bytes did not complete within ", opts_.timeout.count(),
                    " ms (a rank is silent or dead); this communicator can no longer be used");
     check(rc, where_collective(what), what);
   }
