@@ -76,14 +76,15 @@ enum module_id : int { encoder_module = 0, backbone_module = 1, generator_module
 
 /// @brief A disaggregated plan for the tiny model (built by hand; see the file comment).
 struct dist_plan {
-  int enc_dp = 2;             ///< encoder replicas
-  int bb_pp = 2;              ///< backbone pipeline stages
-  int bb_dp = 2;              ///< backbone replicas
-  int gen_dp = 1;             ///< generator replicas
-  int microbatches = 4;       ///< global microbatches per iteration
-  int batch_size = 12;        ///< samples per global batch
-  int buckets = 2;            ///< gradient buckets per rank
-  bool split_backward = false;  ///< B and W as separate ops (zero-bubble style)
+  int enc_dp = 2;                ///< encoder replicas
+  int bb_pp = 2;                 ///< backbone pipeline stages
+  int bb_dp = 2;                 ///< backbone replicas
+  int gen_dp = 1;                ///< generator replicas
+  int microbatches = 4;          ///< global microbatches per iteration
+  int batch_size = 12;           ///< samples per global batch
+  int buckets = 2;               ///< gradient buckets per rank
+  bool split_backward = false;   ///< B and W as separate ops (zero-bubble style)
+  std::vector<int> bb_layers{};  ///< layers of each backbone stage (empty: as even as possible)
 
   /// @brief Segments encoder / backbone / generator, TP 1.
   [[nodiscard]] disttrain::rank_layout layout() const {
@@ -102,7 +103,8 @@ struct dist_plan {
     spec.segments = {{"encoder", 1, 1}, {"backbone", bb_pp, 1}, {"generator", 1, 1}};
     spec.num_microbatches = microbatches;
     spec.split_backward = split_backward;
-    auto s = disttrain::add_grad_sync(disttrain::add_communication(disttrain::make_multi_module(spec)), buckets);
+    auto s = disttrain::add_grad_sync(
+        disttrain::add_communication(disttrain::make_multi_module(spec)), buckets);
     disttrain::validate_schedule(s);
     return s;
   }
@@ -115,7 +117,8 @@ struct dist_plan {
     disttrain::pipeline_schedule chain = schedule();
     disttrain::pipeline_schedule w = chain;
     w.name = "disaggregated tiny_mllm";
-    w.segments = {{"encoder", 0, 1, enc_dp, true}, {"backbone", 1, bb_pp, bb_dp, true},
+    w.segments = {{"encoder", 0, 1, enc_dp, true},
+                  {"backbone", 1, bb_pp, bb_dp, true},
                   {"generator", 1 + bb_pp, 1, gen_dp, true}};
     w.ranks.clear();
     w.ops.clear();
@@ -131,9 +134,22 @@ struct dist_plan {
 
   /// @brief Layers [first, last) of backbone stage `s` (as even as possible).
   [[nodiscard]] std::pair<int, int> layers_of(int s, const config& c) const {
-    disttrain::detail::require(bb_pp <= c.layers, "dist_plan.bb_pp", "backbone stages ", bb_pp, " exceed its ",
-                               c.layers, " layers");
-    return {s * c.layers / bb_pp, (s + 1) * c.layers / bb_pp};
+    disttrain::detail::require(bb_pp <= c.layers, "dist_plan.bb_pp", "backbone stages ", bb_pp,
+                               " exceed its ", c.layers, " layers");
+    if (bb_layers.empty()) return {s * c.layers / bb_pp, (s + 1) * c.layers / bb_pp};
+    disttrain::detail::require(bb_layers.size() == static_cast<std::size_t>(bb_pp),
+                               "dist_plan.bb_layers", "has ", bb_layers.size(),
+                               " entries, expected bb_pp = ", bb_pp);
+    int first = 0, total = 0;
+    for (int i = 0; i < bb_pp; ++i) {
+      disttrain::detail::require_positive(bb_layers[static_cast<std::size_t>(i)],
+                                          disttrain::detail::cat("dist_plan.bb_layers[", i, "]"));
+      if (i < s) first += bb_layers[static_cast<std::size_t>(i)];
+      total += bb_layers[static_cast<std::size_t>(i)];
+    }
+    disttrain::detail::require(total == c.layers, "dist_plan.bb_layers", "sum to ", total,
+                               ", the backbone has ", c.layers, " layers");
+    return {first, first + bb_layers[static_cast<std::size_t>(s)]};
   }
 
   /// @brief The reorderer's settings: one module per segment, stages as in the chain.
@@ -158,7 +174,8 @@ inline disttrain::sample_meta sample_costs(const sample_meta& m) {
   out.id = m.id;
   double enc = 0.0;
   for (int p : m.patches) enc += static_cast<double>(p) * (1.0 + static_cast<double>(p));
-  out.cost = {enc, static_cast<double>(m.seq_len()), 1.0 + 0.1 * static_cast<double>(m.seq_len()), 0.0};
+  out.cost = {enc, static_cast<double>(m.seq_len()), 1.0 + 0.1 * static_cast<double>(m.seq_len()),
+              0.0};
   return out;
 }
 
@@ -176,18 +193,18 @@ static_assert(disttrain::sample_source<sample_loader>);
 /// @brief Settings of a `rank_trainer`.
 struct trainer_options {
   adam::settings optimizer{.lr = 2e-2};
-  std::size_t producers = 1;                          ///< producer threads of this rank
-  std::chrono::milliseconds data_timeout{10000};      ///< a stalled producer -> errc::timeout
-  disttrain::exec_options exec{};                     ///< executor settings (overlap, lookahead, timeout)
-  std::function<sample(std::uint64_t)> loader;        ///< empty: make_sample(cfg, id)
-  bool align_iterations = true;                       ///< barrier before each program, so rank timelines share an origin
+  std::size_t producers = 1;                      ///< producer threads of this rank
+  std::chrono::milliseconds data_timeout{10000};  ///< a stalled producer -> errc::timeout
+  disttrain::exec_options exec{};               ///< executor settings (overlap, lookahead, timeout)
+  std::function<sample(std::uint64_t)> loader;  ///< empty: make_sample(cfg, id)
+  bool align_iterations = true;  ///< barrier before each program, so rank timelines share an origin
 };
 
 /// @brief What one iteration produced on this rank.
 struct step_result {
-  double loss = 0.0;                  ///< loss of the whole global batch (summed over ranks)
-  double data_wait_seconds = 0.0;     ///< exposed data wait of this rank
-  disttrain::exec_stats exec;         ///< executor figures and events
+  double loss = 0.0;                    ///< loss of the whole global batch (summed over ranks)
+  double data_wait_seconds = 0.0;       ///< exposed data wait of this rank
+  disttrain::exec_stats exec;           ///< executor figures and events
   std::vector<std::uint64_t> consumed;  ///< sample ids this rank consumed, in order
 };
 
@@ -207,16 +224,20 @@ class rank_trainer {
         reorderer_(plan.reorder()),
         tags_(sched_.num_stages, sched_.num_chunks, sched_.num_microbatches),
         exec_(backend, tags_, opts_.exec),
-        loader_{opts_.loader ? opts_.loader : std::function<sample(std::uint64_t)>([c](std::uint64_t id) {
-                  return make_sample(c, id);
-                })},
-        pipe_(loader_, {.producers = opts_.producers, .consumers = 1, .max_batches_ahead = 2,
+        loader_{opts_.loader ? opts_.loader
+                             : std::function<sample(std::uint64_t)>(
+                                   [c](std::uint64_t id) { return make_sample(c, id); })},
+        pipe_(loader_, {.producers = opts_.producers,
+                        .consumers = 1,
+                        .max_batches_ahead = 2,
                         .timeout = opts_.data_timeout}) {
-    disttrain::detail::require(backend.size() == layout_.world_size(), "rank_trainer", "world has ", backend.size(),
-                               " ranks, the plan needs ", layout_.world_size());
+    disttrain::detail::require(backend.size() == layout_.world_size(), "rank_trainer", "world has ",
+                               backend.size(), " ranks, the plan needs ", layout_.world_size());
     coord_ = layout_.coord(backend.rank());
     module_ = coord_.segment;
-    chain_stage_ = module_ == encoder_module ? 0 : module_ == backbone_module ? 1 + coord_.stage : 1 + plan.bb_pp;
+    chain_stage_ = module_ == encoder_module    ? 0
+                   : module_ == backbone_module ? 1 + coord_.stage
+                                                : 1 + plan.bb_pp;
     if (module_ == encoder_module) enc_.emplace_back(c);
     if (module_ == backbone_module) {
       const auto [l0, l1] = plan.layers_of(coord_.stage, c);
@@ -229,7 +250,8 @@ class rank_trainer {
     group_ = layout_.dp_group(coord_.segment, coord_.stage, 0);
     const auto ps = params();
     for (std::size_t i = 0; i < ps.size(); ++i)
-      bucket_of_.push_back(static_cast<int>(i * static_cast<std::size_t>(plan.buckets) / ps.size()));
+      bucket_of_.push_back(
+          static_cast<int>(i * static_cast<std::size_t>(plan.buckets) / ps.size()));
     buckets_.resize(static_cast<std::size_t>(plan.buckets));
   }
 
@@ -300,7 +322,8 @@ class rank_trainer {
         out_row += m.num_images();
       } else if (module_ == backbone_module) {
         const int rows = coord_.stage == 0 ? m.num_images() : m.seq_len();
-        write_rows(mb.dx, in_row, bb_.front().backward_input(id, read_rows(mb.dy, out_row, m.seq_len())));
+        write_rows(mb.dx, in_row,
+                   bb_.front().backward_input(id, read_rows(mb.dy, out_row, m.seq_len())));
         in_row += rows;
         out_row += m.seq_len();
       } else {
@@ -320,11 +343,13 @@ class rank_trainer {
     const int me = b_->rank();
     auto& staging = staging_[{static_cast<int>(op.kind), op.microbatch}];
     staging.clear();
-    const auto add = [&](const disttrain::route_message& m, int peer, std::span<const double> pack_from,
+    const auto add = [&](const disttrain::route_message& m, int peer,
+                         std::span<const double> pack_from,
                          const std::vector<disttrain::kernels::copy_block>& blocks) {
       std::vector<double>& buf = staging.emplace_back(static_cast<std::size_t>(m.elements));
       if (!pack_from.empty() || !blocks.empty())
-        disttrain::kernels::copy_blocks_cpu(std::as_bytes(pack_from), std::as_writable_bytes(std::span(buf)), blocks,
+        disttrain::kernels::copy_blocks_cpu(std::as_bytes(pack_from),
+                                            std::as_writable_bytes(std::span(buf)), blocks,
                                             sizeof(double));
       out.push_back({peer, std::as_writable_bytes(std::span(buf)), 0});
     };
@@ -359,8 +384,8 @@ class rank_trainer {
       const auto& m = msg(act ? mb.in : mb.out, idx[k]);
       const auto blocks = act ? m.recv_blocks : reversed(m.send_blocks);
       disttrain::kernels::copy_blocks_cpu(std::as_bytes(std::span(staging[k])),
-                                          std::as_writable_bytes(std::span(act ? mb.x : mb.dy)), blocks,
-                                          sizeof(double));
+                                          std::as_writable_bytes(std::span(act ? mb.x : mb.dy)),
+                                          blocks, sizeof(double));
     }
     staging.clear();
   }
@@ -397,36 +422,40 @@ class rank_trainer {
 
   // One global batch as this rank sees it.
   struct batch_state {
-    disttrain::reorder_result map;             // identical on every rank
-    std::vector<sample_meta> meta;             // by index in map.samples
-    std::map<std::uint64_t, sample> samples;   // loaded samples this rank consumed
+    disttrain::reorder_result map;            // identical on every rank
+    std::vector<sample_meta> meta;            // by index in map.samples
+    std::map<std::uint64_t, sample> samples;  // loaded samples this rank consumed
   };
   // One microbatch as this rank sees it.
   struct micro {
-    std::vector<std::uint64_t> mine;           // my samples, in my cell's order
-    disttrain::route_plan in, out;             // routes into / out of my stage
-    std::vector<double> x, y, dx, dy;          // input, output and their gradients (row-major)
+    std::vector<std::uint64_t> mine;   // my samples, in my cell's order
+    disttrain::route_plan in, out;     // routes into / out of my stage
+    std::vector<double> x, y, dx, dy;  // input, output and their gradients (row-major)
   };
 
   static const disttrain::route_message& msg(const disttrain::route_plan& p, int i) {
     return p.messages()[static_cast<std::size_t>(i)];
   }
-  static std::vector<disttrain::kernels::copy_block> reversed(const std::vector<disttrain::kernels::copy_block>& v) {
+  static std::vector<disttrain::kernels::copy_block> reversed(
+      const std::vector<disttrain::kernels::copy_block>& v) {
     std::vector<disttrain::kernels::copy_block> out;
     out.reserve(v.size());
-    for (const auto& b : v) out.push_back({b.dst_offset, b.src_offset, b.rows, b.cols, b.dst_ld, b.src_ld});
+    for (const auto& b : v)
+      out.push_back({b.dst_offset, b.src_offset, b.rows, b.cols, b.dst_ld, b.src_ld});
     return out;
   }
   matrix read_rows(const std::vector<double>& buf, std::int64_t row, int rows) const {
     const auto D = static_cast<std::int64_t>(c_.model_dim);
-    disttrain::detail::ensure((row + rows) * D <= static_cast<std::int64_t>(buf.size()), "rank_trainer",
-                              "rows [", row, ", ", row + rows, ") outside a buffer of ", buf.size(), " values");
+    disttrain::detail::ensure((row + rows) * D <= static_cast<std::int64_t>(buf.size()),
+                              "rank_trainer", "rows [", row, ", ", row + rows,
+                              ") outside a buffer of ", buf.size(), " values");
     return Eigen::Map<const rm_matrix>(buf.data() + row * D, rows, D);
   }
   void write_rows(std::vector<double>& buf, std::int64_t row, const matrix& m) const {
     const auto D = static_cast<std::int64_t>(c_.model_dim);
-    disttrain::detail::ensure((row + m.rows()) * D <= static_cast<std::int64_t>(buf.size()), "rank_trainer",
-                              "rows [", row, ", ", row + m.rows(), ") outside a buffer of ", buf.size(), " values");
+    disttrain::detail::ensure((row + m.rows()) * D <= static_cast<std::int64_t>(buf.size()),
+                              "rank_trainer", "rows [", row, ", ", row + m.rows(),
+                              ") outside a buffer of ", buf.size(), " values");
     Eigen::Map<rm_matrix>(buf.data() + row * D, m.rows(), D) = m;
   }
 
@@ -439,13 +468,15 @@ class rank_trainer {
     batch_state& st = batches_[k];
     const auto N = static_cast<std::uint64_t>(plan_.batch_size);
     std::vector<disttrain::sample_meta> costs;
-    for (std::uint64_t id = k * N; id < (k + 1) * N; ++id) costs.push_back(sample_costs(make_meta(c_, id)));
+    for (std::uint64_t id = k * N; id < (k + 1) * N; ++id)
+      costs.push_back(sample_costs(make_meta(c_, id)));
     st.map = reorderer_.assign(costs);
     disttrain::validate(st.map);
     for (const auto& p : st.map.samples) st.meta.push_back(make_meta(c_, p.id));
     std::vector<std::uint64_t> order;
     for (std::uint32_t j = 0; j < st.map.microbatches; ++j)
-      for (std::uint32_t idx : st.map.cell(static_cast<std::size_t>(module_), static_cast<std::size_t>(coord_.replica), j))
+      for (std::uint32_t idx : st.map.cell(static_cast<std::size_t>(module_),
+                                           static_cast<std::size_t>(coord_.replica), j))
         order.push_back(st.map.samples[idx].id);
     if (order.empty()) return;  // this replica has no sample in the whole batch
     pipe_.submit(k, order);
@@ -473,7 +504,8 @@ class rank_trainer {
         const auto dp = static_cast<std::size_t>(layout_.segment(module).dp);
         std::vector<std::vector<int>> lists(dp);
         for (std::size_t r = 0; r < dp; ++r)
-          for (std::uint32_t idx : st.map.cell(static_cast<std::size_t>(module), r, j)) lists[r].push_back(local.at(idx));
+          for (std::uint32_t idx : st.map.cell(static_cast<std::size_t>(module), r, j))
+            lists[r].push_back(local.at(idx));
         return disttrain::sample_placement(std::move(lists));
       };
       const auto shape = [&](bool images) {
@@ -484,15 +516,19 @@ class rank_trainer {
         a.elem_size = sizeof(double);
         return a;
       };
-      for (std::uint32_t idx : st.map.cell(static_cast<std::size_t>(module_), static_cast<std::size_t>(coord_.replica), j))
+      for (std::uint32_t idx : st.map.cell(static_cast<std::size_t>(module_),
+                                           static_cast<std::size_t>(coord_.replica), j))
         mb.mine.push_back(st.map.samples[idx].id);
-      const auto enc = placement(encoder_module), bb = placement(backbone_module), gen = placement(generator_module);
+      const auto enc = placement(encoder_module), bb = placement(backbone_module),
+                 gen = placement(generator_module);
       const int last_bb = plan_.bb_pp - 1;
       if (module_ == backbone_module) {
-        mb.in = coord_.stage == 0 ? disttrain::plan_boundary_route(layout_, 0, enc, bb, shape(true))
-                                  : disttrain::plan_stage_route(layout_, 1, coord_.stage - 1, bb, shape(false));
-        mb.out = coord_.stage == last_bb ? disttrain::plan_boundary_route(layout_, 1, bb, gen, shape(false))
-                                         : disttrain::plan_stage_route(layout_, 1, coord_.stage, bb, shape(false));
+        mb.in = coord_.stage == 0
+                    ? disttrain::plan_boundary_route(layout_, 0, enc, bb, shape(true))
+                    : disttrain::plan_stage_route(layout_, 1, coord_.stage - 1, bb, shape(false));
+        mb.out = coord_.stage == last_bb
+                     ? disttrain::plan_boundary_route(layout_, 1, bb, gen, shape(false))
+                     : disttrain::plan_stage_route(layout_, 1, coord_.stage, bb, shape(false));
       } else if (module_ == encoder_module) {
         mb.out = disttrain::plan_boundary_route(layout_, 0, enc, bb, shape(true));
       } else {
@@ -512,19 +548,23 @@ class rank_trainer {
   // The next sample from this rank's producers; it must be the expected one.
   const sample& fetch(std::uint64_t id) {
     sample s = pipe_.next(0);
-    disttrain::detail::require(s.meta.id == id, disttrain::detail::cat("rank ", b_->rank(), " data"),
-                               "producers delivered sample ", s.meta.id, ", the sample map expects ", id);
+    disttrain::detail::require(
+        s.meta.id == id, disttrain::detail::cat("rank ", b_->rank(), " data"),
+        "producers delivered sample ", s.meta.id, ", the sample map expects ", id);
     result_.consumed.push_back(id);
     auto [it, fresh] = batch().samples.emplace(id, std::move(s));
-    disttrain::detail::require(fresh, disttrain::detail::cat("rank ", b_->rank(), " data"), "sample ", id,
-                               " delivered twice in one iteration");
+    disttrain::detail::require(fresh, disttrain::detail::cat("rank ", b_->rank(), " data"),
+                               "sample ", id, " delivered twice in one iteration");
     return it->second;
   }
 
   void weight_of(std::uint64_t id) {
-    if (module_ == encoder_module) enc_.front().backward_weight(id);
-    else if (module_ == backbone_module) bb_.front().backward_weight(id);
-    else gen_.front().backward_weight(id);
+    if (module_ == encoder_module)
+      enc_.front().backward_weight(id);
+    else if (module_ == backbone_module)
+      bb_.front().backward_weight(id);
+    else
+      gen_.front().backward_weight(id);
   }
 
   B* b_;

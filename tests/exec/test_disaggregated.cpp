@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "../../examples/tiny_mllm/planned.hpp"
 #include "../../examples/tiny_mllm/serial.hpp"
 #include "dist_harness.hpp"
 #include "disttrain_catch.hpp"
@@ -26,15 +27,15 @@ namespace {
 void check_equivalence(const config& c, const dist_plan& plan) {
   const auto rec = tiny_mllm::test::run_world(c, plan, {}, 1);
   tiny_mllm::serial_trainer serial(c);
-  const double serial_loss =
-      serial.compute_gradients(tiny_mllm::make_batch(c, 0, static_cast<std::size_t>(plan.batch_size)));
+  const double serial_loss = serial.compute_gradients(
+      tiny_mllm::make_batch(c, 0, static_cast<std::size_t>(plan.batch_size)));
   const auto ref = serial.params();
   std::map<std::string, int> holders;
   for (const auto& r : rec) {
     CHECK(std::abs(r.steps.at(0).loss - serial_loss) <= 1e-12 * serial_loss);
     for (const auto& [name, g] : r.grads) {
-      INFO("parameter " << name << " on module " << r.coord.segment << " stage " << r.coord.stage << " replica "
-                        << r.coord.replica);
+      INFO("parameter " << name << " on module " << r.coord.segment << " stage " << r.coord.stage
+                        << " replica " << r.coord.replica);
       REQUIRE(ref.contains(name));
       const tiny_mllm::matrix& want = ref.at(name)->grad;
       REQUIRE(g.rows() == want.rows());
@@ -65,13 +66,77 @@ TEST_CASE("equivalence: encoder DP 2, backbone PP 2 x DP 2, generator DP 1") {
 
 TEST_CASE("equivalence: uneven DP ratios (2 -> 3 -> 2), split backward, three buckets") {
   config c;
-  check_equivalence(c, dist_plan{.enc_dp = 2, .bb_pp = 2, .bb_dp = 3, .gen_dp = 2, .microbatches = 3,
-                                 .batch_size = 13, .buckets = 3, .split_backward = true});
+  check_equivalence(c, dist_plan{.enc_dp = 2,
+                                 .bb_pp = 2,
+                                 .bb_dp = 3,
+                                 .gen_dp = 2,
+                                 .microbatches = 3,
+                                 .batch_size = 13,
+                                 .buckets = 3,
+                                 .split_backward = true});
 }
 
 TEST_CASE("equivalence: backbone DP 1 with 4 stages, encoder DP 3") {
   config c;
-  check_equivalence(c, dist_plan{.enc_dp = 3, .bb_pp = 4, .bb_dp = 1, .gen_dp = 1, .microbatches = 5, .batch_size = 10});
+  check_equivalence(
+      c,
+      dist_plan{
+          .enc_dp = 3, .bb_pp = 4, .bb_dp = 1, .gen_dp = 1, .microbatches = 5, .batch_size = 10});
+}
+
+TEST_CASE("equivalence: the planner's layout for 7 ranks, and a planned uneven layer split") {
+  config c;
+  // The planner's layout of the tiny model on 7 ranks with at least 2 backbone
+  // stages (what the example runs by default): every rank used, DP degrees differ.
+  const auto pr = tiny_mllm::plan_layout(c, 7, 12, 1e9, 2);
+  const dist_plan plan = tiny_mllm::to_dist_plan(pr.plan, c);
+  CHECK(plan.world_size() == 7);
+  CHECK(plan.bb_pp >= 2);
+  CHECK(plan.batch_size == 12);
+  CHECK(plan.microbatches == pr.plan.num_microbatches);
+  CHECK(plan.bb_layers == pr.plan.modules[1].layers);
+  CHECK((plan.enc_dp != plan.bb_dp || plan.bb_dp != plan.gen_dp));
+  check_equivalence(c, plan);
+  // Uneven stages as a planner may split them (1 + 3 layers).
+  check_equivalence(c, dist_plan{.enc_dp = 1,
+                                 .bb_pp = 2,
+                                 .bb_dp = 1,
+                                 .gen_dp = 2,
+                                 .microbatches = 3,
+                                 .bb_layers = {1, 3}});
+}
+
+TEST_CASE("a planner plan the tiny trainer cannot run is rejected naming the field") {
+  config c;
+  const disttrain::parallel_plan good = tiny_mllm::plan_layout(c, 7, 12, 1e9, 2).plan;
+  auto bad = good;
+  bad.modules[1].tp = 2;
+  DISTTRAIN_CHECK_ERROR(tiny_mllm::to_dist_plan(bad, c), disttrain::errc::invalid_argument,
+                        "plan.backbone.tp");
+  bad = good;
+  bad.modules[0].pp = 2;
+  bad.modules[0].layers = {1, 1};
+  DISTTRAIN_CHECK_ERROR(tiny_mllm::to_dist_plan(bad, c), disttrain::errc::invalid_argument,
+                        "plan.encoder.pp");
+  bad = good;
+  bad.modules[2].colocated = true;
+  bad.modules[2].dp = bad.modules[1].dp;
+  DISTTRAIN_CHECK_ERROR(tiny_mllm::to_dist_plan(bad, c), disttrain::errc::invalid_argument,
+                        "plan.generator.colocated");
+  bad = good;
+  bad.modules.pop_back();
+  DISTTRAIN_CHECK_ERROR(tiny_mllm::to_dist_plan(bad, c), disttrain::errc::invalid_argument,
+                        "plan.modules");
+  bad = good;
+  bad.modules[1].layers.back() += 1;
+  DISTTRAIN_CHECK_ERROR(tiny_mllm::to_dist_plan(bad, c), disttrain::errc::invalid_argument,
+                        "plan.backbone.layers");
+  // A hand split that does not cover the backbone.
+  dist_plan hand{.bb_layers = {1, 2}};
+  DISTTRAIN_CHECK_ERROR(hand.layers_of(0, c), disttrain::errc::invalid_argument,
+                        "dist_plan.bb_layers");
+  // Nothing fits: more backbone stages than ranks allow.
+  DISTTRAIN_CHECK_ERROR(tiny_mllm::plan_layout(c, 3, 12, 1e9, 2), disttrain::errc::infeasible, "");
 }
 
 TEST_CASE("every sample is consumed exactly once per iteration by every module that needs it") {
@@ -80,7 +145,8 @@ TEST_CASE("every sample is consumed exactly once per iteration by every module t
   const auto rec = tiny_mllm::test::run_world(c, plan, {}, 2);
   for (int k = 0; k < 2; ++k) {
     std::set<std::uint64_t> batch;
-    for (int i = 0; i < plan.batch_size; ++i) batch.insert(static_cast<std::uint64_t>(k * plan.batch_size + i));
+    for (int i = 0; i < plan.batch_size; ++i)
+      batch.insert(static_cast<std::uint64_t>(k * plan.batch_size + i));
     // (module, stage) -> ids consumed by all its replicas in iteration k
     std::map<std::pair<int, int>, std::multiset<std::uint64_t>> seen;
     for (const auto& r : rec)
@@ -100,17 +166,20 @@ TEST_CASE("the loss falls over a few dozen iterations and tracks the serial trai
   const dist_plan plan{.enc_dp = 2, .bb_pp = 2, .bb_dp = 1, .gen_dp = 1};
   const int iterations = 25;
   const auto rec = tiny_mllm::test::run_world(c, plan, {}, iterations);
-  tiny_mllm::serial_trainer serial(c, tiny_mllm::trainer_options{}.optimizer);  // same Adam settings
+  tiny_mllm::serial_trainer serial(c,
+                                   tiny_mllm::trainer_options{}.optimizer);  // same Adam settings
   std::vector<double> dist, ref;
   for (int k = 0; k < iterations; ++k) {
     dist.push_back(rec[0].steps[static_cast<std::size_t>(k)].loss);
     ref.push_back(serial.compute_gradients(
-        tiny_mllm::make_batch(c, static_cast<std::uint64_t>(k * plan.batch_size), static_cast<std::size_t>(plan.batch_size))));
+        tiny_mllm::make_batch(c, static_cast<std::uint64_t>(k * plan.batch_size),
+                              static_cast<std::size_t>(plan.batch_size))));
     serial.step();
   }
   for (int k = 0; k < iterations; ++k) {
     INFO("iteration " << k);
-    CHECK(std::abs(dist[static_cast<std::size_t>(k)] - ref[static_cast<std::size_t>(k)]) <= 1e-9 * ref[static_cast<std::size_t>(k)]);
+    CHECK(std::abs(dist[static_cast<std::size_t>(k)] - ref[static_cast<std::size_t>(k)]) <=
+          1e-9 * ref[static_cast<std::size_t>(k)]);
   }
   double first = 0, last = 0;
   for (std::size_t i = 0; i < 5; ++i) {

@@ -132,7 +132,7 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
         for (int dpb = 1; dpb <= n; ++dpb) {
           if (n % dpb) continue;
           const int kb = n / dpb;
-          for (int ppb = 1; ppb <= max_pp; ++ppb) {
+          for (int ppb = opt.min_backbone_pp; ppb <= max_pp; ++ppb) {
             const long long gb = static_cast<long long>(tpb) * ppb * dpb;
             if (gb > N) break;
             // Monolithic layouts.

@@ -22,6 +22,7 @@ struct case_spec {
   int max_backbone_pp;
   int max_side_pp;
   variant v = variant::as_is;
+  int min_backbone_pp = 1;
 };
 
 void compare(const case_spec& c) {
@@ -34,6 +35,7 @@ void compare(const case_spec& c) {
   disttrain::planner_options opt;
   opt.max_backbone_pp = c.max_backbone_pp;
   opt.max_side_pp = c.max_side_pp;
+  opt.min_backbone_pp = c.min_backbone_pp;
   INFO(c.preset << " on " << c.gpus << " " << c.cluster << " GPUs, batch " << c.batch
                 << ", variant " << static_cast<int>(c.v));
   const auto ex = disttrain::testing::exhaustive_plan(cm, req, opt);
@@ -75,6 +77,7 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       {"paper-72b", "a100", 24, 4, 2, 1},  // 3 nodes, memory-bound
       {"mllm-7b", "h800", 16, 4, 2, 2, variant::no_generator},
       {"mllm-13b", "h800", 32, 4, 2, 1, variant::frozen_encoder},
+      {"mllm-7b", "h800", 16, 4, 4, 1, variant::as_is, 2},  // at least 2 backbone stages
   };
   for (const auto& c : cases) compare(c);
 }

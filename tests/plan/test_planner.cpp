@@ -103,6 +103,12 @@ TEST_CASE("the search space options are honoured") {
     CHECK(m.pp <= (m.role == "backbone" ? 2 : 1));
   }
   check_feasible(r, s.cm, s.req);
+  // A lower bound on the backbone's stages.
+  o.min_backbone_pp = 2;
+  const auto r2 = disttrain::plan_parallelism(s.cm, s.req, o);
+  CHECK(r2.plan.modules[r2.plan.backbone_index()].pp == 2);
+  CHECK(r2.evaluation.iteration_time_s >= r.evaluation.iteration_time_s);
+  check_feasible(r2, s.cm, s.req);
 }
 
 TEST_CASE("a plan from the mock model: planner agrees with evaluate on another cost model") {
@@ -145,6 +151,14 @@ TEST_CASE("malformed requests and options name the field") {
   o.max_side_pp = 0;
   DISTTRAIN_CHECK_ERROR(disttrain::plan_parallelism(s.cm, s.req, o), errc::invalid_argument,
                         "planner.max_side_pp");
+  o = {};
+  o.min_backbone_pp = 0;
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_parallelism(s.cm, s.req, o), errc::invalid_argument,
+                        "planner.min_backbone_pp");
+  o.min_backbone_pp = 3;
+  o.max_backbone_pp = 2;
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_parallelism(s.cm, s.req, o), errc::invalid_argument,
+                        "planner.min_backbone_pp");
   o = {};
   o.tp_candidates = {3};
   DISTTRAIN_CHECK_ERROR(disttrain::plan_parallelism(s.cm, s.req, o), errc::invalid_argument,

@@ -28,6 +28,7 @@ struct planner_options {
                                  8};  ///< TP degrees tried (powers of two dividing the node size)
   bool search_recompute = true;       ///< try recompute on and off (else off only)
   int max_backbone_pp = 0;            ///< most backbone stages (0: its layer count)
+  int min_backbone_pp = 1;            ///< fewest backbone stages (> 1: force pipelining)
   int max_side_pp = 2;                ///< most encoder / generator stages
   bool include_monolithic = true;     ///< also consider the Megatron-style layouts
   bool include_disaggregated = true;  ///< consider disaggregated layouts (off: the baseline)

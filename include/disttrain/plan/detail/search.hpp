@@ -6,7 +6,7 @@
 /// - n = samples per pipeline microbatch, a divisor of the global batch
 ///   (m = global_batch / n microbatches);
 /// - backbone: tp in the TP candidates, recompute on/off, dp a divisor of n,
-///   pp in [1, max_backbone_pp];
+///   pp in [min_backbone_pp, max_backbone_pp];
 /// - *disaggregated* layouts: every side module (encoder, generator) gets its
 ///   own GPUs: tp, recompute, pp in [1, max_side_pp], dp in [1, n];
 /// - *monolithic* layouts (Megatron-style, `include_monolithic`): every side
@@ -191,6 +191,12 @@ class plan_search {
     max_pp_b_ = opt.max_backbone_pp > 0 ? std::min(opt.max_backbone_pp, mods_[bi_].layers)
                                         : mods_[bi_].layers;
     max_pp_b_ = std::min(max_pp_b_, 65535);
+    require(opt.min_backbone_pp >= 1, "planner.min_backbone_pp", "must be >= 1, got ",
+            opt.min_backbone_pp);
+    require(opt.min_backbone_pp <= max_pp_b_, "planner.min_backbone_pp", "is ", opt.min_backbone_pp,
+            ", above the most backbone stages ", max_pp_b_,
+            " (max_backbone_pp, or the backbone's layer count)");
+    min_pp_b_ = opt.min_backbone_pp;
   }
 
   /// @brief Runs the search; returns the best plan or throws `errc::infeasible`.
@@ -510,7 +516,7 @@ class plan_search {
           for (int dp : divisors(n)) {
             const int k = n / dp;
             const double r = rho(table(bi_, tp, rc, k));
-            for (int pp = 1; pp <= max_pp_b_; ++pp) {
+            for (int pp = min_pp_b_; pp <= max_pp_b_; ++pp) {
               if (static_cast<long long>(tp) * pp * dp > N_) break;
               const double lb =
                   (static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + r * L) *
@@ -807,6 +813,7 @@ class plan_search {
   std::size_t bi_ = 0, ei_ = 0, gi_ = 0;
   bool has_e_ = false, has_g_ = false;
   int max_pp_b_ = 1;
+  int min_pp_b_ = 1;
   std::vector<module_info> mods_;
   std::vector<bool> rcs_;
   // Caches (looked up, never iterated, so their order cannot leak into results).
