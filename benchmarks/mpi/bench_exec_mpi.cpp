@@ -88,19 +88,26 @@ double raw_one_way(int me, std::size_t bytes, int reps) {
 }
 
 struct link_sizing {
+  double forward_s = 0;   // the forward time F (raised to the link's floor, see size_messages)
   std::size_t bytes = 0;  // activation message
   double act_s = 0;       // raw one-way time of an activation message
   double grad_s = 0;      // ... of a gradient message (2x the bytes)
 };
 
+// The smallest activation message (64 KiB, doubling, at most 64 MiB) whose
+// raw one-way time reaches F. Where even 64 KiB takes longer than F (an
+// oversubscribed machine: the time is scheduling latency, not bandwidth), F
+// is raised to that time instead, so compute and communication stay equal.
 link_sizing size_messages(int me, double forward_s, int reps) {
   link_sizing l;
+  l.forward_s = forward_s;
   for (std::size_t b = std::size_t{1} << 16;; b *= 2) {
     const double t = raw_one_way(me, b, reps);
     l.bytes = b;
     l.act_s = t;
     if (t >= forward_s || b >= (std::size_t{1} << 26)) break;
   }
+  if (l.bytes == (std::size_t{1} << 16)) l.forward_s = std::max(forward_s, l.act_s);
   l.grad_s = raw_one_way(me, 2 * l.bytes, reps);
   return l;
 }
@@ -222,8 +229,11 @@ int main(int argc, char** argv) {
   }
   const int microbatches = opts.quick ? 4 : 16, reps = opts.quick ? 1 : 3;
   const auto forward = opts.quick ? 1ms : 4ms;
-  const double forward_s = std::chrono::duration<double>(forward).count();
-  const link_sizing link = size_messages(me, forward_s, opts.quick ? 3 : 9);
+  const link_sizing link =
+      size_messages(me, std::chrono::duration<double>(forward).count(), opts.quick ? 3 : 9);
+  const double forward_s = link.forward_s;
+  const auto forward_time =
+      std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(forward_s));
   const auto timeout = std::chrono::milliseconds(
       static_cast<long>(1e3 * 4.0 * microbatches * (3.0 * forward_s + link.act_s + link.grad_s)) +
       2000);
@@ -242,7 +252,7 @@ int main(int argc, char** argv) {
     for (bool overlap : {true, false}) {
       // A backend per mode: a deadlocked naive run leaves unmatched requests behind.
       disttrain::mpi_backend b(MPI_COMM_WORLD, {timeout});
-      (overlap ? r.on : r.off) = run_mode(b, s, overlap, forward, link.bytes, reps, timeout);
+      (overlap ? r.on : r.off) = run_mode(b, s, overlap, forward_time, link.bytes, reps, timeout);
     }
     rows.push_back(r);
   }
