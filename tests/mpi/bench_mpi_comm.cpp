@@ -2,38 +2,49 @@
 // the same run (target: >= 95% of raw bandwidth from 1 MiB up). Run with 2
 // ranks: mpiexec -n 2 bench_mpi_comm [--json] [--quick]. Registered as the
 // smoke test mpi.bench_smoke.np2 (--quick).
+//
+// Both variants do the same work on the same buffer: rank 0 sends `reps`
+// messages one after the other (raw: MPI_Send; backend: isend + wait), rank 1
+// receives them (raw: MPI_Recv; backend: irecv + wait), then rank 1 sends a
+// 1-byte acknowledgement that ends rank 0's clock. Batches of the two
+// variants alternate (and alternate which goes first) so both see the same
+// load; one untimed warm-up pair first; the ratio is taken per pair
+// (benchmarks/p2p_report.hpp) and summarised by its median and min..max.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "disttrain/comm/mpi_backend.hpp"
 #include "harness.hpp"
+#include "p2p_report.hpp"
 
 namespace {
 
-// Seconds per one-way transfer of `bytes` (rank 0 -> rank 1, with a 1-byte
-// acknowledgement every `reps` transfers), median of `batches`.
-template <class Send, class Recv>
-double stream(int me, std::size_t bytes, int reps, int batches, Send&& send, Recv&& recv) {
-  std::vector<double> t;
+constexpr int ack_tag = 999;
+
+// Seconds per one-way message of `reps` messages, ended by an acknowledgement.
+double one_way(int me, int reps, const std::function<void()>& send,
+               const std::function<void()>& recv) {
   char ack = 0;
-  for (int b = 0; b < batches; ++b) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime();
-    for (int i = 0; i < reps; ++i) {
-      if (me == 0) send();
-      else if (me == 1) recv();
-    }
-    if (me == 0) MPI_Recv(&ack, 1, MPI_CHAR, 1, 999, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    else if (me == 1) MPI_Send(&ack, 1, MPI_CHAR, 0, 999, MPI_COMM_WORLD);
-    t.push_back((MPI_Wtime() - t0) / reps);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < reps; ++i) {
+    if (me == 0)
+      send();
+    else if (me == 1)
+      recv();
   }
-  std::sort(t.begin(), t.end());
-  (void)bytes;
-  return t[t.size() / 2];
+  if (me == 0)
+    MPI_Recv(&ack, 1, MPI_CHAR, 1, ack_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  else if (me == 1)
+    MPI_Send(&ack, 1, MPI_CHAR, 0, ack_tag, MPI_COMM_WORLD);
+  double t = (MPI_Wtime() - t0) / reps;
+  MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);  // rank 0's clock decides
+  return t;
 }
 
 }  // namespace
@@ -49,24 +60,25 @@ int main(int argc, char** argv) {
     return 77;
   }
   disttrain::mpi_backend b(MPI_COMM_WORLD, {std::chrono::seconds(120)});
-  const std::vector<std::size_t> sizes = opt.quick ? std::vector<std::size_t>{4 << 10, 1 << 20}
-                                                   : std::vector<std::size_t>{4 << 10, 64 << 10, 1 << 20, 16 << 20,
-                                                                              64 << 20, 256 << 20};
-  nlohmann::json out = nlohmann::json::array();
+  const std::vector<std::size_t> sizes =
+      opt.quick ? std::vector<std::size_t>{4 << 10, 1 << 20}
+                : std::vector<std::size_t>{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20,
+                                           4 << 20, 16 << 20, 64 << 20, 256 << 20};
+  std::vector<disttrain::bench::p2p_row> rows;
   for (std::size_t s : sizes) {
     std::vector<std::byte> buf(s, std::byte{1});
-    const std::size_t budget = opt.quick ? (16u << 20) : (1u << 30);
-    const int reps = static_cast<int>(std::clamp<std::size_t>(budget / s, 2, 1000));
-    const int batches = opt.quick ? 2 : 5;
+    const std::size_t budget = opt.quick ? (4u << 20) : (32u << 20);  // bytes per batch
+    const int reps = static_cast<int>(std::clamp<std::size_t>(budget / s, 4, 512));
+    const int batches = opt.quick ? 2 : 11;
     const int count = static_cast<int>(s);
-    // Interleave raw and backend batches so both see the same machine load.
-    std::vector<double> raws, ourss;
-    for (int bt = 0; bt < batches; ++bt) {
-      raws.push_back(stream(
-          me, s, reps, 1, [&] { MPI_Send(buf.data(), count, MPI_BYTE, 1, 0, MPI_COMM_WORLD); },
-          [&] { MPI_Recv(buf.data(), count, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }));
-      ourss.push_back(stream(
-          me, s, reps, 1,
+    const auto raw = [&] {
+      return one_way(
+          me, reps, [&] { MPI_Send(buf.data(), count, MPI_BYTE, 1, 0, MPI_COMM_WORLD); },
+          [&] { MPI_Recv(buf.data(), count, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); });
+    };
+    const auto ours = [&] {
+      return one_way(
+          me, reps,
           [&] {
             auto r = b.isend(buf, 1, 0);
             b.wait(r);
@@ -74,27 +86,35 @@ int main(int argc, char** argv) {
           [&] {
             auto r = b.irecv(buf, 0, 0);
             b.wait(r);
-          }));
+          });
+    };
+    disttrain::bench::p2p_row row{"one-way", s, s >= (1u << 20) ? 0.95 : 0.0, {}, {}};
+    for (int bt = 0; bt <= batches; ++bt) {
+      double tr = 0, to = 0;
+      if (bt % 2 == 0) {
+        tr = raw();
+        to = ours();
+      } else {
+        to = ours();
+        tr = raw();
+      }
+      if (bt == 0) continue;  // warm-up
+      row.candidate_s.push_back(to);
+      row.baseline_s.push_back(tr);
     }
-    std::sort(raws.begin(), raws.end());
-    std::sort(ourss.begin(), ourss.end());
-    const double raw = raws[raws.size() / 2], ours = ourss[ourss.size() / 2];
-    out.push_back({{"bytes", s},
-                   {"backend_GBps", static_cast<double>(s) / ours / 1e9},
-                   {"raw_mpi_GBps", static_cast<double>(s) / raw / 1e9},
-                   {"ratio_to_raw", raw / ours},
-                   {"backend_latency_us", ours * 1e6},
-                   {"raw_latency_us", raw * 1e6}});
+    rows.push_back(std::move(row));
   }
   if (me == 0) {
     if (opt.json) {
-      std::printf("%s\n", nlohmann::json{{"mpi_p2p", out}}.dump(2).c_str());
+      std::printf("%s\n", nlohmann::json{{"mpi_p2p",
+                                          disttrain::bench::p2p_json("backend", "raw_mpi", rows)}}
+                              .dump(2)
+                              .c_str());
     } else {
-      std::printf("%12s %14s %14s %8s %12s\n", "bytes", "backend GB/s", "raw MPI GB/s", "ratio", "latency us");
-      for (const auto& r : out)
-        std::printf("%12zu %14.2f %14.2f %8.2f %12.2f\n", r["bytes"].get<std::size_t>(),
-                    r["backend_GBps"].get<double>(), r["raw_mpi_GBps"].get<double>(), r["ratio_to_raw"].get<double>(),
-                    r["backend_latency_us"].get<double>());
+      disttrain::bench::print_p2p_table(
+          "MPI backend vs raw MPI_Send/MPI_Recv, 2 ranks (ratio = raw time / backend time, median "
+          "of paired batches)",
+          "backend", "raw", rows);
     }
   }
   return 0;
