@@ -234,7 +234,11 @@ int main(int argc, char** argv) {
   const double forward_s = link.forward_s;
   const auto forward_time =
       std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(forward_s));
-  const auto timeout = std::chrono::milliseconds(
+  // Deadline of the naive mode's waits (how long before a stuck run counts as
+  // deadlocked): ~4x the serial iteration plus 2 s. The overlapping mode
+  // cannot deadlock, so it gets a generous 10x that (a loaded machine only
+  // makes it slow).
+  const auto naive_timeout = std::chrono::milliseconds(
       static_cast<long>(1e3 * 4.0 * microbatches * (3.0 * forward_s + link.act_s + link.grad_s)) +
       2000);
 
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
     r.sim_off = disttrain::simulate(s, d, {.overlap_comm = false}).iteration_time;
     for (bool overlap : {true, false}) {
       // A backend per mode: a deadlocked naive run leaves unmatched requests behind.
+      const auto timeout = overlap ? 10 * naive_timeout : naive_timeout;
       disttrain::mpi_backend b(MPI_COMM_WORLD, {timeout});
       (overlap ? r.on : r.off) = run_mode(b, s, overlap, forward_time, link.bytes, reps, timeout);
     }
