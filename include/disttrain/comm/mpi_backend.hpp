@@ -37,7 +37,6 @@
 #include <cstddef>
 #include <span>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "disttrain/comm/backend.hpp"
@@ -53,13 +52,19 @@ namespace detail {
   if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return detail::cat("MPI error ", code);
   return std::string(buf, static_cast<std::size_t>(len));
 }
-/// Polls `test` until it returns true or `deadline` passes (spin first, then yield).
+/// Polls `test` until it returns true or `deadline` passes. Like `MPI_Wait`
+/// it never sleeps or yields itself: each `MPI_Test` drives MPI's progress
+/// engine, and OpenMPI yields inside it when the job is oversubscribed
+/// (`mpi_yield_when_idle`, set automatically when ranks outnumber cores).
+/// An own `sched_yield` here made 1 MiB transfers up to 2x slower than raw
+/// `MPI_Recv` on a loaded machine (the yielding rank lost its CPU for a
+/// whole time slice).
 template <class Test>
 bool poll_until(std::chrono::steady_clock::time_point deadline, Test&& test) {
-  for (long spins = 0;; ++spins) {
+  for (unsigned polls = 1;; ++polls) {
     if (test()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return test();
-    if (spins > 1000) std::this_thread::yield();
+    // The clock is read every 16 polls (an MPI_Test is ~0.1 us).
+    if ((polls & 15u) == 0 && std::chrono::steady_clock::now() >= deadline) return test();
   }
 }
 }  // namespace detail
