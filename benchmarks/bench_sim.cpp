@@ -4,10 +4,14 @@
 // microbatch sizes, point-to-point transfers and gradient reductions.
 // Measured: schedule generation (+ communication and grad-sync passes),
 // validation (building the simulator, deadlock check included), one
-// simulated iteration, ops per second; baseline in the same run: a polling
-// simulator (sweeps over all ranks, each executing its next op if ready,
-// messages matched through a std::map), which must agree on the iteration
-// time. Beside it: a plain 1F1B of one replica's chain with the same
+// simulated iteration, ops per second, and the full path a planner pays to
+// score one candidate schedule (validation + simulation): `simulate()` from
+// scratch and `simulator::reset` + `run` reusing one simulator's storage.
+// Baseline in the same run: a polling simulator (sweeps over all ranks, each
+// executing its next op if ready, messages matched through a std::map; it does
+// no validation), which must agree on the iteration time; the full path is
+// reported as a ratio against it. Wall medians and process CPU times are both
+// printed, with the 1-minute load average (the machine may be shared). Beside it: a plain 1F1B of one replica's chain with the same
 // microbatch sizes, and the closed form (m-1)*max_s t_s + sum_s t_s at the mean size.
 // --json prints one JSON object; --quick shrinks the plan for the ctest smoke test.
 #include <fmt/format.h>
@@ -16,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <ctime>
 #include <functional>
 #include <map>
@@ -40,7 +45,8 @@ multi_module_spec make_spec(const plan_shape& p, const table_durations& d) {
   spec.cost = [d](const schedule_rank& r, const schedule_op& o) {
     return is_send(o.kind) ? d.transfer_time(r, r, o) : d.compute_time(r, o);
   };
-  spec.segments = {{"encoder", 1, p.enc_dp}, {"backbone", p.bb_pp, p.bb_dp}, {"generator", 1, p.gen_dp}};
+  spec.segments = {
+      {"encoder", 1, p.enc_dp}, {"backbone", p.bb_pp, p.bb_dp}, {"generator", 1, p.gen_dp}};
   spec.num_microbatches = p.bb_dp * p.per_replica;
   return spec;
 }
@@ -55,7 +61,8 @@ table_durations make_durations(const plan_shape& p) {
   d.forward.assign(static_cast<std::size_t>(S), 0.050);
   d.backward.assign(static_cast<std::size_t>(S), 0.100);
   d.activation.assign(static_cast<std::size_t>(S), 2.0e9);
-  const double enc_share = static_cast<double>(p.enc_dp) / p.bb_dp;  // encoder replica handles bb_dp/enc_dp times more
+  const double enc_share =
+      static_cast<double>(p.enc_dp) / p.bb_dp;  // encoder replica handles bb_dp/enc_dp times more
   const double gen_share = static_cast<double>(p.gen_dp) / p.bb_dp;
   d.forward.front() = 0.045 * enc_share;
   d.backward.front() = 0.090 * enc_share;
@@ -66,7 +73,8 @@ table_durations make_durations(const plan_shape& p) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    for (int r = 0; r < p.bb_dp; ++r) d.microbatch_scale.push_back(0.6 + static_cast<double>(x % 1000) / 1000.0);
+    for (int r = 0; r < p.bb_dp; ++r)
+      d.microbatch_scale.push_back(0.6 + static_cast<double>(x % 1000) / 1000.0);
   }
   d.transfer = 0.002;
   d.sync = 0.25;
@@ -78,9 +86,10 @@ table_durations make_durations(const plan_shape& p) {
 double polling_simulate(const pipeline_schedule& s, const table_durations& d) {
   const std::size_t R = s.ranks.size();
   using key = std::tuple<int, int, int, int, int, int>;  // src, dst, is_act, stage, chunk, mb
-  std::map<key, double> arrived;                       // message -> arrival time
+  std::map<key, double> arrived;                         // message -> arrival time
   std::map<std::pair<int, int>, double> link_free;
-  std::map<std::pair<int, int>, std::pair<int, double>> coll;  // (stage, bucket) -> (issued, ready time)
+  std::map<std::pair<int, int>, std::pair<int, double>>
+      coll;  // (stage, bucket) -> (issued, ready time)
   std::map<std::pair<int, int>, double> coll_end;
   std::map<int, double> group_free;
   std::vector<int> members(static_cast<std::size_t>(s.num_stages), 0);
@@ -103,7 +112,8 @@ double polling_simulate(const pipeline_schedule& s, const table_durations& d) {
         arrived[key{me, o.peer, o.kind == op_kind::send_act, o.stage, o.chunk, o.microbatch}] = f;
         end = std::max(end, f);
       } else if (is_recv(o.kind)) {
-        auto it = arrived.find(key{o.peer, me, o.kind == op_kind::recv_act, o.stage, o.chunk, o.microbatch});
+        auto it = arrived.find(
+            key{o.peer, me, o.kind == op_kind::recv_act, o.stage, o.chunk, o.microbatch});
         if (it == arrived.end()) continue;  // not sent yet: poll again next sweep
         t[r] = std::max(t[r], it->second);
       } else if (o.kind == op_kind::grad_sync_start) {
@@ -129,13 +139,25 @@ double polling_simulate(const pipeline_schedule& s, const table_durations& d) {
   return end;
 }
 
-double ms_of(const std::function<void()>& fn, bool quick) { return 1e3 * bench::time_per_call(fn, quick ? 0.02 : 0.5, quick ? 3 : 5); }
+double ms_of(const std::function<void()>& fn, bool quick) {
+  return 1e3 * bench::time_per_call(fn, quick ? 0.02 : 0.5, quick ? 3 : 5);
+}
 
 // Process CPU milliseconds per call (robust when the machine is shared).
 double cpu_ms_of(const std::function<void()>& fn, int reps) {
   const std::clock_t c0 = std::clock();
   for (int i = 0; i < reps; ++i) fn();
   return 1e3 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC / reps;
+}
+
+// 1-minute load average (-1 if unknown).
+double load_average() {
+  double l = -1.0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1.0;
+    std::fclose(f);
+  }
+  return l;
 }
 
 }  // namespace
@@ -149,21 +171,58 @@ int main(int argc, char** argv) {
   const auto spec = make_spec(p, d);
 
   pipeline_schedule s;
-  const double gen_ms = ms_of([&] { s = add_grad_sync(add_communication(make_multi_module(spec))); }, opt.quick);
-  const double validate_ms = ms_of([&] { simulator v(s); bench::do_not_optimize(v.num_ops()); }, opt.quick);
+  const double gen_ms =
+      ms_of([&] { s = add_grad_sync(add_communication(make_multi_module(spec))); }, opt.quick);
+  const double validate_ms = ms_of(
+      [&] {
+        simulator v(s);
+        bench::do_not_optimize(v.num_ops());
+      },
+      opt.quick);
   simulator sim(s);
   sim_result res;
-  const double run_ms = ms_of([&] { sim.run(d, res); bench::do_not_optimize(res.iteration_time); }, opt.quick);
-  const double simulate_ms = ms_of([&] { auto r = simulate(s, d); bench::do_not_optimize(r.iteration_time); }, opt.quick);
+  const double run_ms = ms_of(
+      [&] {
+        sim.run(d, res);
+        bench::do_not_optimize(res.iteration_time);
+      },
+      opt.quick);
+  const double simulate_ms = ms_of(
+      [&] {
+        auto r = simulate(s, d);
+        bench::do_not_optimize(r.iteration_time);
+      },
+      opt.quick);
+  simulator scorer(s);  // a planner's scorer: one simulator, reset per candidate schedule
+  sim_result scored;
+  const auto score = [&] {
+    scorer.reset(s);
+    scorer.run(d, scored);
+    bench::do_not_optimize(scored.iteration_time);
+  };
+  const double reset_run_ms = ms_of(score, opt.quick);
   double base_time = 0.0;
   const double base_ms = ms_of([&] { base_time = polling_simulate(s, d); }, opt.quick);
-  const int reps = opt.quick ? 3 : 10;
-  const double simulate_cpu_ms = cpu_ms_of([&] { auto r = simulate(s, d); bench::do_not_optimize(r.iteration_time); }, reps);
-  const double run_cpu_ms = cpu_ms_of([&] { sim.run(d, res); bench::do_not_optimize(res.iteration_time); }, reps);
+  const int reps = opt.quick ? 3 : 30;
+  const double simulate_cpu_ms = cpu_ms_of(
+      [&] {
+        auto r = simulate(s, d);
+        bench::do_not_optimize(r.iteration_time);
+      },
+      reps);
+  const double run_cpu_ms = cpu_ms_of(
+      [&] {
+        sim.run(d, res);
+        bench::do_not_optimize(res.iteration_time);
+      },
+      reps);
   const double base_cpu_ms = cpu_ms_of([&] { base_time = polling_simulate(s, d); }, reps);
+  const double reset_run_cpu_ms = cpu_ms_of(score, reps);
+  const double load = load_average();
   sim.run(d, res);
   const double ops = static_cast<double>(s.num_ops());
-  const bool agree = std::abs(base_time - res.iteration_time) <= 1e-9 * res.iteration_time;
+  const bool agree = std::abs(base_time - res.iteration_time) <= 1e-9 * res.iteration_time &&
+                     scored.iteration_time == res.iteration_time;
 
   // 1F1B closed form over the chain (mean microbatch size), for reference.
   double mean_scale = 0.0;
@@ -181,7 +240,8 @@ int main(int argc, char** argv) {
   d1.microbatch_scale.clear();
   for (int slot = 0; slot < p.per_replica; ++slot)
     d1.microbatch_scale.push_back(d.microbatch_scale[static_cast<std::size_t>(slot * p.bb_dp)]);
-  const double ref_1f1b = simulate(add_communication(make_1f1b(p.bb_pp + 2, p.per_replica)), d1).iteration_time;
+  const double ref_1f1b =
+      simulate(add_communication(make_1f1b(p.bb_pp + 2, p.per_replica)), d1).iteration_time;
 
   if (opt.json) {
     nlohmann::json j{{"benchmark", "sim"},
@@ -202,6 +262,13 @@ int main(int argc, char** argv) {
                      {"baseline_polling_ms", base_ms},
                      {"speedup_run_vs_baseline", base_ms / run_ms},
                      {"speedup_simulate_vs_baseline", base_ms / simulate_ms},
+                     {"full_path_ms", simulate_ms},
+                     {"full_path_cpu_ms", simulate_cpu_ms},
+                     {"reset_run_ms", reset_run_ms},
+                     {"reset_run_cpu_ms", reset_run_cpu_ms},
+                     {"speedup_full_path_vs_baseline", base_ms / simulate_ms},
+                     {"speedup_full_path_vs_baseline_cpu", base_cpu_ms / simulate_cpu_ms},
+                     {"load_average_1min", load},
                      {"iteration_time_s", res.iteration_time},
                      {"baseline_iteration_time_s", base_time},
                      {"agree", agree},
@@ -211,19 +278,32 @@ int main(int argc, char** argv) {
                      {"critical_path_ops", res.critical_path.size()}};
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("simulating one iteration: {} GPUs (TP {}), {} schedule ranks, {} microbatches ({} per backbone replica), {} ops\n",
-               gpus, tp, s.ranks.size(), spec.num_microbatches, p.per_replica, s.num_ops());
+    fmt::print(
+        "simulating one iteration: {} GPUs (TP {}), {} schedule ranks, {} microbatches ({} per "
+        "backbone replica), {} ops\n",
+        gpus, tp, s.ranks.size(), spec.num_microbatches, p.per_replica, s.num_ops());
     fmt::print("  {:<44} {:>10.3f} ms\n", "generate (multi-module + comm + grad sync)", gen_ms);
     fmt::print("  {:<44} {:>10.3f} ms\n", "validate (simulator construction)", validate_ms);
-    fmt::print("  {:<44} {:>10.3f} ms   {:.3g} ops/s\n", "run one iteration (prepared)", run_ms, ops / (run_ms * 1e-3));
-    fmt::print("  {:<44} {:>10.3f} ms\n", "simulate() = validate + run", simulate_ms);
-    fmt::print("  {:<44} {:>10.3f} ms   run {:.3f} ms, baseline {:.3f} ms\n", "CPU time: simulate()", simulate_cpu_ms,
-               run_cpu_ms, base_cpu_ms);
-    fmt::print("  {:<44} {:>10.3f} ms   x{:.1f} slower than run, x{:.1f} than simulate()\n", "baseline: polling simulator (std::map)", base_ms,
-               base_ms / run_ms, base_ms / simulate_ms);
-    fmt::print("  iteration time {:.4f} s (baseline {:.4f} s, {}), mean bubble {:.1f}%\n", res.iteration_time, base_time,
-               agree ? "agree" : "DISAGREE", 100.0 * res.mean_bubble_fraction());
-    fmt::print("  references: plain 1F1B of one replica's chain {:.4f} s; closed form at mean size {:.4f} s\n", ref_1f1b, closed);
+    fmt::print("  {:<44} {:>10.3f} ms   {:.3g} ops/s\n", "run one iteration (prepared)", run_ms,
+               ops / (run_ms * 1e-3));
+    fmt::print("  {:<44} {:>10.3f} ms\n", "full path: simulate() = validate + run", simulate_ms);
+    fmt::print("  {:<44} {:>10.3f} ms\n", "full path, reused storage: reset() + run()",
+               reset_run_ms);
+    fmt::print("  {:<44} {:>10.3f} ms   x{:.1f} slower than run, x{:.1f} than the full path\n",
+               "baseline: polling simulator (std::map)", base_ms, base_ms / run_ms,
+               base_ms / simulate_ms);
+    fmt::print(
+        "  CPU time: simulate() {:.3f} ms, reset() + run() {:.3f} ms, run {:.3f} ms, baseline "
+        "{:.3f} ms (x{:.1f})\n",
+        simulate_cpu_ms, reset_run_cpu_ms, run_cpu_ms, base_cpu_ms, base_cpu_ms / simulate_cpu_ms);
+    fmt::print("  1-minute load average {:.2f} (wall times grow with it; CPU times less)\n", load);
+    fmt::print("  iteration time {:.4f} s (baseline {:.4f} s, {}), mean bubble {:.1f}%\n",
+               res.iteration_time, base_time, agree ? "agree" : "DISAGREE",
+               100.0 * res.mean_bubble_fraction());
+    fmt::print(
+        "  references: plain 1F1B of one replica's chain {:.4f} s; closed form at mean size {:.4f} "
+        "s\n",
+        ref_1f1b, closed);
   }
   return agree ? 0 : 1;
 }

@@ -55,7 +55,8 @@ TEST_CASE("ZB-H1 bubble = (p-1)/(3m+p-1) < 1F1B's at 1F1B's peak memory") {
       const auto f = add_communication(make_1f1b(p, m));
       const auto rz = run(z, table_durations::uniform(1, 1, 1));
       const auto rf = run(f, table_durations::uniform(1, 2));
-      CHECK(rz.bubble_fraction.front() == Approx(static_cast<double>(p - 1) / (3 * m + p - 1)).margin(1e-12));
+      CHECK(rz.bubble_fraction.front() ==
+            Approx(static_cast<double>(p - 1) / (3 * m + p - 1)).margin(1e-12));
       CHECK(rz.mean_bubble_fraction() < rf.mean_bubble_fraction());
       const auto bz = rz.peak_activation_bytes;
       const auto bf = rf.peak_activation_bytes;
@@ -97,9 +98,11 @@ TEST_CASE("critical path runs through the messages that set the time") {
   CHECK(res.iteration_time == Approx(7.0));
   REQUIRE(!res.critical_path.empty());
   std::vector<op_kind> kinds;
-  for (const auto& ref : res.critical_path) kinds.push_back(s.ops[static_cast<std::size_t>(ref.rank)][ref.index].kind);
-  const std::vector<op_kind> expect{op_kind::forward, op_kind::send_act, op_kind::recv_act, op_kind::forward,
-                                    op_kind::backward, op_kind::send_grad, op_kind::recv_grad, op_kind::backward};
+  for (const auto& ref : res.critical_path)
+    kinds.push_back(s.ops[static_cast<std::size_t>(ref.rank)][ref.index].kind);
+  const std::vector<op_kind> expect{op_kind::forward,   op_kind::send_act, op_kind::recv_act,
+                                    op_kind::forward,   op_kind::backward, op_kind::send_grad,
+                                    op_kind::recv_grad, op_kind::backward};
   CHECK(kinds == expect);
   CHECK(res.critical_path.front().rank == 0);
   CHECK(res.critical_path.back().rank == 0);
@@ -164,4 +167,47 @@ TEST_CASE("MFU, reuse and bad durations") {
     CHECK(std::string(e.message()).find("deadlock") != std::string::npos);
     CHECK(std::string(e.message()).find("recv_act(stage 0, mb 0 <- rank 0)") != std::string::npos);
   }
+}
+
+TEST_CASE("reset validates another schedule into the same simulator, with fresh results") {
+  // Alternate shapes (more, then fewer ranks, links, buckets) so stale state would show.
+  const auto same = [](const sim_result& x, const sim_result& y) {
+    CHECK(x.iteration_time == y.iteration_time);
+    CHECK(x.busy == y.busy);
+    CHECK(x.bubble_fraction == y.bubble_fraction);
+    CHECK(x.peak_activation_bytes == y.peak_activation_bytes);
+    CHECK(x.critical_path == y.critical_path);
+    CHECK(x.rank_begin == y.rank_begin);
+    REQUIRE(x.times.size() == y.times.size());
+    for (std::size_t i = 0; i < x.times.size(); ++i) {
+      CHECK(x.times[i].start == y.times[i].start);
+      CHECK(x.times[i].end == y.times[i].end);
+    }
+  };
+  table_durations d = table_durations::uniform(1.0, 2.0, 0.5);
+  d.transfer = 0.25;
+  d.sync = 1.5;
+  d.microbatch_scale = {1.0, 0.5, 2.0, 1.0, 0.75, 1.25, 1.0, 3.0};
+  const std::vector<pipeline_schedule> schedules = {
+      add_grad_sync(add_communication(make_interleaved_1f1b(4, 8, 2)), 2),
+      add_communication(make_1f1b(2, 3)), add_grad_sync(add_communication(make_zb_h1(3, 8))),
+      add_communication(make_gpipe(1, 2))};
+  simulator sim(schedules.back());
+  sim_result res;
+  for (const auto& s : schedules) {
+    sim.reset(s);
+    CHECK(sim.num_ops() == s.num_ops());
+    sim.run(d, res);
+    same(res, simulate(s, d));
+    // 1F1B(2, 3) by hand: F=s, B=2s, transfer s/4 for scales s = 1, 0.5, 2: rank 1 runs F2 at
+    // 9 (rank 0: F0, F1, B0 at 4.5, F2 at 6.5, sent at 9), B2 to 15, rank 0 B2 from 15.5.
+    if (s.ranks.size() == 2 && s.num_microbatches == 3) CHECK(res.iteration_time == Approx(19.5));
+  }
+  auto broken = schedules.front();
+  broken.ops[2].erase(broken.ops[2].begin());
+  DISTTRAIN_CHECK_ERROR(sim.reset(broken), errc::schedule_error, "rank 2");
+  CHECK(sim.num_ops() == 0);  // left empty, still usable
+  CHECK(sim.run(d).times.empty());
+  sim.reset(schedules.front());
+  same(sim.run(d), simulate(schedules.front(), d));
 }

@@ -217,14 +217,37 @@ void simulate_compiled(const compiled_schedule& c, const op_lists& ops, const D&
 /// `schedule_error` on the first problem; a deadlock (which does not depend
 /// on durations) is reported the same way by the first `run`. It keeps a
 /// copy of the schedule's ops (the duration model is asked about each).
+/// `reset` validates another schedule into the same storage, so scoring many
+/// candidate schedules allocates nothing once the buffers are sized.
 ///
 /// @code
 /// disttrain::simulator sim(schedule);
 /// for (const auto& candidate : duration_models) best = std::min(best, sim.run(candidate).iteration_time);
+/// disttrain::sim_result res;
+/// for (const auto& s : candidate_schedules) {
+///   sim.reset(s);  // validates s (throws schedule_error)
+///   sim.run(durations, res);
+/// }
 /// @endcode
 class simulator {
  public:
   explicit simulator(const pipeline_schedule& s) : c_(detail::compile_schedule(s)), ops_(s.ops) {}
+
+  /// @brief Validates `s` and makes it the simulated schedule, reusing this
+  /// simulator's storage. Throws `schedule_error` as the constructor does; the
+  /// simulator then holds an empty schedule (no ranks, no ops).
+  void reset(const pipeline_schedule& s) {
+    try {
+      detail::compile_schedule(s, c_);
+      ops_ = s.ops;
+    } catch (...) {
+      c_ = detail::compiled_schedule{};
+      c_.begin = {0};
+      c_.coll_begin = {0};
+      ops_.clear();
+      throw;
+    }
+  }
 
   /// @brief The schedule's shape (segments, ranks; no ops).
   [[nodiscard]] const pipeline_schedule& meta() const noexcept { return c_.meta; }

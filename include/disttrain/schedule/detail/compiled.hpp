@@ -46,13 +46,16 @@ struct compiled_schedule {
   std::vector<std::size_t> begin;  ///< rank r's ops are [begin[r], begin[r+1])
   std::vector<int> rank_of;        ///< flat op -> rank
   std::vector<op_index> link;      ///< see the struct comment
-  std::vector<op_index> channel;   ///< send -> directed link id (no_op otherwise)
+  std::vector<op_index>
+      channel;  ///< send or receive -> its message's directed link id (no_op otherwise)
   std::size_t num_channels = 0;
+  std::vector<int> chan_src, chan_dst;  ///< link id -> sending / receiving rank
   std::vector<std::size_t> coll_group;  ///< collective -> DP group (its stage)
   std::vector<std::size_t>
       coll_begin;  ///< collective c has coll_begin[c+1] - coll_begin[c] members
   std::vector<std::vector<int>> group_ranks;  ///< stage -> ranks of the stage (its DP group)
   std::vector<int> peak_inflight;             ///< per rank: activations held at the peak (count)
+  std::vector<op_index> scratch;  ///< compile_schedule's slot table, kept to reuse its storage
 
   [[nodiscard]] std::size_t num_ops() const noexcept { return kind.size(); }
   [[nodiscard]] std::size_t num_ranks() const noexcept {
@@ -80,10 +83,10 @@ struct compiled_schedule {
   }
 };
 
-/// @brief Builds the compiled form; throws `schedule_error` naming the first problem.
-inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
+/// @brief Builds the compiled form of `s` into `c`, reusing `c`'s storage;
+/// throws `schedule_error` naming the first problem (`c` is then unspecified).
+inline void compile_schedule(const pipeline_schedule& s, compiled_schedule& c) {
   check_schedule_shape(s);
-  compiled_schedule c;
   c.meta.name = s.name;
   c.meta.num_stages = s.num_stages;
   c.meta.num_chunks = s.num_chunks;
@@ -91,6 +94,10 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
   c.meta.split_backward = s.split_backward;
   c.meta.segments = s.segments;
   c.meta.ranks = s.ranks;
+  c.meta.ops.clear();
+  c.num_channels = 0;
+  c.chan_src.clear();
+  c.chan_dst.clear();
   const std::size_t R = s.ranks.size();
   const std::size_t n = s.num_ops();
   if (n >= static_cast<std::size_t>(no_op))
@@ -98,7 +105,7 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
          " supported");
   c.kind.resize(n);
   c.rank_of.resize(n);
-  c.begin.resize(R + 1);
+  c.begin.assign(R + 1, 0);
   for (std::size_t r = 0, i = 0; r < R; ++r) {
     c.begin[r] = i;
     for (const auto& o : s.ops[r]) {
@@ -133,7 +140,8 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
   //    one record of NT_ entries per slot (the passes below read them together).
   const std::size_t slots = static_cast<std::size_t>(V) * M;
   enum { F_, B_, W_, SA_, RA_, SG_, RG_, NT_ };
-  std::vector<op_index> pos_v(slots * NT_, no_op);
+  auto& pos_v = c.scratch;
+  pos_v.assign(slots * NT_, no_op);
   const auto pos = [&](int t, std::size_t k) -> op_index& {
     return pos_v[k * NT_ + static_cast<std::size_t>(t)];
   };
@@ -265,11 +273,13 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
           if (it == peers.end()) {
             peers.push_back(o.peer);
             last_recv.push_back(no_op);
+            c.chan_src.push_back(static_cast<int>(r));
+            c.chan_dst.push_back(o.peer);
             it = peers.end() - 1;
           }
           const std::size_t ch = base + static_cast<std::size_t>(it - peers.begin());
-          c.channel[i] = static_cast<op_index>(ch);
           const op_index rcv = c.link[i];
+          c.channel[i] = c.channel[rcv] = static_cast<op_index>(ch);
           if (last_recv[ch] != no_op && rcv < last_recv[ch]) crossed = true;
           last_recv[ch] = rcv;
         }
@@ -368,6 +378,12 @@ inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
     }
     c.peak_inflight[r] = peak;
   }
+}
+
+/// @brief Builds the compiled form of `s`; throws `schedule_error` naming the first problem.
+inline compiled_schedule compile_schedule(const pipeline_schedule& s) {
+  compiled_schedule c;
+  compile_schedule(s, c);
   return c;
 }
 

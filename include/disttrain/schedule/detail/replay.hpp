@@ -75,7 +75,8 @@ inline bool replay(const compiled_schedule& c, const double* dur, bool overlap, 
 
   // Raw pointers: the hot loop stores through them without the vectors being reloaded.
   const op_kind* const kind = c.kind.data();
-  const int* const rank_of = c.rank_of.data();
+  const int* const chan_src = c.chan_src.data();
+  const int* const chan_dst = c.chan_dst.data();
   const op_index* const link = c.link.data();
   const op_index* const channel = c.channel.data();
   const std::size_t* const begin = c.begin.data();
@@ -124,15 +125,14 @@ inline bool replay(const compiled_schedule& c, const double* dur, bool overlap, 
           chan_free[ch] = xe;
           chan_last[ch] = static_cast<op_index>(i);
           if (!overlap) t = xe;
-          const op_index rcv = link[i];
-          const auto rr = static_cast<std::size_t>(rank_of[rcv]);
-          if (pc[rr] == rcv) wake(rr);
+          const auto rr = static_cast<std::size_t>(chan_dst[ch]);
+          if (pc[rr] == link[i]) wake(rr);
           break;
         }
         case op_kind::recv_act:
         case op_kind::recv_grad: {
           const op_index snd = link[i];
-          if (pc[static_cast<std::size_t>(rank_of[snd])] <= snd) {  // not sent yet
+          if (pc[static_cast<std::size_t>(chan_src[channel[i]])] <= snd) {  // not sent yet
             waiting = true;
             break;
           }
