@@ -16,9 +16,10 @@
 //   compute would make 4 ranks on 2 cores steal each other's time.
 // - messages: the raw one-way time of MPI_Send/MPI_Recv between ranks 0 and 1
 //   is measured first, for message sizes doubling from 64 KiB; the activation
-//   message is the smallest size whose raw time reaches the forward time F
-//   (capped at 64 MiB), the gradient message twice that (B = 2F): per middle
-//   rank, link time ~ compute time.
+//   message is the smallest size whose raw time reaches the target forward
+//   time (capped at 16 MiB), the gradient message twice that, and F is set to
+//   the activation message's measured time (B = 2F): per middle rank, link
+//   time ~ compute time (see size_messages).
 // - overlap off runs the executor's naive mode: every receive posted at its
 //   op and waited at once, every send completed before the next op. Above
 //   MPI's eager limit a send completes only when the receiver matched it, so
@@ -94,20 +95,23 @@ struct link_sizing {
   double grad_s = 0;      // ... of a gradient message (2x the bytes)
 };
 
-// The smallest activation message (64 KiB, doubling, at most 64 MiB) whose
-// raw one-way time reaches F. Where even 64 KiB takes longer than F (an
-// oversubscribed machine: the time is scheduling latency, not bandwidth), F
-// is raised to that time instead, so compute and communication stay equal.
-link_sizing size_messages(int me, double forward_s, int reps) {
+// The activation message: the smallest of 64 KiB, 128 KiB, ... 16 MiB whose
+// raw one-way time reaches the target F (milliseconds, so timed sleeps stay
+// accurate). F is then set to that message's measured time, so per rank
+// compute (3F per microbatch) matches the raw link time (activation +
+// gradient message) whether the link is bandwidth bound or latency bound (an
+// oversubscribed machine: milliseconds of scheduling for any size). The cap
+// keeps the buffers (6 message sizes per microbatch and rank, allocated in
+// an untimed warm-up run) within memory.
+link_sizing size_messages(int me, double target_forward_s, int reps) {
   link_sizing l;
-  l.forward_s = forward_s;
   for (std::size_t b = std::size_t{1} << 16;; b *= 2) {
     const double t = raw_one_way(me, b, reps);
     l.bytes = b;
     l.act_s = t;
-    if (t >= forward_s || b >= (std::size_t{1} << 26)) break;
+    if (t >= target_forward_s || b >= (std::size_t{1} << 24)) break;
   }
-  if (l.bytes == (std::size_t{1} << 16)) l.forward_s = std::max(forward_s, l.act_s);
+  l.forward_s = l.act_s;
   l.grad_s = raw_one_way(me, 2 * l.bytes, reps);
   return l;
 }
@@ -180,11 +184,13 @@ mode_result run_mode(disttrain::mpi_backend& b, const disttrain::pipeline_schedu
   const int me = b.rank();
   std::vector<double> times;
   mode_result res;
-  for (int rep = 0; rep < reps && !res.deadlock; ++rep) {
-    sleep_host h{forward, bytes, {}, std::vector<float>(16, 1.0f), {me}};
-    disttrain::executor<disttrain::mpi_backend> ex(
-        b, {s.num_stages, s.num_chunks, s.num_microbatches},
-        {.overlap = overlap, .timeout = timeout, .record = false});
+  // One host for every repetition: its message buffers are allocated (and
+  // their pages touched) in the untimed first run, not in the measured ones.
+  sleep_host h{forward, bytes, {}, std::vector<float>(16, 1.0f), {me}};
+  disttrain::executor<disttrain::mpi_backend> ex(
+      b, {s.num_stages, s.num_chunks, s.num_microbatches},
+      {.overlap = overlap, .timeout = timeout, .record = false});
+  for (int rep = 0; rep <= reps && !res.deadlock; ++rep) {
     b.barrier();
     double t = 0;
     int failed = 0;
@@ -205,7 +211,7 @@ mode_result run_mode(disttrain::mpi_backend& b, const disttrain::pipeline_schedu
       // communicator for what follows (the caller rebuilds the backend).
       break;
     }
-    times.push_back(slowest);
+    if (rep > 0) times.push_back(slowest);  // run 0 warms up
   }
   if (!times.empty()) {
     std::sort(times.begin(), times.end());
@@ -227,7 +233,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_exec_mpi needs at least 2 ranks (one per pipeline stage)\n");
     return 2;
   }
-  const int microbatches = opts.quick ? 4 : 16, reps = opts.quick ? 1 : 3;
+  const int microbatches = opts.quick ? 4 : 8, reps = opts.quick ? 1 : 3;
   const auto forward = opts.quick ? 1ms : 4ms;
   const link_sizing link =
       size_messages(me, std::chrono::duration<double>(forward).count(), opts.quick ? 3 : 9);
