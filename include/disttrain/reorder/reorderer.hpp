@@ -121,9 +121,9 @@ class reorderer {
     if (options_.slots == slot_policy::best && m > 1) {
       // Both cuts, each balanced and ordered; the lower objective wins (ties: balanced).
       plan(batch, start::balanced);
-      const double balanced_time = time_;
+      swap_plan();  // keep the balanced plan aside (buffer swaps: no copy, no allocation)
       plan(batch, start::size_sorted);
-      if (!(time_ < balanced_time * (1 - 1e-12))) plan(batch, start::balanced);
+      if (!(time_ < saved_time_ * (1 - 1e-12))) swap_plan();
     } else {
       plan(batch, start_of(options_.slots));
     }
@@ -193,19 +193,21 @@ class reorderer {
     const auto grow = [](auto& v, std::size_t size) {
       if (v.capacity() < size) v.reserve(size);
     };
-    for (auto* v : {&by_id_, &rank_, &seq_, &bins_, &sorted_index_, &slot_, &best_seq_})
+    for (auto* v :
+         {&by_id_, &rank_, &seq_, &bins_, &sorted_index_, &slot_, &best_seq_, &saved_slot_})
       grow(*v, n);
-    grow(replica_, n * K);
-    grow(offset_, n * K);
+    for (auto* v : {&replica_, &offset_, &saved_replica_, &saved_offset_}) grow(*v, n * K);
     grow(fill_, std::max({n, m, dp_max}));
-    for (auto* v : {&perm_, &position_, &relabel_, &slot_order_}) grow(*v, m);
+    for (auto* v : {&perm_, &position_, &relabel_, &slot_order_, &saved_perm_, &saved_position_})
+      grow(*v, m);
     grow(load_base_, K + 1);
     grow(key_, n);
     grow(radix_, n);
     grow(radix_tmp_, n);
     grow(costs_, n);
     grow(slot_load_, dp_sum * m);
-    for (auto* v : {&slowest_, &slot_time_, &vec_load_}) grow(*v, K * m);
+    grow(saved_slot_load_, dp_sum * m);
+    for (auto* v : {&slowest_, &saved_slowest_, &slot_time_, &vec_load_}) grow(*v, K * m);
     grow(excess_, m);
     grow(fwd_, m * S);
     grow(bwd_, m * S);
@@ -492,6 +494,17 @@ class reorderer {
     return cur;
   }
 
+  // Exchanges the plan that write_result reads (steps 3-4) with the saved one.
+  void swap_plan() noexcept {
+    std::swap(time_, saved_time_);
+    for (auto [a, b] : {std::pair{&slot_, &saved_slot_}, std::pair{&replica_, &saved_replica_},
+                        std::pair{&offset_, &saved_offset_}, std::pair{&perm_, &saved_perm_},
+                        std::pair{&position_, &saved_position_}})
+      a->swap(*b);
+    slot_load_.swap(saved_slot_load_);
+    slowest_.swap(saved_slowest_);
+  }
+
   // Step 3: replica_/offset_ per (input index, module); load_ per (module, slot, replica).
   void split_cells(std::span<const sample_meta> batch) {
     const std::size_t n = batch.size();
@@ -622,7 +635,11 @@ class reorderer {
   partitioner partitioner_, slot_partitioner_;
   microbatch_orderer orderer_;
   std::array<double, max_reorder_modules> total_{};
-  double time_ = 0.0;
+  double time_ = 0.0, saved_time_ = 0.0;
+  // The plan set aside by swap_plan() (slot_best: the balanced cut's plan).
+  std::vector<std::uint32_t> saved_slot_, saved_replica_, saved_offset_, saved_perm_,
+      saved_position_;
+  std::vector<double> saved_slot_load_, saved_slowest_;
   std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_,
       sorted_index_, slot_, relabel_;
   std::vector<std::size_t> load_base_;
