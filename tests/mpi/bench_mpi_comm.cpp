@@ -67,9 +67,9 @@ int main(int argc, char** argv) {
   std::vector<disttrain::bench::p2p_row> rows;
   for (std::size_t s : sizes) {
     std::vector<std::byte> buf(s, std::byte{1});
-    const std::size_t budget = opt.quick ? (4u << 20) : (32u << 20);  // bytes per batch
+    const std::size_t budget = opt.quick ? (4u << 20) : (16u << 20);  // bytes per batch
     const int reps = static_cast<int>(std::clamp<std::size_t>(budget / s, 4, 512));
-    const int batches = opt.quick ? 2 : 11;
+    const int batches = opt.quick ? 2 : 21;
     const int count = static_cast<int>(s);
     const auto raw = [&] {
       return one_way(

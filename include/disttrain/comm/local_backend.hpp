@@ -94,7 +94,7 @@ struct local_op {
   [[nodiscard]] bool finished() const noexcept { return state.load() >= done; }
 
   // Publishes the final state, waking the waiter only if it sleeps. The
-  // seq_cst store/load pair here and in `sleep_until` (store `sleeping`, then
+  // seq_cst store/load pair here and in `wait_until` (store `sleeping`, then
   // load `state`) guarantees that either the waiter sees the final state or
   // this thread sees `sleeping` and notifies under the mutex.
   void finish(int st) {
@@ -115,11 +115,15 @@ struct local_op {
   // microseconds; no system call), then `yield` until `spin_time` (lets a
   // peer that waits for this very CPU run: the common case on an
   // oversubscribed machine, where spinning without yielding would starve it).
+  // A matched op (the peer is copying) never sleeps: it completes when the
+  // copy ends, and a sleeping waiter would pay a wake-up on top (up to a
+  // scheduler time slice, milliseconds, on a loaded machine).
   static constexpr std::chrono::microseconds pause_time{2};
   static constexpr std::chrono::microseconds spin_time{50};
 
   // Polls (see above), then sleeps on the condition variable until
-  // `deadline`; returns whether the op finished.
+  // `deadline`; returns whether the op finished (a matched op is always
+  // waited for, even past the deadline: its copy is in flight).
   bool wait_until(std::chrono::steady_clock::time_point deadline) {
     if (finished()) return true;
     const auto now = std::chrono::steady_clock::now();
@@ -129,7 +133,7 @@ struct local_op {
       if (finished()) return true;
       if ((i & 15u) == 0) {
         const auto t = std::chrono::steady_clock::now();
-        if (t >= spin_end) break;
+        if (t >= spin_end && state.load() == pending) break;
         if (t >= pause_end) std::this_thread::yield();
       }
       cpu_relax();
