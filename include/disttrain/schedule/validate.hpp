@@ -61,10 +61,8 @@ inline validation_report validate_schedule(const pipeline_schedule& s) {
   struct interval {
     double start, end;
   };
-  const std::vector<double> zero(c.num_ops(), 0.0);
-  std::vector<interval> times(c.num_ops());
-  if (!detail::replay(c, zero.data(), true, st, times.data()))
-    detail::report_deadlock(c, s.ops, st);
+  std::vector<interval> times(c.num_ops(), interval{0.0, 0.0});  // zero durations
+  if (!detail::replay(c, true, st, times.data())) detail::report_deadlock(c, s.ops, st);
   validation_report rep;
   rep.peak_inflight = c.peak_inflight;
   rep.num_ops = c.num_ops();

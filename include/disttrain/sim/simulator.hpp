@@ -118,7 +118,7 @@ namespace detail {
 /// @brief Reusable buffers of one simulation (see `simulate_compiled`).
 struct sim_buffers {
   replay_state replay;
-  std::vector<double> per_op;  ///< durations, then (after the replay) activation bytes
+  std::vector<double> held;  ///< per op of one rank: activation bytes its F keeps
 };
 
 [[noreturn]] inline void bad_duration(const compiled_schedule& c, const op_lists& ops,
@@ -135,8 +135,9 @@ void simulate_compiled(const compiled_schedule& c, const op_lists& ops, const D&
   const std::size_t n = c.num_ops();
   const std::size_t R = c.num_ranks();
   const auto& ranks = c.meta.ranks;
-  auto& dur = b.per_op;
-  dur.resize(n);
+  // Durations go to times[i].end, where the replay reads them (no separate table).
+  res.times.resize(n);
+  op_interval* const times = res.times.data();
   res.busy.assign(R, 0.0);
   for (std::size_t r = 0; r < R; ++r) {
     const auto& info = ranks[r];
@@ -153,13 +154,11 @@ void simulate_compiled(const compiled_schedule& c, const op_lists& ops, const D&
         v = static_cast<double>(d.sync_time(info, o));
       }
       if (!(v >= 0.0) || !std::isfinite(v)) bad_duration(c, ops, i, v);
-      dur[i++] = v;
+      times[i++] = {0.0, v};
     }
     res.busy[r] = busy;
   }
-  res.times.resize(n);
-  if (!replay(c, dur.data(), opt.overlap_comm, b.replay, res.times.data()))
-    report_deadlock(c, ops, b.replay);
+  if (!replay(c, opt.overlap_comm, b.replay, times)) report_deadlock(c, ops, b.replay);
 
   double t_end = 0.0;
   op_index last = no_op;
@@ -186,23 +185,26 @@ void simulate_compiled(const compiled_schedule& c, const op_lists& ops, const D&
   }
   std::reverse(res.critical_path.begin(), res.critical_path.end());
 
-  // Activation memory in program order. The durations are spent: dur[f] now
-  // holds the bytes F f keeps until the B or W that frees them.
+  // Activation memory in program order; an F and the B or W freeing its
+  // activations are on one rank, so `held` is indexed by op within the rank.
   res.peak_activation_bytes.assign(R, 0.0);
   for (std::size_t r = 0; r < R; ++r) {
     double cur = 0.0;
     double peak = 0.0;
-    std::size_t i = c.begin[r];
+    const std::size_t first = c.begin[r];
+    std::size_t i = first;
+    b.held.resize(std::max(b.held.size(), ops[r].size()));
+    double* const held = b.held.data();
     for (const auto& o : ops[r]) {
       if (c.holds(i)) {
         const double bytes = static_cast<double>(d.activation_bytes(ranks[r], o));
         if (!(bytes >= 0.0) || !std::isfinite(bytes)) bad_duration(c, ops, i, bytes);
-        dur[i] = bytes;
+        held[i - first] = bytes;
         cur += bytes;
         peak = std::max(peak, cur);
       }
       const op_index f = c.releases(i);
-      if (f != no_op) cur -= dur[f];
+      if (f != no_op) cur -= held[f - first];
       ++i;
     }
     res.peak_activation_bytes[r] = peak;

@@ -43,16 +43,16 @@ struct replay_state {
   bool deadlocked = false;
 };
 
-/// @brief Replays `c` with per-op durations `dur` (compute: run time; send:
-/// transfer time; grad_sync_start: collective time; others ignored; all >= 0),
-/// writing each op's interval to `times[i].start` / `times[i].end` (sends: the
-/// transfer; grad_sync_start: the collective). `times` has one entry per op.
+/// @brief Replays `c`. On entry `times[i].end` holds op i's duration (compute:
+/// run time; send: transfer time; grad_sync_start: collective time; others
+/// ignored; all >= 0); the replay reads it, then overwrites `times[i]` with the
+/// op's interval (sends: the transfer; grad_sync_start: the collective).
+/// `times` has one entry per op (no separate duration table to fill).
 /// Returns false on deadlock (`st.pc` then shows each rank's blocked op).
 /// A receive's message has arrived once its sender's program counter has
 /// passed the send (ranks advance one at a time), at `times[send].end`.
 template <class Interval>
-inline bool replay(const compiled_schedule& c, const double* dur, bool overlap, replay_state& st,
-                   Interval* times) {
+inline bool replay(const compiled_schedule& c, bool overlap, replay_state& st, Interval* times) {
   const std::size_t n = c.num_ops();
   const std::size_t R = c.num_ranks();
   const std::size_t C = c.num_collectives();
@@ -109,7 +109,7 @@ inline bool replay(const compiled_schedule& c, const double* dur, bool overlap, 
         case op_kind::weight:
         case op_kind::optimizer_step:
           times[i].start = t;
-          t += dur[i];
+          t += times[i].end;  // the duration (read before it is overwritten)
           times[i].end = t;
           pred[i] = prev;
           break;
@@ -118,7 +118,7 @@ inline bool replay(const compiled_schedule& c, const double* dur, bool overlap, 
           const std::size_t ch = channel[i];
           const bool busy = chan_free[ch] > t;
           const double xs = busy ? chan_free[ch] : t;
-          const double xe = xs + dur[i];
+          const double xe = xs + times[i].end;
           times[i].start = xs;
           times[i].end = xe;
           pred[i] = busy ? chan_last[ch] : prev;
@@ -149,6 +149,7 @@ inline bool replay(const compiled_schedule& c, const double* dur, bool overlap, 
         }
         case op_kind::grad_sync_start: {
           const std::size_t id = link[i];
+          const double dur = times[i].end;  // used if this member completes the collective
           times[i].start = t;
           times[i].end = t;
           pred[i] = prev;
@@ -165,7 +166,7 @@ inline bool replay(const compiled_schedule& c, const double* dur, bool overlap, 
               cs = st.group_free[g];
               pred[st.coll_bind[id]] = st.group_last[g];
             }
-            const double ce = cs + dur[i];
+            const double ce = cs + dur;
             st.coll_end[id] = ce;
             st.coll_done[id] = 1;
             st.group_free[g] = ce;
