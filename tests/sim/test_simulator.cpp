@@ -211,3 +211,23 @@ TEST_CASE("reset validates another schedule into the same simulator, with fresh 
   sim.reset(schedules.front());
   same(sim.run(d), simulate(schedules.front(), d));
 }
+
+TEST_CASE("crossed messages on both links name the first crossed receive in program order") {
+  // Rank 1 of 1F1B(2, 4) runs microbatch 2 before microbatch 1 (each block:
+  // recv_act, F, B, send_grad). Link 0->1 then delivers 1 before 2 and link
+  // 1->0 sends 2 before 1; rank 0 comes first, and its receive of gradient 1
+  // is receive #1 on link 1->0 while rank 1 sends that gradient as send #2.
+  auto s = add_communication(make_1f1b(2, 4));
+  auto& ops = s.ops[1];
+  std::swap_ranges(ops.begin() + 4, ops.begin() + 8, ops.begin() + 8);
+  try {
+    simulator sim(s);
+    FAIL("crossed order not detected");
+  } catch (const error& e) {
+    CHECK(e.code() == errc::schedule_error);
+    CHECK(std::string(e.where()).find("rank 0") == 0);
+    CHECK(std::string(e.where()).find("recv_grad(stage 1, mb 1 <- rank 1)") != std::string::npos);
+    CHECK(std::string(e.message()).find("is receive #1 from rank 1") != std::string::npos);
+    CHECK(std::string(e.message()).find("send #2 on this link") != std::string::npos);
+  }
+}
