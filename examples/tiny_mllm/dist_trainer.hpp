@@ -60,6 +60,7 @@
 #include "disttrain/exec.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
 #include "disttrain/plan/rank_layout.hpp"
+#include "disttrain/reorder/placement.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/multi_module.hpp"
@@ -494,19 +495,11 @@ class rank_trainer {
     micro_.assign(st.map.microbatches, micro{});
     for (std::uint32_t j = 0; j < st.map.microbatches; ++j) {
       micro& mb = micro_[j];
-      // Samples of microbatch j, numbered locally by ascending id.
-      std::vector<std::uint32_t> members;
-      for (std::uint32_t i = 0; i < st.map.samples.size(); ++i)
-        if (st.map.samples[i].microbatch == j) members.push_back(i);
-      std::map<std::uint32_t, int> local;
-      for (std::size_t l = 0; l < members.size(); ++l) local[members[l]] = static_cast<int>(l);
+      // Samples of microbatch j, numbered locally by ascending id; every
+      // module's placement uses that numbering (reorder/placement.hpp).
+      const std::vector<std::uint32_t> members = disttrain::microbatch_samples(st.map, j);
       const auto placement = [&](int module) {
-        const auto dp = static_cast<std::size_t>(layout_.segment(module).dp);
-        std::vector<std::vector<int>> lists(dp);
-        for (std::size_t r = 0; r < dp; ++r)
-          for (std::uint32_t idx : st.map.cell(static_cast<std::size_t>(module), r, j))
-            lists[r].push_back(local.at(idx));
-        return disttrain::sample_placement(std::move(lists));
+        return disttrain::to_sample_placement(st.map, static_cast<std::size_t>(module), j);
       };
       const auto shape = [&](bool images) {
         disttrain::activation_shape a;
