@@ -17,7 +17,7 @@
 //  3. one route executed on the local backend against memcpy of the same bytes.
 // --json prints one JSON object; --quick shrinks sizes for the ctest smoke run.
 // The MPI backend's bandwidth against raw MPI_Send/MPI_Recv is measured by
-// tests/mpi/bench_mpi_comm.cpp (needs MPI; see docs/comm.md).
+// benchmarks/mpi/bench_comm_mpi.cpp (needs MPI; see docs/comm.md).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 // work, so both see the same machine load; the ratio is computed per pair and
 // summarised by its median and spread (min..max over the pairs), and the
 // ratio of the best batches is shown too. Shared by
-// bench_comm.cpp and tests/mpi/bench_mpi_comm.cpp.
+// bench_comm.cpp and benchmarks/mpi/bench_comm_mpi.cpp.
 
 #include <fmt/format.h>
 

@@ -6,7 +6,7 @@
 // prediction for the same workload are measured in the same run.
 //
 //   mpirun --oversubscribe -np 4 bench_exec_mpi [--json] [--quick]
-//   (registered as the smoke test mpi.bench_exec_smoke.np4, --quick)
+//   (registered as the smoke test mpi.bench_smoke.bench_exec_mpi.np4, --quick)
 //
 // Workload (stated, because the machine may have fewer cores than ranks):
 // - compute ops are timed sleeps (a GPU kernel the host waits for), so ranks

@@ -1,7 +1,7 @@
 // MPI backend bandwidth and latency against raw MPI_Send/MPI_Recv measured in
 // the same run (target: >= 95% of raw bandwidth from 1 MiB up). Run with 2
-// ranks: mpiexec -n 2 bench_mpi_comm [--json] [--quick]. Registered as the
-// smoke test mpi.bench_smoke.np2 (--quick).
+// ranks: mpiexec -n 2 bench_comm_mpi [--json] [--quick]. Registered as the
+// smoke test mpi.bench_smoke.bench_comm_mpi.np2 (--quick).
 //
 // Both variants do the same work on the same buffer: rank 0 sends `reps`
 // messages one after the other (raw: MPI_Send; backend: isend + wait), rank 1
