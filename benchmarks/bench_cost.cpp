@@ -36,7 +36,8 @@ std::vector<query> make_queries(const analytic_cost_model& cm, const model_workl
         const int per = layers / stages;
         for (int k : {1, 2, 4, 8}) {
           for (bool rc : {false, true}) {
-            q.push_back(query{stage_config{m, 0, per, tp, 8, rc}, per_sample[m] * static_cast<double>(k)});
+            q.push_back(
+                query{stage_config{m, 0, per, tp, 8, rc}, per_sample[m] * static_cast<double>(k)});
           }
         }
       }
@@ -45,7 +46,8 @@ std::vector<query> make_queries(const analytic_cost_model& cm, const model_workl
   return q;
 }
 
-stage_times naive_time(const analytic_cost_model& cm, const stage_config& s, const module_workload& w) {
+stage_times naive_time(const analytic_cost_model& cm, const stage_config& s,
+                       const module_workload& w) {
   stage_times t;
   for (int l = s.first_layer; l < s.first_layer + s.num_layers; ++l) {
     stage_config one = s;
@@ -59,8 +61,8 @@ stage_times naive_time(const analytic_cost_model& cm, const stage_config& s, con
   return t;
 }
 
-memory_breakdown naive_memory(const analytic_cost_model& cm, const stage_config& s, const module_workload& w,
-                              int in_flight) {
+memory_breakdown naive_memory(const analytic_cost_model& cm, const stage_config& s,
+                              const module_workload& w, int in_flight) {
   memory_breakdown m;
   for (int l = s.first_layer; l < s.first_layer + s.num_layers; ++l) {
     stage_config one = s;
@@ -92,40 +94,62 @@ int main(int argc, char** argv) {
   layers_per_query /= nq;
 
   double sink = 0;
-  const double t_closed = bench::time_per_call([&] {
-    for (const auto& q : qs) sink += cm.stage_time(q.cfg, q.w).total_s();
-    bench::do_not_optimize(sink);
-  }, min_s, samples) / nq;
-  const double t_naive = bench::time_per_call([&] {
-    for (const auto& q : qs) sink += naive_time(cm, q.cfg, q.w).total_s();
-    bench::do_not_optimize(sink);
-  }, min_s, samples) / nq;
-  const double m_closed = bench::time_per_call([&] {
-    for (const auto& q : qs) sink += cm.stage_memory(q.cfg, q.w, 8).total();
-    bench::do_not_optimize(sink);
-  }, min_s, samples) / nq;
-  const double m_naive = bench::time_per_call([&] {
-    for (const auto& q : qs) sink += naive_memory(cm, q.cfg, q.w, 8).total();
-    bench::do_not_optimize(sink);
-  }, min_s, samples) / nq;
+  const double t_closed = bench::time_per_call(
+                              [&] {
+                                for (const auto& q : qs)
+                                  sink += cm.stage_time(q.cfg, q.w).total_s();
+                                bench::do_not_optimize(sink);
+                              },
+                              min_s, samples) /
+                          nq;
+  const double t_naive = bench::time_per_call(
+                             [&] {
+                               for (const auto& q : qs)
+                                 sink += naive_time(cm, q.cfg, q.w).total_s();
+                               bench::do_not_optimize(sink);
+                             },
+                             min_s, samples) /
+                         nq;
+  const double m_closed = bench::time_per_call(
+                              [&] {
+                                for (const auto& q : qs)
+                                  sink += cm.stage_memory(q.cfg, q.w, 8).total();
+                                bench::do_not_optimize(sink);
+                              },
+                              min_s, samples) /
+                          nq;
+  const double m_naive = bench::time_per_call(
+                             [&] {
+                               for (const auto& q : qs)
+                                 sink += naive_memory(cm, q.cfg, q.w, 8).total();
+                               bench::do_not_optimize(sink);
+                             },
+                             min_s, samples) /
+                         nq;
 
   // Expected workload (Monte-Carlo over 4096 samples) and a 200-sample calibration fit.
   const std::size_t draws = opt.quick ? 512 : 4096;
-  const double t_expect = bench::time_per_call([&] {
-    const auto e = expected_workload(sc.model, sc.data, draws);
-    bench::do_not_optimize(e[1].tokens);
-  }, min_s, samples);
+  const double t_expect = bench::time_per_call(
+      [&] {
+        const auto e = expected_workload(sc.model, sc.data, draws);
+        bench::do_not_optimize(e[1].tokens);
+      },
+      min_s, samples);
   std::vector<profile_sample> prof;
   splitmix64 rng(1);
   for (int i = 0; i < 200; ++i) {
     const double f = 1e8 * (1.0 + 1e5 * rng.uniform01());
     const int tp = 1 << rng.below(4);
-    prof.push_back({f, tp, compute_time(f, tp, 989e12, efficiency_params{}) * (1 + 0.02 * rng.uniform01()), ""});
+    prof.push_back({f, tp,
+                    compute_time(f, tp, 989e12, efficiency_params{}) * (1 + 0.02 * rng.uniform01()),
+                    ""});
   }
-  const double t_fit = bench::time_per_call([&] {
-    const auto r = fit_efficiency(prof, 989e12);
-    bench::do_not_optimize(r.params.e_max);
-  }, min_s, samples);
+  const double t_fit = bench::time_per_call(
+      [&] {
+        const auto r = fit_efficiency(prof, 989e12);
+        bench::do_not_optimize(r.params.e_max);
+      },
+      min_s, samples);
 
   if (opt.json) {
     nlohmann::json j;
@@ -144,11 +168,14 @@ int main(int argc, char** argv) {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("cost model queries on {} ({} stage shapes, {:.1f} layers per stage on average)\n", sc.name, qs.size(),
-             layers_per_query);
-  fmt::print("{:<14} {:>18} {:>20} {:>9}\n", "query", "closed form /s", "per-layer loop /s", "speedup");
-  fmt::print("{:<14} {:>18.3e} {:>20.3e} {:>9.1f}\n", "stage_time", 1.0 / t_closed, 1.0 / t_naive, t_naive / t_closed);
-  fmt::print("{:<14} {:>18.3e} {:>20.3e} {:>9.1f}\n", "stage_memory", 1.0 / m_closed, 1.0 / m_naive, m_naive / m_closed);
+  fmt::print("cost model queries on {} ({} stage shapes, {:.1f} layers per stage on average)\n",
+             sc.name, qs.size(), layers_per_query);
+  fmt::print("{:<14} {:>18} {:>20} {:>9}\n", "query", "closed form /s", "per-layer loop /s",
+             "speedup");
+  fmt::print("{:<14} {:>18.3e} {:>20.3e} {:>9.1f}\n", "stage_time", 1.0 / t_closed, 1.0 / t_naive,
+             t_naive / t_closed);
+  fmt::print("{:<14} {:>18.3e} {:>20.3e} {:>9.1f}\n", "stage_memory", 1.0 / m_closed, 1.0 / m_naive,
+             m_naive / m_closed);
   fmt::print("expected_workload over {} samples: {:.3f} ms\n", draws, t_expect * 1e3);
   fmt::print("calibration fit of {} samples: {:.3f} ms\n", prof.size(), t_fit * 1e3);
   return 0;

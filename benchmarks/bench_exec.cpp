@@ -69,15 +69,16 @@ class link_model_backend {
    private:
     friend class link_model_backend;
     bool is_send = true;
-    clock_type::time_point due{};                    // send: bytes left; recv: bytes arrived (read from the header)
-    typename B::request inner;                       // recv only
-    std::shared_ptr<std::vector<std::byte>> staging; // recv: header + payload
+    clock_type::time_point due{};  // send: bytes left; recv: bytes arrived (read from the header)
+    typename B::request inner;     // recv only
+    std::shared_ptr<std::vector<std::byte>> staging;  // recv: header + payload
     std::span<std::byte> dst;
     bool inner_done = false;
     bool done = false;
   };
 
-  link_model_backend(B& inner, link l) : inner_(&inner), link_(l), free_(static_cast<std::size_t>(inner.size())) {}
+  link_model_backend(B& inner, link l)
+      : inner_(&inner), link_(l), free_(static_cast<std::size_t>(inner.size())) {}
   link_model_backend(const link_model_backend&) = delete;
   link_model_backend& operator=(const link_model_backend&) = delete;
   ~link_model_backend() {
@@ -126,7 +127,8 @@ class link_model_backend {
     }
     if (r.due > deadline) {
       wait_until(deadline);
-      disttrain::detail::fail(disttrain::errc::timeout, disttrain::detail::cat("rank ", rank(), " link"),
+      disttrain::detail::fail(disttrain::errc::timeout,
+                              disttrain::detail::cat("rank ", rank(), " link"),
                               "transfer does not complete within ", timeout.count(), " ms");
     }
     wait_until(r.due);
@@ -146,7 +148,9 @@ class link_model_backend {
   void group_end() {}
   void barrier() { inner_->barrier(); }
   void broadcast(std::span<std::byte> d, int root) { inner_->broadcast(d, root); }
-  void allgather(std::span<const std::byte> mine, std::span<std::byte> all) { inner_->allgather(mine, all); }
+  void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
+    inner_->allgather(mine, all);
+  }
 
  private:
   struct flight {
@@ -196,12 +200,15 @@ struct sleep_host {
   void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out) {
     auto& b = buffers[{static_cast<int>(op.kind), op.microbatch}];
     // A gradient message is sized like its backward pass (twice a forward).
-    const bool grad = op.kind == disttrain::op_kind::send_grad || op.kind == disttrain::op_kind::recv_grad;
+    const bool grad =
+        op.kind == disttrain::op_kind::send_grad || op.kind == disttrain::op_kind::recv_grad;
     b.resize(grad ? 2 * message_bytes : message_bytes);
     out.push_back({op.peer, std::span(b)});
   }
   void received(const disttrain::schedule_op&) {}
-  disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op&) { return {std::span(bucket), std::span(group)}; }
+  disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op&) {
+    return {std::span(bucket), std::span(group)};
+  }
   void bucket_reduced(const disttrain::schedule_op&) {}
 };
 
@@ -214,21 +221,29 @@ struct overlap_result {
 // occupying its link like the op that produced it, plus the latency.
 struct bench_durations {
   double forward = 0, latency = 0;
-  [[nodiscard]] double compute_time(const disttrain::schedule_rank&, const disttrain::schedule_op& o) const {
-    return o.kind == disttrain::op_kind::forward ? forward : o.kind == disttrain::op_kind::backward ? 2 * forward : 0.0;
+  [[nodiscard]] double compute_time(const disttrain::schedule_rank&,
+                                    const disttrain::schedule_op& o) const {
+    return o.kind == disttrain::op_kind::forward    ? forward
+           : o.kind == disttrain::op_kind::backward ? 2 * forward
+                                                    : 0.0;
   }
-  [[nodiscard]] double transfer_time(const disttrain::schedule_rank&, const disttrain::schedule_rank&,
+  [[nodiscard]] double transfer_time(const disttrain::schedule_rank&,
+                                     const disttrain::schedule_rank&,
                                      const disttrain::schedule_op& o) const {
     return (o.kind == disttrain::op_kind::send_grad ? 2 * forward : forward) + latency;
   }
-  [[nodiscard]] double sync_time(const disttrain::schedule_rank&, const disttrain::schedule_op&) const { return 0; }
-  [[nodiscard]] double activation_bytes(const disttrain::schedule_rank&, const disttrain::schedule_op&) const {
+  [[nodiscard]] double sync_time(const disttrain::schedule_rank&,
+                                 const disttrain::schedule_op&) const {
+    return 0;
+  }
+  [[nodiscard]] double activation_bytes(const disttrain::schedule_rank&,
+                                        const disttrain::schedule_op&) const {
     return 1;
   }
 };
 
-overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only, std::chrono::microseconds t_forward,
-                             int reps) {
+overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only,
+                             std::chrono::microseconds t_forward, int reps) {
   const auto s = disttrain::add_grad_sync(disttrain::add_communication(compute_only));
   disttrain::validate_schedule(s);
   const int stages = s.num_stages, microbatches = s.num_microbatches;
@@ -241,7 +256,8 @@ overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only, s
   l.bytes_per_s = static_cast<double>(bytes) / std::chrono::duration<double>(t_forward).count();
   overlap_result res;
   res.compute_s = 3.0 * std::chrono::duration<double>(t_forward).count() * microbatches;
-  res.comm_s = 3.0 * static_cast<double>(bytes) / l.bytes_per_s * microbatches;  // per middle rank: act + grad out
+  res.comm_s = 3.0 * static_cast<double>(bytes) / l.bytes_per_s *
+               microbatches;  // per middle rank: act + grad out
   const bench_durations d{std::chrono::duration<double>(t_forward).count(), l.latency_s};
   res.sim_on_s = disttrain::simulate(s, d).iteration_time;
   res.sim_off_s = disttrain::simulate(s, d, {.overlap_comm = false}).iteration_time;
@@ -257,9 +273,11 @@ overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only, s
           link_model_backend<disttrain::local_backend> b(inner, l);
           sleep_host h{t_forward, 2 * t_forward, bytes, {}, std::vector<float>(16, 1.0f), {r}};
           disttrain::executor<link_model_backend<disttrain::local_backend>> ex(
-              b, {s.num_stages, s.num_chunks, s.num_microbatches}, {.overlap = overlap, .record = false});
+              b, {s.num_stages, s.num_chunks, s.num_microbatches},
+              {.overlap = overlap, .record = false});
           b.barrier();
-          per_rank[static_cast<std::size_t>(r)] = ex.run(s.ops[static_cast<std::size_t>(r)], h).iteration_seconds;
+          per_rank[static_cast<std::size_t>(r)] =
+              ex.run(s.ops[static_cast<std::size_t>(r)], h).iteration_seconds;
         });
       for (auto& t : th) t.join();
       times.push_back(*std::max_element(per_rank.begin(), per_rank.end()));
@@ -286,8 +304,8 @@ struct data_result {
   double inline_wait_s = 0, producer_wait_s = 0;  // per iteration
 };
 
-data_result bench_data(int iterations, int samples, std::chrono::microseconds decode, std::chrono::microseconds compute,
-                       std::size_t producers) {
+data_result bench_data(int iterations, int samples, std::chrono::microseconds decode,
+                       std::chrono::microseconds compute, std::size_t producers) {
   slow_source src{decode};
   data_result res;
   // Inline: the trainer prepares each sample itself when it needs it.
@@ -343,11 +361,13 @@ int main(int argc, char** argv) {
   // does not cover a link time as long as the compute: its round trips stay
   // on the critical path whatever the executor does (a schedule property;
   // more warm-up microbatches would be needed).
-  const std::vector<row> rows{{"gpipe", bench_overlap(disttrain::make_gpipe(stages, microbatches), t_forward, reps)},
-                              {"1f1b", bench_overlap(disttrain::make_1f1b(stages, microbatches), t_forward, reps)}};
+  const std::vector<row> rows{
+      {"gpipe", bench_overlap(disttrain::make_gpipe(stages, microbatches), t_forward, reps)},
+      {"1f1b", bench_overlap(disttrain::make_1f1b(stages, microbatches), t_forward, reps)}};
   const int iters = opts.quick ? 3 : 10, samples = 16;
   const auto decode = opts.quick ? 200us : 1000us;
-  const auto compute = std::chrono::microseconds(decode.count() * samples / 2);  // 4 producers: decode < compute
+  const auto compute =
+      std::chrono::microseconds(decode.count() * samples / 2);  // 4 producers: decode < compute
   const auto dw = bench_data(iters, samples, decode, compute, 4);
   const double data_ratio = dw.producer_wait_s / dw.inline_wait_s;
   if (opts.json) {
@@ -366,33 +386,40 @@ int main(int argc, char** argv) {
                     {"simulated_ms_off", x.r.sim_off_s * 1e3},
                     {"simulated_ratio", x.r.sim_on_s / x.r.sim_off_s},
                     {"ideal_ratio", 0.5}});
-    nlohmann::json j{{"benchmark", "exec"},
-                     {"backend", "local (threads) + modelled links"},
-                     {"overlap", std::move(ov)},
-                     {"data_wait",
-                      {{"samples_per_iteration", samples},
-                       {"decode_ms_per_sample", std::chrono::duration<double, std::milli>(decode).count()},
-                       {"compute_ms_per_iteration", std::chrono::duration<double, std::milli>(compute).count()},
-                       {"producers", 4},
-                       {"inline_ms_per_iteration", dw.inline_wait_s * 1e3},
-                       {"producers_ms_per_iteration", dw.producer_wait_s * 1e3},
-                       {"ratio_producers_over_inline", data_ratio}}}};
+    nlohmann::json j{
+        {"benchmark", "exec"},
+        {"backend", "local (threads) + modelled links"},
+        {"overlap", std::move(ov)},
+        {"data_wait",
+         {{"samples_per_iteration", samples},
+          {"decode_ms_per_sample", std::chrono::duration<double, std::milli>(decode).count()},
+          {"compute_ms_per_iteration", std::chrono::duration<double, std::milli>(compute).count()},
+          {"producers", 4},
+          {"inline_ms_per_iteration", dw.inline_wait_s * 1e3},
+          {"producers_ms_per_iteration", dw.producer_wait_s * 1e3},
+          {"ratio_producers_over_inline", data_ratio}}}};
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("overlap: {} stages, {} microbatches, F {:.1f} ms, B 2F; per rank compute = link time (ideal on/off 0.5)\n",
-               stages, microbatches, std::chrono::duration<double, std::milli>(t_forward).count());
-    fmt::print("  {:8s} {:>10s} {:>10s} {:>8s} | simulated {:>8s} {:>8s} {:>8s}\n", "schedule", "on (ms)", "off (ms)",
-               "on/off", "on", "off", "on/off");
+    fmt::print(
+        "overlap: {} stages, {} microbatches, F {:.1f} ms, B 2F; per rank compute = link time "
+        "(ideal on/off 0.5)\n",
+        stages, microbatches, std::chrono::duration<double, std::milli>(t_forward).count());
+    fmt::print("  {:8s} {:>10s} {:>10s} {:>8s} | simulated {:>8s} {:>8s} {:>8s}\n", "schedule",
+               "on (ms)", "off (ms)", "on/off", "on", "off", "on/off");
     for (const auto& x : rows)
-      fmt::print("  {:8s} {:10.2f} {:10.2f} {:8.3f} |           {:8.2f} {:8.2f} {:8.3f}\n", x.schedule, x.r.on_s * 1e3,
-                 x.r.off_s * 1e3, x.r.on_s / x.r.off_s, x.r.sim_on_s * 1e3, x.r.sim_off_s * 1e3,
-                 x.r.sim_on_s / x.r.sim_off_s);
-    fmt::print("data wait: {} samples/iteration, decode {:.1f} ms each, trainer compute {:.1f} ms/iteration\n", samples,
-               std::chrono::duration<double, std::milli>(decode).count(),
-               std::chrono::duration<double, std::milli>(compute).count());
-    fmt::print("  inline preprocessing   {:8.3f} ms exposed per iteration\n  4 producer threads     {:8.3f} ms exposed "
-               "per iteration\n  ratio producers/inline {:.4f}\n",
-               dw.inline_wait_s * 1e3, dw.producer_wait_s * 1e3, data_ratio);
+      fmt::print("  {:8s} {:10.2f} {:10.2f} {:8.3f} |           {:8.2f} {:8.2f} {:8.3f}\n",
+                 x.schedule, x.r.on_s * 1e3, x.r.off_s * 1e3, x.r.on_s / x.r.off_s,
+                 x.r.sim_on_s * 1e3, x.r.sim_off_s * 1e3, x.r.sim_on_s / x.r.sim_off_s);
+    fmt::print(
+        "data wait: {} samples/iteration, decode {:.1f} ms each, trainer compute {:.1f} "
+        "ms/iteration\n",
+        samples, std::chrono::duration<double, std::milli>(decode).count(),
+        std::chrono::duration<double, std::milli>(compute).count());
+    fmt::print(
+        "  inline preprocessing   {:8.3f} ms exposed per iteration\n  4 producer threads     "
+        "{:8.3f} ms exposed "
+        "per iteration\n  ratio producers/inline {:.4f}\n",
+        dw.inline_wait_s * 1e3, dw.producer_wait_s * 1e3, data_ratio);
   }
   return 0;
 }

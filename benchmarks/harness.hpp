@@ -25,8 +25,10 @@ inline options parse_options(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
     std::string_view a(argv[i]);
-    if (a == "--json") o.json = true;
-    else if (a == "--quick") o.quick = true;
+    if (a == "--json")
+      o.json = true;
+    else if (a == "--quick")
+      o.quick = true;
     else if (a == "--help" || a == "-h") {
       std::printf("usage: %s [--json] [--quick]\n", argv[0]);
       std::exit(0);
@@ -40,7 +42,8 @@ inline options parse_options(int argc, char** argv) {
 
 /// Runs `fn` repeatedly for at least `min_seconds` (and `min_reps` times);
 /// returns the median seconds per call over `samples` batches.
-inline double time_per_call(const std::function<void()>& fn, double min_seconds = 0.2, int samples = 5) {
+inline double time_per_call(const std::function<void()>& fn, double min_seconds = 0.2,
+                            int samples = 5) {
   using clock = std::chrono::steady_clock;
   // Calibrate reps per sample.
   long reps = 1;
@@ -55,7 +58,8 @@ inline double time_per_call(const std::function<void()>& fn, double min_seconds 
   for (int s = 0; s < samples; ++s) {
     auto t0 = clock::now();
     for (long i = 0; i < reps; ++i) fn();
-    per.push_back(std::chrono::duration<double>(clock::now() - t0).count() / static_cast<double>(reps));
+    per.push_back(std::chrono::duration<double>(clock::now() - t0).count() /
+                  static_cast<double>(reps));
   }
   std::sort(per.begin(), per.end());
   return per[per.size() / 2];

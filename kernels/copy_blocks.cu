@@ -13,13 +13,16 @@ namespace {
 constexpr int warp = 32;
 constexpr int threads_per_block = 256;
 
-__device__ inline std::int64_t find_block(const std::int64_t* prefix, std::int64_t n, std::int64_t row) {
+__device__ inline std::int64_t find_block(const std::int64_t* prefix, std::int64_t n,
+                                          std::int64_t row) {
   // Largest b with prefix[b] <= row (prefix[0] = 0, prefix[n] = total rows).
   std::int64_t lo = 0, hi = n - 1;
   while (lo < hi) {
     const std::int64_t mid = (lo + hi + 1) / 2;
-    if (prefix[mid] <= row) lo = mid;
-    else hi = mid - 1;
+    if (prefix[mid] <= row)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -36,8 +39,8 @@ __global__ void copy_blocks_kernel(const std::byte* __restrict__ src, std::byte*
                                    device_block_list list, std::size_t es) {
   const std::int64_t warps_total =
       static_cast<std::int64_t>(gridDim.x) * (static_cast<std::int64_t>(blockDim.x) / warp);
-  const std::int64_t first =
-      static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / warp) + static_cast<std::int64_t>(threadIdx.x / warp);
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / warp) +
+                             static_cast<std::int64_t>(threadIdx.x / warp);
   const int lane = static_cast<int>(threadIdx.x % warp);
   const auto e = static_cast<std::int64_t>(es);
   for (std::int64_t row = first; row < list.total_rows; row += warps_total) {
@@ -47,23 +50,28 @@ __global__ void copy_blocks_kernel(const std::byte* __restrict__ src, std::byte*
     const std::byte* s = src + (blk.src_offset + r * blk.src_ld) * e;
     std::byte* d = dst + (blk.dst_offset + r * blk.dst_ld) * e;
     const auto bytes = static_cast<std::size_t>(blk.cols * e);
-    const auto align = reinterpret_cast<std::uintptr_t>(s) | reinterpret_cast<std::uintptr_t>(d) | bytes;
-    if (align % 16 == 0) copy_row<uint4>(s, d, bytes, lane);
-    else if (align % 4 == 0) copy_row<std::uint32_t>(s, d, bytes, lane);
-    else copy_row<unsigned char>(s, d, bytes, lane);
+    const auto align =
+        reinterpret_cast<std::uintptr_t>(s) | reinterpret_cast<std::uintptr_t>(d) | bytes;
+    if (align % 16 == 0)
+      copy_row<uint4>(s, d, bytes, lane);
+    else if (align % 4 == 0)
+      copy_row<std::uint32_t>(s, d, bytes, lane);
+    else
+      copy_row<unsigned char>(s, d, bytes, lane);
   }
 }
 
 }  // namespace
 
-cudaError_t launch_copy_blocks(const std::byte* src, std::byte* dst, device_block_list list, std::size_t elem_size,
-                               cudaStream_t stream) {
+cudaError_t launch_copy_blocks(const std::byte* src, std::byte* dst, device_block_list list,
+                               std::size_t elem_size, cudaStream_t stream) {
   if (list.total_rows <= 0 || list.n_blocks <= 0) return cudaSuccess;
   if (elem_size == 0) return cudaErrorInvalidValue;
   const std::int64_t warps_per_block = threads_per_block / warp;
   std::int64_t blocks = (list.total_rows + warps_per_block - 1) / warps_per_block;
   if (blocks > 65535) blocks = 65535;  // grid-stride beyond this
-  copy_blocks_kernel<<<static_cast<unsigned>(blocks), threads_per_block, 0, stream>>>(src, dst, list, elem_size);
+  copy_blocks_kernel<<<static_cast<unsigned>(blocks), threads_per_block, 0, stream>>>(
+      src, dst, list, elem_size);
   return cudaGetLastError();
 }
 

@@ -20,16 +20,16 @@ namespace tiny_mllm {
 
 /// @brief Sizes of the tiny model and of its synthetic data.
 struct config {
-  int patch_dim = 6;    ///< scalars per image patch
-  int enc_hidden = 8;   ///< encoder MLP width
-  int model_dim = 8;    ///< backbone width (one token = model_dim scalars)
-  int vocab = 7;        ///< text vocabulary
-  int layers = 4;       ///< backbone layers
-  int gen_hidden = 8;   ///< generator MLP width
-  int latent_dim = 3;   ///< generated image latent
-  int min_text = 2, max_text = 6;       ///< text tokens per sample
-  int min_images = 1, max_images = 3;   ///< images per sample
-  int min_patches = 1, max_patches = 4; ///< patches per image (image size)
+  int patch_dim = 6;                     ///< scalars per image patch
+  int enc_hidden = 8;                    ///< encoder MLP width
+  int model_dim = 8;                     ///< backbone width (one token = model_dim scalars)
+  int vocab = 7;                         ///< text vocabulary
+  int layers = 4;                        ///< backbone layers
+  int gen_hidden = 8;                    ///< generator MLP width
+  int latent_dim = 3;                    ///< generated image latent
+  int min_text = 2, max_text = 6;        ///< text tokens per sample
+  int min_images = 1, max_images = 3;    ///< images per sample
+  int min_patches = 1, max_patches = 4;  ///< patches per image (image size)
   std::uint64_t data_seed = 7;
   std::uint64_t init_seed = 11;
 };

@@ -85,15 +85,17 @@ class serial_trainer {
 /// subset of the model) against the serial reference `ref`, each tensor
 /// measured as max |got - ref| / (1 + max |ref|). Throws if a name or shape
 /// is unknown to the reference.
-inline double gradient_mismatch(const std::map<std::string, matrix>& got, const serial_trainer& ref) {
+inline double gradient_mismatch(const std::map<std::string, matrix>& got,
+                                const serial_trainer& ref) {
   const auto want = ref.params();
   double worst = 0.0;
   for (const auto& [name, g] : got) {
     auto it = want.find(name);
     disttrain::detail::require(it != want.end(), "gradient_mismatch", "unknown parameter ", name);
     const matrix& w = it->second->grad;
-    disttrain::detail::require(g.rows() == w.rows() && g.cols() == w.cols(), "gradient_mismatch", name, " has shape ",
-                               g.rows(), "x", g.cols(), ", reference ", w.rows(), "x", w.cols());
+    disttrain::detail::require(g.rows() == w.rows() && g.cols() == w.cols(), "gradient_mismatch",
+                               name, " has shape ", g.rows(), "x", g.cols(), ", reference ",
+                               w.rows(), "x", w.cols());
     worst = std::max(worst, (g - w).cwiseAbs().maxCoeff() / (1.0 + w.cwiseAbs().maxCoeff()));
   }
   return worst;

@@ -70,7 +70,8 @@ struct param_tensor {
 
 /// @brief A tensor of shape rows x cols drawn uniformly from [-scale, scale),
 /// determined by (seed, name) only.
-inline param_tensor make_param(std::string name, int rows, int cols, double scale, std::uint64_t seed) {
+inline param_tensor make_param(std::string name, int rows, int cols, double scale,
+                               std::uint64_t seed) {
   rng r(rng::mix(seed ^ rng::mix(name_hash(name))));
   param_tensor p{std::move(name), matrix(rows, cols), matrix::Zero(rows, cols)};
   for (Eigen::Index j = 0; j < p.value.cols(); ++j)
@@ -101,8 +102,8 @@ inline void pack_grads(std::span<const param_tensor> ps, std::span<double> out) 
 
 /// @brief Overwrites the gradients of `ps` from `in` (inverse of pack_grads).
 inline void unpack_grads(std::span<const double> in, std::span<param_tensor> ps) {
-  disttrain::detail::require(in.size() == num_scalars(ps), "tiny_mllm.unpack_grads", "buffer holds ",
-                             in.size(), " doubles, parameters ", num_scalars(ps));
+  disttrain::detail::require(in.size() == num_scalars(ps), "tiny_mllm.unpack_grads",
+                             "buffer holds ", in.size(), " doubles, parameters ", num_scalars(ps));
   std::size_t o = 0;
   for (auto& p : ps)
     for (Eigen::Index k = 0; k < p.grad.size(); ++k) p.grad.data()[k] = in[o++];

@@ -30,8 +30,8 @@ struct route_case {
 
 // Value of element (sample, row, col): 64-bit mix, truncated to elem_size bytes.
 inline std::uint64_t element_value(int sample, std::int64_t row, std::int64_t col) {
-  std::uint64_t x = (static_cast<std::uint64_t>(sample) << 40) ^ (static_cast<std::uint64_t>(row) << 20) ^
-                    static_cast<std::uint64_t>(col);
+  std::uint64_t x = (static_cast<std::uint64_t>(sample) << 40) ^
+                    (static_cast<std::uint64_t>(row) << 20) ^ static_cast<std::uint64_t>(col);
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
@@ -39,7 +39,8 @@ inline std::uint64_t element_value(int sample, std::int64_t row, std::int64_t co
 }
 
 // Activation buffer of `replica` under placement `p`, as the reference has it.
-inline std::vector<std::byte> replica_buffer(const sample_placement& p, int replica, const activation_shape& a) {
+inline std::vector<std::byte> replica_buffer(const sample_placement& p, int replica,
+                                             const activation_shape& a) {
   const auto es = a.elem_size;
   std::vector<std::byte> buf(static_cast<std::size_t>(a.replica_rows(p, replica) * a.hidden) * es);
   std::size_t pos = 0;
@@ -64,7 +65,8 @@ struct rank_buffers {
 inline rank_buffers make_buffers(const route_case& c, int rank) {
   rank_buffers b;
   const auto co = c.layout.coord(rank);
-  if (co.segment == c.from.segment && co.stage == c.from.stage) b.source = replica_buffer(c.pa, co.replica, c.shape);
+  if (co.segment == c.from.segment && co.stage == c.from.stage)
+    b.source = replica_buffer(c.pa, co.replica, c.shape);
   if (co.segment == c.to.segment && co.stage == c.to.stage) {
     b.expected = replica_buffer(c.pb, co.replica, c.shape);
     b.destination.assign(b.expected.size(), std::byte{0xAB});
@@ -109,40 +111,94 @@ inline std::vector<route_case> local_route_cases() {
   const int n = static_cast<int>(uneven.rows.size());
   auto rr = [&](int dp) { return sample_placement::round_robin(n, dp); };
   // 2 -> 3 with TP 2 -> 4 (the paper's encoder/backbone example, one stage).
-  v.push_back({"dp2tp2->dp3tp4", L({{"enc", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 1, 3}}), {0, 0}, {1, 0},
-               rr(2), rr(3), uneven, {}});
+  v.push_back({"dp2tp2->dp3tp4",
+               L({{"enc", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 1, 3}}),
+               {0, 0},
+               {1, 0},
+               rr(2),
+               rr(3),
+               uneven,
+               {}});
   // 3 -> 2, TP 4 -> 2.
-  v.push_back({"dp3tp4->dp2tp2", L({{"llm", "backbone", 4, 1, 3}, {"gen", "generator", 2, 1, 2}}), {0, 0}, {1, 0},
-               rr(3), rr(2), uneven, {}});
+  v.push_back({"dp3tp4->dp2tp2",
+               L({{"llm", "backbone", 4, 1, 3}, {"gen", "generator", 2, 1, 2}}),
+               {0, 0},
+               {1, 0},
+               rr(3),
+               rr(2),
+               uneven,
+               {}});
   // 4 -> 1, TP 1 -> 8 (hidden 24 not a multiple of... S = 8 divides; fine).
-  v.push_back({"dp4tp1->dp1tp8", L({{"enc", "encoder", 1, 1, 4}, {"llm", "backbone", 8, 1, 1}}), {0, 0}, {1, 0},
-               rr(4), rr(1), uneven, {}});
+  v.push_back({"dp4tp1->dp1tp8",
+               L({{"enc", "encoder", 1, 1, 4}, {"llm", "backbone", 8, 1, 1}}),
+               {0, 0},
+               {1, 0},
+               rr(4),
+               rr(1),
+               uneven,
+               {}});
   // 1 -> 4, TP 2 -> 1.
-  v.push_back({"dp1tp2->dp4tp1", L({{"llm", "backbone", 2, 1, 1}, {"gen", "generator", 1, 1, 4}}), {0, 0}, {1, 0},
-               rr(1), rr(4), uneven, {}});
+  v.push_back({"dp1tp2->dp4tp1",
+               L({{"llm", "backbone", 2, 1, 1}, {"gen", "generator", 1, 1, 4}}),
+               {0, 0},
+               {1, 0},
+               rr(1),
+               rr(4),
+               uneven,
+               {}});
   // Reorderer-driven, irregular maps (a replica with no samples), TP 3 -> 2 (S = 6, hidden 7: uneven slices).
   {
     activation_shape odd{{4, 9, 1, 0, 6, 3, 5}, 7, 2};
     const std::vector<int> ma{2, 0, 2, 2, 0, 0, 2};  // replica 1 empty
     const std::vector<int> mb{1, 1, 0, 1, 0, 1, 1};
-    v.push_back({"irregular tp3->tp2", L({{"a", "", 3, 1, 3}, {"b", "", 2, 1, 2}}), {0, 0}, {1, 0},
-                 sample_placement::from_replica_map(ma, 3), sample_placement::from_replica_map(mb, 2), odd, {}});
+    v.push_back({"irregular tp3->tp2",
+                 L({{"a", "", 3, 1, 3}, {"b", "", 2, 1, 2}}),
+                 {0, 0},
+                 {1, 0},
+                 sample_placement::from_replica_map(ma, 3),
+                 sample_placement::from_replica_map(mb, 2),
+                 odd,
+                 {}});
   }
   // Hidden smaller than the slice count (hidden 3, S = 4): empty slices are skipped.
-  v.push_back({"hidden<slices", L({{"a", "", 4, 1, 1}, {"b", "", 1, 1, 2}}), {0, 0}, {1, 0}, rr(1), rr(2),
-               activation_shape{uneven.rows, 3, 8}, {}});
+  v.push_back({"hidden<slices",
+               L({{"a", "", 4, 1, 1}, {"b", "", 1, 1, 2}}),
+               {0, 0},
+               {1, 0},
+               rr(1),
+               rr(2),
+               activation_shape{uneven.rows, 3, 8},
+               {}});
   // Consecutive stages of one segment (TP 2, DP 2, PP 3): stage 1 -> 2.
-  v.push_back({"stage1->stage2", L({{"enc", "", 1, 1, 1}, {"llm", "backbone", 2, 3, 2}}), {1, 1}, {1, 2}, rr(2),
-               rr(2), uneven, {}});
+  v.push_back({"stage1->stage2",
+               L({{"enc", "", 1, 1, 1}, {"llm", "backbone", 2, 3, 2}}),
+               {1, 1},
+               {1, 2},
+               rr(2),
+               rr(2),
+               uneven,
+               {}});
   // Row split (zero copy for single-piece messages), 2 -> 3 with custom orders.
   {
     sample_placement pa({{11, 3, 5, 7, 9, 1}, {0, 2, 4, 6, 8, 10}});
     sample_placement pb({{0, 5}, {11, 10, 9, 8}, {1, 2, 3, 4, 6, 7}});
-    v.push_back({"rows split 2->3", L({{"a", "", 2, 1, 2}, {"b", "", 2, 1, 3}}), {0, 0}, {1, 0}, pa, pb, uneven,
+    v.push_back({"rows split 2->3",
+                 L({{"a", "", 2, 1, 2}, {"b", "", 2, 1, 3}}),
+                 {0, 0},
+                 {1, 0},
+                 pa,
+                 pb,
+                 uneven,
                  {split_axis::rows, true}});
   }
   // Without fan-out (receivers keep their slices only).
-  v.push_back({"no fan-out", L({{"a", "", 1, 1, 2}, {"b", "", 4, 1, 1}}), {0, 0}, {1, 0}, rr(2), rr(1), uneven,
+  v.push_back({"no fan-out",
+               L({{"a", "", 1, 1, 2}, {"b", "", 4, 1, 1}}),
+               {0, 0},
+               {1, 0},
+               rr(2),
+               rr(1),
+               uneven,
                {split_axis::hidden, false}});
   return v;
 }
@@ -159,21 +215,57 @@ inline std::vector<route_case> small_route_cases() {
   const activation_shape uneven{{5, 0, 7, 1, 9, 3, 4, 11, 2, 6, 8, 13}, 12, 4};
   const int n = static_cast<int>(uneven.rows.size());
   auto rr = [&](int dp) { return sample_placement::round_robin(n, dp); };
-  v.push_back({"dp2tp1->dp3tp2", L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 1, 3}}), {0, 0}, {1, 0},
-               rr(2), rr(3), uneven, {}});
-  v.push_back({"dp3tp2->dp2tp1", L({{"llm", "backbone", 2, 1, 3}, {"gen", "generator", 1, 1, 2}}), {0, 0}, {1, 0},
-               rr(3), rr(2), uneven, {}});
-  v.push_back({"dp4tp1->dp1tp4", L({{"enc", "encoder", 1, 1, 4}, {"llm", "backbone", 4, 1, 1}}), {0, 0}, {1, 0},
-               rr(4), rr(1), uneven, {}});
-  v.push_back({"dp1tp2->dp4tp1", L({{"llm", "backbone", 2, 1, 1}, {"gen", "generator", 1, 1, 4}}), {0, 0}, {1, 0},
-               rr(1), rr(4), uneven, {split_axis::rows, true}});
-  v.push_back({"stage0->stage1 tp2 dp2", L({{"llm", "backbone", 2, 2, 2}}), {0, 0}, {0, 1}, rr(2), rr(2), uneven, {}});
+  v.push_back({"dp2tp1->dp3tp2",
+               L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 1, 3}}),
+               {0, 0},
+               {1, 0},
+               rr(2),
+               rr(3),
+               uneven,
+               {}});
+  v.push_back({"dp3tp2->dp2tp1",
+               L({{"llm", "backbone", 2, 1, 3}, {"gen", "generator", 1, 1, 2}}),
+               {0, 0},
+               {1, 0},
+               rr(3),
+               rr(2),
+               uneven,
+               {}});
+  v.push_back({"dp4tp1->dp1tp4",
+               L({{"enc", "encoder", 1, 1, 4}, {"llm", "backbone", 4, 1, 1}}),
+               {0, 0},
+               {1, 0},
+               rr(4),
+               rr(1),
+               uneven,
+               {}});
+  v.push_back({"dp1tp2->dp4tp1",
+               L({{"llm", "backbone", 2, 1, 1}, {"gen", "generator", 1, 1, 4}}),
+               {0, 0},
+               {1, 0},
+               rr(1),
+               rr(4),
+               uneven,
+               {split_axis::rows, true}});
+  v.push_back({"stage0->stage1 tp2 dp2",
+               L({{"llm", "backbone", 2, 2, 2}}),
+               {0, 0},
+               {0, 1},
+               rr(2),
+               rr(2),
+               uneven,
+               {}});
   {
     const std::vector<int> ma{2, 0, 2, 2, 0, 0, 2, 1, 1, 0, 2, 2};
     const std::vector<int> mb{1, 1, 0, 1, 0, 1, 1, 0, 0, 0, 1, 1};
-    v.push_back({"irregular dp3->dp2 tp1->tp2", L({{"a", "", 1, 1, 3}, {"b", "", 2, 1, 2}}), {0, 0}, {1, 0},
-                 sample_placement::from_replica_map(ma, 3), sample_placement::from_replica_map(mb, 2),
-                 activation_shape{uneven.rows, 7, 2}, {}});
+    v.push_back({"irregular dp3->dp2 tp1->tp2",
+                 L({{"a", "", 1, 1, 3}, {"b", "", 2, 1, 2}}),
+                 {0, 0},
+                 {1, 0},
+                 sample_placement::from_replica_map(ma, 3),
+                 sample_placement::from_replica_map(mb, 2),
+                 activation_shape{uneven.rows, 7, 2},
+                 {}});
   }
   return v;
 }

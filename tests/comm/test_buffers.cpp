@@ -18,15 +18,16 @@ TEST_CASE("copy_blocks_cpu: pack a column slice, unpack it back, element by elem
   // Pack columns [3, 6) of rows 1..3 and column [0, 2) of row 4.
   const std::vector<copy_block> pack{{1 * 8 + 3, 0, 3, 3, 8, 3}, {4 * 8, 9, 1, 2, 0, 0}};
   std::vector<std::int32_t> packed(11, -1);
-  disttrain::kernels::copy_blocks_cpu(std::as_bytes(std::span(m)), std::as_writable_bytes(std::span(packed)), pack,
-                                      4);
+  disttrain::kernels::copy_blocks_cpu(std::as_bytes(std::span(m)),
+                                      std::as_writable_bytes(std::span(packed)), pack, 4);
   CHECK(packed == std::vector<std::int32_t>{103, 104, 105, 203, 204, 205, 303, 304, 305, 400, 401});
   // Unpack into a zeroed matrix at the same places.
   std::vector<copy_block> unpack;
-  for (const auto& b : pack) unpack.push_back({b.dst_offset, b.src_offset, b.rows, b.cols, b.dst_ld, b.src_ld});
+  for (const auto& b : pack)
+    unpack.push_back({b.dst_offset, b.src_offset, b.rows, b.cols, b.dst_ld, b.src_ld});
   std::vector<std::int32_t> back(40, 0);
-  disttrain::kernels::copy_blocks_cpu(std::as_bytes(std::span(packed)), std::as_writable_bytes(std::span(back)),
-                                      unpack, 4);
+  disttrain::kernels::copy_blocks_cpu(std::as_bytes(std::span(packed)),
+                                      std::as_writable_bytes(std::span(back)), unpack, 4);
   for (int r = 0; r < 5; ++r)
     for (int c = 0; c < 8; ++c) {
       const bool in = (r >= 1 && r <= 3 && c >= 3 && c < 6) || (r == 4 && c < 2);
@@ -39,7 +40,10 @@ TEST_CASE("copy_blocks_cpu: pack a column slice, unpack it back, element by elem
 }
 
 TEST_CASE("coalesce merges blocks that continue each other in both buffers") {
-  const std::vector<copy_block> in{{0, 0, 2, 4, 4, 4}, {8, 8, 1, 4, 4, 4}, {12, 20, 1, 4, 4, 4}, {20, 24, 2, 2, 4, 2},
+  const std::vector<copy_block> in{{0, 0, 2, 4, 4, 4},
+                                   {8, 8, 1, 4, 4, 4},
+                                   {12, 20, 1, 4, 4, 4},
+                                   {20, 24, 2, 2, 4, 2},
                                    {30, 30, 0, 5, 5, 5}};
   const auto out = disttrain::kernels::coalesce(in);
   REQUIRE(out.size() == 3);

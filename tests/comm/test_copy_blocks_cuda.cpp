@@ -25,7 +25,8 @@ bool have_gpu() {
   int n = 0;
   const cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess || n == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n", rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+    std::printf("SKIPPED: no CUDA device (%s)\n",
+                rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
     return false;
   }
   return true;
@@ -49,15 +50,18 @@ TEST_CASE("CUDA copy_blocks matches the CPU reference byte by byte") {
     std::vector<copy_block> blocks;
     std::int64_t packed = 0;
     for (std::int64_t r0 = 0; r0 < R;) {
-      const std::int64_t rows = std::min<std::int64_t>(R - r0, 1 + static_cast<std::int64_t>(rng() % 9));
+      const std::int64_t rows =
+          std::min<std::int64_t>(R - r0, 1 + static_cast<std::int64_t>(rng() % 9));
       const std::int64_t c0 = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(H - 1));
-      const std::int64_t cols = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(H - c0));
+      const std::int64_t cols =
+          1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(H - c0));
       blocks.push_back({r0 * H + c0, packed, rows, cols, H, cols});
       packed += rows * cols;
       r0 += rows;
     }
     std::vector<copy_block> unpack;
-    for (const auto& b : blocks) unpack.push_back({b.dst_offset, b.src_offset, b.rows, b.cols, b.dst_ld, b.src_ld});
+    for (const auto& b : blocks)
+      unpack.push_back({b.dst_offset, b.src_offset, b.rows, b.cols, b.dst_ld, b.src_ld});
     std::vector<std::byte> want(static_cast<std::size_t>(packed) * es), got(want.size());
     std::vector<std::byte> back_want(src.size(), std::byte{0}), back_got(src.size());
     disttrain::kernels::copy_blocks_cpu(src, want, blocks, es);
@@ -76,7 +80,8 @@ TEST_CASE("CUDA copy_blocks matches the CPU reference byte by byte") {
     DISTTRAIN_CUDA_CHECK(disttrain::kernels::launch_copy_blocks(dpacked, dback, du.list(), es, s));
     DISTTRAIN_CUDA_CHECK(cudaStreamSynchronize(s));
     DISTTRAIN_CUDA_CHECK(cudaMemcpy(got.data(), dpacked, got.size(), cudaMemcpyDeviceToHost));
-    DISTTRAIN_CUDA_CHECK(cudaMemcpy(back_got.data(), dback, back_got.size(), cudaMemcpyDeviceToHost));
+    DISTTRAIN_CUDA_CHECK(
+        cudaMemcpy(back_got.data(), dback, back_got.size(), cudaMemcpyDeviceToHost));
     std::size_t bad_pack = 0, bad_unpack = 0;
     for (std::size_t i = 0; i < got.size(); ++i) bad_pack += got[i] != want[i];
     for (std::size_t i = 0; i < back_got.size(); ++i) bad_unpack += back_got[i] != back_want[i];
@@ -92,11 +97,14 @@ TEST_CASE("CUDA copy_blocks matches the CPU reference byte by byte") {
 #else
 
 TEST_CASE("CUDA copy_blocks (skipped: built without disttrain::kernels)") {
-  std::printf("SKIPPED: CUDA kernels not built (configure with -DDISTTRAIN_ENABLE_CUDA=ON to build gpu.copy_blocks)\n");
+  std::printf(
+      "SKIPPED: CUDA kernels not built (configure with -DDISTTRAIN_ENABLE_CUDA=ON to build "
+      "gpu.copy_blocks)\n");
   // The CPU reference still runs here: a 2-row block.
   std::vector<std::int16_t> a{1, 2, 3, 4, 5, 6}, b(4);
   const std::vector<disttrain::kernels::copy_block> blocks{{1, 0, 2, 2, 3, 2}};
-  disttrain::kernels::copy_blocks_cpu(std::as_bytes(std::span(a)), std::as_writable_bytes(std::span(b)), blocks, 2);
+  disttrain::kernels::copy_blocks_cpu(std::as_bytes(std::span(a)),
+                                      std::as_writable_bytes(std::span(b)), blocks, 2);
   CHECK(b == std::vector<std::int16_t>{2, 3, 5, 6});
 }
 

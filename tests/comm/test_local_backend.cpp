@@ -126,10 +126,11 @@ TEST_CASE("local backend collectives: barrier, broadcast, allgather") {
   auto ep = world.endpoint(0);
   std::int64_t one = 0;
   std::vector<std::int64_t> small(3);
-  DISTTRAIN_CHECK_ERROR(ep.allgather(std::as_bytes(std::span(&one, 1)), std::as_writable_bytes(std::span(small))),
-                        errc::invalid_argument, "allgather");
-  DISTTRAIN_CHECK_ERROR(ep.broadcast(std::as_writable_bytes(std::span(&one, 1)), 7), errc::invalid_argument,
-                        "broadcast.root");
+  DISTTRAIN_CHECK_ERROR(
+      ep.allgather(std::as_bytes(std::span(&one, 1)), std::as_writable_bytes(std::span(small))),
+      errc::invalid_argument, "allgather");
+  DISTTRAIN_CHECK_ERROR(ep.broadcast(std::as_writable_bytes(std::span(&one, 1)), 7),
+                        errc::invalid_argument, "broadcast.root");
 }
 
 TEST_CASE("a peer that never sends: timeout naming peer, tag and bytes") {
@@ -223,12 +224,14 @@ TEST_CASE("many distinct tags: queues are recycled and matching stays correct") 
       }
       if (b.rank() == 1)
         for (int t = n_tags - 1; t >= 0; --t)
-          reqs.push_back(b.irecv(std::as_writable_bytes(std::span(&got[static_cast<std::size_t>(t)], 1)), 0, t));
+          reqs.push_back(b.irecv(
+              std::as_writable_bytes(std::span(&got[static_cast<std::size_t>(t)], 1)), 0, t));
       for (auto& r : reqs) b.wait(r);
       b.barrier();
       if (b.rank() == 1)
         for (int t = 0; t < n_tags; ++t)
-          if (got[static_cast<std::size_t>(t)] != t * 3 + round) throw std::runtime_error("wrong value");
+          if (got[static_cast<std::size_t>(t)] != t * 3 + round)
+            throw std::runtime_error("wrong value");
       b.barrier();
     }
   });

@@ -27,8 +27,9 @@ void check_coverage(const route_case& c, const route_plan& p) {
   const auto& L = c.layout;
   const auto& A = L.segment(c.from.segment);
   const auto& B = L.segment(c.to.segment);
-  std::map<int, std::map<std::tuple<int, std::int64_t, std::int64_t>, int>> got;  // rank -> element -> count
-  std::map<std::tuple<int, std::int64_t, std::int64_t>, int> crossed;               // element -> count (phase 0)
+  std::map<int, std::map<std::tuple<int, std::int64_t, std::int64_t>, int>>
+      got;                                                             // rank -> element -> count
+  std::map<std::tuple<int, std::int64_t, std::int64_t>, int> crossed;  // element -> count (phase 0)
   for (const auto& m : p.messages()) {
     std::int64_t e = 0;
     for (const auto& pc : m.pieces) {
@@ -68,7 +69,8 @@ void check_coverage(const route_case& c, const route_plan& p) {
       for (int t = 0; t < B.tp; ++t) {
         const int r = L.rank(c.to.segment, c.to.stage, b, t);
         std::int64_t want = 0;
-        for (int s : c.pb.samples(b)) want += c.shape.rows[static_cast<std::size_t>(s)] * c.shape.hidden;
+        for (int s : c.pb.samples(b))
+          want += c.shape.rows[static_cast<std::size_t>(s)] * c.shape.hidden;
         CHECK(static_cast<std::int64_t>(got[r].size()) == want);
         for (const auto& [k, n] : got[r]) CHECK(n == 1);
       }
@@ -82,7 +84,8 @@ void check_coverage(const route_case& c, const route_plan& p) {
 
 }  // namespace
 
-TEST_CASE("every route case: each element crosses once, each receiver gets its replica exactly once") {
+TEST_CASE(
+    "every route case: each element crosses once, each receiver gets its replica exactly once") {
   auto cases = disttrain::test::local_route_cases();
   for (auto& c : disttrain::test::small_route_cases()) cases.push_back(c);
   for (const auto& c : cases) {
@@ -123,8 +126,9 @@ TEST_CASE("hand-computed plan: 2 -> 3 replicas, TP 1 -> 2, hidden split") {
   // Phase 0 messages (src, dst): rank 0 holds samples 0, 2 -> sample 0 to llm r1 (ranks 4, 5),
   // sample 2 to llm r2 (ranks 6, 7); rank 1 holds 1, 3 -> sample 1 to r1 (4, 5), sample 3 to r0 (2, 3).
   std::vector<std::pair<int, int>> pairs;
-  for (int i : p.sends_of(0, 0)) pairs.emplace_back(p.messages()[static_cast<std::size_t>(i)].src,
-                                                    p.messages()[static_cast<std::size_t>(i)].dst);
+  for (int i : p.sends_of(0, 0))
+    pairs.emplace_back(p.messages()[static_cast<std::size_t>(i)].src,
+                       p.messages()[static_cast<std::size_t>(i)].dst);
   CHECK(pairs == std::vector<std::pair<int, int>>{{0, 4}, {0, 5}, {0, 6}, {0, 7}});
   CHECK(p.sends_of(1, 0).size() == 4);  // -> 2, 3, 4, 5
   // Message 1 -> 4 carries slice 0 (cols 0..1) of sample 1 only.
@@ -156,10 +160,9 @@ TEST_CASE("hand-computed plan: 2 -> 3 replicas, TP 1 -> 2, hidden split") {
 
 TEST_CASE("row split of contiguous single pieces is zero copy") {
   const rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
-  const auto p = disttrain::plan_boundary_route(L, 0, sample_placement::round_robin(3, 1),
-                                                sample_placement::round_robin(3, 1),
-                                                disttrain::activation_shape{{2, 5, 1}, 8, 2},
-                                                {disttrain::split_axis::rows, true});
+  const auto p = disttrain::plan_boundary_route(
+      L, 0, sample_placement::round_robin(3, 1), sample_placement::round_robin(3, 1),
+      disttrain::activation_shape{{2, 5, 1}, 8, 2}, {disttrain::split_axis::rows, true});
   REQUIRE(p.messages().size() == 1);
   CHECK(p.messages()[0].contiguous_send());
   CHECK(p.messages()[0].contiguous_recv());
@@ -177,21 +180,27 @@ TEST_CASE("route planning rejects inconsistent inputs naming the field") {
                         "route.placement_b");
   DISTTRAIN_CHECK_ERROR(disttrain::plan_boundary_route(L, 1, p2, p3, shape), errc::invalid_argument,
                         "route.boundary");
-  DISTTRAIN_CHECK_ERROR(disttrain::plan_route(L, {1, 0}, p3, {1, 0}, p3, shape), errc::invalid_argument,
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_route(L, {1, 0}, p3, {1, 0}, p3, shape),
+                        errc::invalid_argument, "route.to.stage");
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_route(L, {0, 0}, p2, {1, 1}, p3, shape),
+                        errc::invalid_argument, "route.to.stage");
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_stage_route(L, 1, 1, p3, shape), errc::invalid_argument,
                         "route.to.stage");
-  DISTTRAIN_CHECK_ERROR(disttrain::plan_route(L, {0, 0}, p2, {1, 1}, p3, shape), errc::invalid_argument,
-                        "route.to.stage");
-  DISTTRAIN_CHECK_ERROR(disttrain::plan_stage_route(L, 1, 1, p3, shape), errc::invalid_argument, "route.to.stage");
-  DISTTRAIN_CHECK_ERROR(disttrain::plan_boundary_route(L, 0, p2, sample_placement::round_robin(5, 3), shape),
-                        errc::invalid_argument, "route.placement_b");
-  DISTTRAIN_CHECK_ERROR(disttrain::plan_boundary_route(L, 0, p2, p3, disttrain::activation_shape{{1, -2, 3, 4}, 8, 4}),
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::plan_boundary_route(L, 0, p2, sample_placement::round_robin(5, 3), shape),
+      errc::invalid_argument, "route.placement_b");
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_boundary_route(
+                            L, 0, p2, p3, disttrain::activation_shape{{1, -2, 3, 4}, 8, 4}),
                         errc::invalid_argument, "activation_shape.rows[1]");
-  DISTTRAIN_CHECK_ERROR(disttrain::plan_boundary_route(L, 0, p2, p3, disttrain::activation_shape{{1, 2, 3, 4}, 0, 4}),
-                        errc::invalid_argument, "activation_shape.hidden");
-  DISTTRAIN_CHECK_ERROR(sample_placement({{0, 1}, {1}}), errc::invalid_argument, "sample_placement.replica[1][0]");
-  DISTTRAIN_CHECK_ERROR(sample_placement({{0, 3}}), errc::invalid_argument, "sample_placement.replica[0][1]");
-  DISTTRAIN_CHECK_ERROR(sample_placement::from_replica_map(std::vector<int>{0, 2}, 2), errc::invalid_argument,
-                        "sample_placement.replica_of[1]");
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::plan_boundary_route(L, 0, p2, p3, disttrain::activation_shape{{1, 2, 3, 4}, 0, 4}),
+      errc::invalid_argument, "activation_shape.hidden");
+  DISTTRAIN_CHECK_ERROR(sample_placement({{0, 1}, {1}}), errc::invalid_argument,
+                        "sample_placement.replica[1][0]");
+  DISTTRAIN_CHECK_ERROR(sample_placement({{0, 3}}), errc::invalid_argument,
+                        "sample_placement.replica[0][1]");
+  DISTTRAIN_CHECK_ERROR(sample_placement::from_replica_map(std::vector<int>{0, 2}, 2),
+                        errc::invalid_argument, "sample_placement.replica_of[1]");
   CHECK_NOTHROW(disttrain::plan_stage_route(L, 1, 0, p3, shape));
 }
 
@@ -207,6 +216,6 @@ TEST_CASE("sample placement and shape JSON round trip") {
   DISTTRAIN_CHECK_ERROR(disttrain::parse_json(R"({"rows": [1], "hidden": 0, "elem_size": 2})")
                             .get<disttrain::activation_shape>(),
                         errc::invalid_argument, "activation_shape.hidden");
-  DISTTRAIN_CHECK_ERROR(disttrain::parse_json(R"({"replica": []})").get<sample_placement>(), errc::parse_error,
-                        "sample_placement.replicas");
+  DISTTRAIN_CHECK_ERROR(disttrain::parse_json(R"({"replica": []})").get<sample_placement>(),
+                        errc::parse_error, "sample_placement.replicas");
 }

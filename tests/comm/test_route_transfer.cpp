@@ -29,10 +29,12 @@ std::vector<rank_result> run_case(const route_case& c, bool verify, int tag = 5)
   local_world world(c.layout.world_size(), {5000ms});
   std::vector<rank_result> res(static_cast<std::size_t>(world.size()));
   auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
-    const route_plan plan = disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, c.shape, c.opts);
+    const route_plan plan =
+        disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, c.shape, c.opts);
     auto bufs = disttrain::test::make_buffers(c, b.rank());
     disttrain::buffer_pool pool;
-    disttrain::route_transfer<local_backend> t(b, plan, pool, {tag, verify, std::chrono::milliseconds(-1)});
+    disttrain::route_transfer<local_backend> t(b, plan, pool,
+                                               {tag, verify, std::chrono::milliseconds(-1)});
     t.start(bufs.source, bufs.destination);
     t.wait();
     auto& r = res[static_cast<std::size_t>(b.rank())];
@@ -43,9 +45,11 @@ std::vector<rank_result> run_case(const route_case& c, bool verify, int tag = 5)
   return res;
 }
 
-std::string error_text(const std::vector<std::exception_ptr>& errs, int rank, errc* code = nullptr) {
+std::string error_text(const std::vector<std::exception_ptr>& errs, int rank,
+                       errc* code = nullptr) {
   try {
-    if (errs[static_cast<std::size_t>(rank)]) std::rethrow_exception(errs[static_cast<std::size_t>(rank)]);
+    if (errs[static_cast<std::size_t>(rank)])
+      std::rethrow_exception(errs[static_cast<std::size_t>(rank)]);
   } catch (const disttrain::error& e) {
     if (code) *code = e.code();
     return e.what();
@@ -77,9 +81,14 @@ TEST_CASE("contiguous messages are sent in place (no packing)") {
     if (c.name == "rows split 2->3") rows = &c;
   REQUIRE(rows != nullptr);
   // TP 1 -> 1 with a row split: single-sample messages are contiguous on both ends.
-  route_case c{"tp1 rows", disttrain::rank_layout({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}}), {0, 0}, {1, 0},
-               disttrain::sample_placement({{0}, {1}}), disttrain::sample_placement({{0, 1}}),
-               disttrain::activation_shape{{3, 4}, 16, 4}, {disttrain::split_axis::rows, true}};
+  route_case c{"tp1 rows",
+               disttrain::rank_layout({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}}),
+               {0, 0},
+               {1, 0},
+               disttrain::sample_placement({{0}, {1}}),
+               disttrain::sample_placement({{0, 1}}),
+               disttrain::activation_shape{{3, 4}, 16, 4},
+               {disttrain::split_axis::rows, true}};
   const auto res = run_case(c, false);
   for (const auto& r : res) {
     CHECK(r.mismatches == 0);
@@ -110,9 +119,11 @@ TEST_CASE("verify mode: a receiver with different batch metadata fails naming bo
   CHECK(code == errc::comm_error);
   CHECK(w.find("rank 1 <- rank 0 tag 9") != std::string::npos);
   CHECK(w.find("shape mismatch") != std::string::npos);
-  CHECK(w.find("expects 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+5 cols 0+4] = 28 elements") != std::string::npos);
-  CHECK(w.find("rank 0 sends 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+3 cols 0+4] = 20 elements") !=
+  CHECK(w.find("expects 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+5 cols 0+4] = 28 elements") !=
         std::string::npos);
+  CHECK(
+      w.find("rank 0 sends 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+3 cols 0+4] = 20 elements") !=
+      std::string::npos);
   // The sender's payload is never received: it times out rather than hanging.
   errc scode{};
   const std::string sw = error_text(errors, 0, &scode);
@@ -150,10 +161,12 @@ TEST_CASE("verify mode detects a corrupted payload by checksum") {
   std::atomic<bool> started{false};
   auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
     const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);
-    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4, std::byte{1});
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4,
+                               std::byte{1});
     std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4);
     disttrain::buffer_pool pool;
-    disttrain::route_transfer<local_backend> t(b, plan, pool, {2, true, std::chrono::milliseconds(-1)});
+    disttrain::route_transfer<local_backend> t(b, plan, pool,
+                                               {2, true, std::chrono::milliseconds(-1)});
     if (b.rank() == 1) {
       while (!started) std::this_thread::yield();  // header and payload already posted by rank 0
     }
@@ -190,7 +203,9 @@ TEST_CASE("a sender that never sends: receiver times out naming peer, tag and by
   }
   // Wrong buffer sizes are rejected up front, naming the rank and both sizes.
   std::vector<std::byte> small(40);
-  DISTTRAIN_CHECK_ERROR(disttrain::run_route(b, plan, {}, small, pool, {}), errc::invalid_argument, "rank 1");
-  DISTTRAIN_CHECK_ERROR(disttrain::run_route(b, plan, {}, dst, pool, {-1, false, std::chrono::milliseconds(-1)}),
-                        errc::invalid_argument, "transfer_options.tag");
+  DISTTRAIN_CHECK_ERROR(disttrain::run_route(b, plan, {}, small, pool, {}), errc::invalid_argument,
+                        "rank 1");
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::run_route(b, plan, {}, dst, pool, {-1, false, std::chrono::milliseconds(-1)}),
+      errc::invalid_argument, "transfer_options.tag");
 }

@@ -9,13 +9,15 @@ TEST_CASE("error carries category, location and message") {
   disttrain::error e(errc::infeasible, "backbone/stage 3", "needs 90 GB, limit 80 GB");
   CHECK(e.code() == errc::infeasible);
   CHECK(e.where() == "backbone/stage 3");
-  CHECK(std::string(e.what()) == "disttrain: infeasible at backbone/stage 3: needs 90 GB, limit 80 GB");
+  CHECK(std::string(e.what()) ==
+        "disttrain: infeasible at backbone/stage 3: needs 90 GB, limit 80 GB");
 }
 
 TEST_CASE("require helpers name the field and the value") {
-  DISTTRAIN_CHECK_ERROR(disttrain::detail::require_positive(0, "model.layers"), errc::invalid_argument,
-                        "model.layers");
-  DISTTRAIN_CHECK_ERROR(disttrain::detail::require_in_range(9, 1, 8, "tp"), errc::invalid_argument, "tp");
+  DISTTRAIN_CHECK_ERROR(disttrain::detail::require_positive(0, "model.layers"),
+                        errc::invalid_argument, "model.layers");
+  DISTTRAIN_CHECK_ERROR(disttrain::detail::require_in_range(9, 1, 8, "tp"), errc::invalid_argument,
+                        "tp");
   try {
     disttrain::detail::require_non_negative(-2.5, "bytes");
     FAIL("no throw");
@@ -31,7 +33,8 @@ TEST_CASE("json helpers report missing and mistyped fields with their path") {
   CHECK(disttrain::detail::json_get_or<int>(j, "heads", 7, "model") == 7);
   DISTTRAIN_CHECK_ERROR(disttrain::detail::json_get<int>(j, "hidden", "model"), errc::parse_error,
                         "model.hidden");
-  DISTTRAIN_CHECK_ERROR(disttrain::detail::json_get<int>(j, "name", "model"), errc::parse_error, "model.name");
+  DISTTRAIN_CHECK_ERROR(disttrain::detail::json_get<int>(j, "name", "model"), errc::parse_error,
+                        "model.name");
   DISTTRAIN_CHECK_ERROR(disttrain::parse_json("{bad", "cfg.json"), errc::parse_error, "cfg.json");
 }
 

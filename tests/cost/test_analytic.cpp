@@ -24,8 +24,8 @@ TEST_CASE("memory of a known configuration equals a hand computation") {
   const stage_config s{0, 0, 16, 2, 4, false};
   const auto m = cm.stage_memory(s, one_sequence(4096), 3);
   const double h = 4096, mlp = 11008;
-  const double layer = 4 * h * h + 3 * h * mlp + 2 * h;       // 202,383,360
-  const double params = (16 * layer + 32000 * h) / 2;          // per GPU
+  const double layer = 4 * h * h + 3 * h * mlp + 2 * h;  // 202,383,360
+  const double params = (16 * layer + 32000 * h) / 2;    // per GPU
   CHECK(params == 1684602880.0);
   CHECK(m.params == 2 * params);
   CHECK(m.grads == 2 * params);
@@ -36,10 +36,12 @@ TEST_CASE("memory of a known configuration equals a hand computation") {
 
   // Recompute keeps 2h bytes per token per layer plus one layer's full activations.
   const auto r = cm.stage_memory(stage_config{0, 0, 16, 2, 4, true}, one_sequence(4096), 3);
-  CHECK(r.activations == Approx(3 * 16 * 2 * h * 4096 / 2 + act_per_token * 4096 / 2).epsilon(1e-12));
+  CHECK(r.activations ==
+        Approx(3 * 16 * 2 * h * 4096 / 2 + act_per_token * 4096 / 2).epsilon(1e-12));
   // The last stage also holds the logits (bf16 + fp32, 6 bytes per vocab entry).
   const auto last = cm.stage_memory(stage_config{0, 16, 16, 2, 4, false}, one_sequence(4096), 1);
-  CHECK(last.activations == Approx(16 * act_per_token * 4096 / 2 + 6.0 * 32000 * 4096 / 2).epsilon(1e-12));
+  CHECK(last.activations ==
+        Approx(16 * act_per_token * 4096 / 2 + 6.0 * 32000 * 4096 / 2).epsilon(1e-12));
   CHECK(last.params == Approx(2 * (16 * layer + 32000 * h + h) / 2).epsilon(1e-12));
 }
 
@@ -61,7 +63,8 @@ TEST_CASE("an over-memory layout is infeasible, naming module, stage and bytes o
   // A feasible one passes and returns the breakdown.
   const stage_config ok{0, 0, 10, 8, 8, true};
   CHECK(cm.check_stage_memory(ok, one_sequence(4096), 8, 0).total() < cm.memory_limit());
-  DISTTRAIN_CHECK_ERROR(require_fits(memory_breakdown{1, 1, 1, 1}, 3.5, "vit", 2), errc::infeasible, "vit/stage 2");
+  DISTTRAIN_CHECK_ERROR(require_fits(memory_breakdown{1, 1, 1, 1}, 3.5, "vit", 2), errc::infeasible,
+                        "vit/stage 2");
 }
 
 TEST_CASE("stage time follows the efficiency curve and closed form equals the per-layer sum") {
@@ -76,7 +79,8 @@ TEST_CASE("stage time follows the efficiency curve and closed form equals the pe
   const double att = sh.layer.flops_per_token_sq * 2048.0 * 2048;
   CHECK(t.backward_s == Approx(8 * (f + att + e.flops_half) / (989.4e12 * e.e_max)).epsilon(1e-12));
   CHECK(t.weight_grad_s ==
-        Approx(8 * (sh.layer.flops_per_token * 2048 + e.flops_half) / (989.4e12 * e.e_max)).epsilon(1e-12));
+        Approx(8 * (sh.layer.flops_per_token * 2048 + e.flops_half) / (989.4e12 * e.e_max))
+            .epsilon(1e-12));
 
   // Closed form over 32 layers with pre/post == sum of 32 one-layer stages (TP 4: comm included).
   const auto whole = cm.stage_time(stage_config{0, 0, 32, 4, 1, false}, w);
@@ -150,7 +154,8 @@ TEST_CASE("DP sync, optimizer step, p2p and module transfers match alpha-beta ha
   CHECK(cm.p2p_time(1e6, false) == Approx(10e-6 + 1e6 / inter_bw).epsilon(1e-12));
   CHECK(cm.p2p_time(0, false) == 0);
 
-  const sample x{.id = 0, .text_tokens = 100, .images = {{448, 448}, {448, 896}}, .generated = {{512, 512}}};
+  const sample x{
+      .id = 0, .text_tokens = 100, .images = {{448, 448}, {448, 896}}, .generated = {{512, 512}}};
   const auto w = workload_of(sc.model, x);
   CHECK(cm.transfer_bytes(0, 1, w) == Approx((1025.0 + 513.0) / 4 * 2 * 4096).epsilon(1e-12));
   CHECK(cm.transfer_bytes(1, 2, w) == 64.0 * 2 * 4096);
@@ -178,32 +183,37 @@ TEST_CASE("expected stage time equals the mean over sampled microbatches (affine
 TEST_CASE("bad stage queries name the field") {
   analytic_cost_model cm(presets::mllm_7b(), presets::h800_cluster(64));
   module_workload w = one_sequence(100);
-  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 0, 4, 16, 1, false}, w), errc::invalid_argument, "llama-2-7b.tp");
-  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 0, 4, 3, 1, false}, w), errc::invalid_argument, "llama-2-7b.tp");
-  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 0, 4, 0, 1, false}, w), errc::invalid_argument, "tp");
-  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 30, 4, 1, 1, false}, w), errc::invalid_argument,
-                        "llama-2-7b.layers");
-  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 0, 0, 1, 1, false}, w), errc::invalid_argument, "layers");
-  DISTTRAIN_CHECK_ERROR(cm.stage_memory(stage_config{1, 0, 4, 1, 0, false}, w, 1), errc::invalid_argument,
-                        "llama-2-7b.dp");
-  DISTTRAIN_CHECK_ERROR(cm.stage_memory(stage_config{1, 0, 4, 1, 1, false}, w, -1), errc::invalid_argument,
-                        "in_flight");
-  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{7, 0, 4, 1, 1, false}, w), errc::invalid_argument, "stage.module");
+  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 0, 4, 16, 1, false}, w),
+                        errc::invalid_argument, "llama-2-7b.tp");
+  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 0, 4, 3, 1, false}, w),
+                        errc::invalid_argument, "llama-2-7b.tp");
+  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 0, 4, 0, 1, false}, w),
+                        errc::invalid_argument, "tp");
+  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 30, 4, 1, 1, false}, w),
+                        errc::invalid_argument, "llama-2-7b.layers");
+  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{1, 0, 0, 1, 1, false}, w),
+                        errc::invalid_argument, "layers");
+  DISTTRAIN_CHECK_ERROR(cm.stage_memory(stage_config{1, 0, 4, 1, 0, false}, w, 1),
+                        errc::invalid_argument, "llama-2-7b.dp");
+  DISTTRAIN_CHECK_ERROR(cm.stage_memory(stage_config{1, 0, 4, 1, 1, false}, w, -1),
+                        errc::invalid_argument, "in_flight");
+  DISTTRAIN_CHECK_ERROR(cm.stage_time(stage_config{7, 0, 4, 1, 1, false}, w),
+                        errc::invalid_argument, "stage.module");
   // InternViT-6B: 25 heads, so TP 2 does not split it.
-  analytic_cost_model iv(model_spec{.name = "x",
-                                    .modules = {presets::internvit_6b(), presets::llama2_7b()}},
-                         presets::h800_cluster(8));
-  DISTTRAIN_CHECK_ERROR(iv.stage_time(stage_config{0, 0, 48, 2, 1, false}, w), errc::invalid_argument,
-                        "internvit-6b.tp");
+  analytic_cost_model iv(
+      model_spec{.name = "x", .modules = {presets::internvit_6b(), presets::llama2_7b()}},
+      presets::h800_cluster(8));
+  DISTTRAIN_CHECK_ERROR(iv.stage_time(stage_config{0, 0, 48, 2, 1, false}, w),
+                        errc::invalid_argument, "internvit-6b.tp");
   CHECK_NOTHROW(iv.stage_time(stage_config{0, 0, 48, 1, 1, false}, w));
   auto bad = cost_params{};
   bad.efficiency_for(module_role::encoder).e_max = 1.5;
-  DISTTRAIN_CHECK_ERROR(analytic_cost_model(presets::mllm_7b(), presets::h800_cluster(8), bad), errc::invalid_argument,
-                        "cost.efficiency.encoder.e_max");
+  DISTTRAIN_CHECK_ERROR(analytic_cost_model(presets::mllm_7b(), presets::h800_cluster(8), bad),
+                        errc::invalid_argument, "cost.efficiency.encoder.e_max");
   auto bad_cluster = presets::h800_cluster(8);
   bad_cluster.intra_node_bandwidth_bytes_per_s = 0;
-  DISTTRAIN_CHECK_ERROR(analytic_cost_model(presets::mllm_7b(), bad_cluster), errc::invalid_argument,
-                        "cluster.intra_node_bandwidth_bytes_per_s");
+  DISTTRAIN_CHECK_ERROR(analytic_cost_model(presets::mllm_7b(), bad_cluster),
+                        errc::invalid_argument, "cluster.intra_node_bandwidth_bytes_per_s");
 }
 
 TEST_CASE("cost parameters round-trip through JSON and read partial objects") {
@@ -214,11 +224,13 @@ TEST_CASE("cost parameters round-trip through JSON and read partial objects") {
   const auto back = j.get<cost_params>();
   CHECK(back.efficiency_for(module_role::generator) == p.efficiency_for(module_role::generator));
   CHECK(back.memory_reserve_bytes == 1e9);
-  const auto partial = parse_json(R"({"efficiency": {"encoder": {"e_max": 0.6, "flops_half": 0}}})").get<cost_params>();
+  const auto partial = parse_json(R"({"efficiency": {"encoder": {"e_max": 0.6, "flops_half": 0}}})")
+                           .get<cost_params>();
   CHECK(partial.efficiency_for(module_role::encoder).e_max == 0.6);
   CHECK(partial.efficiency_for(module_role::backbone) == efficiency_params{});
-  DISTTRAIN_CHECK_ERROR(parse_json(R"({"efficiency": {"encoder": {"e_max": 0.6}}})").get<cost_params>(),
-                        errc::parse_error, "cost.efficiency.encoder.flops_half");
+  DISTTRAIN_CHECK_ERROR(
+      parse_json(R"({"efficiency": {"encoder": {"e_max": 0.6}}})").get<cost_params>(),
+      errc::parse_error, "cost.efficiency.encoder.flops_half");
 }
 
 TEST_CASE("collective formulas") {

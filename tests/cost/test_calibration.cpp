@@ -10,7 +10,8 @@ using namespace disttrain;
 
 namespace {
 constexpr double peak = 989e12;
-std::vector<profile_sample> synthetic(const efficiency_params& e, double noise, std::uint64_t seed, bool with_tp) {
+std::vector<profile_sample> synthetic(const efficiency_params& e, double noise, std::uint64_t seed,
+                                      bool with_tp) {
   splitmix64 r(seed);
   std::vector<profile_sample> out;
   const int tps[] = {1, 2, 4, 8};
@@ -39,7 +40,8 @@ TEST_CASE("noise-free samples are fitted exactly") {
 TEST_CASE("noisy samples recover the planted parameters") {
   const efficiency_params planted{0.65, 2e10, 0.03};
   for (std::uint64_t seed : {2ULL, 3ULL, 4ULL}) {
-    const auto fit = fit_efficiency(synthetic(planted, 0.03, seed, true), peak);  // +-3% uniform noise
+    const auto fit =
+        fit_efficiency(synthetic(planted, 0.03, seed, true), peak);  // +-3% uniform noise
     INFO("seed " << seed);
     CHECK(std::abs(fit.params.e_max - planted.e_max) / planted.e_max < 0.01);
     CHECK(std::abs(fit.params.flops_half - planted.flops_half) / planted.flops_half < 0.10);

@@ -64,7 +64,8 @@ TEST_CASE("bounded_queue: FIFO, backpressure timeout, close") {
   q.close();
   CHECK_FALSE(q.pop(10ms).has_value());
   DISTTRAIN_CHECK_ERROR(q.push(4), errc::invalid_argument, "test.q");
-  DISTTRAIN_CHECK_ERROR(disttrain::bounded_queue<int>(0, "zero"), errc::invalid_argument, "zero.capacity");
+  DISTTRAIN_CHECK_ERROR(disttrain::bounded_queue<int>(0, "zero"), errc::invalid_argument,
+                        "zero.capacity");
 }
 
 TEST_CASE("preprocess_pipeline delivers each consumer exactly its samples, in order") {
@@ -96,7 +97,8 @@ TEST_CASE("preprocess_pipeline delivers each consumer exactly its samples, in or
 
 TEST_CASE("preprocess_pipeline prepares the next batch while the current one trains") {
   synthetic_source src;
-  disttrain::preprocess_pipeline<synthetic_source> pipe(src, {.producers = 2, .consumers = 1, .max_batches_ahead = 2});
+  disttrain::preprocess_pipeline<synthetic_source> pipe(
+      src, {.producers = 2, .consumers = 1, .max_batches_ahead = 2});
   pipe.submit(0, {1, 2, 3});
   pipe.submit(1, {4, 5, 6});
   (void)pipe.metadata(0);
@@ -104,9 +106,8 @@ TEST_CASE("preprocess_pipeline prepares the next batch while the current one tra
   for (int spin = 0; spin < 2000 && src.loads.load() < 6; ++spin) std::this_thread::sleep_for(1ms);
   CHECK(src.loads.load() == 6);
   // Staging is full: a third batch is refused (backpressure) until one is consumed.
-  disttrain::preprocess_pipeline<synthetic_source> tight(src, {.producers = 1, .consumers = 1,
-                                                                .max_batches_ahead = 1,
-                                                                .timeout = 20ms});
+  disttrain::preprocess_pipeline<synthetic_source> tight(
+      src, {.producers = 1, .consumers = 1, .max_batches_ahead = 1, .timeout = 20ms});
   tight.submit(0, {1});
   DISTTRAIN_CHECK_ERROR(tight.submit(1, {2}), errc::timeout, "preprocess_pipeline");
   (void)tight.metadata(0);
@@ -119,7 +120,8 @@ TEST_CASE("a producer that stops delivering is a timeout on the trainer, not a h
   std::atomic<bool> release{false};
   stalled_source src{&release};
   {
-    disttrain::preprocess_pipeline<stalled_source> pipe(src, {.producers = 1, .consumers = 1, .timeout = 30ms});
+    disttrain::preprocess_pipeline<stalled_source> pipe(
+        src, {.producers = 1, .consumers = 1, .timeout = 30ms});
     pipe.submit(7, {1, 2});
     DISTTRAIN_CHECK_ERROR(pipe.metadata(7), errc::timeout, "preprocess_pipeline");
     CHECK(pipe.exposed_wait_seconds() > 0.0);
@@ -129,16 +131,21 @@ TEST_CASE("a producer that stops delivering is a timeout on the trainer, not a h
 
 TEST_CASE("preprocess_pipeline rejects bad use and propagates producer failures") {
   failing_source src;
-  disttrain::preprocess_pipeline<failing_source> pipe(src, {.producers = 2, .consumers = 2, .timeout = 2000ms});
+  disttrain::preprocess_pipeline<failing_source> pipe(
+      src, {.producers = 2, .consumers = 2, .timeout = 2000ms});
   DISTTRAIN_CHECK_ERROR(pipe.submit(0, {}), errc::invalid_argument, "submit");
   DISTTRAIN_CHECK_ERROR(pipe.submit(0, {1, 1}), errc::invalid_argument, "submit");
   pipe.submit(1, {1, 2});
   DISTTRAIN_CHECK_ERROR(pipe.submit(1, {5}), errc::invalid_argument, "submit");
   (void)pipe.metadata(1);
-  DISTTRAIN_CHECK_ERROR(pipe.assign(1, {{1}}), errc::invalid_argument, "assign");           // wrong consumer count
-  DISTTRAIN_CHECK_ERROR(pipe.assign(1, {{1}, {9}}), errc::invalid_argument, "assign");      // foreign id
-  DISTTRAIN_CHECK_ERROR(pipe.assign(1, {{1}, {}}), errc::invalid_argument, "assign");       // sample 2 lost
-  DISTTRAIN_CHECK_ERROR(pipe.metadata(42), errc::invalid_argument, "preprocess_pipeline");  // unknown batch
+  DISTTRAIN_CHECK_ERROR(pipe.assign(1, {{1}}), errc::invalid_argument,
+                        "assign");  // wrong consumer count
+  DISTTRAIN_CHECK_ERROR(pipe.assign(1, {{1}, {9}}), errc::invalid_argument,
+                        "assign");  // foreign id
+  DISTTRAIN_CHECK_ERROR(pipe.assign(1, {{1}, {}}), errc::invalid_argument,
+                        "assign");  // sample 2 lost
+  DISTTRAIN_CHECK_ERROR(pipe.metadata(42), errc::invalid_argument,
+                        "preprocess_pipeline");  // unknown batch
   DISTTRAIN_CHECK_ERROR((void)pipe.next(5), errc::invalid_argument, "next");
   pipe.submit(2, {3, 4});
   CHECK_THROWS_WITH(pipe.metadata(2), "corrupt image");

@@ -20,9 +20,10 @@ struct rank_record {
   disttrain::rank_coord coord;
 };
 
-inline std::vector<rank_record> run_world(const config& c, const dist_plan& plan, const trainer_options& opts,
-                                          int iterations, std::vector<std::exception_ptr>* errors_out = nullptr,
-                                          std::chrono::milliseconds comm_timeout = std::chrono::seconds(20)) {
+inline std::vector<rank_record> run_world(
+    const config& c, const dist_plan& plan, const trainer_options& opts, int iterations,
+    std::vector<std::exception_ptr>* errors_out = nullptr,
+    std::chrono::milliseconds comm_timeout = std::chrono::seconds(20)) {
   disttrain::local_world world(plan.world_size(), {comm_timeout});
   std::vector<rank_record> rec(static_cast<std::size_t>(plan.world_size()));
   auto errors = disttrain::test::run_ranks(world, [&](disttrain::local_backend& b) {
@@ -33,8 +34,10 @@ inline std::vector<rank_record> run_world(const config& c, const dist_plan& plan
       r.steps.push_back(t.step(static_cast<std::uint64_t>(k), k + 1 < iterations));
     r.grads = t.last_gradients();
   });
-  if (errors_out) *errors_out = errors;
-  else disttrain::test::rethrow_first(errors);
+  if (errors_out)
+    *errors_out = errors;
+  else
+    disttrain::test::rethrow_first(errors);
   return rec;
 }
 

@@ -31,11 +31,11 @@ namespace {
 struct toy_host {
   using grad_type = double;
   const disttrain::pipeline_schedule* s = nullptr;
-  int me = 0;                              // schedule rank == backend rank
-  std::vector<int> group;                  // DP group of this rank's stage
+  int me = 0;              // schedule rank == backend rank
+  std::vector<int> group;  // DP group of this rank's stage
   std::map<int, std::vector<double>> in, out, gin, gout;
   std::vector<double> bucket{0.0};
-  std::vector<double> reduced;             // bucket after the reduction
+  std::vector<double> reduced;  // bucket after the reduction
   int steps = 0;
   std::vector<std::pair<op_kind, int>> trace;  // (kind, microbatch) of compute ops
 
@@ -45,13 +45,15 @@ struct toy_host {
 
   void forward(const schedule_op& op) {
     trace.emplace_back(op.kind, op.microbatch);
-    std::vector<double> x = stage() == 0 ? std::vector<double>(len(op.microbatch), op.microbatch) : in.at(op.microbatch);
+    std::vector<double> x = stage() == 0 ? std::vector<double>(len(op.microbatch), op.microbatch)
+                                         : in.at(op.microbatch);
     for (double& v : x) v = 2 * v + stage();
     out[op.microbatch] = x;
   }
   void backward(const schedule_op& op) {
     trace.emplace_back(op.kind, op.microbatch);
-    std::vector<double> g = last() ? std::vector<double>(len(op.microbatch), 1.0) : gin.at(op.microbatch);
+    std::vector<double> g =
+        last() ? std::vector<double>(len(op.microbatch), 1.0) : gin.at(op.microbatch);
     for (double v : g) bucket[0] += v;
     for (double& v : g) v *= 2;
     gout[op.microbatch] = g;
@@ -63,14 +65,20 @@ struct toy_host {
     switch (op.kind) {
       case op_kind::send_act: buf = &out.at(op.microbatch); break;
       case op_kind::send_grad: buf = &gout.at(op.microbatch); break;
-      case op_kind::recv_act: buf = &(in[op.microbatch] = std::vector<double>(len(op.microbatch))); break;
-      case op_kind::recv_grad: buf = &(gin[op.microbatch] = std::vector<double>(len(op.microbatch))); break;
+      case op_kind::recv_act:
+        buf = &(in[op.microbatch] = std::vector<double>(len(op.microbatch)));
+        break;
+      case op_kind::recv_grad:
+        buf = &(gin[op.microbatch] = std::vector<double>(len(op.microbatch)));
+        break;
       default: FAIL("messages() for a non-p2p op");
     }
     msgs.push_back({op.peer, std::as_writable_bytes(std::span(*buf))});
   }
   void received(const schedule_op&) {}
-  disttrain::grad_bucket<double> bucket_ready(const schedule_op&) { return {std::span(bucket), std::span(group)}; }
+  disttrain::grad_bucket<double> bucket_ready(const schedule_op&) {
+    return {std::span(bucket), std::span(group)};
+  }
   void bucket_reduced(const schedule_op&) { reduced = bucket; }
 };
 
@@ -78,7 +86,8 @@ disttrain::pipeline_schedule two_module_schedule() {
   disttrain::multi_module_spec spec;
   spec.segments = {{"enc", 1, 2}, {"bb", 2, 1}};
   spec.num_microbatches = 4;
-  auto s = disttrain::add_grad_sync(disttrain::add_communication(disttrain::make_multi_module(spec)));
+  auto s =
+      disttrain::add_grad_sync(disttrain::add_communication(disttrain::make_multi_module(spec)));
   disttrain::validate_schedule(s);
   return s;
 }
@@ -86,7 +95,8 @@ disttrain::pipeline_schedule two_module_schedule() {
 std::vector<int> dp_group_of(const disttrain::pipeline_schedule& s, int r) {
   std::vector<int> g;
   for (int q = 0; q < s.num_ranks(); ++q)
-    if (s.ranks[static_cast<std::size_t>(q)].stage == s.ranks[static_cast<std::size_t>(r)].stage) g.push_back(q);
+    if (s.ranks[static_cast<std::size_t>(q)].stage == s.ranks[static_cast<std::size_t>(r)].stage)
+      g.push_back(q);
   return g;
 }
 
@@ -100,7 +110,8 @@ std::vector<toy_host> run_toy(const disttrain::pipeline_schedule& s, disttrain::
     h.s = &s;
     h.me = b.rank();
     h.group = dp_group_of(s, b.rank());
-    disttrain::executor<disttrain::local_backend> ex(b, {s.num_stages, s.num_chunks, s.num_microbatches}, opts);
+    disttrain::executor<disttrain::local_backend> ex(
+        b, {s.num_stages, s.num_chunks, s.num_microbatches}, opts);
     ex.run(s.ops[static_cast<std::size_t>(b.rank())], h);
   });
   disttrain::test::rethrow_first(errors);
@@ -133,16 +144,19 @@ TEST_CASE("message_tags: a send and its receive share a tag; tags are unique per
     CHECK(t < tags.bucket(0));
   }
   CHECK(tags.bucket(3) < tags.limit());
-  DISTTRAIN_CHECK_ERROR(tags.p2p(schedule_op::forward(0, 0, 0)), errc::invalid_argument, "message_tags");
-  DISTTRAIN_CHECK_ERROR(tags.p2p(schedule_op::send(op_kind::send_act, 0, 0, 99, 1)), errc::invalid_argument,
-                        "message_tags.microbatch");
+  DISTTRAIN_CHECK_ERROR(tags.p2p(schedule_op::forward(0, 0, 0)), errc::invalid_argument,
+                        "message_tags");
+  DISTTRAIN_CHECK_ERROR(tags.p2p(schedule_op::send(op_kind::send_act, 0, 0, 99, 1)),
+                        errc::invalid_argument, "message_tags.microbatch");
 }
 
 TEST_CASE("bucket_allreduce: every member gets the same bits, the sum in group order") {
   disttrain::local_world world(4, {5000ms});
   const std::vector<int> group{0, 2, 3};  // rank 1 takes no part
   const std::size_t n = 37;
-  auto value = [](int r, std::size_t k) { return std::sin(static_cast<double>(r * 100 + static_cast<int>(k))) * 1e3; };
+  auto value = [](int r, std::size_t k) {
+    return std::sin(static_cast<double>(r * 100 + static_cast<int>(k))) * 1e3;
+  };
   std::vector<std::vector<double>> result(4);
   auto errors = disttrain::test::run_ranks(world, [&](disttrain::local_backend& b) {
     if (b.rank() == 1) return;
@@ -168,12 +182,14 @@ TEST_CASE("bucket_allreduce rejects a bad group") {
   std::vector<double> d(3);
   disttrain::bucket_allreduce<disttrain::local_backend, double> ar;
   const std::vector<int> unsorted{1, 0}, without_me{1};
-  DISTTRAIN_CHECK_ERROR(ar.start(b, std::span(d), std::span<const int>(unsorted), 0), errc::invalid_argument, "rank 0");
-  DISTTRAIN_CHECK_ERROR(ar.start(b, std::span(d), std::span<const int>(without_me), 0), errc::invalid_argument,
-                        "rank 0");
+  DISTTRAIN_CHECK_ERROR(ar.start(b, std::span(d), std::span<const int>(unsorted), 0),
+                        errc::invalid_argument, "rank 0");
+  DISTTRAIN_CHECK_ERROR(ar.start(b, std::span(d), std::span<const int>(without_me), 0),
+                        errc::invalid_argument, "rank 0");
 }
 
-TEST_CASE("executor: values and gradients through a two-module pipeline with different DP degrees") {
+TEST_CASE(
+    "executor: values and gradients through a two-module pipeline with different DP degrees") {
   const auto s = two_module_schedule();  // enc: 1 stage x dp 2; bb: 2 stages x dp 1
   // (The naive mode's blocking sends can deadlock a 1F1B order on a
   // rendezvous transport: see the GPipe and deadlock cases below.)
@@ -271,7 +287,8 @@ TEST_CASE("executor: events cover every op and export through the simulator's tr
     hosts[r].s = &s;
     hosts[r].me = b.rank();
     hosts[r].group = dp_group_of(s, b.rank());
-    disttrain::executor<disttrain::local_backend> ex(b, {s.num_stages, s.num_chunks, s.num_microbatches});
+    disttrain::executor<disttrain::local_backend> ex(
+        b, {s.num_stages, s.num_chunks, s.num_microbatches});
     stats[r] = ex.run(s.ops[r], hosts[r]);
     gathered[r] = disttrain::gather_events(b, stats[r].events);
   });
@@ -291,7 +308,8 @@ TEST_CASE("executor: events cover every op and export through the simulator's tr
         ++compute_events[static_cast<std::size_t>(e.index)];
         compute += e.end - e.start;
       }
-      if (e.track == disttrain::exec_track::transfer) ++transfers[static_cast<std::size_t>(e.index)];
+      if (e.track == disttrain::exec_track::transfer)
+        ++transfers[static_cast<std::size_t>(e.index)];
     }
     for (std::size_t i = 0; i < s.ops[r].size(); ++i) {
       const auto k = s.ops[r][i].kind;
@@ -300,7 +318,8 @@ TEST_CASE("executor: events cover every op and export through the simulator's tr
       CHECK(transfers[i] == (disttrain::is_send(k) || k == op_kind::grad_sync_start ? 1 : 0));
     }
     CHECK(compute <= stats[r].compute_seconds + 1e-9);
-    CHECK(stats[r].iteration_seconds >= stats[r].compute_seconds + stats[r].exposed_comm_seconds - 1e-9);
+    CHECK(stats[r].iteration_seconds >=
+          stats[r].compute_seconds + stats[r].exposed_comm_seconds - 1e-9);
   }
   for (const auto& g : gathered) CHECK(g.size() == total);
   const auto measured = disttrain::measured_result(s, gathered[0]);
@@ -317,6 +336,8 @@ TEST_CASE("executor: events cover every op and export through the simulator's tr
   CHECK(complete >= s.num_ops() / 2);
   CHECK(static_cast<int>(pids.size()) == s.num_ranks());
   // An event that does not belong to the schedule is rejected, naming it.
-  std::vector<disttrain::exec_event> bad{{schedule_op::forward(0, 0, 0), 99, 0, 0.0, 1.0, disttrain::exec_track::compute}};
-  DISTTRAIN_CHECK_ERROR(disttrain::measured_result(s, bad), errc::invalid_argument, "events[0].rank");
+  std::vector<disttrain::exec_event> bad{
+      {schedule_op::forward(0, 0, 0), 99, 0, 0.0, 1.0, disttrain::exec_track::compute}};
+  DISTTRAIN_CHECK_ERROR(disttrain::measured_result(s, bad), errc::invalid_argument,
+                        "events[0].rank");
 }

@@ -98,12 +98,16 @@ TEST_CASE("gradient of a batch is the sum of per-part gradients with the global 
     for (auto& [name, p] : part.params()) {
       // compute_gradients scales by 1/3; the global scale is 1/6.
       tiny_mllm::matrix g = p->grad * 0.5;
-      if (sum.contains(name)) sum[name] += g; else sum[name] = g;
+      if (sum.contains(name))
+        sum[name] += g;
+      else
+        sum[name] = g;
     }
   }
   for (auto& [name, p] : whole) {
     INFO(name);
-    CHECK((sum.at(name) - p->grad).cwiseAbs().maxCoeff() <= 1e-14 * (1.0 + p->grad.cwiseAbs().maxCoeff()));
+    CHECK((sum.at(name) - p->grad).cwiseAbs().maxCoeff() <=
+          1e-14 * (1.0 + p->grad.cwiseAbs().maxCoeff()));
   }
 }
 

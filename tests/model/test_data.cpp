@@ -43,10 +43,12 @@ TEST_CASE("distribution draws have the analytic mean") {
     CHECK(sum / n == Approx(d.mean()).epsilon(0.01));
   }
   CHECK(distribution(uniform_int_dist{2, 9}).mean() == 5.5);
-  DISTTRAIN_CHECK_ERROR(distribution(lognormal_dist{.median = 1, .sigma = -1}).validate("x"), errc::invalid_argument,
-                        "x.sigma");
-  DISTTRAIN_CHECK_ERROR(distribution(uniform_int_dist{3, 2}).validate("x"), errc::invalid_argument, "x.max");
-  DISTTRAIN_CHECK_ERROR(distribution(histogram_dist{{}, {}}).validate("x"), errc::invalid_argument, "x.values");
+  DISTTRAIN_CHECK_ERROR(distribution(lognormal_dist{.median = 1, .sigma = -1}).validate("x"),
+                        errc::invalid_argument, "x.sigma");
+  DISTTRAIN_CHECK_ERROR(distribution(uniform_int_dist{3, 2}).validate("x"), errc::invalid_argument,
+                        "x.max");
+  DISTTRAIN_CHECK_ERROR(distribution(histogram_dist{{}, {}}).validate("x"), errc::invalid_argument,
+                        "x.values");
 }
 
 TEST_CASE("the sampler is deterministic and random-access") {
@@ -83,7 +85,8 @@ TEST_CASE("records mode cycles through the records") {
 
 TEST_CASE("workload of a hand-built sample") {
   const auto m = presets::mllm_7b();  // ViT-H capped at 448, ratio 4, 64 condition tokens, SD-2.1
-  const sample s{.id = 1, .text_tokens = 100, .images = {{448, 448}, {448, 896}}, .generated = {{512, 512}}};
+  const sample s{
+      .id = 1, .text_tokens = 100, .images = {{448, 448}, {448, 896}}, .generated = {{512, 512}}};
   const auto w = workload_of(m, s);
   // Encoder: 448^2 -> 32*32 + 1 = 1025; 448x896 -> scaled to 224x448 -> 16*32 + 1 = 513.
   CHECK(w[0].sequences == 2);
@@ -115,7 +118,9 @@ TEST_CASE("workloads add up and the expectation is the sample mean") {
   for (std::size_t i = 0; i < 3; ++i) CHECK(e[i].tokens == Approx(all[i].tokens / 64));
   // Mean images per sample of the interleaved preset is ~2.8.
   const auto big = expected_workload(m, presets::interleaved_image_text(), 20000);
-  CHECK(big[0].sequences == Approx(distribution(presets::interleaved_image_text().images_per_sample).mean()).epsilon(0.03));
+  CHECK(big[0].sequences ==
+        Approx(distribution(presets::interleaved_image_text().images_per_sample).mean())
+            .epsilon(0.03));
 }
 
 TEST_CASE("workloads round-trip through JSON") {
@@ -123,6 +128,7 @@ TEST_CASE("workloads round-trip through JSON") {
   const json j = e;
   REQUIRE(j.size() == 3);
   CHECK(j.get<model_workload>() == e);
-  DISTTRAIN_CHECK_ERROR(parse_json(R"([{"sequences": 1, "tokens": -2, "tokens_sq": 4}])").get<model_workload>(),
-                        errc::invalid_argument, "workload.tokens");
+  DISTTRAIN_CHECK_ERROR(
+      parse_json(R"([{"sequences": 1, "tokens": -2, "tokens_sq": 4}])").get<model_workload>(),
+      errc::invalid_argument, "workload.tokens");
 }

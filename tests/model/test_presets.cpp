@@ -21,9 +21,10 @@ TEST_CASE("parameter counts match published figures") {
   // Sources: Llama 3 paper / HF configs (8.03B, 70.6B), Qwen2 report (72.71B),
   // Llama 2 paper (6.74B, 13.02B), ViT-H/14 (632M), InternVL (5.9B),
   // SD-2.1 UNet (865.9M, given), DiT paper (675M).
-  const ref refs[] = {{"llama-3-8b", 8.03e9, 0.01},   {"llama-3-70b", 70.6e9, 0.01}, {"qwen2-72b", 72.71e9, 0.01},
-                      {"llama-2-7b", 6.74e9, 0.01},   {"llama-2-13b", 13.02e9, 0.01}, {"vit-h-14", 632e6, 0.01},
-                      {"internvit-6b", 5.9e9, 0.02},  {"sd-2.1-unet", 865.9e6, 1e-9}, {"dit-xl-2", 675e6, 0.01}};
+  const ref refs[] = {
+      {"llama-3-8b", 8.03e9, 0.01},  {"llama-3-70b", 70.6e9, 0.01},  {"qwen2-72b", 72.71e9, 0.01},
+      {"llama-2-7b", 6.74e9, 0.01},  {"llama-2-13b", 13.02e9, 0.01}, {"vit-h-14", 632e6, 0.01},
+      {"internvit-6b", 5.9e9, 0.02}, {"sd-2.1-unet", 865.9e6, 1e-9}, {"dit-xl-2", 675e6, 0.01}};
   for (const auto& r : refs) {
     INFO(r.name);
     const auto m = presets::module_preset(r.name);
@@ -33,8 +34,9 @@ TEST_CASE("parameter counts match published figures") {
 
 TEST_CASE("Llama-3-70B parameters equal an independent hand count") {
   const double h = 8192, kv = 1024, mlp = 28672, v = 128256, L = 80;
-  const double per_layer = 2 * h * h + 2 * h * kv + 3 * h * mlp + 2 * h;  // q,o + k,v + SwiGLU + 2 RMSNorm
-  const double total = L * per_layer + 2 * v * h + h;                     // embedding, head, final norm
+  const double per_layer =
+      2 * h * h + 2 * h * kv + 3 * h * mlp + 2 * h;    // q,o + k,v + SwiGLU + 2 RMSNorm
+  const double total = L * per_layer + 2 * v * h + h;  // embedding, head, final norm
   CHECK(module_params(presets::llama3_70b()) == Approx(total).epsilon(1e-12));
   CHECK(total == Approx(70.55e9).epsilon(0.001));
 }
@@ -88,9 +90,12 @@ TEST_CASE("dense LLM training FLOPs are 6 N tokens plus attention (PaLM / Megatr
 
 TEST_CASE("preset registries list every name and reject unknown ones") {
   for (const auto& n : presets::module_preset_names()) CHECK(presets::module_preset(n).name == n);
-  for (const auto& n : presets::model_preset_names()) CHECK_NOTHROW(presets::model_preset(n).validate());
-  for (const auto& n : presets::data_preset_names()) CHECK_NOTHROW(presets::data_preset(n).validate());
-  for (const auto& n : presets::cluster_preset_names()) CHECK(presets::cluster_preset(n, 16).num_gpus == 16);
+  for (const auto& n : presets::model_preset_names())
+    CHECK_NOTHROW(presets::model_preset(n).validate());
+  for (const auto& n : presets::data_preset_names())
+    CHECK_NOTHROW(presets::data_preset(n).validate());
+  for (const auto& n : presets::cluster_preset_names())
+    CHECK(presets::cluster_preset(n, 16).num_gpus == 16);
   for (const auto& n : presets::scenario_preset_names()) {
     const auto sc = presets::scenario_preset(n);
     CHECK(sc.name == n);
@@ -106,7 +111,8 @@ TEST_CASE("paper-72b scenario is the paper's setting") {
   CHECK(sc.cluster.num_gpus == 1172);
   CHECK(sc.cluster.gpus_per_node == 8);
   CHECK(sc.cluster.inter_node_bandwidth_bytes_per_s == 50e9);  // 400 Gb/s per GPU
-  CHECK(sc.cluster.intra_node_bandwidth_bytes_per_s == 200e9);  // H800 NVLink 400 GB/s bidirectional
+  CHECK(sc.cluster.intra_node_bandwidth_bytes_per_s ==
+        200e9);  // H800 NVLink 400 GB/s bidirectional
   REQUIRE(sc.model.modules.size() == 3);
   CHECK(sc.model.modules[0].role == module_role::encoder);
   CHECK(sc.model.modules[1].name == "qwen2-72b");

@@ -56,7 +56,7 @@ TEST_CASE("input gradients flow only where an upstream module trains") {
   m.modules[0].frozen = true;  // frozen encoder: nothing upstream of it
   CHECK_FALSE(m.input_grad_required(0));
   CHECK_FALSE(m.input_grad_required(1));  // backbone: its only upstream (encoder) is frozen
-  CHECK(m.input_grad_required(2));         // generator: the backbone trains
+  CHECK(m.input_grad_required(2));        // generator: the backbone trains
   m.modules[0].frozen = false;
   m.modules[1].frozen = true;
   CHECK(m.input_grad_required(1));  // frozen backbone still passes gradients to the encoder
@@ -103,22 +103,28 @@ TEST_CASE("malformed or incomplete JSON names the field") {
   DISTTRAIN_CHECK_ERROR(negative.get<scenario>(), errc::invalid_argument, "cluster.num_gpus");
   auto zero_layers = j;
   zero_layers["model"]["modules"][0]["arch"]["layers"] = 0;
-  DISTTRAIN_CHECK_ERROR(zero_layers.get<scenario>(), errc::invalid_argument, "model.modules[0].arch.layers");
+  DISTTRAIN_CHECK_ERROR(zero_layers.get<scenario>(), errc::invalid_argument,
+                        "model.modules[0].arch.layers");
   auto bad_heads = j;
   bad_heads["model"]["modules"][1]["arch"]["heads"] = 7;
-  DISTTRAIN_CHECK_ERROR(bad_heads.get<scenario>(), errc::invalid_argument, "model.modules[1].arch.heads");
+  DISTTRAIN_CHECK_ERROR(bad_heads.get<scenario>(), errc::invalid_argument,
+                        "model.modules[1].arch.heads");
   auto bad_kind = j;
   bad_kind["data"]["text_tokens"]["kind"] = "zipf";
   DISTTRAIN_CHECK_ERROR(bad_kind.get<scenario>(), errc::parse_error, "data.text_tokens.kind");
   auto bad_hist = j;
   bad_hist["data"]["images_per_sample"]["weights"][0] = -1;
-  DISTTRAIN_CHECK_ERROR(bad_hist.get<scenario>(), errc::invalid_argument, "data.images_per_sample.weights[0]");
+  DISTTRAIN_CHECK_ERROR(bad_hist.get<scenario>(), errc::invalid_argument,
+                        "data.images_per_sample.weights[0]");
   auto bad_batch = j;
   bad_batch["global_batch_size"] = 0;
   DISTTRAIN_CHECK_ERROR(bad_batch.get<scenario>(), errc::invalid_argument, "global_batch_size");
   auto bad_role = j;
   bad_role["model"]["modules"][2]["role"] = "decoder";
   DISTTRAIN_CHECK_ERROR(bad_role.get<scenario>(), errc::parse_error, "model.modules[2].role");
-  auto bad_sample = json{{"records", json::array({json{{"text_tokens", 3}, {"images", json::array({json::array({0, 5})})}}})}};
-  DISTTRAIN_CHECK_ERROR(bad_sample.get<data_spec>(), errc::invalid_argument, "data.records[0].images[0].height");
+  auto bad_sample = json{
+      {"records",
+       json::array({json{{"text_tokens", 3}, {"images", json::array({json::array({0, 5})})}}})}};
+  DISTTRAIN_CHECK_ERROR(bad_sample.get<data_spec>(), errc::invalid_argument,
+                        "data.records[0].images[0].height");
 }

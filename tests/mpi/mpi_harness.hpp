@@ -26,13 +26,13 @@ inline int world_rank() {
   return r;
 }
 
-#define MPI_CHECK(cond)                                                                                      \
-  do {                                                                                                       \
-    if (!(cond)) {                                                                                           \
-      ++disttrain::mpitest::failures();                                                                      \
-      std::fprintf(stderr, "[rank %d] %s:%d: CHECK failed: %s\n", disttrain::mpitest::world_rank(), __FILE__, \
-                   __LINE__, #cond);                                                                         \
-    }                                                                                                        \
+#define MPI_CHECK(cond)                                                          \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      ++disttrain::mpitest::failures();                                          \
+      std::fprintf(stderr, "[rank %d] %s:%d: CHECK failed: %s\n",                \
+                   disttrain::mpitest::world_rank(), __FILE__, __LINE__, #cond); \
+    }                                                                            \
   } while (false)
 
 // Runs the named test cases in order; a case's exception counts as a failure.

@@ -18,7 +18,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 void point_to_point() {
   mpi_backend b(MPI_COMM_WORLD, {10000ms});
@@ -41,8 +43,7 @@ void point_to_point() {
     auto q1 = b.irecv(std::as_writable_bytes(std::span(a)), 0, 3);
     auto q2 = b.irecv(std::as_writable_bytes(std::span(c)), 0, 3);
     b.wait(q1);
-    while (!b.test(q2)) {
-    }
+    while (!b.test(q2)) {}
     MPI_CHECK((a == std::vector<std::int64_t>{b.rank(), 1, 2}));
     MPI_CHECK(c[0] == b.rank() * 100);
   }
@@ -62,14 +63,17 @@ void collectives() {
     MPI_CHECK(all[static_cast<std::size_t>(2 * r + 1)] == -r);
   }
   std::vector<std::int32_t> wrong(3);
-  MPI_CHECK(capture([&] { b.allgather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(wrong))); })
-                .code() == errc::invalid_argument);
+  MPI_CHECK(capture([&] {
+              b.allgather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(wrong)));
+            }).code() == errc::invalid_argument);
   b.group_start();
   b.group_end();
   MPI_CHECK(capture([&] { b.group_end(); }).code() == errc::invalid_argument);
   MPI_CHECK(capture([&] { (void)b.isend({}, 0, -1); }).code() == errc::invalid_argument);
-  if (b.tag_ub() < std::numeric_limits<int>::max()) {  // OpenMPI's MPI_TAG_UB is INT_MAX: nothing above it
-    MPI_CHECK(capture([&] { (void)b.isend({}, 0, b.tag_ub() + 1); }).code() == errc::invalid_argument);
+  if (b.tag_ub() <
+      std::numeric_limits<int>::max()) {  // OpenMPI's MPI_TAG_UB is INT_MAX: nothing above it
+    MPI_CHECK(capture([&] { (void)b.isend({}, 0, b.tag_ub() + 1); }).code() ==
+              errc::invalid_argument);
   }
   MPI_CHECK(capture([&] { (void)b.isend({}, b.size(), 0); }).code() == errc::invalid_argument);
 }
@@ -135,8 +139,12 @@ void verify_mismatch() {
     if (b.rank() == 1) {
       MPI_CHECK(e.code() == errc::comm_error);
       MPI_CHECK(e.where() == "rank 1 <- rank 0 tag 9");
-      MPI_CHECK(contains(e.message(), "expects 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+5 cols 0+4] = 28 elements"));
-      MPI_CHECK(contains(e.message(), "rank 0 sends 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+3 cols 0+4] = 20 elements"));
+      MPI_CHECK(
+          contains(e.message(),
+                   "expects 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+5 cols 0+4] = 28 elements"));
+      MPI_CHECK(contains(
+          e.message(),
+          "rank 0 sends 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+3 cols 0+4] = 20 elements"));
     }
   }
   b.barrier();

@@ -49,7 +49,8 @@ void exchange_ring(disttrain::nccl_backend& b) {
   b.wait(r);
   const auto got = to_host(in, n);
   std::size_t bad = 0;
-  for (std::size_t i = 0; i < n; ++i) bad += got[i] != prev * 1000000 + static_cast<std::int32_t>(i);
+  for (std::size_t i = 0; i < n; ++i)
+    bad += got[i] != prev * 1000000 + static_cast<std::int32_t>(i);
   MPI_CHECK(bad == 0);
   // Collectives.
   b.barrier();
@@ -57,8 +58,9 @@ void exchange_ring(disttrain::nccl_backend& b) {
   cudaMalloc(&one, sizeof(std::int32_t) * static_cast<std::size_t>(b.size() + 1));
   const std::int32_t mine = 10 + b.rank();
   cudaMemcpy(one, &mine, sizeof mine, cudaMemcpyHostToDevice);
-  b.allgather({reinterpret_cast<const std::byte*>(one), sizeof mine},
-              {reinterpret_cast<std::byte*>(one + 1), sizeof mine * static_cast<std::size_t>(b.size())});
+  b.allgather(
+      {reinterpret_cast<const std::byte*>(one), sizeof mine},
+      {reinterpret_cast<std::byte*>(one + 1), sizeof mine * static_cast<std::size_t>(b.size())});
   const auto all = to_host(one + 1, static_cast<std::size_t>(b.size()));
   for (int q = 0; q < b.size(); ++q) MPI_CHECK(all[static_cast<std::size_t>(q)] == 10 + q);
   b.broadcast({reinterpret_cast<std::byte*>(one), sizeof mine}, b.size() - 1);
@@ -109,9 +111,14 @@ void silent_peer() {
 void device_routes() {
   auto b = disttrain::nccl_backend::from_mpi(MPI_COMM_WORLD, g_stream, {20000ms});
   auto cases = disttrain::test::small_route_cases();
-  cases.push_back({"reordered 1->1", disttrain::rank_layout({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}}), {0, 0}, {1, 0},
-                   disttrain::sample_placement({{0, 1, 2}}), disttrain::sample_placement({{2, 0, 1}}),
-                   disttrain::activation_shape{{3, 5, 2}, 6, 4}, {}});
+  cases.push_back({"reordered 1->1",
+                   disttrain::rank_layout({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}}),
+                   {0, 0},
+                   {1, 0},
+                   disttrain::sample_placement({{0, 1, 2}}),
+                   disttrain::sample_placement({{2, 0, 1}}),
+                   disttrain::activation_shape{{3, 5, 2}, 6, 4},
+                   {}});
   disttrain::device_route_transfer::pool_type pool;
   for (const auto& c : cases) {
     if (c.layout.world_size() > b.size()) continue;
@@ -121,14 +128,17 @@ void device_routes() {
       auto bufs = disttrain::test::make_buffers(c, me);
       auto src = pool.acquire(bufs.source.size());
       auto dst = pool.acquire(bufs.destination.size());
-      if (!bufs.source.empty()) cudaMemcpy(src.data(), bufs.source.data(), bufs.source.size(), cudaMemcpyHostToDevice);
+      if (!bufs.source.empty())
+        cudaMemcpy(src.data(), bufs.source.data(), bufs.source.size(), cudaMemcpyHostToDevice);
       if (!bufs.destination.empty())
-        cudaMemcpy(dst.data(), bufs.destination.data(), bufs.destination.size(), cudaMemcpyHostToDevice);
+        cudaMemcpy(dst.data(), bufs.destination.data(), bufs.destination.size(),
+                   cudaMemcpyHostToDevice);
       disttrain::device_route_transfer t(b, plan, pool);
       t.start(src.span(), dst.span());
       t.wait();
       if (!bufs.destination.empty())
-        cudaMemcpy(bufs.destination.data(), dst.data(), bufs.destination.size(), cudaMemcpyDeviceToHost);
+        cudaMemcpy(bufs.destination.data(), dst.data(), bufs.destination.size(),
+                   cudaMemcpyDeviceToHost);
       MPI_CHECK(disttrain::test::count_mismatches(c, me, bufs) == 0);
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -145,20 +155,24 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   const cudaError_t rc = cudaGetDeviceCount(&devices);
   if (rc != cudaSuccess || devices < n) {
-    std::printf("[rank %d] SKIPPED: NCCL test needs one GPU per rank: %d rank(s), %d device(s)%s%s\n", me, n,
-                rc == cudaSuccess ? devices : 0, rc != cudaSuccess ? ", cudaGetDeviceCount: " : "",
-                rc != cudaSuccess ? cudaGetErrorString(rc) : "");
+    std::printf(
+        "[rank %d] SKIPPED: NCCL test needs one GPU per rank: %d rank(s), %d device(s)%s%s\n", me,
+        n, rc == cudaSuccess ? devices : 0, rc != cudaSuccess ? ", cudaGetDeviceCount: " : "",
+        rc != cudaSuccess ? cudaGetErrorString(rc) : "");
     return 77;
   }
   cudaSetDevice(me % devices);
   cudaStreamCreate(&g_stream);
-  const int code = disttrain::mpitest::run_all(
-      {{"nccl from MPI: ring exchange and collectives", from_mpi},
-       {"nccl from a shared file", from_file},
+  const int code = disttrain::mpitest::run_all({
+    {"nccl from MPI: ring exchange and collectives", from_mpi},
+        {"nccl from a shared file", from_file},
 #if defined(DISTTRAIN_HAS_CUDA_KERNELS)
-       {"device routes (copy_blocks kernels + NCCL)", device_routes},
+        {"device routes (copy_blocks kernels + NCCL)", device_routes},
 #endif
-       {"nccl silent peer times out and aborts", silent_peer}});
+    {
+      "nccl silent peer times out and aborts", silent_peer
+    }
+  });
   cudaStreamDestroy(g_stream);
   return code;
 }

@@ -17,13 +17,15 @@ int main(int argc, char** argv) {
   int n = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   for (const auto& c : disttrain::test::small_route_cases()) {
-    if (c.layout.world_size() > n) continue;  // every rank runs every case (MPI_Comm_dup is collective)
+    if (c.layout.world_size() > n)
+      continue;  // every rank runs every case (MPI_Comm_dup is collective)
     for (bool verify : {false, true})
       cases.emplace_back(c.name + (verify ? " (verify)" : ""), [c, verify] {
         disttrain::mpi_backend b(MPI_COMM_WORLD, {20000ms});
         const int me = b.rank();
         if (me < c.layout.world_size()) {
-          const auto plan = disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, c.shape, c.opts);
+          const auto plan =
+              disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, c.shape, c.opts);
           auto bufs = disttrain::test::make_buffers(c, me);
           disttrain::buffer_pool pool;
           disttrain::run_route(b, plan, bufs.source, bufs.destination, pool,

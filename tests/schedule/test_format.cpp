@@ -13,13 +13,18 @@ TEST_CASE("schedule table shows each rank's order and forwards before the first 
   const auto s = add_grad_sync(add_communication(make_1f1b(2, 2)));
   const std::string t = format_schedule(s, true);
   INFO(t);
-  CHECK(t.find("   0  pipeline s0 r0        2  F0 sa0>1 F1 sa1>1 rg0<1 B0 rg1<1 B1 gs0 gf0 opt\n") != std::string::npos);
-  CHECK(t.find("   1  pipeline s1 r0        1  ra0<0 F0 B0 sg0>0 ra1<0 F1 B1 sg1>0 gs0 gf0 opt\n") != std::string::npos);
+  CHECK(
+      t.find("   0  pipeline s0 r0        2  F0 sa0>1 F1 sa1>1 rg0<1 B0 rg1<1 B1 gs0 gf0 opt\n") !=
+      std::string::npos);
+  CHECK(
+      t.find("   1  pipeline s1 r0        1  ra0<0 F0 B0 sg0>0 ra1<0 F1 B1 sg1>0 gs0 gf0 opt\n") !=
+      std::string::npos);
   const std::string i = format_schedule(make_interleaved_1f1b(4, 8, 2), false, 4);
   INFO(i);
   CHECK(i.find("  11  F0 F1 F2 F3 ... (+28)") != std::string::npos);  // rank 0: 10 warm-up + 1
   CHECK(warmup_forwards(make_interleaved_1f1b(4, 8, 2), 3) == 5);
-  CHECK(fmt::format("{} {}", op_kind::weight, schedule_op::forward(1, 0, 2)) == "W F(stage 1, mb 2)");
+  CHECK(fmt::format("{} {}", op_kind::weight, schedule_op::forward(1, 0, 2)) ==
+        "W F(stage 1, mb 2)");
 }
 
 TEST_CASE("simulation summary and ASCII timeline") {

@@ -53,13 +53,16 @@ TEST_CASE("interleaved 1F1B: Megatron's warm-up counts and chunk order") {
   const int p = 4, v = 2, m = 8;
   const auto s = make_interleaved_1f1b(p, m, v);
   for (int r = 0; r < p; ++r)
-    CHECK(forwards_before_first_backward(s, r) == (p - r - 1) * 2 + (v - 1) * p + 1);  // warm-up + first steady F
+    CHECK(forwards_before_first_backward(s, r) ==
+          (p - r - 1) * 2 + (v - 1) * p + 1);  // warm-up + first steady F
   // Rank 0 runs microbatches 0..3 on chunk 0, then 0..3 on chunk 1, then 4..7 on chunk 0 ...
   // (10 warm-up forwards, then F6 B0c1 F7 B1c1 ...).
-  CHECK(compute_order(s, 0).substr(0, 63) == "F0 F1 F2 F3 F0c1 F1c1 F2c1 F3c1 F4 F5 F6 B0c1 F7 B1c1 F4c1 B2c1");
+  CHECK(compute_order(s, 0).substr(0, 63) ==
+        "F0 F1 F2 F3 F0c1 F1c1 F2c1 F3c1 F4 F5 F6 B0c1 F7 B1c1 F4c1 B2c1");
   // Backwards start from the last chunk.
   const auto& ops = s.ops[3];
-  auto it = std::find_if(ops.begin(), ops.end(), [](const schedule_op& o) { return o.kind == op_kind::backward; });
+  auto it = std::find_if(ops.begin(), ops.end(),
+                         [](const schedule_op& o) { return o.kind == op_kind::backward; });
   REQUIRE(it != ops.end());
   CHECK(it->chunk == v - 1);
   CHECK(it->microbatch == 0);
@@ -70,14 +73,16 @@ TEST_CASE("interleaved 1F1B: Megatron's warm-up counts and chunk order") {
 }
 
 TEST_CASE("interleaved 1F1B rejects microbatch counts that do not fit the group") {
-  DISTTRAIN_CHECK_ERROR(make_interleaved_1f1b(4, 6, 2), errc::invalid_argument, "interleaved.num_microbatches");
+  DISTTRAIN_CHECK_ERROR(make_interleaved_1f1b(4, 6, 2), errc::invalid_argument,
+                        "interleaved.num_microbatches");
   try {
     (void)make_interleaved_1f1b(4, 6, 2);
   } catch (const error& e) {
     CHECK(std::string(e.message()).find("multiple of the pipeline size 4") != std::string::npos);
     CHECK(std::string(e.message()).find("4 or 8") != std::string::npos);
   }
-  DISTTRAIN_CHECK_ERROR(make_interleaved_1f1b(4, 8, 1), errc::invalid_argument, "interleaved.num_chunks");
+  DISTTRAIN_CHECK_ERROR(make_interleaved_1f1b(4, 8, 1), errc::invalid_argument,
+                        "interleaved.num_chunks");
   DISTTRAIN_CHECK_ERROR(make_1f1b(0, 8), errc::invalid_argument, "1f1b.num_stages");
   DISTTRAIN_CHECK_ERROR(make_gpipe(2, 0), errc::invalid_argument, "gpipe.num_microbatches");
 }
@@ -85,8 +90,10 @@ TEST_CASE("interleaved 1F1B rejects microbatch counts that do not fit the group"
 TEST_CASE("ZB-H1 defers W by the stage index and keeps 1F1B's peak") {
   const auto s = make_zb_h1(4, 8);
   CHECK(s.split_backward);
-  CHECK(compute_order(s, 0) == "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7");
-  CHECK(compute_order(s, 3) == "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7");
+  CHECK(compute_order(s, 0) ==
+        "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7");
+  CHECK(compute_order(s, 3) ==
+        "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7");
   for (int p : {2, 3, 5}) {
     for (int m : {1, p, 3 * p}) {
       const auto z = validate_schedule(add_communication(make_zb_h1(p, m)));
@@ -110,7 +117,8 @@ TEST_CASE("communication pass adds one send/recv pair per crossing tensor") {
   // Interleaved: the last rank sends chunk 0's output to rank 0's chunk 1.
   const auto si = add_communication(make_interleaved_1f1b(2, 2, 2));
   bool wrap = false;
-  for (const auto& o : si.ops[1]) wrap = wrap || (o.kind == op_kind::send_act && o.peer == 0 && o.chunk == 0);
+  for (const auto& o : si.ops[1])
+    wrap = wrap || (o.kind == op_kind::send_act && o.peer == 0 && o.chunk == 0);
   CHECK(wrap);
   DISTTRAIN_CHECK_ERROR(add_communication(s), errc::schedule_error, "rank 0");
 }
@@ -130,7 +138,8 @@ TEST_CASE("grad sync pass: one bucket set per chunk, finishes before the step") 
     CHECK(finishes == 4);
   }
   DISTTRAIN_CHECK_ERROR(add_grad_sync(s), errc::schedule_error, "rank 0");
-  DISTTRAIN_CHECK_ERROR(add_grad_sync(make_1f1b(2, 2), 0), errc::invalid_argument, "buckets_per_chunk");
+  DISTTRAIN_CHECK_ERROR(add_grad_sync(make_1f1b(2, 2), 0), errc::invalid_argument,
+                        "buckets_per_chunk");
 }
 
 TEST_CASE("schedule JSON round-trips and reports bad fields by path") {
@@ -143,7 +152,8 @@ TEST_CASE("schedule JSON round-trips and reports bad fields by path") {
   CHECK(back.split_backward);
   json bad = j;
   bad["ranks"][1]["ops"][2]["kind"] = "X";
-  DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error, "schedule.ranks[1].ops[2].kind");
+  DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error,
+                        "schedule.ranks[1].ops[2].kind");
   bad = j;
   bad["ranks"][0].erase("stage");
   DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error, "schedule.ranks[0].stage");

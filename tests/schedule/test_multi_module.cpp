@@ -23,7 +23,8 @@ int count(const pipeline_schedule& s, std::size_t r, op_kind k) {
 }
 }  // namespace
 
-TEST_CASE("encoder DP 2, backbone DP 3: validates, routes each microbatch to its replicas, simulates") {
+TEST_CASE(
+    "encoder DP 2, backbone DP 3: validates, routes each microbatch to its replicas, simulates") {
   const auto spec = paper_like(8);
   const auto s = add_grad_sync(add_communication(make_multi_module(spec)));
   REQUIRE(s.ranks.size() == 2u + 4u * 3u + 1u);
@@ -52,7 +53,7 @@ TEST_CASE("encoder DP 2, backbone DP 3: validates, routes each microbatch to its
   const auto res = simulate(s, table_durations::uniform(1, 2));
   const double work = 6.0 * 24 * 3;  // 6 stages x 24 microbatches x (F + B)
   CHECK(std::accumulate(res.busy.begin(), res.busy.end(), 0.0) == Approx(work));
-  CHECK(res.iteration_time >= 24 * 3.0);  // the generator alone does 72 s of work
+  CHECK(res.iteration_time >= 24 * 3.0);                    // the generator alone does 72 s of work
   CHECK(res.bubble_fraction[14] < res.bubble_fraction[2]);  // the generator is the bottleneck
 }
 
@@ -81,7 +82,8 @@ TEST_CASE("frozen modules: no W, no grad sync, no B where nothing upstream train
     CHECK(count(s, r, op_kind::recv_grad) == 0);
     CHECK(count(s, r, op_kind::optimizer_step) == 0);
   }
-  for (std::size_t r = 2; r < 5; ++r) CHECK(count(s, r, op_kind::send_grad) == 0);  // first backbone stage
+  for (std::size_t r = 2; r < 5; ++r)
+    CHECK(count(s, r, op_kind::send_grad) == 0);  // first backbone stage
   CHECK(count(s, 2, op_kind::weight) == 4);
   CHECK(count(s, 14, op_kind::backward) == 12);
   CHECK(count(s, 14, op_kind::weight) == 0);
@@ -109,18 +111,22 @@ TEST_CASE("multi-stage encoder, explicit replica mapping") {
 TEST_CASE("bad multi-module specs name the field") {
   auto spec = paper_like(2);
   spec.segments[1].dp = 0;
-  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument, "segments[1] (backbone).dp");
+  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
+                        "segments[1] (backbone).dp");
   spec = paper_like(2);
   spec.segments[0].replica_of = {0, 1, 0};
-  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument, "segments[0] (encoder).replica_of");
+  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
+                        "segments[0] (encoder).replica_of");
   spec.segments[0].replica_of = {0, 0, 0, 0, 0, 5};
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument, "replica_of[5]");
   spec.segments[0].replica_of = {0, 0, 0, 0, 0, 0};
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument, "replica_of");
   spec = paper_like(1);
   spec.segments[0].dp = 4;
-  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument, "segments[0] (encoder).dp");
-  DISTTRAIN_CHECK_ERROR(make_multi_module(multi_module_spec{}), errc::invalid_argument, "multi_module.segments");
+  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
+                        "segments[0] (encoder).dp");
+  DISTTRAIN_CHECK_ERROR(make_multi_module(multi_module_spec{}), errc::invalid_argument,
+                        "multi_module.segments");
 }
 
 TEST_CASE("a replica that skips a gradient bucket is rejected naming the stage") {
@@ -129,7 +135,8 @@ TEST_CASE("a replica that skips a gradient bucket is rejected naming the stage")
   auto& ops = bad.ops[3];  // backbone stage 1 replica 1
   ops.erase(std::remove_if(ops.begin(), ops.end(),
                            [](const schedule_op& o) {
-                             return o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish;
+                             return o.kind == op_kind::grad_sync_start ||
+                                    o.kind == op_kind::grad_sync_finish;
                            }),
             ops.end());
   DISTTRAIN_CHECK_ERROR(validate_schedule(bad), errc::schedule_error, "stage 1 bucket 0");

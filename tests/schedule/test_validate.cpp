@@ -28,7 +28,8 @@ std::size_t find_op(const std::vector<schedule_op>& ops, const schedule_op& o) {
 TEST_CASE("generated schedules validate") {
   CHECK_NOTHROW(validate_schedule(add_grad_sync(add_communication(make_gpipe(3, 5)))));
   CHECK_NOTHROW(validate_schedule(add_grad_sync(add_communication(make_1f1b(5, 3)))));
-  CHECK_NOTHROW(validate_schedule(add_grad_sync(add_communication(make_interleaved_1f1b(3, 6, 3)))));
+  CHECK_NOTHROW(
+      validate_schedule(add_grad_sync(add_communication(make_interleaved_1f1b(3, 6, 3)))));
   CHECK_NOTHROW(validate_schedule(add_grad_sync(add_communication(make_zb_h1(4, 9)))));
   CHECK_NOTHROW(validate_schedule(add_communication(make_1f1b(1, 4))));  // one stage: no messages
 }
@@ -36,7 +37,8 @@ TEST_CASE("generated schedules validate") {
 TEST_CASE("a missing receive is named") {
   auto s = add_communication(make_1f1b(2, 3));
   auto& ops = s.ops[1];
-  ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(find_op(ops, schedule_op::send(op_kind::recv_act, 0, 0, 1, 0))));
+  ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(
+                              find_op(ops, schedule_op::send(op_kind::recv_act, 0, 0, 1, 0))));
   const auto msg = message_of(s);
   INFO(msg);
   CHECK(msg.find("F(stage 1, mb 1)") != std::string::npos);
@@ -47,7 +49,8 @@ TEST_CASE("a missing receive is named") {
 TEST_CASE("a missing send is named") {
   auto s = add_communication(make_1f1b(2, 3));
   auto& ops = s.ops[1];
-  ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(find_op(ops, schedule_op::send(op_kind::send_grad, 1, 0, 2, 0))));
+  ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(
+                              find_op(ops, schedule_op::send(op_kind::send_grad, 1, 0, 2, 0))));
   const auto msg = message_of(s);
   INFO(msg);
   CHECK(msg.find("recv_grad(stage 1, mb 2 <- rank 1)") != std::string::npos);
@@ -78,8 +81,10 @@ TEST_CASE("a deadlock reports the first blocked op of each rank") {
   const auto msg = message_of(s);
   INFO(msg);
   CHECK(msg.find("deadlock") != std::string::npos);
-  CHECK(msg.find("rank 0 (pipeline stage 0 replica 0) op #1 recv_grad(stage 1, mb 0 <- rank 1)") != std::string::npos);
-  CHECK(msg.find("rank 1 (pipeline stage 1 replica 0) op #0 recv_act(stage 0, mb 0 <- rank 0)") != std::string::npos);
+  CHECK(msg.find("rank 0 (pipeline stage 0 replica 0) op #1 recv_grad(stage 1, mb 0 <- rank 1)") !=
+        std::string::npos);
+  CHECK(msg.find("rank 1 (pipeline stage 1 replica 0) op #0 recv_act(stage 0, mb 0 <- rank 0)") !=
+        std::string::npos);
 }
 
 TEST_CASE("missing, duplicated and misordered compute ops are rejected") {

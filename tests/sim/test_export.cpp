@@ -35,8 +35,10 @@ std::string xml_problem(const std::string& x) {
       char quote = 0;
       for (; j < x.size(); ++j) {
         if (quote) {
-          if (x[j] == quote) quote = 0;
-          else if (x[j] == '<') return "raw '<' in attribute";
+          if (x[j] == quote)
+            quote = 0;
+          else if (x[j] == '<')
+            return "raw '<' in attribute";
         } else if (x[j] == '"' || x[j] == '\'') {
           quote = x[j];
         } else if (x[j] == '>') {
@@ -64,7 +66,7 @@ std::string xml_problem(const std::string& x) {
         const auto e = x.find(';', i);
         if (e == std::string::npos || e - i > 6) return "stray '&'";
       }
-      if (x[i] == '>' ) return "raw '>' in text";
+      if (x[i] == '>') return "raw '>' in text";
       ++i;
     }
   }
@@ -107,12 +109,14 @@ TEST_CASE("Perfetto trace: valid JSON, one track per rank, kinds distinguishable
   }
   CHECK(pids.size() == s.ranks.size());
   CHECK(process_names == s.ranks.size());
-  for (const char* c : {"forward", "backward", "comm", "grad_sync", "optimizer"}) CHECK(cats.count(c) == 1);
+  for (const char* c : {"forward", "backward", "comm", "grad_sync", "optimizer"})
+    CHECK(cats.count(c) == 1);
   // Every F of the schedule appears as an event named F<mb>.
   std::size_t fs = 0;
   for (const auto& e : j["traceEvents"]) fs += e.value("cat", "") == "forward" ? 1U : 0U;
   CHECK(fs == static_cast<std::size_t>(3 * spec.num_microbatches));
-  DISTTRAIN_CHECK_ERROR(to_trace_json(make_1f1b(2, 2), res), errc::invalid_argument, "trace.result");
+  DISTTRAIN_CHECK_ERROR(to_trace_json(make_1f1b(2, 2), res), errc::invalid_argument,
+                        "trace.result");
 }
 
 TEST_CASE("SVG timeline is well-formed and escapes names") {
@@ -129,7 +133,8 @@ TEST_CASE("SVG timeline is well-formed and escapes names") {
   CHECK(svg.find("enc&lt;&amp;&gt;&quot;") != std::string::npos);
   CHECK(svg.find("<svg") != std::string::npos);
   const auto svg2 = to_svg(add_communication(make_interleaved_1f1b(4, 8, 2)),
-                           simulate(add_communication(make_interleaved_1f1b(4, 8, 2)), table_durations::uniform(0.5, 1)));
+                           simulate(add_communication(make_interleaved_1f1b(4, 8, 2)),
+                                    table_durations::uniform(0.5, 1)));
   CHECK(xml_problem(svg2).empty());
   svg_options bad;
   bad.width = 100;

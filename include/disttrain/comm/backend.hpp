@@ -64,11 +64,11 @@ struct comm_options {
 /// // t.where() == "rank 0 -> rank 3 tag 12"
 /// @endcode
 struct transfer_info {
-  int self = -1;           ///< this rank
-  int peer = -1;           ///< the other rank
-  int tag = 0;             ///< message tag
-  std::size_t bytes = 0;   ///< bytes of this side's buffer
-  bool is_send = true;     ///< true: self sends to peer; false: self receives from peer
+  int self = -1;          ///< this rank
+  int peer = -1;          ///< the other rank
+  int tag = 0;            ///< message tag
+  std::size_t bytes = 0;  ///< bytes of this side's buffer
+  bool is_send = true;    ///< true: self sends to peer; false: self receives from peer
 
   /// @brief `"rank S -> rank P tag T"` for a send, `"rank S <- rank P tag T"` for a receive.
   [[nodiscard]] std::string where() const {
@@ -87,16 +87,19 @@ namespace detail {
        " ms (peer silent, dead or not posting the matching ", t.is_send ? "receive" : "send", ")");
 }
 /// @brief Remaining time to `deadline` (never negative).
-[[nodiscard]] inline std::chrono::milliseconds remaining(std::chrono::steady_clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+[[nodiscard]] inline std::chrono::milliseconds remaining(
+    std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
   return left.count() > 0 ? left : std::chrono::milliseconds(0);
 }
 }  // namespace detail
 
 /// @brief Requirements on a communication backend (see the file comment).
 template <class B>
-concept comm_backend = requires(B& b, const B& cb, std::span<const std::byte> out, std::span<std::byte> in,
-                                typename B::request& req, std::chrono::milliseconds ms) {
+concept comm_backend = requires(B& b, const B& cb, std::span<const std::byte> out,
+                                std::span<std::byte> in, typename B::request& req,
+                                std::chrono::milliseconds ms) {
   typename B::request;
   requires std::movable<typename B::request>;
   { B::memory } -> std::convertible_to<memory_space>;

@@ -45,14 +45,14 @@ struct buffer_ref {
 
   /// @brief View of a span of trivially copyable elements.
   template <class T>
-    requires std::is_trivially_copyable_v<T>
+  requires std::is_trivially_copyable_v<T>
   [[nodiscard]] static buffer_ref of(std::span<T> s) noexcept {
     return {reinterpret_cast<std::byte*>(s.data()), s.size_bytes()};
   }
   /// @brief Bytes [offset, offset + count); throws if out of range.
   [[nodiscard]] buffer_ref subref(std::size_t offset, std::size_t count) const {
-    detail::require(offset <= size && count <= size - offset, "buffer_ref.subref", "range [", offset, ", ",
-                    offset + count, ") outside ", size, " bytes");
+    detail::require(offset <= size && count <= size - offset, "buffer_ref.subref", "range [",
+                    offset, ", ", offset + count, ") outside ", size, " bytes");
     return {data + offset, count};
   }
   [[nodiscard]] std::span<std::byte> span() const noexcept { return {data, size}; }
@@ -64,10 +64,10 @@ static_assert(std::is_trivially_copyable_v<buffer_ref>);
 struct host_allocator {
   static constexpr std::size_t alignment = 64;
   [[nodiscard]] std::byte* allocate(std::size_t bytes) const {
-    return static_cast<std::byte*>(::operator new(bytes, std::align_val_t{alignment}));
+    return static_cast<std::byte*>(::operator new (bytes, std::align_val_t{alignment}));
   }
   void deallocate(std::byte* p, std::size_t /*bytes*/) const noexcept {
-    ::operator delete(p, std::align_val_t{alignment});
+    ::operator delete (p, std::align_val_t{alignment});
   }
 };
 
@@ -76,7 +76,8 @@ struct host_allocator {
 template <class A>
 concept buffer_allocator = requires(const A& a, std::byte* p, std::size_t n) {
   { a.allocate(n) } -> std::same_as<std::byte*>;
-  { a.deallocate(p, n) } noexcept;
+  { a.deallocate(p, n) }
+  noexcept;
 };
 
 /// @brief Counters of a pool.
@@ -97,7 +98,9 @@ class basic_buffer_pool {
    public:
     lease() = default;
     lease(lease&& o) noexcept
-        : pool_(std::exchange(o.pool_, nullptr)), ref_(std::exchange(o.ref_, {})), capacity_(o.capacity_) {}
+        : pool_(std::exchange(o.pool_, nullptr)),
+          ref_(std::exchange(o.ref_, {})),
+          capacity_(o.capacity_) {}
     lease& operator=(lease&& o) noexcept {
       if (this != &o) {
         reset();
@@ -124,7 +127,8 @@ class basic_buffer_pool {
 
    private:
     friend class basic_buffer_pool;
-    lease(basic_buffer_pool* p, buffer_ref r, std::size_t cap) : pool_(p), ref_(r), capacity_(cap) {}
+    lease(basic_buffer_pool* p, buffer_ref r, std::size_t cap)
+        : pool_(p), ref_(r), capacity_(cap) {}
     basic_buffer_pool* pool_ = nullptr;
     buffer_ref ref_;
     std::size_t capacity_ = 0;
@@ -167,7 +171,8 @@ class basic_buffer_pool {
   }
   /// @brief The capacity an acquisition of `bytes` receives.
   [[nodiscard]] static std::size_t size_class(std::size_t bytes) {
-    detail::require(bytes <= (std::size_t{1} << 62), "buffer_pool.acquire", "request of ", bytes, " bytes too large");
+    detail::require(bytes <= (std::size_t{1} << 62), "buffer_pool.acquire", "request of ", bytes,
+                    " bytes too large");
     std::size_t c = 4096;
     while (c < bytes) c <<= 1;
     return c;

@@ -24,10 +24,12 @@
 /// @endcode
 
 #if !defined(DISTTRAIN_HAS_NCCL)
-#error "disttrain/comm/device_route_transfer.hpp needs NCCL: link disttrain::nccl (-DDISTTRAIN_ENABLE_NCCL=ON), which defines DISTTRAIN_HAS_NCCL"
+#error \
+    "disttrain/comm/device_route_transfer.hpp needs NCCL: link disttrain::nccl (-DDISTTRAIN_ENABLE_NCCL=ON), which defines DISTTRAIN_HAS_NCCL"
 #endif
 #if !defined(DISTTRAIN_HAS_CUDA_KERNELS)
-#error "disttrain/comm/device_route_transfer.hpp needs the CUDA kernels: link disttrain::kernels (-DDISTTRAIN_ENABLE_CUDA=ON), which defines DISTTRAIN_HAS_CUDA_KERNELS"
+#error \
+    "disttrain/comm/device_route_transfer.hpp needs the CUDA kernels: link disttrain::kernels (-DDISTTRAIN_ENABLE_CUDA=ON), which defines DISTTRAIN_HAS_CUDA_KERNELS"
 #endif
 
 #include <chrono>
@@ -49,11 +51,13 @@ class device_route_transfer {
  public:
   using pool_type = basic_buffer_pool<device_allocator>;
 
-  device_route_transfer(nccl_backend& backend, const route_plan& plan, pool_type& pool, transfer_options opts = {})
+  device_route_transfer(nccl_backend& backend, const route_plan& plan, pool_type& pool,
+                        transfer_options opts = {})
       : b_(&backend), plan_(&plan), pool_(&pool), opts_(opts), me_(backend.rank()) {
     if (opts.verify)
-      detail::fail(errc::unsupported, detail::cat("rank ", me_, " route tag ", opts.tag),
-                   "verify mode runs on host buffers only (route_transfer); disable it for device routes");
+      detail::fail(
+          errc::unsupported, detail::cat("rank ", me_, " route tag ", opts.tag),
+          "verify mode runs on host buffers only (route_transfer); disable it for device routes");
     for (int phase = 0; phase < 2; ++phase) {
       for (int i : plan.sends_of(me_, phase)) add_step(i, phase, true);
       for (int i : plan.recvs_of(me_, phase)) add_step(i, phase, false);
@@ -68,37 +72,42 @@ class device_route_transfer {
     const auto want_src = static_cast<std::size_t>(plan_->source_elements(me_)) * es;
     const auto want_dst = static_cast<std::size_t>(plan_->destination_elements(me_)) * es;
     const std::string w = detail::cat("rank ", me_, " route tag ", opts_.tag);
-    detail::require(source.size() == want_src, w, "source buffer has ", source.size(), " bytes, the route needs ",
-                    want_src);
-    detail::require(destination.size() == want_dst, w, "destination buffer has ", destination.size(),
-                    " bytes, the route needs ", want_dst);
+    detail::require(source.size() == want_src, w, "source buffer has ", source.size(),
+                    " bytes, the route needs ", want_src);
+    detail::require(destination.size() == want_dst, w, "destination buffer has ",
+                    destination.size(), " bytes, the route needs ", want_dst);
     reqs_.clear();
     for (int phase = 0; phase < 2; ++phase) {
-      std::span<const std::byte> from = phase == 0 ? source : std::span<const std::byte>(destination);
+      std::span<const std::byte> from =
+          phase == 0 ? source : std::span<const std::byte>(destination);
       for (auto& s : steps_)  // pack
         if (s.phase == phase && s.is_send && !s.contiguous)
-          DISTTRAIN_CUDA_CHECK(kernels::launch_copy_blocks(from.data(), s.staging.data(), s.blocks.list(), es,
-                                                           b_->stream()));
+          DISTTRAIN_CUDA_CHECK(kernels::launch_copy_blocks(from.data(), s.staging.data(),
+                                                           s.blocks.list(), es, b_->stream()));
       b_->group_start();
       for (auto& s : steps_) {
         if (s.phase != phase) continue;
         const route_message& m = plan_->messages()[static_cast<std::size_t>(s.msg)];
         const auto bytes = static_cast<std::size_t>(m.elements) * es;
         if (s.is_send) {
-          const std::byte* p = s.contiguous ? from.data() + static_cast<std::size_t>(m.send_blocks[0].src_offset) * es
-                                            : s.staging.data();
+          const std::byte* p =
+              s.contiguous
+                  ? from.data() + static_cast<std::size_t>(m.send_blocks[0].src_offset) * es
+                  : s.staging.data();
           reqs_.push_back(b_->isend({p, bytes}, m.dst, opts_.tag));
         } else {
-          std::byte* p = s.contiguous ? destination.data() + static_cast<std::size_t>(m.recv_blocks[0].dst_offset) * es
-                                      : s.staging.data();
+          std::byte* p =
+              s.contiguous
+                  ? destination.data() + static_cast<std::size_t>(m.recv_blocks[0].dst_offset) * es
+                  : s.staging.data();
           reqs_.push_back(b_->irecv({p, bytes}, m.src, opts_.tag));
         }
       }
       b_->group_end();
       for (auto& s : steps_)  // unpack
         if (s.phase == phase && !s.is_send && !s.contiguous)
-          DISTTRAIN_CUDA_CHECK(kernels::launch_copy_blocks(s.staging.data(), destination.data(), s.blocks.list(), es,
-                                                           b_->stream()));
+          DISTTRAIN_CUDA_CHECK(kernels::launch_copy_blocks(s.staging.data(), destination.data(),
+                                                           s.blocks.list(), es, b_->stream()));
     }
     // Marks the end of the unpack kernels (requests only cover the NCCL operations).
     reqs_.push_back(b_->fence(opts_.tag));
@@ -106,8 +115,8 @@ class device_route_transfer {
 
   /// @brief Waits until every operation of this rank's part completed on the stream.
   void wait() {
-    const auto deadline =
-        std::chrono::steady_clock::now() + (opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          (opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
     for (auto& r : reqs_)
       if (r.valid()) b_->wait(r, detail::remaining(deadline));
     reqs_.clear();

@@ -40,7 +40,8 @@
 /// @endcode
 
 #if !defined(DISTTRAIN_HAS_NCCL)
-#error "disttrain/comm/nccl_backend.hpp needs NCCL: link the CMake target disttrain::nccl (configure with -DDISTTRAIN_ENABLE_NCCL=ON), which defines DISTTRAIN_HAS_NCCL"
+#error \
+    "disttrain/comm/nccl_backend.hpp needs NCCL: link the CMake target disttrain::nccl (configure with -DDISTTRAIN_ENABLE_NCCL=ON), which defines DISTTRAIN_HAS_NCCL"
 #endif
 
 #include <cuda_runtime_api.h>
@@ -78,8 +79,8 @@ struct device_allocator {
     void* p = nullptr;
     const cudaError_t rc = cudaMalloc(&p, bytes);
     if (rc != cudaSuccess)
-      detail::fail(errc::comm_error, "device_allocator", "cudaMalloc of ", bytes, " bytes failed: ",
-                   cudaGetErrorString(rc));
+      detail::fail(errc::comm_error, "device_allocator", "cudaMalloc of ", bytes,
+                   " bytes failed: ", cudaGetErrorString(rc));
     return static_cast<std::byte*>(p);
   }
   void deallocate(std::byte* p, std::size_t /*bytes*/) const noexcept { cudaFree(p); }
@@ -131,13 +132,16 @@ class nccl_backend {
 
   /// @brief Creates the communicator from a host-provided unique id
   /// (collective over the `size` ranks); waits for initialisation up to the timeout.
-  nccl_backend(const ncclUniqueId& id, int rank, int size, cudaStream_t stream, comm_options opts = {})
+  nccl_backend(const ncclUniqueId& id, int rank, int size, cudaStream_t stream,
+               comm_options opts = {})
       : rank_(rank), size_(size), stream_(stream), opts_(opts) {
     detail::require_positive(size, "nccl_backend.size");
-    detail::require(rank >= 0 && rank < size, "nccl_backend.rank", "rank ", rank, " out of [0, ", size, ")");
+    detail::require(rank >= 0 && rank < size, "nccl_backend.rank", "rank ", rank, " out of [0, ",
+                    size, ")");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;  // non-blocking: lets us time out and abort instead of hanging
-    detail::nccl_check(ncclCommInitRankConfig(&comm_, size, id, rank, &cfg), where(), "ncclCommInitRankConfig");
+    detail::nccl_check(ncclCommInitRankConfig(&comm_, size, id, rank, &cfg), where(),
+                       "ncclCommInitRankConfig");
     const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
     wait_ready(deadline, "communicator initialisation");
     detail::cuda_check(cudaMalloc(&scratch_, sizeof(int)), where(), "cudaMalloc");
@@ -146,8 +150,8 @@ class nccl_backend {
   /// @brief Bootstrap through a shared file: rank 0 creates the id and writes
   /// it to `path` (write to `path.tmp`, then rename); the others poll for the
   /// file until the timeout. Remove the file before the next job.
-  [[nodiscard]] static nccl_backend from_file(const std::string& path, int rank, int size, cudaStream_t stream,
-                                              comm_options opts = {}) {
+  [[nodiscard]] static nccl_backend from_file(const std::string& path, int rank, int size,
+                                              cudaStream_t stream, comm_options opts = {}) {
     return nccl_backend(unique_id_from_file(path, rank, opts.timeout), rank, size, stream, opts);
   }
   /// @brief Reads (or, on rank 0, creates and writes) the unique id of `path`.
@@ -170,23 +174,29 @@ class nccl_backend {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       std::ifstream in(path, std::ios::binary);
-      if (in && in.read(id.internal, sizeof(id.internal)) && in.gcount() == sizeof(id.internal)) return id;
+      if (in && in.read(id.internal, sizeof(id.internal)) && in.gcount() == sizeof(id.internal))
+        return id;
       if (std::chrono::steady_clock::now() >= deadline)
         detail::fail(errc::timeout, path, "rank ", rank, " waited ", timeout.count(),
-                     " ms for rank 0 to write the NCCL unique id (", sizeof(id.internal), " bytes)");
+                     " ms for rank 0 to write the NCCL unique id (", sizeof(id.internal),
+                     " bytes)");
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
 #if defined(DISTTRAIN_HAS_MPI)
   /// @brief Bootstrap through MPI: rank 0 of `comm` creates the id, `MPI_Bcast` shares it.
-  [[nodiscard]] static nccl_backend from_mpi(MPI_Comm comm, cudaStream_t stream, comm_options opts = {}) {
+  [[nodiscard]] static nccl_backend from_mpi(MPI_Comm comm, cudaStream_t stream,
+                                             comm_options opts = {}) {
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     ncclUniqueId id{};
-    if (rank == 0) detail::nccl_check(ncclGetUniqueId(&id), "nccl_backend.from_mpi", "ncclGetUniqueId");
-    if (MPI_Bcast(id.internal, static_cast<int>(sizeof(id.internal)), MPI_BYTE, 0, comm) != MPI_SUCCESS)
-      detail::fail(errc::comm_error, "nccl_backend.from_mpi", "MPI_Bcast of the NCCL unique id failed");
+    if (rank == 0)
+      detail::nccl_check(ncclGetUniqueId(&id), "nccl_backend.from_mpi", "ncclGetUniqueId");
+    if (MPI_Bcast(id.internal, static_cast<int>(sizeof(id.internal)), MPI_BYTE, 0, comm) !=
+        MPI_SUCCESS)
+      detail::fail(errc::comm_error, "nccl_backend.from_mpi",
+                   "MPI_Bcast of the NCCL unique id failed");
     return nccl_backend(id, rank, size, stream, opts);
   }
 #endif
@@ -194,14 +204,22 @@ class nccl_backend {
   nccl_backend(const nccl_backend&) = delete;
   nccl_backend& operator=(const nccl_backend&) = delete;
   nccl_backend(nccl_backend&& o) noexcept
-      : comm_(std::exchange(o.comm_, nullptr)), rank_(o.rank_), size_(o.size_), stream_(o.stream_), opts_(o.opts_),
-        broken_(o.broken_), group_depth_(o.group_depth_), in_group_(std::move(o.in_group_)),
+      : comm_(std::exchange(o.comm_, nullptr)),
+        rank_(o.rank_),
+        size_(o.size_),
+        stream_(o.stream_),
+        opts_(o.opts_),
+        broken_(o.broken_),
+        group_depth_(o.group_depth_),
+        in_group_(std::move(o.in_group_)),
         scratch_(std::exchange(o.scratch_, nullptr)) {}
   ~nccl_backend() {
     if (scratch_ != nullptr) cudaFree(scratch_);
     if (comm_ == nullptr) return;
-    if (broken_) ncclCommAbort(comm_);
-    else ncclCommDestroy(comm_);
+    if (broken_)
+      ncclCommAbort(comm_);
+    else
+      ncclCommDestroy(comm_);
   }
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
@@ -215,16 +233,16 @@ class nccl_backend {
   /// @brief Enqueues a send of device bytes to `peer` on the stream.
   [[nodiscard]] request isend(std::span<const std::byte> data, int peer, int tag) {
     request r = make_request(peer, tag, data.size(), true);
-    detail::nccl_check(ncclSend(data.data(), data.size(), ncclUint8, peer, comm_, stream_), r.info_.where(),
-                       "ncclSend");
+    detail::nccl_check(ncclSend(data.data(), data.size(), ncclUint8, peer, comm_, stream_),
+                       r.info_.where(), "ncclSend");
     after_enqueue(r);
     return r;
   }
   /// @brief Enqueues a receive of device bytes from `peer` on the stream.
   [[nodiscard]] request irecv(std::span<std::byte> data, int peer, int tag) {
     request r = make_request(peer, tag, data.size(), false);
-    detail::nccl_check(ncclRecv(data.data(), data.size(), ncclUint8, peer, comm_, stream_), r.info_.where(),
-                       "ncclRecv");
+    detail::nccl_check(ncclRecv(data.data(), data.size(), ncclUint8, peer, comm_, stream_),
+                       r.info_.where(), "ncclRecv");
     after_enqueue(r);
     return r;
   }
@@ -267,33 +285,38 @@ class nccl_backend {
     const ncclResult_t rc = ncclGroupEnd();
     detail::nccl_check(rc, where(), "ncclGroupEnd");
     if (group_depth_ == 0) {
-      if (rc == ncclInProgress) wait_ready(std::chrono::steady_clock::now() + opts_.timeout, "group submission");
-      for (cudaEvent_t ev : in_group_) detail::cuda_check(cudaEventRecord(ev, stream_), where(), "cudaEventRecord");
+      if (rc == ncclInProgress)
+        wait_ready(std::chrono::steady_clock::now() + opts_.timeout, "group submission");
+      for (cudaEvent_t ev : in_group_)
+        detail::cuda_check(cudaEventRecord(ev, stream_), where(), "cudaEventRecord");
       in_group_.clear();
     }
   }
   void barrier() {
     require_usable("barrier");
-    detail::nccl_check(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_), where(),
-                       "ncclAllReduce");
+    detail::nccl_check(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_),
+                       where(), "ncclAllReduce");
     sync_collective("barrier", 0);
   }
   /// @brief Broadcast of device bytes from `root`.
   void broadcast(std::span<std::byte> data, int root) {
     require_usable("broadcast");
-    detail::require(root >= 0 && root < size_, "nccl_backend.broadcast.root", "root ", root, " out of [0, ", size_,
-                    ")");
-    detail::nccl_check(ncclBroadcast(data.data(), data.data(), data.size(), ncclUint8, root, comm_, stream_), where(),
-                       "ncclBroadcast");
+    detail::require(root >= 0 && root < size_, "nccl_backend.broadcast.root", "root ", root,
+                    " out of [0, ", size_, ")");
+    detail::nccl_check(
+        ncclBroadcast(data.data(), data.data(), data.size(), ncclUint8, root, comm_, stream_),
+        where(), "ncclBroadcast");
     sync_collective("broadcast", data.size());
   }
   /// @brief All-gather of device bytes.
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
     require_usable("allgather");
-    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size_), "nccl_backend.allgather",
-                    "output of ", all.size(), " bytes, need ", mine.size(), " x ", size_);
-    detail::nccl_check(ncclAllGather(mine.data(), all.data(), mine.size(), ncclUint8, comm_, stream_), where(),
-                       "ncclAllGather");
+    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size_),
+                    "nccl_backend.allgather", "output of ", all.size(), " bytes, need ",
+                    mine.size(), " x ", size_);
+    detail::nccl_check(
+        ncclAllGather(mine.data(), all.data(), mine.size(), ncclUint8, comm_, stream_), where(),
+        "ncclAllGather");
     sync_collective("allgather", all.size());
   }
 
@@ -302,21 +325,25 @@ class nccl_backend {
 
   void require_usable(const char* what) const {
     if (broken_)
-      detail::fail(errc::comm_error, where(), what, ": the NCCL communicator was aborted after an earlier failure");
+      detail::fail(errc::comm_error, where(), what,
+                   ": the NCCL communicator was aborted after an earlier failure");
   }
 
   request make_request(int peer, int tag, std::size_t bytes, bool is_send) {
     request r;
     r.info_ = transfer_info{rank_, peer, tag, bytes, is_send};
     require_usable(is_send ? "isend" : "irecv");
-    detail::require(peer >= 0 && peer < size_, r.info_.where(), "peer ", peer, " out of [0, ", size_, ")");
+    detail::require(peer >= 0 && peer < size_, r.info_.where(), "peer ", peer, " out of [0, ",
+                    size_, ")");
     detail::cuda_check(cudaEventCreateWithFlags(&r.ev_, cudaEventDisableTiming), r.info_.where(),
                        "cudaEventCreateWithFlags");
     return r;
   }
   void after_enqueue(request& r) {
-    if (group_depth_ > 0) in_group_.push_back(r.ev_);  // recorded at group_end, when NCCL launches
-    else detail::cuda_check(cudaEventRecord(r.ev_, stream_), r.info_.where(), "cudaEventRecord");
+    if (group_depth_ > 0)
+      in_group_.push_back(r.ev_);  // recorded at group_end, when NCCL launches
+    else
+      detail::cuda_check(cudaEventRecord(r.ev_, stream_), r.info_.where(), "cudaEventRecord");
   }
 
   // True when complete (then the request is consumed); throws on an asynchronous NCCL error.

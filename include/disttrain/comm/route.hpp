@@ -109,16 +109,21 @@ struct route_message {
   std::int64_t elements = 0;                     ///< elements in the message
 
   /// @brief True if the sender's data is one contiguous range (sent in place).
-  [[nodiscard]] bool contiguous_send() const noexcept { return send_blocks.size() == 1 && send_blocks[0].rows == 1; }
+  [[nodiscard]] bool contiguous_send() const noexcept {
+    return send_blocks.size() == 1 && send_blocks[0].rows == 1;
+  }
   /// @brief True if the receiver's data is one contiguous range (received in place).
-  [[nodiscard]] bool contiguous_recv() const noexcept { return recv_blocks.size() == 1 && recv_blocks[0].rows == 1; }
+  [[nodiscard]] bool contiguous_recv() const noexcept {
+    return recv_blocks.size() == 1 && recv_blocks[0].rows == 1;
+  }
 };
 
 /// @brief Role of one rank in a route and the rows of its buffers (-1: none).
 struct route_rank_info {
   int rank = -1;
   std::int64_t src_rows = -1;  ///< rows of its source buffer (sending stage), -1 if not there
-  std::int64_t dst_rows = -1;  ///< rows of its destination buffer (receiving stage), -1 if not there
+  std::int64_t dst_rows =
+      -1;  ///< rows of its destination buffer (receiving stage), -1 if not there
 };
 
 /// @brief The transfer plan of one route (see the file comment).
@@ -135,9 +140,13 @@ class route_plan {
   [[nodiscard]] int slices() const noexcept { return slices_; }
 
   /// @brief Indices (into messages()) of the messages `rank` sends in `phase`, ascending.
-  [[nodiscard]] std::vector<int> sends_of(int rank, int phase) const { return select(rank, phase, true); }
+  [[nodiscard]] std::vector<int> sends_of(int rank, int phase) const {
+    return select(rank, phase, true);
+  }
   /// @brief Indices of the messages `rank` receives in `phase`, ascending.
-  [[nodiscard]] std::vector<int> recvs_of(int rank, int phase) const { return select(rank, phase, false); }
+  [[nodiscard]] std::vector<int> recvs_of(int rank, int phase) const {
+    return select(rank, phase, false);
+  }
   /// @brief Role of `rank` (src_rows / dst_rows = -1 where it takes no part).
   [[nodiscard]] route_rank_info rank_info(int rank) const {
     auto it = std::lower_bound(ranks_.begin(), ranks_.end(), rank,
@@ -163,13 +172,16 @@ class route_plan {
     return e;
   }
   /// @brief The least elements any plan must move across: sum of rows x hidden.
-  [[nodiscard]] std::int64_t minimum_crossing_elements() const noexcept { return total_rows_ * hidden_; }
+  [[nodiscard]] std::int64_t minimum_crossing_elements() const noexcept {
+    return total_rows_ * hidden_;
+  }
   /// @brief Ranks taking part, ascending.
   [[nodiscard]] const std::vector<route_rank_info>& ranks() const noexcept { return ranks_; }
 
  private:
-  friend route_plan plan_route(const rank_layout&, route_endpoint, const sample_placement&, route_endpoint,
-                               const sample_placement&, const activation_shape&, route_options);
+  friend route_plan plan_route(const rank_layout&, route_endpoint, const sample_placement&,
+                               route_endpoint, const sample_placement&, const activation_shape&,
+                               route_options);
 
   [[nodiscard]] std::vector<int> select(int rank, int phase, bool sending) const {
     std::vector<int> out;
@@ -214,8 +226,8 @@ inline std::vector<std::int64_t> row_offsets(const sample_placement& p, const ac
 
 /// Appends `piece` (sample rows at `src_row` in the sender buffer, `dst_row` in
 /// the receiver buffer) to message `m`, with its pack and unpack blocks.
-inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_row, std::int64_t dst_row,
-                      std::int64_t hidden) {
+inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_row,
+                      std::int64_t dst_row, std::int64_t hidden) {
   const std::int64_t packed = m.elements;
   m.pieces.push_back(pc);
   const std::int64_t src_off = (src_row + pc.row0) * hidden + pc.col0;
@@ -232,8 +244,9 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
 /// one segment, or the last stage of one segment and the first of another.
 /// Throws `invalid_argument` naming the field (`route.from.stage`,
 /// `route.placement_b`, `activation_shape.rows[3]`, ...).
-[[nodiscard]] inline route_plan plan_route(const rank_layout& L, route_endpoint from, const sample_placement& pa,
-                                           route_endpoint to, const sample_placement& pb,
+[[nodiscard]] inline route_plan plan_route(const rank_layout& L, route_endpoint from,
+                                           const sample_placement& pa, route_endpoint to,
+                                           const sample_placement& pb,
                                            const activation_shape& shape, route_options opts = {}) {
   // ---- validation
   detail::require_in_range(from.segment, 0, L.num_segments() - 1, "route.from.segment");
@@ -244,24 +257,25 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   detail::require_in_range(to.stage, 0, B.pp - 1, "route.to.stage");
   if (from.segment == to.segment) {
     detail::require(to.stage == from.stage + 1, "route.to.stage", "within segment '", A.name,
-                    "' a route joins consecutive stages: from stage ", from.stage, " needs to stage ", from.stage + 1,
-                    ", got ", to.stage);
+                    "' a route joins consecutive stages: from stage ", from.stage,
+                    " needs to stage ", from.stage + 1, ", got ", to.stage);
   } else {
-    detail::require(from.stage == A.pp - 1, "route.from.stage", "a module boundary leaves the last stage ", A.pp - 1,
-                    " of '", A.name, "', got ", from.stage);
-    detail::require(to.stage == 0, "route.to.stage", "a module boundary enters stage 0 of '", B.name, "', got ",
-                    to.stage);
+    detail::require(from.stage == A.pp - 1, "route.from.stage",
+                    "a module boundary leaves the last stage ", A.pp - 1, " of '", A.name,
+                    "', got ", from.stage);
+    detail::require(to.stage == 0, "route.to.stage", "a module boundary enters stage 0 of '",
+                    B.name, "', got ", to.stage);
   }
-  detail::require(pa.dp() == A.dp, "route.placement_a", "has ", pa.dp(), " replicas but '", A.name, "' has dp ",
-                  A.dp);
-  detail::require(pb.dp() == B.dp, "route.placement_b", "has ", pb.dp(), " replicas but '", B.name, "' has dp ",
-                  B.dp);
+  detail::require(pa.dp() == A.dp, "route.placement_a", "has ", pa.dp(), " replicas but '", A.name,
+                  "' has dp ", A.dp);
+  detail::require(pb.dp() == B.dp, "route.placement_b", "has ", pb.dp(), " replicas but '", B.name,
+                  "' has dp ", B.dp);
   shape.validate();
   const auto n = static_cast<std::size_t>(shape.rows.size());
-  detail::require(static_cast<std::size_t>(pa.num_samples()) == n, "route.placement_a", "places ", pa.num_samples(),
-                  " samples but activation_shape has ", n);
-  detail::require(static_cast<std::size_t>(pb.num_samples()) == n, "route.placement_b", "places ", pb.num_samples(),
-                  " samples but activation_shape has ", n);
+  detail::require(static_cast<std::size_t>(pa.num_samples()) == n, "route.placement_a", "places ",
+                  pa.num_samples(), " samples but activation_shape has ", n);
+  detail::require(static_cast<std::size_t>(pb.num_samples()) == n, "route.placement_b", "places ",
+                  pb.num_samples(), " samples but activation_shape has ", n);
 
   route_plan plan;
   plan.from_ = from;
@@ -300,7 +314,8 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
         m.src = src;
         m.dst = dst;
         m.phase = 0;
-        detail::add_piece(m, pc, off_a[static_cast<std::size_t>(s)], off_b[static_cast<std::size_t>(s)], H);
+        detail::add_piece(m, pc, off_a[static_cast<std::size_t>(s)],
+                          off_b[static_cast<std::size_t>(s)], H);
       }
     }
   for (auto& [key, m] : msgs) plan.messages_.push_back(std::move(m));
@@ -324,7 +339,8 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
           for (int k = owner; k < S; k += B.tp) {
             const route_piece pc = piece_of(s, k);
             if (pc.elements() == 0) continue;
-            detail::add_piece(tmpl, pc, off_b[static_cast<std::size_t>(s)], off_b[static_cast<std::size_t>(s)], H);
+            detail::add_piece(tmpl, pc, off_b[static_cast<std::size_t>(s)],
+                              off_b[static_cast<std::size_t>(s)], H);
           }
         if (tmpl.pieces.empty()) continue;
         tmpl.send_blocks = kernels::coalesce(tmpl.send_blocks);
@@ -341,7 +357,8 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   // ---- per-rank buffer sizes
   for (int a = 0; a < A.dp; ++a)
     for (int t = 0; t < A.tp; ++t)
-      plan.ranks_.push_back({L.rank(from.segment, from.stage, a, t), shape.replica_rows(pa, a), -1});
+      plan.ranks_.push_back(
+          {L.rank(from.segment, from.stage, a, t), shape.replica_rows(pa, a), -1});
   for (int b = 0; b < B.dp; ++b)
     for (int t = 0; t < B.tp; ++t)
       plan.ranks_.push_back({L.rank(to.segment, to.stage, b, t), -1, shape.replica_rows(pb, b)});
@@ -352,8 +369,10 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
 
 /// @brief Route across module boundary `i` (last stage of segment i -> first
 /// stage of segment i+1).
-[[nodiscard]] inline route_plan plan_boundary_route(const rank_layout& L, int boundary, const sample_placement& pa,
-                                                    const sample_placement& pb, const activation_shape& shape,
+[[nodiscard]] inline route_plan plan_boundary_route(const rank_layout& L, int boundary,
+                                                    const sample_placement& pa,
+                                                    const sample_placement& pb,
+                                                    const activation_shape& shape,
                                                     route_options opts = {}) {
   detail::require_in_range(boundary, 0, L.num_boundaries() - 1, "route.boundary");
   const int a = boundary;
@@ -362,7 +381,8 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
 
 /// @brief Route between stage `stage` and `stage + 1` of one segment (same placement).
 [[nodiscard]] inline route_plan plan_stage_route(const rank_layout& L, int segment, int stage,
-                                                 const sample_placement& p, const activation_shape& shape,
+                                                 const sample_placement& p,
+                                                 const activation_shape& shape,
                                                  route_options opts = {}) {
   return plan_route(L, {segment, stage}, p, {segment, stage + 1}, p, shape, opts);
 }
@@ -376,7 +396,10 @@ inline void to_json(json& j, const route_piece& p) {
 inline void to_json(json& j, const route_plan& p) {
   json ms = json::array();
   for (const auto& m : p.messages())
-    ms.push_back(json{{"src", m.src}, {"dst", m.dst}, {"phase", m.phase}, {"elements", m.elements},
+    ms.push_back(json{{"src", m.src},
+                      {"dst", m.dst},
+                      {"phase", m.phase},
+                      {"elements", m.elements},
                       {"pieces", m.pieces}});
   j = json{{"from", {{"segment", p.from().segment}, {"stage", p.from().stage}}},
            {"to", {{"segment", p.to().segment}, {"stage", p.to().stage}}},

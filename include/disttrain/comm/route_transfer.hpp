@@ -53,9 +53,9 @@ namespace disttrain {
 /// disttrain::transfer_options o{.tag = 7, .verify = true, .timeout = std::chrono::milliseconds(500)};
 /// @endcode
 struct transfer_options {
-  int tag = 0;                               ///< message tag (>= 0), e.g. the microbatch id
-  bool verify = false;                       ///< send and check headers (shapes, samples, checksum)
-  std::chrono::milliseconds timeout{-1};     ///< whole-transfer deadline; < 0: the backend's timeout
+  int tag = 0;                            ///< message tag (>= 0), e.g. the microbatch id
+  bool verify = false;                    ///< send and check headers (shapes, samples, checksum)
+  std::chrono::milliseconds timeout{-1};  ///< whole-transfer deadline; < 0: the backend's timeout
 };
 
 /// @brief One rank's execution of a route plan (see the file comment).
@@ -81,11 +81,12 @@ class route_transfer {
     const auto want_dst = static_cast<std::size_t>(plan_->destination_elements(me_)) * es;
     detail::require(source.size() == want_src, where_self(), "source buffer has ", source.size(),
                     " bytes, the route needs ", want_src);
-    detail::require(destination.size() == want_dst, where_self(), "destination buffer has ", destination.size(),
-                    " bytes, the route needs ", want_dst);
+    detail::require(destination.size() == want_dst, where_self(), "destination buffer has ",
+                    destination.size(), " bytes, the route needs ", want_dst);
     src_ = source;
     dst_ = destination;
-    deadline_ = std::chrono::steady_clock::now() + (opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
+    deadline_ = std::chrono::steady_clock::now() +
+                (opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
     for (int phase = 0; phase < 2; ++phase)
       for (int i : plan_->recvs_of(me_, phase)) post_receive(i);
     for (int i : plan_->sends_of(me_, 0)) post_send(i, source);
@@ -128,9 +129,13 @@ class route_transfer {
     request header, payload;
   };
 
-  [[nodiscard]] std::string where_self() const { return detail::cat("rank ", me_, " route tag ", opts_.tag); }
+  [[nodiscard]] std::string where_self() const {
+    return detail::cat("rank ", me_, " route tag ", opts_.tag);
+  }
   [[nodiscard]] std::chrono::milliseconds left() const { return detail::remaining(deadline_); }
-  [[nodiscard]] const route_message& msg(int i) const { return plan_->messages()[static_cast<std::size_t>(i)]; }
+  [[nodiscard]] const route_message& msg(int i) const {
+    return plan_->messages()[static_cast<std::size_t>(i)];
+  }
 
   void post_receive(int i) {
     const route_message& m = msg(i);
@@ -184,7 +189,8 @@ class route_transfer {
       if (opts_.verify) {
         const auto got = static_cast<std::int64_t>(detail::checksum64(in.landing));
         if (got != in.hdr.checksum)
-          detail::fail(errc::comm_error, transfer_info{me_, m.src, opts_.tag, in.landing.size(), false}.where(),
+          detail::fail(errc::comm_error,
+                       transfer_info{me_, m.src, opts_.tag, in.landing.size(), false}.where(),
                        "verify: payload checksum mismatch: sender rank ", m.src, " computed ",
                        static_cast<std::uint64_t>(in.hdr.checksum), ", received bytes give ",
                        static_cast<std::uint64_t>(got), " (", in.landing.size(), " bytes)");
@@ -202,16 +208,19 @@ class route_transfer {
     const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
     if (in.hdr.magic != detail::wire_header::magic_value)
       detail::fail(errc::comm_error, t.where(),
-                   "verify: the first message from the peer is not a verify header (is the sender in verify mode?)");
+                   "verify: the first message from the peer is not a verify header (is the sender "
+                   "in verify mode?)");
     detail::require(in.hdr.n_pieces >= 0 && in.hdr.n_pieces < (std::int64_t{1} << 32), t.where(),
                     "verify: corrupt header (", in.hdr.n_pieces, " pieces)");
-    std::vector<std::int64_t> words(static_cast<std::size_t>(in.hdr.n_pieces) * detail::piece_words);
+    std::vector<std::int64_t> words(static_cast<std::size_t>(in.hdr.n_pieces) *
+                                    detail::piece_words);
     auto pr = b_->irecv(std::as_writable_bytes(std::span(words)), m.src, opts_.tag);
     b_->wait(pr, left());
     const auto theirs = detail::decode_pieces(words);
-    const bool same = in.hdr.src == expect.src && in.hdr.dst == expect.dst && in.hdr.phase == expect.phase &&
-                      in.hdr.elements == expect.elements && in.hdr.elem_size == expect.elem_size &&
-                      in.hdr.hidden == expect.hidden && theirs == m.pieces;
+    const bool same = in.hdr.src == expect.src && in.hdr.dst == expect.dst &&
+                      in.hdr.phase == expect.phase && in.hdr.elements == expect.elements &&
+                      in.hdr.elem_size == expect.elem_size && in.hdr.hidden == expect.hidden &&
+                      theirs == m.pieces;
     if (!same)
       detail::fail(errc::comm_error, t.where(), "verify: shape mismatch: rank ", me_, " expects ",
                    detail::describe_shape(expect, m.pieces), " but rank ", m.src, " sends ",
@@ -229,15 +238,15 @@ class route_transfer {
   std::span<const std::byte> src_;
   std::span<std::byte> dst_;
   std::chrono::steady_clock::time_point deadline_{};
-  std::deque<outgoing> out_;   // deque: elements never move (buffers are in flight)
+  std::deque<outgoing> out_;  // deque: elements never move (buffers are in flight)
   std::deque<incoming> in_;
   std::size_t packed_send_bytes_ = 0;
 };
 
 /// @brief `start` + `wait` of a `route_transfer` (blocking).
 template <comm_backend B>
-void run_route(B& backend, const route_plan& plan, std::span<const std::byte> source, std::span<std::byte> destination,
-               buffer_pool& pool, transfer_options opts = {}) {
+void run_route(B& backend, const route_plan& plan, std::span<const std::byte> source,
+               std::span<std::byte> destination, buffer_pool& pool, transfer_options opts = {}) {
   route_transfer<B> t(backend, plan, pool, opts);
   t.start(source, destination);
   t.wait();

@@ -48,9 +48,10 @@ class sample_placement {
       for (std::size_t p = 0; p < lists_[d].size(); ++p) {
         const int s = lists_[d][p];
         const std::string w = detail::cat("sample_placement.replica[", d, "][", p, "]");
-        detail::require(s >= 0 && static_cast<std::size_t>(s) < n, w, "sample id ", s, " out of [0, ", n, ")");
-        detail::require(replica_[static_cast<std::size_t>(s)] < 0, w, "sample ", s, " placed twice (also replica ",
-                        replica_[static_cast<std::size_t>(s)], ")");
+        detail::require(s >= 0 && static_cast<std::size_t>(s) < n, w, "sample id ", s,
+                        " out of [0, ", n, ")");
+        detail::require(replica_[static_cast<std::size_t>(s)] < 0, w, "sample ", s,
+                        " placed twice (also replica ", replica_[static_cast<std::size_t>(s)], ")");
         replica_[static_cast<std::size_t>(s)] = static_cast<int>(d);
         position_[static_cast<std::size_t>(s)] = static_cast<int>(p);
       }
@@ -58,13 +59,14 @@ class sample_placement {
 
   /// @brief From a sample -> replica map; samples keep ascending id order
   /// inside each replica.
-  [[nodiscard]] static sample_placement from_replica_map(std::span<const int> replica_of_sample, int dp) {
+  [[nodiscard]] static sample_placement from_replica_map(std::span<const int> replica_of_sample,
+                                                         int dp) {
     detail::require_positive(dp, "sample_placement.dp");
     std::vector<std::vector<int>> lists(static_cast<std::size_t>(dp));
     for (std::size_t s = 0; s < replica_of_sample.size(); ++s) {
       const int d = replica_of_sample[s];
-      detail::require(d >= 0 && d < dp, detail::cat("sample_placement.replica_of[", s, "]"), "replica ", d,
-                      " out of [0, ", dp, ")");
+      detail::require(d >= 0 && d < dp, detail::cat("sample_placement.replica_of[", s, "]"),
+                      "replica ", d, " out of [0, ", dp, ")");
       lists[static_cast<std::size_t>(d)].push_back(static_cast<int>(s));
     }
     return sample_placement(std::move(lists));
@@ -97,12 +99,14 @@ class sample_placement {
     check_sample(s);
     return position_[static_cast<std::size_t>(s)];
   }
-  friend bool operator==(const sample_placement& a, const sample_placement& b) { return a.lists_ == b.lists_; }
+  friend bool operator==(const sample_placement& a, const sample_placement& b) {
+    return a.lists_ == b.lists_;
+  }
 
  private:
   void check_sample(int s) const {
-    detail::require(s >= 0 && s < num_samples(), "sample_placement.sample", "sample ", s, " out of [0, ",
-                    num_samples(), ")");
+    detail::require(s >= 0 && s < num_samples(), "sample_placement.sample", "sample ", s,
+                    " out of [0, ", num_samples(), ")");
   }
   std::vector<std::vector<int>> lists_;
   std::vector<int> replica_;
@@ -124,7 +128,8 @@ struct activation_shape {
   /// @brief Throws `invalid_argument` naming the field.
   void validate(std::string_view where = "activation_shape") const {
     detail::require_positive(hidden, detail::cat(where, ".hidden"));
-    detail::require(elem_size > 0, detail::cat(where, ".elem_size"), "must be > 0, got ", elem_size);
+    detail::require(elem_size > 0, detail::cat(where, ".elem_size"), "must be > 0, got ",
+                    elem_size);
     for (std::size_t s = 0; s < rows.size(); ++s)
       detail::require_non_negative(rows[s], detail::cat(where, ".rows[", s, "]"));
   }
@@ -144,7 +149,8 @@ inline void to_json(json& j, const sample_placement& p) {
   j = json{{"replicas", std::move(r)}};
 }
 inline void from_json(const json& j, sample_placement& p) {
-  p = sample_placement(detail::json_get<std::vector<std::vector<int>>>(j, "replicas", "sample_placement"));
+  p = sample_placement(
+      detail::json_get<std::vector<std::vector<int>>>(j, "replicas", "sample_placement"));
 }
 /// @brief `{"rows": [...], "hidden", "elem_size"}`.
 inline void to_json(json& j, const activation_shape& a) {

@@ -17,8 +17,8 @@
 #endif
 
 #if defined(__CUDACC__)
-#define DISTTRAIN_HOST_ONLY_HEADER(name)                                              \
-  static_assert(false, "disttrain: " name                                            \
+#define DISTTRAIN_HOST_ONLY_HEADER(name)                                           \
+  static_assert(false, "disttrain: " name                                          \
                        " is host-only (it uses fmt, which does not compile under " \
                        "nvcc in C++20 mode); include it from a .cpp file")
 #else

@@ -41,14 +41,15 @@ namespace detail {
 /// `m.total()` exceeds `limit_bytes`; the message gives the bytes needed (with
 /// the breakdown), the limit and the bytes over.
 /// @code disttrain::require_fits(mem, 76e9, "backbone", 3); @endcode
-inline void require_fits(const memory_breakdown& m, double limit_bytes, std::string_view module_name,
-                         int stage_index) {
+inline void require_fits(const memory_breakdown& m, double limit_bytes,
+                         std::string_view module_name, int stage_index) {
   const double total = m.total();
   if (total <= limit_bytes) return;
-  detail::fail(errc::infeasible, detail::cat(module_name, "/stage ", stage_index), "needs ", detail::gb(total),
-               " per GPU (params ", detail::gb(m.params), ", grads ", detail::gb(m.grads), ", optimizer ",
-               detail::gb(m.optimizer), ", activations ", detail::gb(m.activations), "), limit ",
-               detail::gb(limit_bytes), ", over by ", detail::gb(total - limit_bytes));
+  detail::fail(errc::infeasible, detail::cat(module_name, "/stage ", stage_index), "needs ",
+               detail::gb(total), " per GPU (params ", detail::gb(m.params), ", grads ",
+               detail::gb(m.grads), ", optimizer ", detail::gb(m.optimizer), ", activations ",
+               detail::gb(m.activations), "), limit ", detail::gb(limit_bytes), ", over by ",
+               detail::gb(total - limit_bytes));
 }
 
 /// @brief Closed-form cost model of a model on a cluster (see the file comment).
@@ -81,8 +82,10 @@ class analytic_cost_model {
     cluster_.validate("cluster");
     params_.validate("cost");
     peak_ = cluster_.gpu.peak_bf16_flops();
-    intra_ = group_link(cluster_, false, params_.intra_node_bw_efficiency, params_.inter_node_bw_efficiency);
-    inter_ = group_link(cluster_, true, params_.intra_node_bw_efficiency, params_.inter_node_bw_efficiency);
+    intra_ = group_link(cluster_, false, params_.intra_node_bw_efficiency,
+                        params_.inter_node_bw_efficiency);
+    inter_ = group_link(cluster_, true, params_.intra_node_bw_efficiency,
+                        params_.inter_node_bw_efficiency);
     edges_ = model_.edges();
     modules_.reserve(model_.modules.size());
     for (std::size_t i = 0; i < model_.modules.size(); ++i) {
@@ -102,11 +105,15 @@ class analytic_cost_model {
   /// @brief Precomputed coefficients of module `i`.
   [[nodiscard]] const module_shape& shape(std::size_t i) const { return entry(i, "module").shape; }
   /// @brief Whether module `i` runs a backward pass at all (trainable, or upstream needs grads).
-  [[nodiscard]] bool needs_backward(std::size_t i) const { return entry(i, "module").needs_backward; }
+  [[nodiscard]] bool needs_backward(std::size_t i) const {
+    return entry(i, "module").needs_backward;
+  }
   /// @brief Per-GPU peak FLOP/s (dense bf16).
   [[nodiscard]] double peak_flops() const noexcept { return peak_; }
   /// @brief Usable bytes per GPU: HBM minus `memory_reserve_bytes`.
-  [[nodiscard]] double memory_limit() const noexcept { return cluster_.gpu.hbm_bytes - params_.memory_reserve_bytes; }
+  [[nodiscard]] double memory_limit() const noexcept {
+    return cluster_.gpu.hbm_bytes - params_.memory_reserve_bytes;
+  }
 
   /// @brief Per-GPU seconds of one microbatch of workload `w` on stage `s`.
   [[nodiscard]] stage_times stage_time(const stage_config& s, const module_workload& w) const {
@@ -144,7 +151,8 @@ class analytic_cost_model {
     const double lin = sh.layer.flops_per_token * w.tokens;
     const double att = sh.layer.flops_per_token_sq * w.tokens_sq;
     const double pre_f = s.first_layer == 0 ? sh.pre.flops_per_token * w.tokens : 0.0;
-    const double post_f = s.first_layer + s.num_layers == sh.layers ? sh.post.flops_per_token * w.tokens : 0.0;
+    const double post_f =
+        s.first_layer + s.num_layers == sh.layers ? sh.post.flops_per_token * w.tokens : 0.0;
     stage_flops f;
     f.forward = n * (lin + att) + pre_f + post_f;
     if (e.needs_backward) f.backward = n * (lin + 2.0 * att) + post_f;
@@ -167,9 +175,11 @@ class analytic_cost_model {
   /// and transient = one layer's full activations when recomputing + the LM
   /// head's logits on the last stage. A module that runs no backward keeps no
   /// activations (transient: one layer's).
-  [[nodiscard]] memory_breakdown stage_memory(const stage_config& s, const module_workload& w, int in_flight) const {
+  [[nodiscard]] memory_breakdown stage_memory(const stage_config& s, const module_workload& w,
+                                              int in_flight) const {
     const module_entry& e = check(s);
-    if (in_flight < 0) detail::fail(errc::invalid_argument, "in_flight", "must be >= 0, got ", in_flight);
+    if (in_flight < 0)
+      detail::fail(errc::invalid_argument, "in_flight", "must be >= 0, got ", in_flight);
     const auto& sh = e.shape;
     const double tp = static_cast<double>(s.tp);
     const double p = stage_params_of(sh, s) / tp;
@@ -183,9 +193,11 @@ class analytic_cost_model {
     const bool post = s.first_layer + s.num_layers == sh.layers;
     const double logits = post ? sh.post.activation_bytes_per_token * w.tokens / tp : 0.0;
     if (e.needs_backward) {
-      const double per_layer = s.recompute ? sh.checkpoint_bytes_per_token * w.tokens / tp : layer_act;
-      m.activations = static_cast<double>(in_flight) * static_cast<double>(s.num_layers) * per_layer +
-                      (s.recompute ? layer_act : 0.0) + logits;
+      const double per_layer =
+          s.recompute ? sh.checkpoint_bytes_per_token * w.tokens / tp : layer_act;
+      m.activations =
+          static_cast<double>(in_flight) * static_cast<double>(s.num_layers) * per_layer +
+          (s.recompute ? layer_act : 0.0) + logits;
     } else {
       m.activations = layer_act + logits;
     }
@@ -194,8 +206,8 @@ class analytic_cost_model {
 
   /// @brief Throws `errc::infeasible` at "<module>/stage <stage_index>" when
   /// `stage_memory(s, w, in_flight)` exceeds `memory_limit()`; returns the breakdown.
-  memory_breakdown check_stage_memory(const stage_config& s, const module_workload& w, int in_flight,
-                                      int stage_index) const {
+  memory_breakdown check_stage_memory(const stage_config& s, const module_workload& w,
+                                      int in_flight, int stage_index) const {
     const auto m = stage_memory(s, w, in_flight);
     require_fits(m, memory_limit(), model_.modules[s.module].name, stage_index);
     return m;
@@ -211,7 +223,8 @@ class analytic_cost_model {
 
   /// @brief Seconds to send stage `s`'s output to the next stage (each TP rank
   /// sends its 1/tp share over its own link).
-  [[nodiscard]] double stage_p2p_time(const stage_config& s, const module_workload& w, bool same_node) const {
+  [[nodiscard]] double stage_p2p_time(const stage_config& s, const module_workload& w,
+                                      bool same_node) const {
     return p2p_time(stage_output_bytes(s, w) / static_cast<double>(s.tp), same_node);
   }
 
@@ -221,16 +234,20 @@ class analytic_cost_model {
   /// `projector_patch_ratio`); backbone -> generator: generated images x
   /// `generator_condition_tokens` x backbone hidden x 2 bytes; any other edge:
   /// the sender's tokens x its output bytes per token.
-  [[nodiscard]] double transfer_bytes(std::size_t from, std::size_t to, const model_workload& w) const {
+  [[nodiscard]] double transfer_bytes(std::size_t from, std::size_t to,
+                                      const model_workload& w) const {
     bool edge = false;
     for (const auto& c : edges_) edge = edge || (c.from == from && c.to == to);
-    if (!edge) detail::fail(errc::invalid_argument, "transfer", "modules ", from, " -> ", to, " are not connected");
+    if (!edge)
+      detail::fail(errc::invalid_argument, "transfer", "modules ", from, " -> ", to,
+                   " are not connected");
     const auto& src = modules_[from];
     const auto& dst = modules_[to];
     if (src.role == module_role::encoder && dst.role == module_role::backbone) {
-      const double tokens = model_.projector_tokens_per_image > 0
-                                ? w[from].sequences * model_.projector_tokens_per_image
-                                : w[from].tokens / static_cast<double>(model_.projector_patch_ratio);
+      const double tokens =
+          model_.projector_tokens_per_image > 0
+              ? w[from].sequences * model_.projector_tokens_per_image
+              : w[from].tokens / static_cast<double>(model_.projector_patch_ratio);
       return tokens * 2.0 * dst.shape.hidden;
     }
     if (src.role == module_role::backbone && dst.role == module_role::generator)
@@ -244,7 +261,9 @@ class analytic_cost_model {
   }
 
   /// @brief One ring all-reduce of `bytes` over a TP group of `tp` GPUs in a node.
-  [[nodiscard]] double tp_comm_time(double bytes, int tp) const noexcept { return all_reduce_time(bytes, tp, intra_); }
+  [[nodiscard]] double tp_comm_time(double bytes, int tp) const noexcept {
+    return all_reduce_time(bytes, tp, intra_);
+  }
 
   /// @brief ZeRO-1 gradient synchronisation of stage `s` per iteration: ring
   /// reduce-scatter of the gradients (P/tp * grad_bytes) + ring all-gather of the
@@ -255,7 +274,8 @@ class analytic_cost_model {
     if (!e.trainable || s.dp <= 1) return 0.0;
     const double p = stage_params_of(e.shape, s) / static_cast<double>(s.tp);
     const link_spec& l = spans_nodes ? inter_ : intra_;
-    return reduce_scatter_time(p * params_.grad_bytes, s.dp, l) + all_gather_time(p * params_.param_bytes, s.dp, l);
+    return reduce_scatter_time(p * params_.grad_bytes, s.dp, l) +
+           all_gather_time(p * params_.param_bytes, s.dp, l);
   }
 
   /// @brief Adam step of stage `s`'s optimizer shard per iteration, memory bound:
@@ -264,8 +284,10 @@ class analytic_cost_model {
   [[nodiscard]] double optimizer_time(const stage_config& s) const {
     const module_entry& e = check(s);
     if (!e.trainable) return 0.0;
-    const double p = stage_params_of(e.shape, s) / static_cast<double>(s.tp) / static_cast<double>(s.dp);
-    const double bytes = p * (2.0 * params_.optimizer_bytes + params_.grad_bytes + params_.param_bytes);
+    const double p =
+        stage_params_of(e.shape, s) / static_cast<double>(s.tp) / static_cast<double>(s.dp);
+    const double bytes =
+        p * (2.0 * params_.optimizer_bytes + params_.grad_bytes + params_.param_bytes);
     return bytes / (cluster_.gpu.hbm_bandwidth_bytes_per_s * params_.memory_bw_efficiency);
   }
 
@@ -279,7 +301,8 @@ class analytic_cost_model {
 
   const module_entry& entry(std::size_t i, std::string_view where) const {
     if (i >= modules_.size())
-      detail::fail(errc::invalid_argument, where, "module index ", i, " out of range (", modules_.size(), " modules)");
+      detail::fail(errc::invalid_argument, where, "module index ", i, " out of range (",
+                   modules_.size(), " modules)");
     return modules_[i];
   }
 
@@ -290,7 +313,8 @@ class analytic_cost_model {
     if (s.dp < 1) detail::fail(errc::invalid_argument, where(s, "dp"), "must be >= 1, got ", s.dp);
     if (s.first_layer < 0 || s.num_layers < 1 || s.first_layer + s.num_layers > e.shape.layers)
       detail::fail(errc::invalid_argument, where(s, "layers"), "layer range [", s.first_layer, ", ",
-                   s.first_layer + s.num_layers, ") is not a non-empty part of [0, ", e.shape.layers, ")");
+                   s.first_layer + s.num_layers, ") is not a non-empty part of [0, ",
+                   e.shape.layers, ")");
     return e;
   }
 
@@ -299,8 +323,9 @@ class analytic_cost_model {
     if (s.tp > cluster_.gpus_per_node)
       detail::fail(errc::invalid_argument, where(s, "tp"), "tp ", s.tp, " exceeds gpus_per_node ",
                    cluster_.gpus_per_node, " (TP groups stay inside a node)");
-    detail::fail(errc::invalid_argument, where(s, "tp"), "tp ", s.tp, " does not split the module evenly (hidden ",
-                 e.shape.hidden, ", heads ", e.shape.heads, ", kv_heads ", e.shape.kv_heads, ", mlp ", e.shape.mlp, ")");
+    detail::fail(errc::invalid_argument, where(s, "tp"), "tp ", s.tp,
+                 " does not split the module evenly (hidden ", e.shape.hidden, ", heads ",
+                 e.shape.heads, ", kv_heads ", e.shape.kv_heads, ", mlp ", e.shape.mlp, ")");
   }
 
   std::string where(const stage_config& s, std::string_view field) const {

@@ -55,17 +55,20 @@ struct profile {
 
 /// @brief Fitted parameters and fit quality.
 struct fit_result {
-  efficiency_params params{};      ///< the fitted curve
-  double r_squared = 0;            ///< 1 - SS_res / SS_tot on seconds
-  double max_relative_error = 0;   ///< max |predicted - measured| / measured
-  double rms_relative_error = 0;   ///< sqrt(mean(((predicted - measured) / measured)^2))
-  std::size_t samples = 0;         ///< samples used
-  bool tp_penalty_fitted = false;  ///< false when fixed to 0 (no TP > 1 samples, or it came out negative)
+  efficiency_params params{};     ///< the fitted curve
+  double r_squared = 0;           ///< 1 - SS_res / SS_tot on seconds
+  double max_relative_error = 0;  ///< max |predicted - measured| / measured
+  double rms_relative_error = 0;  ///< sqrt(mean(((predicted - measured) / measured)^2))
+  std::size_t samples = 0;        ///< samples used
+  bool tp_penalty_fitted =
+      false;  ///< false when fixed to 0 (no TP > 1 samples, or it came out negative)
   bool flops_half_fitted = false;  ///< false when fixed to 0 (it came out negative)
 };
 
 /// @brief FLOPs of an `m x k` by `k x n` matrix product: `2 m n k`.
-[[nodiscard]] constexpr double gemm_flops(double m, double n, double k) noexcept { return 2.0 * m * n * k; }
+[[nodiscard]] constexpr double gemm_flops(double m, double n, double k) noexcept {
+  return 2.0 * m * n * k;
+}
 
 /// @brief Fits `efficiency_params` to `samples` measured on a GPU of `peak_flops`.
 ///
@@ -73,21 +76,24 @@ struct fit_result {
 /// flops, seconds or tp (where = "samples[i].<field>"); fewer than 2 distinct
 /// sizes; data implying a negative or > 1 efficiency ("samples": times that do
 /// not grow with FLOPs, or a peak set too low).
-[[nodiscard]] inline fit_result fit_efficiency(std::span<const profile_sample> samples, double peak_flops) {
+[[nodiscard]] inline fit_result fit_efficiency(std::span<const profile_sample> samples,
+                                               double peak_flops) {
   detail::require_positive(peak_flops, "peak_flops");
   const std::size_t n = samples.size();
   for (std::size_t i = 0; i < n; ++i) {
     const auto& s = samples[i];
     const std::string p = detail::cat("samples[", i, "]");
-    detail::require(s.flops > 0 && std::isfinite(s.flops), detail::join_path(p, "flops"), "must be > 0, got ", s.flops);
-    detail::require(s.seconds > 0 && std::isfinite(s.seconds), detail::join_path(p, "seconds"), "must be > 0, got ",
-                    s.seconds);
+    detail::require(s.flops > 0 && std::isfinite(s.flops), detail::join_path(p, "flops"),
+                    "must be > 0, got ", s.flops);
+    detail::require(s.seconds > 0 && std::isfinite(s.seconds), detail::join_path(p, "seconds"),
+                    "must be > 0, got ", s.seconds);
     detail::require_positive(s.tp, detail::join_path(p, "tp"));
   }
   std::size_t distinct = 0;
   for (std::size_t i = 0; i < n && distinct < 2; ++i)
     if (i == 0 || samples[i].flops != samples[0].flops) ++distinct;
-  detail::require(distinct >= 2, "samples", "need samples of at least 2 distinct sizes, got ", n, " samples");
+  detail::require(distinct >= 2, "samples", "need samples of at least 2 distinct sizes, got ", n,
+                  " samples");
 
   // Columns: 0 = f, 1 = f (tp-1), 2 = 1. Active set: drop columns whose coefficient is negative.
   bool use[3] = {true, false, true};
@@ -154,7 +160,9 @@ struct fit_result {
 }
 
 /// @brief Fits a profile (its `peak_flops` and `samples`).
-[[nodiscard]] inline fit_result fit_efficiency(const profile& p) { return fit_efficiency(p.samples, p.peak_flops); }
+[[nodiscard]] inline fit_result fit_efficiency(const profile& p) {
+  return fit_efficiency(p.samples, p.peak_flops);
+}
 
 inline void to_json(json& j, const profile_sample& s) {
   j = json{{"flops", s.flops}, {"tp", s.tp}, {"seconds", s.seconds}};

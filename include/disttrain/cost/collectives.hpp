@@ -27,10 +27,13 @@ struct link_spec {
 
 /// @brief The link a group uses: NVLink when it stays in a node, else the NIC;
 /// bandwidths scaled by the given achievable fractions.
-[[nodiscard]] constexpr link_spec group_link(const cluster_spec& c, bool spans_nodes, double intra_efficiency = 1.0,
+[[nodiscard]] constexpr link_spec group_link(const cluster_spec& c, bool spans_nodes,
+                                             double intra_efficiency = 1.0,
                                              double inter_efficiency = 1.0) noexcept {
-  return spans_nodes ? link_spec{c.inter_node_bandwidth_bytes_per_s * inter_efficiency, c.inter_node_latency_s}
-                     : link_spec{c.intra_node_bandwidth_bytes_per_s * intra_efficiency, c.intra_node_latency_s};
+  return spans_nodes ? link_spec{c.inter_node_bandwidth_bytes_per_s * inter_efficiency,
+                                 c.inter_node_latency_s}
+                     : link_spec{c.intra_node_bandwidth_bytes_per_s * intra_efficiency,
+                                 c.intra_node_latency_s};
 }
 
 /// @brief One message of `bytes` over `l`.
@@ -38,7 +41,8 @@ struct link_spec {
   return bytes > 0 ? l.latency_s + bytes / l.bandwidth_bytes_per_s : 0.0;
 }
 /// @brief Ring reduce-scatter of a `bytes` buffer over `n` ranks (0 for n <= 1).
-[[nodiscard]] constexpr double reduce_scatter_time(double bytes, int n, const link_spec& l) noexcept {
+[[nodiscard]] constexpr double reduce_scatter_time(double bytes, int n,
+                                                   const link_spec& l) noexcept {
   if (n <= 1 || !(bytes > 0)) return 0.0;
   const double k = static_cast<double>(n - 1);
   return k * l.latency_s + k / static_cast<double>(n) * bytes / l.bandwidth_bytes_per_s;

@@ -38,8 +38,9 @@ namespace disttrain {
 /// }
 /// @endcode
 template <class C>
-concept cost_model = requires(const C& c, const stage_config& s, const module_workload& w, const model_workload& mw,
-                              std::size_t module, double bytes, int in_flight, bool flag) {
+concept cost_model = requires(const C& c, const stage_config& s, const module_workload& w,
+                              const model_workload& mw, std::size_t module, double bytes,
+                              int in_flight, bool flag) {
   { c.model() } -> std::convertible_to<const model_spec&>;
   { c.cluster() } -> std::convertible_to<const cluster_spec&>;
   { c.stage_time(s, w) } -> std::convertible_to<stage_times>;

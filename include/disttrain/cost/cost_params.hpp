@@ -27,12 +27,12 @@ namespace disttrain {
 /// @endcode
 struct cost_params {
   std::array<efficiency_params, 3> efficiency{};  ///< indexed by module_role
-  double intra_node_bw_efficiency = 0.80;  ///< achievable fraction of NVLink bandwidth
-  double inter_node_bw_efficiency = 0.85;  ///< achievable fraction of NIC bandwidth
-  double memory_bw_efficiency = 0.80;      ///< achievable fraction of HBM bandwidth (optimizer step)
-  double param_bytes = 2;       ///< bytes per parameter held by every rank (bf16)
-  double grad_bytes = 2;        ///< bytes per gradient held by every rank (bf16)
-  double optimizer_bytes = 12;  ///< bytes of optimizer state per parameter, sharded by ZeRO-1
+  double intra_node_bw_efficiency = 0.80;         ///< achievable fraction of NVLink bandwidth
+  double inter_node_bw_efficiency = 0.85;         ///< achievable fraction of NIC bandwidth
+  double memory_bw_efficiency = 0.80;  ///< achievable fraction of HBM bandwidth (optimizer step)
+  double param_bytes = 2;              ///< bytes per parameter held by every rank (bf16)
+  double grad_bytes = 2;               ///< bytes per gradient held by every rank (bf16)
+  double optimizer_bytes = 12;        ///< bytes of optimizer state per parameter, sharded by ZeRO-1
   double memory_reserve_bytes = 4e9;  ///< per GPU: CUDA context, NCCL buffers, fragmentation
 
   [[nodiscard]] efficiency_params& efficiency_for(module_role r) noexcept {
@@ -45,13 +45,17 @@ struct cost_params {
   void validate(std::string_view path = "cost") const {
     using detail::join_path;
     static constexpr const char* names[3] = {"encoder", "backbone", "generator"};
-    for (std::size_t i = 0; i < 3; ++i) efficiency[i].validate(join_path(join_path(path, "efficiency"), names[i]));
+    for (std::size_t i = 0; i < 3; ++i)
+      efficiency[i].validate(join_path(join_path(path, "efficiency"), names[i]));
     detail::require(intra_node_bw_efficiency > 0 && intra_node_bw_efficiency <= 1,
-                    join_path(path, "intra_node_bw_efficiency"), "must be in (0, 1], got ", intra_node_bw_efficiency);
+                    join_path(path, "intra_node_bw_efficiency"), "must be in (0, 1], got ",
+                    intra_node_bw_efficiency);
     detail::require(inter_node_bw_efficiency > 0 && inter_node_bw_efficiency <= 1,
-                    join_path(path, "inter_node_bw_efficiency"), "must be in (0, 1], got ", inter_node_bw_efficiency);
-    detail::require(memory_bw_efficiency > 0 && memory_bw_efficiency <= 1, join_path(path, "memory_bw_efficiency"),
-                    "must be in (0, 1], got ", memory_bw_efficiency);
+                    join_path(path, "inter_node_bw_efficiency"), "must be in (0, 1], got ",
+                    inter_node_bw_efficiency);
+    detail::require(memory_bw_efficiency > 0 && memory_bw_efficiency <= 1,
+                    join_path(path, "memory_bw_efficiency"), "must be in (0, 1], got ",
+                    memory_bw_efficiency);
     detail::require_positive(param_bytes, join_path(path, "param_bytes"));
     detail::require_non_negative(grad_bytes, join_path(path, "grad_bytes"));
     detail::require_non_negative(optimizer_bytes, join_path(path, "optimizer_bytes"));
@@ -85,15 +89,20 @@ namespace detail {
     static constexpr const char* names[3] = {"encoder", "backbone", "generator"};
     if (!e.is_object()) fail(errc::parse_error, ep, "expected a JSON object, got ", e.type_name());
     for (std::size_t i = 0; i < 3; ++i)
-      if (e.contains(names[i])) p.efficiency[i] = read_efficiency_params(e.at(names[i]), join_path(ep, names[i]));
+      if (e.contains(names[i]))
+        p.efficiency[i] = read_efficiency_params(e.at(names[i]), join_path(ep, names[i]));
   }
-  p.intra_node_bw_efficiency = json_get_or<double>(j, "intra_node_bw_efficiency", p.intra_node_bw_efficiency, path);
-  p.inter_node_bw_efficiency = json_get_or<double>(j, "inter_node_bw_efficiency", p.inter_node_bw_efficiency, path);
-  p.memory_bw_efficiency = json_get_or<double>(j, "memory_bw_efficiency", p.memory_bw_efficiency, path);
+  p.intra_node_bw_efficiency =
+      json_get_or<double>(j, "intra_node_bw_efficiency", p.intra_node_bw_efficiency, path);
+  p.inter_node_bw_efficiency =
+      json_get_or<double>(j, "inter_node_bw_efficiency", p.inter_node_bw_efficiency, path);
+  p.memory_bw_efficiency =
+      json_get_or<double>(j, "memory_bw_efficiency", p.memory_bw_efficiency, path);
   p.param_bytes = json_get_or<double>(j, "param_bytes", p.param_bytes, path);
   p.grad_bytes = json_get_or<double>(j, "grad_bytes", p.grad_bytes, path);
   p.optimizer_bytes = json_get_or<double>(j, "optimizer_bytes", p.optimizer_bytes, path);
-  p.memory_reserve_bytes = json_get_or<double>(j, "memory_reserve_bytes", p.memory_reserve_bytes, path);
+  p.memory_reserve_bytes =
+      json_get_or<double>(j, "memory_reserve_bytes", p.memory_reserve_bytes, path);
   p.validate(path);
   return p;
 }

@@ -36,7 +36,8 @@ struct efficiency_params {
   double tp_penalty = 0.02;  ///< fractional slowdown per extra TP rank, >= 0
 
   void validate(std::string_view path) const {
-    detail::require(e_max > 0 && e_max <= 1, detail::join_path(path, "e_max"), "must be in (0, 1], got ", e_max);
+    detail::require(e_max > 0 && e_max <= 1, detail::join_path(path, "e_max"),
+                    "must be in (0, 1], got ", e_max);
     detail::require_non_negative(flops_half, detail::join_path(path, "flops_half"));
     detail::require_non_negative(tp_penalty, detail::join_path(path, "tp_penalty"));
   }
@@ -48,20 +49,24 @@ struct efficiency_params {
 [[nodiscard]] constexpr double compute_time(double flops_per_gpu, int tp, double peak_flops,
                                             const efficiency_params& e) noexcept {
   if (!(flops_per_gpu > 0)) return 0.0;
-  return (flops_per_gpu * (1.0 + e.tp_penalty * static_cast<double>(tp - 1)) + e.flops_half) / (peak_flops * e.e_max);
+  return (flops_per_gpu * (1.0 + e.tp_penalty * static_cast<double>(tp - 1)) + e.flops_half) /
+         (peak_flops * e.e_max);
 }
 
 /// @brief Achieved fraction of peak for such an op.
-[[nodiscard]] constexpr double efficiency(double flops_per_gpu, int tp, const efficiency_params& e) noexcept {
+[[nodiscard]] constexpr double efficiency(double flops_per_gpu, int tp,
+                                          const efficiency_params& e) noexcept {
   if (!(flops_per_gpu > 0)) return 0.0;
-  return e.e_max * flops_per_gpu / (flops_per_gpu * (1.0 + e.tp_penalty * static_cast<double>(tp - 1)) + e.flops_half);
+  return e.e_max * flops_per_gpu /
+         (flops_per_gpu * (1.0 + e.tp_penalty * static_cast<double>(tp - 1)) + e.flops_half);
 }
 
 inline void to_json(json& j, const efficiency_params& e) {
   j = json{{"e_max", e.e_max}, {"flops_half", e.flops_half}, {"tp_penalty", e.tp_penalty}};
 }
 namespace detail {
-[[nodiscard]] inline efficiency_params read_efficiency_params(const json& j, std::string_view path) {
+[[nodiscard]] inline efficiency_params read_efficiency_params(const json& j,
+                                                              std::string_view path) {
   efficiency_params e;
   e.e_max = json_get<double>(j, "e_max", path);
   e.flops_half = json_get<double>(j, "flops_half", path);
@@ -70,6 +75,8 @@ namespace detail {
   return e;
 }
 }  // namespace detail
-inline void from_json(const json& j, efficiency_params& e) { e = detail::read_efficiency_params(j, "efficiency"); }
+inline void from_json(const json& j, efficiency_params& e) {
+  e = detail::read_efficiency_params(j, "efficiency");
+}
 
 }  // namespace disttrain

@@ -35,15 +35,24 @@ class profiler {
   class scope {
    public:
     scope(profiler& p, double flops, int tp, std::string kind)
-        : p_(&p), flops_(flops), tp_(tp), kind_(std::move(kind)), start_(std::chrono::steady_clock::now()) {}
+        : p_(&p),
+          flops_(flops),
+          tp_(tp),
+          kind_(std::move(kind)),
+          start_(std::chrono::steady_clock::now()) {}
     scope(const scope&) = delete;
     scope& operator=(const scope&) = delete;
     scope(scope&& o) noexcept
-        : p_(std::exchange(o.p_, nullptr)), flops_(o.flops_), tp_(o.tp_), kind_(std::move(o.kind_)), start_(o.start_) {}
+        : p_(std::exchange(o.p_, nullptr)),
+          flops_(o.flops_),
+          tp_(o.tp_),
+          kind_(std::move(o.kind_)),
+          start_(o.start_) {}
     scope& operator=(scope&&) = delete;
     ~scope() {
       if (p_ == nullptr) return;
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
       try {
         p_->record(flops_, tp_, s > 0 ? s : 1e-12, kind_);
       } catch (...) {  // a destructor must not throw; bad inputs were checked in time()

@@ -18,12 +18,12 @@ namespace disttrain {
 /// disttrain::stage_config s{.module = 1, .first_layer = 0, .num_layers = 10, .tp = 8, .dp = 4};
 /// @endcode
 struct stage_config {
-  std::size_t module = 0;   ///< index in model_spec::modules
+  std::size_t module = 0;  ///< index in model_spec::modules
   int first_layer = 0;
   int num_layers = 1;
-  int tp = 1;               ///< tensor-parallel degree (within a node)
-  int dp = 1;               ///< data-parallel degree (ZeRO-1 shards optimizer state over it)
-  bool recompute = false;   ///< full activation recomputation
+  int tp = 1;              ///< tensor-parallel degree (within a node)
+  int dp = 1;              ///< data-parallel degree (ZeRO-1 shards optimizer state over it)
+  bool recompute = false;  ///< full activation recomputation
   friend bool operator==(const stage_config&, const stage_config&) = default;
 };
 
@@ -37,7 +37,9 @@ struct stage_times {
   double forward_s = 0;
   double backward_s = 0;
   double weight_grad_s = 0;
-  [[nodiscard]] constexpr double total_s() const noexcept { return forward_s + backward_s + weight_grad_s; }
+  [[nodiscard]] constexpr double total_s() const noexcept {
+    return forward_s + backward_s + weight_grad_s;
+  }
   friend constexpr bool operator==(const stage_times&, const stage_times&) = default;
 };
 
@@ -56,15 +58,22 @@ struct memory_breakdown {
   double grads = 0;        ///< gradients (trainable modules)
   double optimizer = 0;    ///< optimizer state shard (trainable modules, / dp)
   double activations = 0;  ///< saved activations x in-flight microbatches + transient buffers
-  [[nodiscard]] constexpr double total() const noexcept { return params + grads + optimizer + activations; }
+  [[nodiscard]] constexpr double total() const noexcept {
+    return params + grads + optimizer + activations;
+  }
 };
 
 inline void to_json(json& j, const stage_config& s) {
-  j = json{{"module", s.module}, {"first_layer", s.first_layer}, {"num_layers", s.num_layers},
-           {"tp", s.tp},         {"dp", s.dp},                   {"recompute", s.recompute}};
+  j = json{{"module", s.module},
+           {"first_layer", s.first_layer},
+           {"num_layers", s.num_layers},
+           {"tp", s.tp},
+           {"dp", s.dp},
+           {"recompute", s.recompute}};
 }
 inline void to_json(json& j, const stage_times& t) {
-  j = json{{"forward_s", t.forward_s}, {"backward_s", t.backward_s}, {"weight_grad_s", t.weight_grad_s}};
+  j = json{
+      {"forward_s", t.forward_s}, {"backward_s", t.backward_s}, {"weight_grad_s", t.weight_grad_s}};
 }
 inline void to_json(json& j, const memory_breakdown& m) {
   j = json{{"params", m.params},

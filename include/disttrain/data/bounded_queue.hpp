@@ -47,8 +47,8 @@ class bounded_queue {
   void push(T value, duration timeout = std::chrono::seconds(60)) {
     std::unique_lock lock(mutex_);
     if (!not_full_.wait_for(lock, timeout, [&] { return closed_ || items_.size() < capacity_; }))
-      detail::fail(errc::timeout, name_, "push waited ", seconds(timeout), " s: queue full (capacity ",
-                   capacity_, "), consumer not draining");
+      detail::fail(errc::timeout, name_, "push waited ", seconds(timeout),
+                   " s: queue full (capacity ", capacity_, "), consumer not draining");
     if (closed_) detail::fail(errc::invalid_argument, name_, "push on a closed queue");
     items_.push_back(std::move(value));
     not_empty_.notify_one();

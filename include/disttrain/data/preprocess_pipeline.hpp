@@ -64,9 +64,9 @@ concept sample_source = requires(const S& s, std::uint64_t id, const typename S:
 
 /// @brief Settings of a `preprocess_pipeline`.
 struct preprocess_config {
-  std::size_t producers = 2;          ///< producer threads (stand-ins for CPU nodes)
-  std::size_t consumers = 1;          ///< trainer ranks served
-  std::size_t max_batches_ahead = 2;  ///< staged batches before `submit` blocks
+  std::size_t producers = 2;                 ///< producer threads (stand-ins for CPU nodes)
+  std::size_t consumers = 1;                 ///< trainer ranks served
+  std::size_t max_batches_ahead = 2;         ///< staged batches before `submit` blocks
   std::chrono::milliseconds timeout{60000};  ///< every wait; a stalled producer -> errc::timeout
 };
 
@@ -106,8 +106,9 @@ class preprocess_pipeline {
     std::unique_lock lock(mutex_);
     detail::require(!batches_.contains(batch), "preprocess_pipeline.submit", "batch ", batch,
                     " submitted twice");
-    wait(lock, [&] { return batches_.size() < cfg_.max_batches_ahead; }, "submit of batch ", batch,
-         ": staging full (", cfg_.max_batches_ahead, " batches), trainers not consuming");
+    wait(
+        lock, [&] { return batches_.size() < cfg_.max_batches_ahead; }, "submit of batch ", batch,
+        ": staging full (", cfg_.max_batches_ahead, " batches), trainers not consuming");
     staged_batch& b = batches_[batch];
     b.ids = std::move(sample_ids);
     b.items.resize(b.ids.size());
@@ -130,8 +131,9 @@ class preprocess_pipeline {
   [[nodiscard]] std::vector<meta_type> metadata(std::uint64_t batch) {
     std::unique_lock lock(mutex_);
     staged_batch& b = find(batch);
-    timed_wait(lock, [&] { return b.done == b.ids.size() || b.failure; }, "metadata of batch ", batch,
-               ": ", b.ids.size() - b.done, " of ", b.ids.size(), " samples still unprepared");
+    timed_wait(
+        lock, [&] { return b.done == b.ids.size() || b.failure; }, "metadata of batch ", batch,
+        ": ", b.ids.size() - b.done, " of ", b.ids.size(), " samples still unprepared");
     if (b.failure) std::rethrow_exception(b.failure);
     std::vector<meta_type> out;
     out.reserve(b.ids.size());
@@ -155,8 +157,8 @@ class preprocess_pipeline {
         ++uses[it->second];
       }
     for (std::size_t i = 0; i < uses.size(); ++i)
-      detail::require(uses[i] > 0, "preprocess_pipeline.assign", "sample ", b.ids[i], " of batch ", batch,
-                      " assigned to no consumer");
+      detail::require(uses[i] > 0, "preprocess_pipeline.assign", "sample ", b.ids[i], " of batch ",
+                      batch, " assigned to no consumer");
     b.pending_uses = 0;
     for (std::size_t c = 0; c < order.size(); ++c) {
       for (std::uint64_t id : order[c]) consumers_[c].push_back({batch, b.index.at(id)});
@@ -168,15 +170,17 @@ class preprocess_pipeline {
   /// @brief The next sample of consumer `c` in its assigned order. Waits (and
   /// counts the wait as exposed data-wait) until one is assigned and prepared.
   [[nodiscard]] item_type next(std::size_t c) {
-    detail::require(c < cfg_.consumers, "preprocess_pipeline.next", "consumer ", c, " out of range (",
-                    cfg_.consumers, " consumers)");
+    detail::require(c < cfg_.consumers, "preprocess_pipeline.next", "consumer ", c,
+                    " out of range (", cfg_.consumers, " consumers)");
     std::unique_lock lock(mutex_);
-    timed_wait(lock, [&] { return !consumers_[c].empty(); }, "consumer ", c, ": no sample assigned");
+    timed_wait(
+        lock, [&] { return !consumers_[c].empty(); }, "consumer ", c, ": no sample assigned");
     auto [batch, index] = consumers_[c].front();
     consumers_[c].pop_front();
     staged_batch& b = find(batch);
-    timed_wait(lock, [&] { return b.items[index].has_value() || b.failure; }, "consumer ", c,
-               ": sample ", b.ids[index], " of batch ", batch, " not prepared");
+    timed_wait(
+        lock, [&] { return b.items[index].has_value() || b.failure; }, "consumer ", c, ": sample ",
+        b.ids[index], " of batch ", batch, " not prepared");
     if (b.failure) std::rethrow_exception(b.failure);
     item_type out = *b.items[index];  // a copy: the same sample may feed several consumers
     if (--b.pending_uses == 0) {

@@ -35,7 +35,7 @@ namespace disttrain {
 
 /// @brief One in-flight bucket reduction (see the file comment).
 template <comm_backend B, class T>
-  requires std::is_arithmetic_v<T>
+requires std::is_arithmetic_v<T>
 class bucket_allreduce {
  public:
   /// @brief Posts the sends and receives of `data` over `group` (ascending
@@ -48,7 +48,8 @@ class bucket_allreduce {
                         std::adjacent_find(group.begin(), group.end()) == group.end(),
                     where(b, tag), "group must list distinct ranks in ascending order");
     const auto me = std::find(group.begin(), group.end(), b.rank());
-    detail::require(me != group.end(), where(b, tag), "rank ", b.rank(), " is not in its data-parallel group");
+    detail::require(me != group.end(), where(b, tag), "rank ", b.rank(),
+                    " is not in its data-parallel group");
     data_ = data;
     group_.assign(group.begin(), group.end());
     self_ = static_cast<std::size_t>(me - group.begin());
@@ -75,8 +76,10 @@ class bucket_allreduce {
     bool all = true;
     for (std::size_t i = 0; i < requests_.size(); ++i)
       if (!done_[i]) {
-        if (b.test(requests_[i])) done_[i] = 1;
-        else all = false;
+        if (b.test(requests_[i]))
+          done_[i] = 1;
+        else
+          all = false;
       }
     return all;
   }
@@ -119,7 +122,9 @@ class bucket_allreduce {
   }
 
  private:
-  static std::string where(const B& b, int tag) { return detail::cat("rank ", b.rank(), " bucket tag ", tag); }
+  static std::string where(const B& b, int tag) {
+    return detail::cat("rank ", b.rank(), " bucket tag ", tag);
+  }
 
   std::span<T> data_;
   std::vector<int> group_;

@@ -28,7 +28,8 @@
 /// @endcode
 
 #if !defined(__CUDACC__) && !defined(DISTTRAIN_HAS_CUDA_KERNELS) && !defined(DISTTRAIN_HAS_NCCL)
-#error "disttrain/exec/cuda_streams.hpp needs CUDA: link disttrain::kernels (-DDISTTRAIN_ENABLE_CUDA=ON) or disttrain::nccl, or include it from a .cu file"
+#error \
+    "disttrain/exec/cuda_streams.hpp needs CUDA: link disttrain::kernels (-DDISTTRAIN_ENABLE_CUDA=ON) or disttrain::nccl, or include it from a .cu file"
 #endif
 
 #include <cuda_runtime_api.h>
@@ -41,7 +42,8 @@ namespace disttrain {
 
 namespace detail {
 inline void exec_cuda_check(cudaError_t rc, const char* call) {
-  if (rc != cudaSuccess) fail(errc::comm_error, "cuda_stream_pair", call, " failed: ", cudaGetErrorString(rc));
+  if (rc != cudaSuccess)
+    fail(errc::comm_error, "cuda_stream_pair", call, " failed: ", cudaGetErrorString(rc));
 }
 }  // namespace detail
 
@@ -52,13 +54,16 @@ class cuda_stream_pair {
   explicit cuda_stream_pair(int device = -1) {
     if (device >= 0) detail::exec_cuda_check(cudaSetDevice(device), "cudaSetDevice");
     int least = 0, greatest = 0;
-    detail::exec_cuda_check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+    detail::exec_cuda_check(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                            "cudaDeviceGetStreamPriorityRange");
     detail::exec_cuda_check(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, least),
                             "cudaStreamCreateWithPriority(compute)");
     detail::exec_cuda_check(cudaStreamCreateWithPriority(&comm_, cudaStreamNonBlocking, greatest),
                             "cudaStreamCreateWithPriority(comm)");
-    detail::exec_cuda_check(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming), "cudaEventCreate");
-    detail::exec_cuda_check(cudaEventCreateWithFlags(&arrived_, cudaEventDisableTiming), "cudaEventCreate");
+    detail::exec_cuda_check(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming),
+                            "cudaEventCreate");
+    detail::exec_cuda_check(cudaEventCreateWithFlags(&arrived_, cudaEventDisableTiming),
+                            "cudaEventCreate");
   }
   cuda_stream_pair(const cuda_stream_pair&) = delete;
   cuda_stream_pair& operator=(const cuda_stream_pair&) = delete;
@@ -82,7 +87,8 @@ class cuda_stream_pair {
   /// @brief Work enqueued on `compute()` from now on starts after everything enqueued on `comm()` so far.
   void compute_waits_for_comm() {
     detail::exec_cuda_check(cudaEventRecord(arrived_, comm_), "cudaEventRecord(comm)");
-    detail::exec_cuda_check(cudaStreamWaitEvent(compute_, arrived_, 0), "cudaStreamWaitEvent(compute)");
+    detail::exec_cuda_check(cudaStreamWaitEvent(compute_, arrived_, 0),
+                            "cudaStreamWaitEvent(compute)");
   }
   /// @brief Whether all communication enqueued so far has finished (non-blocking poll).
   [[nodiscard]] bool comm_done() const {

@@ -103,8 +103,8 @@ class executor {
         case op_kind::optimizer_step:
           for (const auto& [bucket, b] : st.buckets)
             if (b.reduce.active())
-              detail::fail(errc::schedule_error, st.where(op), "optimizer step while bucket ", bucket,
-                           " is still being reduced (grad_sync_finish must come first)");
+              detail::fail(errc::schedule_error, st.where(op), "optimizer step while bucket ",
+                           bucket, " is still being reduced (grad_sync_finish must come first)");
           st.compute(op, [&] { host.optimizer_step(op); });
           break;
         case op_kind::recv_act:
@@ -149,7 +149,8 @@ class executor {
 
   template <class T>
   struct run_state {
-    run_state(executor& e, std::span<const schedule_op> prog) : ex(e), program(prog), t0(clock::now()) {
+    run_state(executor& e, std::span<const schedule_op> prog)
+        : ex(e), program(prog), t0(clock::now()) {
       for (std::size_t i = 0; i < prog.size(); ++i)
         if (is_recv(prog[i].kind)) recv_at.push_back(i);
       recvs.resize(recv_at.size());
@@ -160,20 +161,23 @@ class executor {
     clock::time_point t0;
     exec_stats stats;
     std::size_t current = 0;
-    std::vector<std::size_t> recv_at;   // program positions of receive ops
-    std::vector<pending> recvs;         // parallel to recv_at
-    std::size_t next_post = 0;          // next entry of recv_at to post
-    std::deque<pending> sends;          // sends still in flight
+    std::vector<std::size_t> recv_at;  // program positions of receive ops
+    std::vector<pending> recvs;        // parallel to recv_at
+    std::size_t next_post = 0;         // next entry of recv_at to post
+    std::deque<pending> sends;         // sends still in flight
     std::map<int, bucket_state<T>> buckets;
 
     [[nodiscard]] std::string where(const schedule_op& op) const {
       return detail::cat("rank ", ex.b_->rank(), " op #", current, " ", describe(op));
     }
-    [[nodiscard]] double now() const { return std::chrono::duration<double>(clock::now() - t0).count(); }
+    [[nodiscard]] double now() const {
+      return std::chrono::duration<double>(clock::now() - t0).count();
+    }
     [[nodiscard]] std::chrono::milliseconds timeout() const {
       return ex.opts_.timeout.count() >= 0 ? ex.opts_.timeout : ex.b_->options().timeout;
     }
-    void record(const schedule_op& op, std::size_t index, double start, double end, exec_track track) {
+    void record(const schedule_op& op, std::size_t index, double start, double end,
+                exec_track track) {
       if (track == exec_track::compute) stats.compute_seconds += end - start;
       if (track == exec_track::wait) stats.exposed_comm_seconds += end - start;
       if (ex.opts_.record)
@@ -186,8 +190,9 @@ class executor {
       record(op, current, s, now(), exec_track::compute);
     }
     void check_peer(const schedule_op& op, const exec_message& m) const {
-      detail::require(m.peer >= 0 && m.peer < ex.b_->size() && m.peer != ex.b_->rank(), where(op), "message to peer ",
-                      m.peer, " is not another rank of the world of ", ex.b_->size());
+      detail::require(m.peer >= 0 && m.peer < ex.b_->size() && m.peer != ex.b_->rank(), where(op),
+                      "message to peer ", m.peer, " is not another rank of the world of ",
+                      ex.b_->size());
     }
     // Waits for every request of `p` not yet complete; the time is exposed communication.
     void wait_all_of(const schedule_op& op, pending& p) {
@@ -227,7 +232,8 @@ class executor {
       std::size_t reached = 0;  // receive ops at or before the current position
       while (reached < recv_at.size() && recv_at[reached] <= current) ++reached;
       const std::size_t until =
-          look < 0 ? recv_at.size() : std::min(recv_at.size(), reached + static_cast<std::size_t>(look));
+          look < 0 ? recv_at.size()
+                   : std::min(recv_at.size(), reached + static_cast<std::size_t>(look));
       for (; next_post < until; ++next_post)
         if (!recvs[next_post].posted) post_receive(host, next_post);
     }
@@ -236,7 +242,8 @@ class executor {
     void receive(H& host, const schedule_op& op) {
       const std::size_t k = static_cast<std::size_t>(
           std::lower_bound(recv_at.begin(), recv_at.end(), current) - recv_at.begin());
-      detail::ensure(k < recv_at.size() && recv_at[k] == current, "executor", "receive op not indexed");
+      detail::ensure(k < recv_at.size() && recv_at[k] == current, "executor",
+                     "receive op not indexed");
       pending& p = recvs[k];
       if (!p.posted) post_receive(host, k);
       next_post = std::max(next_post, k + 1);
@@ -257,7 +264,8 @@ class executor {
       p.posted_at = now();
       for (const exec_message& m : p.msgs) {
         check_peer(op, m);
-        p.reqs.push_back(ex.b_->isend(std::span<const std::byte>(m.bytes), m.peer, ex.tags_.p2p(op, m.sub)));
+        p.reqs.push_back(
+            ex.b_->isend(std::span<const std::byte>(m.bytes), m.peer, ex.tags_.p2p(op, m.sub)));
         stats.bytes_sent += m.bytes.size();
       }
       stats.messages_sent += p.msgs.size();
@@ -271,7 +279,8 @@ class executor {
     void sync_start(H& host, const schedule_op& op) {
       auto& st = buckets[op.bucket];
       if (st.reduce.active() || st.reported)
-        detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket, " started twice in one iteration");
+        detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket,
+                     " started twice in one iteration");
       const double s = now();
       grad_bucket<T> g = host.bucket_ready(op);
       st.reduce.start(*ex.b_, g.data, g.group, ex.tags_.bucket(op.bucket));
@@ -308,7 +317,8 @@ class executor {
     void sync_finish(H& host, const schedule_op& op) {
       auto it = buckets.find(op.bucket);
       if (it == buckets.end())
-        detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket, " finished but never started");
+        detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket,
+                     " finished but never started");
       finish_bucket(op, it->second);
       compute(op, [&] { host.bucket_reduced(op); });
     }
@@ -348,15 +358,16 @@ class executor {
       sends.clear();
       for (const auto& [bucket, st] : buckets)
         if (st.reduce.active())
-          detail::fail(errc::schedule_error, detail::cat("rank ", ex.b_->rank(), " bucket ", bucket),
+          detail::fail(errc::schedule_error,
+                       detail::cat("rank ", ex.b_->rank(), " bucket ", bucket),
                        "gradient reduction started but never finished (no grad_sync_finish)");
       const double e = now();
       if (waited) {
         // Sends still in flight at the end of the program: exposed, attributed to no op.
         stats.exposed_comm_seconds += e - s;
         if (ex.opts_.record)
-          stats.events.push_back({program.empty() ? schedule_op{} : program.back(), ex.b_->rank(), -1, s, e,
-                                  exec_track::wait});
+          stats.events.push_back({program.empty() ? schedule_op{} : program.back(), ex.b_->rank(),
+                                  -1, s, e, exec_track::wait});
       }
       stats.iteration_seconds = e;
     }

@@ -41,7 +41,11 @@ class message_tags {
   /// @param max_sub      sub-messages per (op, peer) pair (>= 1)
   /// @param max_buckets  gradient buckets per rank (>= 1)
   message_tags(int stages, int chunks, int microbatches, int max_sub = 4, int max_buckets = 1024)
-      : stages_(stages), v_(stages * chunks), m_(microbatches), sub_(max_sub), buckets_(max_buckets) {
+      : stages_(stages),
+        v_(stages * chunks),
+        m_(microbatches),
+        sub_(max_sub),
+        buckets_(max_buckets) {
     detail::require_positive(stages, "message_tags.stages");
     detail::require_positive(chunks, "message_tags.chunks");
     detail::require_positive(microbatches, "message_tags.microbatches");

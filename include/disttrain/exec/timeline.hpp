@@ -67,10 +67,10 @@ struct exec_stats {
   double compute_seconds = 0.0;       ///< in host callbacks (F, B, W, step, pack, unpack)
   double exposed_comm_seconds = 0.0;  ///< blocked waiting for receives, reductions and sends
   std::size_t messages_sent = 0;
-  std::size_t bytes_sent = 0;         ///< point-to-point and bucket reductions
+  std::size_t bytes_sent = 0;  ///< point-to-point and bucket reductions
   std::size_t messages_received = 0;
   std::size_t bytes_received = 0;
-  std::vector<exec_event> events;     ///< in execution order (empty unless recording)
+  std::vector<exec_event> events;  ///< in execution order (empty unless recording)
 };
 
 /// @brief Every rank's events on every rank (an allgather of counts, then of
@@ -87,10 +87,12 @@ template <comm_backend B>
   std::vector<exec_event> padded(static_cast<std::size_t>(most));
   std::copy(mine.begin(), mine.end(), padded.begin());
   std::vector<exec_event> all(static_cast<std::size_t>(most) * n);
-  b.allgather(std::as_bytes(std::span<const exec_event>(padded)), std::as_writable_bytes(std::span(all)));
+  b.allgather(std::as_bytes(std::span<const exec_event>(padded)),
+              std::as_writable_bytes(std::span(all)));
   std::vector<exec_event> out;
   for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t i = 0; i < counts[r]; ++i) out.push_back(all[r * static_cast<std::size_t>(most) + i]);
+    for (std::size_t i = 0; i < counts[r]; ++i)
+      out.push_back(all[r * static_cast<std::size_t>(most) + i]);
   std::stable_sort(out.begin(), out.end(), [](const exec_event& x, const exec_event& y) {
     return x.rank < y.rank || (x.rank == y.rank && x.start < y.start);
   });
@@ -105,23 +107,28 @@ template <comm_backend B>
 /// grad_sync_finish the time blocked waiting (zero-length if the data was
 /// already there). Throws `invalid_argument` naming the event that does not
 /// fit the schedule.
-[[nodiscard]] inline sim_result measured_result(const pipeline_schedule& s, std::span<const exec_event> events) {
+[[nodiscard]] inline sim_result measured_result(const pipeline_schedule& s,
+                                                std::span<const exec_event> events) {
   sim_result res;
   res.rank_begin.assign(s.ops.size() + 1, 0);
-  for (std::size_t r = 0; r < s.ops.size(); ++r) res.rank_begin[r + 1] = res.rank_begin[r] + s.ops[r].size();
+  for (std::size_t r = 0; r < s.ops.size(); ++r)
+    res.rank_begin[r + 1] = res.rank_begin[r] + s.ops[r].size();
   res.times.assign(res.rank_begin.back(), op_interval{});
   std::vector<char> have(res.times.size(), 0);  // 0 none, 1 fallback, 2 preferred
   for (std::size_t i = 0; i < events.size(); ++i) {
     const exec_event& e = events[i];
     res.iteration_time = std::max(res.iteration_time, e.end);
     if (e.index < 0) continue;
-    detail::require(e.rank >= 0 && static_cast<std::size_t>(e.rank) < s.ops.size(), detail::cat("events[", i, "].rank"),
-                    "rank ", e.rank, " is not a rank of schedule '", s.name, "' (", s.ops.size(), " ranks)");
+    detail::require(e.rank >= 0 && static_cast<std::size_t>(e.rank) < s.ops.size(),
+                    detail::cat("events[", i, "].rank"), "rank ", e.rank,
+                    " is not a rank of schedule '", s.name, "' (", s.ops.size(), " ranks)");
     const auto& prog = s.ops[static_cast<std::size_t>(e.rank)];
-    detail::require(static_cast<std::size_t>(e.index) < prog.size() && prog[static_cast<std::size_t>(e.index)] == e.op,
-                    detail::cat("events[", i, "].index"), "op #", e.index, " of rank ", e.rank, " is not ",
-                    describe(e.op));
-    const std::size_t slot = res.rank_begin[static_cast<std::size_t>(e.rank)] + static_cast<std::size_t>(e.index);
+    detail::require(static_cast<std::size_t>(e.index) < prog.size() &&
+                        prog[static_cast<std::size_t>(e.index)] == e.op,
+                    detail::cat("events[", i, "].index"), "op #", e.index, " of rank ", e.rank,
+                    " is not ", describe(e.op));
+    const std::size_t slot =
+        res.rank_begin[static_cast<std::size_t>(e.rank)] + static_cast<std::size_t>(e.index);
     const op_kind k = e.op.kind;
     char rank_of = 0;
     op_interval iv{e.start, e.end};
@@ -145,7 +152,8 @@ template <comm_backend B>
 /// simulator's writer (`to_trace_json`): the same tracks, names and colours
 /// as a simulated iteration of `s`, so both open side by side in
 /// ui.perfetto.dev.
-[[nodiscard]] inline json exec_trace_json(const pipeline_schedule& s, std::span<const exec_event> events) {
+[[nodiscard]] inline json exec_trace_json(const pipeline_schedule& s,
+                                          std::span<const exec_event> events) {
   return to_trace_json(s, measured_result(s, events));
 }
 

@@ -93,8 +93,8 @@ struct block_extent {
     detail::require(b.src_offset >= 0 && b.dst_offset >= 0 && b.rows >= 0 && b.cols >= 0, w,
                     "offsets and sizes must be >= 0");
     if (b.elements() == 0) continue;
-    detail::require(b.rows == 1 || (b.src_ld >= b.cols && b.dst_ld >= b.cols), w, "row pitch (", b.src_ld, ", ",
-                    b.dst_ld, ") below cols ", b.cols);
+    detail::require(b.rows == 1 || (b.src_ld >= b.cols && b.dst_ld >= b.cols), w, "row pitch (",
+                    b.src_ld, ", ", b.dst_ld, ") below cols ", b.cols);
     const std::int64_t sl = b.rows == 1 ? b.cols : b.src_ld;
     const std::int64_t dl = b.rows == 1 ? b.cols : b.dst_ld;
     e.src = std::max(e.src, b.src_offset + (b.rows - 1) * sl + b.cols);
@@ -118,10 +118,10 @@ inline void copy_blocks_cpu(std::span<const std::byte> src, std::span<std::byte>
   detail::require(elem_size > 0, "copy_blocks.elem_size", "must be > 0");
   const block_extent e = extent(blocks);
   const auto es = static_cast<std::int64_t>(elem_size);
-  detail::require(static_cast<std::uint64_t>(e.src * es) <= src.size(), "copy_blocks.src", "blocks reach byte ",
-                  e.src * es, " but the source has ", src.size());
-  detail::require(static_cast<std::uint64_t>(e.dst * es) <= dst.size(), "copy_blocks.dst", "blocks reach byte ",
-                  e.dst * es, " but the destination has ", dst.size());
+  detail::require(static_cast<std::uint64_t>(e.src * es) <= src.size(), "copy_blocks.src",
+                  "blocks reach byte ", e.src * es, " but the source has ", src.size());
+  detail::require(static_cast<std::uint64_t>(e.dst * es) <= dst.size(), "copy_blocks.dst",
+                  "blocks reach byte ", e.dst * es, " but the destination has ", dst.size());
   for (const copy_block& b : blocks) {
     if (b.elements() == 0) continue;
     const auto row_bytes = static_cast<std::size_t>(b.cols * es);

@@ -20,7 +20,8 @@
 /// @endcode
 
 #if !defined(DISTTRAIN_HAS_CUDA_KERNELS)
-#error "disttrain/kernels/copy_blocks_cuda.hpp needs the CUDA kernels: link disttrain::kernels (configure with -DDISTTRAIN_ENABLE_CUDA=ON), which defines DISTTRAIN_HAS_CUDA_KERNELS"
+#error \
+    "disttrain/kernels/copy_blocks_cuda.hpp needs the CUDA kernels: link disttrain::kernels (configure with -DDISTTRAIN_ENABLE_CUDA=ON), which defines DISTTRAIN_HAS_CUDA_KERNELS"
 #endif
 
 #include <cuda_runtime_api.h>
@@ -35,20 +36,20 @@
 #include "disttrain/kernels/copy_blocks.hpp"
 
 /// Throws `disttrain::error(errc::comm_error)` naming the call if a CUDA runtime call fails.
-#define DISTTRAIN_CUDA_CHECK(call)                                                                       \
-  do {                                                                                                   \
-    const cudaError_t disttrain_cuda_rc_ = (call);                                                       \
-    if (disttrain_cuda_rc_ != cudaSuccess)                                                               \
-      ::disttrain::detail::fail(::disttrain::errc::comm_error, #call, "CUDA error ",                     \
-                                cudaGetErrorName(disttrain_cuda_rc_), ": ",                              \
-                                cudaGetErrorString(disttrain_cuda_rc_));                                 \
+#define DISTTRAIN_CUDA_CHECK(call)                                                   \
+  do {                                                                               \
+    const cudaError_t disttrain_cuda_rc_ = (call);                                   \
+    if (disttrain_cuda_rc_ != cudaSuccess)                                           \
+      ::disttrain::detail::fail(::disttrain::errc::comm_error, #call, "CUDA error ", \
+                                cudaGetErrorName(disttrain_cuda_rc_), ": ",          \
+                                cudaGetErrorString(disttrain_cuda_rc_));             \
   } while (false)
 
 namespace disttrain::kernels {
 
 /// @brief A block list in device memory (non-owning, trivially copyable).
 struct device_block_list {
-  const copy_block* blocks = nullptr;      ///< device array of n_blocks blocks
+  const copy_block* blocks = nullptr;        ///< device array of n_blocks blocks
   const std::int64_t* row_prefix = nullptr;  ///< device array of n_blocks + 1 row prefix sums
   std::int64_t n_blocks = 0;
   std::int64_t total_rows = 0;
@@ -56,8 +57,8 @@ struct device_block_list {
 
 /// @brief Enqueues the copy of every block of `list` from `src` to `dst`
 /// (device pointers) on `stream`. Returns the launch error, if any.
-cudaError_t launch_copy_blocks(const std::byte* src, std::byte* dst, device_block_list list, std::size_t elem_size,
-                               cudaStream_t stream);
+cudaError_t launch_copy_blocks(const std::byte* src, std::byte* dst, device_block_list list,
+                               std::size_t elem_size, cudaStream_t stream);
 
 /// @brief Owning device copy of a block list (uploaded with `cudaMemcpyAsync`
 /// on `stream`); throws `errc::comm_error` on CUDA failures.
@@ -68,7 +69,9 @@ class device_blocks {
   device_blocks(const device_blocks&) = delete;
   device_blocks& operator=(const device_blocks&) = delete;
   device_blocks(device_blocks&& o) noexcept
-      : mem_(std::exchange(o.mem_, nullptr)), list_(std::exchange(o.list_, {})), host_(std::move(o.host_)) {}
+      : mem_(std::exchange(o.mem_, nullptr)),
+        list_(std::exchange(o.list_, {})),
+        host_(std::move(o.host_)) {}
   ~device_blocks() {
     if (mem_ != nullptr) cudaFree(mem_);
   }
@@ -84,12 +87,15 @@ class device_blocks {
     DISTTRAIN_CUDA_CHECK(cudaMalloc(&mem_, bytes));
     auto* base = static_cast<std::byte*>(mem_);
     if (bytes_blocks > 0)
-      DISTTRAIN_CUDA_CHECK(cudaMemcpyAsync(base, blocks.data(), bytes_blocks, cudaMemcpyHostToDevice, stream));
-    DISTTRAIN_CUDA_CHECK(cudaMemcpyAsync(base + bytes_blocks, prefix.data(), prefix.size() * sizeof(std::int64_t),
+      DISTTRAIN_CUDA_CHECK(
+          cudaMemcpyAsync(base, blocks.data(), bytes_blocks, cudaMemcpyHostToDevice, stream));
+    DISTTRAIN_CUDA_CHECK(cudaMemcpyAsync(base + bytes_blocks, prefix.data(),
+                                         prefix.size() * sizeof(std::int64_t),
                                          cudaMemcpyHostToDevice, stream));
     // `prefix` is a local: make the copy complete before it goes away.
     DISTTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
-    list_ = {reinterpret_cast<const copy_block*>(base), reinterpret_cast<const std::int64_t*>(base + bytes_blocks),
+    list_ = {reinterpret_cast<const copy_block*>(base),
+             reinterpret_cast<const std::int64_t*>(base + bytes_blocks),
              static_cast<std::int64_t>(blocks.size()), prefix.back()};
   }
   [[nodiscard]] device_block_list list() const noexcept { return list_; }

@@ -32,33 +32,35 @@ namespace disttrain {
 /// a.validate("encoder");
 /// @endcode
 struct vit_encoder_arch {
-  int image_size = 224;      ///< native (pre-training) side in pixels
-  int patch_size = 14;       ///< patch side in pixels
-  int layers = 32;           ///< transformer layers
-  int hidden = 1280;         ///< model width
-  int heads = 16;            ///< attention heads (must divide hidden)
-  int mlp = 5120;            ///< MLP inner size
-  int channels = 3;          ///< input image channels
-  bool class_token = true;   ///< one extra [CLS] token per image
-  bool qkv_bias = true;      ///< biases on Q, K, V (and all other linears)
-  int max_image_size = 0;    ///< 0: fixed resize to image_size; > 0: native resolution capped at this side
+  int image_size = 224;     ///< native (pre-training) side in pixels
+  int patch_size = 14;      ///< patch side in pixels
+  int layers = 32;          ///< transformer layers
+  int hidden = 1280;        ///< model width
+  int heads = 16;           ///< attention heads (must divide hidden)
+  int mlp = 5120;           ///< MLP inner size
+  int channels = 3;         ///< input image channels
+  bool class_token = true;  ///< one extra [CLS] token per image
+  bool qkv_bias = true;     ///< biases on Q, K, V (and all other linears)
+  int max_image_size =
+      0;  ///< 0: fixed resize to image_size; > 0: native resolution capped at this side
 
   void validate(std::string_view path) const {
     using detail::join_path;
     detail::require_positive(image_size, join_path(path, "image_size"));
     detail::require_positive(patch_size, join_path(path, "patch_size"));
-    detail::require(patch_size <= image_size, join_path(path, "patch_size"), "must be <= image_size (",
-                    image_size, "), got ", patch_size);
+    detail::require(patch_size <= image_size, join_path(path, "patch_size"),
+                    "must be <= image_size (", image_size, "), got ", patch_size);
     detail::require_positive(layers, join_path(path, "layers"));
     detail::require_positive(hidden, join_path(path, "hidden"));
     detail::require_positive(heads, join_path(path, "heads"));
-    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden, "), got ",
-                    heads);
+    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden,
+                    "), got ", heads);
     detail::require_positive(mlp, join_path(path, "mlp"));
     detail::require_positive(channels, join_path(path, "channels"));
     detail::require_non_negative(max_image_size, join_path(path, "max_image_size"));
-    detail::require(max_image_size == 0 || max_image_size >= patch_size, join_path(path, "max_image_size"),
-                    "must be 0 or >= patch_size (", patch_size, "), got ", max_image_size);
+    detail::require(max_image_size == 0 || max_image_size >= patch_size,
+                    join_path(path, "max_image_size"), "must be 0 or >= patch_size (", patch_size,
+                    "), got ", max_image_size);
   }
 };
 
@@ -74,24 +76,24 @@ struct decoder_llm_arch {
   int layers = 32;
   int hidden = 4096;
   int heads = 32;
-  int kv_heads = 32;              ///< key/value heads (GQA); must divide heads
-  int mlp = 11008;                ///< MLP inner size
+  int kv_heads = 32;  ///< key/value heads (GQA); must divide heads
+  int mlp = 11008;    ///< MLP inner size
   int vocab = 32000;
-  int max_seq = 4096;             ///< longest sequence the model accepts
-  bool gated_mlp = true;          ///< SwiGLU (three matrices) instead of two
-  bool qkv_bias = false;          ///< biases on Q, K, V only (Qwen2)
-  bool tied_embeddings = false;   ///< LM head shares the embedding matrix
+  int max_seq = 4096;            ///< longest sequence the model accepts
+  bool gated_mlp = true;         ///< SwiGLU (three matrices) instead of two
+  bool qkv_bias = false;         ///< biases on Q, K, V only (Qwen2)
+  bool tied_embeddings = false;  ///< LM head shares the embedding matrix
 
   void validate(std::string_view path) const {
     using detail::join_path;
     detail::require_positive(layers, join_path(path, "layers"));
     detail::require_positive(hidden, join_path(path, "hidden"));
     detail::require_positive(heads, join_path(path, "heads"));
-    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden, "), got ",
-                    heads);
+    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden,
+                    "), got ", heads);
     detail::require_positive(kv_heads, join_path(path, "kv_heads"));
-    detail::require(heads % kv_heads == 0, join_path(path, "kv_heads"), "must divide heads (", heads,
-                    "), got ", kv_heads);
+    detail::require(heads % kv_heads == 0, join_path(path, "kv_heads"), "must divide heads (",
+                    heads, "), got ", kv_heads);
     detail::require_positive(mlp, join_path(path, "mlp"));
     detail::require_positive(vocab, join_path(path, "vocab"));
     detail::require_positive(max_seq, join_path(path, "max_seq"));
@@ -123,16 +125,17 @@ enum class diffusion_kind {
 /// @endcode
 struct diffusion_arch {
   diffusion_kind kind = diffusion_kind::dit;
-  int resolution = 256;          ///< default side of generated images (pixels)
-  int latent_downsample = 8;     ///< VAE spatial downsampling
-  int latent_channels = 4;       ///< VAE latent channels
-  int patch_size = 2;            ///< DiT latent patch side (UNet: must be 1)
-  int layers = 28;               ///< DiT blocks, or UNet slices for pipeline cuts
-  int hidden = 1152;             ///< DiT width / UNet base channels (TP must divide it)
-  int heads = 16;                ///< DiT attention heads (UNet: attention heads at the base level)
-  int mlp = 4608;                ///< DiT MLP inner size (UNet: unused)
-  bool learn_sigma = true;       ///< DiT predicts variance too (doubles output channels)
-  double condition_params = 0;   ///< DiT conditioning embedding parameters (class table or text projector)
+  int resolution = 256;       ///< default side of generated images (pixels)
+  int latent_downsample = 8;  ///< VAE spatial downsampling
+  int latent_channels = 4;    ///< VAE latent channels
+  int patch_size = 2;         ///< DiT latent patch side (UNet: must be 1)
+  int layers = 28;            ///< DiT blocks, or UNet slices for pipeline cuts
+  int hidden = 1152;          ///< DiT width / UNet base channels (TP must divide it)
+  int heads = 16;             ///< DiT attention heads (UNet: attention heads at the base level)
+  int mlp = 4608;             ///< DiT MLP inner size (UNet: unused)
+  bool learn_sigma = true;    ///< DiT predicts variance too (doubles output channels)
+  double condition_params =
+      0;  ///< DiT conditioning embedding parameters (class table or text projector)
   // UNet totals (kind == unet):
   double params = 0;                      ///< total parameters
   double forward_flops_per_token = 0;     ///< forward FLOPs per latent token, linear part
@@ -148,17 +151,20 @@ struct diffusion_arch {
     detail::require_positive(layers, join_path(path, "layers"));
     detail::require_positive(hidden, join_path(path, "hidden"));
     detail::require_positive(heads, join_path(path, "heads"));
-    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden, "), got ",
-                    heads);
+    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden,
+                    "), got ", heads);
     detail::require_non_negative(condition_params, join_path(path, "condition_params"));
     if (kind == diffusion_kind::dit) {
       detail::require_positive(mlp, join_path(path, "mlp"));
     } else {
-      detail::require(patch_size == 1, join_path(path, "patch_size"), "must be 1 for a UNet, got ", patch_size);
+      detail::require(patch_size == 1, join_path(path, "patch_size"), "must be 1 for a UNet, got ",
+                      patch_size);
       detail::require_positive(params, join_path(path, "params"));
       detail::require_positive(forward_flops_per_token, join_path(path, "forward_flops_per_token"));
-      detail::require_non_negative(forward_flops_per_token_sq, join_path(path, "forward_flops_per_token_sq"));
-      detail::require_positive(activation_bytes_per_token, join_path(path, "activation_bytes_per_token"));
+      detail::require_non_negative(forward_flops_per_token_sq,
+                                   join_path(path, "forward_flops_per_token_sq"));
+      detail::require_positive(activation_bytes_per_token,
+                               join_path(path, "activation_bytes_per_token"));
     }
   }
 };
@@ -171,16 +177,30 @@ struct diffusion_arch {
 }
 
 inline void to_json(json& j, const vit_encoder_arch& a) {
-  j = json{{"type", "vit"},          {"image_size", a.image_size}, {"patch_size", a.patch_size},
-           {"layers", a.layers},     {"hidden", a.hidden},         {"heads", a.heads},
-           {"mlp", a.mlp},           {"channels", a.channels},     {"class_token", a.class_token},
-           {"qkv_bias", a.qkv_bias}, {"max_image_size", a.max_image_size}};
+  j = json{{"type", "vit"},
+           {"image_size", a.image_size},
+           {"patch_size", a.patch_size},
+           {"layers", a.layers},
+           {"hidden", a.hidden},
+           {"heads", a.heads},
+           {"mlp", a.mlp},
+           {"channels", a.channels},
+           {"class_token", a.class_token},
+           {"qkv_bias", a.qkv_bias},
+           {"max_image_size", a.max_image_size}};
 }
 inline void to_json(json& j, const decoder_llm_arch& a) {
-  j = json{{"type", "llm"},         {"layers", a.layers},       {"hidden", a.hidden},
-           {"heads", a.heads},      {"kv_heads", a.kv_heads},   {"mlp", a.mlp},
-           {"vocab", a.vocab},      {"max_seq", a.max_seq},     {"gated_mlp", a.gated_mlp},
-           {"qkv_bias", a.qkv_bias}, {"tied_embeddings", a.tied_embeddings}};
+  j = json{{"type", "llm"},
+           {"layers", a.layers},
+           {"hidden", a.hidden},
+           {"heads", a.heads},
+           {"kv_heads", a.kv_heads},
+           {"mlp", a.mlp},
+           {"vocab", a.vocab},
+           {"max_seq", a.max_seq},
+           {"gated_mlp", a.gated_mlp},
+           {"qkv_bias", a.qkv_bias},
+           {"tied_embeddings", a.tied_embeddings}};
 }
 inline void to_json(json& j, const diffusion_arch& a) {
   j = json{{"type", "diffusion"},
@@ -240,13 +260,18 @@ namespace detail {
 [[nodiscard]] inline diffusion_arch read_diffusion_arch(const json& j, std::string_view path) {
   diffusion_arch a;
   const auto kind = json_get<std::string>(j, "kind", path);
-  if (kind == "unet") a.kind = diffusion_kind::unet;
-  else if (kind == "dit") a.kind = diffusion_kind::dit;
-  else fail(errc::parse_error, join_path(path, "kind"), "unknown diffusion kind '", kind, "' (expected unet or dit)");
+  if (kind == "unet")
+    a.kind = diffusion_kind::unet;
+  else if (kind == "dit")
+    a.kind = diffusion_kind::dit;
+  else
+    fail(errc::parse_error, join_path(path, "kind"), "unknown diffusion kind '", kind,
+         "' (expected unet or dit)");
   a.resolution = json_get<int>(j, "resolution", path);
   a.latent_downsample = json_get_or<int>(j, "latent_downsample", a.latent_downsample, path);
   a.latent_channels = json_get_or<int>(j, "latent_channels", a.latent_channels, path);
-  a.patch_size = json_get_or<int>(j, "patch_size", a.kind == diffusion_kind::unet ? 1 : a.patch_size, path);
+  a.patch_size =
+      json_get_or<int>(j, "patch_size", a.kind == diffusion_kind::unet ? 1 : a.patch_size, path);
   a.layers = json_get<int>(j, "layers", path);
   a.hidden = json_get<int>(j, "hidden", path);
   a.heads = json_get<int>(j, "heads", path);
@@ -264,8 +289,12 @@ namespace detail {
 }
 }  // namespace detail
 
-inline void from_json(const json& j, vit_encoder_arch& a) { a = detail::read_vit_encoder_arch(j, ""); }
-inline void from_json(const json& j, decoder_llm_arch& a) { a = detail::read_decoder_llm_arch(j, ""); }
+inline void from_json(const json& j, vit_encoder_arch& a) {
+  a = detail::read_vit_encoder_arch(j, "");
+}
+inline void from_json(const json& j, decoder_llm_arch& a) {
+  a = detail::read_decoder_llm_arch(j, "");
+}
 inline void from_json(const json& j, diffusion_arch& a) { a = detail::read_diffusion_arch(j, ""); }
 
 }  // namespace disttrain

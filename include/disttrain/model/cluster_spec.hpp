@@ -36,7 +36,8 @@ struct gpu_spec {
     detail::require_positive(peak_bf16_tflops, join_path(path, "peak_bf16_tflops"));
     detail::require_positive(peak_fp32_tflops, join_path(path, "peak_fp32_tflops"));
     detail::require_positive(hbm_bytes, join_path(path, "hbm_bytes"));
-    detail::require_positive(hbm_bandwidth_bytes_per_s, join_path(path, "hbm_bandwidth_bytes_per_s"));
+    detail::require_positive(hbm_bandwidth_bytes_per_s,
+                             join_path(path, "hbm_bandwidth_bytes_per_s"));
   }
 };
 
@@ -63,16 +64,20 @@ struct cluster_spec {
     return gpus_per_node > 0 ? (num_gpus + gpus_per_node - 1) / gpus_per_node : 0;
   }
   /// @brief Node of global rank `rank`.
-  [[nodiscard]] int node_of(int rank) const noexcept { return gpus_per_node > 0 ? rank / gpus_per_node : 0; }
+  [[nodiscard]] int node_of(int rank) const noexcept {
+    return gpus_per_node > 0 ? rank / gpus_per_node : 0;
+  }
 
   void validate(std::string_view path = "cluster") const {
     using detail::join_path;
     gpu.validate(join_path(path, "gpu"));
     detail::require_positive(num_gpus, join_path(path, "num_gpus"));
     detail::require_positive(gpus_per_node, join_path(path, "gpus_per_node"));
-    detail::require_positive(intra_node_bandwidth_bytes_per_s, join_path(path, "intra_node_bandwidth_bytes_per_s"));
+    detail::require_positive(intra_node_bandwidth_bytes_per_s,
+                             join_path(path, "intra_node_bandwidth_bytes_per_s"));
     detail::require_non_negative(intra_node_latency_s, join_path(path, "intra_node_latency_s"));
-    detail::require_positive(inter_node_bandwidth_bytes_per_s, join_path(path, "inter_node_bandwidth_bytes_per_s"));
+    detail::require_positive(inter_node_bandwidth_bytes_per_s,
+                             join_path(path, "inter_node_bandwidth_bytes_per_s"));
     detail::require_non_negative(inter_node_latency_s, join_path(path, "inter_node_latency_s"));
   }
 };
@@ -113,13 +118,16 @@ namespace detail {
   cluster_spec c;
   c.name = json_get_or<std::string>(j, "name", "", path);
   const std::string gp = join_path(path, "gpu");
-  if (!j.is_object() || !j.contains("gpu")) fail(errc::parse_error, gp, "required field is missing");
+  if (!j.is_object() || !j.contains("gpu"))
+    fail(errc::parse_error, gp, "required field is missing");
   c.gpu = read_gpu_spec(j.at("gpu"), gp);
   c.num_gpus = json_get<int>(j, "num_gpus", path);
   c.gpus_per_node = json_get<int>(j, "gpus_per_node", path);
-  c.intra_node_bandwidth_bytes_per_s = json_get<double>(j, "intra_node_bandwidth_bytes_per_s", path);
+  c.intra_node_bandwidth_bytes_per_s =
+      json_get<double>(j, "intra_node_bandwidth_bytes_per_s", path);
   c.intra_node_latency_s = json_get<double>(j, "intra_node_latency_s", path);
-  c.inter_node_bandwidth_bytes_per_s = json_get<double>(j, "inter_node_bandwidth_bytes_per_s", path);
+  c.inter_node_bandwidth_bytes_per_s =
+      json_get<double>(j, "inter_node_bandwidth_bytes_per_s", path);
   c.inter_node_latency_s = json_get<double>(j, "inter_node_latency_s", path);
   c.validate(path);
   return c;
@@ -127,6 +135,8 @@ namespace detail {
 }  // namespace detail
 
 inline void from_json(const json& j, gpu_spec& g) { g = detail::read_gpu_spec(j, "gpu"); }
-inline void from_json(const json& j, cluster_spec& c) { c = detail::read_cluster_spec(j, "cluster"); }
+inline void from_json(const json& j, cluster_spec& c) {
+  c = detail::read_cluster_spec(j, "cluster");
+}
 
 }  // namespace disttrain

@@ -44,12 +44,13 @@ struct data_spec {
   distribution generated_per_sample = constant_dist{0};
   distribution generated_side = constant_dist{512};
   std::vector<sample> records{};  ///< non-empty: records mode
-  std::uint64_t seed = 0;       ///< stream seed; sample `id` uses `derive_seed(seed, id)`
+  std::uint64_t seed = 0;         ///< stream seed; sample `id` uses `derive_seed(seed, id)`
 
   void validate(std::string_view path = "data") const {
     using detail::join_path;
     if (!records.empty()) {
-      for (std::size_t i = 0; i < records.size(); ++i) records[i].validate(detail::cat(join_path(path, "records"), "[", i, "]"));
+      for (std::size_t i = 0; i < records.size(); ++i)
+        records[i].validate(detail::cat(join_path(path, "records"), "[", i, "]"));
       return;
     }
     text_tokens.validate(join_path(path, "text_tokens"));
@@ -148,7 +149,8 @@ namespace detail {
   d.name = json_get_or<std::string>(j, "name", "", path);
   d.seed = json_get_or<std::uint64_t>(j, "seed", 0, path);
   auto read_records = [&](const json& arr, const std::string& p) {
-    if (!arr.is_array()) fail(errc::parse_error, p, "expected an array of samples, got ", arr.type_name());
+    if (!arr.is_array())
+      fail(errc::parse_error, p, "expected an array of samples, got ", arr.type_name());
     for (std::size_t i = 0; i < arr.size(); ++i) {
       auto s = read_sample(arr[i], cat(p, "[", i, "]"));
       s.id = i;

@@ -61,13 +61,14 @@ struct histogram_dist {
 /// @endcode
 class distribution {
  public:
-  using variant_type = std::variant<constant_dist, uniform_int_dist, lognormal_dist, histogram_dist>;
+  using variant_type =
+      std::variant<constant_dist, uniform_int_dist, lognormal_dist, histogram_dist>;
 
   distribution() = default;
-  distribution(constant_dist d) : v_(d) {}                   // NOLINT implicit on purpose
-  distribution(uniform_int_dist d) : v_(d) {}                // NOLINT
-  distribution(lognormal_dist d) : v_(d) {}                  // NOLINT
-  distribution(histogram_dist d) : v_(std::move(d)) {}       // NOLINT
+  distribution(constant_dist d) : v_(d) {}              // NOLINT implicit on purpose
+  distribution(uniform_int_dist d) : v_(d) {}           // NOLINT
+  distribution(lognormal_dist d) : v_(d) {}             // NOLINT
+  distribution(histogram_dist d) : v_(std::move(d)) {}  // NOLINT
 
   /// @brief The underlying alternative.
   [[nodiscard]] const variant_type& get() const noexcept { return v_; }
@@ -79,28 +80,30 @@ class distribution {
         [&](const auto& d) {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {
-            detail::require(std::isfinite(d.value), detail::join_path(path, "value"), "must be finite, got ",
-                            d.value);
+            detail::require(std::isfinite(d.value), detail::join_path(path, "value"),
+                            "must be finite, got ", d.value);
           } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
-            detail::require(d.min <= d.max, detail::join_path(path, "max"), "must be >= min (", d.min,
-                            "), got ", d.max);
+            detail::require(d.min <= d.max, detail::join_path(path, "max"), "must be >= min (",
+                            d.min, "), got ", d.max);
           } else if constexpr (std::is_same_v<T, lognormal_dist>) {
-            detail::require(d.median > 0 && std::isfinite(d.median), detail::join_path(path, "median"),
-                            "must be > 0, got ", d.median);
-            detail::require(d.sigma >= 0 && std::isfinite(d.sigma), detail::join_path(path, "sigma"),
-                            "must be >= 0, got ", d.sigma);
-            detail::require(d.min <= d.max, detail::join_path(path, "max"), "must be >= min (", d.min,
-                            "), got ", d.max);
+            detail::require(d.median > 0 && std::isfinite(d.median),
+                            detail::join_path(path, "median"), "must be > 0, got ", d.median);
+            detail::require(d.sigma >= 0 && std::isfinite(d.sigma),
+                            detail::join_path(path, "sigma"), "must be >= 0, got ", d.sigma);
+            detail::require(d.min <= d.max, detail::join_path(path, "max"), "must be >= min (",
+                            d.min, "), got ", d.max);
           } else {
-            detail::require(!d.values.empty(), detail::join_path(path, "values"), "histogram is empty");
+            detail::require(!d.values.empty(), detail::join_path(path, "values"),
+                            "histogram is empty");
             detail::require(d.values.size() == d.weights.size(), detail::join_path(path, "weights"),
                             "has ", d.weights.size(), " entries, values has ", d.values.size());
             double total = 0;
             for (std::size_t i = 0; i < d.weights.size(); ++i) {
               detail::require(d.weights[i] >= 0 && std::isfinite(d.weights[i]),
-                              detail::cat(detail::join_path(path, "weights"), "[", i, "]"), "must be >= 0, got ",
-                              d.weights[i]);
-              detail::require(std::isfinite(d.values[i]), detail::cat(detail::join_path(path, "values"), "[", i, "]"),
+                              detail::cat(detail::join_path(path, "weights"), "[", i, "]"),
+                              "must be >= 0, got ", d.weights[i]);
+              detail::require(std::isfinite(d.values[i]),
+                              detail::cat(detail::join_path(path, "values"), "[", i, "]"),
                               "must be finite, got ", d.values[i]);
               total += d.weights[i];
             }
@@ -155,7 +158,8 @@ class distribution {
           } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
             return (static_cast<double>(d.min) + static_cast<double>(d.max)) / 2.0;
           } else if constexpr (std::is_same_v<T, lognormal_dist>) {
-            if (d.sigma == 0) return d.median < d.min ? d.min : (d.median > d.max ? d.max : d.median);
+            if (d.sigma == 0)
+              return d.median < d.min ? d.min : (d.median > d.max ? d.max : d.median);
             const double mu = std::log(d.median), s = d.sigma;
             auto phi = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
             const double la = d.min > 0 ? (std::log(d.min) - mu) / s : -1e300;
@@ -209,10 +213,12 @@ namespace detail {
   if (kind == "constant") {
     d = constant_dist{json_get<double>(j, "value", path)};
   } else if (kind == "uniform_int") {
-    d = uniform_int_dist{json_get<std::int64_t>(j, "min", path), json_get<std::int64_t>(j, "max", path)};
+    d = uniform_int_dist{json_get<std::int64_t>(j, "min", path),
+                         json_get<std::int64_t>(j, "max", path)};
   } else if (kind == "lognormal") {
     d = lognormal_dist{json_get<double>(j, "median", path), json_get<double>(j, "sigma", path),
-                       json_get_or<double>(j, "min", 0.0, path), json_get_or<double>(j, "max", 1e300, path)};
+                       json_get_or<double>(j, "min", 0.0, path),
+                       json_get_or<double>(j, "max", 1e300, path)};
   } else if (kind == "histogram") {
     d = histogram_dist{json_get<std::vector<double>>(j, "values", path),
                        json_get<std::vector<double>>(j, "weights", path)};

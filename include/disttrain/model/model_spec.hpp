@@ -42,9 +42,9 @@ struct model_spec {
   std::string name{};
   std::vector<module_spec> modules{};
   std::vector<connection> connections{};  ///< empty: the default chain
-  int projector_tokens_per_image = 0;   ///< > 0: fixed backbone tokens per image
-  int projector_patch_ratio = 1;        ///< else: encoder patch tokens per backbone token
-  int generator_condition_tokens = 64;  ///< backbone query tokens per generated image
+  int projector_tokens_per_image = 0;     ///< > 0: fixed backbone tokens per image
+  int projector_patch_ratio = 1;          ///< else: encoder patch tokens per backbone token
+  int generator_condition_tokens = 64;    ///< backbone query tokens per generated image
 
   /// @brief Index of the backbone.
   [[nodiscard]] std::size_t backbone_index() const {
@@ -78,13 +78,16 @@ struct model_spec {
   /// @brief True when a trainable module lies upstream of module `i` (transitively),
   /// so `i` must compute gradients with respect to its input.
   [[nodiscard]] bool input_grad_required(std::size_t i) const {
-    detail::require(i < modules.size(), "module", "index ", i, " out of range (", modules.size(), " modules)");
+    detail::require(i < modules.size(), "module", "index ", i, " out of range (", modules.size(),
+                    " modules)");
     const auto e = edges();
     // Modules are topologically ordered (validate checks from < to): one pass.
-    std::vector<char> upstream_trainable(modules.size(), 0);  // some trainable module reaches j's input
+    std::vector<char> upstream_trainable(modules.size(),
+                                         0);  // some trainable module reaches j's input
     for (std::size_t j = 0; j < modules.size(); ++j)
       for (const auto& c : e)
-        if (c.to == j && (!modules[c.from].frozen || upstream_trainable[c.from])) upstream_trainable[j] = 1;
+        if (c.to == j && (!modules[c.from].frozen || upstream_trainable[c.from]))
+          upstream_trainable[j] = 1;
     return upstream_trainable[i] != 0;
   }
 
@@ -94,20 +97,20 @@ struct model_spec {
     using detail::join_path;
     const std::string mp = join_path(path, "modules");
     detail::require(!modules.empty(), mp, "a model needs at least one module");
-    detail::require(modules.size() <= max_modules, mp, "has ", modules.size(), " modules, at most ", max_modules,
-                    " are supported");
+    detail::require(modules.size() <= max_modules, mp, "has ", modules.size(), " modules, at most ",
+                    max_modules, " are supported");
     int backbones = 0;
     int last_rank = -1;
     for (std::size_t i = 0; i < modules.size(); ++i) {
       const std::string p = detail::cat(mp, "[", i, "]");
       modules[i].validate(p);
       for (std::size_t k = 0; k < i; ++k)
-        detail::require(modules[k].name != modules[i].name, join_path(p, "name"), "duplicate module name '",
-                        modules[i].name, "'");
+        detail::require(modules[k].name != modules[i].name, join_path(p, "name"),
+                        "duplicate module name '", modules[i].name, "'");
       const int rank = static_cast<int>(modules[i].role);
       detail::require(rank >= last_rank, join_path(p, "role"),
-                      "modules must be in pipeline order (encoders, backbone, generators); '", modules[i].name,
-                      "' is a ", to_string(modules[i].role), " after a ",
+                      "modules must be in pipeline order (encoders, backbone, generators); '",
+                      modules[i].name, "' is a ", to_string(modules[i].role), " after a ",
                       to_string(static_cast<module_role>(last_rank)));
       last_rank = rank;
       if (modules[i].role == module_role::backbone) ++backbones;
@@ -117,15 +120,17 @@ struct model_spec {
       const std::string p = detail::cat(join_path(path, "connections"), "[", k, "]");
       detail::require(connections[k].from < modules.size(), join_path(p, "from"), "module index ",
                       connections[k].from, " out of range (", modules.size(), " modules)");
-      detail::require(connections[k].to < modules.size(), join_path(p, "to"), "module index ", connections[k].to,
-                      " out of range (", modules.size(), " modules)");
+      detail::require(connections[k].to < modules.size(), join_path(p, "to"), "module index ",
+                      connections[k].to, " out of range (", modules.size(), " modules)");
       detail::require(connections[k].from < connections[k].to, join_path(p, "to"),
                       "edges must go forward in pipeline order, got ", connections[k].from, " -> ",
                       connections[k].to);
     }
-    detail::require_non_negative(projector_tokens_per_image, join_path(path, "projector_tokens_per_image"));
+    detail::require_non_negative(projector_tokens_per_image,
+                                 join_path(path, "projector_tokens_per_image"));
     detail::require_positive(projector_patch_ratio, join_path(path, "projector_patch_ratio"));
-    detail::require_non_negative(generator_condition_tokens, join_path(path, "generator_condition_tokens"));
+    detail::require_non_negative(generator_condition_tokens,
+                                 join_path(path, "generator_condition_tokens"));
   }
 };
 
@@ -156,17 +161,20 @@ namespace detail {
   model_spec m;
   m.name = json_get_or<std::string>(j, "name", "", path);
   const std::string mp = join_path(path, "modules");
-  if (!j.is_object() || !j.contains("modules")) fail(errc::parse_error, mp, "required field is missing");
+  if (!j.is_object() || !j.contains("modules"))
+    fail(errc::parse_error, mp, "required field is missing");
   const json& mods = j.at("modules");
   if (!mods.is_array()) fail(errc::parse_error, mp, "expected an array, got ", mods.type_name());
-  for (std::size_t i = 0; i < mods.size(); ++i) m.modules.push_back(read_module_spec(mods[i], cat(mp, "[", i, "]")));
+  for (std::size_t i = 0; i < mods.size(); ++i)
+    m.modules.push_back(read_module_spec(mods[i], cat(mp, "[", i, "]")));
   if (j.contains("connections")) {
     const json& cs = j.at("connections");
     const std::string cp = join_path(path, "connections");
     if (!cs.is_array()) fail(errc::parse_error, cp, "expected an array, got ", cs.type_name());
     for (std::size_t i = 0; i < cs.size(); ++i) {
       const std::string p = cat(cp, "[", i, "]");
-      m.connections.push_back({json_get<std::size_t>(cs[i], "from", p), json_get<std::size_t>(cs[i], "to", p)});
+      m.connections.push_back(
+          {json_get<std::size_t>(cs[i], "from", p), json_get<std::size_t>(cs[i], "to", p)});
     }
   }
   m.projector_tokens_per_image = json_get_or<int>(j, "projector_tokens_per_image", 0, path);

@@ -52,8 +52,8 @@ struct module_shape {
   layer_shape layer;
   layer_shape pre;
   layer_shape post;
-  double checkpoint_bytes_per_token = 0;  ///< per layer under full recompute (the layer input)
-  double output_bytes_per_token = 0;      ///< activation a stage sends downstream, per token
+  double checkpoint_bytes_per_token = 0;     ///< per layer under full recompute (the layer input)
+  double output_bytes_per_token = 0;         ///< activation a stage sends downstream, per token
   double tp_collective_bytes_per_token = 0;  ///< bytes of one TP all-reduce, per token
   int tp_collectives_per_layer = 2;          ///< all-reduces per layer per pass (attention, MLP)
 
@@ -63,7 +63,8 @@ struct module_shape {
   }
   /// @brief Forward FLOPs of the whole module for a workload given as token sums.
   [[nodiscard]] double forward_flops(double tokens, double tokens_sq) const noexcept {
-    return static_cast<double>(layers) * (layer.flops_per_token * tokens + layer.flops_per_token_sq * tokens_sq) +
+    return static_cast<double>(layers) *
+               (layer.flops_per_token * tokens + layer.flops_per_token_sq * tokens_sq) +
            (pre.flops_per_token + post.flops_per_token) * tokens;
   }
   /// @brief True when tensor parallelism of degree `tp` splits the module evenly.
@@ -139,7 +140,8 @@ inline int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a
 /// @brief Latent tokens the denoiser sees for an image: `ceil(h/(ds*p)) * ceil(w/(ds*p))`.
 [[nodiscard]] inline int latent_tokens(const diffusion_arch& a, image_size img) {
   const std::int64_t f = static_cast<std::int64_t>(a.latent_downsample) * a.patch_size;
-  return detail::ceil_div(img.height < 1 ? 1 : img.height, f) * detail::ceil_div(img.width < 1 ? 1 : img.width, f);
+  return detail::ceil_div(img.height < 1 ? 1 : img.height, f) *
+         detail::ceil_div(img.width < 1 ? 1 : img.width, f);
 }
 
 /// @brief Backbone tokens an image contributes after the projector, given the
@@ -167,8 +169,9 @@ inline int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a
     s.heads = v->heads;
     s.kv_heads = v->heads;
     s.mlp = v->mlp;
-    s.layer = detail::transformer_layer({h, static_cast<double>(v->heads), static_cast<double>(v->heads),
-                                         static_cast<double>(v->mlp), false, v->qkv_bias, v->qkv_bias, 2.0 * h, 0.0});
+    s.layer = detail::transformer_layer({h, static_cast<double>(v->heads),
+                                         static_cast<double>(v->heads), static_cast<double>(v->mlp),
+                                         false, v->qkv_bias, v->qkv_bias, 2.0 * h, 0.0});
     const double patch_in = static_cast<double>(v->channels) * v->patch_size * v->patch_size;
     const int grid = detail::ceil_div(v->image_size, v->patch_size);
     const double cls = v->class_token ? 1.0 : 0.0;
@@ -181,8 +184,9 @@ inline int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a
     s.heads = l->heads;
     s.kv_heads = l->kv_heads;
     s.mlp = l->mlp;
-    s.layer = detail::transformer_layer({h, static_cast<double>(l->heads), static_cast<double>(l->kv_heads),
-                                         static_cast<double>(l->mlp), l->gated_mlp, l->qkv_bias, false, h, 0.0});
+    s.layer = detail::transformer_layer(
+        {h, static_cast<double>(l->heads), static_cast<double>(l->kv_heads),
+         static_cast<double>(l->mlp), l->gated_mlp, l->qkv_bias, false, h, 0.0});
     const double vocab = l->vocab;
     s.pre.params = vocab * h;
     s.post.params = h + (l->tied_embeddings ? 0.0 : vocab * h);
@@ -196,8 +200,9 @@ inline int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a
       s.heads = d.heads;
       s.kv_heads = d.heads;
       s.mlp = d.mlp;
-      s.layer = detail::transformer_layer({h, static_cast<double>(d.heads), static_cast<double>(d.heads),
-                                           static_cast<double>(d.mlp), false, true, true, 0.0, 6.0 * h * h + 6.0 * h});
+      s.layer = detail::transformer_layer({h, static_cast<double>(d.heads),
+                                           static_cast<double>(d.heads), static_cast<double>(d.mlp),
+                                           false, true, true, 0.0, 6.0 * h * h + 6.0 * h});
       const double pp = static_cast<double>(d.patch_size) * d.patch_size;
       const double in_ch = d.latent_channels;
       const double out_ch = in_ch * (d.learn_sigma ? 2.0 : 1.0);
@@ -223,6 +228,8 @@ inline int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a
 }
 
 /// @brief Total parameters of a module.
-[[nodiscard]] inline double module_params(const module_spec& m) { return shape_of(m).total_params(); }
+[[nodiscard]] inline double module_params(const module_spec& m) {
+  return shape_of(m).total_params();
+}
 
 }  // namespace disttrain

@@ -63,19 +63,24 @@ struct module_spec {
     detail::require(!name.empty(), detail::join_path(path, "name"), "must not be empty");
     const std::string ap = detail::join_path(path, "arch");
     std::visit([&](const auto& a) { a.validate(ap); }, arch);
-    const bool ok = (role == module_role::encoder && std::holds_alternative<vit_encoder_arch>(arch)) ||
-                    (role == module_role::backbone && std::holds_alternative<decoder_llm_arch>(arch)) ||
-                    (role == module_role::generator && std::holds_alternative<diffusion_arch>(arch));
-    detail::require(ok, detail::join_path(path, "role"), "role '", to_string(role),
-                    "' does not match the architecture (encoder: vit, backbone: llm, generator: diffusion)");
+    const bool ok =
+        (role == module_role::encoder && std::holds_alternative<vit_encoder_arch>(arch)) ||
+        (role == module_role::backbone && std::holds_alternative<decoder_llm_arch>(arch)) ||
+        (role == module_role::generator && std::holds_alternative<diffusion_arch>(arch));
+    detail::require(
+        ok, detail::join_path(path, "role"), "role '", to_string(role),
+        "' does not match the architecture (encoder: vit, backbone: llm, generator: diffusion)");
   }
 };
 
 inline void to_json(json& j, const module_spec& m) {
   json a;
   std::visit([&](const auto& x) { to_json(a, x); }, m.arch);
-  j = json{{"name", m.name}, {"role", std::string(to_string(m.role))}, {"arch", a},
-           {"frozen", m.frozen}, {"recompute", m.recompute}};
+  j = json{{"name", m.name},
+           {"role", std::string(to_string(m.role))},
+           {"arch", a},
+           {"frozen", m.frozen},
+           {"recompute", m.recompute}};
 }
 
 namespace detail {
@@ -84,20 +89,31 @@ namespace detail {
   module_spec m;
   m.name = json_get<std::string>(j, "name", path);
   const auto role = json_get<std::string>(j, "role", path);
-  if (role == "encoder") m.role = module_role::encoder;
-  else if (role == "backbone") m.role = module_role::backbone;
-  else if (role == "generator") m.role = module_role::generator;
-  else fail(errc::parse_error, join_path(path, "role"), "unknown role '", role, "' (expected encoder, backbone or generator)");
+  if (role == "encoder")
+    m.role = module_role::encoder;
+  else if (role == "backbone")
+    m.role = module_role::backbone;
+  else if (role == "generator")
+    m.role = module_role::generator;
+  else
+    fail(errc::parse_error, join_path(path, "role"), "unknown role '", role,
+         "' (expected encoder, backbone or generator)");
   const std::string ap = join_path(path, "arch");
   const json& a = [&]() -> const json& {
-    if (!j.is_object() || !j.contains("arch")) fail(errc::parse_error, ap, "required field is missing");
+    if (!j.is_object() || !j.contains("arch"))
+      fail(errc::parse_error, ap, "required field is missing");
     return j.at("arch");
   }();
   const auto type = json_get<std::string>(a, "type", ap);
-  if (type == "vit") m.arch = read_vit_encoder_arch(a, ap);
-  else if (type == "llm") m.arch = read_decoder_llm_arch(a, ap);
-  else if (type == "diffusion") m.arch = read_diffusion_arch(a, ap);
-  else fail(errc::parse_error, join_path(ap, "type"), "unknown architecture type '", type, "' (expected vit, llm or diffusion)");
+  if (type == "vit")
+    m.arch = read_vit_encoder_arch(a, ap);
+  else if (type == "llm")
+    m.arch = read_decoder_llm_arch(a, ap);
+  else if (type == "diffusion")
+    m.arch = read_diffusion_arch(a, ap);
+  else
+    fail(errc::parse_error, join_path(ap, "type"), "unknown architecture type '", type,
+         "' (expected vit, llm or diffusion)");
   m.frozen = json_get_or<bool>(j, "frozen", false, path);
   m.recompute = json_get_or<bool>(j, "recompute", false, path);
   m.validate(path);

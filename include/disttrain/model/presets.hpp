@@ -34,9 +34,17 @@ namespace disttrain::presets {
 /// ~0.63B parameters; 167 GMACs (~335 GFLOPs) forward per 224^2 image.
 /// Fixed 224 px resize (set `max_image_size` for native resolution).
 [[nodiscard]] inline module_spec vit_h_14() {
-  return {.name = "vit-h-14", .role = module_role::encoder,
-          .arch = vit_encoder_arch{.image_size = 224, .patch_size = 14, .layers = 32, .hidden = 1280, .heads = 16,
-                                   .mlp = 5120, .channels = 3, .class_token = true, .qkv_bias = true,
+  return {.name = "vit-h-14",
+          .role = module_role::encoder,
+          .arch = vit_encoder_arch{.image_size = 224,
+                                   .patch_size = 14,
+                                   .layers = 32,
+                                   .hidden = 1280,
+                                   .heads = 16,
+                                   .mlp = 5120,
+                                   .channels = 3,
+                                   .class_token = true,
+                                   .qkv_bias = true,
                                    .max_image_size = 0}};
 }
 
@@ -44,9 +52,17 @@ namespace disttrain::presets {
 /// width 3200, 25 heads, MLP 12800, patch 14, 224 px, no QKV bias; ~5.9B parameters.
 /// TP must divide 25 heads, so only TP 1 (or 5) splits it evenly.
 [[nodiscard]] inline module_spec internvit_6b() {
-  return {.name = "internvit-6b", .role = module_role::encoder,
-          .arch = vit_encoder_arch{.image_size = 224, .patch_size = 14, .layers = 48, .hidden = 3200, .heads = 25,
-                                   .mlp = 12800, .channels = 3, .class_token = true, .qkv_bias = false,
+  return {.name = "internvit-6b",
+          .role = module_role::encoder,
+          .arch = vit_encoder_arch{.image_size = 224,
+                                   .patch_size = 14,
+                                   .layers = 48,
+                                   .hidden = 3200,
+                                   .heads = 25,
+                                   .mlp = 12800,
+                                   .channels = 3,
+                                   .class_token = true,
+                                   .qkv_bias = false,
                                    .max_image_size = 0}};
 }
 
@@ -56,42 +72,74 @@ namespace disttrain::presets {
 /// 32 layers, 4096 hidden, 32 heads, 8 KV heads, SwiGLU 14336, vocab 128256,
 /// untied head; 8.03B parameters.
 [[nodiscard]] inline module_spec llama3_8b() {
-  return {.name = "llama-3-8b", .role = module_role::backbone,
-          .arch = decoder_llm_arch{.layers = 32, .hidden = 4096, .heads = 32, .kv_heads = 8, .mlp = 14336,
-                                   .vocab = 128256, .max_seq = 8192}};
+  return {.name = "llama-3-8b",
+          .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 32,
+                                   .hidden = 4096,
+                                   .heads = 32,
+                                   .kv_heads = 8,
+                                   .mlp = 14336,
+                                   .vocab = 128256,
+                                   .max_seq = 8192}};
 }
 
 /// @brief Llama-3-70B (same source): 80 layers, 8192 hidden, 64 heads, 8 KV heads,
 /// SwiGLU 28672, vocab 128256; 70.6B parameters.
 [[nodiscard]] inline module_spec llama3_70b() {
-  return {.name = "llama-3-70b", .role = module_role::backbone,
-          .arch = decoder_llm_arch{.layers = 80, .hidden = 8192, .heads = 64, .kv_heads = 8, .mlp = 28672,
-                                   .vocab = 128256, .max_seq = 8192}};
+  return {.name = "llama-3-70b",
+          .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 80,
+                                   .hidden = 8192,
+                                   .heads = 64,
+                                   .kv_heads = 8,
+                                   .mlp = 28672,
+                                   .vocab = 128256,
+                                   .max_seq = 8192}};
 }
 
 /// @brief Qwen2-72B (Qwen team, "Qwen2 Technical Report", 2024, Table 1; HF config):
 /// 80 layers, 8192 hidden, 64 heads, 8 KV heads, SwiGLU 29568, vocab 152064,
 /// QKV bias; 72.7B parameters. The paper's 72B-class backbone.
 [[nodiscard]] inline module_spec qwen2_72b() {
-  return {.name = "qwen2-72b", .role = module_role::backbone,
-          .arch = decoder_llm_arch{.layers = 80, .hidden = 8192, .heads = 64, .kv_heads = 8, .mlp = 29568,
-                                   .vocab = 152064, .max_seq = 32768, .gated_mlp = true, .qkv_bias = true}};
+  return {.name = "qwen2-72b",
+          .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 80,
+                                   .hidden = 8192,
+                                   .heads = 64,
+                                   .kv_heads = 8,
+                                   .mlp = 29568,
+                                   .vocab = 152064,
+                                   .max_seq = 32768,
+                                   .gated_mlp = true,
+                                   .qkv_bias = true}};
 }
 
 /// @brief Llama-2-7B (Touvron et al. 2023, Table 1; HF config): 32 layers, 4096
 /// hidden, 32 heads (MHA), SwiGLU 11008, vocab 32000; 6.74B parameters.
 [[nodiscard]] inline module_spec llama2_7b() {
-  return {.name = "llama-2-7b", .role = module_role::backbone,
-          .arch = decoder_llm_arch{.layers = 32, .hidden = 4096, .heads = 32, .kv_heads = 32, .mlp = 11008,
-                                   .vocab = 32000, .max_seq = 4096}};
+  return {.name = "llama-2-7b",
+          .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 32,
+                                   .hidden = 4096,
+                                   .heads = 32,
+                                   .kv_heads = 32,
+                                   .mlp = 11008,
+                                   .vocab = 32000,
+                                   .max_seq = 4096}};
 }
 
 /// @brief Llama-2-13B (same source): 40 layers, 5120 hidden, 40 heads, SwiGLU
 /// 13824, vocab 32000; 13.0B parameters.
 [[nodiscard]] inline module_spec llama2_13b() {
-  return {.name = "llama-2-13b", .role = module_role::backbone,
-          .arch = decoder_llm_arch{.layers = 40, .hidden = 5120, .heads = 40, .kv_heads = 40, .mlp = 13824,
-                                   .vocab = 32000, .max_seq = 4096}};
+  return {.name = "llama-2-13b",
+          .role = module_role::backbone,
+          .arch = decoder_llm_arch{.layers = 40,
+                                   .hidden = 5120,
+                                   .heads = 40,
+                                   .kv_heads = 40,
+                                   .mlp = 13824,
+                                   .vocab = 32000,
+                                   .max_seq = 4096}};
 }
 
 // ---- Generators ---------------------------------------------------------------
@@ -107,11 +155,22 @@ namespace disttrain::presets {
 /// maps; ~0.8 GB per 512^2 image). 25 slices (its 25 resnet/attention blocks)
 /// for pipeline cuts.
 [[nodiscard]] inline module_spec sd21_unet() {
-  return {.name = "sd-2.1-unet", .role = module_role::generator,
-          .arch = diffusion_arch{.kind = diffusion_kind::unet, .resolution = 512, .latent_downsample = 8,
-                                 .latent_channels = 4, .patch_size = 1, .layers = 25, .hidden = 320, .heads = 5,
-                                 .mlp = 0, .learn_sigma = false, .condition_params = 0, .params = 865.9e6,
-                                 .forward_flops_per_token = 135.7e6, .forward_flops_per_token_sq = 7300,
+  return {.name = "sd-2.1-unet",
+          .role = module_role::generator,
+          .arch = diffusion_arch{.kind = diffusion_kind::unet,
+                                 .resolution = 512,
+                                 .latent_downsample = 8,
+                                 .latent_channels = 4,
+                                 .patch_size = 1,
+                                 .layers = 25,
+                                 .hidden = 320,
+                                 .heads = 5,
+                                 .mlp = 0,
+                                 .learn_sigma = false,
+                                 .condition_params = 0,
+                                 .params = 865.9e6,
+                                 .forward_flops_per_token = 135.7e6,
+                                 .forward_flops_per_token_sq = 7300,
                                  .activation_bytes_per_token = 200e3}};
 }
 
@@ -119,10 +178,19 @@ namespace disttrain::presets {
 /// width 1152, 16 heads, MLP 4608, latent patch 2, 256 px, class-conditional
 /// (1001-entry table); 675M parameters, 118.6 GFLOPs (multiply-adds) per 256^2 image.
 [[nodiscard]] inline module_spec dit_xl_2() {
-  return {.name = "dit-xl-2", .role = module_role::generator,
-          .arch = diffusion_arch{.kind = diffusion_kind::dit, .resolution = 256, .latent_downsample = 8,
-                                 .latent_channels = 4, .patch_size = 2, .layers = 28, .hidden = 1152, .heads = 16,
-                                 .mlp = 4608, .learn_sigma = true, .condition_params = 1001.0 * 1152.0}};
+  return {.name = "dit-xl-2",
+          .role = module_role::generator,
+          .arch = diffusion_arch{.kind = diffusion_kind::dit,
+                                 .resolution = 256,
+                                 .latent_downsample = 8,
+                                 .latent_channels = 4,
+                                 .patch_size = 2,
+                                 .layers = 28,
+                                 .hidden = 1152,
+                                 .heads = 16,
+                                 .mlp = 4608,
+                                 .learn_sigma = true,
+                                 .condition_params = 1001.0 * 1152.0}};
 }
 
 // ---- GPUs and clusters ---------------------------------------------------------
@@ -130,7 +198,10 @@ namespace disttrain::presets {
 /// @brief NVIDIA H100 SXM5 80GB (datasheet): 989 dense bf16 TFLOP/s, 67 fp32,
 /// 80 GB HBM3 at 3.35 TB/s.
 [[nodiscard]] inline gpu_spec h100_sxm() {
-  return {.name = "H100-SXM-80GB", .peak_bf16_tflops = 989.4, .peak_fp32_tflops = 66.9, .hbm_bytes = 80e9,
+  return {.name = "H100-SXM-80GB",
+          .peak_bf16_tflops = 989.4,
+          .peak_fp32_tflops = 66.9,
+          .hbm_bytes = 80e9,
           .hbm_bandwidth_bytes_per_s = 3.35e12};
 }
 /// @brief NVIDIA H800 SXM5 80GB: H100 compute and memory, NVLink cut to 400 GB/s
@@ -143,30 +214,48 @@ namespace disttrain::presets {
 /// @brief NVIDIA A100 SXM4 80GB (datasheet): 312 dense bf16 TFLOP/s, 19.5 fp32,
 /// 80 GB HBM2e at 2.04 TB/s.
 [[nodiscard]] inline gpu_spec a100_sxm() {
-  return {.name = "A100-SXM-80GB", .peak_bf16_tflops = 312, .peak_fp32_tflops = 19.5, .hbm_bytes = 80e9,
+  return {.name = "A100-SXM-80GB",
+          .peak_bf16_tflops = 312,
+          .peak_fp32_tflops = 19.5,
+          .hbm_bytes = 80e9,
           .hbm_bandwidth_bytes_per_s = 2.039e12};
 }
 
 /// @brief DGX-H100-style nodes: 8 GPUs, NVLink 4 (900 GB/s bidirectional =
 /// 450 GB/s per direction), one 400 Gb/s NIC per GPU (50 GB/s).
 [[nodiscard]] inline cluster_spec h100_cluster(int num_gpus) {
-  return {.name = "h100", .gpu = h100_sxm(), .num_gpus = num_gpus, .gpus_per_node = 8,
-          .intra_node_bandwidth_bytes_per_s = 450e9, .intra_node_latency_s = 5e-6,
-          .inter_node_bandwidth_bytes_per_s = 50e9, .inter_node_latency_s = 10e-6};
+  return {.name = "h100",
+          .gpu = h100_sxm(),
+          .num_gpus = num_gpus,
+          .gpus_per_node = 8,
+          .intra_node_bandwidth_bytes_per_s = 450e9,
+          .intra_node_latency_s = 5e-6,
+          .inter_node_bandwidth_bytes_per_s = 50e9,
+          .inter_node_latency_s = 10e-6};
 }
 /// @brief H800 nodes as in the DistTrain paper: 8 GPUs, NVLink 400 GB/s
 /// (200 GB/s per direction), 8 x 400 Gb/s NICs (50 GB/s per GPU).
 [[nodiscard]] inline cluster_spec h800_cluster(int num_gpus) {
-  return {.name = "h800", .gpu = h800_sxm(), .num_gpus = num_gpus, .gpus_per_node = 8,
-          .intra_node_bandwidth_bytes_per_s = 200e9, .intra_node_latency_s = 5e-6,
-          .inter_node_bandwidth_bytes_per_s = 50e9, .inter_node_latency_s = 10e-6};
+  return {.name = "h800",
+          .gpu = h800_sxm(),
+          .num_gpus = num_gpus,
+          .gpus_per_node = 8,
+          .intra_node_bandwidth_bytes_per_s = 200e9,
+          .intra_node_latency_s = 5e-6,
+          .inter_node_bandwidth_bytes_per_s = 50e9,
+          .inter_node_latency_s = 10e-6};
 }
 /// @brief DGX-A100 nodes: 8 GPUs, NVLink 3 (600 GB/s bidirectional = 300 per
 /// direction), one 200 Gb/s HDR NIC per GPU (25 GB/s).
 [[nodiscard]] inline cluster_spec a100_cluster(int num_gpus) {
-  return {.name = "a100", .gpu = a100_sxm(), .num_gpus = num_gpus, .gpus_per_node = 8,
-          .intra_node_bandwidth_bytes_per_s = 300e9, .intra_node_latency_s = 5e-6,
-          .inter_node_bandwidth_bytes_per_s = 25e9, .inter_node_latency_s = 10e-6};
+  return {.name = "a100",
+          .gpu = a100_sxm(),
+          .num_gpus = num_gpus,
+          .gpus_per_node = 8,
+          .intra_node_bandwidth_bytes_per_s = 300e9,
+          .intra_node_latency_s = 5e-6,
+          .inter_node_bandwidth_bytes_per_s = 25e9,
+          .inter_node_latency_s = 10e-6};
 }
 
 // ---- Data -----------------------------------------------------------------------
@@ -175,7 +264,8 @@ namespace disttrain::presets {
 /// size statistics, Schuhmann et al. 2021: most images a few hundred pixels, a
 /// tail beyond 1024). Our histogram, not a measurement.
 [[nodiscard]] inline distribution web_image_side() {
-  return histogram_dist{{256, 384, 512, 768, 1024, 1536, 2048}, {0.20, 0.20, 0.25, 0.15, 0.12, 0.05, 0.03}};
+  return histogram_dist{{256, 384, 512, 768, 1024, 1536, 2048},
+                        {0.20, 0.20, 0.25, 0.15, 0.12, 0.05, 0.03}};
 }
 /// @brief Aspect ratios (short/long) of web images: square, 4:3, 16:9, 2:1.
 [[nodiscard]] inline distribution web_image_aspect() {
@@ -224,8 +314,12 @@ namespace disttrain::presets {
 [[nodiscard]] inline model_spec mllm(std::string name, module_spec backbone) {
   auto enc = vit_h_14();
   std::get<vit_encoder_arch>(enc.arch).max_image_size = 448;
-  return {.name = std::move(name), .modules = {enc, std::move(backbone), sd21_unet()}, .connections = {},
-          .projector_tokens_per_image = 0, .projector_patch_ratio = 4, .generator_condition_tokens = 64};
+  return {.name = std::move(name),
+          .modules = {enc, std::move(backbone), sd21_unet()},
+          .connections = {},
+          .projector_tokens_per_image = 0,
+          .projector_patch_ratio = 4,
+          .generator_condition_tokens = 64};
 }
 /// @brief ViT-H + Llama-2-7B + SD-2.1.
 [[nodiscard]] inline model_spec mllm_7b() { return mllm("mllm-7b", llama2_7b()); }
@@ -245,7 +339,7 @@ struct named {
   T (*make)();
 };
 inline constexpr named<module_spec> module_table[] = {
-    {"vit-h-14", vit_h_14},     {"internvit-6b", internvit_6b}, {"llama-3-8b", llama3_8b},
+    {"vit-h-14", vit_h_14},      {"internvit-6b", internvit_6b}, {"llama-3-8b", llama3_8b},
     {"llama-3-70b", llama3_70b}, {"qwen2-72b", qwen2_72b},       {"llama-2-7b", llama2_7b},
     {"llama-2-13b", llama2_13b}, {"sd-2.1-unet", sd21_unet},     {"dit-xl-2", dit_xl_2}};
 inline constexpr named<model_spec> model_table[] = {
@@ -262,7 +356,8 @@ template <class T, std::size_t N>
     if (!known.empty()) known += ", ";
     known += e.name;
   }
-  disttrain::detail::fail(errc::invalid_argument, "preset", "unknown ", kind, " preset '", name, "' (known: ", known, ")");
+  disttrain::detail::fail(errc::invalid_argument, "preset", "unknown ", kind, " preset '", name,
+                          "' (known: ", known, ")");
 }
 template <class T, std::size_t N>
 [[nodiscard]] std::vector<std::string> names(const named<T> (&table)[N]) {
@@ -277,17 +372,25 @@ template <class T, std::size_t N>
 [[nodiscard]] inline module_spec module_preset(std::string_view name) {
   return detail::find(detail::module_table, name, "module");
 }
-[[nodiscard]] inline std::vector<std::string> module_preset_names() { return detail::names(detail::module_table); }
+[[nodiscard]] inline std::vector<std::string> module_preset_names() {
+  return detail::names(detail::module_table);
+}
 
 /// @brief Model preset by name: mllm-7b, mllm-13b, mllm-70b, paper-72b.
 [[nodiscard]] inline model_spec model_preset(std::string_view name) {
   return detail::find(detail::model_table, name, "model");
 }
-[[nodiscard]] inline std::vector<std::string> model_preset_names() { return detail::names(detail::model_table); }
+[[nodiscard]] inline std::vector<std::string> model_preset_names() {
+  return detail::names(detail::model_table);
+}
 
 /// @brief Data preset by name: laion-400m, interleaved.
-[[nodiscard]] inline data_spec data_preset(std::string_view name) { return detail::find(detail::data_table, name, "data"); }
-[[nodiscard]] inline std::vector<std::string> data_preset_names() { return detail::names(detail::data_table); }
+[[nodiscard]] inline data_spec data_preset(std::string_view name) {
+  return detail::find(detail::data_table, name, "data");
+}
+[[nodiscard]] inline std::vector<std::string> data_preset_names() {
+  return detail::names(detail::data_table);
+}
 
 /// @brief Cluster preset by name (h100, h800, a100) with `num_gpus` GPUs.
 [[nodiscard]] inline cluster_spec cluster_preset(std::string_view name, int num_gpus) {
@@ -298,7 +401,9 @@ template <class T, std::size_t N>
   disttrain::detail::fail(errc::invalid_argument, "preset", "unknown cluster preset '", name,
                           "' (known: h100, h800, a100)");
 }
-[[nodiscard]] inline std::vector<std::string> cluster_preset_names() { return {"h100", "h800", "a100"}; }
+[[nodiscard]] inline std::vector<std::string> cluster_preset_names() {
+  return {"h100", "h800", "a100"};
+}
 
 /// @brief Planning scenarios (our choices of cluster size and batch, H800 clusters):
 /// - `mllm-7b`:  mllm_7b, 64 GPUs, interleaved data, 256 samples per iteration;
@@ -307,20 +412,28 @@ template <class T, std::size_t N>
 /// - `paper-72b`: paper_72b on 1172 H800 GPUs (the paper's scale), interleaved, 1024.
 [[nodiscard]] inline scenario scenario_preset(std::string_view name) {
   auto make = [](std::string n, std::string desc, model_spec m, int gpus, int batch) {
-    return scenario{.name = std::move(n), .description = std::move(desc), .model = std::move(m),
-                    .cluster = h800_cluster(gpus), .data = interleaved_image_text(), .global_batch_size = batch};
+    return scenario{.name = std::move(n),
+                    .description = std::move(desc),
+                    .model = std::move(m),
+                    .cluster = h800_cluster(gpus),
+                    .data = interleaved_image_text(),
+                    .global_batch_size = batch};
   };
   if (name == "mllm-7b")
-    return make("mllm-7b", "ViT-H/14 + Llama-2-7B + SD-2.1 on 64 H800, interleaved data, batch 256", mllm_7b(), 64, 256);
+    return make("mllm-7b", "ViT-H/14 + Llama-2-7B + SD-2.1 on 64 H800, interleaved data, batch 256",
+                mllm_7b(), 64, 256);
   if (name == "mllm-13b")
-    return make("mllm-13b", "ViT-H/14 + Llama-2-13B + SD-2.1 on 128 H800, interleaved data, batch 256", mllm_13b(),
-                128, 256);
+    return make("mllm-13b",
+                "ViT-H/14 + Llama-2-13B + SD-2.1 on 128 H800, interleaved data, batch 256",
+                mllm_13b(), 128, 256);
   if (name == "mllm-70b")
-    return make("mllm-70b", "ViT-H/14 + Llama-3-70B + SD-2.1 on 512 H800, interleaved data, batch 512", mllm_70b(),
-                512, 512);
+    return make("mllm-70b",
+                "ViT-H/14 + Llama-3-70B + SD-2.1 on 512 H800, interleaved data, batch 512",
+                mllm_70b(), 512, 512);
   if (name == "paper-72b")
     return make("paper-72b",
-                "DistTrain's 72B setting: ViT-H/14 + Qwen2-72B + SD-2.1 on 1172 H800, interleaved data, batch 1024",
+                "DistTrain's 72B setting: ViT-H/14 + Qwen2-72B + SD-2.1 on 1172 H800, interleaved "
+                "data, batch 1024",
                 paper_72b(), 1172, 1024);
   disttrain::detail::fail(errc::invalid_argument, "preset", "unknown scenario preset '", name,
                           "' (known: mllm-7b, mllm-13b, mllm-70b, paper-72b)");

@@ -32,9 +32,7 @@ class splitmix64 {
   }
 
   /// @brief A double in [0, 1) built from the top 53 bits: `(next() >> 11) * 2^-53`.
-  constexpr double uniform01() noexcept {
-    return static_cast<double>(next() >> 11) * 0x1.0p-53;
-  }
+  constexpr double uniform01() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
   /// @brief An integer in [0, n), exactly uniform: draws `x` until
   /// `x >= 2^64 mod n`, then returns `x % n`. Returns 0 when n == 0.
@@ -64,7 +62,8 @@ class splitmix64 {
 
 /// @brief Seed of the independent stream number `stream` of `seed`
 /// (used to give sample `id` its own stream: random access, order-independent).
-[[nodiscard]] constexpr std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream) noexcept {
+[[nodiscard]] constexpr std::uint64_t derive_seed(std::uint64_t seed,
+                                                  std::uint64_t stream) noexcept {
   return splitmix64::mix(seed ^ splitmix64::mix(stream + 0x632BE59BD9B4E019ULL));
 }
 

@@ -27,24 +27,27 @@ struct image_size {
 /// disttrain::sample s{.id = 7, .text_tokens = 120, .images = {{448, 448}}, .generated = {{512, 512}}};
 /// @endcode
 struct sample {
-  std::uint64_t id = 0;                ///< global sample id (stable across ranks)
-  int text_tokens = 0;                 ///< text tokens in the backbone sequence
-  std::vector<image_size> images{};      ///< input images, seen by the encoder(s)
-  std::vector<image_size> generated{};   ///< images the generator learns to produce
+  std::uint64_t id = 0;                 ///< global sample id (stable across ranks)
+  int text_tokens = 0;                  ///< text tokens in the backbone sequence
+  std::vector<image_size> images{};     ///< input images, seen by the encoder(s)
+  std::vector<image_size> generated{};  ///< images the generator learns to produce
   friend bool operator==(const sample&, const sample&) = default;
 
   /// @brief Throws `invalid_argument` at `path.<field>` for negative counts or sizes.
   void validate(std::string_view path) const {
     detail::require_non_negative(text_tokens, detail::join_path(path, "text_tokens"));
     for (std::size_t i = 0; i < images.size(); ++i) {
-      detail::require_positive(images[i].height, detail::cat(detail::join_path(path, "images"), "[", i, "].height"));
-      detail::require_positive(images[i].width, detail::cat(detail::join_path(path, "images"), "[", i, "].width"));
+      detail::require_positive(images[i].height,
+                               detail::cat(detail::join_path(path, "images"), "[", i, "].height"));
+      detail::require_positive(images[i].width,
+                               detail::cat(detail::join_path(path, "images"), "[", i, "].width"));
     }
     for (std::size_t i = 0; i < generated.size(); ++i) {
-      detail::require_positive(generated[i].height,
-                               detail::cat(detail::join_path(path, "generated"), "[", i, "].height"));
-      detail::require_positive(generated[i].width,
-                               detail::cat(detail::join_path(path, "generated"), "[", i, "].width"));
+      detail::require_positive(
+          generated[i].height,
+          detail::cat(detail::join_path(path, "generated"), "[", i, "].height"));
+      detail::require_positive(
+          generated[i].width, detail::cat(detail::join_path(path, "generated"), "[", i, "].width"));
     }
   }
 };
@@ -60,7 +63,10 @@ inline void from_json(const json& j, image_size& s) {
 
 /// @brief JSON: `{"id": 7, "text_tokens": 120, "images": [[448, 448]], "generated": [[512, 512]]}`.
 inline void to_json(json& j, const sample& s) {
-  j = json{{"id", s.id}, {"text_tokens", s.text_tokens}, {"images", s.images}, {"generated", s.generated}};
+  j = json{{"id", s.id},
+           {"text_tokens", s.text_tokens},
+           {"images", s.images},
+           {"generated", s.generated}};
 }
 
 namespace detail {

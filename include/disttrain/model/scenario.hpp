@@ -46,12 +46,14 @@ inline void to_json(json& j, const scenario& s) {
   to_json(m, s.model);
   to_json(c, s.cluster);
   to_json(d, s.data);
-  j = json{{"name", s.name},   {"description", s.description}, {"model", m},
-           {"cluster", c},     {"data", d},                     {"global_batch_size", s.global_batch_size}};
+  j = json{{"name", s.name}, {"description", s.description},
+           {"model", m},     {"cluster", c},
+           {"data", d},      {"global_batch_size", s.global_batch_size}};
 }
 
 namespace detail {
-[[nodiscard]] inline const json& json_child(const json& j, std::string_view key, std::string_view path) {
+[[nodiscard]] inline const json& json_child(const json& j, std::string_view key,
+                                            std::string_view path) {
   if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
   auto it = j.find(std::string(key));
   if (it == j.end()) fail(errc::parse_error, join_path(path, key), "required field is missing");

@@ -50,14 +50,18 @@ struct module_workload {
     tokens_sq += o.tokens_sq;
     return *this;
   }
-  friend constexpr module_workload operator+(module_workload a, const module_workload& b) noexcept { return a += b; }
+  friend constexpr module_workload operator+(module_workload a, const module_workload& b) noexcept {
+    return a += b;
+  }
   friend constexpr module_workload operator*(module_workload a, double k) noexcept {
     a.sequences *= k;
     a.tokens *= k;
     a.tokens_sq *= k;
     return a;
   }
-  friend constexpr module_workload operator*(double k, const module_workload& a) noexcept { return a * k; }
+  friend constexpr module_workload operator*(double k, const module_workload& a) noexcept {
+    return a * k;
+  }
   friend constexpr bool operator==(const module_workload&, const module_workload&) = default;
   /// @brief True when the module has nothing to do.
   [[nodiscard]] constexpr bool empty() const noexcept { return tokens <= 0; }
@@ -70,13 +74,17 @@ struct model_workload {
   std::size_t size = 0;  ///< number of modules in use
 
   [[nodiscard]] constexpr module_workload& operator[](std::size_t i) noexcept { return modules[i]; }
-  [[nodiscard]] constexpr const module_workload& operator[](std::size_t i) const noexcept { return modules[i]; }
+  [[nodiscard]] constexpr const module_workload& operator[](std::size_t i) const noexcept {
+    return modules[i];
+  }
   constexpr model_workload& operator+=(const model_workload& o) noexcept {
     if (o.size > size) size = o.size;
     for (std::size_t i = 0; i < max_modules; ++i) modules[i] += o.modules[i];
     return *this;
   }
-  friend constexpr model_workload operator+(model_workload a, const model_workload& b) noexcept { return a += b; }
+  friend constexpr model_workload operator+(model_workload a, const model_workload& b) noexcept {
+    return a += b;
+  }
   friend constexpr model_workload operator*(model_workload a, double k) noexcept {
     for (auto& m : a.modules) m = m * k;
     return a;
@@ -110,7 +118,8 @@ inline void add_workload(const model_spec& m, const sample& s, model_workload& w
                        static_cast<double>(s.generated.size()) * m.generator_condition_tokens;
       w[i].add_sequence(n);
     } else if (const auto* d = std::get_if<diffusion_arch>(&mod.arch)) {
-      for (const auto& img : s.generated) w[i].add_sequence(static_cast<double>(latent_tokens(*d, img)));
+      for (const auto& img : s.generated)
+        w[i].add_sequence(static_cast<double>(latent_tokens(*d, img)));
     }
   }
 }
@@ -124,7 +133,8 @@ inline void add_workload(const model_spec& m, const sample& s, model_workload& w
 }
 
 /// @brief The workload of a set of samples (a microbatch): the sum of theirs.
-[[nodiscard]] inline model_workload workload_of(const model_spec& m, std::span<const sample> samples) {
+[[nodiscard]] inline model_workload workload_of(const model_spec& m,
+                                                std::span<const sample> samples) {
   model_workload w;
   w.size = m.modules.size();
   for (const auto& s : samples) add_workload(m, s, w);
@@ -175,9 +185,11 @@ inline void to_json(json& j, const model_workload& w) {
   }
 }
 inline void from_json(const json& j, model_workload& w) {
-  if (!j.is_array()) detail::fail(errc::parse_error, "workload", "expected an array, got ", j.type_name());
+  if (!j.is_array())
+    detail::fail(errc::parse_error, "workload", "expected an array, got ", j.type_name());
   if (j.size() > max_modules)
-    detail::fail(errc::invalid_argument, "workload", "has ", j.size(), " modules, at most ", max_modules);
+    detail::fail(errc::invalid_argument, "workload", "has ", j.size(), " modules, at most ",
+                 max_modules);
   w = model_workload{};
   w.size = j.size();
   for (std::size_t i = 0; i < j.size(); ++i) w.modules[i] = j[i].get<module_workload>();

@@ -74,9 +74,7 @@ struct segment_spec {
   int dp = 1;        ///< data-parallel replicas, >= 1
 
   /// @brief Ranks this segment occupies: tp * pp * dp.
-  [[nodiscard]] long long size() const noexcept {
-    return static_cast<long long>(tp) * pp * dp;
-  }
+  [[nodiscard]] long long size() const noexcept { return static_cast<long long>(tp) * pp * dp; }
   friend bool operator==(const segment_spec&, const segment_spec&) = default;
 };
 
@@ -185,14 +183,16 @@ class rank_layout {
   [[nodiscard]] int rank(const rank_coord& c) const {
     check_segment(c.segment);
     const segment_spec& g = segments_[static_cast<std::size_t>(c.segment)];
-    if (c.stage < 0 || c.stage >= g.pp || c.replica < 0 || c.replica >= g.dp || c.tp_rank < 0 || c.tp_rank >= g.tp) {
+    if (c.stage < 0 || c.stage >= g.pp || c.replica < 0 || c.replica >= g.dp || c.tp_rank < 0 ||
+        c.tp_rank >= g.tp) {
       // Build the field path only on failure (rank() is on hot paths).
       const std::string w = detail::cat("rank_layout.", g.name);
       detail::require_in_range(c.stage, 0, g.pp - 1, w + ".stage");
       detail::require_in_range(c.replica, 0, g.dp - 1, w + ".replica");
       detail::require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
     }
-    return bases_[static_cast<std::size_t>(c.segment)] + (c.stage * g.dp + c.replica) * g.tp + c.tp_rank;
+    return bases_[static_cast<std::size_t>(c.segment)] + (c.stage * g.dp + c.replica) * g.tp +
+           c.tp_rank;
   }
   /// @brief Shorthand for `rank({segment, stage, replica, tp_rank})`.
   [[nodiscard]] int rank(int segment, int stage, int replica, int tp_rank) const {
@@ -339,10 +339,12 @@ class rank_layout {
   }
 
   void check_segment(int s) const {
-    if (s < 0 || s >= num_segments()) detail::require_in_range(s, 0, num_segments() - 1, "rank_layout.segment");
+    if (s < 0 || s >= num_segments())
+      detail::require_in_range(s, 0, num_segments() - 1, "rank_layout.segment");
   }
   void check_rank(int r) const {
-    detail::require(r >= 0 && r < world_, "rank_layout.rank", "rank ", r, " out of [0, ", world_, ")");
+    detail::require(r >= 0 && r < world_, "rank_layout.rank", "rank ", r, " out of [0, ", world_,
+                    ")");
   }
 
   void validate_and_index() {
@@ -355,15 +357,16 @@ class rank_layout {
       const std::string w = detail::cat("rank_layout.segments[", i, "]");
       detail::require(!g.name.empty(), w + ".name", "must not be empty");
       for (std::size_t j = 0; j < i; ++j)
-        detail::require(segments_[j].name != g.name, w + ".name", "duplicate segment name '", g.name,
-                        "' (also segments[", j, "])");
+        detail::require(segments_[j].name != g.name, w + ".name", "duplicate segment name '",
+                        g.name, "' (also segments[", j, "])");
       const std::string wn = detail::cat("rank_layout.", g.name);
       detail::require_positive(g.tp, wn + ".tp");
       detail::require_positive(g.pp, wn + ".pp");
       detail::require_positive(g.dp, wn + ".dp");
       if (gpus_per_node_ > 0) {
         detail::require(gpus_per_node_ % g.tp == 0, wn + ".tp", "tp ", g.tp,
-                        " must divide gpus_per_node ", gpus_per_node_, " (TP groups stay inside a node)");
+                        " must divide gpus_per_node ", gpus_per_node_,
+                        " (TP groups stay inside a node)");
         detail::require(total % g.tp == 0, wn + ".tp", "segment base rank ", total,
                         " is not a multiple of tp ", g.tp,
                         " (a TP group would straddle two nodes); reorder or pad segments");
@@ -399,7 +402,8 @@ inline void from_json(const json& j, segment_spec& s) {
 }
 /// @brief `{"segment", "stage", "replica", "tp_rank"}`.
 inline void to_json(json& j, const rank_coord& c) {
-  j = json{{"segment", c.segment}, {"stage", c.stage}, {"replica", c.replica}, {"tp_rank", c.tp_rank}};
+  j = json{
+      {"segment", c.segment}, {"stage", c.stage}, {"replica", c.replica}, {"tp_rank", c.tp_rank}};
 }
 inline void from_json(const json& j, rank_coord& c) {
   c.segment = detail::json_get<int>(j, "segment", "rank_coord");
@@ -416,11 +420,14 @@ inline void to_json(json& j, const rank_layout& L) {
     js["base"] = L.base(s);
     segs.push_back(std::move(js));
   }
-  j = json{{"gpus_per_node", L.gpus_per_node()}, {"world_size", L.world_size()}, {"segments", std::move(segs)}};
+  j = json{{"gpus_per_node", L.gpus_per_node()},
+           {"world_size", L.world_size()},
+           {"segments", std::move(segs)}};
 }
 inline void from_json(const json& j, rank_layout& L) {
   const json segs = detail::json_get<json>(j, "segments", "rank_layout");
-  if (!segs.is_array()) detail::fail(errc::parse_error, "rank_layout.segments", "expected an array");
+  if (!segs.is_array())
+    detail::fail(errc::parse_error, "rank_layout.segments", "expected an array");
   std::vector<segment_spec> v;
   for (const json& e : segs) v.push_back(e.get<segment_spec>());
   L = rank_layout(std::move(v), detail::json_get_or<int>(j, "gpus_per_node", 0, "rank_layout"));
@@ -432,7 +439,8 @@ inline void from_json(const json& j, rank_layout& L) {
   for (std::size_t i = 0; i < segs.size(); ++i)
     if (segs[i].contains("base")) {
       const int b = detail::json_get<int>(segs[i], "base", "rank_layout.segments");
-      detail::require(b == L.base(static_cast<int>(i)), detail::cat("rank_layout.", L.segment(static_cast<int>(i)).name, ".base"),
+      detail::require(b == L.base(static_cast<int>(i)),
+                      detail::cat("rank_layout.", L.segment(static_cast<int>(i)).name, ".base"),
                       "given ", b, " but contiguous numbering gives ", L.base(static_cast<int>(i)));
     }
 }

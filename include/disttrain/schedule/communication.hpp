@@ -49,7 +49,8 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
   for (std::size_t r = 0; r < s.ops.size(); ++r) {
     for (const auto& o : s.ops[r]) {
       if (o.kind != op_kind::forward) continue;
-      auto& slot = owner[static_cast<std::size_t>(s.virtual_stage(o)) * M + static_cast<std::size_t>(o.microbatch)];
+      auto& slot = owner[static_cast<std::size_t>(s.virtual_stage(o)) * M +
+                         static_cast<std::size_t>(o.microbatch)];
       if (slot >= 0)
         fail(errc::schedule_error, s.rank_name(static_cast<int>(r)), describe(o), " also runs on ",
              s.rank_name(slot), ": every microbatch's F must run once per stage");
@@ -72,8 +73,9 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
   for (std::size_t r = 0; r < s.ops.size(); ++r)
     for (const auto& o : s.ops[r])
       if (is_p2p(o.kind))
-        detail::fail(errc::schedule_error, s.rank_name(static_cast<int>(r)), "already has communication op ",
-                     describe(o), "; add_communication expects a compute-only schedule");
+        detail::fail(errc::schedule_error, s.rank_name(static_cast<int>(r)),
+                     "already has communication op ", describe(o),
+                     "; add_communication expects a compute-only schedule");
   const auto owner = detail::forward_owners(s);
   const auto back = detail::backward_mask(s);
   const int V = s.num_virtual_stages();
@@ -88,7 +90,8 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
     std::vector<schedule_op> out;
     out.reserve(s.ops[r].size() * 3);
     for (const auto& o : s.ops[r]) {
-      const int vs = o.kind == op_kind::forward || o.kind == op_kind::backward ? s.virtual_stage(o) : -1;
+      const int vs =
+          o.kind == op_kind::forward || o.kind == op_kind::backward ? s.virtual_stage(o) : -1;
       if (o.kind == op_kind::forward) {
         if (const int q = owner_of(vs - 1, o.microbatch); q >= 0 && q != me) {
           const auto [st, ch] = at(vs - 1);
@@ -124,14 +127,17 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
 /// `grad_sync_finish` of every bucket in start order and one `optimizer_step`.
 /// The ranks of one stage across replicas form the DP group of each bucket.
 /// Frozen stages get nothing. Throws if the schedule already has such ops.
-[[nodiscard]] inline pipeline_schedule add_grad_sync(pipeline_schedule s, int buckets_per_chunk = 1) {
+[[nodiscard]] inline pipeline_schedule add_grad_sync(pipeline_schedule s,
+                                                     int buckets_per_chunk = 1) {
   detail::require_positive(buckets_per_chunk, "grad_sync.buckets_per_chunk");
   check_schedule_shape(s);
   for (std::size_t r = 0; r < s.ops.size(); ++r) {
     const int stage = s.ranks[r].stage;
     for (const auto& o : s.ops[r])
-      if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish || o.kind == op_kind::optimizer_step)
-        detail::fail(errc::schedule_error, s.rank_name(static_cast<int>(r)), "already has ", describe(o));
+      if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish ||
+          o.kind == op_kind::optimizer_step)
+        detail::fail(errc::schedule_error, s.rank_name(static_cast<int>(r)), "already has ",
+                     describe(o));
     if (!s.stage_trainable(stage)) continue;
     const op_kind last_kind = s.split_backward ? op_kind::weight : op_kind::backward;
     auto& ops = s.ops[r];
@@ -143,9 +149,12 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
     for (int c = 0; c < s.num_chunks; ++c) {
       std::size_t i = last[static_cast<std::size_t>(c)];
       if (i == ops.size())
-        detail::fail(errc::schedule_error, detail::cat(s.rank_name(static_cast<int>(r)), " chunk ", c), "has no ",
+        detail::fail(errc::schedule_error,
+                     detail::cat(s.rank_name(static_cast<int>(r)), " chunk ", c), "has no ",
                      to_string(last_kind), " op to start its gradient synchronisation after");
-      while (i + 1 < ops.size() && is_send(ops[i + 1].kind) && ops[i + 1].microbatch == ops[i].microbatch) ++i;
+      while (i + 1 < ops.size() && is_send(ops[i + 1].kind) &&
+             ops[i + 1].microbatch == ops[i].microbatch)
+        ++i;
       for (int b = 0; b < buckets_per_chunk; ++b) {
         const int bucket = c * buckets_per_chunk + b;
         after[i].push_back(schedule_op::sync(op_kind::grad_sync_start, stage, c, bucket));

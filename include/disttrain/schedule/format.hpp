@@ -61,19 +61,24 @@ namespace disttrain {
 /// ops shown per rank (0: all), ending the line with "... (+N)".
 [[nodiscard]] inline std::string format_schedule(const pipeline_schedule& s, bool with_comm = false,
                                                  std::size_t max_ops = 0) {
-  std::string out = fmt::format("{}: {} ranks, {} stages", s.name.empty() ? "schedule" : s.name, s.ranks.size(), s.num_stages);
+  std::string out = fmt::format("{}: {} ranks, {} stages", s.name.empty() ? "schedule" : s.name,
+                                s.ranks.size(), s.num_stages);
   if (s.num_chunks > 1) out += fmt::format(" x {} chunks", s.num_chunks);
-  out += fmt::format(", {} microbatches{}\n", s.num_microbatches, s.split_backward ? ", split backward" : "");
+  out += fmt::format(", {} microbatches{}\n", s.num_microbatches,
+                     s.split_backward ? ", split backward" : "");
   std::size_t where_w = 5;
   std::vector<std::string> wheres;
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
     const auto& info = s.ranks[r];
-    wheres.push_back(fmt::format("{} s{} r{}", s.segments.at(static_cast<std::size_t>(info.segment)).name, info.stage, info.replica));
+    wheres.push_back(fmt::format("{} s{} r{}",
+                                 s.segments.at(static_cast<std::size_t>(info.segment)).name,
+                                 info.stage, info.replica));
     where_w = std::max(where_w, wheres.back().size());
   }
   out += fmt::format("{:>4}  {:<{}}  {:>7}  ops\n", "rank", "where", where_w, "F<1st B");
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
-    out += fmt::format("{:>4}  {:<{}}  {:>7}  ", r, wheres[r], where_w, warmup_forwards(s, static_cast<int>(r)));
+    out += fmt::format("{:>4}  {:<{}}  {:>7}  ", r, wheres[r], where_w,
+                       warmup_forwards(s, static_cast<int>(r)));
     std::size_t shown = 0, total = 0;
     for (const auto& o : s.ops[r]) {
       if (!with_comm && !is_compute(o.kind)) continue;

@@ -36,18 +36,21 @@ namespace disttrain {
 inline void check_interleaved(int num_stages, int num_microbatches, int num_chunks) {
   detail::require_positive(num_stages, "interleaved.num_stages");
   detail::require_positive(num_microbatches, "interleaved.num_microbatches");
-  detail::require(num_chunks >= 2, "interleaved.num_chunks", "must be >= 2 (use make_1f1b for one chunk), got ",
-                  num_chunks);
+  detail::require(num_chunks >= 2, "interleaved.num_chunks",
+                  "must be >= 2 (use make_1f1b for one chunk), got ", num_chunks);
   if (num_microbatches % num_stages != 0) {
     const int lo = num_microbatches / num_stages * num_stages;
-    detail::fail(errc::invalid_argument, "interleaved.num_microbatches", "must be a multiple of the pipeline size ",
-                 num_stages, " for the interleaved schedule, got ", num_microbatches, " (nearest valid: ",
-                 lo > 0 ? detail::cat(lo, " or ") : std::string(), lo + num_stages, ")");
+    detail::fail(errc::invalid_argument, "interleaved.num_microbatches",
+                 "must be a multiple of the pipeline size ", num_stages,
+                 " for the interleaved schedule, got ", num_microbatches,
+                 " (nearest valid: ", lo > 0 ? detail::cat(lo, " or ") : std::string(),
+                 lo + num_stages, ")");
   }
 }
 
 /// @brief Compute-only interleaved 1F1B on `num_stages` ranks with `num_chunks` chunks per rank.
-[[nodiscard]] inline pipeline_schedule make_interleaved_1f1b(int num_stages, int num_microbatches, int num_chunks) {
+[[nodiscard]] inline pipeline_schedule make_interleaved_1f1b(int num_stages, int num_microbatches,
+                                                             int num_chunks) {
   check_interleaved(num_stages, num_microbatches, num_chunks);
   const int p = num_stages;
   const int v = num_chunks;
@@ -65,7 +68,8 @@ inline void check_interleaved(int num_stages, int num_microbatches, int num_chun
       ops.push_back(schedule_op::forward(r, fchunk(w + i), mb_of(w + i)));
       ops.push_back(schedule_op::backward(r, bchunk(i), mb_of(i)));
     }
-    for (int k = total - w; k < total; ++k) ops.push_back(schedule_op::backward(r, bchunk(k), mb_of(k)));
+    for (int k = total - w; k < total; ++k)
+      ops.push_back(schedule_op::backward(r, bchunk(k), mb_of(k)));
   }
   return s;
 }

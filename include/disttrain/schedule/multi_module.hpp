@@ -83,13 +83,15 @@ struct multi_module_spec {
   std::vector<module_segment> segments;  ///< in pipeline order
   int num_microbatches = 0;              ///< global microbatches
   bool split_backward = false;           ///< B/W split (W deferred as in ZB-H1)
-  detail::op_cost_fn cost;               ///< (rank, op) -> seconds used to order ops; empty: balanced (file comment)
+  detail::op_cost_fn
+      cost;  ///< (rank, op) -> seconds used to order ops; empty: balanced (file comment)
 };
 
 /// @brief Compute-only multi-module schedule (see the file comment).
 [[nodiscard]] inline pipeline_schedule make_multi_module(const multi_module_spec& spec) {
   using detail::cat;
-  detail::require(!spec.segments.empty(), "multi_module.segments", "must hold at least one segment");
+  detail::require(!spec.segments.empty(), "multi_module.segments",
+                  "must hold at least one segment");
   detail::require_positive(spec.num_microbatches, "multi_module.num_microbatches");
   const int M = spec.num_microbatches;
   pipeline_schedule s;
@@ -103,10 +105,11 @@ struct multi_module_spec {
     detail::require_positive(seg.num_stages, w + ".num_stages");
     detail::require_positive(seg.dp, w + ".dp");
     detail::require_non_negative(seg.max_inflight, w + ".max_inflight");
-    detail::require(seg.dp <= M, w + ".dp", "dp ", seg.dp, " exceeds the ", M, " microbatches: a replica would get none");
+    detail::require(seg.dp <= M, w + ".dp", "dp ", seg.dp, " exceeds the ", M,
+                    " microbatches: a replica would get none");
     if (!seg.replica_of.empty()) {
-      detail::require(seg.replica_of.size() == static_cast<std::size_t>(M), w + ".replica_of", "has ",
-                      seg.replica_of.size(), " entries, need one per microbatch (", M, ")");
+      detail::require(seg.replica_of.size() == static_cast<std::size_t>(M), w + ".replica_of",
+                      "has ", seg.replica_of.size(), " entries, need one per microbatch (", M, ")");
       std::vector<int> count(static_cast<std::size_t>(seg.dp), 0);
       for (std::size_t mb = 0; mb < seg.replica_of.size(); ++mb) {
         const int rep = seg.replica_of[mb];
@@ -114,7 +117,8 @@ struct multi_module_spec {
         ++count[static_cast<std::size_t>(rep)];
       }
       for (std::size_t rep = 0; rep < count.size(); ++rep)
-        detail::require(count[rep] > 0, w + ".replica_of", "replica ", rep, " receives no microbatch");
+        detail::require(count[rep] > 0, w + ".replica_of", "replica ", rep,
+                        " receives no microbatch");
     }
     s.segments.push_back({seg.name, stage, seg.num_stages, seg.dp, seg.trainable});
     for (int st = stage; st < stage + seg.num_stages; ++st)
@@ -132,23 +136,28 @@ struct multi_module_spec {
   std::vector<int> max_dp_from(static_cast<std::size_t>(s.num_stages) + 1, 0);
   for (int st = s.num_stages - 1; st >= 0; --st)
     max_dp_from[static_cast<std::size_t>(st)] =
-        std::max(max_dp_from[static_cast<std::size_t>(st) + 1], s.segments[static_cast<std::size_t>(s.segment_of_stage(st))].dp);
+        std::max(max_dp_from[static_cast<std::size_t>(st) + 1],
+                 s.segments[static_cast<std::size_t>(s.segment_of_stage(st))].dp);
   std::size_t base = 0;
   for (std::size_t g = 0; g < spec.segments.size(); ++g) {
     const auto& seg = spec.segments[g];
     const int first = s.segments[g].first_stage;
     for (int st = first; st < first + seg.num_stages; ++st) {
-      const std::size_t row = base + static_cast<std::size_t>(st - first) * static_cast<std::size_t>(seg.dp);
+      const std::size_t row =
+          base + static_cast<std::size_t>(st - first) * static_cast<std::size_t>(seg.dp);
       for (int mb = 0; mb < M; ++mb) {
-        const int rep = seg.replica_of.empty() ? mb % seg.dp : seg.replica_of[static_cast<std::size_t>(mb)];
+        const int rep =
+            seg.replica_of.empty() ? mb % seg.dp : seg.replica_of[static_cast<std::size_t>(mb)];
         const std::size_t r = row + static_cast<std::size_t>(rep);
-        owner[static_cast<std::size_t>(st) * MM + static_cast<std::size_t>(mb)] = static_cast<int>(r);
+        owner[static_cast<std::size_t>(st) * MM + static_cast<std::size_t>(mb)] =
+            static_cast<int>(r);
         flows[r].push_back(mb);
       }
       const int left = s.num_stages - st;
       const int d = max_dp_from[static_cast<std::size_t>(st)];
       for (int rep = 0; rep < seg.dp; ++rep)
-        cap[row + static_cast<std::size_t>(rep)] = seg.max_inflight > 0 ? seg.max_inflight : (left * d + seg.dp - 1) / seg.dp;
+        cap[row + static_cast<std::size_t>(rep)] =
+            seg.max_inflight > 0 ? seg.max_inflight : (left * d + seg.dp - 1) / seg.dp;
     }
     base += static_cast<std::size_t>(seg.num_stages) * static_cast<std::size_t>(seg.dp);
   }
@@ -159,7 +168,8 @@ struct multi_module_spec {
     const bool split = spec.split_backward;
     const auto max_dp = static_cast<double>(max_dp_from[0]);
     std::vector<double> unit(s.segments.size());
-    for (std::size_t g = 0; g < unit.size(); ++g) unit[g] = static_cast<double>(s.segments[g].dp) / max_dp;
+    for (std::size_t g = 0; g < unit.size(); ++g)
+      unit[g] = static_cast<double>(s.segments[g].dp) / max_dp;
     cost = [split, unit](const schedule_rank& r, const schedule_op& o) {
       const double u = unit[static_cast<std::size_t>(r.segment)];
       switch (o.kind) {

@@ -20,7 +20,8 @@
 namespace disttrain {
 
 /// @brief Warm-up forwards of rank `rank` in 1F1B: min(p - rank - 1, m).
-[[nodiscard]] constexpr int one_f_one_b_warmup(int num_stages, int rank, int num_microbatches) noexcept {
+[[nodiscard]] constexpr int one_f_one_b_warmup(int num_stages, int rank,
+                                               int num_microbatches) noexcept {
   return std::min(num_stages - rank - 1, num_microbatches);
 }
 
@@ -37,7 +38,8 @@ namespace disttrain {
       ops.push_back(schedule_op::forward(r, 0, w + i));
       ops.push_back(schedule_op::backward(r, 0, i));
     }
-    for (int i = num_microbatches - w; i < num_microbatches; ++i) ops.push_back(schedule_op::backward(r, 0, i));
+    for (int i = num_microbatches - w; i < num_microbatches; ++i)
+      ops.push_back(schedule_op::backward(r, 0, i));
   }
   return s;
 }

@@ -84,9 +84,13 @@ constexpr bool is_p2p(op_kind k) noexcept {
          k == op_kind::recv_grad;
 }
 /// @brief True for send_act and send_grad.
-constexpr bool is_send(op_kind k) noexcept { return k == op_kind::send_act || k == op_kind::send_grad; }
+constexpr bool is_send(op_kind k) noexcept {
+  return k == op_kind::send_act || k == op_kind::send_grad;
+}
 /// @brief True for recv_act and recv_grad.
-constexpr bool is_recv(op_kind k) noexcept { return k == op_kind::recv_act || k == op_kind::recv_grad; }
+constexpr bool is_recv(op_kind k) noexcept {
+  return k == op_kind::recv_act || k == op_kind::recv_grad;
+}
 
 /// @brief One operation of a pipeline rank's program.
 ///

@@ -83,9 +83,13 @@ struct pipeline_schedule {
   /// @brief Stages times chunks: the length of a microbatch's path.
   [[nodiscard]] int num_virtual_stages() const noexcept { return num_stages * num_chunks; }
   /// @brief `chunk * num_stages + stage`.
-  [[nodiscard]] int virtual_stage(int stage, int chunk) const noexcept { return chunk * num_stages + stage; }
+  [[nodiscard]] int virtual_stage(int stage, int chunk) const noexcept {
+    return chunk * num_stages + stage;
+  }
   /// @brief Virtual stage of an op (its stage and chunk).
-  [[nodiscard]] int virtual_stage(const schedule_op& o) const noexcept { return virtual_stage(o.stage, o.chunk); }
+  [[nodiscard]] int virtual_stage(const schedule_op& o) const noexcept {
+    return virtual_stage(o.stage, o.chunk);
+  }
   /// @brief Number of schedule ranks.
   [[nodiscard]] int num_ranks() const noexcept { return static_cast<int>(ranks.size()); }
   /// @brief Total ops over all ranks.
@@ -99,7 +103,8 @@ struct pipeline_schedule {
   [[nodiscard]] int segment_of_stage(int stage) const {
     for (std::size_t i = 0; i < segments.size(); ++i) {
       const auto& g = segments[i];
-      if (stage >= g.first_stage && stage < g.first_stage + g.num_stages) return static_cast<int>(i);
+      if (stage >= g.first_stage && stage < g.first_stage + g.num_stages)
+        return static_cast<int>(i);
     }
     detail::fail(errc::schedule_error, detail::cat("stage ", stage), "no segment holds this stage");
   }
@@ -115,13 +120,16 @@ struct pipeline_schedule {
     return false;
   }
   /// @brief Whether virtual stage `vs` has W ops (split backward and trainable).
-  [[nodiscard]] bool has_weight(int vs) const { return split_backward && stage_trainable(vs % num_stages); }
+  [[nodiscard]] bool has_weight(int vs) const {
+    return split_backward && stage_trainable(vs % num_stages);
+  }
   /// @brief Readable name of rank `r`, e.g. "rank 4 (backbone stage 2 replica 1)".
   [[nodiscard]] std::string rank_name(int r) const {
     if (r < 0 || r >= num_ranks()) return detail::cat("rank ", r);
     const auto& info = ranks[static_cast<std::size_t>(r)];
     const auto& seg = segments.at(static_cast<std::size_t>(info.segment));
-    return detail::cat("rank ", r, " (", seg.name, " stage ", info.stage, " replica ", info.replica, ")");
+    return detail::cat("rank ", r, " (", seg.name, " stage ", info.stage, " replica ", info.replica,
+                       ")");
   }
 };
 
@@ -136,28 +144,35 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
   };
   if (s.num_stages <= 0) bad("schedule.num_stages", "must be > 0, got ", s.num_stages);
   if (s.num_chunks <= 0) bad("schedule.num_chunks", "must be > 0, got ", s.num_chunks);
-  if (s.num_microbatches <= 0) bad("schedule.num_microbatches", "must be > 0, got ", s.num_microbatches);
+  if (s.num_microbatches <= 0)
+    bad("schedule.num_microbatches", "must be > 0, got ", s.num_microbatches);
   if (s.segments.empty()) bad("schedule.segments", "must hold at least one segment");
   int next = 0;
   for (std::size_t i = 0; i < s.segments.size(); ++i) {
     const auto& g = s.segments[i];
     const std::string w = cat("schedule.segments[", i, "] (", g.name, ")");
-    if (g.first_stage != next) bad(w, "first_stage is ", g.first_stage, ", expected ", next, " (segments must be consecutive)");
+    if (g.first_stage != next)
+      bad(w, "first_stage is ", g.first_stage, ", expected ", next,
+          " (segments must be consecutive)");
     if (g.num_stages <= 0) bad(w, "num_stages must be > 0, got ", g.num_stages);
     if (g.dp <= 0) bad(w, "dp must be > 0, got ", g.dp);
     next += g.num_stages;
   }
-  if (next != s.num_stages) bad("schedule.segments", "cover ", next, " stages, schedule has ", s.num_stages);
+  if (next != s.num_stages)
+    bad("schedule.segments", "cover ", next, " stages, schedule has ", s.num_stages);
   if (s.ops.size() != s.ranks.size())
     bad("schedule.ops", "has ", s.ops.size(), " rank programs for ", s.ranks.size(), " ranks");
   std::size_t expected_ranks = 0;
-  for (const auto& g : s.segments) expected_ranks += static_cast<std::size_t>(g.num_stages) * static_cast<std::size_t>(g.dp);
+  for (const auto& g : s.segments)
+    expected_ranks += static_cast<std::size_t>(g.num_stages) * static_cast<std::size_t>(g.dp);
   if (s.ranks.size() != expected_ranks)
-    bad("schedule.ranks", "has ", s.ranks.size(), " ranks, segments need ", expected_ranks, " (stages x dp)");
+    bad("schedule.ranks", "has ", s.ranks.size(), " ranks, segments need ", expected_ranks,
+        " (stages x dp)");
   std::vector<char> seen(expected_ranks, 0);
   std::vector<std::size_t> offset(s.segments.size(), 0);
   for (std::size_t i = 1; i < s.segments.size(); ++i)
-    offset[i] = offset[i - 1] + static_cast<std::size_t>(s.segments[i - 1].num_stages) * static_cast<std::size_t>(s.segments[i - 1].dp);
+    offset[i] = offset[i - 1] + static_cast<std::size_t>(s.segments[i - 1].num_stages) *
+                                    static_cast<std::size_t>(s.segments[i - 1].dp);
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
     const auto& info = s.ranks[r];
     const std::string w = cat("schedule.ranks[", r, "]");
@@ -165,11 +180,14 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
       bad(w, "segment ", info.segment, " out of range [0, ", s.segments.size(), ")");
     const auto& g = s.segments[static_cast<std::size_t>(info.segment)];
     if (info.stage < g.first_stage || info.stage >= g.first_stage + g.num_stages)
-      bad(w, "stage ", info.stage, " is not in segment ", g.name, " [", g.first_stage, ", ", g.first_stage + g.num_stages, ")");
-    if (info.replica < 0 || info.replica >= g.dp) bad(w, "replica ", info.replica, " out of range [0, ", g.dp, ")");
-    const std::size_t slot = offset[static_cast<std::size_t>(info.segment)] +
-                             static_cast<std::size_t>(info.stage - g.first_stage) * static_cast<std::size_t>(g.dp) +
-                             static_cast<std::size_t>(info.replica);
+      bad(w, "stage ", info.stage, " is not in segment ", g.name, " [", g.first_stage, ", ",
+          g.first_stage + g.num_stages, ")");
+    if (info.replica < 0 || info.replica >= g.dp)
+      bad(w, "replica ", info.replica, " out of range [0, ", g.dp, ")");
+    const std::size_t slot =
+        offset[static_cast<std::size_t>(info.segment)] +
+        static_cast<std::size_t>(info.stage - g.first_stage) * static_cast<std::size_t>(g.dp) +
+        static_cast<std::size_t>(info.replica);
     if (seen[slot]) bad(w, "duplicate (stage ", info.stage, ", replica ", info.replica, ")");
     seen[slot] = 1;
   }
@@ -178,10 +196,14 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
     const auto& info = s.ranks[r];
     for (std::size_t i = 0; i < s.ops[r].size(); ++i) {
       const auto& o = s.ops[r][i];
-      const auto where = [&] { return cat(s.rank_name(static_cast<int>(r)), " op #", i, " ", describe(o)); };
+      const auto where = [&] {
+        return cat(s.rank_name(static_cast<int>(r)), " op #", i, " ", describe(o));
+      };
       if (static_cast<int>(o.kind) >= num_op_kinds) bad(where(), "invalid op kind");
-      if (o.chunk < 0 || o.chunk >= s.num_chunks) bad(where(), "chunk ", o.chunk, " out of range [0, ", s.num_chunks, ")");
-      if (o.stage < 0 || o.stage >= s.num_stages) bad(where(), "stage ", o.stage, " out of range [0, ", s.num_stages, ")");
+      if (o.chunk < 0 || o.chunk >= s.num_chunks)
+        bad(where(), "chunk ", o.chunk, " out of range [0, ", s.num_chunks, ")");
+      if (o.stage < 0 || o.stage >= s.num_stages)
+        bad(where(), "stage ", o.stage, " out of range [0, ", s.num_stages, ")");
       const bool has_mb = is_compute(o.kind) && o.kind != op_kind::optimizer_step;
       if ((has_mb || is_p2p(o.kind)) && (o.microbatch < 0 || o.microbatch >= s.num_microbatches))
         bad(where(), "microbatch ", o.microbatch, " out of range [0, ", s.num_microbatches, ")");
@@ -191,7 +213,8 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
       } else if (o.stage != info.stage) {
         bad(where(), "op of stage ", o.stage, " on a rank holding stage ", info.stage);
       }
-      if ((o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) && o.bucket < 0)
+      if ((o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) &&
+          o.bucket < 0)
         bad(where(), "bucket must be >= 0, got ", o.bucket);
     }
   }
@@ -199,7 +222,11 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
 
 /// @brief JSON of a segment.
 inline void to_json(json& j, const segment_info& g) {
-  j = json{{"name", g.name}, {"first_stage", g.first_stage}, {"num_stages", g.num_stages}, {"dp", g.dp}, {"trainable", g.trainable}};
+  j = json{{"name", g.name},
+           {"first_stage", g.first_stage},
+           {"num_stages", g.num_stages},
+           {"dp", g.dp},
+           {"trainable", g.trainable}};
 }
 /// @brief Reads a segment.
 inline void from_json(const json& j, segment_info& g) {
@@ -222,7 +249,9 @@ inline void to_json(json& j, const pipeline_schedule& s) {
            {"segments", s.segments}};
   json ranks = json::array();
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
-    json jr{{"segment", s.ranks[r].segment}, {"stage", s.ranks[r].stage}, {"replica", s.ranks[r].replica}};
+    json jr{{"segment", s.ranks[r].segment},
+            {"stage", s.ranks[r].stage},
+            {"replica", s.ranks[r].replica}};
     jr["ops"] = r < s.ops.size() ? json(s.ops[r]) : json::array();
     ranks.push_back(std::move(jr));
   }
@@ -244,7 +273,8 @@ inline void from_json(const json& j, pipeline_schedule& s) {
     try {
       s.segments.push_back(segs[i].get<segment_info>());
     } catch (const error& e) {
-      detail::fail(errc::parse_error, detail::cat("schedule.segments[", i, "].", e.where()), e.message());
+      detail::fail(errc::parse_error, detail::cat("schedule.segments[", i, "].", e.where()),
+                   e.message());
     }
   }
   const auto ranks = detail::json_get<json>(j, "ranks", "schedule");
@@ -254,7 +284,8 @@ inline void from_json(const json& j, pipeline_schedule& s) {
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const std::string path = detail::cat("schedule.ranks[", r, "]");
     const auto& jr = ranks[r];
-    s.ranks.push_back({detail::json_get<int>(jr, "segment", path), detail::json_get<int>(jr, "stage", path),
+    s.ranks.push_back({detail::json_get<int>(jr, "segment", path),
+                       detail::json_get<int>(jr, "stage", path),
                        detail::json_get_or<int>(jr, "replica", 0, path)});
     const auto jops = detail::json_get<json>(jr, "ops", path);
     if (!jops.is_array()) detail::fail(errc::parse_error, path + ".ops", "expected an array");
@@ -264,7 +295,8 @@ inline void from_json(const json& j, pipeline_schedule& s) {
       try {
         ops.push_back(jops[i].get<schedule_op>());
       } catch (const error& e) {
-        detail::fail(errc::parse_error, detail::cat(path, ".ops[", i, "].", e.where()), e.message());
+        detail::fail(errc::parse_error, detail::cat(path, ".ops[", i, "].", e.where()),
+                     e.message());
       }
     }
     s.ops.push_back(std::move(ops));

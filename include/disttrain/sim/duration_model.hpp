@@ -60,14 +60,14 @@ concept duration_model = requires(const D& d, const schedule_rank& r, const sche
 /// d.transfer = 0.1;
 /// @endcode
 struct table_durations {
-  std::vector<double> forward{1.0};     ///< seconds of F per stage
-  std::vector<double> backward{2.0};    ///< seconds of B per stage
-  std::vector<double> weight{0.0};      ///< seconds of W per stage (split schedules)
-  std::vector<double> activation{1.0};  ///< bytes held per microbatch per stage
-  std::vector<double> microbatch_scale; ///< per microbatch factor (empty: 1)
-  double transfer = 0.0;                ///< seconds per point-to-point message
-  double sync = 0.0;                    ///< seconds per gradient-bucket reduction
-  double optimizer = 0.0;               ///< seconds of the optimizer step
+  std::vector<double> forward{1.0};      ///< seconds of F per stage
+  std::vector<double> backward{2.0};     ///< seconds of B per stage
+  std::vector<double> weight{0.0};       ///< seconds of W per stage (split schedules)
+  std::vector<double> activation{1.0};   ///< bytes held per microbatch per stage
+  std::vector<double> microbatch_scale;  ///< per microbatch factor (empty: 1)
+  double transfer = 0.0;                 ///< seconds per point-to-point message
+  double sync = 0.0;                     ///< seconds per gradient-bucket reduction
+  double optimizer = 0.0;                ///< seconds of the optimizer step
 
   /// @brief The same F, B (and W) time on every stage, free communication.
   [[nodiscard]] static table_durations uniform(double f, double b, double w = 0.0) {
@@ -87,7 +87,8 @@ struct table_durations {
       default: return 0.0;
     }
   }
-  [[nodiscard]] double transfer_time(const schedule_rank&, const schedule_rank&, const schedule_op& o) const {
+  [[nodiscard]] double transfer_time(const schedule_rank&, const schedule_rank&,
+                                     const schedule_op& o) const {
     return transfer * scale(o);
   }
   [[nodiscard]] double sync_time(const schedule_rank&, const schedule_op&) const { return sync; }
@@ -99,15 +100,15 @@ struct table_durations {
   static double at(const std::vector<double>& v, int stage, std::string_view where) {
     if (v.size() == 1) return v.front();
     if (stage < 0 || static_cast<std::size_t>(stage) >= v.size())
-      detail::fail(errc::invalid_argument, where, "has ", v.size(), " entries, no entry for stage ", stage,
-                   " (give one value for all stages or one per stage)");
+      detail::fail(errc::invalid_argument, where, "has ", v.size(), " entries, no entry for stage ",
+                   stage, " (give one value for all stages or one per stage)");
     return v[static_cast<std::size_t>(stage)];
   }
   [[nodiscard]] double scale(const schedule_op& o) const {
     if (microbatch_scale.empty() || o.microbatch < 0) return 1.0;
     if (static_cast<std::size_t>(o.microbatch) >= microbatch_scale.size())
-      detail::fail(errc::invalid_argument, "table_durations.microbatch_scale", "has ", microbatch_scale.size(),
-                   " entries, no entry for microbatch ", o.microbatch);
+      detail::fail(errc::invalid_argument, "table_durations.microbatch_scale", "has ",
+                   microbatch_scale.size(), " entries, no entry for microbatch ", o.microbatch);
     return microbatch_scale[static_cast<std::size_t>(o.microbatch)];
   }
 };

@@ -34,11 +34,11 @@ namespace disttrain {
 /// o.show_comm = false;
 /// @endcode
 struct svg_options {
-  int width = 1200;        ///< total width in pixels
-  int row_height = 22;     ///< pixels per rank
-  int label_width = 230;   ///< pixels for the rank labels
-  bool show_comm = true;   ///< draw transfers and reductions
-  std::string title;       ///< heading (default: schedule name and iteration time)
+  int width = 1200;       ///< total width in pixels
+  int row_height = 22;    ///< pixels per rank
+  int label_width = 230;  ///< pixels for the rank labels
+  bool show_comm = true;  ///< draw transfers and reductions
+  std::string title;      ///< heading (default: schedule name and iteration time)
 };
 
 namespace detail {
@@ -82,11 +82,14 @@ inline double nice_step(double span, int n) {
 }  // namespace detail
 
 /// @brief Renders the timeline as an SVG document (see the file comment).
-[[nodiscard]] inline std::string to_svg(const pipeline_schedule& s, const sim_result& res, const svg_options& opt = {}) {
+[[nodiscard]] inline std::string to_svg(const pipeline_schedule& s, const sim_result& res,
+                                        const svg_options& opt = {}) {
   using detail::xml_escape;
-  detail::require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(), "svg.result",
-                  "simulation result has ", res.times.size(), " ops, schedule has ", s.num_ops());
-  detail::require(opt.width > opt.label_width + 50, "svg.width", "must exceed label_width + 50, got ", opt.width);
+  detail::require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
+                  "svg.result", "simulation result has ", res.times.size(), " ops, schedule has ",
+                  s.num_ops());
+  detail::require(opt.width > opt.label_width + 50, "svg.width",
+                  "must exceed label_width + 50, got ", opt.width);
   detail::require_positive(opt.row_height, "svg.row_height");
   const double T = res.iteration_time > 0.0 ? res.iteration_time : 1.0;
   const double x0 = opt.label_width;
@@ -101,27 +104,34 @@ inline double nice_step(double span, int n) {
   o.precision(6);
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << opt.width << "\" height=\"" << height
-    << "\" viewBox=\"0 0 " << opt.width << ' ' << height << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-  o << "<rect x=\"0\" y=\"0\" width=\"" << opt.width << "\" height=\"" << height << "\" fill=\"#ffffff\"/>\n";
+    << "\" viewBox=\"0 0 " << opt.width << ' ' << height
+    << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  o << "<rect x=\"0\" y=\"0\" width=\"" << opt.width << "\" height=\"" << height
+    << "\" fill=\"#ffffff\"/>\n";
   const std::string title = opt.title.empty()
-                                ? detail::cat(s.name, ": ", R, " ranks, ", s.num_microbatches, " microbatches, iteration ", res.iteration_time, " s")
+                                ? detail::cat(s.name, ": ", R, " ranks, ", s.num_microbatches,
+                                              " microbatches, iteration ", res.iteration_time, " s")
                                 : opt.title;
-  o << "<text x=\"8\" y=\"16\" font-size=\"14\" font-weight=\"bold\">" << xml_escape(title) << "</text>\n";
+  o << "<text x=\"8\" y=\"16\" font-size=\"14\" font-weight=\"bold\">" << xml_escape(title)
+    << "</text>\n";
   // Time axis.
   const double step = detail::nice_step(T, 10);
   o << "<g stroke=\"#dddddd\">\n";
   for (double t = 0.0; t <= T * (1 + 1e-9); t += step)
-    o << "<line x1=\"" << X(t) << "\" y1=\"" << top - 6 << "\" x2=\"" << X(t) << "\" y2=\"" << top + rh * static_cast<double>(R) << "\"/>\n";
+    o << "<line x1=\"" << X(t) << "\" y1=\"" << top - 6 << "\" x2=\"" << X(t) << "\" y2=\""
+      << top + rh * static_cast<double>(R) << "\"/>\n";
   o << "</g>\n<g fill=\"#555555\" text-anchor=\"middle\">\n";
-  for (double t = 0.0; t <= T * (1 + 1e-9); t += step) o << "<text x=\"" << X(t) << "\" y=\"" << top - 9 << "\">" << t << "</text>\n";
+  for (double t = 0.0; t <= T * (1 + 1e-9); t += step)
+    o << "<text x=\"" << X(t) << "\" y=\"" << top - 9 << "\">" << t << "</text>\n";
   o << "</g>\n";
   for (std::size_t r = 0; r < R; ++r) {
     const auto& info = s.ranks[r];
     const auto& seg = s.segments.at(static_cast<std::size_t>(info.segment));
     const double y = top + rh * static_cast<double>(r);
     o << "<g>\n<text x=\"8\" y=\"" << y + box * 0.8 << "\">"
-      << xml_escape(detail::cat("rank ", r, " ", seg.name, " s", info.stage, " r", info.replica, " (",
-                                static_cast<int>(std::lround(100.0 * res.bubble_fraction.at(r))), "% idle)"))
+      << xml_escape(detail::cat(
+             "rank ", r, " ", seg.name, " s", info.stage, " r", info.replica, " (",
+             static_cast<int>(std::lround(100.0 * res.bubble_fraction.at(r))), "% idle)"))
       << "</text>\n";
     for (std::size_t i = 0; i < s.ops[r].size(); ++i) {
       const auto& op = s.ops[r][i];
@@ -131,12 +141,15 @@ inline double nice_step(double span, int n) {
       const double w = std::max(X(iv.end) - X(iv.start), 0.5);
       const double yy = comm ? y + box + 1 : y;
       const double hh = comm ? std::max(rh - box - 3, 2.0) : box;
-      o << "<rect x=\"" << X(iv.start) << "\" y=\"" << yy << "\" width=\"" << w << "\" height=\"" << hh << "\" fill=\""
-        << detail::svg_color(op.kind) << "\" stroke=\"#333333\" stroke-width=\"0.3\"><title>"
-        << xml_escape(detail::cat(s.rank_name(static_cast<int>(r)), ": ", describe(op), " [", iv.start, ", ", iv.end, "] s"))
+      o << "<rect x=\"" << X(iv.start) << "\" y=\"" << yy << "\" width=\"" << w << "\" height=\""
+        << hh << "\" fill=\"" << detail::svg_color(op.kind)
+        << "\" stroke=\"#333333\" stroke-width=\"0.3\"><title>"
+        << xml_escape(detail::cat(s.rank_name(static_cast<int>(r)), ": ", describe(op), " [",
+                                  iv.start, ", ", iv.end, "] s"))
         << "</title></rect>\n";
       if (is_compute(op.kind) && op.microbatch >= 0 && w >= 14.0)
-        o << "<text x=\"" << X(iv.start) + w / 2 << "\" y=\"" << y + box * 0.78 << "\" text-anchor=\"middle\" font-size=\"9\" fill=\""
+        o << "<text x=\"" << X(iv.start) + w / 2 << "\" y=\"" << y + box * 0.78
+          << "\" text-anchor=\"middle\" font-size=\"9\" fill=\""
           << (op.kind == op_kind::weight ? "#000000" : "#ffffff") << "\">" << op.microbatch
           << (op.chunk > 0 ? detail::cat('.', op.chunk) : std::string()) << "</text>\n";
     }
@@ -145,11 +158,14 @@ inline double nice_step(double span, int n) {
   // Legend.
   const double ly = top + rh * static_cast<double>(R) + 24;
   double lx = x0;
-  for (const auto k : {op_kind::forward, op_kind::backward, op_kind::weight, op_kind::optimizer_step, op_kind::send_act,
-                       op_kind::grad_sync_start}) {
-    const char* name = k == op_kind::send_act ? "transfer" : k == op_kind::grad_sync_start ? "grad reduce" : detail::trace_category(k);
-    o << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"12\" height=\"10\" fill=\"" << detail::svg_color(k)
-      << "\"/><text x=\"" << lx + 16 << "\" y=\"" << ly << "\">" << name << "</text>\n";
+  for (const auto k : {op_kind::forward, op_kind::backward, op_kind::weight,
+                       op_kind::optimizer_step, op_kind::send_act, op_kind::grad_sync_start}) {
+    const char* name = k == op_kind::send_act          ? "transfer"
+                       : k == op_kind::grad_sync_start ? "grad reduce"
+                                                       : detail::trace_category(k);
+    o << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"12\" height=\"10\" fill=\""
+      << detail::svg_color(k) << "\"/><text x=\"" << lx + 16 << "\" y=\"" << ly << "\">" << name
+      << "</text>\n";
     lx += 100;
   }
   o << "</svg>\n";

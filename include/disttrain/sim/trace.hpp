@@ -33,8 +33,10 @@ inline std::string short_label(const schedule_op& o) {
   if (o.kind == op_kind::optimizer_step) return "step";
   if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish)
     return cat("bucket ", o.bucket, o.kind == op_kind::grad_sync_start ? " reduce" : " wait");
-  if (is_compute(o.kind)) s += std::to_string(o.microbatch);
-  else s += cat(' ', o.microbatch);
+  if (is_compute(o.kind))
+    s += std::to_string(o.microbatch);
+  else
+    s += cat(' ', o.microbatch);
   if (o.chunk > 0) s += cat('c', o.chunk);
   if (is_send(o.kind)) s += cat(" -> r", o.peer);
   if (is_recv(o.kind)) s += cat(" <- r", o.peer);
@@ -56,14 +58,14 @@ inline const char* trace_category(op_kind k) {
 /// @brief Chrome's reserved colour names per op kind.
 inline const char* trace_color(op_kind k) {
   switch (k) {
-    case op_kind::forward: return "rail_response";   // blue
-    case op_kind::backward: return "good";           // green
+    case op_kind::forward: return "rail_response";  // blue
+    case op_kind::backward: return "good";          // green
     case op_kind::weight: return "yellow";
     case op_kind::optimizer_step: return "grey";
     case op_kind::send_act:
     case op_kind::send_grad: return "rail_animation";  // purple
     case op_kind::grad_sync_start: return "olive";
-    default: return "terrible";                       // waits: red
+    default: return "terrible";  // waits: red
   }
 }
 }  // namespace detail
@@ -71,8 +73,9 @@ inline const char* trace_color(op_kind k) {
 /// @brief Builds the trace (`{"traceEvents": [...], "displayTimeUnit": "ms"}`).
 /// Throws `invalid_argument` if `res` does not belong to `s` (op counts differ).
 [[nodiscard]] inline json to_trace_json(const pipeline_schedule& s, const sim_result& res) {
-  detail::require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(), "trace.result",
-                  "simulation result has ", res.times.size(), " ops, schedule has ", s.num_ops());
+  detail::require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
+                  "trace.result", "simulation result has ", res.times.size(), " ops, schedule has ",
+                  s.num_ops());
   constexpr double us = 1e6;
   json events = json::array();
   static const char* thread_names[] = {"compute", "send", "grad sync"};
@@ -80,21 +83,40 @@ inline const char* trace_color(op_kind k) {
     const int pid = static_cast<int>(r);
     const auto& info = s.ranks[r];
     const auto& seg = s.segments.at(static_cast<std::size_t>(info.segment));
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid},
-                      {"args", {{"name", detail::cat("rank ", r, " \xC2\xB7 ", seg.name, " stage ", info.stage, " replica ", info.replica)}}}});
-    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"args",
+                       {{"name", detail::cat("rank ", r, " \xC2\xB7 ", seg.name, " stage ",
+                                             info.stage, " replica ", info.replica)}}}});
+    events.push_back({{"name", "process_sort_index"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"args", {{"sort_index", pid}}}});
     for (int t = 0; t < 3; ++t)
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", t}, {"args", {{"name", thread_names[t]}}}});
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", pid},
+                        {"tid", t},
+                        {"args", {{"name", thread_names[t]}}}});
     for (std::size_t i = 0; i < s.ops[r].size(); ++i) {
       const auto& o = s.ops[r][i];
       const auto& iv = res.times[res.rank_begin[r] + i];
       const double dur = iv.end - iv.start;
       int tid = 0;
-      if (is_send(o.kind)) tid = 1;
-      else if (o.kind == op_kind::grad_sync_start) tid = 2;
-      else if (!is_compute(o.kind) && !(dur > 0.0)) continue;  // zero-length waits say nothing
-      json e{{"name", detail::short_label(o)}, {"cat", detail::trace_category(o.kind)}, {"ph", "X"},
-             {"ts", iv.start * us}, {"dur", dur * us}, {"pid", pid}, {"tid", tid},
+      if (is_send(o.kind))
+        tid = 1;
+      else if (o.kind == op_kind::grad_sync_start)
+        tid = 2;
+      else if (!is_compute(o.kind) && !(dur > 0.0))
+        continue;  // zero-length waits say nothing
+      json e{{"name", detail::short_label(o)},
+             {"cat", detail::trace_category(o.kind)},
+             {"ph", "X"},
+             {"ts", iv.start * us},
+             {"dur", dur * us},
+             {"pid", pid},
+             {"tid", tid},
              {"cname", detail::trace_color(o.kind)}};
       json args{{"op", describe(o)}, {"index", i}};
       if (o.microbatch >= 0) args["microbatch"] = o.microbatch;
@@ -106,7 +128,8 @@ inline const char* trace_color(op_kind k) {
       events.push_back(std::move(e));
     }
   }
-  return json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"},
+  return json{{"traceEvents", std::move(events)},
+              {"displayTimeUnit", "ms"},
               {"otherData", {{"schedule", s.name}, {"iteration_time_s", res.iteration_time}}}};
 }
 

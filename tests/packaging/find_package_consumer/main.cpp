@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <string>
 
-#include <Eigen/Core>
 #include <fmt/format.h>
+#include <Eigen/Core>
 
 namespace {
 int failures = 0;
@@ -22,8 +22,7 @@ void check(bool ok, const char* what) {
 
 int main() {
   static_assert(DISTTRAIN_VERSION == disttrain::version_major * 10000 +
-                                         disttrain::version_minor * 100 +
-                                         disttrain::version_patch);
+                                         disttrain::version_minor * 100 + disttrain::version_patch);
   check(std::string(disttrain::version_string) == DISTTRAIN_VERSION_STRING, "version string");
 #ifdef DISTTRAIN_PACKAGE_VERSION
   check(std::string(DISTTRAIN_PACKAGE_VERSION) == DISTTRAIN_VERSION_STRING,

@@ -82,23 +82,25 @@ inline constexpr std::size_t piece_words = 6;
 [[nodiscard]] inline std::vector<route_piece> decode_pieces(std::span<const std::int64_t> w) {
   std::vector<route_piece> ps;
   for (std::size_t i = 0; i + piece_words <= w.size(); i += piece_words)
-    ps.push_back({static_cast<int>(w[i]), static_cast<int>(w[i + 1]), w[i + 2], w[i + 3], w[i + 4], w[i + 5]});
+    ps.push_back({static_cast<int>(w[i]), static_cast<int>(w[i + 1]), w[i + 2], w[i + 3], w[i + 4],
+                  w[i + 5]});
   return ps;
 }
 
 /// "3 pieces [s4 rows 0+7 cols 0+512, ...] = 10752 elements x 2 B (hidden 1024)".
-[[nodiscard]] inline std::string describe_shape(const wire_header& h, const std::vector<route_piece>& ps) {
+[[nodiscard]] inline std::string describe_shape(const wire_header& h,
+                                                const std::vector<route_piece>& ps) {
   std::ostringstream os;
   os << h.n_pieces << " pieces [";
   const std::size_t shown = ps.size() < 8 ? ps.size() : 8;
   for (std::size_t i = 0; i < shown; ++i) {
     const auto& p = ps[i];
-    os << (i ? ", " : "") << 's' << p.sample << " rows " << p.row0 << '+' << p.rows << " cols " << p.col0 << '+'
-       << p.cols;
+    os << (i ? ", " : "") << 's' << p.sample << " rows " << p.row0 << '+' << p.rows << " cols "
+       << p.col0 << '+' << p.cols;
   }
   if (ps.size() > shown) os << ", ... " << ps.size() - shown << " more";
-  os << "] = " << h.elements << " elements x " << h.elem_size << " B (hidden " << h.hidden << ", phase " << h.phase
-     << ")";
+  os << "] = " << h.elements << " elements x " << h.elem_size << " B (hidden " << h.hidden
+     << ", phase " << h.phase << ")";
   return os.str();
 }
 

@@ -43,12 +43,15 @@ using op_cost_fn = std::function<double(const schedule_rank&, const schedule_op&
 /// (the forward order of first-stage ranks);
 /// `cap[r]` its activation cap; `owner[stage * M + mb]` the rank running (stage, mb).
 inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<int>>& flows,
-                          const std::vector<int>& cap, const std::vector<int>& owner, const op_cost_fn& cost) {
+                          const std::vector<int>& cap, const std::vector<int>& owner,
+                          const op_cost_fn& cost) {
   const std::size_t R = s.ranks.size();
   const auto M = static_cast<std::size_t>(s.num_microbatches);
   const int S = s.num_stages;
   const auto back = backward_mask(s);
-  const auto key = [M](int stage, int mb) { return static_cast<std::size_t>(stage) * M + static_cast<std::size_t>(mb); };
+  const auto key = [M](int stage, int mb) {
+    return static_cast<std::size_t>(stage) * M + static_cast<std::size_t>(mb);
+  };
   s.ops.assign(R, {});
 
   struct event {
@@ -62,7 +65,8 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
   std::priority_queue<event, std::vector<event>, std::greater<event>> q;
   std::uint64_t seq = 0;
   std::vector<std::deque<int>> fq(R), bq(R), wq(R);  // arrived inputs, arrived gradients, pending W
-  std::vector<std::vector<std::pair<int, double>>> link_free(R);  // per sender: (receiver, link free time)
+  std::vector<std::vector<std::pair<int, double>>> link_free(
+      R);  // per sender: (receiver, link free time)
   std::vector<int> inflight(R, 0);
   std::vector<char> last_b(R, 0);  // last F/B started was a B: alternate when both are ready
   std::vector<char> busy(R, 0);
@@ -70,21 +74,26 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
   std::size_t remaining = 0;
   for (std::size_t r = 0; r < R; ++r) {
     const int stage = s.ranks[r].stage;
-    const std::size_t per = 1U + (back[static_cast<std::size_t>(stage)] ? 1U : 0U) + (back[static_cast<std::size_t>(stage)] && s.has_weight(stage) ? 1U : 0U);
+    const std::size_t per =
+        1U + (back[static_cast<std::size_t>(stage)] ? 1U : 0U) +
+        (back[static_cast<std::size_t>(stage)] && s.has_weight(stage) ? 1U : 0U);
     remaining += per * flows[r].size();
     if (stage == 0) fq[r].assign(flows[r].begin(), flows[r].end());
   }
   // Arrival time of a message sent now from `from` to `to` taking `dur`: after the link's previous one.
   const auto deliver = [&](std::size_t from, int to, double now, double dur) {
     auto& links = link_free[from];
-    auto it = std::find_if(links.begin(), links.end(), [to](const auto& l) { return l.first == to; });
+    auto it =
+        std::find_if(links.begin(), links.end(), [to](const auto& l) { return l.first == to; });
     if (it == links.end()) it = links.insert(links.end(), {to, 0.0});
     it->second = std::max(it->second, now) + dur;
     return it->second;
   };
   const auto cost_of = [&](std::size_t r, const schedule_op& o) {
     const double v = cost(s.ranks[r], o);
-    if (!(v >= 0.0)) fail(errc::invalid_argument, s.rank_name(static_cast<int>(r)), "op cost of ", describe(o), " is ", v, " (must be >= 0)");
+    if (!(v >= 0.0))
+      fail(errc::invalid_argument, s.rank_name(static_cast<int>(r)), "op cost of ", describe(o),
+           " is ", v, " (must be >= 0)");
     return v;
   };
   const auto try_start = [&](std::size_t r, double now) {
@@ -137,17 +146,21 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
         if (o.kind == op_kind::forward) {
           if (stage + 1 < S) {
             const int to = owner[key(stage + 1, o.microbatch)];
-            const schedule_op snd = schedule_op::send(op_kind::send_act, stage, 0, o.microbatch, to);
+            const schedule_op snd =
+                schedule_op::send(op_kind::send_act, stage, 0, o.microbatch, to);
             q.push({deliver(r, to, now, cost_of(r, snd)), seq++, 1, to, o.microbatch});
           } else if (has_b) {
             bq[r].push_back(o.microbatch);
           }
         } else if (o.kind == op_kind::backward) {
-          if (s.has_weight(stage)) wq[r].push_back(o.microbatch);
-          else --inflight[r];
+          if (s.has_weight(stage))
+            wq[r].push_back(o.microbatch);
+          else
+            --inflight[r];
           if (stage > 0 && back[static_cast<std::size_t>(stage - 1)]) {
             const int to = owner[key(stage - 1, o.microbatch)];
-            const schedule_op snd = schedule_op::send(op_kind::send_grad, stage, 0, o.microbatch, to);
+            const schedule_op snd =
+                schedule_op::send(op_kind::send_grad, stage, 0, o.microbatch, to);
             q.push({deliver(r, to, now, cost_of(r, snd)), seq++, 2, to, o.microbatch});
           }
         } else {
@@ -161,7 +174,8 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
     dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
     for (std::size_t r : dirty) try_start(r, now);
   }
-  ensure(remaining == 0, "list_schedule", remaining, " ops never became ready (caps too small for the microbatch order)");
+  ensure(remaining == 0, "list_schedule", remaining,
+         " ops never became ready (caps too small for the microbatch order)");
 }
 
 }  // namespace disttrain::detail
