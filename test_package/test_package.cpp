@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <string>
 
-#include <Eigen/Core>
 #include <fmt/format.h>
+#include <Eigen/Core>
 
 int main() {
   int failures = 0;
