@@ -44,12 +44,13 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
   --config FILE.json   scenario file: {"model", "cluster", "data", "global_batch_size"}
                        ("model"/"data" may name a preset; "cluster" may be
                        {"preset": "h800", "num_gpus": 64}); optional "planner"
-                       {"max_backbone_pp", "max_side_pp", "tp_candidates",
+                       {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
                        "search_recompute"} and "cost" (cost-model parameters)
   --gpus N             override the cluster's GPU count
   --batch N            override the global batch (samples per iteration)
   --max-side-pp N      most pipeline stages of the encoder / generator (default 2)
   --max-backbone-pp N  most pipeline stages of the backbone (default: its layers)
+  --min-backbone-pp N  fewest pipeline stages of the backbone (default 1)
   --evaluate PLAN.json score a given plan (a plan object, or --json output) instead
   --json               print one JSON object (plan, iteration_time_s, mfu,
                        baseline, speedup, solve_ms)
@@ -63,7 +64,7 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
 struct args {
   std::string preset = "paper-72b";
   std::optional<std::string> config, evaluate_file, trace_file, svg_file;
-  std::optional<int> gpus, batch, max_side_pp, max_backbone_pp;
+  std::optional<int> gpus, batch, max_side_pp, max_backbone_pp, min_backbone_pp;
   bool json = false, stages = false, list = false;
 };
 
@@ -102,6 +103,8 @@ args parse(int argc, char** argv) {
       a.max_side_pp = parse_int("--max-side-pp", value());
     else if (s == "--max-backbone-pp")
       a.max_backbone_pp = parse_int("--max-backbone-pp", value());
+    else if (s == "--min-backbone-pp")
+      a.min_backbone_pp = parse_int("--min-backbone-pp", value());
     else if (s == "--evaluate")
       a.evaluate_file = value();
     else if (s == "--trace")
@@ -148,6 +151,8 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
     const json& p = j["planner"];
     popt.max_backbone_pp =
         dd::json_get_or<int>(p, "max_backbone_pp", popt.max_backbone_pp, "planner");
+    popt.min_backbone_pp =
+        dd::json_get_or<int>(p, "min_backbone_pp", popt.min_backbone_pp, "planner");
     popt.max_side_pp = dd::json_get_or<int>(p, "max_side_pp", popt.max_side_pp, "planner");
     popt.tp_candidates =
         dd::json_get_or<std::vector<int>>(p, "tp_candidates", popt.tp_candidates, "planner");
@@ -214,6 +219,7 @@ int run(const args& a) {
   if (a.batch) sc.global_batch_size = *a.batch;
   if (a.max_side_pp) popt.max_side_pp = *a.max_side_pp;
   if (a.max_backbone_pp) popt.max_backbone_pp = *a.max_backbone_pp;
+  if (a.min_backbone_pp) popt.min_backbone_pp = *a.min_backbone_pp;
   sc.validate();
   const disttrain::analytic_cost_model cm(sc.model, sc.cluster, cparams);
   const auto req = disttrain::make_request(sc);
