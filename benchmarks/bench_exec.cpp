@@ -37,6 +37,7 @@
 #include "disttrain/schedule/one_f_one_b.hpp"
 #include "disttrain/schedule/validate.hpp"
 #include "disttrain/sim/simulator.hpp"
+#include "exec_workload.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -185,61 +186,15 @@ class link_model_backend {
 };
 
 // ---- (1) overlap on vs off ---------------------------------------------------
-struct sleep_host {
-  using grad_type = float;
-  std::chrono::microseconds forward_time, backward_time;
-  std::size_t message_bytes;
-  std::map<std::pair<int, int>, std::vector<std::byte>> buffers;  // (kind, mb)
-  std::vector<float> bucket = std::vector<float>(16, 1.0f);
-  std::vector<int> group;
-
-  void forward(const disttrain::schedule_op&) { wait_for(forward_time); }
-  void backward(const disttrain::schedule_op&) { wait_for(backward_time); }
-  void weight(const disttrain::schedule_op&) {}
-  void optimizer_step(const disttrain::schedule_op&) {}
-  void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out) {
-    auto& b = buffers[{static_cast<int>(op.kind), op.microbatch}];
-    // A gradient message is sized like its backward pass (twice a forward).
-    const bool grad =
-        op.kind == disttrain::op_kind::send_grad || op.kind == disttrain::op_kind::recv_grad;
-    b.resize(grad ? 2 * message_bytes : message_bytes);
-    out.push_back({op.peer, std::span(b)});
-  }
-  void received(const disttrain::schedule_op&) {}
-  disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op&) {
-    return {std::span(bucket), std::span(group)};
-  }
-  void bucket_reduced(const disttrain::schedule_op&) {}
+// F and B = 2F as timed sleeps (see exec_workload.hpp).
+struct sleep_compute {
+  void operator()(clock_type::duration d) const { wait_for(d); }
 };
+using sleep_host = disttrain::bench::synthetic_host<sleep_compute>;
 
 struct overlap_result {
   double on_s = 0, off_s = 0, compute_s = 0, comm_s = 0;
   double sim_on_s = 0, sim_off_s = 0;  // the simulator's prediction for the same workload
-};
-
-// The same workload for the simulator (sim/): F, B = 2F, each message
-// occupying its link like the op that produced it, plus the latency.
-struct bench_durations {
-  double forward = 0, latency = 0;
-  [[nodiscard]] double compute_time(const disttrain::schedule_rank&,
-                                    const disttrain::schedule_op& o) const {
-    return o.kind == disttrain::op_kind::forward    ? forward
-           : o.kind == disttrain::op_kind::backward ? 2 * forward
-                                                    : 0.0;
-  }
-  [[nodiscard]] double transfer_time(const disttrain::schedule_rank&,
-                                     const disttrain::schedule_rank&,
-                                     const disttrain::schedule_op& o) const {
-    return (o.kind == disttrain::op_kind::send_grad ? 2 * forward : forward) + latency;
-  }
-  [[nodiscard]] double sync_time(const disttrain::schedule_rank&,
-                                 const disttrain::schedule_op&) const {
-    return 0;
-  }
-  [[nodiscard]] double activation_bytes(const disttrain::schedule_rank&,
-                                        const disttrain::schedule_op&) const {
-    return 1;
-  }
 };
 
 overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only,
@@ -258,7 +213,10 @@ overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only,
   res.compute_s = 3.0 * std::chrono::duration<double>(t_forward).count() * microbatches;
   res.comm_s = 3.0 * static_cast<double>(bytes) / l.bytes_per_s *
                microbatches;  // per middle rank: act + grad out
-  const bench_durations d{std::chrono::duration<double>(t_forward).count(), l.latency_s};
+  // The simulator's view: each message occupies its link like the op that
+  // produced it, plus the latency.
+  const double f = std::chrono::duration<double>(t_forward).count();
+  const disttrain::bench::synthetic_durations d{f, f + l.latency_s, 2 * f + l.latency_s};
   res.sim_on_s = disttrain::simulate(s, d).iteration_time;
   res.sim_off_s = disttrain::simulate(s, d, {.overlap_comm = false}).iteration_time;
   for (bool overlap : {true, false}) {
@@ -271,7 +229,7 @@ overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only,
         th.emplace_back([&, r] {
           auto inner = world.endpoint(r);
           link_model_backend<disttrain::local_backend> b(inner, l);
-          sleep_host h{t_forward, 2 * t_forward, bytes, {}, std::vector<float>(16, 1.0f), {r}};
+          sleep_host h{t_forward, bytes, {r}};
           disttrain::executor<link_model_backend<disttrain::local_backend>> ex(
               b, {s.num_stages, s.num_chunks, s.num_microbatches},
               {.overlap = overlap, .record = false});

@@ -44,6 +44,7 @@
 #include "disttrain/schedule/one_f_one_b.hpp"
 #include "disttrain/schedule/validate.hpp"
 #include "disttrain/sim/simulator.hpp"
+#include "exec_workload.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -116,56 +117,11 @@ link_sizing size_messages(int me, double target_forward_s, int reps) {
   return l;
 }
 
-struct sleep_host {
-  using grad_type = float;
-  clock_type::duration forward_time;
-  std::size_t message_bytes;
-  std::map<std::pair<int, int>, std::vector<std::byte>> buffers;  // (kind, mb)
-  std::vector<float> bucket = std::vector<float>(16, 1.0f);
-  std::vector<int> group;
-
-  void forward(const disttrain::schedule_op&) { compute_for(forward_time); }
-  void backward(const disttrain::schedule_op&) { compute_for(2 * forward_time); }
-  void weight(const disttrain::schedule_op&) {}
-  void optimizer_step(const disttrain::schedule_op&) {}
-  void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out) {
-    auto& b = buffers[{static_cast<int>(op.kind), op.microbatch}];
-    const bool grad =
-        op.kind == disttrain::op_kind::send_grad || op.kind == disttrain::op_kind::recv_grad;
-    b.resize(grad ? 2 * message_bytes : message_bytes);
-    out.push_back({op.peer, std::span(b)});
-  }
-  void received(const disttrain::schedule_op&) {}
-  disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op&) {
-    return {std::span(bucket), std::span(group)};
-  }
-  void bucket_reduced(const disttrain::schedule_op&) {}
+// F and B = 2F as sleeps that keep MPI progressing (see exec_workload.hpp).
+struct mpi_compute {
+  void operator()(clock_type::duration d) const { compute_for(d); }
 };
-
-// The same workload for the simulator (sim/): F, B = 2F, each message taking
-// its measured raw time on its link.
-struct bench_durations {
-  double forward = 0, act = 0, grad = 0;
-  [[nodiscard]] double compute_time(const disttrain::schedule_rank&,
-                                    const disttrain::schedule_op& o) const {
-    return o.kind == disttrain::op_kind::forward    ? forward
-           : o.kind == disttrain::op_kind::backward ? 2 * forward
-                                                    : 0.0;
-  }
-  [[nodiscard]] double transfer_time(const disttrain::schedule_rank&,
-                                     const disttrain::schedule_rank&,
-                                     const disttrain::schedule_op& o) const {
-    return o.kind == disttrain::op_kind::send_grad ? grad : act;
-  }
-  [[nodiscard]] double sync_time(const disttrain::schedule_rank&,
-                                 const disttrain::schedule_op&) const {
-    return 0;
-  }
-  [[nodiscard]] double activation_bytes(const disttrain::schedule_rank&,
-                                        const disttrain::schedule_op&) const {
-    return 1;
-  }
-};
+using sleep_host = disttrain::bench::synthetic_host<mpi_compute>;
 
 struct mode_result {
   double seconds = 0;     // median over repetitions of the slowest rank's iteration
@@ -186,7 +142,7 @@ mode_result run_mode(disttrain::mpi_backend& b, const disttrain::pipeline_schedu
   mode_result res;
   // One host for every repetition: its message buffers are allocated (and
   // their pages touched) in the untimed first run, not in the measured ones.
-  sleep_host h{forward, bytes, {}, std::vector<float>(16, 1.0f), {me}};
+  sleep_host h{forward, bytes, {me}};
   disttrain::executor<disttrain::mpi_backend> ex(
       b, {s.num_stages, s.num_chunks, s.num_microbatches},
       {.overlap = overlap, .timeout = timeout, .record = false});
@@ -256,7 +212,9 @@ int main(int argc, char** argv) {
     disttrain::validate_schedule(s);
     row r;
     r.schedule = name;
-    const bench_durations d{forward_s, link.act_s, link.grad_s};
+    // The simulator's view: F, B = 2F, each message taking its measured raw
+    // time on its link.
+    const disttrain::bench::synthetic_durations d{forward_s, link.act_s, link.grad_s};
     r.sim_on = disttrain::simulate(s, d).iteration_time;
     r.sim_off = disttrain::simulate(s, d, {.overlap_comm = false}).iteration_time;
     for (bool overlap : {true, false}) {
