@@ -497,10 +497,8 @@ class rank_trainer {
       micro& mb = micro_[j];
       // Samples of microbatch j, numbered locally by ascending id; every
       // module's placement uses that numbering (reorder/placement.hpp).
-      const std::vector<std::uint32_t> members = disttrain::microbatch_samples(st.map, j);
-      const auto placement = [&](int module) {
-        return disttrain::to_sample_placement(st.map, static_cast<std::size_t>(module), j);
-      };
+      const disttrain::microbatch_placement mp = disttrain::microbatch_placements(st.map, j);
+      const std::vector<std::uint32_t>& members = mp.samples;
       const auto shape = [&](bool images) {
         disttrain::activation_shape a;
         for (std::uint32_t idx : members)
@@ -512,8 +510,9 @@ class rank_trainer {
       for (std::uint32_t idx : st.map.cell(static_cast<std::size_t>(module_),
                                            static_cast<std::size_t>(coord_.replica), j))
         mb.mine.push_back(st.map.samples[idx].id);
-      const auto enc = placement(encoder_module), bb = placement(backbone_module),
-                 gen = placement(generator_module);
+      const auto& enc = mp.module[static_cast<std::size_t>(encoder_module)];
+      const auto& bb = mp.module[static_cast<std::size_t>(backbone_module)];
+      const auto& gen = mp.module[static_cast<std::size_t>(generator_module)];
       const int last_bb = plan_.bb_pp - 1;
       if (module_ == backbone_module) {
         mb.in = coord_.stage == 0

@@ -93,8 +93,13 @@ TEST_CASE("placement: equals the tiny_mllm hand mapping on reorderer output; rou
       {{"enc", "encoder", 2, 1, 2}, {"llm", "backbone", 1, 1, 3}, {"gen", "generator", 2, 1, 4}});
   const auto rows_of = [](std::uint64_t id) { return static_cast<std::int64_t>(id % 11); };
   for (std::uint32_t j = 0; j < res.microbatches; ++j) {
-    for (std::size_t k = 0; k < 3; ++k)
+    const auto mp = disttrain::microbatch_placements(res, j);
+    CHECK(mp.samples == disttrain::microbatch_samples(res, j));
+    REQUIRE(mp.module.size() == 3);
+    for (std::size_t k = 0; k < 3; ++k) {
       CHECK(disttrain::to_sample_placement(res, k, j) == example_mapping(res, k, j));
+      CHECK(mp.module[k] == example_mapping(res, k, j));
+    }
     for (std::size_t b = 0; b < 2; ++b) {
       const auto rp = disttrain::placements_for_route(res, j, b, b + 1);
       CHECK(rp.samples == disttrain::microbatch_samples(res, j));
@@ -132,6 +137,8 @@ TEST_CASE("placement: bad input") {
                         "placements_for_route.to_module");
   DISTTRAIN_CHECK_ERROR(disttrain::placements_for_route(r, 3, 0, 1), errc::invalid_argument,
                         "placements_for_route.microbatch");
+  DISTTRAIN_CHECK_ERROR(disttrain::microbatch_placements(r, 2), errc::invalid_argument,
+                        "microbatch_placements.microbatch");
   DISTTRAIN_CHECK_ERROR(disttrain::microbatch_samples(r, 7), errc::invalid_argument,
                         "microbatch_samples.microbatch");
   // An empty result, and cells that do not match the header.

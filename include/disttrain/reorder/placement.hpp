@@ -196,4 +196,31 @@ struct route_placements {
   return rp;
 }
 
+/// @brief Every module's placement in one microbatch over one local
+/// numbering: what a rank needs to plan all its routes of microbatch j. The
+/// members are read and sorted once (calling `to_sample_placement` per module
+/// would redo that per call).
+/// @code
+/// auto mp = disttrain::microbatch_placements(res, j);
+/// auto route = disttrain::plan_boundary_route(layout, 0, mp.module[0], mp.module[1], shape);
+/// @endcode
+struct microbatch_placement {
+  std::vector<std::uint32_t> samples;    ///< local id -> index into reorder_result::samples
+  std::vector<sample_placement> module;  ///< one per module of the result
+};
+
+/// @brief Placements of every module in microbatch `microbatch` (see
+/// `microbatch_placement`). Throws `errc::invalid_argument` like
+/// `to_sample_placement`.
+[[nodiscard]] inline microbatch_placement microbatch_placements(const reorder_result& res,
+                                                                std::size_t microbatch) {
+  detail::check_placement_args(res, 0, microbatch, "microbatch_placements", "module");
+  microbatch_placement mp;
+  mp.samples = detail::cell_members(res, 0, microbatch);
+  mp.module.reserve(res.modules);
+  for (std::size_t k = 0; k < res.modules; ++k)
+    mp.module.push_back(detail::placement_over(res, k, microbatch, mp.samples));
+  return mp;
+}
+
 }  // namespace disttrain
