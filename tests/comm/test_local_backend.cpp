@@ -38,6 +38,17 @@ errc code_of(const std::exception_ptr& e) {
 }
 }  // namespace
 
+TEST_CASE("deadline_after saturates instead of overflowing") {
+  using std::chrono::steady_clock;
+  CHECK(disttrain::detail::deadline_after(std::chrono::milliseconds::max()) ==
+        steady_clock::time_point::max());
+  const auto before = steady_clock::now();
+  const auto d = disttrain::detail::deadline_after(std::chrono::hours(1));
+  CHECK(d >= before + std::chrono::hours(1));
+  CHECK(d < steady_clock::time_point::max());
+  CHECK(disttrain::detail::remaining(d) <= std::chrono::hours(1));
+}
+
 TEST_CASE("local backend delivers bytes in FIFO order per (source, tag)") {
   local_world world(3, {2000ms});
   std::vector<std::vector<std::int32_t>> got(3);

@@ -86,6 +86,16 @@ namespace detail {
   fail(errc::timeout, t.where(), t.what(), " did not complete within ", waited.count(),
        " ms (peer silent, dead or not posting the matching ", t.is_send ? "receive" : "send", ")");
 }
+/// @brief The deadline `timeout` from now, saturated at `time_point::max()`
+/// (a huge timeout such as `milliseconds::max()` means "never", not an overflow).
+/// Every wait in comm/ and exec/ computes its deadline here.
+[[nodiscard]] inline std::chrono::steady_clock::time_point deadline_after(
+    std::chrono::milliseconds timeout) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::time_point::max() - now);
+  return timeout >= room ? std::chrono::steady_clock::time_point::max() : now + timeout;
+}
 /// @brief Remaining time to `deadline` (never negative).
 [[nodiscard]] inline std::chrono::milliseconds remaining(
     std::chrono::steady_clock::time_point deadline) {
@@ -128,14 +138,14 @@ concept comm_backend = requires(B& b, const B& cb, std::span<const std::byte> ou
 /// @endcode
 template <comm_backend B>
 void wait_all(B& b, std::span<typename B::request> reqs) {
-  const auto deadline = std::chrono::steady_clock::now() + b.options().timeout;
+  const auto deadline = detail::deadline_after(b.options().timeout);
   for (auto& r : reqs) b.wait(r, detail::remaining(deadline));
 }
 
 /// @brief `wait_all` with an explicit timeout.
 template <comm_backend B>
 void wait_all(B& b, std::span<typename B::request> reqs, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = detail::deadline_after(timeout);
   for (auto& r : reqs) b.wait(r, detail::remaining(deadline));
 }
 

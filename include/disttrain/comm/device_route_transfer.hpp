@@ -115,8 +115,8 @@ class device_route_transfer {
 
   /// @brief Waits until every operation of this rank's part completed on the stream.
   void wait() {
-    const auto deadline = std::chrono::steady_clock::now() +
-                          (opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
+    const auto deadline =
+        detail::deadline_after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
     for (auto& r : reqs_)
       if (r.valid()) b_->wait(r, detail::remaining(deadline));
     reqs_.clear();

@@ -63,15 +63,6 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-/// `now + timeout`, saturated at `time_point::max()` (no overflow for huge timeouts).
-[[nodiscard]] inline std::chrono::steady_clock::time_point deadline_after(
-    std::chrono::milliseconds timeout) {
-  const auto now = std::chrono::steady_clock::now();
-  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::time_point::max() - now);
-  return timeout >= room ? std::chrono::steady_clock::time_point::max() : now + timeout;
-}
-
 /// One posted send or receive of the local backend.
 ///
 /// Completion is published through `state` alone; the mutex and condition

@@ -207,7 +207,7 @@ class mpi_backend {
   void wait(request& r) { wait(r, opts_.timeout); }
   void wait(request& r, std::chrono::milliseconds timeout) {
     detail::require(r.valid(), "mpi_backend.wait", "empty or already completed request");
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = detail::deadline_after(timeout);
     MPI_Status st{};
     int rc = MPI_SUCCESS;
     const bool done = detail::poll_until(deadline, [&] {
@@ -318,7 +318,7 @@ class mpi_backend {
   }
 
   void wait_collective(MPI_Request& q, const char* what, std::size_t bytes) {
-    const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
+    const auto deadline = detail::deadline_after(opts_.timeout);
     int rc = MPI_SUCCESS;
     const bool done = detail::poll_until(deadline, [&] {
       int flag = 0;

@@ -142,7 +142,7 @@ class nccl_backend {
     cfg.blocking = 0;  // non-blocking: lets us time out and abort instead of hanging
     detail::nccl_check(ncclCommInitRankConfig(&comm_, size, id, rank, &cfg), where(),
                        "ncclCommInitRankConfig");
-    const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
+    const auto deadline = detail::deadline_after(opts_.timeout);
     wait_ready(deadline, "communicator initialisation");
     detail::cuda_check(cudaMalloc(&scratch_, sizeof(int)), where(), "cudaMalloc");
   }
@@ -171,7 +171,7 @@ class nccl_backend {
       if (ec) detail::fail(errc::comm_error, path, "cannot rename ", tmp, ": ", ec.message());
       return id;
     }
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = detail::deadline_after(timeout);
     for (;;) {
       std::ifstream in(path, std::ios::binary);
       if (in && in.read(id.internal, sizeof(id.internal)) && in.gcount() == sizeof(id.internal))
@@ -257,7 +257,7 @@ class nccl_backend {
   void wait(request& r, std::chrono::milliseconds timeout) {
     detail::require(r.valid(), "nccl_backend.wait", "empty or already completed request");
     detail::require(group_depth_ == 0, r.info_.where(), "wait inside group_start/group_end");
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = detail::deadline_after(timeout);
     for (long spins = 0;; ++spins) {
       if (poll(r)) return;
       if (std::chrono::steady_clock::now() >= deadline) {
@@ -286,7 +286,7 @@ class nccl_backend {
     detail::nccl_check(rc, where(), "ncclGroupEnd");
     if (group_depth_ == 0) {
       if (rc == ncclInProgress)
-        wait_ready(std::chrono::steady_clock::now() + opts_.timeout, "group submission");
+        wait_ready(detail::deadline_after(opts_.timeout), "group submission");
       for (cudaEvent_t ev : in_group_)
         detail::cuda_check(cudaEventRecord(ev, stream_), where(), "cudaEventRecord");
       in_group_.clear();
@@ -387,7 +387,7 @@ class nccl_backend {
   void sync_collective(const char* what, std::size_t bytes) {
     request r = make_request(rank_, -1, bytes, true);
     detail::cuda_check(cudaEventRecord(r.ev_, stream_), where(), "cudaEventRecord");
-    const auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
+    const auto deadline = detail::deadline_after(opts_.timeout);
     while (!poll(r)) {
       if (std::chrono::steady_clock::now() >= deadline) {
         abort_comm();

@@ -85,8 +85,8 @@ class route_transfer {
                     destination.size(), " bytes, the route needs ", want_dst);
     src_ = source;
     dst_ = destination;
-    deadline_ = std::chrono::steady_clock::now() +
-                (opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
+    deadline_ =
+        detail::deadline_after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
     for (int phase = 0; phase < 2; ++phase)
       for (int i : plan_->recvs_of(me_, phase)) post_receive(i);
     for (int i : plan_->sends_of(me_, 0)) post_send(i, source);

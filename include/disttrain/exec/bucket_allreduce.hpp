@@ -88,7 +88,7 @@ class bucket_allreduce {
   /// the bucket with the sum over the group, added in group order.
   void finish(B& b, std::chrono::milliseconds timeout) {
     detail::require(active_, "bucket_allreduce", "finish without start");
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = detail::deadline_after(timeout);
     for (std::size_t i = 0; i < requests_.size(); ++i)
       if (!done_[i]) {
         b.wait(requests_[i], detail::remaining(deadline));

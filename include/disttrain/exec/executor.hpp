@@ -198,7 +198,7 @@ class executor {
     void wait_all_of(const schedule_op& op, pending& p) {
       const double s = now();
       bool waited = false;
-      const auto deadline = clock::now() + timeout();
+      const auto deadline = detail::deadline_after(timeout());
       for (std::size_t i = 0; i < p.reqs.size(); ++i) {
         if (p.done[i]) continue;
         if (!ex.b_->test(p.reqs[i])) {
@@ -345,7 +345,7 @@ class executor {
     void drain() {
       const double s = now();
       bool waited = false;
-      const auto deadline = clock::now() + timeout();
+      const auto deadline = detail::deadline_after(timeout());
       for (auto& p : sends) {
         for (std::size_t i = 0; i < p.reqs.size(); ++i)
           if (!p.done[i]) {

@@ -27,7 +27,7 @@ template <class B>
 void p2p_barrier(B& b) {
   const int n = b.size();
   const int me = b.rank();
-  const auto deadline = std::chrono::steady_clock::now() + b.options().timeout;
+  const auto deadline = deadline_after(b.options().timeout);
   std::span<std::byte> none;
   if (me == 0) {
     std::vector<typename B::request> reqs;
@@ -48,7 +48,7 @@ void p2p_barrier(B& b) {
 template <class B>
 void p2p_broadcast(B& b, std::span<std::byte> data, int root) {
   const int n = b.size();
-  const auto deadline = std::chrono::steady_clock::now() + b.options().timeout;
+  const auto deadline = deadline_after(b.options().timeout);
   if (b.rank() == root) {
     std::vector<typename B::request> reqs;
     for (int r = 0; r < n; ++r)
@@ -67,7 +67,7 @@ void p2p_allgather(B& b, std::span<const std::byte> mine, std::span<std::byte> a
   const int n = b.size();
   const int me = b.rank();
   const std::size_t k = mine.size();
-  const auto deadline = std::chrono::steady_clock::now() + b.options().timeout;
+  const auto deadline = deadline_after(b.options().timeout);
   std::vector<typename B::request> reqs;
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
