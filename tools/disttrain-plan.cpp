@@ -45,12 +45,16 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
                        ("model"/"data" may name a preset; "cluster" may be
                        {"preset": "h800", "num_gpus": 64}); optional "planner"
                        {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
-                       "search_recompute"} and "cost" (cost-model parameters)
+                       "search_recompute", "overlap_grad_reduce", "overlap_param_gather"}
+                       and "cost" (cost-model parameters)
   --gpus N             override the cluster's GPU count
   --batch N            override the global batch (samples per iteration)
   --max-side-pp N      most pipeline stages of the encoder / generator (default 2)
   --max-backbone-pp N  most pipeline stages of the backbone (default: its layers)
   --min-backbone-pp N  fewest pipeline stages of the backbone (default 1)
+  --sync-overlap MODE  DP gradient sync overlap of the plan and the baseline, as
+                       Megatron-LM's flags: all (default: --overlap-grad-reduce and
+                       --overlap-param-gather), grad (--overlap-grad-reduce only), none
   --evaluate PLAN.json score a given plan (a plan object, or --json output) instead
   --json               print one JSON object (plan, iteration_time_s, mfu,
                        baseline, speedup, solve_ms)
@@ -65,6 +69,7 @@ struct args {
   std::string preset = "paper-72b";
   std::optional<std::string> config, evaluate_file, trace_file, svg_file;
   std::optional<int> gpus, batch, max_side_pp, max_backbone_pp, min_backbone_pp;
+  std::optional<std::string> sync_overlap;
   bool json = false, stages = false, list = false;
 };
 
@@ -105,6 +110,8 @@ args parse(int argc, char** argv) {
       a.max_backbone_pp = parse_int("--max-backbone-pp", value());
     else if (s == "--min-backbone-pp")
       a.min_backbone_pp = parse_int("--min-backbone-pp", value());
+    else if (s == "--sync-overlap")
+      a.sync_overlap = value();
     else if (s == "--evaluate")
       a.evaluate_file = value();
     else if (s == "--trace")
@@ -158,6 +165,10 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
         dd::json_get_or<std::vector<int>>(p, "tp_candidates", popt.tp_candidates, "planner");
     popt.search_recompute =
         dd::json_get_or<bool>(p, "search_recompute", popt.search_recompute, "planner");
+    popt.overlap_grad_reduce =
+        dd::json_get_or<bool>(p, "overlap_grad_reduce", popt.overlap_grad_reduce, "planner");
+    popt.overlap_param_gather =
+        dd::json_get_or<bool>(p, "overlap_param_gather", popt.overlap_param_gather, "planner");
   }
   if (j.contains("cost")) cparams = dd::read_cost_params(j["cost"], "cost");
   auto sc = dd::read_scenario(j, "");
@@ -220,6 +231,14 @@ int run(const args& a) {
   if (a.max_side_pp) popt.max_side_pp = *a.max_side_pp;
   if (a.max_backbone_pp) popt.max_backbone_pp = *a.max_backbone_pp;
   if (a.min_backbone_pp) popt.min_backbone_pp = *a.min_backbone_pp;
+  if (a.sync_overlap) {
+    const std::string& v = *a.sync_overlap;
+    if (v != "all" && v != "grad" && v != "none")
+      disttrain::detail::fail(disttrain::errc::invalid_argument, "--sync-overlap",
+                              "expects all, grad or none, got '", v, "'");
+    popt.overlap_grad_reduce = v != "none";
+    popt.overlap_param_gather = v == "all";
+  }
   sc.validate();
   const disttrain::analytic_cost_model cm(sc.model, sc.cluster, cparams);
   const auto req = disttrain::make_request(sc);
@@ -258,6 +277,7 @@ int run(const args& a) {
     out["global_batch"] = sc.global_batch_size;
     out["baseline"] = result_json(base);
     out["speedup"] = speedup;
+    out["baseline_gpus_unused"] = sc.cluster.num_gpus - base.evaluation.gpus;
     out["stats"] = ours.stats;
     write_timeline(a, ours.plan, cm, req.sample_workload, &out);
     fmt::print("{}\n", out.dump(2));
@@ -276,10 +296,20 @@ int run(const args& a) {
       "layer split):\n{}{}\n",
       disttrain::format_plan(base.plan), disttrain::format_evaluation(base.evaluation, a.stages));
   fmt::print(
-      "Speedup over the baseline: {:.2f}x iteration time ({:.4f} s vs {:.4f} s), MFU {:.1f}% vs "
-      "{:.1f}%\n",
+      "Speedup over the baseline: {:.2f}x iteration time ({:.4f} s vs {:.4f} s), MFU {:.1f}% on "
+      "{} GPUs vs {:.1f}% on {} GPUs\n",
       speedup, ours.evaluation.iteration_time_s, base.evaluation.iteration_time_s,
-      100 * ours.evaluation.mfu, 100 * base.evaluation.mfu);
+      100 * ours.evaluation.mfu, ours.evaluation.gpus, 100 * base.evaluation.mfu,
+      base.evaluation.gpus);
+  if (base.evaluation.gpus < ours.evaluation.gpus)
+    fmt::print(
+        "Both were given {} GPUs; the baseline's best layout uses {} of them (more do not make it "
+        "faster), ours {}: per GPU, ours gives {:.3f} samples/s, the baseline {:.3f} ({:.2f}x).\n",
+        sc.cluster.num_gpus, base.evaluation.gpus, ours.evaluation.gpus,
+        ours.evaluation.samples_per_s / static_cast<double>(ours.evaluation.gpus),
+        base.evaluation.samples_per_s / static_cast<double>(base.evaluation.gpus),
+        (ours.evaluation.samples_per_s / static_cast<double>(ours.evaluation.gpus)) /
+            (base.evaluation.samples_per_s / static_cast<double>(base.evaluation.gpus)));
   write_timeline(a, ours.plan, cm, req.sample_workload, nullptr);
   return 0;
 }

@@ -28,11 +28,12 @@ TEST_CASE("memory of a known configuration equals a hand computation") {
   const double params = (16 * layer + 32000 * h) / 2;    // per GPU
   CHECK(params == 1684602880.0);
   CHECK(m.params == 2 * params);
-  CHECK(m.grads == 2 * params);
+  CHECK(m.grads == 4 * params);  // fp32 gradient buffers (Megatron's bf16 default)
   CHECK(m.optimizer == 12 * params / 4);
   const double act_per_token = 2 * (6 * h + 2 * h + 3 * mlp);  // 131,584 bytes
   CHECK(m.activations == Approx(3 * 16 * act_per_token * 4096 / 2).epsilon(1e-12));
-  CHECK(m.total() == Approx(3369205760.0 * 2 + 5053808640.0 + 12935233536.0).epsilon(1e-12));
+  CHECK(m.total() ==
+        Approx(3369205760.0 + 6738411520.0 + 5053808640.0 + 12935233536.0).epsilon(1e-12));
 
   // Recompute keeps 2h bytes per token per layer plus one layer's full activations.
   const auto r = cm.stage_memory(stage_config{0, 0, 16, 2, 4, true}, one_sequence(4096), 3);
@@ -144,12 +145,19 @@ TEST_CASE("DP sync, optimizer step, p2p and module transfers match alpha-beta ha
   const stage_config s{1, 0, 32, 2, 8, false};  // whole Llama-2-7B, TP 2, DP 8
   const double p = module_params(presets::llama2_7b()) / 2;
   const double inter_bw = 50e9 * 0.85, intra_bw = 200e9 * 0.8;
-  const double rs_inter = 7 * 10e-6 + 7.0 / 8 * (2 * p) / inter_bw;
-  CHECK(cm.dp_sync_time(s, true) == Approx(2 * rs_inter).epsilon(1e-12));
-  const double rs_intra = 7 * 5e-6 + 7.0 / 8 * (2 * p) / intra_bw;
-  CHECK(cm.dp_sync_time(s, false) == Approx(2 * rs_intra).epsilon(1e-12));
+  // Reduce-scatter of fp32 gradients (4 bytes) + all-gather of bf16 parameters (2 bytes).
+  auto ring = [&](double bytes, double alpha, double bw) {
+    return 7 * alpha + 7.0 / 8 * bytes / bw;
+  };
+  const double inter = ring(4 * p, 10e-6, inter_bw) + ring(2 * p, 10e-6, inter_bw);
+  CHECK(cm.dp_sync_time(s, true) == Approx(inter).epsilon(1e-12));
+  const double intra = ring(4 * p, 5e-6, intra_bw) + ring(2 * p, 5e-6, intra_bw);
+  CHECK(cm.dp_sync_time(s, false) == Approx(intra).epsilon(1e-12));
+  CHECK(cm.dp_sync(s, false).reduce_scatter_s ==
+        Approx(ring(4 * p, 5e-6, intra_bw)).epsilon(1e-12));
   CHECK(cm.dp_sync_time(stage_config{1, 0, 32, 2, 1, false}, true) == 0);
-  CHECK(cm.optimizer_time(s) == Approx(p / 8 * 28 / (3.35e12 * 0.8)).epsilon(1e-12));
+  // Adam: read+write 12 bytes of state, read a 4-byte gradient, write a 2-byte parameter.
+  CHECK(cm.optimizer_time(s) == Approx(p / 8 * 30 / (3.35e12 * 0.8)).epsilon(1e-12));
   CHECK(cm.p2p_time(1e6, true) == Approx(5e-6 + 1e6 / intra_bw).epsilon(1e-12));
   CHECK(cm.p2p_time(1e6, false) == Approx(10e-6 + 1e6 / inter_bw).epsilon(1e-12));
   CHECK(cm.p2p_time(0, false) == 0);

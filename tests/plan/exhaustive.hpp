@@ -109,6 +109,8 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
     p.global_batch = S;
     p.num_microbatches = S / n;
     p.gpus_per_node = g;
+    p.overlap_grad_reduce = opt.overlap_grad_reduce;
+    p.overlap_param_gather = opt.overlap_param_gather;
     for (const auto& m : model.modules) {
       module_plan mp;
       mp.name = m.name;

@@ -23,6 +23,8 @@ struct case_spec {
   int max_side_pp;
   variant v = variant::as_is;
   int min_backbone_pp = 1;
+  bool overlap_grad_reduce = true;  // the planner's defaults (Megatron-LM's overlap switches on)
+  bool overlap_param_gather = true;
 };
 
 void compare(const case_spec& c) {
@@ -36,6 +38,10 @@ void compare(const case_spec& c) {
   opt.max_backbone_pp = c.max_backbone_pp;
   opt.max_side_pp = c.max_side_pp;
   opt.min_backbone_pp = c.min_backbone_pp;
+  opt.overlap_grad_reduce = c.overlap_grad_reduce;
+  opt.overlap_param_gather = c.overlap_param_gather;
+  INFO("overlap grad reduce " << c.overlap_grad_reduce << ", param gather "
+                              << c.overlap_param_gather);
   INFO(c.preset << " on " << c.gpus << " " << c.cluster << " GPUs, batch " << c.batch
                 << ", variant " << static_cast<int>(c.v));
   const auto ex = disttrain::testing::exhaustive_plan(cm, req, opt);
@@ -78,6 +84,11 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       {"mllm-7b", "h800", 16, 4, 2, 2, variant::no_generator},
       {"mllm-13b", "h800", 32, 4, 2, 1, variant::frozen_encoder},
       {"mllm-7b", "h800", 16, 4, 4, 1, variant::as_is, 2},  // at least 2 backbone stages
+      // Without sync overlap (the sync is then paid in full), and with one of the two switches.
+      {"mllm-7b", "h800", 16, 4, 4, 1, variant::as_is, 1, false, false},
+      {"mllm-70b", "h800", 16, 4, 2, 2, variant::as_is, 1, false, false},
+      {"paper-72b", "h800", 64, 2, 4, 1, variant::as_is, 1, true, false},
+      {"mllm-13b", "h100", 32, 4, 2, 1, variant::as_is, 1, false, true},
   };
   for (const auto& c : cases) compare(c);
 }

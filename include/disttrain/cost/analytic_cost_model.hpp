@@ -265,17 +265,26 @@ class analytic_cost_model {
     return all_reduce_time(bytes, tp, intra_);
   }
 
-  /// @brief ZeRO-1 gradient synchronisation of stage `s` per iteration: ring
-  /// reduce-scatter of the gradients (P/tp * grad_bytes) + ring all-gather of the
-  /// updated parameters (P/tp * param_bytes) over `dp` ranks, on NVLink or (when
-  /// the DP group `spans_nodes`) the per-GPU NIC. 0 for frozen modules or dp = 1.
-  [[nodiscard]] double dp_sync_time(const stage_config& s, bool spans_nodes) const {
+  /// @brief ZeRO-1 gradient synchronisation of stage `s` per iteration, by
+  /// collective: ring reduce-scatter of the gradients (P/tp * grad_bytes) and
+  /// ring all-gather of the updated parameters (P/tp * param_bytes) over `dp`
+  /// ranks, on NVLink or (when the DP group `spans_nodes`) the per-GPU NIC;
+  /// `params` = P/tp. Zero times for frozen modules or dp = 1.
+  [[nodiscard]] dp_sync_times dp_sync(const stage_config& s, bool spans_nodes) const {
     const module_entry& e = check(s);
-    if (!e.trainable || s.dp <= 1) return 0.0;
+    dp_sync_times t;
+    if (!e.trainable || s.dp <= 1) return t;
     const double p = stage_params_of(e.shape, s) / static_cast<double>(s.tp);
     const link_spec& l = spans_nodes ? inter_ : intra_;
-    return reduce_scatter_time(p * params_.grad_bytes, s.dp, l) +
-           all_gather_time(p * params_.param_bytes, s.dp, l);
+    t.reduce_scatter_s = reduce_scatter_time(p * params_.grad_bytes, s.dp, l);
+    t.all_gather_s = all_gather_time(p * params_.param_bytes, s.dp, l);
+    t.params = p;
+    return t;
+  }
+
+  /// @brief `dp_sync(s, spans_nodes).total_s()`: reduce-scatter + all-gather.
+  [[nodiscard]] double dp_sync_time(const stage_config& s, bool spans_nodes) const {
+    return dp_sync(s, spans_nodes).total_s();
   }
 
   /// @brief Adam step of stage `s`'s optimizer shard per iteration, memory bound:
@@ -356,5 +365,6 @@ class analytic_cost_model {
 };
 
 static_assert(cost_model<analytic_cost_model>);
+static_assert(splits_dp_sync<analytic_cost_model>);
 
 }  // namespace disttrain

@@ -29,6 +29,7 @@ namespace disttrain {
 /// | `dp_sync_time(stage_config, spans_nodes) -> double` | ZeRO-1 gradient reduce-scatter + parameter all-gather per iteration |
 /// | `optimizer_time(stage_config) -> double` | optimizer step per iteration |
 /// | `memory_limit() -> double` | usable bytes per GPU |
+/// | *optional* `dp_sync(stage_config, spans_nodes) -> dp_sync_times` | the sync by collective, with the parameters per GPU; without it the sync is one bucket and never overlaps compute |
 /// | `peak_flops() -> double` | per-GPU peak FLOP/s (MFU denominator) |
 ///
 /// @code
@@ -54,5 +55,24 @@ concept cost_model = requires(const C& c, const stage_config& s, const module_wo
   { c.memory_limit() } -> std::convertible_to<double>;
   { c.peak_flops() } -> std::convertible_to<double>;
 };
+
+/// @brief Whether `C` answers the optional `dp_sync` query (the sync split by
+/// collective, needed to model its overlap with compute).
+template <class C>
+concept splits_dp_sync = requires(const C& c, const stage_config& s, bool flag) {
+  { c.dp_sync(s, flag) } -> std::convertible_to<dp_sync_times>;
+};
+
+/// @brief The sync of stage `s` by collective: `c.dp_sync` where `C` has it,
+/// else all of `dp_sync_time` as one reduce-scatter bucket (no overlap credit).
+/// @code auto t = disttrain::dp_sync_of(cm, s, false); @endcode
+template <cost_model C>
+[[nodiscard]] dp_sync_times dp_sync_of(const C& c, const stage_config& s, bool spans_nodes) {
+  if constexpr (splits_dp_sync<C>) {
+    return c.dp_sync(s, spans_nodes);
+  } else {
+    return dp_sync_times{static_cast<double>(c.dp_sync_time(s, spans_nodes)), 0.0, 0.0};
+  }
+}
 
 }  // namespace disttrain

@@ -16,9 +16,11 @@ namespace disttrain {
 
 /// @brief Constants of the analytic cost model (defaults documented in docs/cost_model.md).
 ///
-/// Mixed-precision Adam (ZeRO paper, Rajbhandari et al. 2020): bf16 parameters
-/// (2 bytes) and gradients (2 bytes) on every DP rank, fp32 master weights,
-/// momentum and variance (12 bytes) sharded over DP by ZeRO-1.
+/// Mixed-precision Adam as Megatron-LM trains in bf16 with its distributed
+/// optimizer (ZeRO-1): bf16 parameters (2 bytes) and fp32 gradient buffers
+/// (4 bytes: Megatron accumulates and reduce-scatters bf16 gradients in fp32)
+/// on every DP rank; fp32 master weights, momentum and variance (12 bytes)
+/// sharded over DP. That is Megatron's "6 + 12/d bytes per parameter".
 ///
 /// @code
 /// disttrain::cost_params p;
@@ -31,7 +33,7 @@ struct cost_params {
   double inter_node_bw_efficiency = 0.85;         ///< achievable fraction of NIC bandwidth
   double memory_bw_efficiency = 0.80;  ///< achievable fraction of HBM bandwidth (optimizer step)
   double param_bytes = 2;              ///< bytes per parameter held by every rank (bf16)
-  double grad_bytes = 2;               ///< bytes per gradient held by every rank (bf16)
+  double grad_bytes = 4;  ///< bytes per gradient held and reduce-scattered by every rank (fp32)
   double optimizer_bytes = 12;        ///< bytes of optimizer state per parameter, sharded by ZeRO-1
   double memory_reserve_bytes = 4e9;  ///< per GPU: CUDA context, NCCL buffers, fragmentation
 

@@ -52,6 +52,22 @@ struct stage_flops {
   [[nodiscard]] constexpr double total() const noexcept { return forward + backward + weight_grad; }
 };
 
+/// @brief One GPU's per-iteration data-parallel synchronisation of a stage,
+/// by collective (ZeRO-1, Megatron-LM's distributed optimizer): the gradient
+/// reduce-scatter and the all-gather of the updated parameters, and the
+/// parameters the GPU holds (they decide how many DDP buckets the collectives
+/// are issued in, and so how much of them can overlap compute).
+/// @code double t = cm.dp_sync(s, true).total_s(); @endcode
+struct dp_sync_times {
+  double reduce_scatter_s = 0;  ///< gradient reduce-scatter over the DP group
+  double all_gather_s = 0;      ///< updated-parameter all-gather over the DP group
+  double params = 0;            ///< parameters per GPU (0: unknown, one bucket)
+  [[nodiscard]] constexpr double total_s() const noexcept {
+    return reduce_scatter_s + all_gather_s;
+  }
+  friend constexpr bool operator==(const dp_sync_times&, const dp_sync_times&) = default;
+};
+
 /// @brief Bytes one GPU of a stage holds.
 struct memory_breakdown {
   double params = 0;       ///< bf16 weights (all modules)

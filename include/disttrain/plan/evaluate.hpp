@@ -10,12 +10,15 @@
 /// `detail/closed_form.hpp`:
 ///
 ///     period    = max(max_s t_s, sum_modules path / P)
-///     iteration = (m - 1) * period + sum_modules path + max_stages (DP sync + optimizer)
+///     iteration = (m - 1) * period + sum_modules path + max_stages (exposed DP sync + optimizer)
 ///
 /// where `t_s` is a stage's forward+backward time for its busiest replica
 /// (ceil(n / dp) of the n samples of a microbatch), `path` adds the
 /// point-to-point transfers on the fill/drain path, and 1F1B keeps
 /// min(P - s, m) microbatches in flight at chain stage s of P (GPipe: m).
+/// A stage's exposed sync is its ZeRO-1 reduce-scatter + all-gather + optimizer
+/// step, less what the plan's `overlap_grad_reduce` / `overlap_param_gather`
+/// hide behind the last backward / first forward (`detail::stage_sync`).
 ///
 /// @code
 /// disttrain::analytic_cost_model cm(sc.model, sc.cluster);
@@ -56,9 +59,10 @@ struct stage_report {
   int in_flight = 0;                   ///< microbatches whose activations are held at peak
   std::vector<std::string> colocated;  ///< modules colocated on this stage
   double time_s = 0;                   ///< forward + backward per microbatch (all parts)
-  double sync_s = 0;                   ///< DP sync + optimizer per iteration (all parts)
-  double memory_bytes = 0;             ///< per GPU at peak (all parts)
-  memory_breakdown memory;             ///< breakdown of memory_bytes
+  double sync_s = 0;                   ///< exposed DP sync + optimizer per iteration (all parts)
+  double sync_total_s = 0;  ///< all DP sync + optimizer work, overlapped with compute or not
+  double memory_bytes = 0;  ///< per GPU at peak (all parts)
+  memory_breakdown memory;  ///< breakdown of memory_bytes
 };
 
 /// @brief Modelled figures of a plan.
@@ -66,7 +70,7 @@ struct stage_report {
 struct plan_evaluation {
   double iteration_time_s = 0;    ///< pipeline + non-overlapped sync
   double pipeline_time_s = 0;     ///< (m-1) * max stage + fill/drain path
-  double sync_time_s = 0;         ///< largest per-stage DP sync + optimizer step
+  double sync_time_s = 0;         ///< largest per-stage exposed DP sync + optimizer step
   double bubble_fraction = 0;     ///< 1 - busy / (stages * pipeline time)
   double mfu = 0;                 ///< model FLOPs / (iteration time * GPUs * peak)
   double model_flops = 0;         ///< model FLOPs per iteration (no recompute)
@@ -207,11 +211,12 @@ template <cost_model C>
       const bool spans = detail::dp_spans_nodes(mp.tp, mp.dp, g);
       // Parts of this stage in model-module order: [colocated encoder], module, [colocated
       // generator].
-      double time = 0, sync = 0;
+      double time = 0;
+      detail::stage_sync sync;
       memory_breakdown mem;
       auto add_part = [&](std::size_t mod, const stage_config& cfg, const module_workload& wl) {
         time += cost.stage_time(cfg, wl).total_s();
-        sync += detail::sync_time(cost, cfg, spans);
+        sync.add(detail::part_sync(cost, cfg, wl, spans));
         const memory_breakdown x = cost.stage_memory(cfg, wl, r.in_flight);
         mem.params += x.params;
         mem.grads += x.grads;
@@ -233,14 +238,15 @@ template <cost_model C>
         for (std::size_t e = bi + 1; e < p.modules.size(); ++e)
           if (p.modules[e].colocated) colocated_part(e);
       r.time_s = time;
-      r.sync_s = sync;
+      r.sync_s = sync.exposed_s(p.overlap_grad_reduce, p.overlap_param_gather);
+      r.sync_total_s = sync.total_s();
       r.memory = mem;
       r.memory_bytes = mem.total();
       times[static_cast<std::size_t>(j)] = time;
       if (j + 1 < mp.pp)
         hops[static_cast<std::size_t>(j)] = detail::hop_time(cost, cfg, w, g, dirs);
       t.max_stage_s = std::max(t.max_stage_s, time);
-      t.sync_s = std::max(t.sync_s, sync);
+      t.sync_s = std::max(t.sync_s, r.sync_s);
       ev.max_memory_bytes = std::max(ev.max_memory_bytes, r.memory_bytes);
       ev.stages.push_back(std::move(r));
       first += c;
@@ -302,6 +308,7 @@ inline void to_json(json& j, const stage_report& s) {
            {"colocated", s.colocated},
            {"time_s", s.time_s},
            {"sync_s", s.sync_s},
+           {"sync_total_s", s.sync_total_s},
            {"memory_bytes", s.memory_bytes},
            {"memory", mem}};
 }

@@ -38,6 +38,15 @@ namespace disttrain {
   return out;
 }
 
+/// @brief The plan's DP-sync overlap as Megatron-LM's flags: "grad reduce + param gather",
+/// "grad reduce", "param gather" or "none".
+[[nodiscard]] inline std::string overlap_name(const parallel_plan& p) {
+  if (p.overlap_grad_reduce && p.overlap_param_gather) return "grad reduce + param gather";
+  if (p.overlap_grad_reduce) return "grad reduce";
+  if (p.overlap_param_gather) return "param gather";
+  return "none";
+}
+
 /// @brief One line per module: role, GPUs, TP/PP/DP, samples per replica and
 /// microbatch, recompute, layers per stage; a header with the batch split.
 [[nodiscard]] inline std::string format_plan(const parallel_plan& p) {
@@ -47,9 +56,10 @@ namespace disttrain {
     if (!m.colocated) stages += m.pp;
   fmt::format_to(
       std::back_inserter(out),
-      "{} GPUs, global batch {} = {} microbatches x {} samples, {} schedule, {} pipeline stages\n",
+      "{} GPUs, global batch {} = {} microbatches x {} samples, {} schedule, {} pipeline "
+      "stages, DP sync overlap: {}\n",
       p.total_gpus(), p.global_batch, p.num_microbatches, p.microbatch_samples(),
-      to_string(p.schedule), stages);
+      to_string(p.schedule), stages, overlap_name(p));
   fmt::format_to(std::back_inserter(out),
                  "  {:<14} {:<10} {:>6} {:>3} {:>3} {:>5} {:>8} {:>9}  {}\n", "module", "role",
                  "GPUs", "TP", "PP", "DP", "mb/rep", "recompute", "layers per stage");
@@ -72,11 +82,12 @@ namespace disttrain {
 [[nodiscard]] inline std::string format_evaluation(const plan_evaluation& e,
                                                    bool per_stage = false) {
   std::string out;
-  fmt::format_to(std::back_inserter(out),
-                 "iteration {:.4f} s (pipeline {:.4f} s + sync {:.4f} s), MFU {:.1f}%, bubble "
-                 "{:.1f}%, {:.1f} samples/s\n",
-                 e.iteration_time_s, e.pipeline_time_s, e.sync_time_s, 100.0 * e.mfu,
-                 100.0 * e.bubble_fraction, e.samples_per_s);
+  fmt::format_to(
+      std::back_inserter(out),
+      "iteration {:.4f} s (pipeline {:.4f} s + exposed sync {:.4f} s), MFU {:.1f}%, bubble "
+      "{:.1f}%, {:.1f} samples/s\n",
+      e.iteration_time_s, e.pipeline_time_s, e.sync_time_s, 100.0 * e.mfu,
+      100.0 * e.bubble_fraction, e.samples_per_s);
   const stage_report* worst = nullptr;
   for (const auto& s : e.stages)
     if (!worst || s.memory_bytes > worst->memory_bytes) worst = &s;

@@ -92,6 +92,12 @@ struct parallel_plan {
   int num_microbatches = 1;          ///< pipeline microbatches per iteration (m)
   plan_schedule schedule = plan_schedule::one_f_one_b;
   int gpus_per_node = 8;  ///< node size used for placement (TP groups stay inside a node)
+  /// Megatron-LM `--overlap-grad-reduce`: the gradient reduce-scatter runs in
+  /// DDP buckets during the last microbatch's backward pass.
+  bool overlap_grad_reduce = false;
+  /// Megatron-LM `--overlap-param-gather` (distributed optimizer): the updated
+  /// parameters' all-gather runs in buckets during the first microbatch's forward.
+  bool overlap_param_gather = false;
 
   /// @brief Sum of the modules' GPUs.
   [[nodiscard]] long long total_gpus() const noexcept {
@@ -231,17 +237,20 @@ inline void from_json(const json& j, module_plan& m) {
   m.colocated = detail::json_get_or<bool>(j, "colocated", false, p);
 }
 
-/// @brief `{"global_batch","num_microbatches","schedule","gpus_per_node","total_gpus","modules"}`.
+/// @brief `{"global_batch","num_microbatches","schedule","gpus_per_node",
+/// "overlap_grad_reduce","overlap_param_gather","total_gpus","modules"}`.
 inline void to_json(json& j, const parallel_plan& p) {
   j = json{{"global_batch", p.global_batch},
            {"num_microbatches", p.num_microbatches},
            {"schedule", std::string(to_string(p.schedule))},
            {"gpus_per_node", p.gpus_per_node},
+           {"overlap_grad_reduce", p.overlap_grad_reduce},
+           {"overlap_param_gather", p.overlap_param_gather},
            {"total_gpus", p.total_gpus()},
            {"modules", p.modules}};
 }
 /// @brief Reads and validates a plan (`schedule` defaults to "1f1b",
-/// `gpus_per_node` to 8). Structure errors are `invalid_argument`, missing or
+/// `gpus_per_node` to 8, the overlap switches to false). Structure errors are `invalid_argument`, missing or
 /// mistyped fields `parse_error`, both naming the field.
 inline void from_json(const json& j, parallel_plan& p) {
   p.global_batch = detail::json_get<int>(j, "global_batch", "plan");
@@ -255,6 +264,8 @@ inline void from_json(const json& j, parallel_plan& p) {
     detail::fail(errc::parse_error, "plan.schedule", "unknown schedule '", s,
                  "' (expected 1f1b or gpipe)");
   p.gpus_per_node = detail::json_get_or<int>(j, "gpus_per_node", 8, "plan");
+  p.overlap_grad_reduce = detail::json_get_or<bool>(j, "overlap_grad_reduce", false, "plan");
+  p.overlap_param_gather = detail::json_get_or<bool>(j, "overlap_param_gather", false, "plan");
   const json mods = detail::json_get<json>(j, "modules", "plan");
   if (!mods.is_array()) detail::fail(errc::parse_error, "plan.modules", "expected an array");
   p.modules.clear();

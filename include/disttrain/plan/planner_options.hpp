@@ -36,6 +36,12 @@ struct planner_options {
   /// the planner both, so its space contains the baseline's).
   std::vector<layer_split_rule> monolithic_splits{layer_split_rule::balanced,
                                                   layer_split_rule::even};
+  /// Megatron-LM `--overlap-grad-reduce`: plans (and the baseline) overlap the
+  /// gradient reduce-scatter with the last microbatch's backward, in DDP buckets.
+  bool overlap_grad_reduce = true;
+  /// Megatron-LM `--overlap-param-gather`: plans (and the baseline) overlap the
+  /// distributed optimizer's parameter all-gather with the first forward.
+  bool overlap_param_gather = true;
 };
 
 /// @brief Counters of one search (for benchmarks and docs).

@@ -293,6 +293,14 @@ class plan_search {
     return req_.sample_workload[i] * static_cast<double>(k);
   }
 
+  /// @brief A stage's exposed sync under the options' overlap switches, the
+  /// parts added to an empty `stage_sync` in model-module order (as `evaluate`).
+  [[nodiscard]] double exposed_sync(const stage_sync& part) const noexcept {
+    stage_sync s;
+    s.add(part);
+    return s.exposed_s(opt_.overlap_grad_reduce, opt_.overlap_param_gather);
+  }
+
   // ---- layer splits with their stage times ----
   struct split_info {
     std::vector<int> layers, first;
@@ -418,7 +426,7 @@ class plan_search {
               const stage_config cfg{i, at(sp.first, j), at(sp.layers, j), tp, d, rc};
               if (j + 1 < pp)
                 hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mi.dirs);
-              o.sync = std::max(o.sync, 0.0 + sync_time(cost_, cfg, spans));
+              o.sync = std::max(o.sync, exposed_sync(part_sync(cost_, cfg, w, spans)));
             }
             o.path_base = accumulate_path(sp.times, hops, 0.0);
             out.options.push_back(o);
@@ -488,6 +496,8 @@ class plan_search {
     p.num_microbatches = S_ / n;
     p.schedule = plan_schedule::one_f_one_b;
     p.gpus_per_node = g_;
+    p.overlap_grad_reduce = opt_.overlap_grad_reduce;
+    p.overlap_param_gather = opt_.overlap_param_gather;
     p.modules.resize(model_.modules.size());
     for (std::size_t i = 0; i < model_.modules.size(); ++i) {
       p.modules[i].name = model_.modules[i].name;
@@ -550,7 +560,7 @@ class plan_search {
                              b.rc};
       if (j + 1 < b.pp)
         hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
-      t.sync_s = std::max(t.sync_s, 0.0 + sync_time(cost_, cfg, spans));
+      t.sync_s = std::max(t.sync_s, exposed_sync(part_sync(cost_, cfg, w, spans)));
     }
     t.max_stage_s = b.layout->tmax;
     t.path_s = accumulate_path(b.layout->times, hops, 0.0);
@@ -759,19 +769,23 @@ class plan_search {
     const module_workload w = workload(bi_, c.k);
     std::vector<double> hops(static_cast<std::size_t>(c.pp), 0.0);
     const bool spans = dp_spans_nodes(c.tp, c.dp, g_);
-    const double ye = has_e_ ? sync_time(cost_, colocated_cfg(ei_, c.tp, c.dp, c.rc), spans) : 0.0;
-    const double yg = has_g_ ? sync_time(cost_, colocated_cfg(gi_, c.tp, c.dp, c.rc), spans) : 0.0;
+    const stage_sync ye =
+        has_e_ ? part_sync(cost_, colocated_cfg(ei_, c.tp, c.dp, c.rc), workload(ei_, c.k), spans)
+               : stage_sync{};
+    const stage_sync yg =
+        has_g_ ? part_sync(cost_, colocated_cfg(gi_, c.tp, c.dp, c.rc), workload(gi_, c.k), spans)
+               : stage_sync{};
     for (int j = 0; j < c.pp; ++j) {
       const stage_type ty = type_of_stage(j, c.pp);
       const stage_config cfg{bi_, at(c.layout->first, j), at(c.layout->layers, j), c.tp, c.dp,
                              c.rc};
       if (j + 1 < c.pp)
         hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
-      double y = 0;
-      if ((ty == stage_type::first || ty == stage_type::whole) && has_e_) y += ye;
-      y += sync_time(cost_, cfg, spans);
-      if ((ty == stage_type::last || ty == stage_type::whole) && has_g_) y += yg;
-      t.sync_s = std::max(t.sync_s, y);
+      stage_sync y;
+      if ((ty == stage_type::first || ty == stage_type::whole) && has_e_) y.add(ye);
+      y.add(part_sync(cost_, cfg, w, spans));
+      if ((ty == stage_type::last || ty == stage_type::whole) && has_g_) y.add(yg);
+      t.sync_s = std::max(t.sync_s, exposed_sync(y));
     }
     t.max_stage_s = c.layout->tmax;
     t.path_s = accumulate_path(c.layout->times, hops, 0.0);

@@ -12,6 +12,7 @@
 /// - module boundaries (encoder -> backbone -> generator) use the NIC.
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 #include "disttrain/cost/cost_model.hpp"
@@ -61,11 +62,78 @@ template <cost_model C>
   return dirs * std::max(a, b);
 }
 
-/// @brief Non-overlapped per-iteration work of one stage part: DP gradient
-/// sync (ZeRO-1) + optimizer step.
+/// @brief Megatron-LM's default DDP bucket: max(40M, 1M x dp) parameters
+/// (`DistributedDataParallelConfig.bucket_size` left unset).
+[[nodiscard]] constexpr double ddp_bucket_params(int dp) noexcept {
+  return std::max(40e6, 1e6 * static_cast<double>(dp));
+}
+
+/// @brief Seconds of a bucketed collective of `x` seconds in all that stay
+/// exposed when it is issued bucket by bucket during `window` seconds of
+/// compute: bucket i of `k` is ready at `i * window / k` and the buckets go
+/// one after another on the communication stream, so the last one ends at
+/// max(window / k + x, window + x / k); minus the window. `k <= 1` (one
+/// bucket) hides nothing.
+[[nodiscard]] inline double exposed_behind(double x, double window, double k) noexcept {
+  if (!(x > 0)) return 0.0;
+  if (!(k > 1)) return x;
+  return std::max(x / k, x - window * (k - 1.0) / k);
+}
+
+/// @brief The per-iteration synchronisation of one pipeline stage (all its
+/// parts: a colocated module adds its own), and the compute it can hide
+/// behind: the forward and the backward (B + W) of one microbatch of the
+/// stage's busiest replica. Parts are added in model-module order, field by
+/// field, by `evaluate` and the planner alike, so both get identical bits.
+struct stage_sync {
+  double reduce_scatter_s = 0;
+  double all_gather_s = 0;
+  double optimizer_s = 0;
+  double forward_s = 0;   ///< first microbatch's forward (hides the all-gather)
+  double backward_s = 0;  ///< last microbatch's backward (hides the reduce-scatter)
+  double buckets = 0;     ///< DDP buckets of all parts
+
+  void add(const stage_sync& x) noexcept {
+    reduce_scatter_s += x.reduce_scatter_s;
+    all_gather_s += x.all_gather_s;
+    optimizer_s += x.optimizer_s;
+    forward_s += x.forward_s;
+    backward_s += x.backward_s;
+    buckets += x.buckets;
+  }
+
+  /// @brief Seconds the iteration pays after the pipeline: the collectives'
+  /// exposed parts (all of them when not overlapped) + the optimizer step.
+  [[nodiscard]] double exposed_s(bool overlap_grad_reduce,
+                                 bool overlap_param_gather) const noexcept {
+    const double rs = overlap_grad_reduce ? exposed_behind(reduce_scatter_s, backward_s, buckets)
+                                          : reduce_scatter_s;
+    const double ag =
+        overlap_param_gather ? exposed_behind(all_gather_s, forward_s, buckets) : all_gather_s;
+    return (rs + ag) + optimizer_s;
+  }
+  /// @brief All sync work, overlapped or not (collectives + optimizer step).
+  [[nodiscard]] double total_s() const noexcept {
+    return (reduce_scatter_s + all_gather_s) + optimizer_s;
+  }
+};
+
+/// @brief One stage part's sync (`dp_sync_of` + optimizer step) and its
+/// compute windows for workload `w` (the part's samples of one microbatch);
+/// the buckets follow Megatron's default size for the part's dp.
 template <cost_model C>
-[[nodiscard]] double sync_time(const C& c, const stage_config& s, bool spans_nodes) {
-  return c.dp_sync_time(s, spans_nodes) + c.optimizer_time(s);
+[[nodiscard]] stage_sync part_sync(const C& c, const stage_config& s, const module_workload& w,
+                                   bool spans_nodes) {
+  const dp_sync_times d = dp_sync_of(c, s, spans_nodes);
+  const stage_times t = c.stage_time(s, w);
+  stage_sync r;
+  r.reduce_scatter_s = d.reduce_scatter_s;
+  r.all_gather_s = d.all_gather_s;
+  r.optimizer_s = c.optimizer_time(s);
+  r.forward_s = t.forward_s;
+  r.backward_s = t.backward_s + t.weight_grad_s;
+  r.buckets = d.params > 0 ? std::ceil(d.params / ddp_bucket_params(s.dp)) : 0.0;
+  return r;
 }
 
 }  // namespace disttrain::detail
