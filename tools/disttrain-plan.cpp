@@ -142,12 +142,17 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   namespace dd = disttrain::detail;
   json j = disttrain::read_json_file(path);
   if (!j.is_object()) dd::fail(disttrain::errc::parse_error, path, "expected a JSON object");
+  dd::check_keys(
+      j,
+      {"name", "description", "model", "cluster", "data", "global_batch_size", "planner", "cost"},
+      "");
   // Preset names as shortcuts.
   if (j.contains("model") && j["model"].is_string())
     j["model"] = json(disttrain::presets::model_preset(j["model"].get<std::string>()));
   if (j.contains("data") && j["data"].is_string())
     j["data"] = json(disttrain::presets::data_preset(j["data"].get<std::string>()));
   if (j.contains("cluster") && j["cluster"].is_object() && j["cluster"].contains("preset")) {
+    dd::check_keys(j["cluster"], {"preset", "num_gpus"}, "cluster");
     const auto name = dd::json_get<std::string>(j["cluster"], "preset", "cluster");
     const int n = gpus ? *gpus : dd::json_get<int>(j["cluster"], "num_gpus", "cluster");
     dd::require_positive(n, "cluster.num_gpus");
@@ -156,6 +161,10 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   if (gpus && j.contains("cluster") && j["cluster"].is_object()) j["cluster"]["num_gpus"] = *gpus;
   if (j.contains("planner")) {
     const json& p = j["planner"];
+    dd::check_keys(
+        p,
+        {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates", "search_recompute"},
+        "planner");
     popt.max_backbone_pp =
         dd::json_get_or<int>(p, "max_backbone_pp", popt.max_backbone_pp, "planner");
     popt.min_backbone_pp =
@@ -171,6 +180,8 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
         dd::json_get_or<bool>(p, "overlap_param_gather", popt.overlap_param_gather, "planner");
   }
   if (j.contains("cost")) cparams = dd::read_cost_params(j["cost"], "cost");
+  j.erase("planner");  // read above; the rest is the scenario
+  j.erase("cost");
   auto sc = dd::read_scenario(j, "");
   if (sc.name.empty()) sc.name = path;
   return sc;
@@ -240,6 +251,7 @@ int run(const args& a) {
     popt.overlap_param_gather = v == "all";
   }
   sc.validate();
+  cparams.validate_for(sc.cluster.gpu, "cost");
   const disttrain::analytic_cost_model cm(sc.model, sc.cluster, cparams);
   const auto req = disttrain::make_request(sc);
   const std::string title =
@@ -250,6 +262,11 @@ int run(const args& a) {
     const auto pj = disttrain::read_json_file(*a.evaluate_file);
     const auto plan = (pj.is_object() && pj.contains("plan") ? pj.at("plan") : pj)
                           .get<disttrain::parallel_plan>();
+    if (plan.global_batch != sc.global_batch_size)
+      disttrain::detail::fail(disttrain::errc::invalid_argument, "plan.global_batch", "is ",
+                              plan.global_batch, ", but the scenario's global batch is ",
+                              sc.global_batch_size, " (give --batch ", plan.global_batch,
+                              " to evaluate it for that batch)");
     const auto e = disttrain::evaluate(plan, cm, req.sample_workload);
     if (a.json) {
       disttrain::json out{{"scenario", sc.name},

@@ -14,10 +14,18 @@
 /// int layers = disttrain::detail::json_get<int>(j, "layers", "model.backbone");
 /// @endcode
 
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <fstream>
+#include <initializer_list>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -65,20 +73,92 @@ namespace detail {
   return s;
 }
 
+/// @brief True for the integer types `json_get` range-checks (not bool).
+template <class T>
+inline constexpr bool is_json_integer_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+/// @brief True for `std::vector` of such integers.
+template <class T>
+inline constexpr bool is_json_integer_vector_v = false;
+template <class T, class A>
+inline constexpr bool is_json_integer_vector_v<std::vector<T, A>> = is_json_integer_v<T>;
+
+/// @brief Converts JSON number `v` to integer type `T` exactly, or throws
+/// `parse_error` at `where`: nlohmann would truncate 2.7 to 2 and wrap
+/// 4294967360 to 64. An integral float (`64.0`, `1e3`) is accepted.
+template <class T>
+[[nodiscard]] T json_to_integer(const json& v, std::string_view where) {
+  static_assert(is_json_integer_v<T>);
+  using lim = std::numeric_limits<T>;
+  if (v.is_number_float()) {
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || std::floor(x) != x)
+      fail(errc::parse_error, where, "must be an integer, got ", v.dump());
+    // 2^63 and 2^64 are exact doubles: the half-open bounds are exact too.
+    const bool fits = lim::is_signed ? (x >= -9223372036854775808.0 && x < 9223372036854775808.0)
+                                     : (x >= 0 && x < 18446744073709551616.0);
+    if (!fits)
+      fail(errc::parse_error, where, "out of range: must be in [", +lim::min(), ", ", +lim::max(),
+           "], got ", v.dump());
+    if constexpr (lim::is_signed)
+      return json_to_integer<T>(json(static_cast<std::int64_t>(x)), where);
+    else
+      return json_to_integer<T>(json(static_cast<std::uint64_t>(x)), where);
+  }
+  if (v.is_number_unsigned()) {
+    const auto x = v.get<std::uint64_t>();
+    if (x > static_cast<std::uint64_t>(lim::max()))
+      fail(errc::parse_error, where, "out of range: must be in [", +lim::min(), ", ", +lim::max(),
+           "], got ", x);
+    return static_cast<T>(x);
+  }
+  if (v.is_number_integer()) {
+    const auto x = v.get<std::int64_t>();
+    const bool fits =
+        lim::is_signed
+            ? (x >= static_cast<std::int64_t>(lim::min()) &&
+               x <= static_cast<std::int64_t>(lim::max()))
+            : (x >= 0 && static_cast<std::uint64_t>(x) <= static_cast<std::uint64_t>(lim::max()));
+    if (!fits)
+      fail(errc::parse_error, where, "out of range: must be in [", +lim::min(), ", ", +lim::max(),
+           "], got ", x);
+    return static_cast<T>(x);
+  }
+  fail(errc::parse_error, where, "wrong type (", v.type_name(), "): expected an integer");
+}
+
+/// @brief `v` as `T`; integers (and arrays of integers) are converted exactly
+/// by `json_to_integer`; errors name `where`.
+template <class T>
+[[nodiscard]] T json_convert(const json& v, std::string_view where) {
+  if constexpr (is_json_integer_v<T>) {
+    return json_to_integer<T>(v, where);
+  } else if constexpr (is_json_integer_vector_v<T>) {
+    if (!v.is_array()) fail(errc::parse_error, where, "expected an array, got ", v.type_name());
+    T out;
+    out.reserve(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i)
+      out.push_back(json_to_integer<typename T::value_type>(v[i], cat(where, "[", i, "]")));
+    return out;
+  } else {
+    try {
+      return v.template get<T>();
+    } catch (const disttrain::error&) {
+      throw;
+    } catch (const json::exception& e) {
+      fail(errc::parse_error, where, "wrong type (", v.type_name(), "): ", e.what());
+    }
+  }
+}
+
 /// @brief Reads required field `key` of object `j` as `T`; errors name `path.key`.
+/// Integer fields reject fractions and out-of-range values instead of truncating.
 template <class T>
 [[nodiscard]] T json_get(const json& j, std::string_view key, std::string_view path = {}) {
   const std::string where = join_path(path, key);
   if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
   auto it = j.find(std::string(key));
   if (it == j.end()) fail(errc::parse_error, where, "required field is missing");
-  try {
-    return it->template get<T>();
-  } catch (const disttrain::error&) {
-    throw;
-  } catch (const json::exception& e) {
-    fail(errc::parse_error, where, "wrong type (", it->type_name(), "): ", e.what());
-  }
+  return json_convert<T>(*it, where);
 }
 
 /// @brief Reads optional field `key` of `j` as `T`, or returns `fallback`.
@@ -88,6 +168,52 @@ template <class T>
   if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
   if (!j.contains(std::string(key))) return fallback;
   return json_get<T>(j, key, path);
+}
+
+/// @brief Levenshtein distance between `a` and `b` (for "did you mean" hints).
+[[nodiscard]] inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t k = 0; k <= b.size(); ++k) row[k] = k;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t k = 1; k <= b.size(); ++k) {
+      const std::size_t up = row[k];
+      row[k] = std::min({row[k] + 1, row[k - 1] + 1, diag + (a[i - 1] == b[k - 1] ? 0U : 1U)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// @brief Throws `parse_error` at `path.key` for the first key of object `j`
+/// not in `allowed`: "unknown key 'num_gpu'; did you mean 'num_gpus'?" (the
+/// nearest allowed key by edit distance, when close), else the allowed keys.
+/// A typo in an optional field would otherwise silently keep the default.
+/// Does nothing when `j` is not an object (the readers report that).
+inline void check_keys(const json& j, std::initializer_list<std::string_view> allowed,
+                       std::string_view path) {
+  if (!j.is_object()) return;
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    if (std::find(allowed.begin(), allowed.end(), std::string_view(key)) != allowed.end()) continue;
+    std::string_view best;
+    std::size_t best_d = std::numeric_limits<std::size_t>::max();
+    for (std::string_view k : allowed) {
+      const std::size_t d = edit_distance(key, k);
+      if (d < best_d) best_d = d, best = k;
+    }
+    if (!best.empty() && best_d <= std::max<std::size_t>(2, key.size() / 3))
+      fail(errc::parse_error, join_path(path, key), "unknown key '", key, "'; did you mean '", best,
+           "'?");
+    std::string known;
+    for (std::string_view k : allowed) {
+      if (!known.empty()) known += ", ";
+      known += k;
+    }
+    fail(errc::parse_error, join_path(path, key), "unknown key '", key, "' (known keys: ", known,
+         ")");
+  }
 }
 
 }  // namespace detail

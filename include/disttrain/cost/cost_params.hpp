@@ -10,6 +10,7 @@
 #include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/efficiency.hpp"
+#include "disttrain/model/cluster_spec.hpp"
 #include "disttrain/model/module_spec.hpp"
 
 namespace disttrain {
@@ -63,6 +64,17 @@ struct cost_params {
     detail::require_non_negative(optimizer_bytes, join_path(path, "optimizer_bytes"));
     detail::require_non_negative(memory_reserve_bytes, join_path(path, "memory_reserve_bytes"));
   }
+
+  /// @brief `validate`, and the memory reserve must leave room on `gpu`:
+  /// `memory_reserve_bytes < gpu.hbm_bytes` (else every plan is infeasible
+  /// for a reason no module can fix).
+  void validate_for(const gpu_spec& gpu, std::string_view path = "cost") const {
+    validate(path);
+    detail::require(memory_reserve_bytes < gpu.hbm_bytes,
+                    detail::join_path(path, "memory_reserve_bytes"), "reserves ",
+                    memory_reserve_bytes, " bytes per GPU, but the ", gpu.name, " has only ",
+                    gpu.hbm_bytes, " bytes of HBM (must be less)");
+  }
 };
 
 inline void to_json(json& j, const cost_params& p) {
@@ -85,11 +97,17 @@ namespace detail {
 [[nodiscard]] inline cost_params read_cost_params(const json& j, std::string_view path) {
   cost_params p;
   if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
+  check_keys(
+      j,
+      {"efficiency", "intra_node_bw_efficiency", "inter_node_bw_efficiency", "memory_bw_efficiency",
+       "param_bytes", "grad_bytes", "optimizer_bytes", "memory_reserve_bytes"},
+      path);
   if (j.contains("efficiency")) {
     const json& e = j.at("efficiency");
     const std::string ep = join_path(path, "efficiency");
     static constexpr const char* names[3] = {"encoder", "backbone", "generator"};
     if (!e.is_object()) fail(errc::parse_error, ep, "expected a JSON object, got ", e.type_name());
+    check_keys(e, {"encoder", "backbone", "generator"}, ep);
     for (std::size_t i = 0; i < 3; ++i)
       if (e.contains(names[i]))
         p.efficiency[i] = read_efficiency_params(e.at(names[i]), join_path(ep, names[i]));

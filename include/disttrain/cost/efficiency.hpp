@@ -67,6 +67,7 @@ inline void to_json(json& j, const efficiency_params& e) {
 namespace detail {
 [[nodiscard]] inline efficiency_params read_efficiency_params(const json& j,
                                                               std::string_view path) {
+  check_keys(j, {"e_max", "flops_half", "tp_penalty"}, path);
   efficiency_params e;
   e.e_max = json_get<double>(j, "e_max", path);
   e.flops_half = json_get<double>(j, "flops_half", path);

@@ -226,6 +226,10 @@ inline void to_json(json& j, const diffusion_arch& a) {
 namespace detail {
 /// @brief Reads a ViT encoder at `path` (missing optional fields keep defaults).
 [[nodiscard]] inline vit_encoder_arch read_vit_encoder_arch(const json& j, std::string_view path) {
+  check_keys(j,
+             {"type", "image_size", "patch_size", "layers", "hidden", "heads", "mlp", "channels",
+              "class_token", "qkv_bias", "max_image_size"},
+             path);
   vit_encoder_arch a;
   a.image_size = json_get<int>(j, "image_size", path);
   a.patch_size = json_get<int>(j, "patch_size", path);
@@ -242,6 +246,10 @@ namespace detail {
 }
 /// @brief Reads a decoder LLM at `path`.
 [[nodiscard]] inline decoder_llm_arch read_decoder_llm_arch(const json& j, std::string_view path) {
+  check_keys(j,
+             {"type", "layers", "hidden", "heads", "kv_heads", "mlp", "vocab", "max_seq",
+              "gated_mlp", "qkv_bias", "tied_embeddings"},
+             path);
   decoder_llm_arch a;
   a.layers = json_get<int>(j, "layers", path);
   a.hidden = json_get<int>(j, "hidden", path);
@@ -267,6 +275,19 @@ namespace detail {
   else
     fail(errc::parse_error, join_path(path, "kind"), "unknown diffusion kind '", kind,
          "' (expected unet or dit)");
+  // The U-Net's cost fields are only read (and allowed) for kind "unet".
+  if (a.kind == diffusion_kind::unet)
+    check_keys(
+        j,
+        {"type", "kind", "resolution", "latent_downsample", "latent_channels", "patch_size",
+         "layers", "hidden", "heads", "mlp", "learn_sigma", "condition_params", "params",
+         "forward_flops_per_token", "forward_flops_per_token_sq", "activation_bytes_per_token"},
+        path);
+  else
+    check_keys(j,
+               {"type", "kind", "resolution", "latent_downsample", "latent_channels", "patch_size",
+                "layers", "hidden", "heads", "mlp", "learn_sigma", "condition_params"},
+               path);
   a.resolution = json_get<int>(j, "resolution", path);
   a.latent_downsample = json_get_or<int>(j, "latent_downsample", a.latent_downsample, path);
   a.latent_channels = json_get_or<int>(j, "latent_channels", a.latent_channels, path);

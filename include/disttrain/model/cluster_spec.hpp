@@ -104,6 +104,9 @@ inline void to_json(json& j, const cluster_spec& c) {
 
 namespace detail {
 [[nodiscard]] inline gpu_spec read_gpu_spec(const json& j, std::string_view path) {
+  check_keys(
+      j, {"name", "peak_bf16_tflops", "peak_fp32_tflops", "hbm_bytes", "hbm_bandwidth_bytes_per_s"},
+      path);
   gpu_spec g;
   g.name = json_get<std::string>(j, "name", path);
   g.peak_bf16_tflops = json_get<double>(j, "peak_bf16_tflops", path);
@@ -115,6 +118,10 @@ namespace detail {
 }
 /// @brief Reads a cluster at `path` and validates it.
 [[nodiscard]] inline cluster_spec read_cluster_spec(const json& j, std::string_view path) {
+  check_keys(j,
+             {"name", "gpu", "num_gpus", "gpus_per_node", "intra_node_bandwidth_bytes_per_s",
+              "intra_node_latency_s", "inter_node_bandwidth_bytes_per_s", "inter_node_latency_s"},
+             path);
   cluster_spec c;
   c.name = json_get_or<std::string>(j, "name", "", path);
   const std::string gp = join_path(path, "gpu");

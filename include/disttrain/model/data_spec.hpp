@@ -49,8 +49,13 @@ struct data_spec {
   void validate(std::string_view path = "data") const {
     using detail::join_path;
     if (!records.empty()) {
-      for (std::size_t i = 0; i < records.size(); ++i)
+      bool any_text = false;
+      for (std::size_t i = 0; i < records.size(); ++i) {
         records[i].validate(detail::cat(join_path(path, "records"), "[", i, "]"));
+        any_text = any_text || records[i].text_tokens > 0;
+      }
+      detail::require(any_text, join_path(path, "records"), "every one of the ", records.size(),
+                      " records has 0 text_tokens: the workload is empty");
       return;
     }
     text_tokens.validate(join_path(path, "text_tokens"));
@@ -59,6 +64,21 @@ struct data_spec {
     image_aspect.validate(join_path(path, "image_aspect"));
     generated_per_sample.validate(join_path(path, "generated_per_sample"));
     generated_side.validate(join_path(path, "generated_side"));
+    // Counts and sizes can be neither negative (a draw would be clamped
+    // silently) nor all zero for the text (an empty workload plans in no time).
+    auto non_negative = [&](const distribution& d, const char* key) {
+      detail::require(d.lowest() >= 0, join_path(path, key),
+                      "is a count or size and must be >= 0, can draw ", d.lowest());
+    };
+    non_negative(text_tokens, "text_tokens");
+    non_negative(images_per_sample, "images_per_sample");
+    non_negative(image_side, "image_side");
+    non_negative(image_aspect, "image_aspect");
+    non_negative(generated_per_sample, "generated_per_sample");
+    non_negative(generated_side, "generated_side");
+    detail::require(text_tokens.highest() >= 0.5, join_path(path, "text_tokens"),
+                    "every sample has 0 text tokens (at most ", text_tokens.highest(),
+                    "): the workload is empty");
   }
 };
 
@@ -145,6 +165,10 @@ namespace detail {
 /// @brief Reads a data spec at `path`. `"records_file": "x.json"` (an array of
 /// samples) may replace `"records"`; distributions not given keep defaults.
 [[nodiscard]] inline data_spec read_data_spec(const json& j, std::string_view path) {
+  check_keys(j,
+             {"name", "seed", "records", "records_file", "text_tokens", "images_per_sample",
+              "image_side", "image_aspect", "generated_per_sample", "generated_side"},
+             path);
   data_spec d;
   d.name = json_get_or<std::string>(j, "name", "", path);
   d.seed = json_get_or<std::uint64_t>(j, "seed", 0, path);

@@ -148,6 +148,48 @@ class distribution {
         v_);
   }
 
+  /// @brief The smallest value `draw` can return (for a log-normal without a
+  /// positive `min`: 0, approached but never drawn). Call after `validate`.
+  [[nodiscard]] double lowest() const {
+    return std::visit(
+        [&](const auto& d) -> double {
+          using T = std::decay_t<decltype(d)>;
+          if constexpr (std::is_same_v<T, constant_dist>) {
+            return d.value;
+          } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
+            return static_cast<double>(d.min);
+          } else if constexpr (std::is_same_v<T, lognormal_dist>) {
+            if (d.sigma == 0)
+              return d.median < d.min ? d.min : (d.median > d.max ? d.max : d.median);
+            return d.min > 0 ? d.min : (d.max < 0 ? d.max : 0.0);
+          } else {
+            return extreme(d, false);
+          }
+        },
+        v_);
+  }
+
+  /// @brief The largest value `draw` can return (1e300 for an unbounded
+  /// log-normal). Call after `validate`.
+  [[nodiscard]] double highest() const {
+    return std::visit(
+        [&](const auto& d) -> double {
+          using T = std::decay_t<decltype(d)>;
+          if constexpr (std::is_same_v<T, constant_dist>) {
+            return d.value;
+          } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
+            return static_cast<double>(d.max);
+          } else if constexpr (std::is_same_v<T, lognormal_dist>) {
+            if (d.sigma == 0)
+              return d.median < d.min ? d.min : (d.median > d.max ? d.max : d.median);
+            return d.max;
+          } else {
+            return extreme(d, true);
+          }
+        },
+        v_);
+  }
+
   /// @brief Exact mean (the clamped log-normal's through the normal CDF).
   [[nodiscard]] double mean() const {
     return std::visit(
@@ -179,6 +221,18 @@ class distribution {
   }
 
  private:
+  // Smallest / largest value of a histogram with a positive weight.
+  static double extreme(const histogram_dist& d, bool largest) {
+    bool any = false;
+    double x = 0;
+    for (std::size_t i = 0; i < d.values.size() && i < d.weights.size(); ++i) {
+      if (!(d.weights[i] > 0)) continue;
+      if (!any || (largest ? d.values[i] > x : d.values[i] < x)) x = d.values[i];
+      any = true;
+    }
+    return x;
+  }
+
   variant_type v_ = constant_dist{};
 };
 
@@ -211,15 +265,19 @@ namespace detail {
   const auto kind = json_get<std::string>(j, "kind", path);
   distribution d;
   if (kind == "constant") {
+    check_keys(j, {"kind", "value"}, path);
     d = constant_dist{json_get<double>(j, "value", path)};
   } else if (kind == "uniform_int") {
+    check_keys(j, {"kind", "min", "max"}, path);
     d = uniform_int_dist{json_get<std::int64_t>(j, "min", path),
                          json_get<std::int64_t>(j, "max", path)};
   } else if (kind == "lognormal") {
+    check_keys(j, {"kind", "median", "sigma", "min", "max"}, path);
     d = lognormal_dist{json_get<double>(j, "median", path), json_get<double>(j, "sigma", path),
                        json_get_or<double>(j, "min", 0.0, path),
                        json_get_or<double>(j, "max", 1e300, path)};
   } else if (kind == "histogram") {
+    check_keys(j, {"kind", "values", "weights"}, path);
     d = histogram_dist{json_get<std::vector<double>>(j, "values", path),
                        json_get<std::vector<double>>(j, "weights", path)};
   } else {

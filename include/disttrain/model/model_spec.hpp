@@ -158,6 +158,10 @@ inline void to_json(json& j, const model_spec& m) {
 namespace detail {
 /// @brief Reads a model at `path` and validates it.
 [[nodiscard]] inline model_spec read_model_spec(const json& j, std::string_view path) {
+  check_keys(j,
+             {"name", "modules", "connections", "projector_tokens_per_image",
+              "projector_patch_ratio", "generator_condition_tokens"},
+             path);
   model_spec m;
   m.name = json_get_or<std::string>(j, "name", "", path);
   const std::string mp = join_path(path, "modules");
@@ -173,6 +177,7 @@ namespace detail {
     if (!cs.is_array()) fail(errc::parse_error, cp, "expected an array, got ", cs.type_name());
     for (std::size_t i = 0; i < cs.size(); ++i) {
       const std::string p = cat(cp, "[", i, "]");
+      check_keys(cs[i], {"from", "to"}, p);
       m.connections.push_back(
           {json_get<std::size_t>(cs[i], "from", p), json_get<std::size_t>(cs[i], "to", p)});
     }

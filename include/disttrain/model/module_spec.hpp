@@ -86,6 +86,7 @@ inline void to_json(json& j, const module_spec& m) {
 namespace detail {
 /// @brief Reads a module at `path`; `arch.type` is "vit", "llm" or "diffusion".
 [[nodiscard]] inline module_spec read_module_spec(const json& j, std::string_view path) {
+  check_keys(j, {"name", "role", "arch", "frozen", "recompute"}, path);
   module_spec m;
   m.name = json_get<std::string>(j, "name", path);
   const auto role = json_get<std::string>(j, "role", path);

@@ -72,6 +72,7 @@ inline void to_json(json& j, const sample& s) {
 namespace detail {
 /// @brief Reads a sample at `path` ("images" and "generated" optional, "id" optional).
 [[nodiscard]] inline sample read_sample(const json& j, std::string_view path) {
+  check_keys(j, {"id", "text_tokens", "images", "generated"}, path);
   sample s;
   s.id = json_get_or<std::uint64_t>(j, "id", 0, path);
   s.text_tokens = json_get<int>(j, "text_tokens", path);

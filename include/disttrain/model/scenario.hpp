@@ -61,6 +61,7 @@ namespace detail {
 }
 /// @brief Reads a scenario at `path` (fields are `path.model...`, `path.cluster...`).
 [[nodiscard]] inline scenario read_scenario(const json& j, std::string_view path) {
+  check_keys(j, {"name", "description", "model", "cluster", "data", "global_batch_size"}, path);
   scenario s;
   s.name = json_get_or<std::string>(j, "name", "", path);
   s.description = json_get_or<std::string>(j, "description", "", path);
