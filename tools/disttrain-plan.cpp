@@ -161,10 +161,10 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   if (gpus && j.contains("cluster") && j["cluster"].is_object()) j["cluster"]["num_gpus"] = *gpus;
   if (j.contains("planner")) {
     const json& p = j["planner"];
-    dd::check_keys(
-        p,
-        {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates", "search_recompute"},
-        "planner");
+    dd::check_keys(p,
+                   {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
+                    "search_recompute", "overlap_grad_reduce", "overlap_param_gather"},
+                   "planner");
     popt.max_backbone_pp =
         dd::json_get_or<int>(p, "max_backbone_pp", popt.max_backbone_pp, "planner");
     popt.min_backbone_pp =

@@ -66,6 +66,17 @@ TEST_CASE("malformed plan JSON names the field") {
   DISTTRAIN_CHECK_ERROR(j.get<parallel_plan>(), errc::parse_error, "plan.num_microbatches");
   DISTTRAIN_CHECK_ERROR(disttrain::parse_json("{\"modules\": [", "plan.json"), errc::parse_error,
                         "plan.json");
+  // Unknown keys (typos) are errors naming the key, with a suggestion.
+  j = disttrain::json(sample_plan());
+  j["overlap_grad_reduc"] = true;
+  DISTTRAIN_CHECK_ERROR(j.get<parallel_plan>(), errc::parse_error, "plan.overlap_grad_reduc");
+  j = disttrain::json(sample_plan());
+  j["modules"][1]["recomptue"] = true;
+  DISTTRAIN_CHECK_ERROR(j.get<parallel_plan>(), errc::parse_error, "plan.llm.recomptue");
+  // 2.7 stages is not silently 2.
+  j = disttrain::json(sample_plan());
+  j["modules"][1]["pp"] = 2.7;
+  DISTTRAIN_CHECK_ERROR(j.get<parallel_plan>(), errc::parse_error, "plan.llm.pp");
 }
 
 TEST_CASE("validate rejects inconsistent plans naming the field") {

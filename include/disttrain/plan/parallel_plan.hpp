@@ -228,6 +228,8 @@ inline void to_json(json& j, const module_plan& m) {
 inline void from_json(const json& j, module_plan& m) {
   m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
   const std::string p = "plan." + m.name;
+  detail::check_keys(
+      j, {"name", "role", "tp", "pp", "dp", "layers", "recompute", "colocated", "gpus"}, p);
   m.role = detail::json_get<std::string>(j, "role", p);
   m.tp = detail::json_get<int>(j, "tp", p);
   m.pp = detail::json_get_or<int>(j, "pp", 1, p);
@@ -253,6 +255,10 @@ inline void to_json(json& j, const parallel_plan& p) {
 /// `gpus_per_node` to 8, the overlap switches to false). Structure errors are `invalid_argument`, missing or
 /// mistyped fields `parse_error`, both naming the field.
 inline void from_json(const json& j, parallel_plan& p) {
+  detail::check_keys(j,
+                     {"global_batch", "num_microbatches", "schedule", "gpus_per_node",
+                      "overlap_grad_reduce", "overlap_param_gather", "total_gpus", "modules"},
+                     "plan");
   p.global_batch = detail::json_get<int>(j, "global_batch", "plan");
   p.num_microbatches = detail::json_get<int>(j, "num_microbatches", "plan");
   const auto s = detail::json_get_or<std::string>(j, "schedule", "1f1b", "plan");
