@@ -45,13 +45,16 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
                        ("model"/"data" may name a preset; "cluster" may be
                        {"preset": "h800", "num_gpus": 64}); optional "planner"
                        {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
-                       "search_recompute", "overlap_grad_reduce", "overlap_param_gather"}
+                       "search_recompute", "max_virtual_stages", "overlap_grad_reduce",
+                       "overlap_param_gather"}
                        and "cost" (cost-model parameters)
   --gpus N             override the cluster's GPU count
   --batch N            override the global batch (samples per iteration)
   --max-side-pp N      most pipeline stages of the encoder / generator (default 2)
   --max-backbone-pp N  most pipeline stages of the backbone (default: its layers)
   --min-backbone-pp N  fewest pipeline stages of the backbone (default 1)
+  --max-virtual-stages N  most interleaved 1F1B chunks per backbone device (default 4;
+                       1: plain 1F1B, which --trace / --svg need)
   --sync-overlap MODE  DP gradient sync overlap of the plan and the baseline, as
                        Megatron-LM's flags: all (default: --overlap-grad-reduce and
                        --overlap-param-gather), grad (--overlap-grad-reduce only), none
@@ -68,7 +71,7 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
 struct args {
   std::string preset = "paper-72b";
   std::optional<std::string> config, evaluate_file, trace_file, svg_file;
-  std::optional<int> gpus, batch, max_side_pp, max_backbone_pp, min_backbone_pp;
+  std::optional<int> gpus, batch, max_side_pp, max_backbone_pp, min_backbone_pp, max_virtual_stages;
   std::optional<std::string> sync_overlap;
   bool json = false, stages = false, list = false;
 };
@@ -110,6 +113,8 @@ args parse(int argc, char** argv) {
       a.max_backbone_pp = parse_int("--max-backbone-pp", value());
     else if (s == "--min-backbone-pp")
       a.min_backbone_pp = parse_int("--min-backbone-pp", value());
+    else if (s == "--max-virtual-stages")
+      a.max_virtual_stages = parse_int("--max-virtual-stages", value());
     else if (s == "--sync-overlap")
       a.sync_overlap = value();
     else if (s == "--evaluate")
@@ -161,10 +166,11 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   if (gpus && j.contains("cluster") && j["cluster"].is_object()) j["cluster"]["num_gpus"] = *gpus;
   if (j.contains("planner")) {
     const json& p = j["planner"];
-    dd::check_keys(p,
-                   {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
-                    "search_recompute", "overlap_grad_reduce", "overlap_param_gather"},
-                   "planner");
+    dd::check_keys(
+        p,
+        {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates", "search_recompute",
+         "max_virtual_stages", "overlap_grad_reduce", "overlap_param_gather"},
+        "planner");
     popt.max_backbone_pp =
         dd::json_get_or<int>(p, "max_backbone_pp", popt.max_backbone_pp, "planner");
     popt.min_backbone_pp =
@@ -174,6 +180,8 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
         dd::json_get_or<std::vector<int>>(p, "tp_candidates", popt.tp_candidates, "planner");
     popt.search_recompute =
         dd::json_get_or<bool>(p, "search_recompute", popt.search_recompute, "planner");
+    popt.max_virtual_stages =
+        dd::json_get_or<int>(p, "max_virtual_stages", popt.max_virtual_stages, "planner");
     popt.overlap_grad_reduce =
         dd::json_get_or<bool>(p, "overlap_grad_reduce", popt.overlap_grad_reduce, "planner");
     popt.overlap_param_gather =
@@ -242,6 +250,7 @@ int run(const args& a) {
   if (a.max_side_pp) popt.max_side_pp = *a.max_side_pp;
   if (a.max_backbone_pp) popt.max_backbone_pp = *a.max_backbone_pp;
   if (a.min_backbone_pp) popt.min_backbone_pp = *a.min_backbone_pp;
+  if (a.max_virtual_stages) popt.max_virtual_stages = *a.max_virtual_stages;
   if (a.sync_overlap) {
     const std::string& v = *a.sync_overlap;
     if (v != "all" && v != "grad" && v != "none")

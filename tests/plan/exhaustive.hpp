@@ -76,8 +76,18 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                     req.sample_workload[i] * static_cast<double>(k))
         .total_s();
   };
-  auto plain_split = [&](std::size_t i, int tp, bool rc, int k, int pp) {
-    return detail::balanced_split(model.modules[i].layers(), pp, [&](detail::stage_type t, int c) {
+  // The balanced split with v interleaved chunks per stage: L / v units of v layers.
+  auto balanced_v = [](int L, int pp, int v, const auto& fn) {
+    if (v <= 1) return detail::balanced_split(L, pp, fn);
+    std::vector<int> out;
+    if (L % v != 0) return out;
+    out = detail::balanced_split(L / v, pp,
+                                 [&](detail::stage_type t, int u) { return fn(t, u * v); });
+    for (int& c : out) c *= v;
+    return out;
+  };
+  auto plain_split = [&](std::size_t i, int tp, bool rc, int k, int pp, int v = 1) {
+    return balanced_v(model.modules[i].layers(), pp, v, [&](detail::stage_type t, int c) {
       return 0.0 + type_time(i, tp, rc, k, t, c);
     });
   };
@@ -134,84 +144,91 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
         for (int dpb = 1; dpb <= n; ++dpb) {
           if (n % dpb) continue;
           const int kb = n / dpb;
-          for (int ppb = opt.min_backbone_pp; ppb <= max_pp; ++ppb) {
-            const long long gb = static_cast<long long>(tpb) * ppb * dpb;
-            if (gb > N) break;
-            // Monolithic layouts.
-            if (opt.include_monolithic) {
-              const double te =
-                  ei ? type_time(*ei, colocated_tp(*ei, tpb), rcb, kb, detail::stage_type::whole,
-                                 model.modules[*ei].layers())
-                     : 0.0;
-              const double tg =
-                  gi ? type_time(*gi, colocated_tp(*gi, tpb), rcb, kb, detail::stage_type::whole,
-                                 model.modules[*gi].layers())
-                     : 0.0;
-              for (layer_split_rule rule : opt.monolithic_splits) {
-                std::vector<int> layers;
-                if (rule == layer_split_rule::even) {
-                  if (Lb % ppb == 0) layers.assign(static_cast<std::size_t>(ppb), Lb / ppb);
-                } else {
-                  layers = detail::balanced_split(Lb, ppb, [&](detail::stage_type t, int c) {
-                    const double x = type_time(bi, tpb, rcb, kb, t, c);
-                    if (t == detail::stage_type::first) return (0.0 + te) + x;
-                    if (t == detail::stage_type::last) return (0.0 + x) + tg;
-                    if (t == detail::stage_type::whole) return ((0.0 + te) + x) + tg;
-                    return 0.0 + x;
-                  });
-                }
-                if (layers.empty()) continue;
-                parallel_plan p = base(n);
-                set(p.modules[bi], tpb, ppb, dpb, rcb, layers);
-                for (std::size_t i = 0; i < p.modules.size(); ++i)
-                  if (i != bi) {
-                    set(p.modules[i], colocated_tp(i, tpb), 1, dpb, rcb,
-                        {model.modules[i].layers()});
-                    p.modules[i].colocated = true;
+          for (int ppb = opt.min_backbone_pp; ppb <= max_pp; ++ppb)
+            for (int vb = 1; vb <= opt.max_virtual_stages; ++vb) {
+              // Interleaving (Megatron-LM's rules): pp >= 2, m % pp == 0, v | layers.
+              if (vb > 1 && (ppb < 2 || (S / n) % ppb != 0 || Lb % vb != 0 || Lb / vb < ppb))
+                continue;
+              const long long gb = static_cast<long long>(tpb) * ppb * dpb;
+              if (gb > N) break;
+              // Monolithic layouts.
+              if (opt.include_monolithic) {
+                const double te =
+                    ei ? type_time(*ei, colocated_tp(*ei, tpb), rcb, kb, detail::stage_type::whole,
+                                   model.modules[*ei].layers())
+                       : 0.0;
+                const double tg =
+                    gi ? type_time(*gi, colocated_tp(*gi, tpb), rcb, kb, detail::stage_type::whole,
+                                   model.modules[*gi].layers())
+                       : 0.0;
+                for (layer_split_rule rule : opt.monolithic_splits) {
+                  std::vector<int> layers;
+                  if (rule == layer_split_rule::even) {
+                    if (Lb % (ppb * vb) == 0)
+                      layers.assign(static_cast<std::size_t>(ppb), Lb / ppb);
+                  } else {
+                    layers = balanced_v(Lb, ppb, vb, [&](detail::stage_type t, int c) {
+                      const double x = type_time(bi, tpb, rcb, kb, t, c);
+                      if (t == detail::stage_type::first) return (0.0 + te) + x;
+                      if (t == detail::stage_type::last) return (0.0 + x) + tg;
+                      if (t == detail::stage_type::whole) return ((0.0 + te) + x) + tg;
+                      return 0.0 + x;
+                    });
                   }
-                score(std::move(p));
-              }
-            }
-            if (!opt.include_disaggregated) continue;
-            const auto lb = plain_split(bi, tpb, rcb, kb, ppb);
-            if (lb.empty()) continue;
-            // Disaggregated: every encoder x generator configuration.
-            struct side {
-              int tp, pp, dp;
-              bool rc;
-              std::vector<int> layers;
-            };
-            auto sides = [&](std::optional<std::size_t> mi) {
-              std::vector<side> v;
-              if (!mi) {
-                v.push_back(side{1, 0, 0, false, {}});
-                return v;
-              }
-              for (int pp = 1; pp <= opt.max_side_pp; ++pp)
-                for (int tp : tps_of(*mi))
-                  for (bool rc : rcs)
-                    for (int dp = 1; dp <= n; ++dp) {
-                      if (gb + static_cast<long long>(tp) * pp * dp > N) break;
-                      auto layers = plain_split(*mi, tp, rc, (n + dp - 1) / dp, pp);
-                      if (!layers.empty()) v.push_back(side{tp, pp, dp, rc, layers});
+                  if (layers.empty()) continue;
+                  parallel_plan p = base(n);
+                  set(p.modules[bi], tpb, ppb, dpb, rcb, layers);
+                  p.modules[bi].virtual_stages = vb;
+                  for (std::size_t i = 0; i < p.modules.size(); ++i)
+                    if (i != bi) {
+                      set(p.modules[i], colocated_tp(i, tpb), 1, dpb, rcb,
+                          {model.modules[i].layers()});
+                      p.modules[i].colocated = true;
                     }
-              return v;
-            };
-            const auto E = sides(ei);
-            const auto G = sides(gi);
-            for (const auto& e : E)
-              for (const auto& gg : G) {
-                if (gb + static_cast<long long>(e.tp) * e.pp * e.dp +
-                        static_cast<long long>(gg.tp) * gg.pp * gg.dp >
-                    N)
-                  continue;
-                parallel_plan p = base(n);
-                set(p.modules[bi], tpb, ppb, dpb, rcb, lb);
-                if (ei) set(p.modules[*ei], e.tp, e.pp, e.dp, e.rc, e.layers);
-                if (gi) set(p.modules[*gi], gg.tp, gg.pp, gg.dp, gg.rc, gg.layers);
-                score(std::move(p));
+                  score(std::move(p));
+                }
               }
-          }
+              if (!opt.include_disaggregated) continue;
+              const auto lb = plain_split(bi, tpb, rcb, kb, ppb, vb);
+              if (lb.empty()) continue;
+              // Disaggregated: every encoder x generator configuration.
+              struct side {
+                int tp, pp, dp;
+                bool rc;
+                std::vector<int> layers;
+              };
+              auto sides = [&](std::optional<std::size_t> mi) {
+                std::vector<side> v;
+                if (!mi) {
+                  v.push_back(side{1, 0, 0, false, {}});
+                  return v;
+                }
+                for (int pp = 1; pp <= opt.max_side_pp; ++pp)
+                  for (int tp : tps_of(*mi))
+                    for (bool rc : rcs)
+                      for (int dp = 1; dp <= n; ++dp) {
+                        if (gb + static_cast<long long>(tp) * pp * dp > N) break;
+                        auto layers = plain_split(*mi, tp, rc, (n + dp - 1) / dp, pp);
+                        if (!layers.empty()) v.push_back(side{tp, pp, dp, rc, layers});
+                      }
+                return v;
+              };
+              const auto E = sides(ei);
+              const auto G = sides(gi);
+              for (const auto& e : E)
+                for (const auto& gg : G) {
+                  if (gb + static_cast<long long>(e.tp) * e.pp * e.dp +
+                          static_cast<long long>(gg.tp) * gg.pp * gg.dp >
+                      N)
+                    continue;
+                  parallel_plan p = base(n);
+                  set(p.modules[bi], tpb, ppb, dpb, rcb, lb);
+                  p.modules[bi].virtual_stages = vb;
+                  if (ei) set(p.modules[*ei], e.tp, e.pp, e.dp, e.rc, e.layers);
+                  if (gi) set(p.modules[*gi], gg.tp, gg.pp, gg.dp, gg.rc, gg.layers);
+                  score(std::move(p));
+                }
+            }
         }
   }
   return best;

@@ -27,6 +27,8 @@ struct case_spec {
   bool overlap_param_gather = true;
 };
 
+int interleaved_optima = 0;  // how many optima (plan or baseline) interleave the backbone
+
 void compare(const case_spec& c) {
   auto sc = disttrain::presets::scenario_preset(c.preset);
   sc.cluster = disttrain::presets::cluster_preset(c.cluster, c.gpus);
@@ -56,6 +58,7 @@ void compare(const case_spec& c) {
   INFO("exhaustive: " << disttrain::json(*ex.plan).dump());
   CHECK(r.evaluation.iteration_time_s == ex.time);
   CHECK(r.plan == *ex.plan);
+  if (r.plan.modules[r.plan.backbone_index()].virtual_stages > 1) ++interleaved_optima;
   // The same for the baseline's space.
   const auto exb = disttrain::testing::exhaustive_plan(cm, req, [&] {
     auto o = opt;
@@ -66,6 +69,7 @@ void compare(const case_spec& c) {
   if (exb.plan) {
     const auto b = disttrain::plan_megatron_baseline(cm, req, opt);
     CHECK(b.plan == *exb.plan);
+    if (b.plan.modules[b.plan.backbone_index()].virtual_stages > 1) ++interleaved_optima;
     CHECK(b.evaluation.iteration_time_s >= r.evaluation.iteration_time_s);
   }
 }
@@ -91,4 +95,6 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       {"mllm-13b", "h100", 32, 4, 2, 1, variant::as_is, 1, false, true},
   };
   for (const auto& c : cases) compare(c);
+  // The space includes interleaved 1F1B (max_virtual_stages 4 by default), and it wins somewhere.
+  CHECK(interleaved_optima > 0);
 }

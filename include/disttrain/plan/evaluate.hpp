@@ -48,15 +48,16 @@ namespace disttrain {
 /// @code for (const auto& s : eval.stages) if (s.memory_bytes > eval.memory_limit_bytes) { /* ...
 /// */ } @endcode
 struct stage_report {
-  std::string module;                  ///< module owning the stage
-  int stage = 0;                       ///< stage index within the module
-  int chain_stage = 0;                 ///< position in the chained pipeline
-  int first_layer = 0;                 ///< first layer of the module on this stage
-  int num_layers = 0;                  ///< layers of the module on this stage
-  int tp = 1;                          ///< TP degree
-  int dp = 1;                          ///< DP degree
-  int replica_samples = 0;             ///< samples of the busiest replica per microbatch
-  int in_flight = 0;                   ///< microbatches whose activations are held at peak
+  std::string module;       ///< module owning the stage
+  int stage = 0;            ///< stage index within the module
+  int chain_stage = 0;      ///< position in the chained pipeline
+  int first_layer = 0;      ///< first layer of the module on this stage
+  int num_layers = 0;       ///< layers of the module on this stage
+  int tp = 1;               ///< TP degree
+  int dp = 1;               ///< DP degree
+  int replica_samples = 0;  ///< samples of the busiest replica per microbatch
+  int in_flight = 0;  ///< microbatches whose activations are held at peak (chunks if interleaved)
+  int virtual_stages = 1;              ///< interleaved model chunks on the device
   std::vector<std::string> colocated;  ///< modules colocated on this stage
   double time_s = 0;                   ///< forward + backward per microbatch (all parts)
   double sync_s = 0;                   ///< exposed DP sync + optimizer per iteration (all parts)
@@ -191,8 +192,9 @@ template <cost_model C>
     const double dirs = detail::transfer_directions(model, i);
     times.assign(static_cast<std::size_t>(mp.pp), 0.0);
     hops.assign(static_cast<std::size_t>(mp.pp), 0.0);
-    detail::module_terms t;
-    t.stages = mp.pp;
+    const int v = mp.virtual_stages;
+    const int after = total_stages - pos - mp.pp;  // chain stages after this module
+    double sync_max = 0;
     int first = 0;
     for (int j = 0; j < mp.pp; ++j, ++pos) {
       const int c = mp.layers[static_cast<std::size_t>(j)];
@@ -205,19 +207,24 @@ template <cost_model C>
       r.tp = mp.tp;
       r.dp = mp.dp;
       r.replica_samples = k;
-      r.in_flight = p.schedule == plan_schedule::gpipe
-                        ? m
-                        : detail::one_f_one_b_in_flight(total_stages, pos, m);
+      r.virtual_stages = v;
+      r.in_flight = p.schedule == plan_schedule::gpipe ? m
+                    : v > 1 ? detail::interleaved_in_flight(mp.pp, j, v, m, after)
+                            : detail::one_f_one_b_in_flight(total_stages, pos, m);
       const bool spans = detail::dp_spans_nodes(mp.tp, mp.dp, g);
       // Parts of this stage in model-module order: [colocated encoder], module, [colocated
       // generator].
       double time = 0;
       detail::stage_sync sync;
       memory_breakdown mem;
+      // A colocated part runs in the device's first (encoder) or last (generator) chunk: it
+      // keeps whole microbatches, ceil(chunk-microbatches / v) of them.
       auto add_part = [&](std::size_t mod, const stage_config& cfg, const module_workload& wl) {
         time += cost.stage_time(cfg, wl).total_s();
         sync.add(detail::part_sync(cost, cfg, wl, spans));
-        const memory_breakdown x = cost.stage_memory(cfg, wl, r.in_flight);
+        const memory_breakdown x =
+            mod == i ? detail::device_memory(cost, cfg, wl, r.in_flight, v)
+                     : cost.stage_memory(cfg, wl, detail::whole_microbatches(r.in_flight, v));
         mem.params += x.params;
         mem.grads += x.grads;
         mem.optimizer += x.optimizer;
@@ -245,8 +252,7 @@ template <cost_model C>
       times[static_cast<std::size_t>(j)] = time;
       if (j + 1 < mp.pp)
         hops[static_cast<std::size_t>(j)] = detail::hop_time(cost, cfg, w, g, dirs);
-      t.max_stage_s = std::max(t.max_stage_s, time);
-      t.sync_s = std::max(t.sync_s, r.sync_s);
+      sync_max = std::max(sync_max, r.sync_s);
       ev.max_memory_bytes = std::max(ev.max_memory_bytes, r.memory_bytes);
       ev.stages.push_back(std::move(r));
       first += c;
@@ -258,7 +264,8 @@ template <cost_model C>
       boundary = detail::boundary_time(cost, bi, i, sample_workload, kb, bb.tp, k, mp.tp,
                                        detail::transfer_directions(model, bi));
     }
-    t.path_s = detail::accumulate_path(times, hops, boundary);
+    detail::module_terms t = detail::module_path(times, hops, boundary, v);
+    t.sync_s = sync_max;
     terms.push_back(t);
   }
   const detail::closed_form_time cf = detail::combine(m, terms);
@@ -305,6 +312,7 @@ inline void to_json(json& j, const stage_report& s) {
            {"dp", s.dp},
            {"replica_samples", s.replica_samples},
            {"in_flight", s.in_flight},
+           {"virtual_stages", s.virtual_stages},
            {"colocated", s.colocated},
            {"time_s", s.time_s},
            {"sync_s", s.sync_s},

@@ -70,6 +70,8 @@ namespace disttrain {
     if (m.colocated)
       layers += m.role == "encoder" ? "  (on the backbone's first stage)"
                                     : "  (on the backbone's last stage)";
+    if (m.virtual_stages > 1)
+      layers += fmt::format("  (interleaved: {} chunks per device)", m.virtual_stages);
     fmt::format_to(std::back_inserter(out),
                    "  {:<14} {:<10} {:>6} {:>3} {:>3} {:>5} {:>8} {:>9}  {}\n", m.name, m.role,
                    gpus, m.tp, m.pp, m.dp, p.replica_samples(i), m.recompute ? "on" : "off",

@@ -70,6 +70,10 @@ struct module_plan {
   std::vector<int> layers;  ///< layers of each stage (size pp, each >= 1)
   bool recompute = false;   ///< full activation recomputation
   bool colocated = false;   ///< runs on the backbone's first/last stage GPUs
+  /// Interleaved 1F1B (Megatron-LM's `--num-layers-per-virtual-pipeline-stage`):
+  /// model chunks per device, each `layers[j] / virtual_stages` layers of stage
+  /// j. Backbone only; 1 = plain 1F1B.
+  int virtual_stages = 1;
 
   /// @brief GPUs this module owns: tp * pp * dp, or 0 when colocated.
   [[nodiscard]] long long gpus() const noexcept {
@@ -190,6 +194,28 @@ inline void validate(const parallel_plan& p) {
       if (!(m.layers[s] >= 1))
         detail::fail(errc::invalid_argument, detail::cat(w, ".layers[", s, "]"),
                      "must be >= 1, got ", m.layers[s]);
+    detail::require_positive(m.virtual_stages, w + ".virtual_stages");
+    if (m.virtual_stages > 1) {
+      if (m.role != "backbone")
+        detail::fail(errc::invalid_argument, w + ".virtual_stages",
+                     "only the backbone runs interleaved 1F1B, got ", m.virtual_stages);
+      if (p.schedule != plan_schedule::one_f_one_b)
+        detail::fail(errc::invalid_argument, w + ".virtual_stages",
+                     "interleaving is a 1f1b schedule, the plan's schedule is ",
+                     to_string(p.schedule));
+      if (m.pp < 2)
+        detail::fail(errc::invalid_argument, w + ".virtual_stages",
+                     "interleaving needs pp >= 2, got pp ", m.pp);
+      if (p.num_microbatches % m.pp != 0)
+        detail::fail(errc::invalid_argument, w + ".virtual_stages",
+                     "interleaved 1F1B needs num_microbatches ", p.num_microbatches,
+                     " to be a multiple of pp ", m.pp, " (Megatron-LM's rule)");
+      for (std::size_t s = 0; s < m.layers.size(); ++s)
+        if (m.layers[s] % m.virtual_stages != 0)
+          detail::fail(errc::invalid_argument, detail::cat(w, ".layers[", s, "]"), m.layers[s],
+                       " layers do not split into ", m.virtual_stages,
+                       " equal chunks (virtual_stages)");
+    }
   }
   if (!(backbones == 1))
     detail::fail(errc::invalid_argument, "plan.modules", "no module has role \"backbone\"");
@@ -210,7 +236,7 @@ inline void validate(const parallel_plan& p) {
 
 // ---- JSON -------------------------------------------------------------------
 
-/// @brief `{"name","role","tp","pp","dp","layers","recompute","colocated","gpus"}`
+/// @brief `{"name","role","tp","pp","dp","layers","recompute","colocated","virtual_stages","gpus"}`
 /// ("gpus" is informative).
 inline void to_json(json& j, const module_plan& m) {
   j = json{{"name", m.name},
@@ -221,15 +247,19 @@ inline void to_json(json& j, const module_plan& m) {
            {"layers", m.layers},
            {"recompute", m.recompute},
            {"colocated", m.colocated},
+           {"virtual_stages", m.virtual_stages},
            {"gpus", m.gpus()}};
 }
-/// @brief Reads a module plan; `recompute`/`colocated` default false, `pp` 1;
+/// @brief Reads a module plan; `recompute`/`colocated` default false, `pp` and
+/// `virtual_stages` 1;
 /// `layers` is required. Errors name `plan.<module>.<field>`.
 inline void from_json(const json& j, module_plan& m) {
   m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
   const std::string p = "plan." + m.name;
-  detail::check_keys(
-      j, {"name", "role", "tp", "pp", "dp", "layers", "recompute", "colocated", "gpus"}, p);
+  detail::check_keys(j,
+                     {"name", "role", "tp", "pp", "dp", "layers", "recompute", "colocated",
+                      "virtual_stages", "gpus"},
+                     p);
   m.role = detail::json_get<std::string>(j, "role", p);
   m.tp = detail::json_get<int>(j, "tp", p);
   m.pp = detail::json_get_or<int>(j, "pp", 1, p);
@@ -237,6 +267,7 @@ inline void from_json(const json& j, module_plan& m) {
   m.layers = detail::json_get<std::vector<int>>(j, "layers", p);
   m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
   m.colocated = detail::json_get_or<bool>(j, "colocated", false, p);
+  m.virtual_stages = detail::json_get_or<int>(j, "virtual_stages", 1, p);
 }
 
 /// @brief `{"global_batch","num_microbatches","schedule","gpus_per_node",

@@ -36,6 +36,10 @@ struct planner_options {
   /// the planner both, so its space contains the baseline's).
   std::vector<layer_split_rule> monolithic_splits{layer_split_rule::balanced,
                                                   layer_split_rule::even};
+  /// Most interleaved model chunks per backbone device (Megatron-LM's virtual
+  /// pipeline stages) tried; 1 searches plain 1F1B only. Interleaving needs
+  /// pp >= 2, microbatches a multiple of pp and chunks of equal layer counts.
+  int max_virtual_stages = 4;
   /// Megatron-LM `--overlap-grad-reduce`: plans (and the baseline) overlap the
   /// gradient reduce-scatter with the last microbatch's backward, in DDP buckets.
   bool overlap_grad_reduce = true;

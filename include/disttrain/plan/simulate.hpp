@@ -156,12 +156,18 @@ class plan_durations {
 }  // namespace detail
 
 /// @brief Builds and simulates the schedule of `p` (see the file comment).
-/// Throws like `evaluate` for a plan that does not match the cost model.
+/// Throws like `evaluate` for a plan that does not match the cost model, and
+/// `errc::unsupported` for an interleaved backbone (`virtual_stages > 1`).
 template <cost_model C>
 [[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
                                             const model_workload& sample_workload) {
   detail::check_plan_against(p, cost.model(), cost.cluster());
   const std::size_t bi = p.backbone_index();
+  if (p.modules[bi].virtual_stages > 1)
+    detail::fail(
+        errc::unsupported, detail::cat("plan.", p.modules[bi].name, ".virtual_stages"),
+        "the multi-module schedule has no interleaved 1F1B yet; evaluate() prices this "
+        "plan, simulate_plan cannot run it (plan with max_virtual_stages = 1 to simulate)");
   multi_module_spec spec;
   spec.num_microbatches = p.num_microbatches * p.modules[bi].dp;
   for (std::size_t i = 0; i < p.modules.size(); ++i) {

@@ -10,11 +10,24 @@
 ///   for a side module), accumulated in stage order by `accumulate_path`,
 /// - `sync_s`: the largest per-iteration DP gradient sync + optimizer step of
 ///   its stages (not overlapped with compute),
-/// - `stages`: its pipeline stages.
+/// - `stages`: its pipeline stages,
+/// - `loop_s`: the transfers and stage times one microbatch's dependency cycle
+///   passes through (= `path_s`, but for an interleaved module, below).
 ///
-///     period    = max(max_i max_stage_i, sum_i path_i / P)     (P = sum_i stages_i)
+///     period    = max(max_i max_stage_i, sum_i loop_i / P)     (P = sum_i stages_i)
 ///     pipeline  = (m - 1) * period + sum_i path_i               (modules in pipeline order)
 ///     iteration = pipeline + max_i sync_i
+///
+/// Interleaved 1F1B (Megatron-LM's virtual pipeline, `v` model chunks per
+/// device, Narayanan et al. 2021): the fill and drain pass through chunks of
+/// 1/v of a stage, so a module of stage times t_j (max T, sum S) and transfers
+/// H between its stages has
+///
+///     path = (S - T) / v + T + H + boundary      loop = S + v * H + boundary
+///
+/// which is 1F1B's `S + H + boundary` at v = 1; with p equal stages the
+/// pipeline is m * T + (p - 1) * (T / v + h), the published bubble (p-1)/v.
+/// Each microbatch crosses v times as many stage boundaries (the loop).
 ///
 /// The period is 1F1B's steady-state time per microbatch: at least the slowest
 /// stage, and at least path / P because F_0(i) -> ... -> B_0(i) -> F_0(i + P)
@@ -41,6 +54,7 @@ struct module_terms {
   double path_s = 0;
   double sync_s = 0;
   int stages = 0;
+  double loop_s = 0;  ///< see the file comment; `path_s` for non-interleaved modules
 };
 
 /// @brief Result of the closed form.
@@ -52,15 +66,16 @@ struct closed_form_time {
 
 namespace closed_form_detail {
 inline closed_form_time combine(int m, std::span<const module_terms> t, bool loop) noexcept {
-  double mx = 0, path = 0, sync = 0;
+  double mx = 0, path = 0, cycle = 0, sync = 0;
   int stages = 0;
   for (const auto& x : t) {
     mx = std::max(mx, x.max_stage_s);
     path += x.path_s;
+    cycle += x.loop_s;
     sync = std::max(sync, x.sync_s);
     stages += x.stages;
   }
-  const double period = loop && stages > 0 ? std::max(mx, path / static_cast<double>(stages)) : mx;
+  const double period = loop && stages > 0 ? std::max(mx, cycle / static_cast<double>(stages)) : mx;
   closed_form_time r;
   r.pipeline_s = static_cast<double>(m - 1) * period + path;
   r.sync_s = sync;
@@ -92,6 +107,46 @@ inline closed_form_time combine(int m, std::span<const module_terms> t, bool loo
     if (j + 1 < stage.size()) acc += hop[j];
   }
   return acc + boundary;
+}
+
+/// @brief The fill/drain path and the loop of a module whose devices run `v`
+/// interleaved chunks each (see the file comment); `v == 1` gives
+/// `accumulate_path` for both, bit for bit.
+[[nodiscard]] inline module_terms module_path(std::span<const double> stage,
+                                              std::span<const double> hop, double boundary,
+                                              int v) noexcept {
+  module_terms t;
+  t.stages = static_cast<int>(stage.size());
+  for (double x : stage) t.max_stage_s = std::max(t.max_stage_s, x);
+  if (v <= 1) {
+    t.path_s = t.loop_s = accumulate_path(stage, hop, boundary);
+    return t;
+  }
+  double sum = 0, hops = 0;
+  for (std::size_t j = 0; j < stage.size(); ++j) {
+    sum += stage[j];
+    if (j + 1 < stage.size()) hops += hop[j];
+  }
+  const double vv = static_cast<double>(v);
+  t.path_s = (((sum - t.max_stage_s) / vv + t.max_stage_s) + hops) + boundary;
+  t.loop_s = (sum + vv * hops) + boundary;
+  return t;
+}
+
+/// @brief Chunk-microbatches a device `j` of an interleaved segment of `pp`
+/// devices with `v` chunks each keeps in flight: Megatron-LM's warm-up
+/// `2 (pp - j - 1) + (v - 1) pp` plus the one in progress, plus `v` per chain
+/// stage after the segment (`after`), at most `m * v`.
+[[nodiscard]] constexpr int interleaved_in_flight(int pp, int j, int v, int m, int after) noexcept {
+  const long long f = 2LL * (pp - j - 1) + static_cast<long long>(v - 1) * pp + 1 +
+                      static_cast<long long>(v) * after;
+  return static_cast<int>(std::min(f, static_cast<long long>(m) * v));
+}
+
+/// @brief Whole microbatches in `chunks` chunk-microbatches of `v` chunks each
+/// (rounded up); `chunks` itself when `v <= 1`.
+[[nodiscard]] constexpr int whole_microbatches(int chunks, int v) noexcept {
+  return v <= 1 ? chunks : (chunks + v - 1) / v;
 }
 
 /// @brief Microbatches a stage at chain position `pos` of a `stages`-deep 1F1B

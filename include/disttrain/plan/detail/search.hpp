@@ -62,7 +62,7 @@ namespace disttrain {
 namespace detail {
 
 /// @brief Tie-break key of a plan: [any colocated, n, backbone tp, recompute,
-/// dp, pp, then per side module: colocated, pp, tp, recompute, dp, then every
+/// dp, pp, virtual stages, then per side module: colocated, pp, tp, recompute, dp, then every
 /// module's layers per stage].
 [[nodiscard]] inline std::vector<long long> tie_key(const parallel_plan& p) {
   std::vector<long long> k;
@@ -71,7 +71,7 @@ namespace detail {
   k.push_back(col ? 1 : 0);
   k.push_back(p.microbatch_samples());
   const module_plan& b = p.modules[p.backbone_index()];
-  k.insert(k.end(), {b.tp, b.recompute ? 1 : 0, b.dp, b.pp});
+  k.insert(k.end(), {b.tp, b.recompute ? 1 : 0, b.dp, b.pp, b.virtual_stages});
   for (const auto& m : p.modules)
     if (m.role != "backbone")
       k.insert(k.end(), {m.colocated ? 1 : 0, m.pp, m.tp, m.recompute ? 1 : 0, m.dp});
@@ -152,6 +152,8 @@ class plan_search {
     S_ = req.global_batch;
     limit_ = cost.memory_limit();
     require(opt.max_side_pp >= 1, "planner.max_side_pp", "must be >= 1, got ", opt.max_side_pp);
+    require(opt.max_virtual_stages >= 1, "planner.max_virtual_stages", "must be >= 1, got ",
+            opt.max_virtual_stages);
     require(opt.max_backbone_pp >= 0, "planner.max_backbone_pp", "must be >= 0, got ",
             opt.max_backbone_pp);
     require(!opt.tp_candidates.empty(), "planner.tp_candidates", "must not be empty");
@@ -310,16 +312,22 @@ class plan_search {
 
   /// @brief Split of `L` layers into `pp` stages by `rule`, with stage times
   /// `fn(type, c)`; cached under `key`. Empty `layers` when impossible.
+  /// With `v > 1` (interleaved) every stage gets a multiple of `v` layers: the
+  /// even rule needs `pp * v | L`, the balanced rule splits `L / v` units of `v` layers.
   template <class Fn>
-  const split_info& get_split(std::uint64_t key, int L, int pp, layer_split_rule rule,
+  const split_info& get_split(std::uint64_t key, int v, int L, int pp, layer_split_rule rule,
                               const Fn& fn) {
-    auto it = splits_.find(key);
+    const split_key sk{key, v};
+    auto it = splits_.find(sk);
     if (it != splits_.end()) return *it->second;
     auto s = std::make_unique<split_info>();
     if (rule == layer_split_rule::even) {
-      if (pp <= L && L % pp == 0) s->layers.assign(static_cast<std::size_t>(pp), L / pp);
-    } else {
+      if (pp <= L && L % (pp * v) == 0) s->layers.assign(static_cast<std::size_t>(pp), L / pp);
+    } else if (v <= 1) {
       s->layers = balanced_split(L, pp, fn);
+    } else if (L % v == 0) {
+      s->layers = balanced_split(L / v, pp, [&](stage_type t, int u) { return fn(t, u * v); });
+      for (int& c : s->layers) c *= v;
     }
     int f = 0;
     for (int j = 0; j < static_cast<int>(s->layers.size()); ++j) {
@@ -331,14 +339,14 @@ class plan_search {
       s->tmax = std::max(s->tmax, t);
       s->tsum += t;
     }
-    return *splits_.emplace(key, std::move(s)).first->second;
+    return *splits_.emplace(sk, std::move(s)).first->second;
   }
 
-  /// @brief Split of a disaggregated module (no colocated parts).
-  const split_info& plain_split(std::size_t i, int tp, bool rc, int k, int pp) {
+  /// @brief Split of a disaggregated module (no colocated parts), `v` chunks per stage.
+  const split_info& plain_split(std::size_t i, int tp, bool rc, int k, int pp, int v = 1) {
     time_table& T = table(i, tp, rc, k);
     auto fn = [&](stage_type t, int c) { return 0.0 + tt(T, t, c); };
-    return get_split(pack(1, i, tp, rc, pp, k), mods_[i].layers, pp, layer_split_rule::balanced,
+    return get_split(pack(1, i, tp, rc, pp, k), v, mods_[i].layers, pp, layer_split_rule::balanced,
                      fn);
   }
 
@@ -508,14 +516,19 @@ class plan_search {
 
   // ---- backbone configurations ----
   struct backbone_cfg {
-    double lb = 0;  // cheap bound: (m-1) * rho*L/pp + rho*L, scaled down by 1e-9 for rounding
+    double lb = 0;  // cheap bound (see backbone_configs), scaled down by 1e-9 for rounding
     int n = 1, tp = 1, dp = 1, pp = 1, k = 1;
     bool rc = false;
     const split_info* layout = nullptr;  // set when the configuration is processed
+    int v = 1;                           // interleaved chunks per device
   };
 
-  /// @brief Every (n, tp, rc, dp, pp) of the backbone within the GPU count,
+  /// @brief Every (n, tp, rc, dp, pp, v) of the backbone within the GPU count,
   /// with its cheap bound, in increasing bound order (ties: generation order).
+  /// Every split has max >= rho L / pp and sum >= rho L, so the pipeline is at
+  /// least (m-1) rho L/pp + rho L (1F1B) or (m-1) rho L/pp + rho L/v + (1 - 1/v)
+  /// rho L/pp (v interleaved chunks: path >= S/v + (1 - 1/v) T). Interleaving
+  /// needs pp >= 2, m % pp == 0 and v | L (Megatron-LM's rules).
   std::vector<backbone_cfg> backbone_configs() {
     std::vector<backbone_cfg> nodes;
     const double L = static_cast<double>(mods_[bi_].layers);
@@ -532,6 +545,16 @@ class plan_search {
                   (static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + r * L) *
                   (1.0 - 1e-9);
               nodes.push_back(backbone_cfg{lb, n, tp, dp, pp, k, rc, nullptr});
+              if (pp < 2 || m % pp != 0) continue;
+              for (int v = 2; v <= opt_.max_virtual_stages; ++v) {
+                if (mods_[bi_].layers % v != 0 || mods_[bi_].layers / v < pp) continue;
+                const double vv = static_cast<double>(v);
+                const double t = r * L / static_cast<double>(pp);
+                const double lbv =
+                    (static_cast<double>(m - 1) * t + (r * L / vv + (1.0 - 1.0 / vv) * t)) *
+                    (1.0 - 1e-9);
+                nodes.push_back(backbone_cfg{lbv, n, tp, dp, pp, k, rc, nullptr, v});
+              }
             }
           }
     }
@@ -546,25 +569,27 @@ class plan_search {
   /// @brief (m-1) * max stage + sum of stage times of a split: a lower bound of
   /// the iteration time of every layout with this backbone configuration.
   [[nodiscard]] double split_bound(const backbone_cfg& b) const {
-    return static_cast<double>(S_ / b.n - 1) * b.layout->tmax + b.layout->tsum;
+    const double tmax = b.layout->tmax, tsum = b.layout->tsum;
+    const double fill =
+        b.v <= 1 ? tsum : (tsum - tmax) / static_cast<double>(b.v) * (1.0 - 1e-9) + tmax;
+    return static_cast<double>(S_ / b.n - 1) * tmax + fill;
   }
 
   /// @brief Backbone terms (max stage, path, sync) of a disaggregated layout.
   module_terms backbone_terms(const backbone_cfg& b) {
-    module_terms t;
     const module_workload w = workload(bi_, b.k);
     std::vector<double> hops(static_cast<std::size_t>(b.pp), 0.0);
     const bool spans = dp_spans_nodes(b.tp, b.dp, g_);
+    double sync = 0;
     for (int j = 0; j < b.pp; ++j) {
       const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
                              b.rc};
       if (j + 1 < b.pp)
         hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
-      t.sync_s = std::max(t.sync_s, exposed_sync(part_sync(cost_, cfg, w, spans)));
+      sync = std::max(sync, exposed_sync(part_sync(cost_, cfg, w, spans)));
     }
-    t.max_stage_s = b.layout->tmax;
-    t.path_s = accumulate_path(b.layout->times, hops, 0.0);
-    t.stages = b.pp;
+    module_terms t = module_path(b.layout->times, hops, 0.0, b.v);
+    t.sync_s = sync;
     return t;
   }
 
@@ -573,8 +598,10 @@ class plan_search {
     for (int j = 0; j < b.pp; ++j) {
       const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
                              b.rc};
+      const int f = b.v > 1 ? interleaved_in_flight(b.pp, j, b.v, m, P - pos0 - b.pp)
+                            : one_f_one_b_in_flight(P, pos0 + j, m);
       memory_breakdown mem;
-      add_memory(mem, cost_.stage_memory(cfg, w, one_f_one_b_in_flight(P, pos0 + j, m)));
+      add_memory(mem, device_memory(cost_, cfg, w, f, b.v));
       if (mem.total() > limit_) {
         note_violation(model_.modules[bi_].name, j, mem.total());
         return false;
@@ -589,7 +616,7 @@ class plan_search {
     for (backbone_cfg& b : nodes_) {
       if (b.lb > best_.time) break;
       if (static_cast<long long>(b.tp) * b.pp * b.dp + side_min > N_) continue;
-      b.layout = &plain_split(bi_, b.tp, b.rc, b.k, b.pp);
+      b.layout = &plain_split(bi_, b.tp, b.rc, b.k, b.pp, b.v);
       if (b.layout->layers.empty() || split_bound(b) > best_.time) continue;
       expand(b);
     }
@@ -648,6 +675,7 @@ class plan_search {
         gterms_[i].path_s = o.path_base + dirs_g * std::max(bb_side_g, o.side_bytes_time);
         gterms_[i].sync_s = o.sync;
         gterms_[i].stages = o.pp;
+        gterms_[i].loop_s = gterms_[i].path_s;
       }
       pmin_t_[i] =
           i == 0 ? gterms_[i].max_stage_s : std::min(pmin_t_[i - 1], gterms_[i].max_stage_s);
@@ -663,6 +691,7 @@ class plan_search {
         et.path_s = e.path_base + dirs_e * std::max(e.side_bytes_time, bb_side_e);
         et.sync_s = e.sync;
         et.stages = e.pp;
+        et.loop_s = et.path_s;
       }
       const long long base_g = gb + e.gpus;  // the generator's first rank
       // Affordable generator options: [0, idx), idx >= 1 by the check above.
@@ -672,7 +701,8 @@ class plan_search {
           G->options.begin());
       for (std::size_t i = idx; i-- > 0;) {
         {
-          const module_terms arr[3] = {et, bt, module_terms{pmin_t_[i], pmin_path_[i], 0.0, ppg}};
+          const module_terms arr[3] = {
+              et, bt, module_terms{pmin_t_[i], pmin_path_[i], 0.0, ppg, pmin_path_[i]}};
           if (combine(m, arr).iteration_s > best_.time) break;  // bounds every option in [0, i]
         }
         const side_option& go = G->options[i];
@@ -683,7 +713,7 @@ class plan_search {
         const long long gpus = gb + e.gpus + go.gpus;
         if (!may_improve(time, gpus)) continue;
         parallel_plan p = base_plan(b.n);
-        set_module(p, bi_, b.tp, b.pp, b.dp, b.rc, b.layout->layers);
+        set_module(p, bi_, b.tp, b.pp, b.dp, b.rc, b.layout->layers, b.v);
         if (has_e_) set_module(p, ei_, e.tp, e.pp, e.dp, e.rc, e.layout->layers);
         if (has_g_) set_module(p, gi_, go.tp, go.pp, go.dp, go.rc, go.layout->layers);
         consider(time, gpus, std::move(p));
@@ -692,8 +722,9 @@ class plan_search {
   }
 
   static void set_module(parallel_plan& p, std::size_t i, int tp, int pp, int dp, bool rc,
-                         const std::vector<int>& layers) {
+                         const std::vector<int>& layers, int v = 1) {
     module_plan& mp = p.modules[i];
+    mp.virtual_stages = v;
     mp.tp = tp;
     mp.pp = pp;
     mp.dp = dp;
@@ -714,7 +745,7 @@ class plan_search {
 
   /// @brief Split of the backbone with the colocated encoder on stage 0 and the
   /// colocated generator on the last stage, by `rule`.
-  const split_info& mono_split(layer_split_rule rule, int tp, bool rc, int k, int pp) {
+  const split_info& mono_split(layer_split_rule rule, int tp, bool rc, int k, int pp, int v) {
     const double te =
         has_e_ ? tt(table(ei_, colocated_tp(ei_, tp), rc, k), stage_type::whole, mods_[ei_].layers)
                : 0.0;
@@ -734,7 +765,7 @@ class plan_search {
       return 0.0 + x;
     };
     const unsigned family = rule == layer_split_rule::even ? 3u : 2u;
-    return get_split(pack(family, bi_, tp, rc, pp, k), mods_[bi_].layers, pp, rule, fn);
+    return get_split(pack(family, bi_, tp, rc, pp, k), v, mods_[bi_].layers, pp, rule, fn);
   }
 
   void search_monolithic() {
@@ -745,7 +776,7 @@ class plan_search {
     for (backbone_cfg& c : nodes_) {
       if (c.lb > best_.time) break;
       for (layer_split_rule rule : rules) {
-        c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp);
+        c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp, c.v);
         if (c.layout->layers.empty() || split_bound(c) > best_.time) continue;
         ++stats_.monolithic_configs;
         const module_terms arr[1] = {mono_terms(c)};
@@ -753,7 +784,7 @@ class plan_search {
         const long long gpus = static_cast<long long>(c.tp) * c.pp * c.dp;
         if (!may_improve(time, gpus) || !mono_fits(c)) continue;
         parallel_plan p = base_plan(c.n);
-        set_module(p, bi_, c.tp, c.pp, c.dp, c.rc, c.layout->layers);
+        set_module(p, bi_, c.tp, c.pp, c.dp, c.rc, c.layout->layers, c.v);
         for (std::size_t i = 0; i < p.modules.size(); ++i) {
           if (i == bi_) continue;
           set_module(p, i, colocated_tp(i, c.tp), 1, c.dp, c.rc, {mods_[i].layers});
@@ -765,7 +796,7 @@ class plan_search {
   }
 
   module_terms mono_terms(const backbone_cfg& c) {
-    module_terms t;
+    double sync = 0;
     const module_workload w = workload(bi_, c.k);
     std::vector<double> hops(static_cast<std::size_t>(c.pp), 0.0);
     const bool spans = dp_spans_nodes(c.tp, c.dp, g_);
@@ -785,11 +816,10 @@ class plan_search {
       if ((ty == stage_type::first || ty == stage_type::whole) && has_e_) y.add(ye);
       y.add(part_sync(cost_, cfg, w, spans));
       if ((ty == stage_type::last || ty == stage_type::whole) && has_g_) y.add(yg);
-      t.sync_s = std::max(t.sync_s, exposed_sync(y));
+      sync = std::max(sync, exposed_sync(y));
     }
-    t.max_stage_s = c.layout->tmax;
-    t.path_s = accumulate_path(c.layout->times, hops, 0.0);
-    t.stages = c.pp;
+    module_terms t = module_path(c.layout->times, hops, 0.0, c.v);
+    t.sync_s = sync;
     return t;
   }
 
@@ -797,17 +827,20 @@ class plan_search {
     const int m = S_ / c.n;
     for (int j = 0; j < c.pp; ++j) {
       const stage_type ty = type_of_stage(j, c.pp);
-      const int f = one_f_one_b_in_flight(c.pp, j, m);
+      const int f =
+          c.v > 1 ? interleaved_in_flight(c.pp, j, c.v, m, 0) : one_f_one_b_in_flight(c.pp, j, m);
+      const int fw = whole_microbatches(f, c.v);  // colocated parts keep whole microbatches
       memory_breakdown mem;
       if ((ty == stage_type::first || ty == stage_type::whole) && has_e_)
-        add_memory(mem,
-                   cost_.stage_memory(colocated_cfg(ei_, c.tp, c.dp, c.rc), workload(ei_, c.k), f));
-      add_memory(mem, cost_.stage_memory(stage_config{bi_, at(c.layout->first, j),
-                                                      at(c.layout->layers, j), c.tp, c.dp, c.rc},
-                                         workload(bi_, c.k), f));
+        add_memory(
+            mem, cost_.stage_memory(colocated_cfg(ei_, c.tp, c.dp, c.rc), workload(ei_, c.k), fw));
+      add_memory(mem, device_memory(cost_,
+                                    stage_config{bi_, at(c.layout->first, j),
+                                                 at(c.layout->layers, j), c.tp, c.dp, c.rc},
+                                    workload(bi_, c.k), f, c.v));
       if ((ty == stage_type::last || ty == stage_type::whole) && has_g_)
-        add_memory(mem,
-                   cost_.stage_memory(colocated_cfg(gi_, c.tp, c.dp, c.rc), workload(gi_, c.k), f));
+        add_memory(
+            mem, cost_.stage_memory(colocated_cfg(gi_, c.tp, c.dp, c.rc), workload(gi_, c.k), fw));
       if (mem.total() > limit_) {
         note_violation(model_.modules[bi_].name, j, mem.total());
         return false;
@@ -832,7 +865,17 @@ class plan_search {
   std::vector<bool> rcs_;
   // Caches (looked up, never iterated, so their order cannot leak into results).
   std::unordered_map<std::uint64_t, time_table> tables_;
-  std::unordered_map<std::uint64_t, std::unique_ptr<split_info>> splits_;
+  struct split_key {
+    std::uint64_t key = 0;
+    int v = 1;
+    friend bool operator==(const split_key&, const split_key&) = default;
+  };
+  struct split_key_hash {
+    std::size_t operator()(const split_key& k) const noexcept {
+      return std::hash<std::uint64_t>{}(k.key ^ (static_cast<std::uint64_t>(k.v) << 58));
+    }
+  };
+  std::unordered_map<split_key, std::unique_ptr<split_info>, split_key_hash> splits_;
   std::map<std::vector<long long>, side_list> side_cache_;
   std::vector<backbone_cfg> nodes_;
   std::vector<module_terms> gterms_;

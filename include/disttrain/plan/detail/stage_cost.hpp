@@ -62,6 +62,24 @@ template <cost_model C>
   return dirs * std::max(a, b);
 }
 
+/// @brief Memory of one GPU of a pipeline stage `s`. With `v > 1` chunks
+/// (interleaved 1F1B) the device holds the whole stage's parameters, gradients
+/// and optimizer state, but activations of `in_flight` *chunk*-microbatches of
+/// `s.num_layers / v` layers each (the chunk of the stage's type, so the first
+/// keeps the embeddings' and the last the logits' share); `v == 1` is
+/// `stage_memory(s, w, in_flight)`.
+template <cost_model C>
+[[nodiscard]] memory_breakdown device_memory(const C& c, const stage_config& s,
+                                             const module_workload& w, int in_flight, int v) {
+  if (v <= 1) return c.stage_memory(s, w, in_flight);
+  memory_breakdown m = c.stage_memory(s, w, 0);
+  stage_config chunk = s;
+  chunk.num_layers = s.num_layers / v;
+  if (s.first_layer > 0) chunk.first_layer = s.first_layer + s.num_layers - chunk.num_layers;
+  m.activations = c.stage_memory(chunk, w, in_flight).activations;
+  return m;
+}
+
 /// @brief Megatron-LM's default DDP bucket: max(40M, 1M x dp) parameters
 /// (`DistributedDataParallelConfig.bucket_size` left unset).
 [[nodiscard]] constexpr double ddp_bucket_params(int dp) noexcept {

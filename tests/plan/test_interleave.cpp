@@ -1,0 +1,132 @@
+// Interleaved 1F1B (Megatron-LM's virtual pipeline stages) in the plan,
+// evaluate() and the planner, checked against hand computation on the
+// round-number mock cost model (mock_cost.hpp).
+#include "disttrain/cost/analytic_cost_model.hpp"
+#include "disttrain/model/presets.hpp"
+#include "disttrain/plan/evaluate.hpp"
+#include "disttrain/plan/planner.hpp"
+#include "disttrain/plan/request.hpp"
+#include "disttrain/plan/simulate.hpp"
+#include "disttrain_catch.hpp"
+#include "mock_cost.hpp"
+
+using disttrain::errc;
+using disttrain::module_plan;
+using disttrain::parallel_plan;
+
+namespace {
+
+parallel_plan plan(int v) {
+  parallel_plan p;
+  p.global_batch = 8;
+  p.num_microbatches = 4;  // 2 samples per microbatch, 1 per replica at dp 2
+  p.modules = {module_plan{"vit-h-14", "encoder", 1, 1, 2, {32}},
+               module_plan{"llama-2-7b", "backbone", 2, 2, 2, {16, 16}},
+               module_plan{"sd-2.1-unet", "generator", 1, 1, 1, {25}}};
+  p.modules[1].virtual_stages = v;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("interleaved closed form matches the hand computation") {
+  disttrain::testing::mock_cost cm(16);
+  const auto w = disttrain::testing::mock_sample();
+  const auto plain = disttrain::evaluate(plan(1), cm, w);
+  const auto two = disttrain::evaluate(plan(2), cm, w);
+  // Backbone: two stages of 0.024 s, one NVLink hop 2 * 5e8 / 1e11 = 0.01 s.
+  // 1F1B path 0.058; interleaved path (S - T) / v + T + H = 0.024 / 2 + 0.024 + 0.01 = 0.046,
+  // loop S + v H = 0.068. Encoder path 0.0296, generator 0.4075 (test_evaluate.cpp).
+  const double path = 0.0296 + 0.046 + 0.4075;
+  const double loop = 0.0296 + 0.068 + 0.4075;
+  CHECK(two.pipeline_time_s == Approx(3 * (loop / 4) + path));
+  CHECK(plain.pipeline_time_s == Approx(3 * ((0.0296 + 0.058 + 0.4075) / 4) + 0.4951));
+  CHECK(two.sync_time_s == plain.sync_time_s);
+  // Memory: device j of the backbone keeps 2 (pp - j - 1) + (v - 1) pp + 1 chunk-microbatches
+  // plus v per later chain stage (the generator), of 8 layers each.
+  REQUIRE(two.stages.size() == 4);
+  CHECK(two.stages[1].in_flight == 2 * 1 + 1 * 2 + 1 + 2);
+  CHECK(two.stages[2].in_flight == 0 + 2 + 1 + 2);
+  CHECK(two.stages[1].virtual_stages == 2);
+  CHECK(two.stages[1].memory.activations == Approx(7 * 8 * 1e6 * 1000 / 2.0));
+  CHECK(two.stages[2].memory.activations == Approx(5 * 8 * 1e6 * 1000 / 2.0));
+  CHECK(plain.stages[1].memory.activations == Approx(3 * 16 * 1e6 * 1000 / 2.0));
+  CHECK(two.stages[1].memory.params == plain.stages[1].memory.params);
+  // Side modules are unchanged.
+  CHECK(two.stages[0].memory_bytes == plain.stages[0].memory_bytes);
+}
+
+TEST_CASE("uniform interleaved pipeline has the published bubble (p - 1) / v") {
+  // One segment of p equal stages and no transfers: m T + (p - 1) T / v.
+  std::vector<double> t(4, 1.0), h(4, 0.0);
+  for (int v : {1, 2, 4}) {
+    const auto terms = disttrain::detail::module_path(t, h, 0.0, v);
+    const disttrain::detail::module_terms arr[1] = {terms};
+    const auto cf = disttrain::detail::combine(8, arr);
+    CHECK(cf.pipeline_s == Approx(8.0 + 3.0 / v));
+  }
+}
+
+TEST_CASE("interleaving is validated naming the field") {
+  auto p = plan(3);  // 16 layers per stage do not split into 3 chunks
+  DISTTRAIN_CHECK_ERROR(disttrain::validate(p), errc::invalid_argument,
+                        "plan.llama-2-7b.layers[0]");
+  p = plan(2);
+  p.global_batch = 24;
+  p.num_microbatches = 3;  // 3 microbatches are not a multiple of pp 2
+  DISTTRAIN_CHECK_ERROR(disttrain::validate(p), errc::invalid_argument,
+                        "plan.llama-2-7b.virtual_stages");
+  p = plan(1);
+  p.modules[0].virtual_stages = 2;
+  DISTTRAIN_CHECK_ERROR(disttrain::validate(p), errc::invalid_argument,
+                        "plan.vit-h-14.virtual_stages");
+  p = plan(2);
+  p.schedule = disttrain::plan_schedule::gpipe;
+  DISTTRAIN_CHECK_ERROR(disttrain::validate(p), errc::invalid_argument,
+                        "plan.llama-2-7b.virtual_stages");
+  p = plan(0);
+  DISTTRAIN_CHECK_ERROR(disttrain::validate(p), errc::invalid_argument,
+                        "plan.llama-2-7b.virtual_stages");
+  // JSON: round trip, absent means 1.
+  const disttrain::json j = plan(2);
+  CHECK(j.get<parallel_plan>() == plan(2));
+  disttrain::json old = j;
+  old["modules"][1].erase("virtual_stages");
+  CHECK(old.get<parallel_plan>().modules[1].virtual_stages == 1);
+}
+
+TEST_CASE("the simulator refuses an interleaved plan instead of running another one") {
+  const auto sc = disttrain::presets::scenario_preset("mllm-7b");
+  disttrain::analytic_cost_model cm(sc.model, sc.cluster);
+  auto req = disttrain::make_request(sc.model, sc.data, 8, 64);
+  parallel_plan p;
+  p.global_batch = 8;
+  p.num_microbatches = 4;
+  p.modules = {module_plan{"vit-h-14", "encoder", 1, 1, 2, {32}},
+               module_plan{"llama-2-7b", "backbone", 2, 2, 2, {16, 16}},
+               module_plan{"sd-2.1-unet", "generator", 1, 1, 1, {25}}};
+  p.modules[1].virtual_stages = 2;
+  CHECK(disttrain::evaluate(p, cm, req.sample_workload).iteration_time_s > 0);
+  DISTTRAIN_CHECK_ERROR(disttrain::simulate_plan(p, cm, req.sample_workload), errc::unsupported,
+                        "plan.llama-2-7b.virtual_stages");
+}
+
+TEST_CASE("the planner interleaves where it pays and not when told not to") {
+  const auto sc = disttrain::presets::scenario_preset("mllm-70b");
+  disttrain::analytic_cost_model cm(sc.model, sc.cluster);
+  const auto req = disttrain::make_request(sc);
+  const auto base = disttrain::plan_megatron_baseline(cm, req);
+  disttrain::planner_options plain;
+  plain.max_virtual_stages = 1;
+  const auto base1 = disttrain::plan_megatron_baseline(cm, req, plain);
+  CHECK(base1.plan.modules[1].virtual_stages == 1);
+  CHECK(base.evaluation.iteration_time_s <= base1.evaluation.iteration_time_s);
+  // mllm-70b's Megatron-style optimum interleaves (a short, deep-chunked pipeline).
+  CHECK(base.plan.modules[1].virtual_stages > 1);
+  CHECK(disttrain::evaluate(base.plan, cm, req.sample_workload).iteration_time_s ==
+        base.evaluation.iteration_time_s);
+  disttrain::planner_options bad;
+  bad.max_virtual_stages = 0;
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_parallelism(cm, req, bad), errc::invalid_argument,
+                        "planner.max_virtual_stages");
+}
