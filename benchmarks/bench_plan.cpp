@@ -44,7 +44,10 @@ std::string layout_of(const disttrain::parallel_plan& p) {
   for (const auto& m : p.modules) {
     if (!s.empty()) s += " | ";
     s += m.colocated ? fmt::format("{} on backbone", m.name)
-                     : fmt::format("{} {}x(tp{} pp{} dp{})", m.name, m.gpus(), m.tp, m.pp, m.dp);
+                     : fmt::format("{} {}x(tp{} pp{}{} dp{})", m.name, m.gpus(), m.tp, m.pp,
+                                   m.virtual_stages > 1 ? fmt::format(" v{}", m.virtual_stages)
+                                                        : std::string(),
+                                   m.dp);
   }
   return s + fmt::format(" | m={}", p.num_microbatches);
 }

@@ -305,6 +305,55 @@ namespace disttrain::presets {
   return d;
 }
 
+/// @brief High-resolution image understanding (document / chart / screenshot
+/// data, as native-resolution VLMs train on): a short text (log-normal, median
+/// 200 tokens), 1-4 input images of 672-1792 px (longer side), one image to
+/// generate in ten samples (512 px). Our histogram, not a measurement.
+[[nodiscard]] inline data_spec high_res_images() {
+  data_spec d;
+  d.name = "high-res";
+  d.text_tokens = lognormal_dist{.median = 200, .sigma = 0.6, .min = 16, .max = 2048};
+  d.images_per_sample = histogram_dist{{1, 2, 3, 4}, {0.4, 0.3, 0.2, 0.1}};
+  d.image_side = histogram_dist{{672, 896, 1344, 1792}, {0.25, 0.35, 0.25, 0.15}};
+  d.image_aspect = web_image_aspect();
+  d.generated_per_sample = histogram_dist{{0, 1}, {0.9, 0.1}};
+  d.generated_side = constant_dist{512};
+  d.seed = 0x41e5;
+  return d;
+}
+
+/// @brief Video clips for video understanding: 8-64 frames per sample
+/// (16/32/64 most often) at 448x252 (16:9), a caption or question (median 300
+/// tokens), and one image to generate in ten samples. Our histogram.
+[[nodiscard]] inline data_spec video_clips() {
+  data_spec d;
+  d.name = "video";
+  d.text_tokens = lognormal_dist{.median = 300, .sigma = 0.7, .min = 16, .max = 2048};
+  d.images_per_sample = histogram_dist{{8, 16, 32, 64}, {0.15, 0.35, 0.35, 0.15}};
+  d.image_side = constant_dist{448};
+  d.image_aspect = constant_dist{0.5625};
+  d.generated_per_sample = histogram_dist{{0, 1}, {0.9, 0.1}};
+  d.generated_side = constant_dist{512};
+  d.seed = 0x71de;
+  return d;
+}
+
+/// @brief Image generation with an understanding prompt (any-to-image data): a
+/// prompt (median 120 tokens), one reference image (web size), and 1-4 images to
+/// generate at 768-1024 px. Our histogram.
+[[nodiscard]] inline data_spec generation_heavy() {
+  data_spec d;
+  d.name = "generation";
+  d.text_tokens = lognormal_dist{.median = 120, .sigma = 0.6, .min = 8, .max = 1024};
+  d.images_per_sample = constant_dist{1};
+  d.image_side = web_image_side();
+  d.image_aspect = web_image_aspect();
+  d.generated_per_sample = histogram_dist{{1, 2, 4}, {0.4, 0.4, 0.2}};
+  d.generated_side = histogram_dist{{768, 1024}, {0.5, 0.5}};
+  d.seed = 0x6e4a;
+  return d;
+}
+
 // ---- Multimodal models ------------------------------------------------------------
 
 /// @brief An MLLM: ViT-H/14 at native resolution (longer side capped at 448 px,
@@ -329,6 +378,15 @@ namespace disttrain::presets {
 [[nodiscard]] inline model_spec mllm_70b() { return mllm("mllm-70b", llama3_70b()); }
 /// @brief The DistTrain paper's 72B setting: ViT-H + a 72B backbone (Qwen2-72B) + SD-2.1.
 [[nodiscard]] inline model_spec paper_72b() { return mllm("paper-72b", qwen2_72b()); }
+/// @brief An encoder-heavy MLLM: InternViT-6B at native resolution (longer side
+/// capped at 1344 px, up to 9217 tokens per image) + Llama-3-70B + SD-2.1.
+[[nodiscard]] inline model_spec hires_70b() {
+  auto m = mllm("hires-70b", llama3_70b());
+  auto enc = internvit_6b();
+  std::get<vit_encoder_arch>(enc.arch).max_image_size = 1344;
+  m.modules[0] = enc;
+  return m;
+}
 
 // ---- Registries ----------------------------------------------------------------------
 
@@ -342,10 +400,16 @@ inline constexpr named<module_spec> module_table[] = {
     {"vit-h-14", vit_h_14},      {"internvit-6b", internvit_6b}, {"llama-3-8b", llama3_8b},
     {"llama-3-70b", llama3_70b}, {"qwen2-72b", qwen2_72b},       {"llama-2-7b", llama2_7b},
     {"llama-2-13b", llama2_13b}, {"sd-2.1-unet", sd21_unet},     {"dit-xl-2", dit_xl_2}};
-inline constexpr named<model_spec> model_table[] = {
-    {"mllm-7b", mllm_7b}, {"mllm-13b", mllm_13b}, {"mllm-70b", mllm_70b}, {"paper-72b", paper_72b}};
+inline constexpr named<model_spec> model_table[] = {{"mllm-7b", mllm_7b},
+                                                    {"mllm-13b", mllm_13b},
+                                                    {"mllm-70b", mllm_70b},
+                                                    {"paper-72b", paper_72b},
+                                                    {"hires-70b", hires_70b}};
 inline constexpr named<data_spec> data_table[] = {{"laion-400m", laion400m_like},
-                                                  {"interleaved", interleaved_image_text}};
+                                                  {"interleaved", interleaved_image_text},
+                                                  {"high-res", high_res_images},
+                                                  {"video", video_clips},
+                                                  {"generation", generation_heavy}};
 
 template <class T, std::size_t N>
 [[nodiscard]] T find(const named<T> (&table)[N], std::string_view name, std::string_view kind) {
@@ -376,7 +440,7 @@ template <class T, std::size_t N>
   return detail::names(detail::module_table);
 }
 
-/// @brief Model preset by name: mllm-7b, mllm-13b, mllm-70b, paper-72b.
+/// @brief Model preset by name: mllm-7b, mllm-13b, mllm-70b, paper-72b, hires-70b.
 [[nodiscard]] inline model_spec model_preset(std::string_view name) {
   return detail::find(detail::model_table, name, "model");
 }
@@ -384,7 +448,7 @@ template <class T, std::size_t N>
   return detail::names(detail::model_table);
 }
 
-/// @brief Data preset by name: laion-400m, interleaved.
+/// @brief Data preset by name: laion-400m, interleaved, high-res, video, generation.
 [[nodiscard]] inline data_spec data_preset(std::string_view name) {
   return detail::find(detail::data_table, name, "data");
 }
@@ -405,18 +469,27 @@ template <class T, std::size_t N>
   return {"h100", "h800", "a100"};
 }
 
+/// @brief The scenario presets' names, in the order they are documented.
+[[nodiscard]] inline std::vector<std::string> scenario_preset_names() {
+  return {"mllm-7b", "mllm-13b", "mllm-70b", "paper-72b", "hires-70b", "video-70b", "gen-70b"};
+}
+
 /// @brief Planning scenarios (our choices of cluster size and batch, H800 clusters):
 /// - `mllm-7b`:  mllm_7b, 64 GPUs, interleaved data, 256 samples per iteration;
 /// - `mllm-13b`: mllm_13b, 128 GPUs, interleaved, 256;
 /// - `mllm-70b`: mllm_70b, 512 GPUs, interleaved, 512;
-/// - `paper-72b`: paper_72b on 1172 H800 GPUs (the paper's scale), interleaved, 1024.
+/// - `paper-72b`: paper_72b on 1172 H800 GPUs (the paper's scale), interleaved, 1024;
+/// - `hires-70b`: hires_70b (InternViT-6B encoder), 512 GPUs, high-res data, 512;
+/// - `video-70b`: mllm_70b, 512 GPUs, video data, 512;
+/// - `gen-70b`: mllm_70b, 512 GPUs, generation-heavy data, 512.
 [[nodiscard]] inline scenario scenario_preset(std::string_view name) {
-  auto make = [](std::string n, std::string desc, model_spec m, int gpus, int batch) {
+  auto make = [](std::string n, std::string desc, model_spec m, int gpus, int batch,
+                 data_spec data = interleaved_image_text()) {
     return scenario{.name = std::move(n),
                     .description = std::move(desc),
                     .model = std::move(m),
                     .cluster = h800_cluster(gpus),
-                    .data = interleaved_image_text(),
+                    .data = std::move(data),
                     .global_batch_size = batch};
   };
   if (name == "mllm-7b")
@@ -435,11 +508,25 @@ template <class T, std::size_t N>
                 "DistTrain's 72B setting: ViT-H/14 + Qwen2-72B + SD-2.1 on 1172 H800, interleaved "
                 "data, batch 1024",
                 paper_72b(), 1172, 1024);
+  if (name == "hires-70b")
+    return make("hires-70b",
+                "encoder-heavy: InternViT-6B at native resolution (<= 1344 px) + Llama-3-70B + "
+                "SD-2.1 on 512 H800, high-resolution images, batch 512",
+                hires_70b(), 512, 512, high_res_images());
+  if (name == "video-70b")
+    return make("video-70b",
+                "encoder-heavy: ViT-H/14 + Llama-3-70B + SD-2.1 on 512 H800, video clips of 8-64 "
+                "frames, batch 512",
+                mllm_70b(), 512, 512, video_clips());
+  if (name == "gen-70b")
+    return make("gen-70b",
+                "generator-heavy: ViT-H/14 + Llama-3-70B + SD-2.1 on 512 H800, 1-4 images to "
+                "generate at 768-1024 px per sample, batch 512",
+                mllm_70b(), 512, 512, generation_heavy());
+  std::string known;
+  for (const auto& n : scenario_preset_names()) known += (known.empty() ? "" : ", ") + n;
   disttrain::detail::fail(errc::invalid_argument, "preset", "unknown scenario preset '", name,
-                          "' (known: mllm-7b, mllm-13b, mllm-70b, paper-72b)");
-}
-[[nodiscard]] inline std::vector<std::string> scenario_preset_names() {
-  return {"mllm-7b", "mllm-13b", "mllm-70b", "paper-72b"};
+                          "' (known: ", known, ")");
 }
 
 }  // namespace disttrain::presets
