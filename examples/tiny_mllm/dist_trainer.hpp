@@ -177,6 +177,7 @@ inline disttrain::sample_meta sample_costs(const sample_meta& m) {
   for (int p : m.patches) enc += static_cast<double>(p) * (1.0 + static_cast<double>(p));
   out.cost = {enc, static_cast<double>(m.seq_len()), 1.0 + 0.1 * static_cast<double>(m.seq_len()),
               0.0};
+  out.modules = 3;  // indexed by module_id: the reorderer checks it against its options
   return out;
 }
 
