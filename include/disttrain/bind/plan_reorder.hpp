@@ -33,12 +33,12 @@
 #include <utility>
 #include <vector>
 
+#include "disttrain/bind/workload_cost.hpp"
 #include "disttrain/core/error.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/reorder/sample_meta.hpp"
-#include "disttrain/reorder/workload_cost.hpp"
 
 namespace disttrain {
 

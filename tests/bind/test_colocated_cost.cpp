@@ -4,12 +4,12 @@
 // column map prices the model's three modules.
 #include <vector>
 
+#include "disttrain/bind/workload_cost.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/presets.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/reorder/reorderer.hpp"
-#include "disttrain/reorder/workload_cost.hpp"
 #include "disttrain_catch.hpp"
 
 using disttrain::errc;
