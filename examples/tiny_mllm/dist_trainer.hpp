@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "disttrain/bind/placement.hpp"
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/comm/sample_placement.hpp"
@@ -60,7 +61,6 @@
 #include "disttrain/exec.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
 #include "disttrain/plan/rank_layout.hpp"
-#include "disttrain/reorder/placement.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/multi_module.hpp"
@@ -177,6 +177,7 @@ inline disttrain::sample_meta sample_costs(const sample_meta& m) {
   for (int p : m.patches) enc += static_cast<double>(p) * (1.0 + static_cast<double>(p));
   out.cost = {enc, static_cast<double>(m.seq_len()), 1.0 + 0.1 * static_cast<double>(m.seq_len()),
               0.0};
+  out.modules = 3;  // indexed by module_id: the reorderer checks it against its options
   return out;
 }
 
@@ -496,7 +497,7 @@ class rank_trainer {
     for (std::uint32_t j = 0; j < st.map.microbatches; ++j) {
       micro& mb = micro_[j];
       // Samples of microbatch j, numbered locally by ascending id; every
-      // module's placement uses that numbering (reorder/placement.hpp).
+      // module's placement uses that numbering (bind/placement.hpp).
       const disttrain::microbatch_placement mp = disttrain::microbatch_placements(st.map, j);
       const std::vector<std::uint32_t>& members = mp.samples;
       const auto shape = [&](bool images) {

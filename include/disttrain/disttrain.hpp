@@ -16,6 +16,7 @@
 
 #include "disttrain/core.hpp"
 
+#include "disttrain/bind.hpp"
 #include "disttrain/comm.hpp"
 #include "disttrain/cost.hpp"
 #include "disttrain/data.hpp"

@@ -42,15 +42,37 @@ inline constexpr std::size_t max_reorder_modules = 8;
 
 /// @brief One sample as the reorderer sees it: a unique id and a cost per module.
 ///
-/// `cost[k]` belongs to module `k` of the `reorder_options::modules` list;
-/// entries past the configured module count are ignored.
+/// `cost[k]` belongs to module `k` of the `reorder_options::modules` list.
+/// `modules` records how many modules the costs are indexed over
+/// (`describe_batch` sets it to the size of the cost functor's vector; 0:
+/// unknown). The reorderer rejects a sample whose `modules` is set and differs
+/// from the options' module count (e.g. costs per *model* module fed to options
+/// listing pipeline *segments*), and a non-zero cost past the options' modules.
 /// @code
 /// disttrain::sample_meta s{.id = 7, .cost = {2.0e-3, 9.5e-3, 0.0, 0.0}};
 /// @endcode
 struct sample_meta {
   std::uint64_t id = 0;                            ///< unique within a global batch
   std::array<double, max_reorder_modules> cost{};  ///< non-negative cost per module
+  std::uint32_t modules = 0;  ///< modules `cost` is indexed over (0: unknown, not checked)
   friend bool operator==(const sample_meta&, const sample_meta&) = default;
+};
+
+/// @brief A fixed-capacity cost vector of `size()` modules: what a
+/// `sample_cost` whose module count is known at run time returns (e.g.
+/// `workload_cost`). Allocation-free; a `module_cost_vector`.
+/// @code
+/// disttrain::module_costs c;
+/// c.count = 2;
+/// c[1] = 0.5;
+/// @endcode
+struct module_costs {
+  std::array<double, max_reorder_modules> value{};  ///< entries past `count` are 0
+  std::size_t count = 0;                            ///< modules, <= max_reorder_modules
+  [[nodiscard]] constexpr std::size_t size() const noexcept { return count; }
+  [[nodiscard]] constexpr double operator[](std::size_t k) const noexcept { return value[k]; }
+  [[nodiscard]] constexpr double& operator[](std::size_t k) noexcept { return value[k]; }
+  friend bool operator==(const module_costs&, const module_costs&) = default;
 };
 
 /// @brief A per-module cost vector: `std::array<double, K>`, `std::vector<double>`,
@@ -93,13 +115,31 @@ struct default_sample_id {
   }
 };
 
-/// @brief Checks one sample's costs: finite and non-negative for the first
-/// `modules` entries; errors name `batch[index].cost[k]`. Allocation-free
-/// unless it throws.
+/// @brief Checks one sample's costs against `modules` configured modules:
+/// finite and non-negative for the first `modules` entries (errors name
+/// `batch[index].cost[k]`); zero past them and, when `s.modules` is set, equal
+/// to `modules` (errors name `batch[index].cost`: the costs are indexed over
+/// other modules than the options, e.g. model modules against segments).
+/// Allocation-free unless it throws.
 /// @code
 /// disttrain::validate_sample_costs(meta[3], 3, 3);
 /// @endcode
 inline void validate_sample_costs(const sample_meta& s, std::size_t modules, std::size_t index) {
+  if (s.modules != 0 && s.modules != modules) {
+    detail::fail(errc::invalid_argument, detail::cat("batch[", index, "].cost"), "sample id ", s.id,
+                 ": costs are indexed over ", s.modules, " modules, reorder_options.modules lists ",
+                 modules,
+                 " (cost index k must be reorder_options.modules[k]; a plan's colocated module "
+                 "belongs to its host segment, see reorder_for_plan)");
+  }
+  for (std::size_t k = modules; k < max_reorder_modules; ++k) {
+    if (s.cost[k] != 0.0) {
+      detail::fail(errc::invalid_argument, detail::cat("batch[", index, "].cost[", k, "]"),
+                   "sample id ", s.id, ": cost ", s.cost[k], " for module ", k,
+                   ", but reorder_options.modules lists only ", modules,
+                   " (cost index k must be reorder_options.modules[k])");
+    }
+  }
   for (std::size_t k = 0; k < modules && k < max_reorder_modules; ++k) {
     const double c = s.cost[k];
     if (!std::isfinite(c) || c < 0.0) {
@@ -133,6 +173,7 @@ void describe_batch(R&& samples, const Cost& cost, std::vector<sample_meta>& out
     }
     sample_meta m;
     m.id = id(s, i);
+    m.modules = static_cast<std::uint32_t>(k);
     for (std::size_t j = 0; j < k; ++j) m.cost[j] = static_cast<double>(c[j]);
     validate_sample_costs(m, k, i);
     out.push_back(m);

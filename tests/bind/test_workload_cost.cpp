@@ -1,10 +1,10 @@
 #include <vector>
 
+#include "disttrain/bind/workload_cost.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/presets.hpp"
 #include "disttrain/reorder.hpp"
-#include "disttrain/reorder/workload_cost.hpp"
 #include "disttrain_catch.hpp"
 
 TEST_CASE("workload_cost prices samples with the cost model and drives the reorderer") {

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "disttrain/bind/placement.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/reorder.hpp"
 #include "disttrain_catch.hpp"

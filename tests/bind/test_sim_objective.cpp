@@ -1,9 +1,9 @@
 #include <random>
 #include <vector>
 
-#include "brute_force.hpp"
+#include "../reorder/brute_force.hpp"
+#include "disttrain/bind/sim_objective.hpp"
 #include "disttrain/reorder.hpp"
-#include "disttrain/reorder/sim_objective.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/gpipe.hpp"
 #include "disttrain/schedule/interleaved.hpp"

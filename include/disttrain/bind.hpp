@@ -1,0 +1,12 @@
+#pragma once
+/// @file bind.hpp
+/// @brief The adapters that join parts, in one place (docs/architecture.md):
+/// the sample map's placements for comm/'s routes (`placement.hpp`), the
+/// simulator as a reorder objective (`sim_objective.hpp`), cost-model sample
+/// costs (`workload_cost.hpp`), and the reorder options and costs derived from
+/// a plan (`plan_reorder.hpp`). Every other part includes only the parts
+/// before it in the data flow; bind/ may include any part.
+#include "disttrain/bind/placement.hpp"
+#include "disttrain/bind/plan_reorder.hpp"
+#include "disttrain/bind/sim_objective.hpp"
+#include "disttrain/bind/workload_cost.hpp"

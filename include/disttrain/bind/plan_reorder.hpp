@@ -1,0 +1,138 @@
+#pragma once
+/// @file plan_reorder.hpp
+/// @brief The reorderer's settings and the matching sample cost, both derived
+/// from a `parallel_plan`, so no trainer copies modules, DP degrees or TP
+/// degrees by hand and the cost index always matches the options' modules.
+///
+/// The reorderer balances *pipeline segments*: every module of the plan that
+/// owns GPUs (`colocated == false`) is one reorder module, in plan order, with
+/// its DP degree. A colocated module runs on the GPUs of the backbone's first
+/// (encoder) or last (generator) stage, on the backbone's replicas, so a
+/// sample goes to the same replica for both and its seconds are added to the
+/// backbone segment's cost (`workload_cost`'s `column_of`). Costs per *model*
+/// module fed to options per segment are rejected by the reorderer
+/// (`sample_meta::modules`), never silently mixed up.
+///
+/// Scoring pipeline: segment k is split into its `pp` stages, stage s running
+/// `layers[s] / sum(layers)` of the segment's forward (x1) and backward (x2)
+/// load. (A colocated module's time is spread over the host's stages in the
+/// same proportion, not put on the first/last stage alone.)
+///
+/// @code
+/// disttrain::analytic_cost_model cm(model, cluster);
+/// auto pr = disttrain::reorder_for_plan(plan, cm);   // plan: a parallel_plan
+/// disttrain::reorderer<> r(pr.options);
+/// std::vector<disttrain::sample_meta> meta;
+/// disttrain::describe_batch(sampler.draw_batch(0, plan.global_batch), pr.cost, meta);
+/// disttrain::reorder_result res = r.assign(meta);    // res module k = pr.options.modules[k]
+/// @endcode
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "disttrain/bind/workload_cost.hpp"
+#include "disttrain/core/error.hpp"
+#include "disttrain/cost/cost_model.hpp"
+#include "disttrain/plan/parallel_plan.hpp"
+#include "disttrain/reorder/options.hpp"
+#include "disttrain/reorder/sample_meta.hpp"
+
+namespace disttrain {
+
+/// @brief A plan's segments as the reorderer sees them.
+/// @code
+/// disttrain::plan_segments s = disttrain::reorder_segments(plan);
+/// std::uint32_t k = s.segment_of[0];  // reorder module of plan module 0
+/// @endcode
+struct plan_segments {
+  reorder_options options;  ///< one module per segment, stages, microbatches
+  std::vector<std::uint32_t>
+      segment_of;  ///< plan module i -> reorder module (its host if colocated)
+};
+
+/// @brief Derives `reorder_options` from a plan (see the file comment):
+/// modules = the non-colocated plan modules with their DP, `microbatches =
+/// num_microbatches`, stages weighted by layers. Other fields keep their
+/// defaults. Validates the plan (`invalid_argument` naming `plan....`).
+/// @code
+/// disttrain::reorderer<> r(disttrain::reorder_segments(plan).options);
+/// @endcode
+inline plan_segments reorder_segments(const parallel_plan& p) {
+  validate(p);
+  plan_segments out;
+  const std::size_t bb = p.backbone_index();
+  std::uint32_t bb_segment = 0;
+  for (std::size_t i = 0; i < p.modules.size(); ++i) {
+    const module_plan& m = p.modules[i];
+    if (m.colocated) continue;
+    if (i == bb) bb_segment = static_cast<std::uint32_t>(out.options.modules.size());
+    detail::require(out.options.modules.size() < max_reorder_modules, "plan.modules",
+                    "has more than ", max_reorder_modules, " segments, the reorderer's limit");
+    const auto k = static_cast<std::uint32_t>(out.options.modules.size());
+    out.options.modules.push_back({m.name, static_cast<std::uint32_t>(m.dp)});
+    long long total = 0;
+    for (int l : m.layers) total += l;
+    for (int l : m.layers) {
+      const double share = static_cast<double>(l) / static_cast<double>(total);
+      out.options.stages.push_back({k, share, 2.0 * share});
+    }
+  }
+  std::uint32_t next = 0;
+  for (const module_plan& m : p.modules) {
+    if (m.colocated) {
+      out.segment_of.push_back(bb_segment);
+    } else {
+      out.segment_of.push_back(next++);
+    }
+  }
+  out.options.microbatches = static_cast<std::uint32_t>(p.num_microbatches);
+  out.options.validate();
+  return out;
+}
+
+/// @brief Reorder options and the cost that matches them, from one plan.
+/// Keeps a reference to the cost model (which must outlive it).
+template <cost_model C>
+struct plan_reorder {
+  reorder_options options;                ///< as `reorder_segments(plan).options`
+  std::vector<std::uint32_t> segment_of;  ///< plan module i -> reorder module
+  workload_cost<C> cost;                  ///< seconds per reorder module (segment), plan TP
+};
+
+/// @brief `reorder_segments(plan)` plus a `workload_cost` over the same
+/// segments: model module k is priced at its plan module's TP and its seconds
+/// go to that module's segment (a colocated module's to the backbone's).
+/// Throws `invalid_argument` at `plan.modules[i].name` for a plan module the
+/// model does not have, and at `plan.modules` for a model module the plan
+/// leaves out.
+/// @code
+/// auto pr = disttrain::reorder_for_plan(plan, cm);
+/// disttrain::describe_batch(samples, pr.cost, meta);   // meta[i].cost[k]: segment k
+/// @endcode
+template <cost_model C>
+plan_reorder<C> reorder_for_plan(const parallel_plan& p, const C& cm) {
+  plan_segments seg = reorder_segments(p);
+  const auto& mods = cm.model().modules;
+  std::vector<int> tp(mods.size(), 0);
+  std::vector<std::size_t> column_of(mods.size(), 0);
+  std::vector<bool> seen(mods.size(), false);
+  for (std::size_t i = 0; i < p.modules.size(); ++i) {
+    std::size_t k = 0;
+    while (k < mods.size() && mods[k].name != p.modules[i].name) ++k;
+    detail::require(k < mods.size(), detail::cat("plan.modules[", i, "].name"), "module '",
+                    p.modules[i].name, "' is not a module of the cost model's model");
+    seen[k] = true;
+    tp[k] = p.modules[i].tp;
+    column_of[k] = seg.segment_of[i];
+  }
+  for (std::size_t k = 0; k < mods.size(); ++k)
+    detail::require(seen[k], "plan.modules", "the model's module '", mods[k].name,
+                    "' is not in the plan");
+  return plan_reorder<C>{std::move(seg.options), std::move(seg.segment_of),
+                         workload_cost<C>(cm, std::move(tp), std::move(column_of))};
+}
+
+}  // namespace disttrain

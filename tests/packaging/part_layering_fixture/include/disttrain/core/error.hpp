@@ -1,0 +1,2 @@
+#pragma once
+// Fixture of packaging.part_layering_detects: an allowed header.
