@@ -46,7 +46,7 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
                        {"preset": "h800", "num_gpus": 64}); optional "planner"
                        {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
                        "search_recompute", "max_virtual_stages", "overlap_grad_reduce",
-                       "overlap_param_gather"}
+                       "overlap_param_gather", "objective", "within", "max_gpus"}
                        and "cost" (cost-model parameters)
   --gpus N             override the cluster's GPU count
   --batch N            override the global batch (samples per iteration)
@@ -55,6 +55,10 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
   --min-backbone-pp N  fewest pipeline stages of the backbone (default 1)
   --max-virtual-stages N  most interleaved 1F1B chunks per backbone device (default 4;
                        1: plain 1F1B, which --trace / --svg need)
+  --objective OBJ      what to minimise: time (default), throughput_per_gpu (time x GPUs),
+                       min_gpus_within (fewest GPUs within --within of the best time)
+  --within X           tolerance of min_gpus_within as a fraction (default 0.05)
+  --max-gpus N         use at most N of the cluster's GPUs
   --sync-overlap MODE  DP gradient sync overlap of the plan and the baseline, as
                        Megatron-LM's flags: all (default: --overlap-grad-reduce and
                        --overlap-param-gather), grad (--overlap-grad-reduce only), none
@@ -71,8 +75,9 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
 struct args {
   std::string preset = "paper-72b";
   std::optional<std::string> config, evaluate_file, trace_file, svg_file;
-  std::optional<int> gpus, batch, max_side_pp, max_backbone_pp, min_backbone_pp, max_virtual_stages;
-  std::optional<std::string> sync_overlap;
+  std::optional<int> gpus, batch, max_side_pp, max_backbone_pp, min_backbone_pp, max_virtual_stages,
+      max_gpus;
+  std::optional<std::string> sync_overlap, objective, within;
   bool json = false, stages = false, list = false;
 };
 
@@ -115,6 +120,12 @@ args parse(int argc, char** argv) {
       a.min_backbone_pp = parse_int("--min-backbone-pp", value());
     else if (s == "--max-virtual-stages")
       a.max_virtual_stages = parse_int("--max-virtual-stages", value());
+    else if (s == "--objective")
+      a.objective = value();
+    else if (s == "--within")
+      a.within = value();
+    else if (s == "--max-gpus")
+      a.max_gpus = parse_int("--max-gpus", value());
     else if (s == "--sync-overlap")
       a.sync_overlap = value();
     else if (s == "--evaluate")
@@ -137,6 +148,14 @@ args parse(int argc, char** argv) {
   }
   if (preset_given && a.config) usage_error("give --preset or --config, not both");
   return a;
+}
+
+disttrain::plan_objective parse_objective(const std::string& v, std::string_view where) {
+  for (auto o : {disttrain::plan_objective::time, disttrain::plan_objective::throughput_per_gpu,
+                 disttrain::plan_objective::min_gpus_within})
+    if (v == disttrain::to_string(o)) return o;
+  disttrain::detail::fail(disttrain::errc::invalid_argument, where,
+                          "expects time, throughput_per_gpu or min_gpus_within, got '", v, "'");
 }
 
 // ---- scenario from a config file -------------------------------------------
@@ -166,11 +185,11 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   if (gpus && j.contains("cluster") && j["cluster"].is_object()) j["cluster"]["num_gpus"] = *gpus;
   if (j.contains("planner")) {
     const json& p = j["planner"];
-    dd::check_keys(
-        p,
-        {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates", "search_recompute",
-         "max_virtual_stages", "overlap_grad_reduce", "overlap_param_gather"},
-        "planner");
+    dd::check_keys(p,
+                   {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
+                    "search_recompute", "max_virtual_stages", "overlap_grad_reduce",
+                    "overlap_param_gather", "objective", "within", "max_gpus"},
+                   "planner");
     popt.max_backbone_pp =
         dd::json_get_or<int>(p, "max_backbone_pp", popt.max_backbone_pp, "planner");
     popt.min_backbone_pp =
@@ -182,6 +201,11 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
         dd::json_get_or<bool>(p, "search_recompute", popt.search_recompute, "planner");
     popt.max_virtual_stages =
         dd::json_get_or<int>(p, "max_virtual_stages", popt.max_virtual_stages, "planner");
+    if (p.contains("objective"))
+      popt.objective = parse_objective(dd::json_get<std::string>(p, "objective", "planner"),
+                                       "planner.objective");
+    popt.within = dd::json_get_or<double>(p, "within", popt.within, "planner");
+    popt.max_gpus = dd::json_get_or<long long>(p, "max_gpus", popt.max_gpus, "planner");
     popt.overlap_grad_reduce =
         dd::json_get_or<bool>(p, "overlap_grad_reduce", popt.overlap_grad_reduce, "planner");
     popt.overlap_param_gather =
@@ -196,6 +220,10 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
 }
 
 // ---- output ----------------------------------------------------------------
+
+double per_gpu_throughput(const disttrain::plan_result& r) {
+  return r.evaluation.samples_per_s / static_cast<double>(r.evaluation.gpus);
+}
 
 disttrain::json result_json(const disttrain::plan_result& r) {
   return disttrain::json{{"plan", r.plan},
@@ -251,6 +279,15 @@ int run(const args& a) {
   if (a.max_backbone_pp) popt.max_backbone_pp = *a.max_backbone_pp;
   if (a.min_backbone_pp) popt.min_backbone_pp = *a.min_backbone_pp;
   if (a.max_virtual_stages) popt.max_virtual_stages = *a.max_virtual_stages;
+  if (a.max_gpus) popt.max_gpus = *a.max_gpus;
+  if (a.objective) popt.objective = parse_objective(*a.objective, "--objective");
+  if (a.within) {
+    char* end = nullptr;
+    popt.within = std::strtod(a.within->c_str(), &end);
+    if (end == a.within->c_str() || *end != '\0')
+      disttrain::detail::fail(disttrain::errc::invalid_argument, "--within",
+                              "expects a number, got '", *a.within, "'");
+  }
   if (a.sync_overlap) {
     const std::string& v = *a.sync_overlap;
     if (v != "all" && v != "grad" && v != "none")
@@ -303,6 +340,8 @@ int run(const args& a) {
     out["global_batch"] = sc.global_batch_size;
     out["baseline"] = result_json(base);
     out["speedup"] = speedup;
+    out["objective"] = std::string(disttrain::to_string(popt.objective));
+    out["per_gpu_speedup"] = per_gpu_throughput(ours) / per_gpu_throughput(base);
     out["baseline_gpus_unused"] = sc.cluster.num_gpus - base.evaluation.gpus;
     out["stats"] = ours.stats;
     write_timeline(a, ours.plan, cm, req.sample_workload, &out);
@@ -312,30 +351,40 @@ int run(const args& a) {
   fmt::print("{}\n{}\n\n", title, sc.description);
   bool monolithic = false;
   for (const auto& m : ours.plan.modules) monolithic = monolithic || m.colocated;
-  fmt::print("Planned layout ({}; exact over its search space, solved in {:.1f} ms):\n{}{}\n",
-             monolithic ? "monolithic: disaggregation does not pay off here" : "disaggregated",
-             ours.solve_ms, disttrain::format_plan(ours.plan),
-             disttrain::format_evaluation(ours.evaluation, a.stages));
+  fmt::print(
+      "Planned layout ({}; objective {}; exact over its search space, solved in {:.1f} "
+      "ms):\n{}{}\n",
+      monolithic ? "monolithic: disaggregation does not pay off here" : "disaggregated",
+      disttrain::to_string(popt.objective), ours.solve_ms, disttrain::format_plan(ours.plan),
+      disttrain::format_evaluation(ours.evaluation, a.stages));
   fmt::print(
       "Megatron-LM-style baseline (one TP/PP/DP, encoder on the first stage, generator on the "
       "last, even "
       "layer split):\n{}{}\n",
       disttrain::format_plan(base.plan), disttrain::format_evaluation(base.evaluation, a.stages));
-  fmt::print(
-      "Speedup over the baseline: {:.2f}x iteration time ({:.4f} s vs {:.4f} s), MFU {:.1f}% on "
-      "{} GPUs vs {:.1f}% on {} GPUs\n",
-      speedup, ours.evaluation.iteration_time_s, base.evaluation.iteration_time_s,
-      100 * ours.evaluation.mfu, ours.evaluation.gpus, 100 * base.evaluation.mfu,
-      base.evaluation.gpus);
-  if (base.evaluation.gpus < ours.evaluation.gpus)
+  const double per_gpu = per_gpu_throughput(ours) / per_gpu_throughput(base);
+  if (popt.objective == disttrain::plan_objective::time) {
     fmt::print(
-        "Both were given {} GPUs; the baseline's best layout uses {} of them (more do not make it "
-        "faster), ours {}: per GPU, ours gives {:.3f} samples/s, the baseline {:.3f} ({:.2f}x).\n",
-        sc.cluster.num_gpus, base.evaluation.gpus, ours.evaluation.gpus,
-        ours.evaluation.samples_per_s / static_cast<double>(ours.evaluation.gpus),
-        base.evaluation.samples_per_s / static_cast<double>(base.evaluation.gpus),
-        (ours.evaluation.samples_per_s / static_cast<double>(ours.evaluation.gpus)) /
-            (base.evaluation.samples_per_s / static_cast<double>(base.evaluation.gpus)));
+        "Speedup over the baseline: {:.2f}x iteration time ({:.4f} s vs {:.4f} s), MFU {:.1f}% on "
+        "{} GPUs vs {:.1f}% on {} GPUs\n",
+        speedup, ours.evaluation.iteration_time_s, base.evaluation.iteration_time_s,
+        100 * ours.evaluation.mfu, ours.evaluation.gpus, 100 * base.evaluation.mfu,
+        base.evaluation.gpus);
+    if (base.evaluation.gpus < ours.evaluation.gpus)
+      fmt::print(
+          "Both were given {} GPUs; the baseline's best layout uses {} of them (more do not make "
+          "it faster), ours {}: per GPU, ours gives {:.3f} samples/s, the baseline {:.3f} "
+          "({:.2f}x).\n",
+          sc.cluster.num_gpus, base.evaluation.gpus, ours.evaluation.gpus, per_gpu_throughput(ours),
+          per_gpu_throughput(base), per_gpu);
+  } else {
+    // Different GPU counts: an iteration-time ratio would compare unequal resources.
+    fmt::print(
+        "Per GPU: ours {:.3f} samples/s on {} GPUs (MFU {:.1f}%), the baseline {:.3f} on {} GPUs "
+        "(MFU {:.1f}%): {:.2f}x\n",
+        per_gpu_throughput(ours), ours.evaluation.gpus, 100 * ours.evaluation.mfu,
+        per_gpu_throughput(base), base.evaluation.gpus, 100 * base.evaluation.mfu, per_gpu);
+  }
   write_timeline(a, ours.plan, cm, req.sample_workload, nullptr);
   return 0;
 }

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
@@ -64,18 +65,70 @@ template <cost_model C>
          "first/last layer and dp)");
   return r;
 }
+
+/// @brief Walks the exact time-vs-GPUs frontier for the objectives other than
+/// `time`: best(G) (the best time with at most G GPUs) does not grow with G,
+/// so searching again with at most one GPU fewer than the last answer visits
+/// every frontier point in decreasing GPU order. `min_gpus_within` stops at
+/// the first point beyond the tolerance; `throughput_per_gpu` keeps the least
+/// time x GPUs (every plan p is dominated by the frontier point found with a
+/// cap >= its GPUs: no more GPUs and no more time).
+template <cost_model C>
+[[nodiscard]] plan_result run_objective(const C& cost, const plan_request& req,
+                                        const planner_options& opt) {
+  require(std::isfinite(opt.within) && opt.within >= 0, "planner.within",
+          "must be a finite fraction >= 0, got ", opt.within);
+  require(opt.max_frontier_plans >= 1, "planner.max_frontier_plans", "must be >= 1, got ",
+          opt.max_frontier_plans);
+  plan_result chosen = run_planner(cost, req, opt);
+  if (opt.objective == plan_objective::time) return chosen;
+  const double best_time = chosen.evaluation.iteration_time_s;
+  double solve_ms = chosen.solve_ms;
+  long long steps = 1;
+  auto cost_of = [](const plan_result& r) {
+    return r.evaluation.iteration_time_s * static_cast<double>(r.evaluation.gpus);
+  };
+  planner_options o = opt;
+  for (long long cap = chosen.evaluation.gpus - 1; cap >= 1;) {
+    if (steps >= opt.max_frontier_plans)
+      fail(errc::infeasible, "planner.max_frontier_plans", "the GPU frontier has more than ",
+           opt.max_frontier_plans, " plans (down to ", cap + 1,
+           " GPUs); raise max_frontier_plans or bound the search with max_gpus");
+    o.max_gpus = cap;
+    plan_result r;
+    try {
+      r = run_planner(cost, req, o);
+    } catch (const error& e) {
+      if (e.code() != errc::infeasible) throw;
+      break;  // nothing fits on fewer GPUs: the frontier ends
+    }
+    ++steps;
+    solve_ms += r.solve_ms;
+    cap = r.evaluation.gpus - 1;  // the next frontier point has fewer GPUs
+    if (opt.objective == plan_objective::min_gpus_within) {
+      if (r.evaluation.iteration_time_s > best_time * (1.0 + opt.within)) break;
+      chosen = std::move(r);
+    } else if (cost_of(r) <= cost_of(chosen)) {
+      chosen = std::move(r);
+    }
+  }
+  chosen.solve_ms = solve_ms;
+  chosen.stats.frontier_plans = steps;
+  return chosen;
+}
 }  // namespace detail
 
 /// @brief The best plan of the planner's space for `req` on `cost`'s model and
-/// cluster (see the file comment). Deterministic: the same inputs give the
-/// same plan bit for bit; ties are broken by fewer GPUs, then the smallest
-/// (n, backbone tp, recompute, dp, pp, side modules' choices) key.
-/// Throws `errc::infeasible` naming the module/stage or GPU count when nothing
-/// fits, `errc::invalid_argument` for bad options or requests.
+/// cluster under `opt.objective` (see the file comment and `plan_objective`).
+/// Deterministic: the same inputs give the same plan bit for bit; ties are
+/// broken by fewer GPUs, then the smallest (n, backbone tp, recompute, dp, pp,
+/// virtual stages, side modules' choices) key. Throws `errc::infeasible`
+/// naming the module/stage or GPU count when nothing fits,
+/// `errc::invalid_argument` for bad options or requests.
 template <cost_model C>
 [[nodiscard]] plan_result plan_parallelism(const C& cost, const plan_request& req,
                                            const planner_options& opt = {}) {
-  return detail::run_planner(cost, req, opt);
+  return detail::run_objective(cost, req, opt);
 }
 
 /// @brief The best Megatron-LM-style layout: one TP/PP/DP for the backbone,
@@ -90,7 +143,7 @@ template <cost_model C>
   opt.include_monolithic = true;
   opt.include_disaggregated = false;
   opt.monolithic_splits = {layer_split_rule::even};
-  return detail::run_planner(cost, req, opt);
+  return detail::run_objective(cost, req, opt);
 }
 
 inline void to_json(json& j, const planner_stats& s) {
@@ -99,7 +152,8 @@ inline void to_json(json& j, const planner_stats& s) {
            {"side_lists", s.side_lists},
            {"side_options", s.side_options},
            {"pairs_evaluated", s.pairs_evaluated},
-           {"monolithic_configs", s.monolithic_configs}};
+           {"monolithic_configs", s.monolithic_configs},
+           {"frontier_plans", s.frontier_plans}};
 }
 
 }  // namespace disttrain

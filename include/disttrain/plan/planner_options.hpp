@@ -2,6 +2,7 @@
 /// @file planner_options.hpp
 /// @brief The planner's search space switches and its counters.
 
+#include <string_view>
 #include <vector>
 
 namespace disttrain {
@@ -15,6 +16,27 @@ namespace disttrain {
 /// @code disttrain::planner_options o; o.monolithic_splits = {disttrain::layer_split_rule::even};
 /// @endcode
 enum class layer_split_rule { balanced, even };
+
+/// @brief What the planner minimises.
+/// - `time`: the iteration time (ties: fewer GPUs);
+/// - `throughput_per_gpu`: iteration time x GPUs used (samples/s per GPU; ties:
+///   fewer GPUs), so GPUs that add little are left free;
+/// - `min_gpus_within`: the fewest GPUs whose best plan is within
+///   `planner_options::within` of the best time on all GPUs.
+/// The last two walk the exact time-vs-GPUs frontier (one exact search per
+/// frontier point, at most `max_frontier_plans`), so they are exact as well.
+/// @code disttrain::planner_options o; o.objective = disttrain::plan_objective::min_gpus_within; @endcode
+enum class plan_objective { time, throughput_per_gpu, min_gpus_within };
+
+/// @brief Name of an objective: "time", "throughput_per_gpu", "min_gpus_within".
+constexpr std::string_view to_string(plan_objective o) noexcept {
+  switch (o) {
+    case plan_objective::throughput_per_gpu: return "throughput_per_gpu";
+    case plan_objective::min_gpus_within: return "min_gpus_within";
+    case plan_objective::time: break;
+  }
+  return "time";
+}
 
 /// @brief The planner's search space and switches.
 ///
@@ -36,6 +58,12 @@ struct planner_options {
   /// the planner both, so its space contains the baseline's).
   std::vector<layer_split_rule> monolithic_splits{layer_split_rule::balanced,
                                                   layer_split_rule::even};
+  plan_objective objective = plan_objective::time;  ///< what the planner minimises
+  double within = 0.05;    ///< min_gpus_within: allowed fraction over the best time (>= 0)
+  long long max_gpus = 0;  ///< use at most this many GPUs (0: the cluster's GPU count)
+  /// throughput_per_gpu / min_gpus_within: most exact searches along the
+  /// frontier before the planner refuses (errc::infeasible, naming the option).
+  int max_frontier_plans = 2048;
   /// Most interleaved model chunks per backbone device (Megatron-LM's virtual
   /// pipeline stages) tried; 1 searches plain 1F1B only. Interleaving needs
   /// pp >= 2, microbatches a multiple of pp and chunks of equal layer counts.
@@ -56,6 +84,7 @@ struct planner_stats {
   long long side_options = 0;        ///< options in those lists
   long long pairs_evaluated = 0;     ///< full objective evaluations of disaggregated candidates
   long long monolithic_configs = 0;  ///< monolithic candidates scored
+  long long frontier_plans = 0;      ///< exact searches along the GPU frontier (objectives)
 };
 
 }  // namespace disttrain

@@ -147,7 +147,8 @@ class plan_search {
       : cost_(cost), model_(cost.model()), req_(req), opt_(opt) {
     check_request(req, model_);
     const auto& cl = cost.cluster();
-    N_ = cl.num_gpus;
+    require(opt.max_gpus >= 0, "planner.max_gpus", "must be >= 0, got ", opt.max_gpus);
+    N_ = opt.max_gpus > 0 ? std::min<long long>(cl.num_gpus, opt.max_gpus) : cl.num_gpus;
     g_ = cl.gpus_per_node;
     S_ = req.global_batch;
     limit_ = cost.memory_limit();
