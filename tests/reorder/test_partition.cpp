@@ -241,3 +241,29 @@ TEST_CASE("partition: bad input") {
   CHECK(p.partition(std::vector<double>{}, 2, false, balance_method::refined,
                     std::span<std::uint32_t>{}) == 0.0);
 }
+
+TEST_CASE("partition: NaN, infinite, negative and overflowing costs are located errors") {
+  disttrain::partitioner p;
+  std::vector<std::uint32_t> bin(4);
+  for (auto m : all_methods) {
+    INFO("method " << disttrain::to_string(m));
+    // NaN used to be accepted silently (max load 0 or NaN).
+    DISTTRAIN_CHECK_ERROR(
+        p.partition(std::vector<double>{1, std::numeric_limits<double>::quiet_NaN(), 2, 3}, 2,
+                    false, m, bin),
+        errc::invalid_argument, "costs[1]");
+    DISTTRAIN_CHECK_ERROR(
+        p.partition(std::vector<double>{1, 2, std::numeric_limits<double>::infinity(), 3}, 2, false,
+                    m, bin),
+        errc::invalid_argument, "costs[2]");
+    DISTTRAIN_CHECK_ERROR(p.partition(std::vector<double>{1, 2, 3, -1}, 2, true, m, bin),
+                          errc::invalid_argument, "costs[3]");
+    DISTTRAIN_CHECK_ERROR(
+        p.partition(std::vector<double>{1e308, 1e308, 1e308, 1}, 2, false, m, bin),
+        errc::invalid_argument, "costs");
+  }
+  // More bins than the limit (2^31 used to end in std::bad_alloc).
+  DISTTRAIN_CHECK_ERROR(
+      p.partition(std::vector<double>{1, 2, 3, 4}, 1u << 31, false, balance_method::lpt, bin),
+      errc::invalid_argument, "bins");
+}

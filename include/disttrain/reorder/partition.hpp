@@ -8,8 +8,12 @@
 /// microbatch slot are split over one module's DP replicas.
 ///
 /// Methods (see docs/reorder.md for the bounds):
-/// - `none`: items in the given order, contiguous chunks of near-equal count
-///   (what a data loader without reordering does; the baseline);
+/// - `none`: items in the given order, contiguous chunks of near-equal count.
+///   The reorderer hands a slot's samples in rank order (cost key descending),
+///   so there `none` gives *cost-sorted chunks*, not a no-reordering baseline;
+/// - `arrival`: the same chunks of the given order; the reorderer hands a
+///   slot's samples in arrival (input) order, so there it is the true "no
+///   balancing" baseline (what a data loader without reordering does);
 /// - `lpt`: longest processing time first: items by descending cost, each to
 ///   the currently lightest bin (DistTrain's rule; max load < 4/3 of optimal);
 /// - `karmarkar_karp`: k-way largest differencing (the method verl uses):
@@ -50,19 +54,25 @@ namespace disttrain {
 /// auto m = disttrain::balance_method::karmarkar_karp;
 /// @endcode
 enum class balance_method : std::uint8_t {
-  none,            ///< given order, contiguous chunks (no balancing; the baseline)
+  none,            ///< given order, contiguous chunks (reorderer: cost-sorted chunks)
   lpt,             ///< longest processing time first (DistTrain)
   karmarkar_karp,  ///< k-way largest differencing (verl)
   refined,         ///< LPT / KK + local search (default)
+  arrival,         ///< given order, contiguous chunks (reorderer: arrival order; the baseline)
 };
 
-/// @brief Name of a balance method ("none", "lpt", "karmarkar_karp", "refined").
+/// @brief Most bins `partitioner::partition` accepts (and most DP replicas of a
+/// reorder module): 2^20.
+inline constexpr std::uint32_t max_partition_bins = 1u << 20;
+
+/// @brief Name of a balance method ("none", "lpt", "karmarkar_karp", "refined", "arrival").
 constexpr std::string_view to_string(balance_method m) noexcept {
   switch (m) {
     case balance_method::none: return "none";
     case balance_method::lpt: return "lpt";
     case balance_method::karmarkar_karp: return "karmarkar_karp";
     case balance_method::refined: return "refined";
+    case balance_method::arrival: return "arrival";
   }
   return "unknown";
 }
@@ -97,16 +107,20 @@ class partitioner {
 
   /// @brief Assigns every item to a bin; returns the largest bin load.
   ///
-  /// @param costs        item costs (finite, >= 0: the caller validates)
-  /// @param bins         number of bins, > 0
+  /// @param costs        item costs, finite and >= 0, with a finite sum
+  /// @param bins         number of bins, 1..max_partition_bins
   /// @param equal_count  every bin gets floor(n/k) or ceil(n/k) items
   /// @param method       algorithm
   /// @param bin_of       output, one entry per item
-  /// Throws `errc::invalid_argument` at `bins` for zero bins or a size mismatch,
+  /// Throws `errc::invalid_argument` at `bins` for zero or more than
+  /// `max_partition_bins` bins, at `bin_of` for a size mismatch, at `costs[i]`
+  /// for a negative or non-finite cost, at `costs` when their sum overflows;
   /// `errc::infeasible` at `bins` when `equal_count` and there are fewer items than bins.
   double partition(std::span<const double> costs, std::uint32_t bins, bool equal_count,
                    balance_method method, std::span<std::uint32_t> bin_of) {
     detail::require(bins > 0, "bins", "number of bins must be > 0, got ", bins);
+    detail::require(bins <= max_partition_bins, "bins", "number of bins ", bins,
+                    " exceeds the limit ", max_partition_bins);
     detail::require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
                     " entries, need ", costs.size());
     if (equal_count && costs.size() < bins) {
@@ -116,11 +130,12 @@ class partitioner {
     }
     const std::size_t n = costs.size();
     if (n == 0) return 0.0;
+    check_costs(costs);
     reserve(n, bins, method);
     costs_ = costs;
     k_ = bins;
     equal_ = equal_count;
-    if (method == balance_method::none) {
+    if (method == balance_method::none || method == balance_method::arrival) {
       chunk(bin_of);
       return max_load(bin_of);
     }
@@ -151,6 +166,23 @@ class partitioner {
 
  private:
   static constexpr std::uint32_t nil = std::numeric_limits<std::uint32_t>::max();
+
+  // Every cost finite and >= 0 (NaN fails both tests), their sum finite: then
+  // every bin load is finite too.
+  static void check_costs(std::span<const double> costs) {
+    constexpr double top = std::numeric_limits<double>::max();
+    double total = 0.0;
+    for (std::size_t i = 0; i < costs.size(); ++i) {
+      const double c = costs[i];
+      if (!(c >= 0.0 && c <= top))
+        detail::fail(errc::invalid_argument, detail::cat("costs[", i, "]"),
+                     "cost must be finite and >= 0, got ", c);
+      total += c;
+    }
+    if (!(total <= top))
+      detail::fail(errc::invalid_argument, "costs", "the sum of the ", costs.size(),
+                   " costs overflows (exceeds ", top, ")");
+  }
 
   // Grows every buffer any path may use for (n, k), so that a later call of at
   // most this size allocates nothing, whichever path it takes.

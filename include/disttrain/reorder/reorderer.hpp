@@ -38,6 +38,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -58,7 +59,8 @@ namespace disttrain {
 ///
 /// Deterministic: the same options and the same multiset of samples give a
 /// bit-identical `reorder_result` on every rank and thread, whatever the input
-/// order (except `slot_policy::arrival`, which follows the input order by design).
+/// order (except `slot_policy::arrival` and `balance_method::arrival`, which
+/// follow the input order by design).
 /// Not thread-safe: one reorderer per thread.
 /// @code
 /// disttrain::reorderer<> r(opts);
@@ -95,8 +97,9 @@ class reorderer {
   /// @brief Reorders one global batch into `out`, reusing its buffers.
   ///
   /// Throws `errc::invalid_argument` at `batch` (empty, fewer samples than
-  /// microbatches), `batch[i].id` (duplicate id), `batch[i].cost[k]` (negative or
-  /// non-finite cost); `errc::infeasible` at `reorder_options.modules[k].dp`
+  /// microbatches, modelled times that overflow), `batch[i].id` (duplicate id),
+  /// `batch[i].cost[k]` (negative or non-finite cost, or the sample whose cost
+  /// makes module k's total overflow); `errc::infeasible` at `reorder_options.modules[k].dp`
   /// when `equal_count` leaves a replica of module k without a sample.
   void assign(std::span<const sample_meta> batch, reorder_result& out) {
     const std::size_t n = batch.size();
@@ -118,6 +121,7 @@ class reorderer {
     }
     reserve(n);
     rank_samples(batch);
+    check_sums(batch);
     if (options_.slots == slot_policy::best && m > 1) {
       // Both cuts, each balanced and ordered; the lower objective wins (ties: balanced).
       plan(batch, start::balanced);
@@ -178,6 +182,44 @@ class reorderer {
     detail::radix_sort(radix_, radix_tmp_);
     rank_.resize(n);
     for (std::size_t r = 0; r < n; ++r) rank_[r] = radix_[r].index;
+  }
+
+  // Every sum the reorderer forms is at most a module total T_k (up to
+  // rounding), and every time the objective sees at most
+  // sum_s (forward_scale_s + backward_scale_s) T_k(s). Both must be finite, with
+  // headroom for rounding, or the overflow would surface later at an internal
+  // location (a stage time) or as an infinite iteration time.
+  void check_sums(std::span<const sample_meta> batch) const {
+    constexpr double top = std::numeric_limits<double>::max();
+    const std::size_t K = options_.modules.size();
+    for (std::size_t k = 0; k < K; ++k) {
+      if (total_[k] <= top) continue;
+      double run = 0.0;  // the sum in id order, as total_ was taken: find where it overflows
+      for (const std::uint32_t i : by_id_) {
+        run += batch[i].cost[k];
+        if (!(run <= top))
+          detail::fail(errc::invalid_argument, detail::cat("batch[", i, "].cost[", k, "]"),
+                       "module '", options_.modules[k].name, "': sample id ", batch[i].id,
+                       " (cost ", batch[i].cost[k], ") makes the batch's total cost[", k,
+                       "] overflow (exceed ", top, "); scale the costs down");
+      }
+    }
+    std::array<double, max_reorder_modules> scale{};
+    for (const pipeline_stage& st : options_.stages)
+      scale[st.module] += st.forward_scale + st.backward_scale;
+    double bound = 0.0;
+    std::size_t worst = 0;
+    for (std::size_t k = 0; k < K; ++k) {
+      bound += scale[k] * total_[k];
+      if (scale[k] * total_[k] > scale[worst] * total_[worst]) worst = k;
+    }
+    if (!(bound <= top / 4))
+      detail::fail(errc::invalid_argument, "batch",
+                   "the modelled iteration time overflows: sum over stages of (forward_scale + "
+                   "backward_scale) x the module's total cost is ",
+                   bound, ", limit ", top / 4, " (largest: module '", options_.modules[worst].name,
+                   "', total cost ", total_[worst], " x scales ", scale[worst],
+                   "); scale the costs down");
   }
 
   // Grows every buffer any path may use for a batch of n samples, so a later
@@ -368,7 +410,7 @@ class reorderer {
       small = small ||
               n / m < static_cast<std::size_t>(options_.slot_search_below) * options_.modules[k].dp;
     if (options_.slot_search_budget == 0 || m < 2 || !small || first == start::arrival ||
-        options_.balance == balance_method::none) {
+        options_.balance == balance_method::none || options_.balance == balance_method::arrival) {
       form_slots(batch, first);
       return;
     }
@@ -521,6 +563,10 @@ class reorderer {
     slot_.resize(n);
     for (std::size_t j = 0; j < m; ++j) {
       const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
+      // balance_method::arrival: the slot's members in arrival (input) order.
+      if (options_.balance == balance_method::arrival)
+        std::sort(seq_.begin() + static_cast<std::ptrdiff_t>(b),
+                  seq_.begin() + static_cast<std::ptrdiff_t>(e));
       const std::span<const std::uint32_t> members(seq_.data() + b, e - b);
       for (std::uint32_t i : members) slot_[i] = static_cast<std::uint32_t>(j);
       costs_.resize(members.size());
