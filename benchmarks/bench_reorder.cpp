@@ -1,13 +1,20 @@
 // Reorderer benchmark: speed (samples/s, time per global batch), balance
 // quality (slowest replica / lower bound) for arrival order, LPT, KK and the
 // refined default, and the iteration-time gain of microbatch ordering against
-// arrival, random and the paper's rule. Baselines run in the same process;
+// arrival, random and the paper's rule, and (large DP) plain KK against the
+// default: time and memory. Baselines run in the same process;
 // figures are reported as ratios. --json prints one JSON object.
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <functional>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +30,29 @@
 #include "harness.hpp"
 
 using namespace disttrain;
+
+// Bytes requested from the global operator new (the large-DP table reports
+// what one cold partitioner call allocates: its peak, as it frees nothing).
+namespace {
+std::atomic<long long> g_new_bytes{0};
+}  // namespace
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void* operator new(std::size_t size) {
+  g_new_bytes.fetch_add(static_cast<long long>(size), std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void* operator new[](std::size_t size) { return ::operator new(size); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 namespace {
 
@@ -102,13 +132,99 @@ double balance_ratio(const std::vector<sample_meta>& batch, std::uint32_t dp, ba
   return res.slowest(0, 0) / std::max(total / dp, largest);
 }
 
+// ---- 4. Large DP: plain KK and the refined default, one module, 1 microbatch --
+// Time per partitioner call (thread CPU), bytes a cold partitioner allocates
+// in one call, and max load / lower bound. `--kk` runs only this table, so the
+// process's peak RSS (printed) is this table's.
+nlohmann::json large_dp(bool json, bool quick) {
+  const double min_s = quick ? 0.02 : 0.3;
+  nlohmann::json rows = nlohmann::json::array();
+  if (!json)
+    fmt::print(
+        "\nLarge DP: one partitioner call, backbone costs (laion), thread CPU time, bytes a cold "
+        "partitioner allocates;\nbalance = max load / max(mean, largest); one module = "
+        "reorderer (refined, 1 microbatch)\n{:>6} {:>5} | {:>10} {:>10} {:>7} | {:>10} {:>10} "
+        "{:>7} | {:>10}\n",
+        "n", "dp", "kk time", "kk bytes", "kk bal", "ref time", "ref bytes", "ref bal", "1 module");
+  const std::pair<std::size_t, std::uint32_t> cases[] = {{1024, 256}, {4096, 256}, {16384, 1024}};
+  for (const auto& [n, dp] : cases) {
+    if (quick && n > 4096) continue;
+    const auto batch = single_module(metas(preset::laion, n, 5), 1);
+    std::vector<double> c(n);
+    double total = 0.0, largest = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      c[i] = batch[i].cost[0];
+      total += c[i];
+      largest = std::max(largest, c[i]);
+    }
+    std::sort(c.begin(), c.end(), std::greater<>());  // ranked, as the reorderer hands them
+    const double lower = std::max(total / dp, largest);
+    std::vector<std::uint32_t> bin(n);
+    const auto measure = [&](balance_method m, double& t, long long& bytes, double& bal) {
+      {
+        partitioner cold;
+        const long long b0 = g_new_bytes.load();
+        bal = cold.partition(c, dp, false, m, bin) / lower;
+        bytes = g_new_bytes.load() - b0;
+      }
+      partitioner warm;
+      t = cpu_per_call([&] { warm.partition(c, dp, false, m, bin); }, min_s);
+    };
+    double t_kk = 0, t_ref = 0, bal_kk = 0, bal_ref = 0;
+    long long by_kk = 0, by_ref = 0;
+    measure(balance_method::karmarkar_karp, t_kk, by_kk, bal_kk);
+    measure(balance_method::refined, t_ref, by_ref, bal_ref);
+    reorderer<> single(one_module(dp, 1, balance_method::refined, 0));
+    reorder_result res;
+    const double t_one = cpu_per_call([&] { single.assign(batch, res); }, min_s);
+    rows.push_back({{"n", n},
+                    {"dp", dp},
+                    {"kk_cpu_s", t_kk},
+                    {"kk_bytes", by_kk},
+                    {"kk_balance", bal_kk},
+                    {"refined_cpu_s", t_ref},
+                    {"refined_bytes", by_ref},
+                    {"refined_balance", bal_ref},
+                    {"one_module_cpu_s", t_one}});
+    if (!json)
+      fmt::print(
+          "{:>6} {:>5} | {:>8.3f}ms {:>9.2f}M {:>7.4f} | {:>8.3f}ms {:>9.2f}M {:>7.4f} | "
+          "{:>8.3f}ms\n",
+          n, dp, t_kk * 1e3, static_cast<double>(by_kk) / 1e6, bal_kk, t_ref * 1e3,
+          static_cast<double>(by_ref) / 1e6, bal_ref, t_one * 1e3);
+  }
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto opt = bench::parse_options(argc, argv);
+  // --kk: only the large-DP table (and the process's peak RSS).
+  bool kk_only = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0 && std::strcmp(argv[i], "--kk") == 0)
+      kk_only = true;
+    else
+      args.push_back(argv[i]);
+    if (i > 0 && (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0))
+      std::printf("extra option: --kk  run only the large-DP table (KK vs refined, peak RSS)\n");
+  }
+  const auto opt = bench::parse_options(static_cast<int>(args.size()), args.data());
   nlohmann::json out;
   out["benchmark"] = "reorder";
   const double min_s = opt.quick ? 0.02 : 0.3;
+  if (kk_only) {
+    out["large_dp"] = large_dp(opt.json, opt.quick);
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    out["peak_rss_kib"] = ru.ru_maxrss;
+    if (opt.json)
+      std::printf("%s\n", out.dump(2).c_str());
+    else
+      fmt::print("peak RSS of the process: {:.1f} MB\n", static_cast<double>(ru.ru_maxrss) / 1024);
+    return 0;
+  }
 
   // ---- 1. Balance quality ---------------------------------------------------
   std::vector<std::size_t> sizes =
@@ -128,15 +244,14 @@ int main(int argc, char** argv) {
         if (n < dp) continue;
         const double arrival = balance_ratio(batch, dp, balance_method::none);
         const double lpt = balance_ratio(batch, dp, balance_method::lpt);
-        const bool kk_ok = n * dp <= (1u << 22);  // KK keeps n x dp partial sums
-        const double kk = kk_ok ? balance_ratio(batch, dp, balance_method::karmarkar_karp) : NAN;
+        const double kk = balance_ratio(batch, dp, balance_method::karmarkar_karp);
         const double ref = balance_ratio(batch, dp, balance_method::refined);
         bal.push_back({{"data", name_of(p)},
                        {"n", n},
                        {"dp", dp},
                        {"arrival", arrival},
                        {"lpt", lpt},
-                       {"kk", kk_ok ? nlohmann::json(kk) : nlohmann::json(nullptr)},
+                       {"kk", kk},
                        {"refined", ref}});
         if (!opt.json)
           fmt::print("{:>11} {:>6} {:>5} {:>8.1f} | {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}\n",
@@ -307,6 +422,7 @@ int main(int argc, char** argv) {
     }
   }
   out["ordering"] = ord;
+  out["large_dp"] = large_dp(opt.json, opt.quick);
   if (opt.json) std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -241,3 +241,149 @@ TEST_CASE("partition: bad input") {
   CHECK(p.partition(std::vector<double>{}, 2, false, balance_method::refined,
                     std::span<std::uint32_t>{}) == 0.0);
 }
+
+TEST_CASE("partition: NaN, infinite, negative and overflowing costs are located errors") {
+  disttrain::partitioner p;
+  std::vector<std::uint32_t> bin(4);
+  for (auto m : all_methods) {
+    INFO("method " << disttrain::to_string(m));
+    // NaN used to be accepted silently (max load 0 or NaN).
+    DISTTRAIN_CHECK_ERROR(
+        p.partition(std::vector<double>{1, std::numeric_limits<double>::quiet_NaN(), 2, 3}, 2,
+                    false, m, bin),
+        errc::invalid_argument, "costs[1]");
+    DISTTRAIN_CHECK_ERROR(
+        p.partition(std::vector<double>{1, 2, std::numeric_limits<double>::infinity(), 3}, 2, false,
+                    m, bin),
+        errc::invalid_argument, "costs[2]");
+    DISTTRAIN_CHECK_ERROR(p.partition(std::vector<double>{1, 2, 3, -1}, 2, true, m, bin),
+                          errc::invalid_argument, "costs[3]");
+    DISTTRAIN_CHECK_ERROR(
+        p.partition(std::vector<double>{1e308, 1e308, 1e308, 1}, 2, false, m, bin),
+        errc::invalid_argument, "costs");
+  }
+  // More bins than the limit (2^31 used to end in std::bad_alloc).
+  DISTTRAIN_CHECK_ERROR(
+      p.partition(std::vector<double>{1, 2, 3, 4}, 1u << 31, false, balance_method::lpt, bin),
+      errc::invalid_argument, "bins");
+}
+
+namespace {
+
+// Dense reference k-way largest differencing (every state a full k-tuple of
+// parts, O(n k) memory): parts sorted by (sum desc, count asc, first item
+// asc), the two states of largest spread (ties: lower id) merged part i with
+// part k-1-i; equal count starts from groups of k consecutive ranked items.
+std::vector<std::uint32_t> reference_kk(const std::vector<double>& c, std::size_t k, bool eq) {
+  struct part {
+    double sum = 0.0;
+    std::vector<std::uint32_t> items;
+  };
+  using state = std::vector<part>;
+  const std::size_t n = c.size();
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t x, std::uint32_t y) { return c[x] > c[y]; });
+  const auto sort_state = [](state& s) {
+    std::sort(s.begin(), s.end(), [](const part& x, const part& y) {
+      if (x.sum != y.sum) return x.sum > y.sum;
+      if (x.items.size() != y.items.size()) return x.items.size() < y.items.size();
+      const std::uint32_t hx = x.items.empty() ? 0xffffffffu : x.items[0];
+      const std::uint32_t hy = y.items.empty() ? 0xffffffffu : y.items[0];
+      return hx < hy;
+    });
+  };
+  std::vector<state> states;
+  for (std::size_t r = 0; r < n; ++r) {
+    if (!eq || r % k == 0) states.emplace_back(k);
+    part& p = states.back()[eq ? r % k : 0];
+    p.sum = c[order[r]];
+    p.items = {order[r]};
+  }
+  for (auto& s : states) sort_state(s);
+  std::vector<bool> alive(states.size(), true);
+  const auto spread = [&](std::size_t s) { return states[s][0].sum - states[s][k - 1].sum; };
+  for (std::size_t left = states.size(); left > 1; --left) {
+    std::size_t pick[2];
+    for (std::size_t t = 0; t < 2; ++t) {
+      std::size_t best = states.size();
+      for (std::size_t s = 0; s < states.size(); ++s)
+        if (alive[s] && (t == 0 || s != pick[0]) &&
+            (best == states.size() || spread(s) > spread(best)))
+          best = s;
+      pick[t] = best;
+    }
+    state merged(k);
+    for (std::size_t i = 0; i < k; ++i) {
+      const part& x = states[pick[0]][i];
+      const part& y = states[pick[1]][k - 1 - i];
+      merged[i].sum = x.sum + y.sum;
+      merged[i].items = x.items;
+      merged[i].items.insert(merged[i].items.end(), y.items.begin(), y.items.end());
+    }
+    sort_state(merged);
+    states[pick[0]] = std::move(merged);
+    alive[pick[1]] = false;
+  }
+  std::vector<std::uint32_t> bin(n);
+  for (std::size_t s = 0; s < states.size(); ++s)
+    if (alive[s])
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::uint32_t item : states[s][i].items) bin[item] = static_cast<std::uint32_t>(i);
+  return bin;
+}
+
+}  // namespace
+
+TEST_CASE("partition: sparse KK equals a dense reference KK") {
+  std::mt19937_64 rng(41);
+  int cases = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const std::size_t n = 1 + static_cast<std::size_t>(rng() % 150);
+    const std::size_t k = 1 + static_cast<std::size_t>(rng() % (trial % 3 == 0 ? 200 : 20));
+    auto c = reorder_test::random_costs(rng, n, trial);
+    for (auto& x : c) x += 1e-3;  // positive: empty parts sort last in the reference too
+    for (bool eq : {false, true}) {
+      if (eq && n < k) continue;
+      INFO("trial " << trial << " n=" << n << " k=" << k << " eq=" << eq);
+      disttrain::partitioner p;
+      std::vector<std::uint32_t> bin(n);
+      const double got =
+          p.partition(c, static_cast<std::uint32_t>(k), eq, balance_method::karmarkar_karp, bin);
+      CHECK(bin == reference_kk(c, k, eq));
+      CHECK(got == max_load(c, bin, k));
+      check_counts(bin, k, eq);
+      ++cases;
+    }
+  }
+  CHECK(cases > 150);
+}
+
+TEST_CASE("partition: refined is never worse than plain KK or LPT, up to large dp (issue 16)") {
+  std::mt19937_64 rng(42);
+  disttrain::partitioner p;
+  int cases = 0;
+  const std::pair<std::size_t, std::size_t> shapes[] = {
+      {40, 8}, {100, 16}, {100, 32}, {300, 64}, {1024, 256}, {1024, 128}, {2048, 512}};
+  for (const auto& [n, k] : shapes) {
+    for (int trial = 0; trial < 8; ++trial) {
+      const auto c = reorder_test::random_costs(rng, n, trial);
+      for (bool eq : {false, true}) {
+        INFO("n=" << n << " k=" << k << " trial " << trial << " eq=" << eq);
+        std::vector<std::uint32_t> b_kk(n), b_lpt(n), b_ref(n);
+        const auto kb = static_cast<std::uint32_t>(k);
+        p.partition(c, kb, eq, balance_method::karmarkar_karp, b_kk);
+        p.partition(c, kb, eq, balance_method::lpt, b_lpt);
+        p.partition(c, kb, eq, balance_method::refined, b_ref);
+        check_counts(b_ref, k, eq);
+        const double kk = max_load(c, b_kk, k), lpt = max_load(c, b_lpt, k),
+                     ref = max_load(c, b_ref, k);
+        CHECK(ref <= kk * (1 + 1e-12));
+        CHECK(ref <= lpt * (1 + 1e-12));
+        ++cases;
+      }
+    }
+  }
+  CHECK(cases == 112);
+}

@@ -434,3 +434,136 @@ TEST_CASE("reorderer: several microbatches and modules: balance within 2% of bru
   }
   WARN("several microbatches: worst max-module imbalance / optimum = " << worst);
 }
+
+namespace {
+
+// The error's where() starts with `where_prefix` and what() contains `text`.
+template <class F>
+void check_error_text(F&& f, errc code, const std::string& where_prefix, const std::string& text) {
+  bool thrown = false;
+  try {
+    (void)f();
+  } catch (const disttrain::error& e) {
+    thrown = true;
+    INFO("what(): " << e.what());
+    CHECK(e.code() == code);
+    CHECK(std::string(e.where()).rfind(where_prefix, 0) == 0);
+    CHECK(std::string(e.what()).find(text) != std::string::npos);
+  }
+  CHECK(thrown);
+}
+
+}  // namespace
+
+TEST_CASE("reorderer: dp and cell counts beyond the limits are located errors (issue 16)") {
+  // dp = 2^31 used to pass validation and fail with std::bad_alloc in assign.
+  check_error_text(
+      [] {
+        return disttrain::reorderer<>(opts({2, 1u << 31}, 2));
+      },
+      errc::invalid_argument, "reorder_options.modules[1].dp", "1048576");
+  auto j = disttrain::json(opts({2, 3}, 2));
+  j["modules"][0]["dp"] = 4000000000u;
+  check_error_text([&] { return j.get<reorder_options>(); }, errc::invalid_argument,
+                   "reorder_options.modules[0].dp", "1048576");
+  // Each dp within the limit, but dp x microbatches over all modules too many cells.
+  check_error_text(
+      [] {
+        return disttrain::reorderer<>(opts({1u << 20, 1u << 20}, 16));
+      },
+      errc::invalid_argument, "reorder_options.microbatches", "16777216");
+  // The largest dp works (most replicas stay empty).
+  std::mt19937_64 rng(31);
+  const auto batch = random_batch(rng, 12, 1, 0);
+  disttrain::reorderer<> r(opts({1u << 20}, 2));  // max_reorder_dp
+  CHECK_NOTHROW(disttrain::validate(r.assign(batch)));
+}
+
+TEST_CASE("reorderer: an overflowing cost sum is reported at the batch (issue 16)") {
+  std::mt19937_64 rng(32);
+  const auto batch = random_batch(rng, 10, 2, 0);
+  disttrain::reorderer<> r(opts({2, 2}, 2));
+  // Every cost finite, module 1's total infinite: located at the sample whose
+  // cost makes the running sum (in id order) overflow.
+  auto huge = batch;
+  huge[3].cost[1] = 1e308;
+  huge[6].cost[1] = 1e308;
+  check_error_text([&] { return r.assign(huge); }, errc::invalid_argument, "batch[6].cost[1]",
+                   "overflow");
+  // Totals finite, stage times (scale x load) infinite: at `batch`.
+  auto big = batch;
+  for (auto& s : big) s.cost[0] = 1e300;
+  auto scaled = opts({2, 2}, 2);
+  scaled.stages = {{0, 1e10, 2e10}, {1, 1.0, 2.0}};
+  disttrain::reorderer<> rs(scaled);
+  check_error_text([&] { return rs.assign(big); }, errc::invalid_argument, "batch", "overflow");
+  // Totals and stage times finite, the iteration time not: used to return an
+  // infinite iteration_time without an error.
+  auto near = batch;
+  for (auto& s : near) s.cost[0] = 1e307;
+  check_error_text([&] { return r.assign(near); }, errc::invalid_argument, "batch", "overflow");
+}
+
+TEST_CASE("reorderer: balance = arrival splits each slot in arrival order (issue 16)") {
+  std::mt19937_64 rng(33);
+  auto batch = random_batch(rng, 43, 2, 1);
+  std::shuffle(batch.begin(), batch.end(), rng);  // arrival order != id order != cost order
+  // Built from JSON, so this test also runs (and fails) where "arrival" is unknown.
+  auto jo = disttrain::json(opts({2, 3}, 4));
+  jo["balance"] = "arrival";
+  const auto o = jo.get<reorder_options>();
+  CHECK(disttrain::to_string(o.balance) == "arrival");
+  std::map<std::uint64_t, std::size_t> arrival;
+  for (std::size_t i = 0; i < batch.size(); ++i) arrival[batch[i].id] = i;
+  for (const auto slots : {disttrain::slot_policy::best, disttrain::slot_policy::size_sorted,
+                           disttrain::slot_policy::arrival}) {
+    auto os = o;
+    os.slots = slots;
+    disttrain::reorderer<> r(os);
+    const auto res = r.assign(batch);
+    check_result(res, batch, os);
+    for (std::uint32_t k = 0; k < 2; ++k) {
+      const std::uint32_t dp = os.modules[k].dp;
+      for (std::uint32_t j = 0; j < os.microbatches; ++j) {
+        // The slot's samples in arrival order, cut into contiguous chunks of
+        // floor/ceil(s/dp) (the larger chunks first): chunk r is replica r's cell.
+        std::vector<std::size_t> members;
+        for (std::uint32_t rep = 0; rep < dp; ++rep)
+          for (std::uint32_t idx : res.cell(k, rep, j))
+            members.push_back(arrival.at(res.samples[idx].id));
+        std::sort(members.begin(), members.end());
+        std::size_t x = 0;
+        for (std::uint32_t rep = 0; rep < dp; ++rep) {
+          const std::size_t size = members.size() / dp + (rep < members.size() % dp ? 1 : 0);
+          const auto cell = res.cell(k, rep, j);
+          REQUIRE(cell.size() == size);
+          for (std::size_t off = 0; off < size; ++off, ++x)
+            CHECK(arrival.at(res.samples[cell[off]].id) == members[x]);
+        }
+      }
+    }
+    if (slots == disttrain::slot_policy::arrival) {  // = the no-reordering baseline (none)
+      auto on = os;
+      on.balance = disttrain::balance_method::none;
+      disttrain::reorderer<> rn(on);
+      auto a = res, b = rn.assign(batch);
+      CHECK(a.samples == b.samples);
+    }
+  }
+}
+
+TEST_CASE("reorderer: the default split is never worse than plain KK, up to dp 256 (issue 16)") {
+  std::mt19937_64 rng(34);
+  for (int trial = 0; trial < 6; ++trial) {
+    const auto batch = random_batch(rng, 1024, 2, trial);
+    for (bool eq : {false, true}) {
+      auto o = opts({256, 64}, 1, eq);  // one microbatch: both see the same cut
+      disttrain::reorderer<> def(o);
+      o.balance = disttrain::balance_method::karmarkar_karp;
+      disttrain::reorderer<> kk(o);
+      const auto a = def.assign(batch), b = kk.assign(batch);
+      INFO("trial " << trial << " eq=" << eq);
+      for (std::uint32_t k = 0; k < 2; ++k) CHECK(a.slowest(k, 0) <= b.slowest(k, 0) * (1 + 1e-12));
+    }
+  }
+}

@@ -12,6 +12,7 @@
 
 namespace {
 std::atomic<long> g_allocations{0};
+std::atomic<long> g_bytes{0};
 void* volatile g_sink = nullptr;
 }  // namespace
 
@@ -40,6 +41,7 @@ void* volatile g_sink = nullptr;
 #endif
 void* operator new(std::size_t size) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
+  g_bytes.fetch_add(static_cast<long>(size), std::memory_order_relaxed);
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
@@ -115,4 +117,55 @@ TEST_CASE("streaming: the allocation counter does count") {
   g_sink = p;
   ::operator delete(p);
   CHECK(g_allocations.load() - before == 1);
+}
+
+TEST_CASE("streaming: KK and refined need O(n + k) memory at large dp (issue 16)") {
+  DISTTRAIN_REQUIRE_COUNTING_NEW()
+  // 16384 items over 1024 bins: a dense KK keeps n x k partial sums (400 MB).
+  std::mt19937_64 rng(19);
+  std::lognormal_distribution<double> ln(0.0, 1.0);
+  std::vector<double> c(16384);
+  for (auto& x : c) x = ln(rng);
+  std::vector<std::uint32_t> bin(c.size());
+  for (auto method :
+       {disttrain::balance_method::karmarkar_karp, disttrain::balance_method::refined}) {
+    for (bool eq : {false, true}) {
+      INFO("method " << disttrain::to_string(method) << " eq=" << eq);
+      disttrain::partitioner p;
+      const long before = g_bytes.load();
+      p.partition(c, 1024, eq, method, bin);
+      const long bytes = g_bytes.load() - before;
+      INFO("bytes allocated: " << bytes);
+      CHECK(bytes < 4'000'000);  // ~ 120 bytes per item and per bin, in all
+      const long calls = g_allocations.load();
+      p.partition(c, 1024, eq, method, bin);  // warm: nothing more
+      CHECK(g_allocations.load() - calls == 0);
+    }
+  }
+}
+
+TEST_CASE("streaming: no allocation in steady state at large dp (KK on every cell)") {
+  DISTTRAIN_REQUIRE_COUNTING_NEW()
+  std::mt19937_64 rng(23);
+  for (auto slots : {disttrain::slot_policy::best, disttrain::slot_policy::size_sorted}) {
+    for (bool eq : {false, true}) {
+      disttrain::reorder_options o;
+      o.modules = {{"encoder", 64}, {"backbone", 256}, {"generator", 32}};
+      o.microbatches = 4;
+      o.equal_count = eq;
+      o.slots = slots;
+      o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 4, 1});
+      disttrain::reorderer<> r(o);
+      disttrain::reorder_result res;
+      r.assign(batch_of(rng, 2048, 0), res);
+      INFO("slots " << disttrain::to_string(slots) << " eq=" << eq);
+      for (std::size_t b = 0; b < 3; ++b) {
+        const auto batch = batch_of(rng, b % 2 == 0 ? 2048 : 1500, 10000 * (b + 1));
+        const long before = g_allocations.load();
+        r.assign(batch, res);
+        CHECK(g_allocations.load() - before == 0);
+      }
+      CHECK_NOTHROW(disttrain::validate(res));
+    }
+  }
 }

@@ -26,13 +26,19 @@
 
 namespace disttrain {
 
+/// @brief Most DP replicas of one reorder module (the partitioner's bin limit, 2^20).
+inline constexpr std::uint32_t max_reorder_dp = max_partition_bins;
+/// @brief Most cells (sum over modules of dp x microbatches) one reorderer
+/// handles: 2^24 (its per-cell buffers then stay below ~0.5 GB).
+inline constexpr std::uint64_t max_reorder_cells = std::uint64_t{1} << 24;
+
 /// @brief A module as the reorderer sees it: a name (for messages) and its DP degree.
 /// @code
 /// disttrain::reorder_module m{"backbone", 3};
 /// @endcode
 struct reorder_module {
   std::string name;      ///< e.g. "encoder"; errors name it
-  std::uint32_t dp = 1;  ///< data-parallel replicas, > 0
+  std::uint32_t dp = 1;  ///< data-parallel replicas, 1..max_reorder_dp
   friend bool operator==(const reorder_module&, const reorder_module&) = default;
 };
 
@@ -110,10 +116,19 @@ struct reorder_options {
     detail::require(!modules.empty() && modules.size() <= max_reorder_modules,
                     "reorder_options.modules", "needs 1..", max_reorder_modules, " modules, got ",
                     modules.size());
-    for (std::size_t k = 0; k < modules.size(); ++k)
-      detail::require(modules[k].dp > 0, detail::cat("reorder_options.modules[", k, "].dp"),
-                      "module '", modules[k].name, "': dp must be > 0, got ", modules[k].dp);
+    std::uint64_t dp_sum = 0;
+    for (std::size_t k = 0; k < modules.size(); ++k) {
+      detail::require(modules[k].dp > 0 && modules[k].dp <= max_reorder_dp,
+                      detail::cat("reorder_options.modules[", k, "].dp"), "module '",
+                      modules[k].name, "': dp must be in [1, ", max_reorder_dp, "], got ",
+                      modules[k].dp);
+      dp_sum += modules[k].dp;
+    }
     detail::require_positive(microbatches, "reorder_options.microbatches");
+    detail::require(dp_sum * microbatches <= max_reorder_cells, "reorder_options.microbatches",
+                    microbatches, " microbatches x ", dp_sum,
+                    " replicas (all modules) = ", dp_sum * microbatches,
+                    " cells, exceeds the limit ", max_reorder_cells);
     detail::require_positive(microbatch_group, "reorder_options.microbatch_group");
     detail::require(microbatches % microbatch_group == 0, "reorder_options.microbatches",
                     "microbatches ", microbatches, " must be a multiple of microbatch_group ",
@@ -135,7 +150,8 @@ struct reorder_options {
 NLOHMANN_JSON_SERIALIZE_ENUM(balance_method, {{balance_method::none, "none"},
                                               {balance_method::lpt, "lpt"},
                                               {balance_method::karmarkar_karp, "karmarkar_karp"},
-                                              {balance_method::refined, "refined"}})
+                                              {balance_method::refined, "refined"},
+                                              {balance_method::arrival, "arrival"}})
 NLOHMANN_JSON_SERIALIZE_ENUM(order_method, {{order_method::identity, "identity"},
                                             {order_method::paper, "paper"},
                                             {order_method::search, "search"}})

@@ -8,17 +8,21 @@
 /// microbatch slot are split over one module's DP replicas.
 ///
 /// Methods (see docs/reorder.md for the bounds):
-/// - `none`: items in the given order, contiguous chunks of near-equal count
-///   (what a data loader without reordering does; the baseline);
+/// - `none`: items in the given order, contiguous chunks of near-equal count.
+///   The reorderer hands a slot's samples in rank order (cost key descending),
+///   so there `none` gives *cost-sorted chunks*, not a no-reordering baseline;
+/// - `arrival`: the same chunks of the given order; the reorderer hands a
+///   slot's samples in arrival (input) order, so there it is the true "no
+///   balancing" baseline (what a data loader without reordering does);
 /// - `lpt`: longest processing time first: items by descending cost, each to
 ///   the currently lightest bin (DistTrain's rule; max load < 4/3 of optimal);
-/// - `karmarkar_karp`: k-way largest differencing (the method verl uses):
-///   O(n k log k) time and O(n k) memory;
-/// - `refined` (default): LPT, and for small problems also KK, each followed
-///   by local search (moves and pairwise swaps between the heaviest bin and the
+/// - `karmarkar_karp`: k-way largest differencing (the method verl uses),
+///   with sparse states (only non-empty parts are stored): O(n log n + n k)
+///   time at worst and O(n + k) memory;
+/// - `refined` (default): LPT and KK, each followed by local search (moves and pairwise swaps between the heaviest bin and the
 ///   lightest ones while that lowers the heavier of the two); the better result
 ///   wins; problems of at most `exact_max_items` items finish with a budgeted
-///   branch and bound seeded by that result. Never worse than LPT.
+///   branch and bound seeded by that result. Never worse than LPT or KK.
 ///
 /// Tie rule: items are ranked by (cost descending, index ascending), bins by
 /// (load, bin index); the result depends only on the cost sequence.
@@ -50,19 +54,25 @@ namespace disttrain {
 /// auto m = disttrain::balance_method::karmarkar_karp;
 /// @endcode
 enum class balance_method : std::uint8_t {
-  none,            ///< given order, contiguous chunks (no balancing; the baseline)
+  none,            ///< given order, contiguous chunks (reorderer: cost-sorted chunks)
   lpt,             ///< longest processing time first (DistTrain)
   karmarkar_karp,  ///< k-way largest differencing (verl)
   refined,         ///< LPT / KK + local search (default)
+  arrival,         ///< given order, contiguous chunks (reorderer: arrival order; the baseline)
 };
 
-/// @brief Name of a balance method ("none", "lpt", "karmarkar_karp", "refined").
+/// @brief Most bins `partitioner::partition` accepts (and most DP replicas of a
+/// reorder module): 2^20.
+inline constexpr std::uint32_t max_partition_bins = 1u << 20;
+
+/// @brief Name of a balance method ("none", "lpt", "karmarkar_karp", "refined", "arrival").
 constexpr std::string_view to_string(balance_method m) noexcept {
   switch (m) {
     case balance_method::none: return "none";
     case balance_method::lpt: return "lpt";
     case balance_method::karmarkar_karp: return "karmarkar_karp";
     case balance_method::refined: return "refined";
+    case balance_method::arrival: return "arrival";
   }
   return "unknown";
 }
@@ -86,27 +96,39 @@ class partitioner {
   /// Local search compares the heaviest bin with at most this many of the lightest bins.
   std::uint32_t refine_width = 8;
   /// `refined` also runs KK (and keeps the better) when bins <= this ...
-  std::uint32_t refine_kk_max_bins = 16;
-  /// ... and items <= this (with more items LPT + local search is already tight).
-  std::uint32_t refine_kk_max_items = 64;
-  /// `refined` finishes small problems (items <= this, bins <= refine_kk_max_bins)
-  /// with a branch-and-bound search seeded by the heuristic result ...
+  /// (default: always, so `refined` is never worse than plain KK; KK costs
+  /// O(n log n + n k) time and O(n + k) memory)
+  std::uint32_t refine_kk_max_bins = std::numeric_limits<std::uint32_t>::max();
+  /// ... and items <= this (default: always) ...
+  std::uint32_t refine_kk_max_items = std::numeric_limits<std::uint32_t>::max();
+  /// ... unless LPT + local search is already within this fraction of the
+  /// lower bound max(mean load, largest item), which KK cannot beat (0: KK
+  /// always runs, and `refined` is never worse than KK at all).
+  double refine_kk_skip_gap = 0.0;
+  /// `refined` finishes small problems (items <= exact_max_items, bins <=
+  /// exact_max_bins) with a branch-and-bound search seeded by the heuristic result ...
   std::uint32_t exact_max_items = 24;
+  /// ... (bins limit of the branch and bound) ...
+  std::uint32_t exact_max_bins = 16;
   /// ... that visits at most this many search nodes (exact when it completes).
   std::uint32_t exact_node_budget = 50000;
 
   /// @brief Assigns every item to a bin; returns the largest bin load.
   ///
-  /// @param costs        item costs (finite, >= 0: the caller validates)
-  /// @param bins         number of bins, > 0
+  /// @param costs        item costs, finite and >= 0, with a finite sum
+  /// @param bins         number of bins, 1..max_partition_bins
   /// @param equal_count  every bin gets floor(n/k) or ceil(n/k) items
   /// @param method       algorithm
   /// @param bin_of       output, one entry per item
-  /// Throws `errc::invalid_argument` at `bins` for zero bins or a size mismatch,
+  /// Throws `errc::invalid_argument` at `bins` for zero or more than
+  /// `max_partition_bins` bins, at `bin_of` for a size mismatch, at `costs[i]`
+  /// for a negative or non-finite cost, at `costs` when their sum overflows;
   /// `errc::infeasible` at `bins` when `equal_count` and there are fewer items than bins.
   double partition(std::span<const double> costs, std::uint32_t bins, bool equal_count,
                    balance_method method, std::span<std::uint32_t> bin_of) {
     detail::require(bins > 0, "bins", "number of bins must be > 0, got ", bins);
+    detail::require(bins <= max_partition_bins, "bins", "number of bins ", bins,
+                    " exceeds the limit ", max_partition_bins);
     detail::require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
                     " entries, need ", costs.size());
     if (equal_count && costs.size() < bins) {
@@ -116,11 +138,12 @@ class partitioner {
     }
     const std::size_t n = costs.size();
     if (n == 0) return 0.0;
+    const double total = check_costs(costs);
     reserve(n, bins, method);
     costs_ = costs;
     k_ = bins;
     equal_ = equal_count;
-    if (method == balance_method::none) {
+    if (method == balance_method::none || method == balance_method::arrival) {
       chunk(bin_of);
       return max_load(bin_of);
     }
@@ -136,28 +159,90 @@ class partitioner {
     // refined
     lpt(bin_of);
     double best = refine(bin_of);
-    if (k_ > 1 && k_ <= refine_kk_max_bins && n <= refine_kk_max_items) {
-      alt_.resize(n);
-      karmarkar_karp(alt_);
-      const double kk = refine(alt_);
-      if (kk < best) {
-        best = kk;
-        std::copy(alt_.begin(), alt_.end(), bin_of.begin());
-      }
-    }
-    if (n <= exact_max_items && k_ > 1 && k_ <= refine_kk_max_bins) best = exact(bin_of, best);
+    if (k_ <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best, total);
+    if (n <= exact_max_items && k_ > 1 && k_ <= exact_max_bins) best = exact(bin_of, best);
     return best;
+  }
+
+  /// @brief `refined`'s KK step on an existing assignment `bin_of` (e.g. one
+  /// found with KK disabled): runs KK (unless `bin_of` is within
+  /// refine_kk_skip_gap of the lower bound) and keeps it, with local search
+  /// when KK alone is better, if that lowers the max load: the KK step
+  /// `refined` applies after LPT + local search. Returns the
+  /// max load. Errors as `partition`, plus `invalid_argument` at `bin_of[i]`
+  /// for a bin out of range.
+  double improve_with_kk(std::span<const double> costs, std::uint32_t bins, bool equal_count,
+                         std::span<std::uint32_t> bin_of) {
+    detail::require(bins > 0 && bins <= max_partition_bins, "bins",
+                    "number of bins must be in [1, ", max_partition_bins, "], got ", bins);
+    detail::require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
+                    " entries, need ", costs.size());
+    for (std::size_t i = 0; i < bin_of.size(); ++i)
+      if (bin_of[i] >= bins)
+        detail::fail(errc::invalid_argument, detail::cat("bin_of[", i, "]"), "bin ", bin_of[i],
+                     " >= bins ", bins);
+    const std::size_t n = costs.size();
+    if (n == 0) return 0.0;
+    const double total = check_costs(costs);
+    reserve(n, bins, balance_method::karmarkar_karp);
+    costs_ = costs;
+    k_ = bins;
+    equal_ = equal_count;
+    sort_items();
+    return try_kk(bin_of, max_load(bin_of), total);
   }
 
  private:
   static constexpr std::uint32_t nil = std::numeric_limits<std::uint32_t>::max();
 
+  // `refined`'s KK step: KK cannot beat max(mean, largest item), so it is
+  // skipped once `best` is within refine_kk_skip_gap of that bound; otherwise
+  // KK runs and replaces bin_of when better. Small problems always refine
+  // KK's result; larger ones only when KK alone already beats `best`
+  // (refining costs about as much as KK). Returns the max load.
+  double try_kk(std::span<std::uint32_t> bin_of, double best, double total) {
+    const std::size_t n = costs_.size();
+    if (k_ <= 1) return best;
+    const double lower = std::max(total / static_cast<double>(k_), costs_[order_[0]]);
+    if (!(best > lower * (1 + refine_kk_skip_gap))) return best;
+    alt_.resize(n);
+    karmarkar_karp(alt_);
+    const bool small = k_ <= 16 && n <= 64;
+    double kk = small ? refine(alt_) : max_load(alt_);
+    if (!small && kk < best) kk = refine(alt_);
+    if (kk < best) {
+      best = kk;
+      std::copy(alt_.begin(), alt_.end(), bin_of.begin());
+    }
+    return best;
+  }
+
+  // Every cost finite and >= 0 (NaN fails both tests), their sum finite: then
+  // every bin load is finite too.
+  static double check_costs(std::span<const double> costs) {
+    constexpr double top = std::numeric_limits<double>::max();
+    double total = 0.0;
+    for (std::size_t i = 0; i < costs.size(); ++i) {
+      const double c = costs[i];
+      if (!(c >= 0.0 && c <= top))
+        detail::fail(errc::invalid_argument, detail::cat("costs[", i, "]"),
+                     "cost must be finite and >= 0, got ", c);
+      total += c;
+    }
+    if (!(total <= top))
+      detail::fail(errc::invalid_argument, "costs", "the sum of the ", costs.size(),
+                   " costs overflows (exceeds ", top, ")");
+    return total;
+  }
+
   // Grows every buffer any path may use for (n, k), so that a later call of at
   // most this size allocates nothing, whichever path it takes.
   void reserve(std::size_t n, std::size_t k, balance_method method) {
-    for (auto* v : {&order_, &count_, &next_, &kk_heap_, &alt_, &path_, &best_path_, &flat_})
-      if (v->capacity() < n + k + 1) v->reserve(n + k + 1);
-    const std::size_t cand = k * (std::min<std::size_t>(n, exact_max_items) + 1);
+    for (auto* v : {&order_, &next_, &kk_heap_, &alt_, &path_, &best_path_, &flat_})
+      if (v->capacity() < n + 1) v->reserve(n + 1);
+    if (count_.capacity() < k) count_.reserve(k);
+    const std::size_t cand =
+        k <= exact_max_bins ? k * (std::min<std::size_t>(n, exact_max_items) + 1) : k;
     if (cand_.capacity() < cand) cand_.reserve(cand);
     if (start_.capacity() < k + 1) start_.reserve(k + 1);
     if (load_.capacity() < k) load_.reserve(k);
@@ -167,16 +252,25 @@ class partitioner {
     if (by_load_.capacity() < k) by_load_.reserve(k);
     if (keyed_.capacity() < n) keyed_.reserve(n);
     if (n >= radix_min_items && keyed_tmp_.capacity() < n) keyed_tmp_.reserve(n);
-    if (tmp_.capacity() < k) tmp_.reserve(k);
     const bool kk =
         method == balance_method::karmarkar_karp ||
         (method == balance_method::refined && k <= refine_kk_max_bins && n <= refine_kk_max_items);
-    if (kk && pool_.capacity() < n * k) pool_.reserve(n * k);
+    if (kk) {  // O(n) in all: nodes, states, merge scratch; the pool 2 x 4n ids
+      if (kk_node_.capacity() < n) kk_node_.reserve(n);
+      for (auto* v : {&kk_size_, &kk_cap_, &kk_new_})
+        if (v->capacity() < n) v->reserve(n);
+      if (kk_off_.capacity() < n) kk_off_.reserve(n);
+      for (auto* v : {&kk_pool_, &kk_spare_})
+        if (v->capacity() < 4 * n) v->reserve(4 * n);
+      if (kk_spread_.capacity() < n) kk_spread_.reserve(n);
+    }
   }
 
   static constexpr std::size_t radix_min_items = 128;  // below: std::sort is faster
 
-  struct kk_part {
+  // A non-empty part of a KK state: its sum, item count and item list
+  // (head .. tail through next_).
+  struct kk_node {
     double sum;
     std::uint32_t count, head, tail;
   };
@@ -283,63 +377,172 @@ class partitioner {
     }
   }
 
+  // k-way largest differencing. A state is k parts sorted by (sum desc,
+  // count asc, first item asc); its spread is largest - smallest sum. The two
+  // states of largest spread (ties: lower state id) are merged, part i of the
+  // first with part k-1-i of the second, until one state remains; part i of
+  // it is bin i.
+  //
+  // States are stored sparsely: only their non-empty parts (nodes: one per
+  // item at the start; two summed parts keep one node), the k - p empty parts
+  // implied at the end, as a sorted segment of node ids in kk_pool_. Merging
+  // p parts with q: the first min(p, k-q) parts of one and the first
+  // min(q, k-p) of the other stay alone, the last p + q - k of each are summed
+  // in pairs. The longer lone run stays in place in its segment; the other
+  // run and the sums (at most 2 min(p, q) parts) are sorted and inserted into
+  // it from the back (binary search + block moves). A segment that must grow
+  // moves to the pool's end with twice the room (at most k); a full pool is
+  // compacted. Singletons (the non-equal start) wait in rank order, which is
+  // their (spread desc, id asc) order, so the heap holds merged states only.
+  // Time O(n log n + n k) at worst (the block moves; the sums are bounded by
+  // n in all since each removes a node), memory O(n): nodes, the pool (4n
+  // ids, two buffers), per-state offsets.
+  [[nodiscard]] bool part_before(std::uint32_t x, std::uint32_t y) const noexcept {
+    const kk_node& a = kk_node_[x];
+    const kk_node& b = kk_node_[y];
+    if (a.sum != b.sum) return a.sum > b.sum;
+    if (a.count != b.count) return a.count < b.count;
+    return a.head < b.head;
+  }
+
+  // Spread of a state: its largest part minus its smallest (0 while empty parts remain).
+  [[nodiscard]] double kk_spread(std::size_t off, std::size_t size) const noexcept {
+    return kk_node_[kk_pool_[off]].sum -
+           (size == k_ ? kk_node_[kk_pool_[off + size - 1]].sum : 0.0);
+  }
+
+  // Copies every live state (the heap, the waiting singletons, and a, b)
+  // tightly into the other buffer and swaps the buffers.
+  void kk_compact(std::uint32_t a, std::uint32_t b, std::size_t single, std::size_t singles) {
+    std::size_t w = 0;
+    const auto move_state = [&](std::uint32_t s) {
+      std::copy_n(kk_pool_.begin() + static_cast<std::ptrdiff_t>(kk_off_[s]), kk_size_[s],
+                  kk_spare_.begin() + static_cast<std::ptrdiff_t>(w));
+      kk_off_[s] = w;
+      kk_cap_[s] = kk_size_[s];
+      w += kk_size_[s];
+    };
+    for (const std::uint32_t s : kk_heap_) move_state(s);
+    for (std::size_t s = single; s < singles; ++s) move_state(static_cast<std::uint32_t>(s));
+    move_state(a);
+    move_state(b);
+    kk_pool_.swap(kk_spare_);
+    kk_used_ = w;
+  }
+
   void karmarkar_karp(std::span<std::uint32_t> bin_of) {
     const std::size_t n = costs_.size();
     const std::size_t k = k_;
     next_.assign(n, nil);
-    // Initial states: one item each, or (equal count) k consecutive ranked items.
-    const std::size_t states = equal_ ? (n + k - 1) / k : n;
-    pool_.assign(states * k, kk_part{0.0, 0, nil, nil});
+    kk_node_.resize(n);
     for (std::size_t r = 0; r < n; ++r) {
       const std::uint32_t item = order_[r];
-      const std::size_t s = equal_ ? r / k : r;
-      const std::size_t slot = equal_ ? r % k : 0;
-      pool_[s * k + slot] = kk_part{costs_[item], 1, item, item};
+      kk_node_[r] = kk_node{costs_[item], 1, item, item};
     }
-    kk_heap_.clear();
-    for (std::size_t s = 0; s < states; ++s) kk_heap_.push_back(static_cast<std::uint32_t>(s));
-    const auto spread_first = [this, k](std::uint32_t a, std::uint32_t b) {
-      const double sa = pool_[a * k].sum - pool_[a * k + k - 1].sum;
-      const double sb = pool_[b * k].sum - pool_[b * k + k - 1].sum;
-      return sa < sb || (sa == sb && a > b);  // max-heap: largest spread, then smallest id
+    if (kk_pool_.size() < 4 * n) kk_pool_.resize(4 * n);
+    if (kk_spare_.size() < 4 * n) kk_spare_.resize(4 * n);
+    for (std::size_t r = 0; r < n; ++r) kk_pool_[r] = static_cast<std::uint32_t>(r);
+    kk_used_ = n;
+    // Initial states: one item each, or (equal count) k consecutive ranked
+    // items (already in part order: ranked by cost desc, index asc).
+    const std::size_t states = equal_ ? (n + k - 1) / k : n;
+    kk_off_.resize(states);
+    kk_size_.resize(states);
+    kk_cap_.resize(states);
+    kk_spread_.resize(states);
+    for (std::size_t s = 0; s < states; ++s) {
+      const std::size_t b = equal_ ? s * k : s;
+      const std::size_t e = equal_ ? std::min(n, b + k) : s + 1;
+      kk_off_[s] = b;
+      kk_size_[s] = kk_cap_[s] = static_cast<std::uint32_t>(e - b);
+      kk_spread_[s] = kk_spread(b, e - b);
+    }
+    const auto better = [this](std::uint32_t x, std::uint32_t y) {  // larger spread, lower id
+      return kk_spread_[x] > kk_spread_[y] || (kk_spread_[x] == kk_spread_[y] && x < y);
     };
-    std::make_heap(kk_heap_.begin(), kk_heap_.end(), spread_first);
-    tmp_.resize(k);
-    while (kk_heap_.size() > 1) {
-      std::pop_heap(kk_heap_.begin(), kk_heap_.end(), spread_first);
-      const std::uint32_t a = kk_heap_.back();
+    const auto heap_less = [&better](std::uint32_t x, std::uint32_t y) { return better(y, x); };
+    // Non-equal: singletons wait in [single, singles); equal count: all in the heap.
+    std::size_t single = 0;
+    const std::size_t singles = equal_ ? 0 : states;
+    kk_heap_.clear();
+    if (equal_) {
+      for (std::size_t s = 0; s < states; ++s) kk_heap_.push_back(static_cast<std::uint32_t>(s));
+      std::make_heap(kk_heap_.begin(), kk_heap_.end(), heap_less);
+    }
+    const auto pop = [&]() -> std::uint32_t {
+      if (single < singles &&
+          (kk_heap_.empty() || better(static_cast<std::uint32_t>(single), kk_heap_.front())))
+        return static_cast<std::uint32_t>(single++);
+      std::pop_heap(kk_heap_.begin(), kk_heap_.end(), heap_less);
+      const std::uint32_t x = kk_heap_.back();
       kk_heap_.pop_back();
-      std::pop_heap(kk_heap_.begin(), kk_heap_.end(), spread_first);
-      const std::uint32_t b = kk_heap_.back();
-      kk_heap_.pop_back();
-      for (std::size_t i = 0; i < k; ++i) {
-        const kk_part& x = pool_[a * k + i];
-        const kk_part& y = pool_[b * k + (k - 1 - i)];
-        kk_part z{x.sum + y.sum, x.count + y.count, x.head, x.tail};
-        if (y.head != nil) {
-          if (z.head == nil)
-            z.head = y.head;
-          else
-            next_[z.tail] = y.head;
-          z.tail = y.tail;
+      return x;
+    };
+    const auto before = [this](std::uint32_t x, std::uint32_t y) { return part_before(x, y); };
+    for (std::size_t live = states; live > 1; --live) {
+      const std::uint32_t a = pop();
+      const std::uint32_t b = pop();
+      const std::size_t p = kk_size_[a], q = kk_size_[b];
+      const std::size_t a_only = std::min(p, k - q), b_only = std::min(q, k - p);
+      const std::size_t r = std::min(k, p + q);
+      const bool keep_a = a_only >= b_only;
+      const std::uint32_t t = keep_a ? a : b;  // the state whose lone run stays in place
+      const std::size_t kept = keep_a ? a_only : b_only;
+      if (r > kk_cap_[t]) {  // the segment must grow: make room at the pool's end first
+        const std::size_t cap = std::min(k, 2 * r);
+        if (kk_used_ + cap > kk_pool_.size()) kk_compact(a, b, single, singles);
+      }
+      const std::uint32_t* A = kk_pool_.data() + kk_off_[a];
+      const std::uint32_t* B = kk_pool_.data() + kk_off_[b];
+      kk_new_.clear();
+      for (std::size_t i = k - q; i < p; ++i) {  // sums: part i of a with part k-1-i of b
+        kk_node& x = kk_node_[A[i]];
+        const kk_node& y = kk_node_[B[k - 1 - i]];
+        x.sum += y.sum;
+        x.count += y.count;
+        next_[x.tail] = y.head;
+        x.tail = y.tail;
+        kk_new_.push_back(A[i]);
+      }
+      if (keep_a)
+        kk_new_.insert(kk_new_.end(), B, B + b_only);
+      else
+        kk_new_.insert(kk_new_.end(), A, A + a_only);
+      std::sort(kk_new_.begin(), kk_new_.end(), before);
+      std::uint32_t* seg = kk_pool_.data() + kk_off_[t];
+      if (r > kk_cap_[t]) {  // move: merge the kept run and the new parts into a new segment
+        const std::size_t cap = std::min(k, 2 * r);
+        std::uint32_t* out = kk_pool_.data() + kk_used_;
+        std::merge(seg, seg + kept, kk_new_.begin(), kk_new_.end(), out, before);
+        kk_off_[t] = kk_used_;
+        kk_cap_[t] = static_cast<std::uint32_t>(cap);
+        kk_used_ += cap;
+      } else {  // in place, from the back: each new part after the kept parts that precede it
+        std::size_t i = kept, w = r;
+        for (std::size_t j = kk_new_.size(); j-- > 0;) {
+          const std::uint32_t x = kk_new_[j];
+          const std::size_t pos = static_cast<std::size_t>(
+              std::partition_point(seg, seg + i, [&](std::uint32_t e) { return before(e, x); }) -
+              seg);
+          std::copy_backward(seg + pos, seg + i, seg + w);
+          w -= i - pos;
+          seg[--w] = x;
+          i = pos;
         }
-        tmp_[i] = z;
       }
-      std::sort(tmp_.begin(), tmp_.end(), [](const kk_part& x, const kk_part& y) {
-        if (x.sum != y.sum) return x.sum > y.sum;
-        if (x.count != y.count) return x.count < y.count;
-        return x.head < y.head;
-      });
-      std::copy(tmp_.begin(), tmp_.end(), pool_.begin() + static_cast<std::ptrdiff_t>(a * k));
+      kk_off_[a] = kk_off_[t];
+      kk_cap_[a] = kk_cap_[t];
+      kk_size_[a] = static_cast<std::uint32_t>(r);
+      kk_spread_[a] = kk_spread(kk_off_[a], r);
       kk_heap_.push_back(a);
-      std::push_heap(kk_heap_.begin(), kk_heap_.end(), spread_first);
+      std::push_heap(kk_heap_.begin(), kk_heap_.end(), heap_less);
     }
-    const std::size_t root = kk_heap_.front();
-    for (std::size_t i = 0; i < k; ++i) {
-      for (std::uint32_t item = pool_[root * k + i].head; item != nil; item = next_[item]) {
+    const std::uint32_t root =
+        kk_heap_.empty() ? static_cast<std::uint32_t>(single) : kk_heap_.front();
+    for (std::size_t i = 0; i < kk_size_[root]; ++i)
+      for (std::uint32_t item = kk_node_[kk_pool_[kk_off_[root] + i]].head; item != nil;
+           item = next_[item])
         bin_of[item] = static_cast<std::uint32_t>(i);
-      }
-    }
   }
 
   // Local search on an assignment; returns its max load. Each bin keeps its
@@ -550,7 +753,11 @@ class partitioner {
   std::vector<std::uint32_t> tree_bin_, by_load_;  // lpt(): winners; refine(): bins by load
   std::size_t tree_size_ = 1;                      // leaves of the winner tree
   std::vector<detail::radix_item> keyed_, keyed_tmp_;
-  std::vector<kk_part> pool_, tmp_;
+  std::vector<kk_node> kk_node_;  // karmarkar_karp(): parts, one node per item
+  std::vector<std::uint32_t> kk_pool_, kk_spare_, kk_size_, kk_cap_, kk_new_;
+  std::vector<std::size_t> kk_off_;  // segment offsets in kk_pool_ (up to 4n)
+  std::vector<double> kk_spread_;
+  std::size_t kk_used_ = 0;
 };
 
 }  // namespace disttrain

@@ -38,6 +38,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -58,7 +59,8 @@ namespace disttrain {
 ///
 /// Deterministic: the same options and the same multiset of samples give a
 /// bit-identical `reorder_result` on every rank and thread, whatever the input
-/// order (except `slot_policy::arrival`, which follows the input order by design).
+/// order (except `slot_policy::arrival` and `balance_method::arrival`, which
+/// follow the input order by design).
 /// Not thread-safe: one reorderer per thread.
 /// @code
 /// disttrain::reorderer<> r(opts);
@@ -95,8 +97,9 @@ class reorderer {
   /// @brief Reorders one global batch into `out`, reusing its buffers.
   ///
   /// Throws `errc::invalid_argument` at `batch` (empty, fewer samples than
-  /// microbatches), `batch[i].id` (duplicate id), `batch[i].cost[k]` (negative or
-  /// non-finite cost); `errc::infeasible` at `reorder_options.modules[k].dp`
+  /// microbatches, modelled times that overflow), `batch[i].id` (duplicate id),
+  /// `batch[i].cost[k]` (negative or non-finite cost, or the sample whose cost
+  /// makes module k's total overflow); `errc::infeasible` at `reorder_options.modules[k].dp`
   /// when `equal_count` leaves a replica of module k without a sample.
   void assign(std::span<const sample_meta> batch, reorder_result& out) {
     const std::size_t n = batch.size();
@@ -118,12 +121,37 @@ class reorderer {
     }
     reserve(n);
     rank_samples(batch);
+    check_sums(batch);
     if (options_.slots == slot_policy::best && m > 1) {
-      // Both cuts, each balanced and ordered; the lower objective wins (ties: balanced).
-      plan(batch, start::balanced);
-      swap_plan();  // keep the balanced plan aside (buffer swaps: no copy, no allocation)
-      plan(batch, start::size_sorted);
-      if (!(time_ < saved_time_ * (1 - 1e-12))) swap_plan();
+      // Both cuts, each balanced and ordered; the lower objective wins (ties:
+      // balanced). With `refined`, the two cuts are compared with KK limited
+      // to small cells (screen_kk_*) and only the winner is split again with
+      // KK on every cell: no cell of the result is worse than plain KK's, at
+      // one KK pass instead of two.
+      const bool screen = options_.balance == balance_method::refined;
+      const std::uint32_t kk_bins = partitioner_.refine_kk_max_bins,
+                          kk_items = partitioner_.refine_kk_max_items;
+      {
+        // The user's limits come back even if a plan throws (e.g. the objective).
+        struct restore {
+          partitioner& p;
+          std::uint32_t bins, items;
+          ~restore() {
+            p.refine_kk_max_bins = bins;
+            p.refine_kk_max_items = items;
+          }
+        } guard{partitioner_, kk_bins, kk_items};
+        if (screen) {
+          partitioner_.refine_kk_max_bins = std::min(kk_bins, screen_kk_max_bins);
+          partitioner_.refine_kk_max_items = std::min(kk_items, screen_kk_max_items);
+        }
+        plan(batch, start::balanced);
+        swap_plan();  // keep the balanced plan aside (buffer swaps: no copy, no allocation)
+        plan(batch, start::size_sorted);
+        if (!(time_ < saved_time_ * (1 - 1e-12))) swap_plan();
+      }
+      if (screen && (kk_bins > screen_kk_max_bins || kk_items > screen_kk_max_items))
+        improve_cells(batch);
     } else {
       plan(batch, start_of(options_.slots));
     }
@@ -180,6 +208,44 @@ class reorderer {
     for (std::size_t r = 0; r < n; ++r) rank_[r] = radix_[r].index;
   }
 
+  // Every sum the reorderer forms is at most a module total T_k (up to
+  // rounding), and every time the objective sees at most
+  // sum_s (forward_scale_s + backward_scale_s) T_k(s). Both must be finite, with
+  // headroom for rounding, or the overflow would surface later at an internal
+  // location (a stage time) or as an infinite iteration time.
+  void check_sums(std::span<const sample_meta> batch) const {
+    constexpr double top = std::numeric_limits<double>::max();
+    const std::size_t K = options_.modules.size();
+    for (std::size_t k = 0; k < K; ++k) {
+      if (total_[k] <= top) continue;
+      double run = 0.0;  // the sum in id order, as total_ was taken: find where it overflows
+      for (const std::uint32_t i : by_id_) {
+        run += batch[i].cost[k];
+        if (!(run <= top))
+          detail::fail(errc::invalid_argument, detail::cat("batch[", i, "].cost[", k, "]"),
+                       "module '", options_.modules[k].name, "': sample id ", batch[i].id,
+                       " (cost ", batch[i].cost[k], ") makes the batch's total cost[", k,
+                       "] overflow (exceed ", top, "); scale the costs down");
+      }
+    }
+    std::array<double, max_reorder_modules> scale{};
+    for (const pipeline_stage& st : options_.stages)
+      scale[st.module] += st.forward_scale + st.backward_scale;
+    double bound = 0.0;
+    std::size_t worst = 0;
+    for (std::size_t k = 0; k < K; ++k) {
+      bound += scale[k] * total_[k];
+      if (scale[k] * total_[k] > scale[worst] * total_[worst]) worst = k;
+    }
+    if (!(bound <= top / 4))
+      detail::fail(errc::invalid_argument, "batch",
+                   "the modelled iteration time overflows: sum over stages of (forward_scale + "
+                   "backward_scale) x the module's total cost is ",
+                   bound, ", limit ", top / 4, " (largest: module '", options_.modules[worst].name,
+                   "', total cost ", total_[worst], " x scales ", scale[worst],
+                   "); scale the costs down");
+  }
+
   // Grows every buffer any path may use for a batch of n samples, so a later
   // batch of at most n samples allocates nothing, whichever path it takes.
   void reserve(std::size_t n) {
@@ -193,8 +259,8 @@ class reorderer {
     const auto grow = [](auto& v, std::size_t size) {
       if (v.capacity() < size) v.reserve(size);
     };
-    for (auto* v :
-         {&by_id_, &rank_, &seq_, &bins_, &sorted_index_, &slot_, &best_seq_, &saved_slot_})
+    for (auto* v : {&by_id_, &rank_, &seq_, &bins_, &sorted_index_, &slot_, &best_seq_,
+                    &saved_slot_, &saved_seq_})
       grow(*v, n);
     for (auto* v : {&replica_, &offset_, &saved_replica_, &saved_offset_}) grow(*v, n * K);
     grow(fill_, std::max({n, m, dp_max}));
@@ -368,7 +434,7 @@ class reorderer {
       small = small ||
               n / m < static_cast<std::size_t>(options_.slot_search_below) * options_.modules[k].dp;
     if (options_.slot_search_budget == 0 || m < 2 || !small || first == start::arrival ||
-        options_.balance == balance_method::none) {
+        options_.balance == balance_method::none || options_.balance == balance_method::arrival) {
       form_slots(batch, first);
       return;
     }
@@ -494,9 +560,14 @@ class reorderer {
     return cur;
   }
 
+  // `best` compares its two cuts with KK on cells of at most these many
+  // replicas and samples (the winner then gets KK on every cell).
+  static constexpr std::uint32_t screen_kk_max_bins = 16, screen_kk_max_items = 64;
+
   // Exchanges the plan that write_result reads (steps 3-4) with the saved one.
   void swap_plan() noexcept {
     std::swap(time_, saved_time_);
+    seq_.swap(saved_seq_);
     for (auto [a, b] : {std::pair{&slot_, &saved_slot_}, std::pair{&replica_, &saved_replica_},
                         std::pair{&offset_, &saved_offset_}, std::pair{&perm_, &saved_perm_},
                         std::pair{&position_, &saved_position_}})
@@ -521,6 +592,10 @@ class reorderer {
     slot_.resize(n);
     for (std::size_t j = 0; j < m; ++j) {
       const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
+      // balance_method::arrival: the slot's members in arrival (input) order.
+      if (options_.balance == balance_method::arrival)
+        std::sort(seq_.begin() + static_cast<std::ptrdiff_t>(b),
+                  seq_.begin() + static_cast<std::ptrdiff_t>(e));
       const std::span<const std::uint32_t> members(seq_.data() + b, e - b);
       for (std::uint32_t i : members) slot_[i] = static_cast<std::uint32_t>(j);
       costs_.resize(members.size());
@@ -529,18 +604,60 @@ class reorderer {
         const std::uint32_t dp = options_.modules[k].dp;
         for (std::size_t x = 0; x < members.size(); ++x) costs_[x] = batch[members[x]].cost[k];
         partitioner_.partition(costs_, dp, options_.equal_count, options_.balance, bins_);
-        fill_.assign(dp, 0);
-        double* load = slot_load_.data() + load_base_[k] + j * dp;
-        for (std::size_t x = 0; x < members.size(); ++x) {
-          const std::uint32_t i = members[x];
-          const std::uint32_t r = bins_[x];
-          replica_[i * K + k] = r;
-          offset_[i * K + k] = fill_[r]++;
-          load[r] += costs_[x];
-        }
-        slowest_[k * m + j] = *std::max_element(load, load + dp);
+        write_cell(members, j, k);
       }
     }
+  }
+
+  // The winner of `best` (screened): KK on every cell the screening left
+  // without it (partitioner::improve_with_kk on the cell's LPT + local search
+  // split = what `refined` gives), then the order again if a cell changed.
+  void improve_cells(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    bool changed = false;
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
+      const std::span<const std::uint32_t> members(seq_.data() + b, e - b);
+      for (std::size_t k = 0; k < K; ++k) {
+        const std::uint32_t dp = options_.modules[k].dp;
+        if (dp <= 1 || (dp <= screen_kk_max_bins && members.size() <= screen_kk_max_items) ||
+            dp > partitioner_.refine_kk_max_bins ||
+            members.size() > partitioner_.refine_kk_max_items)
+          continue;  // KK already ran in the screening, or never runs
+        costs_.resize(members.size());
+        bins_.resize(members.size());
+        for (std::size_t x = 0; x < members.size(); ++x) {
+          costs_[x] = batch[members[x]].cost[k];
+          bins_[x] = replica_[members[x] * K + k];
+        }
+        partitioner_.improve_with_kk(costs_, dp, options_.equal_count, bins_);
+        const double before = slowest_[k * m + j];
+        write_cell(members, j, k);
+        changed = changed || slowest_[k * m + j] != before;
+      }
+    }
+    if (changed) order_slots();
+  }
+
+  // Module k's split of slot j from bins_ (costs_ = the members' costs):
+  // replica_/offset_ of the members, the cells' loads, the slot's slowest.
+  void write_cell(std::span<const std::uint32_t> members, std::size_t j, std::size_t k) {
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    const std::uint32_t dp = options_.modules[k].dp;
+    fill_.assign(dp, 0);
+    double* load = slot_load_.data() + load_base_[k] + j * dp;
+    std::fill(load, load + dp, 0.0);
+    for (std::size_t x = 0; x < members.size(); ++x) {
+      const std::uint32_t i = members[x];
+      const std::uint32_t r = bins_[x];
+      replica_[i * K + k] = r;
+      offset_[i * K + k] = fill_[r]++;
+      load[r] += costs_[x];
+    }
+    slowest_[k * m + j] = *std::max_element(load, load + dp);
   }
 
   // Step 4: perm_[position] = slot.
@@ -638,7 +755,7 @@ class reorderer {
   double time_ = 0.0, saved_time_ = 0.0;
   // The plan set aside by swap_plan() (slot_best: the balanced cut's plan).
   std::vector<std::uint32_t> saved_slot_, saved_replica_, saved_offset_, saved_perm_,
-      saved_position_;
+      saved_position_, saved_seq_;
   std::vector<double> saved_slot_load_, saved_slowest_;
   std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_,
       sorted_index_, slot_, relabel_;
