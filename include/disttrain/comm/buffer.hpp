@@ -51,8 +51,8 @@ struct buffer_ref {
   }
   /// @brief Bytes [offset, offset + count); throws if out of range.
   [[nodiscard]] buffer_ref subref(std::size_t offset, std::size_t count) const {
-    detail::require(offset <= size && count <= size - offset, "buffer_ref.subref", "range [",
-                    offset, ", ", offset + count, ") outside ", size, " bytes");
+    detail::require(offset <= size && count <= size - offset, "buffer_ref.subref", "range of ",
+                    count, " bytes at offset ", offset, " outside ", size, " bytes");
     return {data + offset, count};
   }
   [[nodiscard]] std::span<std::byte> span() const noexcept { return {data, size}; }

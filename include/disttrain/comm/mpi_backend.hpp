@@ -40,6 +40,7 @@
 #include <utility>
 
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
 
 namespace disttrain {
@@ -251,7 +252,8 @@ class mpi_backend {
     wait_collective(q, "broadcast", data.size());
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size_),
+    detail::require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
+                        all.size() == mine.size() * static_cast<std::size_t>(size_),
                     "mpi_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(),
                     " x ", size_);
     require_int_count(mine.size(), where_collective("allgather"));

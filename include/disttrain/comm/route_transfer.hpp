@@ -77,8 +77,10 @@ class route_transfer {
     detail::require(!started_, where_self(), "route_transfer started twice");
     started_ = true;
     const std::size_t es = plan_->elem_size();
-    const auto want_src = static_cast<std::size_t>(plan_->source_elements(me_)) * es;
-    const auto want_dst = static_cast<std::size_t>(plan_->destination_elements(me_)) * es;
+    const auto want_src =
+        detail::element_bytes(plan_->source_elements(me_), es, "route.source_bytes");
+    const auto want_dst =
+        detail::element_bytes(plan_->destination_elements(me_), es, "route.destination_bytes");
     detail::require(source.size() == want_src, where_self(), "source buffer has ", source.size(),
                     " bytes, the route needs ", want_src);
     detail::require(destination.size() == want_dst, where_self(), "destination buffer has ",
@@ -142,9 +144,10 @@ class route_transfer {
     const std::size_t es = plan_->elem_size();
     incoming& in = in_.emplace_back();
     in.msg = i;
-    const auto bytes = static_cast<std::size_t>(m.elements) * es;
+    const auto bytes = detail::element_bytes(m.elements, es, "route.message_bytes");
     if (m.contiguous_recv()) {
-      in.landing = dst_.subspan(static_cast<std::size_t>(m.recv_blocks[0].dst_offset) * es, bytes);
+      in.landing = dst_.subspan(
+          detail::element_bytes(m.recv_blocks[0].dst_offset, es, "route.offset"), bytes);
     } else {
       in.staging = pool_->acquire(bytes);
       in.landing = in.staging.span();
@@ -158,11 +161,12 @@ class route_transfer {
   void post_send(int i, std::span<const std::byte> from) {
     const route_message& m = msg(i);
     const std::size_t es = plan_->elem_size();
-    const auto bytes = static_cast<std::size_t>(m.elements) * es;
+    const auto bytes = detail::element_bytes(m.elements, es, "route.message_bytes");
     outgoing& o = out_.emplace_back();
     std::span<const std::byte> data;
     if (m.contiguous_send()) {
-      data = from.subspan(static_cast<std::size_t>(m.send_blocks[0].src_offset) * es, bytes);
+      data = from.subspan(detail::element_bytes(m.send_blocks[0].src_offset, es, "route.offset"),
+                          bytes);
     } else {
       o.staging = pool_->acquire(bytes);
       kernels::copy_blocks_cpu(from, o.staging.span(), m.send_blocks, es);
