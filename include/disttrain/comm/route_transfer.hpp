@@ -207,7 +207,14 @@ class route_transfer {
   }
 
   void check_header(incoming& in, const route_message& m) {
-    b_->wait(in.header, left());
+    try {
+      b_->wait(in.header, left());
+    } catch (const error& e) {
+      if (e.code() != errc::comm_error) throw;
+      detail::fail(errc::comm_error, e.where(), e.message(), " (verify: this was the ",
+                   sizeof(detail::wire_header),
+                   "-byte header of the message; is the sender in verify mode?)");
+    }
     const detail::wire_header expect = detail::make_header(m, *plan_);
     const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
     if (in.hdr.magic != detail::wire_header::magic_value)
