@@ -20,9 +20,14 @@
 /// Receives from one peer with one tag still match in posting order.
 ///
 /// Waits poll `MPI_Test` until the deadline; on timeout the request is
-/// cancelled (`MPI_Cancel`; a rendezvous send that MPI cannot cancel is
-/// detached) and `errc::timeout` is thrown naming peer, tag and bytes; after a
-/// timeout treat the communicator as broken. Collectives use the non-blocking
+/// cancelled (`MPI_Cancel`, checked with `MPI_Test_cancelled`) and
+/// `errc::timeout` is thrown naming peer, tag and bytes and what became of a
+/// send: cancelled (the peer never receives it), or, for a rendezvous send
+/// MPI cannot cancel, still in flight: the backend then keeps the MPI request
+/// and the buffer owner given with `request::keep_buffer` (route staging
+/// buffers) until MPI completes it or the backend is destroyed, so a late
+/// receiver gets the intact bytes; a caller-owned buffer must not be reused
+/// while `sends_in_flight() > 0`. After a timeout treat the communicator as broken. Collectives use the non-blocking
 /// `MPI_Ibarrier` / `MPI_Ibcast` / `MPI_Iallgather` with the same deadline; a
 /// collective that times out cannot be cancelled, so the backend must not be
 /// used afterwards (the error says so). Note MPI semantics: a small (eager)
@@ -48,6 +53,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <utility>
@@ -106,6 +112,13 @@ struct mpi_shared {
   /// Receives whose scratch buffer MPI may still write after their request went
   /// away; freed once MPI completes them (or at the backend's destruction).
   std::vector<std::shared_ptr<mpi_recv_slot>> orphans;
+  /// A timed-out send MPI could not cancel: MPI may still read its buffer.
+  struct detached_send {
+    MPI_Request req = MPI_REQUEST_NULL;
+    std::unique_ptr<send_buffer_owner> owner;  ///< keeps a staging buffer alive, or null
+  };
+  /// Such sends, kept until MPI completes them (or the backend is destroyed).
+  std::vector<detached_send> sends;
 };
 }  // namespace detail
 
@@ -155,6 +168,7 @@ class mpi_backend {
         : req_(std::exchange(o.req_, MPI_REQUEST_NULL)),
           slot_(std::move(o.slot_)),
           shared_(std::move(o.shared_)),
+          owner_(std::move(o.owner_)),
           info_(o.info_) {}
     request& operator=(request&& o) noexcept {
       if (this != &o) {
@@ -162,6 +176,7 @@ class mpi_backend {
         req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
         slot_ = std::move(o.slot_);
         shared_ = std::move(o.shared_);
+        owner_ = std::move(o.owner_);
         info_ = o.info_;
       }
       return *this;
@@ -171,47 +186,87 @@ class mpi_backend {
     ~request() { cancel(); }
     [[nodiscard]] const transfer_info& info() const noexcept { return info_; }
     [[nodiscard]] bool valid() const noexcept { return req_ != MPI_REQUEST_NULL || slot_; }
+    /// @brief Gives the request ownership of its send buffer (e.g. a staging
+    /// lease): released when the send completes or is cancelled; if the send
+    /// times out and MPI cannot cancel it, the backend keeps it (detached
+    /// from its pool) until MPI is done reading it or the backend is destroyed.
+    void keep_buffer(std::unique_ptr<send_buffer_owner> owner) noexcept {
+      owner_ = std::move(owner);
+    }
 
    private:
     friend class mpi_backend;
+    enum class cancel_result { none, cancelled, completed, detached };
     // Cancels and completes the request. An unmatched receive is withdrawn
-    // (it will never take a message); a matched one is cancelled like a send.
-    // OpenMPI cannot cancel a send already in its rendezvous protocol, so after
-    // a short grace period such a send is detached with MPI_Request_free (MPI
-    // may still read its buffer if the peer ever receives: after a timeout
-    // the communicator must be treated as broken).
-    void cancel() noexcept {
-      if (slot_) {
-        detail::mpi_recv_slot& s = *slot_;
-        if (!s.matched) {
-          s.abandoned = true;
-        } else if (s.req != MPI_REQUEST_NULL && !cancel_request(s.req)) {
-          if (!s.drain) {
-            MPI_Request_free(&s.req);  // the caller's buffer: as for a send
-          } else {
-            // MPI may still write the message into the scratch buffer: the
-            // backend keeps it until MPI is done (or leaks it if it cannot).
-            bool kept = false;
-            if (shared_) {
-              try {
-                shared_->orphans.push_back(slot_);
-                kept = true;
-              } catch (...) {}
-            }
-            if (!kept) {
-              MPI_Request_free(&s.req);
-              (void)s.drain.release();
-            }
+    // (it will never take a message); a matched one is cancelled (MPI_Cancel).
+    // A send is cancelled with MPI_Cancel (checked with MPI_Test_cancelled);
+    // OpenMPI cannot cancel a send already in its rendezvous protocol, so
+    // after a short grace period such a send is *kept* by the backend, with
+    // its buffer owner, until MPI completes it (a late receiver then gets the
+    // intact bytes) or the backend is destroyed; the buffer is never freed
+    // while MPI may read it.
+    cancel_result cancel() noexcept {
+      if (!slot_) return cancel_send();
+      detail::mpi_recv_slot& s = *slot_;
+      if (!s.matched) {
+        s.abandoned = true;
+      } else if (s.req != MPI_REQUEST_NULL && !cancel_request(s.req)) {
+        if (!s.drain) {
+          MPI_Request_free(&s.req);  // the caller's buffer: as for a send
+        } else {
+          // MPI may still write the message into the scratch buffer: the
+          // backend keeps it until MPI is done (or leaks it if it cannot).
+          bool kept = false;
+          if (shared_) {
+            try {
+              shared_->orphans.push_back(slot_);
+              kept = true;
+            } catch (...) {}
+          }
+          if (!kept) {
+            MPI_Request_free(&s.req);
+            (void)s.drain.release();
           }
         }
-        slot_.reset();
-        shared_.reset();
-        return;
       }
+      slot_.reset();
       shared_.reset();
-      if (req_ == MPI_REQUEST_NULL) return;
-      if (!cancel_request(req_)) MPI_Request_free(&req_);
+      return cancel_result::none;
+    }
+    cancel_result cancel_send() noexcept {
+      std::shared_ptr<detail::mpi_shared> sh = std::move(shared_);
+      shared_.reset();
+      if (req_ == MPI_REQUEST_NULL) {
+        owner_.reset();
+        return cancel_result::none;
+      }
+      MPI_Cancel(&req_);
+      MPI_Status st{};
+      int rc = MPI_SUCCESS;
+      const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      const bool done = detail::poll_until(grace, [&] {
+        int flag = 0;
+        rc = MPI_Test(&req_, &flag, &st);
+        return rc != MPI_SUCCESS || flag != 0;
+      });
+      if (done) {
+        int cancelled = 0;
+        if (rc == MPI_SUCCESS) MPI_Test_cancelled(&st, &cancelled);
+        req_ = MPI_REQUEST_NULL;
+        owner_.reset();
+        return cancelled != 0 ? cancel_result::cancelled : cancel_result::completed;
+      }
+      if (owner_) owner_->detach();
+      detail::mpi_shared::detached_send d{req_, std::move(owner_)};
       req_ = MPI_REQUEST_NULL;
+      try {
+        if (!sh) throw std::bad_alloc();
+        sh->sends.push_back(std::move(d));
+      } catch (...) {  // cannot record it: detach from MPI and leak the buffer
+        MPI_Request_free(&d.req);
+        (void)d.owner.release();
+      }
+      return cancel_result::detached;
     }
     // MPI_Cancel and up to 50 ms for the request to complete; false if it did not.
     static bool cancel_request(MPI_Request& q) noexcept {
@@ -225,6 +280,7 @@ class mpi_backend {
     MPI_Request req_ = MPI_REQUEST_NULL;           // sends
     std::shared_ptr<detail::mpi_recv_slot> slot_;  // receives
     std::shared_ptr<detail::mpi_shared> shared_;
+    std::unique_ptr<send_buffer_owner> owner_;  // sends: keeps the buffer alive
     transfer_info info_;
   };
 
@@ -263,6 +319,12 @@ class mpi_backend {
         (void)s->drain.release();
       }
       shared_->orphans.clear();
+      sweep_sends(std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+      for (auto& d : shared_->sends) {
+        MPI_Request_free(&d.req);
+        (void)d.owner.release();
+      }
+      shared_->sends.clear();
     }
     if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
   }
@@ -274,6 +336,13 @@ class mpi_backend {
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
   /// @brief Largest tag MPI accepts here (>= 32767).
   [[nodiscard]] int tag_ub() const noexcept { return tag_ub_; }
+  /// @brief Timed-out sends that MPI could not cancel and has not completed
+  /// yet: while > 0, MPI may still read their buffers.
+  [[nodiscard]] std::size_t sends_in_flight() {
+    if (!shared_) return 0;
+    if (!shared_->sends.empty()) sweep_sends(std::chrono::steady_clock::time_point{});
+    return shared_->sends.size();
+  }
   void set_timeout(std::chrono::milliseconds t) {
     detail::require(t.count() >= 0, "mpi_backend.timeout", "must be >= 0 ms, got ", t.count());
     opts_.timeout = t;
@@ -282,9 +351,11 @@ class mpi_backend {
   [[nodiscard]] request isend(std::span<const std::byte> data, int peer, int tag) {
     request r;
     r.info_ = checked(peer, tag, data.size(), true);
+    if (!shared_->sends.empty()) sweep_sends(std::chrono::steady_clock::time_point{});
     check(
         MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_, &r.req_),
         r.info_, "MPI_Isend");
+    r.shared_ = shared_;
     return r;
   }
   /// @brief Posts a receive; the message is probed before any byte lands in
@@ -311,7 +382,22 @@ class mpi_backend {
     int rc = MPI_SUCCESS;
     const bool done = detail::poll_until(deadline, [&] { return progress(r, rc, st); });
     if (!done) {
-      r.cancel();
+      switch (r.cancel()) {
+        case request::cancel_result::cancelled:
+          detail::fail_timeout(r.info_, timeout,
+                               "; the send was cancelled: the peer will never receive it");
+        case request::cancel_result::completed:
+          detail::fail_timeout(r.info_, timeout, "; it completed while being cancelled");
+        case request::cancel_result::detached:
+          detail::fail_timeout(
+              r.info_, timeout,
+              "; MPI cannot cancel the send and may still read its buffer until the peer "
+              "receives it: the backend keeps the request (and a buffer handed to it with "
+              "keep_buffer, e.g. a route's staging buffer) until then or until the backend is "
+              "destroyed; a buffer of your own stays in use: do not reuse or free it while "
+              "sends_in_flight() > 0");
+        case request::cancel_result::none: break;
+      }
       detail::fail_timeout(r.info_, timeout);
     }
     finish(r, rc, st);
@@ -346,7 +432,6 @@ class mpi_backend {
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
     detail::require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
-                        !detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
                         all.size() == mine.size() * static_cast<std::size_t>(size_),
                     "mpi_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(),
                     " x ", size_);
@@ -450,6 +535,24 @@ class mpi_backend {
     return rc != MPI_SUCCESS || flag != 0;
   }
 
+  // Drops the detached sends MPI has completed (freeing their buffers),
+  // polling until `until` for the others.
+  void sweep_sends(std::chrono::steady_clock::time_point until) noexcept {
+    auto& v = shared_->sends;
+    detail::poll_until(until, [&] {
+      for (std::size_t i = 0; i < v.size();) {
+        int flag = 0;
+        if (MPI_Test(&v[i].req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0) {
+          v[i] = std::move(v.back());
+          v.pop_back();
+        } else {
+          ++i;
+        }
+      }
+      return v.empty();
+    });
+  }
+
   // Frees the scratch buffers of discarded messages that MPI has finished,
   // polling until `until` for the others.
   void sweep_orphans(std::chrono::steady_clock::time_point until) noexcept {
@@ -486,6 +589,7 @@ class mpi_backend {
     }
     r.req_ = MPI_REQUEST_NULL;
     r.shared_.reset();
+    r.owner_.reset();
     if (rc != MPI_SUCCESS) {
       const int code = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : rc;
       int cls = 0;

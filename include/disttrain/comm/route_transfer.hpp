@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -181,7 +182,22 @@ class route_transfer {
       o.pieces = b_->isend(std::as_bytes(std::span(o.piece_words)), m.dst, opts_.tag);
     }
     o.payload = b_->isend(data, m.dst, opts_.tag);
+    // Backends that may have to keep a timed-out send's buffer (MPI) own the
+    // staging lease from now on: it is never reused while the transport may read it.
+    if constexpr (requires(request & r, std::unique_ptr<send_buffer_owner> p) {
+                    r.keep_buffer(std::move(p));
+                  }) {
+      if (o.staging.data() != nullptr)
+        o.payload.keep_buffer(std::make_unique<lease_owner>(std::move(o.staging)));
+    }
   }
+
+  // A staging lease handed to the backend with its send.
+  struct lease_owner final : send_buffer_owner {
+    explicit lease_owner(buffer_pool::lease l) noexcept : lease(std::move(l)) {}
+    void detach() noexcept override { lease.detach(); }
+    buffer_pool::lease lease;
+  };
 
   void complete_receives(int phase) {
     const std::size_t es = plan_->elem_size();
