@@ -103,3 +103,22 @@ TEST_CASE("buffer pool recycles by size class; leases return on destruction") {
   CHECK(r.subref(16, 16).data == r.data + 16);
   DISTTRAIN_CHECK_ERROR(r.subref(20, 16), errc::invalid_argument, "buffer_ref.subref");
 }
+
+TEST_CASE("a detached lease leaves the pool, owns its memory and may outlive the pool") {
+  disttrain::buffer_pool::lease kept;
+  std::byte* p = nullptr;
+  {
+    disttrain::buffer_pool pool;
+    auto a = pool.acquire(5000);
+    p = a.data();
+    a.detach();
+    CHECK(pool.stats().bytes_held == 0);
+    kept = std::move(a);
+    CHECK(kept.data() == p);
+    auto b = pool.acquire(5000);  // not reused: the detached buffer is not the pool's
+    CHECK(b.data() != p);
+  }  // the pool dies first; the lease frees its memory itself (ASan checks)
+  std::memset(kept.data(), 3, kept.size());
+  kept.reset();
+  CHECK(kept.data() == nullptr);
+}

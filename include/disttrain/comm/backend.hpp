@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "disttrain/core/error.hpp"
@@ -80,11 +81,29 @@ struct transfer_info {
   }
 };
 
+/// @brief Owner of a send buffer that a backend may have to keep alive after
+/// the transfer's request is gone (a timed-out send that MPI could not
+/// cancel still reads its buffer). `route_transfer` hands its staging leases
+/// to backends that accept them (`request::keep_buffer`).
+class send_buffer_owner {
+ public:
+  send_buffer_owner() = default;
+  send_buffer_owner(const send_buffer_owner&) = delete;
+  send_buffer_owner& operator=(const send_buffer_owner&) = delete;
+  virtual ~send_buffer_owner() = default;
+  /// @brief The backend keeps the buffer beyond the transfer: cut every tie
+  /// to objects that may be destroyed first (e.g. return nothing to a pool).
+  virtual void detach() noexcept = 0;
+};
+
 namespace detail {
-/// @brief Throws `errc::timeout` for transfer `t` after `waited`.
-[[noreturn]] inline void fail_timeout(const transfer_info& t, std::chrono::milliseconds waited) {
+/// @brief Throws `errc::timeout` for transfer `t` after `waited`; `note` is
+/// appended to the message (what became of the request and its buffer).
+[[noreturn]] inline void fail_timeout(const transfer_info& t, std::chrono::milliseconds waited,
+                                      std::string_view note = {}) {
   fail(errc::timeout, t.where(), t.what(), " did not complete within ", waited.count(),
-       " ms (peer silent, dead or not posting the matching ", t.is_send ? "receive" : "send", ")");
+       " ms (peer silent, dead or not posting the matching ", t.is_send ? "receive" : "send", ")",
+       note);
 }
 /// @brief The deadline `timeout` from now, saturated at `time_point::max()`
 /// (a huge timeout such as `milliseconds::max()` means "never", not an overflow).

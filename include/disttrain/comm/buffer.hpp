@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -51,8 +52,8 @@ struct buffer_ref {
   }
   /// @brief Bytes [offset, offset + count); throws if out of range.
   [[nodiscard]] buffer_ref subref(std::size_t offset, std::size_t count) const {
-    detail::require(offset <= size && count <= size - offset, "buffer_ref.subref", "range [",
-                    offset, ", ", offset + count, ") outside ", size, " bytes");
+    detail::require(offset <= size && count <= size - offset, "buffer_ref.subref", "range of ",
+                    count, " bytes at offset ", offset, " outside ", size, " bytes");
     return {data + offset, count};
   }
   [[nodiscard]] std::span<std::byte> span() const noexcept { return {data, size}; }
@@ -100,13 +101,18 @@ class basic_buffer_pool {
     lease(lease&& o) noexcept
         : pool_(std::exchange(o.pool_, nullptr)),
           ref_(std::exchange(o.ref_, {})),
-          capacity_(o.capacity_) {}
+          capacity_(o.capacity_),
+          own_(std::move(o.own_)) {
+      o.own_.reset();
+    }
     lease& operator=(lease&& o) noexcept {
       if (this != &o) {
         reset();
         pool_ = std::exchange(o.pool_, nullptr);
         ref_ = std::exchange(o.ref_, {});
         capacity_ = o.capacity_;
+        own_ = std::move(o.own_);
+        o.own_.reset();
       }
       return *this;
     }
@@ -118,11 +124,22 @@ class basic_buffer_pool {
     [[nodiscard]] std::byte* data() const noexcept { return ref_.data; }
     [[nodiscard]] std::size_t size() const noexcept { return ref_.size; }
     [[nodiscard]] std::span<std::byte> span() const noexcept { return ref_.span(); }
-    /// @brief Returns the buffer to the pool now.
+    /// @brief Returns the buffer to the pool now (a detached lease frees it).
     void reset() noexcept {
       if (pool_ != nullptr) pool_->give_back(ref_.data, capacity_);
+      if (own_ && ref_.data != nullptr) own_->deallocate(ref_.data, capacity_);
       pool_ = nullptr;
+      own_.reset();
       ref_ = {};
+    }
+    /// @brief Takes the buffer out of the pool: the lease owns it from now on
+    /// and frees it itself, so it may outlive the pool (used when a backend
+    /// must keep a send buffer that the transport may still read).
+    void detach() noexcept {
+      if (pool_ == nullptr) return;
+      own_.emplace(pool_->alloc_);
+      pool_->forget(capacity_);
+      pool_ = nullptr;
     }
 
    private:
@@ -132,6 +149,7 @@ class basic_buffer_pool {
     basic_buffer_pool* pool_ = nullptr;
     buffer_ref ref_;
     std::size_t capacity_ = 0;
+    std::optional<Alloc> own_;  // set once detached from the pool
   };
 
   explicit basic_buffer_pool(Alloc alloc = {}) : alloc_(std::move(alloc)) {}
@@ -179,6 +197,10 @@ class basic_buffer_pool {
   }
 
  private:
+  void forget(std::size_t cap) noexcept {
+    std::lock_guard<std::mutex> lk(m_);
+    stats_.bytes_held -= cap;
+  }
   void give_back(std::byte* p, std::size_t cap) noexcept {
     if (p == nullptr) return;
     std::lock_guard<std::mutex> lk(m_);

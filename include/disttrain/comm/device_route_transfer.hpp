@@ -69,8 +69,10 @@ class device_route_transfer {
   /// @brief Enqueues the whole route on the backend's stream.
   void start(std::span<const std::byte> source, std::span<std::byte> destination) {
     const std::size_t es = plan_->elem_size();
-    const auto want_src = static_cast<std::size_t>(plan_->source_elements(me_)) * es;
-    const auto want_dst = static_cast<std::size_t>(plan_->destination_elements(me_)) * es;
+    const auto want_src =
+        detail::element_bytes(plan_->source_elements(me_), es, "route.source_bytes");
+    const auto want_dst =
+        detail::element_bytes(plan_->destination_elements(me_), es, "route.destination_bytes");
     const std::string w = detail::cat("rank ", me_, " route tag ", opts_.tag);
     detail::require(source.size() == want_src, w, "source buffer has ", source.size(),
                     " bytes, the route needs ", want_src);
@@ -88,18 +90,18 @@ class device_route_transfer {
       for (auto& s : steps_) {
         if (s.phase != phase) continue;
         const route_message& m = plan_->messages()[static_cast<std::size_t>(s.msg)];
-        const auto bytes = static_cast<std::size_t>(m.elements) * es;
+        const auto bytes = detail::element_bytes(m.elements, es, "route.message_bytes");
         if (s.is_send) {
           const std::byte* p =
-              s.contiguous
-                  ? from.data() + static_cast<std::size_t>(m.send_blocks[0].src_offset) * es
-                  : s.staging.data();
+              s.contiguous ? from.data() + detail::element_bytes(m.send_blocks[0].src_offset, es,
+                                                                 "route.offset")
+                           : s.staging.data();
           reqs_.push_back(b_->isend({p, bytes}, m.dst, opts_.tag));
         } else {
           std::byte* p =
-              s.contiguous
-                  ? destination.data() + static_cast<std::size_t>(m.recv_blocks[0].dst_offset) * es
-                  : s.staging.data();
+              s.contiguous ? destination.data() + detail::element_bytes(m.recv_blocks[0].dst_offset,
+                                                                        es, "route.offset")
+                           : s.staging.data();
           reqs_.push_back(b_->irecv({p, bytes}, m.src, opts_.tag));
         }
       }
@@ -141,7 +143,8 @@ class device_route_transfer {
     s.contiguous = is_send ? m.contiguous_send() : m.contiguous_recv();
     if (!s.contiguous) {
       s.blocks.upload(is_send ? m.send_blocks : m.recv_blocks, b_->stream());
-      s.staging = pool_->acquire(static_cast<std::size_t>(m.elements) * plan_->elem_size());
+      s.staging = pool_->acquire(
+          detail::element_bytes(m.elements, plan_->elem_size(), "route.message_bytes"));
     }
   }
 

@@ -46,6 +46,7 @@
 
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/detail/p2p_collectives.hpp"
+#include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
 
 namespace disttrain {
@@ -419,7 +420,8 @@ class local_backend {
     detail::p2p_broadcast(*this, data, root);
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size()),
+    detail::require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size())) &&
+                        all.size() == mine.size() * static_cast<std::size_t>(size()),
                     "local_backend.allgather", "output of ", all.size(), " bytes, need ",
                     mine.size(), " x ", size());
     detail::p2p_allgather(*this, mine, all);

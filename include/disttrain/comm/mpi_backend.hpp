@@ -9,10 +9,25 @@
 /// on the duplicate, so MPI failures become `disttrain::error` instead of
 /// aborting the job.
 ///
+/// **Probe before receive.** A receive is not handed to MPI until the matching
+/// message's envelope has arrived: `MPI_Improbe` (polled by `wait`/`test`,
+/// never blocking) reports its size, and only a message of exactly the posted
+/// size is received into the caller's buffer (`MPI_Imrecv`). A message of any
+/// other size is received into a scratch buffer and discarded, and the wait
+/// throws `errc::comm_error` naming both sizes; the caller's buffer is never
+/// written (OpenMPI's single-copy shared-memory path would otherwise write an
+/// oversized message past the end of the buffer before reporting truncation).
+/// Receives from one peer with one tag still match in posting order.
+///
 /// Waits poll `MPI_Test` until the deadline; on timeout the request is
-/// cancelled (`MPI_Cancel`; a rendezvous send that MPI cannot cancel is
-/// detached) and `errc::timeout` is thrown naming peer, tag and bytes; after a
-/// timeout treat the communicator as broken. Collectives use the non-blocking
+/// cancelled (`MPI_Cancel`, checked with `MPI_Test_cancelled`) and
+/// `errc::timeout` is thrown naming peer, tag and bytes and what became of a
+/// send: cancelled (the peer never receives it), or, for a rendezvous send
+/// MPI cannot cancel, still in flight: the backend then keeps the MPI request
+/// and the buffer owner given with `request::keep_buffer` (route staging
+/// buffers) until MPI completes it or the backend is destroyed, so a late
+/// receiver gets the intact bytes; a caller-owned buffer must not be reused
+/// while `sends_in_flight() > 0`. After a timeout treat the communicator as broken. Collectives use the non-blocking
 /// `MPI_Ibarrier` / `MPI_Ibcast` / `MPI_Iallgather` with the same deadline; a
 /// collective that times out cannot be cancelled, so the backend must not be
 /// used afterwards (the error says so). Note MPI semantics: a small (eager)
@@ -35,11 +50,17 @@
 #include <chrono>
 #include <climits>
 #include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
 
 namespace disttrain {
@@ -67,6 +88,38 @@ bool poll_until(std::chrono::steady_clock::time_point deadline, Test&& test) {
     if ((polls & 15u) == 0 && std::chrono::steady_clock::now() >= deadline) return test();
   }
 }
+
+/// One receive of the MPI backend. It is matched lazily: `MPI_Improbe` first,
+/// then `MPI_Imrecv` into the caller's buffer if the incoming size equals the
+/// posted one, else into `drain` (the caller's buffer stays untouched).
+struct mpi_recv_slot {
+  std::byte* data = nullptr;
+  std::size_t bytes = 0;
+  int peer = 0;
+  int tag = 0;
+  MPI_Request req = MPI_REQUEST_NULL;  ///< the MPI_Imrecv, once matched
+  bool matched = false;                ///< a message was matched to this receive
+  bool abandoned = false;              ///< withdrawn (timeout, destroyed) before matching
+  int rc = MPI_SUCCESS;                ///< failure of MPI_Improbe / MPI_Imrecv
+  std::size_t incoming = 0;            ///< bytes of the matched message
+  std::unique_ptr<std::byte[]> drain;  ///< receives a message of the wrong size
+};
+
+/// State of one backend that its requests share (stable when the backend moves).
+struct mpi_shared {
+  /// Unmatched receives per (peer, tag), in posting order.
+  std::map<std::pair<int, int>, std::deque<std::shared_ptr<mpi_recv_slot>>> waiting;
+  /// Receives whose scratch buffer MPI may still write after their request went
+  /// away; freed once MPI completes them (or at the backend's destruction).
+  std::vector<std::shared_ptr<mpi_recv_slot>> orphans;
+  /// A timed-out send MPI could not cancel: MPI may still read its buffer.
+  struct detached_send {
+    MPI_Request req = MPI_REQUEST_NULL;
+    std::unique_ptr<send_buffer_owner> owner;  ///< keeps a staging buffer alive, or null
+  };
+  /// Such sends, kept until MPI completes them (or the backend is destroyed).
+  std::vector<detached_send> sends;
+};
 }  // namespace detail
 
 /// @brief RAII MPI initialisation (`MPI_Init_thread` with `MPI_THREAD_FUNNELED`
@@ -111,11 +164,19 @@ class mpi_backend {
   class request {
    public:
     request() = default;
-    request(request&& o) noexcept : req_(std::exchange(o.req_, MPI_REQUEST_NULL)), info_(o.info_) {}
+    request(request&& o) noexcept
+        : req_(std::exchange(o.req_, MPI_REQUEST_NULL)),
+          slot_(std::move(o.slot_)),
+          shared_(std::move(o.shared_)),
+          owner_(std::move(o.owner_)),
+          info_(o.info_) {}
     request& operator=(request&& o) noexcept {
       if (this != &o) {
         cancel();
         req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
+        slot_ = std::move(o.slot_);
+        shared_ = std::move(o.shared_);
+        owner_ = std::move(o.owner_);
         info_ = o.info_;
       }
       return *this;
@@ -124,27 +185,102 @@ class mpi_backend {
     request& operator=(const request&) = delete;
     ~request() { cancel(); }
     [[nodiscard]] const transfer_info& info() const noexcept { return info_; }
-    [[nodiscard]] bool valid() const noexcept { return req_ != MPI_REQUEST_NULL; }
+    [[nodiscard]] bool valid() const noexcept { return req_ != MPI_REQUEST_NULL || slot_; }
+    /// @brief Gives the request ownership of its send buffer (e.g. a staging
+    /// lease): released when the send completes or is cancelled; if the send
+    /// times out and MPI cannot cancel it, the backend keeps it (detached
+    /// from its pool) until MPI is done reading it or the backend is destroyed.
+    void keep_buffer(std::unique_ptr<send_buffer_owner> owner) noexcept {
+      owner_ = std::move(owner);
+    }
 
    private:
     friend class mpi_backend;
-    // Cancels and completes the request. Receives cancel at once; OpenMPI
-    // cannot cancel a send already in its rendezvous protocol, so after a
-    // short grace period such a send is detached with MPI_Request_free (MPI
-    // may still read its buffer if the peer ever receives: after a timeout
-    // the communicator must be treated as broken).
-    void cancel() noexcept {
-      if (req_ == MPI_REQUEST_NULL) return;
+    enum class cancel_result { none, cancelled, completed, detached };
+    // Cancels and completes the request. An unmatched receive is withdrawn
+    // (it will never take a message); a matched one is cancelled (MPI_Cancel).
+    // A send is cancelled with MPI_Cancel (checked with MPI_Test_cancelled);
+    // OpenMPI cannot cancel a send already in its rendezvous protocol, so
+    // after a short grace period such a send is *kept* by the backend, with
+    // its buffer owner, until MPI completes it (a late receiver then gets the
+    // intact bytes) or the backend is destroyed; the buffer is never freed
+    // while MPI may read it.
+    cancel_result cancel() noexcept {
+      if (!slot_) return cancel_send();
+      detail::mpi_recv_slot& s = *slot_;
+      if (!s.matched) {
+        s.abandoned = true;
+      } else if (s.req != MPI_REQUEST_NULL && !cancel_request(s.req)) {
+        if (!s.drain) {
+          MPI_Request_free(&s.req);  // the caller's buffer: as for a send
+        } else {
+          // MPI may still write the message into the scratch buffer: the
+          // backend keeps it until MPI is done (or leaks it if it cannot).
+          bool kept = false;
+          if (shared_) {
+            try {
+              shared_->orphans.push_back(slot_);
+              kept = true;
+            } catch (...) {}
+          }
+          if (!kept) {
+            MPI_Request_free(&s.req);
+            (void)s.drain.release();
+          }
+        }
+      }
+      slot_.reset();
+      shared_.reset();
+      return cancel_result::none;
+    }
+    cancel_result cancel_send() noexcept {
+      std::shared_ptr<detail::mpi_shared> sh = std::move(shared_);
+      shared_.reset();
+      if (req_ == MPI_REQUEST_NULL) {
+        owner_.reset();
+        return cancel_result::none;
+      }
       MPI_Cancel(&req_);
+      MPI_Status st{};
+      int rc = MPI_SUCCESS;
       const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
       const bool done = detail::poll_until(grace, [&] {
         int flag = 0;
-        return MPI_Test(&req_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0;
+        rc = MPI_Test(&req_, &flag, &st);
+        return rc != MPI_SUCCESS || flag != 0;
       });
-      if (!done && req_ != MPI_REQUEST_NULL) MPI_Request_free(&req_);
+      if (done) {
+        int cancelled = 0;
+        if (rc == MPI_SUCCESS) MPI_Test_cancelled(&st, &cancelled);
+        req_ = MPI_REQUEST_NULL;
+        owner_.reset();
+        return cancelled != 0 ? cancel_result::cancelled : cancel_result::completed;
+      }
+      if (owner_) owner_->detach();
+      detail::mpi_shared::detached_send d{req_, std::move(owner_)};
       req_ = MPI_REQUEST_NULL;
+      try {
+        if (!sh) throw std::bad_alloc();
+        sh->sends.push_back(std::move(d));
+      } catch (...) {  // cannot record it: detach from MPI and leak the buffer
+        MPI_Request_free(&d.req);
+        (void)d.owner.release();
+      }
+      return cancel_result::detached;
     }
-    MPI_Request req_ = MPI_REQUEST_NULL;
+    // MPI_Cancel and up to 50 ms for the request to complete; false if it did not.
+    static bool cancel_request(MPI_Request& q) noexcept {
+      MPI_Cancel(&q);
+      const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      return detail::poll_until(grace, [&] {
+        int flag = 0;
+        return MPI_Test(&q, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0;
+      });
+    }
+    MPI_Request req_ = MPI_REQUEST_NULL;           // sends
+    std::shared_ptr<detail::mpi_recv_slot> slot_;  // receives
+    std::shared_ptr<detail::mpi_shared> shared_;
+    std::unique_ptr<send_buffer_owner> owner_;  // sends: keeps the buffer alive
     transfer_info info_;
   };
 
@@ -169,10 +305,27 @@ class mpi_backend {
         rank_(o.rank_),
         size_(o.size_),
         tag_ub_(o.tag_ub_),
-        opts_(o.opts_) {}
+        opts_(o.opts_),
+        shared_(std::move(o.shared_)) {}
   ~mpi_backend() {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (shared_ && !finalized) {
+      // Discarded messages still arriving: give them a short grace, then
+      // detach them and leak their scratch buffers (never free memory MPI may write).
+      sweep_orphans(std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+      for (auto& s : shared_->orphans) {
+        MPI_Request_free(&s->req);
+        (void)s->drain.release();
+      }
+      shared_->orphans.clear();
+      sweep_sends(std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+      for (auto& d : shared_->sends) {
+        MPI_Request_free(&d.req);
+        (void)d.owner.release();
+      }
+      shared_->sends.clear();
+    }
     if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
   }
 
@@ -183,6 +336,13 @@ class mpi_backend {
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
   /// @brief Largest tag MPI accepts here (>= 32767).
   [[nodiscard]] int tag_ub() const noexcept { return tag_ub_; }
+  /// @brief Timed-out sends that MPI could not cancel and has not completed
+  /// yet: while > 0, MPI may still read their buffers.
+  [[nodiscard]] std::size_t sends_in_flight() {
+    if (!shared_) return 0;
+    if (!shared_->sends.empty()) sweep_sends(std::chrono::steady_clock::time_point{});
+    return shared_->sends.size();
+  }
   void set_timeout(std::chrono::milliseconds t) {
     detail::require(t.count() >= 0, "mpi_backend.timeout", "must be >= 0 ms, got ", t.count());
     opts_.timeout = t;
@@ -191,17 +351,27 @@ class mpi_backend {
   [[nodiscard]] request isend(std::span<const std::byte> data, int peer, int tag) {
     request r;
     r.info_ = checked(peer, tag, data.size(), true);
+    if (!shared_->sends.empty()) sweep_sends(std::chrono::steady_clock::time_point{});
     check(
         MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_, &r.req_),
         r.info_, "MPI_Isend");
+    r.shared_ = shared_;
     return r;
   }
+  /// @brief Posts a receive; the message is probed before any byte lands in
+  /// `data` (see the file comment), matching in posting order per (peer, tag).
   [[nodiscard]] request irecv(std::span<std::byte> data, int peer, int tag) {
     request r;
     r.info_ = checked(peer, tag, data.size(), false);
-    check(
-        MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_, &r.req_),
-        r.info_, "MPI_Irecv");
+    auto slot = std::make_shared<detail::mpi_recv_slot>();
+    slot->data = data.data();
+    slot->bytes = data.size();
+    slot->peer = peer;
+    slot->tag = tag;
+    shared_->waiting[{peer, tag}].push_back(slot);
+    r.slot_ = std::move(slot);
+    r.shared_ = shared_;
+    if (!shared_->orphans.empty()) sweep_orphans(std::chrono::steady_clock::time_point{});
     return r;
   }
   void wait(request& r) { wait(r, opts_.timeout); }
@@ -210,23 +380,33 @@ class mpi_backend {
     const auto deadline = detail::deadline_after(timeout);
     MPI_Status st{};
     int rc = MPI_SUCCESS;
-    const bool done = detail::poll_until(deadline, [&] {
-      int flag = 0;
-      rc = MPI_Test(&r.req_, &flag, &st);
-      return rc != MPI_SUCCESS || flag != 0;
-    });
+    const bool done = detail::poll_until(deadline, [&] { return progress(r, rc, st); });
     if (!done) {
-      r.cancel();
+      switch (r.cancel()) {
+        case request::cancel_result::cancelled:
+          detail::fail_timeout(r.info_, timeout,
+                               "; the send was cancelled: the peer will never receive it");
+        case request::cancel_result::completed:
+          detail::fail_timeout(r.info_, timeout, "; it completed while being cancelled");
+        case request::cancel_result::detached:
+          detail::fail_timeout(
+              r.info_, timeout,
+              "; MPI cannot cancel the send and may still read its buffer until the peer "
+              "receives it: the backend keeps the request (and a buffer handed to it with "
+              "keep_buffer, e.g. a route's staging buffer) until then or until the backend is "
+              "destroyed; a buffer of your own stays in use: do not reuse or free it while "
+              "sends_in_flight() > 0");
+        case request::cancel_result::none: break;
+      }
       detail::fail_timeout(r.info_, timeout);
     }
     finish(r, rc, st);
   }
   bool test(request& r) {
     detail::require(r.valid(), "mpi_backend.test", "empty or already completed request");
-    int flag = 0;
     MPI_Status st{};
-    const int rc = MPI_Test(&r.req_, &flag, &st);
-    if (rc == MPI_SUCCESS && flag == 0) return false;
+    int rc = MPI_SUCCESS;
+    if (!progress(r, rc, st)) return false;
     finish(r, rc, st);
     return true;
   }
@@ -251,7 +431,8 @@ class mpi_backend {
     wait_collective(q, "broadcast", data.size());
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size_),
+    detail::require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
+                        all.size() == mine.size() * static_cast<std::size_t>(size_),
                     "mpi_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(),
                     " x ", size_);
     require_int_count(mine.size(), where_collective("allgather"));
@@ -295,9 +476,120 @@ class mpi_backend {
     if (rc != MPI_SUCCESS) check(rc, t.where(), call);
   }
 
+  // Matches the unmatched receives of (peer, tag) in posting order, as far as
+  // messages have arrived: probe, then receive into the caller's buffer if the
+  // size agrees, else into the slot's scratch buffer.
+  void match(int peer, int tag) {
+    auto it = shared_->waiting.find({peer, tag});
+    if (it == shared_->waiting.end()) return;
+    auto& q = it->second;
+    while (!q.empty()) {
+      detail::mpi_recv_slot& s = *q.front();
+      if (s.abandoned) {
+        q.pop_front();
+        continue;
+      }
+      int flag = 0;
+      MPI_Message msg = MPI_MESSAGE_NULL;
+      MPI_Status st{};
+      const int prc = MPI_Improbe(peer, tag, comm_, &flag, &msg, &st);
+      if (prc != MPI_SUCCESS) {
+        s.rc = prc;
+        s.matched = true;
+        q.pop_front();
+        continue;
+      }
+      if (flag == 0) break;
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      s.incoming = static_cast<std::size_t>(count < 0 ? 0 : count);
+      s.matched = true;
+      std::byte* into = s.data;
+      if (s.incoming != s.bytes) {
+        s.drain = std::make_unique<std::byte[]>(s.incoming > 0 ? s.incoming : 1);
+        into = s.drain.get();
+      }
+      s.rc = MPI_Imrecv(into, count, MPI_BYTE, &msg, &s.req);
+      q.pop_front();
+    }
+    if (q.empty()) shared_->waiting.erase(it);
+  }
+
+  // One poll of `r`: true when it finished (rc / st describe how).
+  bool progress(request& r, int& rc, MPI_Status& st) {
+    if (r.slot_) {
+      detail::mpi_recv_slot& s = *r.slot_;
+      if (!s.matched) match(s.peer, s.tag);
+      if (!s.matched) return false;
+      if (s.rc != MPI_SUCCESS) {
+        rc = s.rc;
+        return true;
+      }
+      // A wrong-sized message is reported at once; its scratch buffer is
+      // kept until MPI is done with it.
+      if (s.incoming != s.bytes) return true;
+    }
+    MPI_Request& q = r.slot_ ? r.slot_->req : r.req_;
+    int flag = 0;
+    rc = MPI_Test(&q, &flag, &st);
+    return rc != MPI_SUCCESS || flag != 0;
+  }
+
+  // Drops the detached sends MPI has completed (freeing their buffers),
+  // polling until `until` for the others.
+  void sweep_sends(std::chrono::steady_clock::time_point until) noexcept {
+    auto& v = shared_->sends;
+    detail::poll_until(until, [&] {
+      for (std::size_t i = 0; i < v.size();) {
+        int flag = 0;
+        if (MPI_Test(&v[i].req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0) {
+          v[i] = std::move(v.back());
+          v.pop_back();
+        } else {
+          ++i;
+        }
+      }
+      return v.empty();
+    });
+  }
+
+  // Frees the scratch buffers of discarded messages that MPI has finished,
+  // polling until `until` for the others.
+  void sweep_orphans(std::chrono::steady_clock::time_point until) noexcept {
+    auto& v = shared_->orphans;
+    detail::poll_until(until, [&] {
+      for (std::size_t i = 0; i < v.size();) {
+        int flag = 0;
+        if (MPI_Test(&v[i]->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0) {
+          v[i] = std::move(v.back());
+          v.pop_back();
+        } else {
+          ++i;
+        }
+      }
+      return v.empty();
+    });
+  }
+
   void finish(request& r, int rc, const MPI_Status& st) {
     const transfer_info t = r.info_;
+    if (r.slot_) {
+      std::shared_ptr<detail::mpi_recv_slot> slot = std::move(r.slot_);
+      r.shared_.reset();
+      if (rc == MPI_SUCCESS && slot->incoming != slot->bytes) {
+        if (slot->req != MPI_REQUEST_NULL) {
+          int flag = 0;
+          if (MPI_Test(&slot->req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 0)
+            shared_->orphans.push_back(slot);  // MPI still writes the scratch buffer
+        }
+        detail::fail(errc::comm_error, t.where(), "size mismatch: rank ", t.peer, " sends ",
+                     slot->incoming, " bytes but this rank posted a ", t.what(),
+                     "; the message was discarded and the receive buffer left untouched");
+      }
+    }
     r.req_ = MPI_REQUEST_NULL;
+    r.shared_.reset();
+    r.owner_.reset();
     if (rc != MPI_SUCCESS) {
       const int code = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : rc;
       int cls = 0;
@@ -311,9 +603,8 @@ class mpi_backend {
     if (!t.is_send) {
       int count = 0;
       MPI_Get_count(&st, MPI_BYTE, &count);
-      if (static_cast<std::size_t>(count) != t.bytes)
-        detail::fail(errc::comm_error, t.where(), "size mismatch: rank ", t.peer, " sends ", count,
-                     " bytes but this rank posted a ", t.what());
+      detail::ensure(static_cast<std::size_t>(count) == t.bytes, t.where(), "probed message of ",
+                     t.bytes, " bytes arrived with ", count);
     }
   }
 
@@ -337,6 +628,7 @@ class mpi_backend {
   int size_ = 1;
   int tag_ub_ = 32767;
   comm_options opts_;
+  std::shared_ptr<detail::mpi_shared> shared_ = std::make_shared<detail::mpi_shared>();
   int group_depth_ = 0;
 };
 

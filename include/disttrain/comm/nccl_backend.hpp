@@ -64,6 +64,7 @@
 
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/buffer.hpp"
+#include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
 
 namespace disttrain {
@@ -311,7 +312,8 @@ class nccl_backend {
   /// @brief All-gather of device bytes.
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
     require_usable("allgather");
-    detail::require(all.size() == mine.size() * static_cast<std::size_t>(size_),
+    detail::require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
+                        all.size() == mine.size() * static_cast<std::size_t>(size_),
                     "nccl_backend.allgather", "output of ", all.size(), " bytes, need ",
                     mine.size(), " x ", size_);
     detail::nccl_check(

@@ -41,16 +41,19 @@
 /// @endcode
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "disttrain/comm/sample_placement.hpp"
+#include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
@@ -157,18 +160,19 @@ class route_plan {
   /// @brief Elements of `rank`'s source buffer (0 if not a sender).
   [[nodiscard]] std::int64_t source_elements(int rank) const {
     const auto i = rank_info(rank);
-    return i.src_rows < 0 ? 0 : i.src_rows * hidden_;
+    return i.src_rows < 0 ? 0 : detail::checked_mul(i.src_rows, hidden_, "route.source_elements");
   }
   /// @brief Elements of `rank`'s destination buffer (0 if not a receiver).
   [[nodiscard]] std::int64_t destination_elements(int rank) const {
     const auto i = rank_info(rank);
-    return i.dst_rows < 0 ? 0 : i.dst_rows * hidden_;
+    return i.dst_rows < 0 ? 0
+                          : detail::checked_mul(i.dst_rows, hidden_, "route.destination_elements");
   }
   /// @brief Elements moved in `phase` (0: crossing the boundary, 1: fan-out).
   [[nodiscard]] std::int64_t phase_elements(int phase) const {
     std::int64_t e = 0;
     for (const auto& m : messages_)
-      if (m.phase == phase) e += m.elements;
+      if (m.phase == phase) e = detail::checked_add(e, m.elements, "route_plan.phase_elements");
     return e;
   }
   /// @brief The least elements any plan must move across: sum of rows x hidden.
@@ -204,10 +208,25 @@ class route_plan {
 
 namespace detail {
 
+/// Bytes of `elements` elements of `elem_size` bytes (checked; `where` names the quantity).
+[[nodiscard]] inline std::size_t element_bytes(std::int64_t elements, std::size_t elem_size,
+                                               std::string_view where) {
+  if (elements < 0) fail(errc::invalid_argument, where, "negative element count ", elements);
+  return checked_mul(static_cast<std::size_t>(elements), elem_size, where);
+}
+
+/// floor(n k / s) for 0 <= k <= s, without forming n k (which can overflow):
+/// n = q s + r gives n k / s = q k + r k / s, and r k < s^2 fits.
+inline std::int64_t scaled_floor(std::int64_t n, int k, int s) {
+  const std::int64_t q = n / s;
+  const std::int64_t r = n % s;
+  return q * k + r * k / s;
+}
+
 /// Bounds of slice k of `n` items cut in `s` parts: [k n / s, (k+1) n / s).
 inline std::pair<std::int64_t, std::int64_t> slice_bounds(std::int64_t n, int k, int s) {
-  const std::int64_t lo = n * k / s;
-  const std::int64_t hi = n * (k + 1) / s;
+  const std::int64_t lo = scaled_floor(n, k, s);
+  const std::int64_t hi = scaled_floor(n, k + 1, s);
   return {lo, hi - lo};
 }
 
@@ -218,7 +237,7 @@ inline std::vector<std::int64_t> row_offsets(const sample_placement& p, const ac
     std::int64_t r = 0;
     for (int s : p.samples(d)) {
       off[static_cast<std::size_t>(s)] = r;
-      r += a.rows[static_cast<std::size_t>(s)];
+      r = checked_add(r, a.rows[static_cast<std::size_t>(s)], "activation_shape.rows");
     }
   }
   return off;
@@ -228,13 +247,18 @@ inline std::vector<std::int64_t> row_offsets(const sample_placement& p, const ac
 /// the receiver buffer) to message `m`, with its pack and unpack blocks.
 inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_row,
                       std::int64_t dst_row, std::int64_t hidden) {
+  // Offsets stay inside a buffer whose size plan_route checked
+  // (activation_shape::total_bytes); checked anyway, as they are cheap here.
+  constexpr std::string_view w = "route.offset";
   const std::int64_t packed = m.elements;
   m.pieces.push_back(pc);
-  const std::int64_t src_off = (src_row + pc.row0) * hidden + pc.col0;
-  const std::int64_t dst_off = (dst_row + pc.row0) * hidden + pc.col0;
+  const std::int64_t src_off =
+      checked_add(checked_mul(checked_add(src_row, pc.row0, w), hidden, w), pc.col0, w);
+  const std::int64_t dst_off =
+      checked_add(checked_mul(checked_add(dst_row, pc.row0, w), hidden, w), pc.col0, w);
   m.send_blocks.push_back({src_off, packed, pc.rows, pc.cols, hidden, pc.cols});
   m.recv_blocks.push_back({packed, dst_off, pc.rows, pc.cols, pc.cols, hidden});
-  m.elements += pc.elements();
+  m.elements = checked_add(m.elements, checked_mul(pc.rows, pc.cols, w), w);
 }
 
 }  // namespace detail
@@ -270,7 +294,7 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
                   "' has dp ", A.dp);
   detail::require(pb.dp() == B.dp, "route.placement_b", "has ", pb.dp(), " replicas but '", B.name,
                   "' has dp ", B.dp);
-  shape.validate();
+  shape.validate();  // also: sum(rows) x hidden x elem_size fits in int64_t
   const auto n = static_cast<std::size_t>(shape.rows.size());
   detail::require(static_cast<std::size_t>(pa.num_samples()) == n, "route.placement_a", "places ",
                   pa.num_samples(), " samples but activation_shape has ", n);
@@ -282,8 +306,14 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   plan.to_ = to;
   plan.hidden_ = shape.hidden;
   plan.elem_size_ = shape.elem_size;
-  for (std::int64_t r : shape.rows) plan.total_rows_ += r;
-  const int S = std::lcm(A.tp, B.tp);
+  plan.total_rows_ = shape.total_rows();
+  const std::int64_t lcm_tp = std::lcm(std::int64_t{A.tp}, std::int64_t{B.tp});
+  detail::require(lcm_tp <= INT_MAX, "route.slices", "lcm(tp ", A.tp, ", tp ", B.tp, ") = ", lcm_tp,
+                  " slices exceeds ", INT_MAX);
+  const int S = static_cast<int>(lcm_tp);
+  // The fan-out moves (TP_b - 1) more copies of everything: its totals must fit too.
+  if (opts.fan_out)
+    (void)detail::checked_mul(shape.total_bytes(), std::int64_t{B.tp}, "route.fan_out");
   plan.slices_ = S;
   const std::int64_t H = shape.hidden;
   const auto off_a = detail::row_offsets(pa, shape);

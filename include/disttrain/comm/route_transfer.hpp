@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -77,8 +78,10 @@ class route_transfer {
     detail::require(!started_, where_self(), "route_transfer started twice");
     started_ = true;
     const std::size_t es = plan_->elem_size();
-    const auto want_src = static_cast<std::size_t>(plan_->source_elements(me_)) * es;
-    const auto want_dst = static_cast<std::size_t>(plan_->destination_elements(me_)) * es;
+    const auto want_src =
+        detail::element_bytes(plan_->source_elements(me_), es, "route.source_bytes");
+    const auto want_dst =
+        detail::element_bytes(plan_->destination_elements(me_), es, "route.destination_bytes");
     detail::require(source.size() == want_src, where_self(), "source buffer has ", source.size(),
                     " bytes, the route needs ", want_src);
     detail::require(destination.size() == want_dst, where_self(), "destination buffer has ",
@@ -142,9 +145,10 @@ class route_transfer {
     const std::size_t es = plan_->elem_size();
     incoming& in = in_.emplace_back();
     in.msg = i;
-    const auto bytes = static_cast<std::size_t>(m.elements) * es;
+    const auto bytes = detail::element_bytes(m.elements, es, "route.message_bytes");
     if (m.contiguous_recv()) {
-      in.landing = dst_.subspan(static_cast<std::size_t>(m.recv_blocks[0].dst_offset) * es, bytes);
+      in.landing = dst_.subspan(
+          detail::element_bytes(m.recv_blocks[0].dst_offset, es, "route.offset"), bytes);
     } else {
       in.staging = pool_->acquire(bytes);
       in.landing = in.staging.span();
@@ -158,11 +162,12 @@ class route_transfer {
   void post_send(int i, std::span<const std::byte> from) {
     const route_message& m = msg(i);
     const std::size_t es = plan_->elem_size();
-    const auto bytes = static_cast<std::size_t>(m.elements) * es;
+    const auto bytes = detail::element_bytes(m.elements, es, "route.message_bytes");
     outgoing& o = out_.emplace_back();
     std::span<const std::byte> data;
     if (m.contiguous_send()) {
-      data = from.subspan(static_cast<std::size_t>(m.send_blocks[0].src_offset) * es, bytes);
+      data = from.subspan(detail::element_bytes(m.send_blocks[0].src_offset, es, "route.offset"),
+                          bytes);
     } else {
       o.staging = pool_->acquire(bytes);
       kernels::copy_blocks_cpu(from, o.staging.span(), m.send_blocks, es);
@@ -177,7 +182,22 @@ class route_transfer {
       o.pieces = b_->isend(std::as_bytes(std::span(o.piece_words)), m.dst, opts_.tag);
     }
     o.payload = b_->isend(data, m.dst, opts_.tag);
+    // Backends that may have to keep a timed-out send's buffer (MPI) own the
+    // staging lease from now on: it is never reused while the transport may read it.
+    if constexpr (requires(request & r, std::unique_ptr<send_buffer_owner> p) {
+                    r.keep_buffer(std::move(p));
+                  }) {
+      if (o.staging.data() != nullptr)
+        o.payload.keep_buffer(std::make_unique<lease_owner>(std::move(o.staging)));
+    }
   }
+
+  // A staging lease handed to the backend with its send.
+  struct lease_owner final : send_buffer_owner {
+    explicit lease_owner(buffer_pool::lease l) noexcept : lease(std::move(l)) {}
+    void detach() noexcept override { lease.detach(); }
+    buffer_pool::lease lease;
+  };
 
   void complete_receives(int phase) {
     const std::size_t es = plan_->elem_size();
@@ -203,7 +223,14 @@ class route_transfer {
   }
 
   void check_header(incoming& in, const route_message& m) {
-    b_->wait(in.header, left());
+    try {
+      b_->wait(in.header, left());
+    } catch (const error& e) {
+      if (e.code() != errc::comm_error) throw;
+      detail::fail(errc::comm_error, e.where(), e.message(), " (verify: this was the ",
+                   sizeof(detail::wire_header),
+                   "-byte header of the message; is the sender in verify mode?)");
+    }
     const detail::wire_header expect = detail::make_header(m, *plan_);
     const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
     if (in.hdr.magic != detail::wire_header::magic_value)

@@ -18,8 +18,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
 
@@ -125,18 +127,52 @@ struct activation_shape {
   std::int64_t hidden = 1;         ///< elements per row, > 0
   std::size_t elem_size = 4;       ///< bytes per element, > 0
 
-  /// @brief Throws `invalid_argument` naming the field.
+  /// @brief Throws `invalid_argument` naming the field, also when the whole
+  /// activation (`sum(rows) x hidden x elem_size` bytes) does not fit in
+  /// `int64_t`: every offset, count and byte size derived from the shape fits then.
   void validate(std::string_view where = "activation_shape") const {
     detail::require_positive(hidden, detail::cat(where, ".hidden"));
     detail::require(elem_size > 0, detail::cat(where, ".elem_size"), "must be > 0, got ",
                     elem_size);
+    detail::require(elem_size <= static_cast<std::size_t>(INT64_MAX),
+                    detail::cat(where, ".elem_size"), "must be <= ", INT64_MAX, ", got ",
+                    elem_size);
     for (std::size_t s = 0; s < rows.size(); ++s)
       detail::require_non_negative(rows[s], detail::cat(where, ".rows[", s, "]"));
+    (void)total_bytes(where);
   }
-  /// @brief Rows of one replica's buffer under `p`.
+  /// @brief Rows of all samples together (overflow: `invalid_argument` at `<where>.rows`).
+  [[nodiscard]] std::int64_t total_rows(std::string_view where = "activation_shape") const {
+    std::int64_t r = 0;
+    for (std::int64_t x : rows) {
+      if (detail::add_overflows(r, x)) (void)detail::checked_add(r, x, detail::cat(where, ".rows"));
+      r += x;
+    }
+    return r;
+  }
+  /// @brief Elements of all samples: `total_rows() x hidden` (checked; the
+  /// overflow names `<where>.hidden`).
+  [[nodiscard]] std::int64_t total_elements(std::string_view where = "activation_shape") const {
+    const std::int64_t r = total_rows(where);
+    if (detail::mul_overflows(r, hidden))
+      (void)detail::checked_mul(r, hidden, detail::cat(where, ".hidden"));
+    return r * hidden;
+  }
+  /// @brief Bytes of all samples: `total_elements() x elem_size` (checked
+  /// against `int64_t`; the overflow names `<where>.elem_size`).
+  [[nodiscard]] std::int64_t total_bytes(std::string_view where = "activation_shape") const {
+    const std::int64_t e = total_elements(where);
+    const auto es = static_cast<std::int64_t>(elem_size);
+    if (elem_size > static_cast<std::size_t>(INT64_MAX) || detail::mul_overflows(e, es))
+      detail::fail(errc::invalid_argument, detail::cat(where, ".elem_size"), "size overflow: ", e,
+                   " elements x ", elem_size, " bytes exceeds ", INT64_MAX, " bytes");
+    return e * es;
+  }
+  /// @brief Rows of one replica's buffer under `p` (checked).
   [[nodiscard]] std::int64_t replica_rows(const sample_placement& p, int replica) const {
     std::int64_t r = 0;
-    for (int s : p.samples(replica)) r += rows.at(static_cast<std::size_t>(s));
+    for (int s : p.samples(replica))
+      r = detail::checked_add(r, rows.at(static_cast<std::size_t>(s)), "activation_shape.rows");
     return r;
   }
   friend bool operator==(const activation_shape&, const activation_shape&) = default;

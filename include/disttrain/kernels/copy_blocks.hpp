@@ -23,9 +23,20 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
+
+namespace disttrain::detail {
+/// `offset + (rows - 1) * pitch + cols` (one past the last element of a block), checked.
+[[nodiscard]] inline std::int64_t block_end(std::int64_t offset, std::int64_t rows,
+                                            std::int64_t pitch, std::int64_t cols,
+                                            std::string_view where) {
+  return checked_add(checked_add(offset, checked_mul(rows - 1, pitch, where), where), cols, where);
+}
+}  // namespace disttrain::detail
 
 namespace disttrain::kernels {
 
@@ -42,8 +53,12 @@ struct copy_block {
   std::int64_t src_ld = 0;      ///< source row pitch (>= cols when rows > 1)
   std::int64_t dst_ld = 0;      ///< destination row pitch (>= cols when rows > 1)
 
-  /// @brief Elements copied: rows * cols.
-  [[nodiscard]] constexpr std::int64_t elements() const noexcept { return rows * cols; }
+  /// @brief Elements copied: rows * cols (`invalid_argument` if that overflows).
+  [[nodiscard]] std::int64_t elements() const {
+    return detail::checked_mul(rows, cols, "copy_block.elements");
+  }
+  /// @brief Whether the block copies nothing (no product, so never overflows).
+  [[nodiscard]] constexpr bool empty() const noexcept { return rows == 0 || cols == 0; }
   /// @brief Whether both sides are one contiguous range.
   [[nodiscard]] constexpr bool contiguous() const noexcept {
     return rows <= 1 || (cols == src_ld && cols == dst_ld);
@@ -57,9 +72,9 @@ struct copy_block {
   std::vector<copy_block> out;
   out.reserve(blocks.size());
   for (copy_block b : blocks) {
-    if (b.elements() == 0) continue;
+    if (b.empty()) continue;
     if (b.contiguous()) {
-      b.cols = b.rows * b.cols;
+      b.cols = b.elements();
       b.rows = 1;
       b.src_ld = b.cols;
       b.dst_ld = b.cols;
@@ -68,7 +83,7 @@ struct copy_block {
       copy_block& p = out.back();
       if (p.rows == 1 && b.rows == 1 && p.src_offset + p.cols == b.src_offset &&
           p.dst_offset + p.cols == b.dst_offset) {
-        p.cols += b.cols;
+        p.cols = detail::checked_add(p.cols, b.cols, "copy_block.cols");
         p.src_ld = p.cols;
         p.dst_ld = p.cols;
         continue;
@@ -84,21 +99,23 @@ struct block_extent {
   std::int64_t src = 0;
   std::int64_t dst = 0;
 };
-/// @brief Extent of `blocks`; throws `invalid_argument` on negative fields or pitches below cols.
+/// @brief Extent of `blocks`; throws `invalid_argument` on negative fields,
+/// pitches below cols, or an extent that overflows `int64_t`.
 [[nodiscard]] inline block_extent extent(std::span<const copy_block> blocks) {
   block_extent e;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const copy_block& b = blocks[i];
-    const std::string w = detail::cat("copy_block[", i, "]");
-    detail::require(b.src_offset >= 0 && b.dst_offset >= 0 && b.rows >= 0 && b.cols >= 0, w,
-                    "offsets and sizes must be >= 0");
-    if (b.elements() == 0) continue;
-    detail::require(b.rows == 1 || (b.src_ld >= b.cols && b.dst_ld >= b.cols), w, "row pitch (",
-                    b.src_ld, ", ", b.dst_ld, ") below cols ", b.cols);
+    if (!(b.src_offset >= 0 && b.dst_offset >= 0 && b.rows >= 0 && b.cols >= 0))
+      detail::fail(errc::invalid_argument, detail::cat("copy_block[", i, "]"),
+                   "offsets and sizes must be >= 0");
+    if (b.empty()) continue;
+    if (!(b.rows == 1 || (b.src_ld >= b.cols && b.dst_ld >= b.cols)))
+      detail::fail(errc::invalid_argument, detail::cat("copy_block[", i, "]"), "row pitch (",
+                   b.src_ld, ", ", b.dst_ld, ") below cols ", b.cols);
     const std::int64_t sl = b.rows == 1 ? b.cols : b.src_ld;
     const std::int64_t dl = b.rows == 1 ? b.cols : b.dst_ld;
-    e.src = std::max(e.src, b.src_offset + (b.rows - 1) * sl + b.cols);
-    e.dst = std::max(e.dst, b.dst_offset + (b.rows - 1) * dl + b.cols);
+    e.src = std::max(e.src, detail::block_end(b.src_offset, b.rows, sl, b.cols, "copy_block.src"));
+    e.dst = std::max(e.dst, detail::block_end(b.dst_offset, b.rows, dl, b.cols, "copy_block.dst"));
   }
   return e;
 }
@@ -107,7 +124,8 @@ struct block_extent {
 /// The CUDA kernel maps one warp to one row through a binary search in it.
 [[nodiscard]] inline std::vector<std::int64_t> row_prefix(std::span<const copy_block> blocks) {
   std::vector<std::int64_t> p(blocks.size() + 1, 0);
-  for (std::size_t i = 0; i < blocks.size(); ++i) p[i + 1] = p[i] + blocks[i].rows;
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    p[i + 1] = detail::checked_add(p[i], blocks[i].rows, "copy_block.rows");
   return p;
 }
 
@@ -115,15 +133,19 @@ struct block_extent {
 /// destinations and sources). Sizes are checked against the spans.
 inline void copy_blocks_cpu(std::span<const std::byte> src, std::span<std::byte> dst,
                             std::span<const copy_block> blocks, std::size_t elem_size) {
-  detail::require(elem_size > 0, "copy_blocks.elem_size", "must be > 0");
+  detail::require(elem_size > 0 && elem_size <= static_cast<std::size_t>(INT64_MAX),
+                  "copy_blocks.elem_size", "must be in [1, ", INT64_MAX, "], got ", elem_size);
   const block_extent e = extent(blocks);
   const auto es = static_cast<std::int64_t>(elem_size);
-  detail::require(static_cast<std::uint64_t>(e.src * es) <= src.size(), "copy_blocks.src",
-                  "blocks reach byte ", e.src * es, " but the source has ", src.size());
-  detail::require(static_cast<std::uint64_t>(e.dst * es) <= dst.size(), "copy_blocks.dst",
-                  "blocks reach byte ", e.dst * es, " but the destination has ", dst.size());
+  // Once the extents times the element size fit, every offset below does too.
+  const std::int64_t src_end = detail::checked_mul(e.src, es, "copy_blocks.elem_size");
+  const std::int64_t dst_end = detail::checked_mul(e.dst, es, "copy_blocks.elem_size");
+  detail::require(static_cast<std::uint64_t>(src_end) <= src.size(), "copy_blocks.src",
+                  "blocks reach byte ", src_end, " but the source has ", src.size());
+  detail::require(static_cast<std::uint64_t>(dst_end) <= dst.size(), "copy_blocks.dst",
+                  "blocks reach byte ", dst_end, " but the destination has ", dst.size());
   for (const copy_block& b : blocks) {
-    if (b.elements() == 0) continue;
+    if (b.empty()) continue;
     const auto row_bytes = static_cast<std::size_t>(b.cols * es);
     for (std::int64_t r = 0; r < b.rows; ++r) {
       const auto so = static_cast<std::size_t>((b.src_offset + r * b.src_ld) * es);

@@ -1,0 +1,167 @@
+// Issue 13 item 1: a send that timed out must not have its buffer freed or
+// reused while MPI may still read it. A receiver that posts late (a
+// straggler) must then get the intact bytes or an error, never silent wrong
+// data. Run with 2 ranks.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "disttrain/comm/mpi_backend.hpp"
+#include "disttrain/comm/route_transfer.hpp"
+#include "mpi_harness.hpp"
+
+using disttrain::errc;
+using disttrain::mpi_backend;
+using disttrain::mpitest::capture;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+std::vector<std::byte> pattern(std::size_t n, std::size_t seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + 7 * seed) % 251);
+  return v;
+}
+// True if `b` says what became of the timed-out send: cancelled, or kept.
+bool explains_send_timeout(const disttrain::error& e) {
+  return contains(e.message(), "the send was cancelled") ||
+         contains(e.message(), "MPI cannot cancel the send");
+}
+
+// Backend level: the owner of a timed-out send's buffer lives until MPI is
+// done with it; the late receiver gets the intact bytes.
+struct flag_owner final : disttrain::send_buffer_owner {
+  flag_owner(std::vector<std::byte> d, bool* alive) : data(std::move(d)), alive_(alive) {
+    *alive_ = true;
+  }
+  ~flag_owner() override {
+    // Scribble like an allocator reusing the memory would, then report.
+    for (auto& x : data) x = std::byte{0xEE};
+    *alive_ = false;
+  }
+  void detach() noexcept override { detached = true; }
+  std::vector<std::byte> data;
+  bool detached = false;
+  bool* alive_;
+};
+
+void backend_keeps_timed_out_send_buffer() {
+  constexpr std::size_t n = 8 << 20;  // rendezvous
+  mpi_backend b(MPI_COMM_WORLD, {10000ms});
+  if (b.rank() == 0) {
+    bool alive = false;
+    auto owner = std::make_unique<flag_owner>(pattern(n, 1), &alive);
+    const std::span<const std::byte> data(owner->data);
+    auto s = b.isend(data, 1, 41);
+    s.keep_buffer(std::move(owner));
+    const auto e = capture([&] { b.wait(s, 100ms); });
+    MPI_CHECK(e.code() == errc::timeout);
+    MPI_CHECK(explains_send_timeout(e));
+    MPI_CHECK(!s.valid());
+    const bool kept = contains(e.message(), "MPI cannot cancel the send");
+    if (kept) {
+      MPI_CHECK(alive);  // not freed while MPI may read it
+      MPI_CHECK(b.sends_in_flight() == 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);  // 1: the receiver may post now
+    MPI_Barrier(MPI_COMM_WORLD);  // 2: it has received (or timed out)
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (b.sends_in_flight() > 0 && std::chrono::steady_clock::now() < until) {}
+    MPI_CHECK(b.sends_in_flight() == 0);
+    MPI_CHECK(!alive);  // freed once MPI completed the send
+  } else if (b.rank() == 1) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<std::byte> buf(n);
+    auto r = b.irecv(buf, 0, 41);
+    const auto e = capture([&] { b.wait(r, 2000ms); });
+    if (e.code() == errc::internal)  // no error: the bytes must be intact
+      MPI_CHECK(buf == pattern(n, 1));
+    else
+      MPI_CHECK(e.code() == errc::timeout);  // the send was cancelled
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  b.barrier();
+}
+
+// Route level: a packed send (staging buffer from the pool) times out, the
+// sender reuses the pool and its own source buffer, then the receiver posts.
+void route_straggler_gets_intact_bytes_or_error() {
+  mpi_backend b(MPI_COMM_WORLD, {10000ms});
+  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  // Sample order differs between the two sides: the sender packs (2 blocks).
+  const disttrain::sample_placement pa({{1, 0}});
+  const disttrain::sample_placement pb({{0, 1}});
+  const disttrain::activation_shape shape{{512, 512}, 1024, 4};  // 4 MiB message
+  const auto plan = disttrain::plan_route(L, {0, 0}, pa, {1, 0}, pb, shape);
+  const auto me = b.rank();
+  std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(me)) * 4);
+  std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(me)) * 4);
+  disttrain::buffer_pool pool;
+  if (me == 0) {
+    src = pattern(src.size(), 2);
+    const auto e = capture([&] {
+      disttrain::run_route(b, plan, src, dst, pool, {42, false, 100ms});
+    });
+    MPI_CHECK(e.code() == errc::timeout);
+    MPI_CHECK(explains_send_timeout(e));
+    // The application reuses its buffers and the pool right away.
+    for (auto& x : src) x = std::byte{0xEE};
+    for (int i = 0; i < 4; ++i) {
+      auto l = pool.acquire(src.size());
+      for (auto& x : l.span()) x = std::byte{0xEE};
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (b.sends_in_flight() > 0 && std::chrono::steady_clock::now() < until) {}
+    MPI_CHECK(b.sends_in_flight() == 0);
+  } else if (me == 1) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    // What the route must deliver: the sender's buffer holds samples 1, 0.
+    const auto sent = pattern(src.size() + dst.size(), 2);
+    const std::size_t half = dst.size() / 2;
+    std::vector<std::byte> want(dst.size());
+    std::copy(sent.begin() + static_cast<std::ptrdiff_t>(half),
+              sent.begin() + static_cast<std::ptrdiff_t>(2 * half), want.begin());
+    std::copy(sent.begin(), sent.begin() + static_cast<std::ptrdiff_t>(half),
+              want.begin() + static_cast<std::ptrdiff_t>(half));
+    const auto e = capture([&] {
+      disttrain::run_route(b, plan, src, dst, pool, {42, false, 2000ms});
+    });
+    if (e.code() == errc::internal)
+      MPI_CHECK(dst == want);  // no error: every byte must be right
+    else
+      MPI_CHECK(e.code() == errc::timeout);
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  b.barrier();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  disttrain::mpi_session session(argc, argv);
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (n < 2) {
+    std::printf("SKIPPED: test_mpi_late_receiver needs at least 2 ranks (got %d)\n", n);
+    return 77;
+  }
+  return disttrain::mpitest::run_all({{"timed-out send: buffer owner kept until MPI completes",
+                                       backend_keeps_timed_out_send_buffer},
+                                      {"route straggler gets intact bytes or an error",
+                                       route_straggler_gets_intact_bytes_or_error}});
+}
