@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   std::vector<speed_row> speeds;
   const std::vector<std::string> scenarios =
       opt.quick ? std::vector<std::string>{"mllm-7b"}
-                : std::vector<std::string>{"mllm-7b", "mllm-13b", "mllm-70b", "paper-72b"};
+                : disttrain::presets::scenario_preset_names();
   for (const auto& name : scenarios) {
     const auto sc = disttrain::presets::scenario_preset(name);
     const disttrain::analytic_cost_model cm(sc.model, sc.cluster);
