@@ -385,6 +385,12 @@ int run(const args& a) {
         per_gpu_throughput(ours), ours.evaluation.gpus, 100 * ours.evaluation.mfu,
         per_gpu_throughput(base), base.evaluation.gpus, 100 * base.evaluation.mfu, per_gpu);
   }
+  if (const auto pub = disttrain::presets::published(sc.name))
+    fmt::print(
+        "Published for this setting ({}): MFU {:.1f}%, up to {:.1f}x Megatron-LM. Modelled here: "
+        "MFU {:.1f}%, orchestration gain {:.2f}x; the reordering gain is not modelled by the "
+        "planner (the gap is discussed in docs/planner.md).\n",
+        pub->source, 100 * pub->mfu, pub->speedup, 100 * ours.evaluation.mfu, speedup);
   write_timeline(a, ours.plan, cm, req.sample_workload, nullptr);
   return 0;
 }

@@ -13,6 +13,7 @@
 /// for (auto n : disttrain::presets::scenario_preset_names()) { /* ... */ }
 /// @endcode
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -467,6 +468,26 @@ template <class T, std::size_t N>
 }
 [[nodiscard]] inline std::vector<std::string> cluster_preset_names() {
   return {"h100", "h800", "a100"};
+}
+
+/// @brief Figures a paper reports for a scenario preset, to print next to the
+/// modelled ones (`published("paper-72b")`).
+struct published_figures {
+  double mfu = 0;           ///< reported model FLOPs utilisation
+  double speedup = 0;       ///< reported best throughput ratio over Megatron-LM
+  std::string_view source;  ///< where the figures come from
+};
+
+/// @brief The published figures of scenario preset `name`, if any: paper-72b
+/// is DistTrain's 72B setting (SIGCOMM'25: 54.7% MFU on 1172 H800 GPUs, up to
+/// 2.2x Megatron-LM's throughput with orchestration, data reordering and
+/// disaggregated preprocessing together).
+[[nodiscard]] inline std::optional<published_figures> published(std::string_view name) {
+  if (name == "paper-72b")
+    return published_figures{0.547, 2.2,
+                             "DistTrain (SIGCOMM'25): 72B MLLM on 1172 H800 GPUs; the speedup "
+                             "includes data reordering and disaggregated preprocessing"};
+  return std::nullopt;
 }
 
 /// @brief The scenario presets' names, in the order they are documented.
