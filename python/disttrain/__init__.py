@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json as _json
 import os as _os
+import threading as _threading
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as _np
@@ -204,6 +205,35 @@ def _ids(ids: Any) -> Optional[_np.ndarray]:
     return _np.ascontiguousarray(a, dtype=_np.uint64)
 
 
+def _reorder_options(dp: Union[int, Sequence[int]], microbatches: int, *,
+                     names: Optional[Sequence[str]] = None,
+                     microbatch_group: Optional[int] = None, equal_count: Optional[bool] = None,
+                     slots: Optional[str] = None, balance: Optional[str] = None,
+                     order: Optional[str] = None, order_budget: Optional[int] = None,
+                     slot_search_budget: Optional[int] = None,
+                     slot_search_below: Optional[int] = None,
+                     stages: Optional[Sequence[Any]] = None) -> str:
+    """The C++ reorder_options JSON text of :func:`reorder`'s arguments."""
+    dps = [dp] if isinstance(dp, (int, _np.integer)) else list(dp)
+    if names is not None and len(names) != len(dps):
+        raise InvalidArgument(f"disttrain: invalid_argument at names: {len(names)} names for "
+                              f"{len(dps)} modules", "invalid_argument", "names")
+    mods = [{"name": names[k] if names is not None else f"module{k}", "dp": int(d)}
+            for k, d in enumerate(dps)]
+    o: dict[str, Any] = {"modules": mods, "microbatches": int(microbatches)}
+    for key, v in (("microbatch_group", microbatch_group), ("equal_count", equal_count),
+                   ("slots", slots), ("balance", balance), ("order", order),
+                   ("order_budget", order_budget), ("slot_search_budget", slot_search_budget),
+                   ("slot_search_below", slot_search_below)):
+        if v is not None:
+            o[key] = v
+    if stages is not None:
+        o["stages"] = [dict(s) if isinstance(s, Mapping) else
+                       dict(zip(("module", "forward_scale", "backward_scale"), s))
+                       for s in stages]
+    return _json.dumps(o)
+
+
 class Reorderer:
     """A reusable reorderer (C++ ``disttrain::reorderer<>``): keeps its buffers
     between batches. Same arguments as :func:`reorder` minus the batch.
@@ -216,24 +246,11 @@ class Reorderer:
                  order_budget: Optional[int] = None, slot_search_budget: Optional[int] = None,
                  slot_search_below: Optional[int] = None,
                  stages: Optional[Sequence[Any]] = None) -> None:
-        dps = [dp] if isinstance(dp, (int, _np.integer)) else list(dp)
-        if names is not None and len(names) != len(dps):
-            raise InvalidArgument(f"disttrain: invalid_argument at names: {len(names)} names for "
-                                  f"{len(dps)} modules", "invalid_argument", "names")
-        mods = [{"name": names[k] if names is not None else f"module{k}", "dp": int(d)}
-                for k, d in enumerate(dps)]
-        o: dict[str, Any] = {"modules": mods, "microbatches": int(microbatches)}
-        for key, v in (("microbatch_group", microbatch_group), ("equal_count", equal_count),
-                       ("slots", slots), ("balance", balance), ("order", order),
-                       ("order_budget", order_budget), ("slot_search_budget", slot_search_budget),
-                       ("slot_search_below", slot_search_below)):
-            if v is not None:
-                o[key] = v
-        if stages is not None:
-            o["stages"] = [dict(s) if isinstance(s, Mapping) else
-                           dict(zip(("module", "forward_scale", "backward_scale"), s))
-                           for s in stages]
-        self._r = _core.Reorderer(_json.dumps(o))
+        self._r = _core.Reorderer(_reorder_options(
+            dp, microbatches, names=names, microbatch_group=microbatch_group,
+            equal_count=equal_count, slots=slots, balance=balance, order=order,
+            order_budget=order_budget, slot_search_budget=slot_search_budget,
+            slot_search_below=slot_search_below, stages=stages))
 
     @property
     def options(self) -> dict[str, Any]:
@@ -268,6 +285,20 @@ def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids
     ``replica`` and ``offset`` uint32 ``(n, modules)`` (DP replica of each
     module and position inside that replica's share), ``load`` (per module a
     float64 ``(microbatches, dp)`` array), ``imbalance`` float64 ``(modules,)``,
-    ``iteration_time``, ``microbatches``, ``dp``.
+    ``iteration_time``, ``microbatches``, ``dp``. The same inputs give the same
+    result in any process. Each thread keeps the C++ reorderers of its last
+    (up to 8) option sets, so repeated calls allocate no scratch space.
     """
-    return Reorderer(dp, microbatches, **options).assign(costs, ids)
+    key = _reorder_options(dp, microbatches, **options)
+    cache = _cache.__dict__.setdefault("reorderers", {})
+    r = cache.get(key)
+    if r is None:
+        if len(cache) >= 8:
+            cache.clear()
+        r = cache[key] = _core.Reorderer(key)
+    return r.assign(_costs(costs), _ids(ids))
+
+
+# reorder() keeps one C++ reorderer (its scratch buffers) per thread and option
+# set, as a C++ trainer keeps its reorderer: a call allocates no scratch space.
+_cache = _threading.local()

@@ -8,8 +8,10 @@
 // disttrain.Error (python/disttrain/errors.py) carrying errc and where.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -185,97 +187,110 @@ disttrain::reorder_options read_reorder_options(const std::string& options_json)
   return j.get<disttrain::reorder_options>();  // validates
 }
 
-// Costs (n, K) and optional ids (n,) into sample_meta (with the GIL held: reads NumPy memory).
-void to_meta(const costs_array& costs, const std::optional<ids_array>& ids,
-             std::vector<disttrain::sample_meta>& meta) {
+void check_shapes(const costs_array& costs, const std::optional<ids_array>& ids) {
   const std::size_t n = costs.shape(0), K = costs.shape(1);
   dd::require(K >= 1 && K <= disttrain::max_reorder_modules, "costs", "must have 1..",
               disttrain::max_reorder_modules, " columns (one per module), got ", K);
   if (ids)
     dd::require(ids->shape(0) == n, "ids", "has ", ids->shape(0), " entries, costs has ", n,
                 " rows");
+}
+
+// Costs (n, K) and optional ids (n,) into sample_meta (shapes checked by check_shapes).
+void to_meta(const costs_array& costs, const std::optional<ids_array>& ids,
+             std::vector<disttrain::sample_meta>& meta) {
+  const std::size_t n = costs.shape(0), K = costs.shape(1);
   meta.resize(n);
   const double* c = costs.data();
   const std::uint64_t* id = ids ? ids->data() : nullptr;
   for (std::size_t i = 0; i < n; ++i) {
-    auto& s = meta[i];
+    disttrain::sample_meta s{};
     s.id = id ? id[i] : static_cast<std::uint64_t>(i);
-    s.cost.fill(0.0);
-    std::copy_n(c + i * K, K, s.cost.begin());
+    for (std::size_t k = 0; k < K; ++k) s.cost[k] = c[i * K + k];
     s.modules = static_cast<std::uint32_t>(K);
+    meta[i] = s;
   }
 }
 
+// A buffer handed to NumPy without a copy (uninitialised: every entry is written).
 template <class T>
-nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& v, std::initializer_list<std::size_t> shape) {
-  auto* heap = new std::vector<T>(std::move(v));
-  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  return nb::ndarray<nb::numpy, T>(heap->data(), shape, owner);
-}
+struct buffer {
+  std::unique_ptr<T[]> p;
+  std::size_t size = 0;
+  void reset(std::size_t n) { p = std::make_unique_for_overwrite<T[]>(n), size = n; }
+  nb::ndarray<nb::numpy, T> release_to_numpy(std::initializer_list<std::size_t> shape) {
+    T* raw = p.release();
+    nb::capsule owner(raw, [](void* q) noexcept { delete[] static_cast<T*>(q); });
+    return nb::ndarray<nb::numpy, T>(raw, shape, owner);
+  }
+};
 
 // The result, rows in input order (row i: the sample of costs[i]).
 struct flat_result {
-  std::vector<std::uint64_t> id;
-  std::vector<std::uint32_t> microbatch, replica, offset;  // replica/offset: (n, K)
-  std::vector<std::vector<double>> load;                  // per module: (microbatches, dp)
-  std::vector<double> imbalance;
+  buffer<std::uint64_t> id;
+  buffer<std::uint32_t> microbatch, replica, offset;  // replica/offset: (n, K)
+  std::vector<buffer<double>> load;                   // per module: (microbatches, dp)
+  buffer<double> imbalance;
   double iteration_time = 0.0;
   std::uint32_t K = 0, m = 0;
   std::vector<std::uint32_t> dp;
 };
 
 void flatten(const disttrain::reorder_result& res, const std::vector<disttrain::sample_meta>& meta,
-             flat_result& f) {
+             bool ids_given, flat_result& f) {
   const std::size_t n = meta.size(), K = res.modules;
   f.K = res.modules;
   f.m = res.microbatches;
   f.dp.assign(res.dp.begin(), res.dp.begin() + K);
-  f.id.resize(n);
-  f.microbatch.resize(n);
-  f.replica.resize(n * K);
-  f.offset.resize(n * K);
-  // res.samples is sorted by id; with the default ids (row numbers) row i is samples[i].
-  bool in_order = true;
-  for (std::size_t i = 0; i < n && in_order; ++i) in_order = res.samples[i].id == meta[i].id;
+  f.id.reset(n);
+  f.microbatch.reset(n);
+  f.replica.reset(n * K);
+  f.offset.reset(n * K);
+  // res.samples is sorted by id: row r of the input is samples[r] when the ids
+  // are the row numbers (the default) or arrive sorted; otherwise map back.
+  bool sorted = true;
+  for (std::size_t i = 1; ids_given && i < n && sorted; ++i) sorted = meta[i - 1].id < meta[i].id;
   std::vector<std::uint32_t> order;
-  if (!in_order) {
+  if (!sorted) {
     order.resize(n);
     std::iota(order.begin(), order.end(), 0u);
     std::sort(order.begin(), order.end(),
               [&](std::uint32_t a, std::uint32_t b) { return meta[a].id < meta[b].id; });
   }
   for (std::size_t r = 0; r < n; ++r) {
-    const std::size_t row = in_order ? r : order[r];
+    const std::size_t row = sorted ? r : order[r];
     const auto& s = res.samples[r];
-    f.id[row] = s.id;
-    f.microbatch[row] = s.microbatch;
+    f.id.p[row] = s.id;
+    f.microbatch.p[row] = s.microbatch;
     for (std::size_t k = 0; k < K; ++k) {
-      f.replica[row * K + k] = s.module[k].replica;
-      f.offset[row * K + k] = s.module[k].offset;
+      f.replica.p[row * K + k] = s.module[k].replica;
+      f.offset.p[row * K + k] = s.module[k].offset;
     }
   }
-  f.load.assign(K, {});
+  f.load.resize(K);
   for (std::size_t k = 0; k < K; ++k) {
-    f.load[k].resize(static_cast<std::size_t>(res.microbatches) * res.dp[k]);
+    const std::size_t d = res.dp[k];
+    f.load[k].reset(static_cast<std::size_t>(res.microbatches) * d);
     for (std::size_t j = 0; j < res.microbatches; ++j)
-      for (std::size_t r = 0; r < res.dp[k]; ++r)
-        f.load[k][j * res.dp[k] + r] = res.load.empty() ? 0.0 : res.load[res.cell_index(k, j, r)];
+      for (std::size_t r = 0; r < d; ++r)
+        f.load[k].p[j * d + r] = res.load.empty() ? 0.0 : res.load[res.cell_index(k, j, r)];
   }
-  f.imbalance.assign(res.imbalance.begin(), res.imbalance.begin() + K);
+  f.imbalance.reset(K);
+  std::copy_n(res.imbalance.begin(), K, f.imbalance.p.get());
   f.iteration_time = res.iteration_time;
 }
 
 nb::dict to_dict(flat_result&& f) {
-  const std::size_t n = f.id.size(), K = f.K;
+  const std::size_t n = f.id.size, K = f.K;
   nb::dict d;
-  d["id"] = owned_array(std::move(f.id), {n});
-  d["microbatch"] = owned_array(std::move(f.microbatch), {n});
-  d["replica"] = owned_array(std::move(f.replica), {n, K});
-  d["offset"] = owned_array(std::move(f.offset), {n, K});
+  d["id"] = f.id.release_to_numpy({n});
+  d["microbatch"] = f.microbatch.release_to_numpy({n});
+  d["replica"] = f.replica.release_to_numpy({n, K});
+  d["offset"] = f.offset.release_to_numpy({n, K});
   nb::list load;
-  for (std::size_t k = 0; k < K; ++k) load.append(owned_array(std::move(f.load[k]), {f.m, f.dp[k]}));
+  for (std::size_t k = 0; k < K; ++k) load.append(f.load[k].release_to_numpy({f.m, f.dp[k]}));
   d["load"] = load;
-  d["imbalance"] = owned_array(std::move(f.imbalance), {K});
+  d["imbalance"] = f.imbalance.release_to_numpy({K});
   d["iteration_time"] = f.iteration_time;
   d["microbatches"] = f.m;
   d["dp"] = f.dp;
@@ -291,58 +306,83 @@ class py_reorderer {
 
   std::string options_json() const { return json(r_.options()).dump(); }
 
+  // The arguments keep the NumPy arrays alive, so their memory is read with
+  // the GIL released (the caller must not resize them meanwhile, as for any
+  // GIL-releasing NumPy consumer).
   nb::dict assign(const costs_array& costs, const std::optional<ids_array>& ids) {
-    std::vector<disttrain::sample_meta> meta;
-    to_meta(costs, ids, meta);
+    check_shapes(costs, ids);
     flat_result f;
     {
       nb::gil_scoped_release release;
       std::lock_guard lock(mu_);
-      r_.assign(meta, res_);
-      flatten(res_, meta, f);
+      to_meta(costs, ids, meta_);
+      r_.assign(meta_, res_);
+      flatten(res_, meta_, ids.has_value(), f);
     }
     return to_dict(std::move(f));
   }
 
   std::string assign_json(const costs_array& costs, const std::optional<ids_array>& ids) {
-    std::vector<disttrain::sample_meta> meta;
-    to_meta(costs, ids, meta);
+    check_shapes(costs, ids);
     nb::gil_scoped_release release;
     std::lock_guard lock(mu_);
-    r_.assign(meta, res_);
+    to_meta(costs, ids, meta_);
+    r_.assign(meta_, res_);
     return json(res_).dump();
   }
 
  private:
   disttrain::reorderer<> r_;
   disttrain::reorder_result res_;
+  std::vector<disttrain::sample_meta> meta_;
   std::mutex mu_;
 };
 
-// Seconds per call of the C++ reorderer alone on the same instance (the
-// benchmark's reference): `reps` timed calls; fresh: a new reorderer and
-// result per call (what disttrain.reorder() does), else one reused.
-std::vector<double> bench_reorder_cpp(const costs_array& costs, const std::string& options_json,
-                                      int reps, bool fresh) {
+// Seconds per call of the C++ reorderer on the same instance (the benchmark's
+// reference), as {"wall": [...], "cpu": [...]} (thread CPU time), `reps` timed
+// calls. mode "assign": one reorderer and one result reused, the sample_meta
+// built once outside the timing (benchmarks/bench_reorder.cpp's figure);
+// "fill": the same plus refilling a reused sample_meta vector from the cost
+// array each call (a C++ trainer holding its costs in an array, as the binding
+// does); "fresh": a new reorderer and result per call, sample_meta prebuilt.
+nb::dict bench_reorder_cpp(const costs_array& costs, const std::string& options_json, int reps,
+                           const std::string& mode) {
+  check_shapes(costs, std::nullopt);
+  dd::require(mode == "assign" || mode == "fill" || mode == "fresh", "mode",
+              "expects assign, fill or fresh, got '", mode, "'");
   std::vector<disttrain::sample_meta> meta;
   to_meta(costs, std::nullopt, meta);
   const auto opt = read_reorder_options(options_json);
-  nb::gil_scoped_release release;
-  std::vector<double> out;
-  disttrain::reorderer<> reused(opt);
-  disttrain::reorder_result res;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (fresh) {
-      disttrain::reorderer<> r(opt);
-      disttrain::reorder_result one = r.assign(meta);
-      if (one.samples.empty()) dd::fail(disttrain::errc::internal, "bench", "empty result");
-    } else {
-      reused.assign(meta, res);
+  std::vector<double> wall, cpu;
+  {
+    nb::gil_scoped_release release;
+    const auto thread_cpu = [] {
+      timespec t{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+    };
+    disttrain::reorderer<> reused(opt);
+    disttrain::reorder_result res;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const double c0 = thread_cpu();
+      if (mode == "fresh") {
+        disttrain::reorderer<> r(opt);
+        disttrain::reorder_result one = r.assign(meta);
+        if (one.samples.size() != meta.size())
+          dd::fail(disttrain::errc::internal, "bench_reorder_cpp", "lost samples");
+      } else {
+        if (mode == "fill") to_meta(costs, std::nullopt, meta);
+        reused.assign(meta, res);
+      }
+      cpu.push_back(thread_cpu() - c0);
+      wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    out.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  return out;
+  nb::dict d;
+  d["wall"] = wall;
+  d["cpu"] = cpu;
+  return d;
 }
 
 // ---- errors -------------------------------------------------------------------
@@ -411,6 +451,6 @@ NB_MODULE(_core, m) {
            "Reorders one batch: costs (n, K) float64 C-contiguous, ids (n,) uint64 or None.")
       .def("assign_json", &py_reorderer::assign_json, "costs"_a, "ids"_a.none(),
            "Like assign, but the full reorder_result as JSON text.");
-  m.def("bench_reorder_cpp", &bench_reorder_cpp, "costs"_a, "options"_a, "reps"_a, "fresh"_a,
+  m.def("bench_reorder_cpp", &bench_reorder_cpp, "costs"_a, "options"_a, "reps"_a, "mode"_a,
         "Seconds per call of the C++ reorderer on the same instance (benchmark reference).");
 }
