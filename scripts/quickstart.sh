@@ -7,7 +7,11 @@
 #                                72B preset (until the planner exists: every
 #                                example program)
 #   scripts/quickstart.sh test   build (dev preset: Debug, warnings as errors,
-#                                MPI on) and run every test
+#                                MPI on) and run every test, then the Python
+#                                package's tests: a venv in build/python-venv,
+#                                pip install of the repository, pytest
+#                                (SKIPPED when PyPI cannot be reached)
+#   scripts/quickstart.sh test-python   the Python tests alone
 #
 # Missing Debian packages are installed with apt-get when running as root or
 # with sudo; otherwise the exact command to run is printed.
@@ -92,12 +96,60 @@ run_main_job() {
 run_tests() {
   export CTEST_PARALLEL_LEVEL="${CTEST_PARALLEL_LEVEL:-$JOBS}"
   cmake --workflow --preset dev
-  say "all tests passed (build/dev)"
+  say "all C++ tests passed (build/dev)"
+  run_python_tests
+}
+
+# python3 with venv/ensurepip and the headers an extension builds against.
+python_ready() {
+  command -v python3 >/dev/null 2>&1 &&
+    python3 -c 'import ensurepip, venv, os, sysconfig
+raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+      2>/dev/null
+}
+
+# The Python package (docs/python.md): pip install . into a venv, then pytest
+# against the dev build's disttrain-plan. A machine that cannot reach PyPI (or
+# apt, for python3-venv / python3-dev) prints SKIPPED with the reason.
+run_python_tests() {
+  local venv="$ROOT/build/python-venv"
+  if ! python_ready; then
+    local pkgs=(python3 python3-venv python3-dev) sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+      if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo=(sudo); else
+        say "SKIPPED: Python tests: python3 with venv and headers is missing; install ${pkgs[*]} as root"
+        return 0
+      fi
+    fi
+    say "installing ${pkgs[*]} for the Python tests"
+    if ! { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update &&
+           "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+             "${pkgs[@]}"; } || ! python_ready; then
+      say "SKIPPED: Python tests: could not install ${pkgs[*]} (no network?)"
+      return 0
+    fi
+  fi
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  # Build requirements installed up front (so the build below needs no network
+  # and is incremental in build/python/): a failure here is the network's.
+  if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "scikit-build-core>=0.10" "nanobind>=2.0" "numpy>=1.21" "pytest>=7"; then
+    say "SKIPPED: Python tests: scikit-build-core, nanobind, numpy and pytest could not be installed from PyPI (no network?)"
+    return 0
+  fi
+  say "pip install . (the disttrain Python package, build/python)"
+  CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$venv/bin/python" -m pip install --quiet \
+    --disable-pip-version-check --no-build-isolation --no-deps "$ROOT"
+  say "pytest python/tests"
+  (cd "$ROOT" && DISTTRAIN_PLAN="$ROOT/build/dev/tools/disttrain-plan" \
+     "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests)
+  say "all Python tests passed (build/python-venv)"
 }
 
 case "$MODE" in
   run)  ensure_packages; check_cmake; run_main_job ;;
   test) ensure_packages; check_cmake; run_tests ;;
-  -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown mode '$MODE' (use: run, test)" ;;
+  test-python) ensure_packages; check_cmake; run_python_tests ;;
+  -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown mode '$MODE' (use: run, test, test-python)" ;;
 esac

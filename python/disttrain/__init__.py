@@ -1,0 +1,304 @@
+"""disttrain from Python: the planner, the evaluator, the simulator and the
+microbatch reorderer of the C++ library (a thin nanobind layer, docs/python.md).
+
+Specs, plans and results are plain dicts (the library's JSON); the reorderer
+takes and returns NumPy arrays. Errors are :class:`disttrain.Error` subclasses
+with ``errc`` and ``where``. Long calls release the GIL; results are
+deterministic across processes, as in C++.
+
+>>> import disttrain
+>>> r = disttrain.plan(disttrain.presets.scenario("paper-72b"))
+>>> r["plan"]["modules"][1]["pp"], r["iteration_time_s"]
+"""
+from __future__ import annotations
+
+import json as _json
+import os as _os
+import threading as _threading
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as _np
+
+from . import _core, presets
+from ._version import __version__
+from .errors import (CommError, Error, Infeasible, Internal, InvalidArgument, ParseError,
+                     ScheduleError, Timeout, Unsupported)
+
+__all__ = [
+    "__version__", "presets", "plan", "plan_baseline", "evaluate", "simulate", "reorder",
+    "Reorderer", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
+    "CommError", "Timeout", "Unsupported", "Internal",
+]
+
+Scenario = Union[Mapping[str, Any], str, "_os.PathLike[str]"]
+PathLike = Union[str, "_os.PathLike[str]"]
+
+
+# ---- scenarios ---------------------------------------------------------------
+
+def _scenario(s: Scenario) -> tuple[str, dict[str, Any], Optional[dict[str, Any]]]:
+    """(scenario JSON text, its "planner" object, its "cost" object) from a dict,
+    a preset name or a JSON file with the shape ``disttrain-plan --config`` reads."""
+    if isinstance(s, (str, _os.PathLike)):
+        if isinstance(s, str) and s in presets.names():
+            d: dict[str, Any] = presets.scenario(s)
+        else:
+            path = _os.fspath(s)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError as e:
+                raise ParseError(f"disttrain: parse_error at {path}: cannot open file for reading "
+                                 f"({e.strerror}); not a preset either (known: "
+                                 f"{', '.join(presets.names())})", "parse_error", path) from None
+            try:
+                d = _json.loads(text)
+            except ValueError as e:
+                raise ParseError(f"disttrain: parse_error at {path}: malformed JSON: {e}",
+                                 "parse_error", path) from None
+    elif isinstance(s, Mapping):
+        d = dict(s)
+    else:
+        raise InvalidArgument(f"disttrain: invalid_argument at scenario: expected a dict, a preset "
+                              f"name or a JSON file path, got {type(s).__name__}",
+                              "invalid_argument", "scenario")
+    if not isinstance(d, dict):
+        raise ParseError("disttrain: parse_error at scenario: expected a JSON object",
+                         "parse_error", "scenario")
+    planner = d.pop("planner", None) or {}
+    cost = d.pop("cost", None)
+    # Preset names as shortcuts, as in disttrain-plan --config.
+    if isinstance(d.get("model"), str):
+        d["model"] = presets.model(d["model"])
+    if isinstance(d.get("data"), str):
+        d["data"] = presets.data(d["data"])
+    cl = d.get("cluster")
+    if isinstance(cl, Mapping) and "preset" in cl:
+        extra = sorted(set(cl) - {"preset", "num_gpus"})
+        if extra:
+            raise ParseError(f"disttrain: parse_error at cluster.{extra[0]}: unknown key "
+                             f"'{extra[0]}' next to 'preset' (allowed: preset, num_gpus)",
+                             "parse_error", f"cluster.{extra[0]}")
+        if "num_gpus" not in cl:
+            raise ParseError("disttrain: parse_error at cluster.num_gpus: required field is missing",
+                             "parse_error", "cluster.num_gpus")
+        d["cluster"] = presets.cluster(cl["preset"], cl["num_gpus"])
+    return _json.dumps(d), dict(planner), cost
+
+
+def _dumps(x: Any) -> str:
+    return "" if x is None else _json.dumps(x)
+
+
+def _plan(scenario: Scenario, options: dict[str, Any], cost: Optional[Mapping[str, Any]],
+          baseline: bool) -> dict[str, Any]:
+    text, planner, sc_cost = _scenario(scenario)
+    planner.update({k: v for k, v in options.items() if v is not None})
+    return _json.loads(_core.plan(text, _json.dumps(planner),
+                                  _dumps(cost if cost is not None else sc_cost), baseline))
+
+
+def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
+         min_backbone_pp: Optional[int] = None, max_side_pp: Optional[int] = None,
+         tp_candidates: Optional[Sequence[int]] = None, search_recompute: Optional[bool] = None,
+         max_virtual_stages: Optional[int] = None, overlap_grad_reduce: Optional[bool] = None,
+         overlap_param_gather: Optional[bool] = None,
+         cost: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The planner's best disaggregated layout (``disttrain-plan``'s plan).
+
+    ``scenario``: a dict (``presets.scenario(...)``, or the ``--config`` JSON with
+    preset-name shortcuts and optional ``"planner"`` / ``"cost"`` objects), a
+    preset name or a JSON file path. Keyword arguments are the C++
+    ``planner_options`` (None: the scenario's ``"planner"`` value, else the C++
+    default); ``cost`` overrides the cost-model parameters.
+
+    Returns a dict: ``plan`` (the plan JSON), ``iteration_time_s``, ``mfu``,
+    ``gpus``, ``bubble_fraction``, ``max_memory_bytes``, ``samples_per_s``,
+    ``solve_ms`` (wall time: the only field that varies between runs),
+    ``stats``, ``evaluation`` (per-stage report), ``scenario``, ``num_gpus``,
+    ``global_batch``. Raises ``Infeasible`` when nothing fits.
+    """
+    return _plan(scenario, dict(max_backbone_pp=max_backbone_pp, min_backbone_pp=min_backbone_pp,
+                                max_side_pp=max_side_pp,
+                                tp_candidates=None if tp_candidates is None else list(tp_candidates),
+                                search_recompute=search_recompute,
+                                max_virtual_stages=max_virtual_stages,
+                                overlap_grad_reduce=overlap_grad_reduce,
+                                overlap_param_gather=overlap_param_gather), cost, False)
+
+
+def plan_baseline(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
+                  min_backbone_pp: Optional[int] = None, max_side_pp: Optional[int] = None,
+                  tp_candidates: Optional[Sequence[int]] = None,
+                  search_recompute: Optional[bool] = None,
+                  max_virtual_stages: Optional[int] = None,
+                  overlap_grad_reduce: Optional[bool] = None,
+                  overlap_param_gather: Optional[bool] = None,
+                  cost: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The Megatron-LM-style baseline layout (one TP/PP/DP, even layer split),
+    searched with the same options and cost model; same result shape as :func:`plan`."""
+    return _plan(scenario, dict(max_backbone_pp=max_backbone_pp, min_backbone_pp=min_backbone_pp,
+                                max_side_pp=max_side_pp,
+                                tp_candidates=None if tp_candidates is None else list(tp_candidates),
+                                search_recompute=search_recompute,
+                                max_virtual_stages=max_virtual_stages,
+                                overlap_grad_reduce=overlap_grad_reduce,
+                                overlap_param_gather=overlap_param_gather), cost, True)
+
+
+def _plan_text(p: Mapping[str, Any]) -> str:
+    if not isinstance(p, Mapping):
+        raise InvalidArgument(f"disttrain: invalid_argument at plan: expected a dict, got "
+                              f"{type(p).__name__}", "invalid_argument", "plan")
+    return _json.dumps(dict(p))
+
+
+def evaluate(plan: Mapping[str, Any], scenario: Scenario, *,
+             cost: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """Scores a given plan (a plan dict, or a :func:`plan` result holding one under
+    ``"plan"``) on a scenario (``disttrain-plan --evaluate``). The plan's
+    ``global_batch`` must equal the scenario's. Returns ``plan``,
+    ``iteration_time_s``, ``mfu``, ``evaluation``, ``scenario``."""
+    text, _, sc_cost = _scenario(scenario)
+    return _json.loads(_core.evaluate(_plan_text(plan), text,
+                                      _dumps(cost if cost is not None else sc_cost)))
+
+
+def simulate(plan: Mapping[str, Any], scenario: Scenario, *, trace: Optional[PathLike] = None,
+             svg: Optional[PathLike] = None,
+             cost: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """Runs the discrete-event simulator on a plan's iteration
+    (``disttrain-plan --trace/--svg``): writes a Chrome/Perfetto trace JSON to
+    ``trace`` and an SVG timeline to ``svg`` when given. Returns
+    ``iteration_time_s`` (simulated), ``ops``, ``trace``, ``svg``, ``scenario``.
+    Interleaved plans raise ``Unsupported`` (plan with ``max_virtual_stages=1``)."""
+    text, _, sc_cost = _scenario(scenario)
+    return _json.loads(_core.simulate(_plan_text(plan), text,
+                                      _dumps(cost if cost is not None else sc_cost),
+                                      None if trace is None else _os.fspath(trace),
+                                      None if svg is None else _os.fspath(svg)))
+
+
+# ---- reorderer ----------------------------------------------------------------
+
+def _costs(costs: Any) -> _np.ndarray:
+    a = _np.ascontiguousarray(costs, dtype=_np.float64)
+    if a.ndim == 1:
+        a = a.reshape(-1, 1)
+    if a.ndim != 2:
+        raise InvalidArgument(f"disttrain: invalid_argument at costs: expected an (n, modules) "
+                              f"array, got {a.ndim} dimensions", "invalid_argument", "costs")
+    return a
+
+
+def _ids(ids: Any) -> Optional[_np.ndarray]:
+    if ids is None:
+        return None
+    a = _np.asarray(ids)
+    if a.dtype.kind not in "ui" or a.ndim != 1:
+        raise InvalidArgument(f"disttrain: invalid_argument at ids: expected a 1-D integer array, "
+                              f"got dtype {a.dtype} with {a.ndim} dimensions",
+                              "invalid_argument", "ids")
+    if a.dtype.kind == "i" and a.size and a.min() < 0:
+        raise InvalidArgument(f"disttrain: invalid_argument at ids: ids must be >= 0, got "
+                              f"{int(a.min())}", "invalid_argument", "ids")
+    return _np.ascontiguousarray(a, dtype=_np.uint64)
+
+
+def _reorder_options(dp: Union[int, Sequence[int]], microbatches: int, *,
+                     names: Optional[Sequence[str]] = None,
+                     microbatch_group: Optional[int] = None, equal_count: Optional[bool] = None,
+                     slots: Optional[str] = None, balance: Optional[str] = None,
+                     order: Optional[str] = None, order_budget: Optional[int] = None,
+                     slot_search_budget: Optional[int] = None,
+                     slot_search_below: Optional[int] = None,
+                     stages: Optional[Sequence[Any]] = None) -> str:
+    """The C++ reorder_options JSON text of :func:`reorder`'s arguments."""
+    dps = [dp] if isinstance(dp, (int, _np.integer)) else list(dp)
+    if names is not None and len(names) != len(dps):
+        raise InvalidArgument(f"disttrain: invalid_argument at names: {len(names)} names for "
+                              f"{len(dps)} modules", "invalid_argument", "names")
+    mods = [{"name": names[k] if names is not None else f"module{k}", "dp": int(d)}
+            for k, d in enumerate(dps)]
+    o: dict[str, Any] = {"modules": mods, "microbatches": int(microbatches)}
+    for key, v in (("microbatch_group", microbatch_group), ("equal_count", equal_count),
+                   ("slots", slots), ("balance", balance), ("order", order),
+                   ("order_budget", order_budget), ("slot_search_budget", slot_search_budget),
+                   ("slot_search_below", slot_search_below)):
+        if v is not None:
+            o[key] = v
+    if stages is not None:
+        o["stages"] = [dict(s) if isinstance(s, Mapping) else
+                       dict(zip(("module", "forward_scale", "backward_scale"), s))
+                       for s in stages]
+    return _json.dumps(o)
+
+
+class Reorderer:
+    """A reusable reorderer (C++ ``disttrain::reorderer<>``): keeps its buffers
+    between batches. Same arguments as :func:`reorder` minus the batch.
+    Calls on one object are serialised (it releases the GIL while it works)."""
+
+    def __init__(self, dp: Union[int, Sequence[int]], microbatches: int, *,
+                 names: Optional[Sequence[str]] = None, microbatch_group: Optional[int] = None,
+                 equal_count: Optional[bool] = None, slots: Optional[str] = None,
+                 balance: Optional[str] = None, order: Optional[str] = None,
+                 order_budget: Optional[int] = None, slot_search_budget: Optional[int] = None,
+                 slot_search_below: Optional[int] = None,
+                 stages: Optional[Sequence[Any]] = None) -> None:
+        self._r = _core.Reorderer(_reorder_options(
+            dp, microbatches, names=names, microbatch_group=microbatch_group,
+            equal_count=equal_count, slots=slots, balance=balance, order=order,
+            order_budget=order_budget, slot_search_budget=slot_search_budget,
+            slot_search_below=slot_search_below, stages=stages))
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The C++ ``reorder_options`` in use, as JSON (stages filled in)."""
+        return _json.loads(self._r.options())
+
+    def assign(self, costs: Any, ids: Any = None) -> dict[str, Any]:
+        """Reorders one global batch; see :func:`reorder`."""
+        return self._r.assign(_costs(costs), _ids(ids))
+
+    def assign_json(self, costs: Any, ids: Any = None) -> dict[str, Any]:
+        """The C++ ``reorder_result`` JSON (samples sorted by id, loads per cell), as a dict."""
+        return _json.loads(self._r.assign_json(_costs(costs), _ids(ids)))
+
+
+def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids: Any = None,
+            **options: Any) -> dict[str, Any]:
+    """Reorders one global batch (C++ ``reorderer<>::assign``, docs/reorder.md).
+
+    ``costs``: float64 array ``(n, modules)`` (or ``(n,)`` for one module), the
+    cost of each sample on each module; ``dp``: DP replicas per module;
+    ``microbatches``: microbatch slots; ``ids``: optional unique non-negative
+    integer ids (default: row numbers). ``options``: ``names``,
+    ``microbatch_group``, ``equal_count``, ``slots`` (arrival, size_sorted,
+    balanced, best), ``balance`` (none, lpt, karmarkar_karp, refined), ``order``
+    (identity, paper, search), ``order_budget``, ``slot_search_budget``,
+    ``slot_search_below``, ``stages`` (dicts or ``(module, forward_scale,
+    backward_scale)`` tuples).
+
+    Returns a dict whose arrays are in input row order: ``id`` uint64 ``(n,)``,
+    ``microbatch`` uint32 ``(n,)`` (execution position, 0 runs first),
+    ``replica`` and ``offset`` uint32 ``(n, modules)`` (DP replica of each
+    module and position inside that replica's share), ``load`` (per module a
+    float64 ``(microbatches, dp)`` array), ``imbalance`` float64 ``(modules,)``,
+    ``iteration_time``, ``microbatches``, ``dp``. The same inputs give the same
+    result in any process. Each thread keeps the C++ reorderers of its last
+    (up to 8) option sets, so repeated calls allocate no scratch space.
+    """
+    key = _reorder_options(dp, microbatches, **options)
+    cache = _cache.__dict__.setdefault("reorderers", {})
+    r = cache.get(key)
+    if r is None:
+        if len(cache) >= 8:
+            cache.clear()
+        r = cache[key] = _core.Reorderer(key)
+    return r.assign(_costs(costs), _ids(ids))
+
+
+# reorder() keeps one C++ reorderer (its scratch buffers) per thread and option
+# set, as a C++ trainer keeps its reorderer: a call allocates no scratch space.
+_cache = _threading.local()

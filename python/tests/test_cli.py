@@ -1,0 +1,56 @@
+"""Agreement with the C++ command disttrain-plan on the presets."""
+import json
+import subprocess
+
+import pytest
+
+import disttrain
+
+FIELDS = ("iteration_time_s", "mfu", "gpus", "bubble_fraction", "max_memory_bytes",
+          "samples_per_s")
+
+
+def cli(tool, *args):
+    p = subprocess.run([tool, *args], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("preset", disttrain.presets.names())
+def test_plan_matches_the_cli(plan_tool, preset):
+    c = cli(plan_tool, "--preset", preset, "--json")
+    ours = disttrain.plan(disttrain.presets.scenario(preset))
+    base = disttrain.plan_baseline(preset)
+    assert ours["plan"] == c["plan"]
+    assert base["plan"] == c["baseline"]["plan"]
+    for f in FIELDS:
+        assert ours[f] == c[f], f
+        assert base[f] == c["baseline"][f], f
+    assert ours["stats"] == c["stats"]
+    assert (ours["num_gpus"], ours["global_batch"], ours["scenario"]) == (
+        c["num_gpus"], c["global_batch"], c["scenario"])
+
+
+def test_options_match_the_cli(plan_tool):
+    c = cli(plan_tool, "--preset", "mllm-70b", "--json", "--max-virtual-stages", "1",
+            "--max-side-pp", "1", "--sync-overlap", "grad")
+    ours = disttrain.plan("mllm-70b", max_virtual_stages=1, max_side_pp=1,
+                          overlap_grad_reduce=True, overlap_param_gather=False)
+    assert ours["plan"] == c["plan"] and ours["iteration_time_s"] == c["iteration_time_s"]
+
+
+def test_evaluate_and_simulate_match_the_cli(plan_tool, tmp_path):
+    r = disttrain.plan("paper-72b")
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(r))
+    c = cli(plan_tool, "--preset", "paper-72b", "--evaluate", str(f), "--json",
+            "--trace", str(tmp_path / "cli.trace.json"))
+    e = disttrain.evaluate(r, "paper-72b")
+    assert e["plan"] == c["plan"] and e["evaluation"] == c["evaluation"]
+    assert e["iteration_time_s"] == c["iteration_time_s"] == r["iteration_time_s"]
+    s = disttrain.simulate(r, "paper-72b", trace=tmp_path / "py.trace.json",
+                           svg=tmp_path / "py.svg")
+    assert s["iteration_time_s"] == c["simulated_iteration_time_s"]
+    assert json.loads((tmp_path / "py.trace.json").read_text()) == json.loads(
+        (tmp_path / "cli.trace.json").read_text())
+    assert "<svg" in (tmp_path / "py.svg").read_text()

@@ -1,0 +1,115 @@
+"""The reorderer from NumPy: shapes, dtypes, the map's invariants, agreement
+with the C++ JSON form, input-order independence, threads."""
+import threading
+
+import numpy as np
+import pytest
+
+import disttrain
+
+
+def costs(n=200, k=3, seed=0):
+    return np.random.default_rng(seed).lognormal(0.0, 0.7, size=(n, k))
+
+
+def check_map(res, c, dp, m):
+    n, k = c.shape
+    assert res["id"].dtype == np.uint64 and res["id"].shape == (n,)
+    assert res["microbatch"].dtype == np.uint32 and res["microbatch"].shape == (n,)
+    assert res["replica"].dtype == np.uint32 and res["replica"].shape == (n, k)
+    assert res["offset"].dtype == np.uint32 and res["offset"].shape == (n, k)
+    assert res["imbalance"].shape == (k,) and res["dp"] == list(dp) and res["microbatches"] == m
+    assert res["microbatch"].max() < m
+    for q in range(k):
+        assert res["replica"][:, q].max() < dp[q]
+        assert res["load"][q].shape == (m, dp[q])
+        # Each (microbatch, replica) cell holds offsets 0..size-1, and its load is its costs' sum.
+        cell = res["microbatch"].astype(np.int64) * dp[q] + res["replica"][:, q]
+        for c_id in np.unique(cell):
+            rows = np.flatnonzero(cell == c_id)
+            assert sorted(res["offset"][rows, q]) == list(range(len(rows)))
+            j, r = divmod(int(c_id), dp[q])
+            assert res["load"][q][j, r] == pytest.approx(c[rows, q].sum(), rel=1e-12)
+        np.testing.assert_allclose(res["load"][q].sum(), c[:, q].sum(), rtol=1e-12)
+
+
+def test_round_trip_and_invariants():
+    c = costs()
+    res = disttrain.reorder(c, [2, 3, 2], 4)
+    np.testing.assert_array_equal(res["id"], np.arange(len(c), dtype=np.uint64))
+    check_map(res, c, [2, 3, 2], 4)
+    assert res["iteration_time"] > 0
+
+
+def test_agrees_with_the_cpp_json_form():
+    c = costs(100, 2, 1)
+    r = disttrain.Reorderer([2, 4], 5, names=["encoder", "backbone"])
+    assert [m["name"] for m in r.options["modules"]] == ["encoder", "backbone"]
+    res, js = r.assign(c), r.assign_json(c)
+    assert js["iteration_time"] == res["iteration_time"]
+    for s in js["samples"]:
+        i = s["id"]
+        assert res["microbatch"][i] == s["microbatch"]
+        assert res["replica"][i].tolist() == s["replica"]
+        assert res["offset"][i].tolist() == s["offset"]
+
+
+def test_rows_follow_the_input_order_with_ids():
+    c = costs(120, 2, 2)
+    ids = np.arange(1000, 1120, dtype=np.int64)
+    base = disttrain.reorder(c, [3, 2], 4, ids=ids)
+    perm = np.random.default_rng(3).permutation(len(c))
+    shuffled = disttrain.reorder(c[perm], [3, 2], 4, ids=ids[perm])
+    np.testing.assert_array_equal(shuffled["id"], ids[perm].astype(np.uint64))
+    for key in ("microbatch", "replica", "offset"):
+        np.testing.assert_array_equal(shuffled[key], base[key][perm])
+    np.testing.assert_array_equal(base["id"], ids.astype(np.uint64))
+
+
+def test_input_conversions():
+    c = costs(64, 1, 4)
+    ref = disttrain.reorder(c, 4, 2)
+    for variant in (c[:, 0], c.astype(np.float32).astype(np.float64), np.asfortranarray(c),
+                    c.tolist()):
+        got = disttrain.reorder(variant, [4], 2)
+        np.testing.assert_array_equal(got["replica"], ref["replica"])
+    wide = np.zeros((64, 2))
+    wide[:, 0] = c[:, 0]
+    strided = wide[:, :1]  # not contiguous
+    np.testing.assert_array_equal(disttrain.reorder(strided, 4, 2)["replica"], ref["replica"])
+
+
+def test_results_own_their_memory():
+    r = disttrain.Reorderer([2], 2)
+    a = r.assign(costs(32, 1, 5))
+    b = r.assign(costs(32, 1, 6))
+    assert a["replica"].base is not b["replica"].base
+    a2 = disttrain.Reorderer([2], 2).assign(costs(32, 1, 5))
+    np.testing.assert_array_equal(a["replica"], a2["replica"])
+
+
+def test_options_change_the_result_and_stages():
+    c = costs(256, 1, 7)
+    lpt = disttrain.reorder(c, 8, 4, balance="lpt", order="identity", slots="arrival")
+    ref = disttrain.reorder(c, 8, 4)
+    assert lpt["load"][0].max(axis=1).sum() >= ref["load"][0].max(axis=1).sum() - 1e-12
+    staged = disttrain.Reorderer([2, 2], 4, stages=[(0, 1.0, 2.0), (1, 0.5, 1.0), (1, 0.5, 1.0)])
+    assert len(staged.options["stages"]) == 3
+
+
+def test_threads_get_the_same_answers():
+    c = costs(2048, 3, 8)
+    ref = disttrain.reorder(c, [16, 64, 8], 8)
+    out = [None] * 4
+
+    def work(i):
+        out[i] = disttrain.reorder(c, [16, 64, 8], 8)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for o in out:
+        for key in ("microbatch", "replica", "offset"):
+            np.testing.assert_array_equal(o[key], ref[key])
