@@ -46,7 +46,8 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
                        {"preset": "h800", "num_gpus": 64}); optional "planner"
                        {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
                        "search_recompute", "max_virtual_stages", "overlap_grad_reduce",
-                       "overlap_param_gather", "objective", "within", "max_gpus"}
+                       "overlap_param_gather", "objective", "within", "max_gpus",
+                       "include_mixed"}
                        and "cost" (cost-model parameters)
   --gpus N             override the cluster's GPU count
   --batch N            override the global batch (samples per iteration)
@@ -59,6 +60,7 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
                        min_gpus_within (fewest GPUs within --within of the best time)
   --within X           tolerance of min_gpus_within as a fraction (default 0.05)
   --max-gpus N         use at most N of the cluster's GPUs
+  --no-mixed           never colocate just one side module (per-side-module colocation)
   --sync-overlap MODE  DP gradient sync overlap of the plan and the baseline, as
                        Megatron-LM's flags: all (default: --overlap-grad-reduce and
                        --overlap-param-gather), grad (--overlap-grad-reduce only), none
@@ -78,7 +80,7 @@ struct args {
   std::optional<int> gpus, batch, max_side_pp, max_backbone_pp, min_backbone_pp, max_virtual_stages,
       max_gpus;
   std::optional<std::string> sync_overlap, objective, within;
-  bool json = false, stages = false, list = false;
+  bool json = false, stages = false, list = false, no_mixed = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -134,6 +136,8 @@ args parse(int argc, char** argv) {
       a.trace_file = value();
     else if (s == "--svg")
       a.svg_file = value();
+    else if (s == "--no-mixed")
+      a.no_mixed = true;
     else if (s == "--json")
       a.json = true;
     else if (s == "--stages")
@@ -188,7 +192,7 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
     dd::check_keys(p,
                    {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
                     "search_recompute", "max_virtual_stages", "overlap_grad_reduce",
-                    "overlap_param_gather", "objective", "within", "max_gpus"},
+                    "overlap_param_gather", "objective", "within", "max_gpus", "include_mixed"},
                    "planner");
     popt.max_backbone_pp =
         dd::json_get_or<int>(p, "max_backbone_pp", popt.max_backbone_pp, "planner");
@@ -206,6 +210,7 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
                                        "planner.objective");
     popt.within = dd::json_get_or<double>(p, "within", popt.within, "planner");
     popt.max_gpus = dd::json_get_or<long long>(p, "max_gpus", popt.max_gpus, "planner");
+    popt.include_mixed = dd::json_get_or<bool>(p, "include_mixed", popt.include_mixed, "planner");
     popt.overlap_grad_reduce =
         dd::json_get_or<bool>(p, "overlap_grad_reduce", popt.overlap_grad_reduce, "planner");
     popt.overlap_param_gather =
@@ -280,6 +285,7 @@ int run(const args& a) {
   if (a.min_backbone_pp) popt.min_backbone_pp = *a.min_backbone_pp;
   if (a.max_virtual_stages) popt.max_virtual_stages = *a.max_virtual_stages;
   if (a.max_gpus) popt.max_gpus = *a.max_gpus;
+  if (a.no_mixed) popt.include_mixed = false;
   if (a.objective) popt.objective = parse_objective(*a.objective, "--objective");
   if (a.within) {
     char* end = nullptr;

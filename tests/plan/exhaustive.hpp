@@ -189,9 +189,16 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                 }
               }
               if (!opt.include_disaggregated) continue;
-              const auto lb = plain_split(bi, tpb, rcb, kb, ppb, vb);
-              if (lb.empty()) continue;
-              // Disaggregated: every encoder x generator configuration.
+              // Disaggregated: both side modules on their own GPUs, or (mixed) one of them
+              // colocated on the backbone's first (encoder) / last (generator) stage.
+              struct mode {
+                bool ce, cg;
+              };
+              std::vector<mode> modes{{false, false}};
+              if (opt.include_mixed && ei && gi) {
+                modes.push_back({true, false});
+                modes.push_back({false, true});
+              }
               struct side {
                 int tp, pp, dp;
                 bool rc;
@@ -213,21 +220,54 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                       }
                 return v;
               };
-              const auto E = sides(ei);
-              const auto G = sides(gi);
-              for (const auto& e : E)
-                for (const auto& gg : G) {
-                  if (gb + static_cast<long long>(e.tp) * e.pp * e.dp +
-                          static_cast<long long>(gg.tp) * gg.pp * gg.dp >
-                      N)
-                    continue;
-                  parallel_plan p = base(n);
-                  set(p.modules[bi], tpb, ppb, dpb, rcb, lb);
-                  p.modules[bi].virtual_stages = vb;
-                  if (ei) set(p.modules[*ei], e.tp, e.pp, e.dp, e.rc, e.layers);
-                  if (gi) set(p.modules[*gi], gg.tp, gg.pp, gg.dp, gg.rc, gg.layers);
-                  score(std::move(p));
+              for (const mode& md : modes) {
+                std::vector<int> lb;
+                if (!md.ce && !md.cg) {
+                  lb = plain_split(bi, tpb, rcb, kb, ppb, vb);
+                } else {
+                  const double te =
+                      md.ce ? type_time(*ei, colocated_tp(*ei, tpb), rcb, kb,
+                                        detail::stage_type::whole, model.modules[*ei].layers())
+                            : 0.0;
+                  const double tg =
+                      md.cg ? type_time(*gi, colocated_tp(*gi, tpb), rcb, kb,
+                                        detail::stage_type::whole, model.modules[*gi].layers())
+                            : 0.0;
+                  lb = balanced_v(Lb, ppb, vb, [&](detail::stage_type t, int c) {
+                    const double x = type_time(bi, tpb, rcb, kb, t, c);
+                    if (t == detail::stage_type::first) return (0.0 + te) + x;
+                    if (t == detail::stage_type::last) return (0.0 + x) + tg;
+                    if (t == detail::stage_type::whole) return ((0.0 + te) + x) + tg;
+                    return 0.0 + x;
+                  });
                 }
+                if (lb.empty()) continue;
+                const auto E = sides(md.ce ? std::nullopt : ei);
+                const auto G = sides(md.cg ? std::nullopt : gi);
+                for (const auto& e : E)
+                  for (const auto& gg : G) {
+                    if (gb + static_cast<long long>(e.tp) * e.pp * e.dp +
+                            static_cast<long long>(gg.tp) * gg.pp * gg.dp >
+                        N)
+                      continue;
+                    parallel_plan p = base(n);
+                    set(p.modules[bi], tpb, ppb, dpb, rcb, lb);
+                    p.modules[bi].virtual_stages = vb;
+                    auto side_of = [&](std::optional<std::size_t> mi, bool col, const side& sd) {
+                      if (!mi) return;
+                      if (col) {
+                        set(p.modules[*mi], colocated_tp(*mi, tpb), 1, dpb, rcb,
+                            {model.modules[*mi].layers()});
+                        p.modules[*mi].colocated = true;
+                      } else {
+                        set(p.modules[*mi], sd.tp, sd.pp, sd.dp, sd.rc, sd.layers);
+                      }
+                    };
+                    side_of(ei, md.ce, e);
+                    side_of(gi, md.cg, gg);
+                    score(std::move(p));
+                  }
+              }
             }
         }
   }

@@ -28,6 +28,14 @@ struct case_spec {
 };
 
 int interleaved_optima = 0;  // how many optima (plan or baseline) interleave the backbone
+int mixed_optima = 0;        // how many planner optima colocate exactly one side module
+
+bool mixed(const disttrain::parallel_plan& p) {
+  int colocated = 0, sides = 0;
+  for (const auto& m : p.modules)
+    if (m.role != "backbone") ++sides, colocated += m.colocated ? 1 : 0;
+  return sides == 2 && colocated == 1;
+}
 
 void compare(const case_spec& c) {
   auto sc = disttrain::presets::scenario_preset(c.preset);
@@ -59,6 +67,7 @@ void compare(const case_spec& c) {
   CHECK(r.evaluation.iteration_time_s == ex.time);
   CHECK(r.plan == *ex.plan);
   if (r.plan.modules[r.plan.backbone_index()].virtual_stages > 1) ++interleaved_optima;
+  if (mixed(r.plan)) ++mixed_optima;
   // The same for the baseline's space.
   const auto exb = disttrain::testing::exhaustive_plan(cm, req, [&] {
     auto o = opt;
@@ -93,8 +102,12 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       {"mllm-70b", "h800", 16, 4, 2, 2, variant::as_is, 1, false, false},
       {"paper-72b", "h800", 64, 2, 4, 1, variant::as_is, 1, true, false},
       {"mllm-13b", "h100", 32, 4, 2, 1, variant::as_is, 1, false, true},
+      // Mixed optimum: the generator colocated, the encoder on its own GPUs.
+      {"mllm-13b", "h800", 24, 8, 4, 2},
   };
   for (const auto& c : cases) compare(c);
   // The space includes interleaved 1F1B (max_virtual_stages 4 by default), and it wins somewhere.
   CHECK(interleaved_optima > 0);
+  // Per-side-module colocation is in the space too, and wins at least once.
+  CHECK(mixed_optima > 0);
 }

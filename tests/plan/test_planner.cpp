@@ -95,6 +95,7 @@ TEST_CASE("the search space options are honoured") {
   o.max_side_pp = 1;
   o.search_recompute = false;
   o.include_monolithic = false;
+  o.include_mixed = false;
   const auto r = disttrain::plan_parallelism(s.cm, s.req, o);
   for (const auto& m : r.plan.modules) {
     CHECK(m.tp <= 2);
@@ -103,6 +104,17 @@ TEST_CASE("the search space options are honoured") {
     CHECK(m.pp <= (m.role == "backbone" ? 2 : 1));
   }
   check_feasible(r, s.cm, s.req);
+  {
+    // Mixed layouts (one side module colocated) are a superset: never slower, never both colocated.
+    auto om = o;
+    om.include_mixed = true;
+    const auto rm = disttrain::plan_parallelism(s.cm, s.req, om);
+    int colocated = 0;
+    for (const auto& m : rm.plan.modules) colocated += m.colocated ? 1 : 0;
+    CHECK(colocated <= 1);
+    CHECK(rm.evaluation.iteration_time_s <= r.evaluation.iteration_time_s);
+    check_feasible(rm, s.cm, s.req);
+  }
   // A lower bound on the backbone's stages.
   o.min_backbone_pp = 2;
   const auto r2 = disttrain::plan_parallelism(s.cm, s.req, o);

@@ -54,6 +54,10 @@ struct planner_options {
   int max_side_pp = 2;                ///< most encoder / generator stages
   bool include_monolithic = true;     ///< also consider the Megatron-style layouts
   bool include_disaggregated = true;  ///< consider disaggregated layouts (off: the baseline)
+  /// With disaggregated layouts, also those colocating one side module (encoder
+  /// on the backbone's first stage and the generator on its own GPUs, or the
+  /// reverse): per-side-module colocation.
+  bool include_mixed = true;
   /// Layer splits tried for monolithic layouts (the baseline uses `even` only,
   /// the planner both, so its space contains the baseline's).
   std::vector<layer_split_rule> monolithic_splits{layer_split_rule::balanced,

@@ -576,33 +576,57 @@ class plan_search {
     return static_cast<double>(S_ / b.n - 1) * tmax + fill;
   }
 
-  /// @brief Backbone terms (max stage, path, sync) of a disaggregated layout.
-  module_terms backbone_terms(const backbone_cfg& b) {
+  /// @brief Backbone terms (max stage, path, sync) of a layout whose
+  /// encoder (`ce`) / generator (`cg`) may be colocated on its first / last
+  /// stage; their sync is added to those stages in model-module order (as
+  /// `evaluate` does).
+  module_terms backbone_terms(const backbone_cfg& b, bool ce, bool cg) {
     const module_workload w = workload(bi_, b.k);
     std::vector<double> hops(static_cast<std::size_t>(b.pp), 0.0);
     const bool spans = dp_spans_nodes(b.tp, b.dp, g_);
+    const stage_sync ye =
+        ce ? part_sync(cost_, colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k), spans)
+           : stage_sync{};
+    const stage_sync yg =
+        cg ? part_sync(cost_, colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k), spans)
+           : stage_sync{};
     double sync = 0;
     for (int j = 0; j < b.pp; ++j) {
+      const stage_type ty = type_of_stage(j, b.pp);
       const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
                              b.rc};
       if (j + 1 < b.pp)
         hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
-      sync = std::max(sync, exposed_sync(part_sync(cost_, cfg, w, spans)));
+      stage_sync y;
+      if ((ty == stage_type::first || ty == stage_type::whole) && ce) y.add(ye);
+      y.add(part_sync(cost_, cfg, w, spans));
+      if ((ty == stage_type::last || ty == stage_type::whole) && cg) y.add(yg);
+      sync = std::max(sync, exposed_sync(y));
     }
     module_terms t = module_path(b.layout->times, hops, 0.0, b.v);
     t.sync_s = sync;
     return t;
   }
 
-  bool backbone_fits(const backbone_cfg& b, int pos0, int P, int m) {
+  /// @brief Whether every backbone stage fits memory at chain position `pos0 +
+  /// j` of `P` stages, with the colocated encoder / generator parts (`ce`, `cg`).
+  bool backbone_fits(const backbone_cfg& b, int pos0, int P, int m, bool ce, bool cg) {
     const module_workload w = workload(bi_, b.k);
     for (int j = 0; j < b.pp; ++j) {
+      const stage_type ty = type_of_stage(j, b.pp);
       const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
                              b.rc};
       const int f = b.v > 1 ? interleaved_in_flight(b.pp, j, b.v, m, P - pos0 - b.pp)
                             : one_f_one_b_in_flight(P, pos0 + j, m);
+      const int fw = whole_microbatches(f, b.v);  // colocated parts keep whole microbatches
       memory_breakdown mem;
+      if ((ty == stage_type::first || ty == stage_type::whole) && ce)
+        add_memory(
+            mem, cost_.stage_memory(colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k), fw));
       add_memory(mem, device_memory(cost_, cfg, w, f, b.v));
+      if ((ty == stage_type::last || ty == stage_type::whole) && cg)
+        add_memory(
+            mem, cost_.stage_memory(colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k), fw));
       if (mem.total() > limit_) {
         note_violation(model_.modules[bi_].name, j, mem.total());
         return false;
@@ -612,57 +636,74 @@ class plan_search {
   }
 
   // ---- disaggregated layouts ----
+  /// @brief Which side modules a disaggregated-family layout colocates on the
+  /// backbone (both separate; with `include_mixed`, one of the two).
+  struct side_mode {
+    bool ce = false, cg = false;
+  };
+
   void search_disaggregated() {
-    const long long side_min = (has_e_ ? 1 : 0) + (has_g_ ? 1 : 0);
+    std::vector<side_mode> modes{{false, false}};
+    if (opt_.include_mixed && has_e_ && has_g_) {
+      modes.push_back({true, false});
+      modes.push_back({false, true});
+    }
     for (backbone_cfg& b : nodes_) {
       if (b.lb > best_.time) break;
-      if (static_cast<long long>(b.tp) * b.pp * b.dp + side_min > N_) continue;
-      b.layout = &plain_split(bi_, b.tp, b.rc, b.k, b.pp, b.v);
-      if (b.layout->layers.empty() || split_bound(b) > best_.time) continue;
-      expand(b);
+      for (const side_mode& md : modes) {
+        const long long side_min = (has_e_ && !md.ce ? 1 : 0) + (has_g_ && !md.cg ? 1 : 0);
+        if (static_cast<long long>(b.tp) * b.pp * b.dp + side_min > N_) continue;
+        b.layout = md.ce || md.cg ? &mono_split(layer_split_rule::balanced, b.tp, b.rc, b.k, b.pp,
+                                                b.v, md.ce, md.cg)
+                                  : &plain_split(bi_, b.tp, b.rc, b.k, b.pp, b.v);
+        if (b.layout->layers.empty() || split_bound(b) > best_.time) continue;
+        expand(b, md);
+      }
     }
   }
 
-  void expand(const backbone_cfg& b) {
+  void expand(const backbone_cfg& b, side_mode md) {
     const int m = S_ / b.n;
-    const module_terms bt = backbone_terms(b);
+    const module_terms bt = backbone_terms(b, md.ce, md.cg);
     {
       const module_terms arr[3] = {module_terms{}, bt, module_terms{}};
       if (combine_bound(m, arr).iteration_s > best_.time) return;
     }
     ++stats_.backbone_expanded;
+    const bool se = has_e_ && !md.ce, sg = has_g_ && !md.cg;  // separate side modules
     const long long gb = static_cast<long long>(b.tp) * b.pp * b.dp;
-    const int max_e = has_e_ ? opt_.max_side_pp : 0;
-    const int max_g = has_g_ ? opt_.max_side_pp : 0;
-    for (int ppg = has_g_ ? 1 : 0; ppg <= max_g; ++ppg) {
+    const int max_e = se ? opt_.max_side_pp : 0;
+    const int max_g = sg ? opt_.max_side_pp : 0;
+    for (int ppg = sg ? 1 : 0; ppg <= max_g; ++ppg) {
       // The backbone's in-flight counts depend on ppg only (stage j keeps min(ppg + pp - j, m)).
-      if (!backbone_fits(b, 0, b.pp + ppg, m)) continue;
-      for (int ppe = has_e_ ? 1 : 0; ppe <= max_e; ++ppe) {
+      if (!backbone_fits(b, 0, b.pp + ppg, m, md.ce, md.cg)) continue;
+      for (int ppe = se ? 1 : 0; ppe <= max_e; ++ppe) {
         if (gb + ppe + ppg > N_) break;
-        pair_search(b, bt, gb, ppe, ppg, ppe + b.pp + ppg, m);
+        pair_search(b, bt, gb, ppe, ppg, ppe + b.pp + ppg, m, md);
       }
     }
   }
 
   void pair_search(const backbone_cfg& b, const module_terms& bt, long long gb, int ppe, int ppg,
-                   int P, int m) {
+                   int P, int m, side_mode md) {
     static const side_list none{{side_option{}}};
     const side_list* E = &none;
     const side_list* G = &none;
-    if (has_e_) {
+    const bool se = has_e_ && !md.ce, sg = has_g_ && !md.cg;  // separate side modules
+    if (se) {
       std::vector<int> fl;
       for (int j = 0; j < ppe; ++j) fl.push_back(one_f_one_b_in_flight(P, j, m));
       E = &side_options(ei_, b.n, ppe, fl);
     }
-    if (has_g_) {
+    if (sg) {
       std::vector<int> fl;
       for (int j = 0; j < ppg; ++j) fl.push_back(one_f_one_b_in_flight(P, ppe + b.pp + j, m));
       G = &side_options(gi_, b.n, ppg, fl);
     }
     if (E->options.empty() || G->options.empty()) return;
-    const double bb_side_e = has_e_ ? side_transfer_time(ei_, b.k, b.tp) : 0.0;
-    const double bb_side_g = has_g_ ? side_transfer_time(gi_, b.k, b.tp) : 0.0;
-    const double dirs_e = has_e_ ? mods_[ei_].dirs : 0.0;
+    const double bb_side_e = se ? side_transfer_time(ei_, b.k, b.tp) : 0.0;
+    const double bb_side_g = sg ? side_transfer_time(gi_, b.k, b.tp) : 0.0;
+    const double dirs_e = se ? mods_[ei_].dirs : 0.0;
     const double dirs_g = mods_[bi_].dirs;
     // Generator terms with this backbone, and prefix minima (over fewer GPUs) for the bound.
     const std::size_t ng = G->options.size();
@@ -671,7 +712,7 @@ class plan_search {
     pmin_path_.resize(ng);
     for (std::size_t i = 0; i < ng; ++i) {
       const side_option& o = G->options[i];
-      if (has_g_) {
+      if (sg) {
         gterms_[i].max_stage_s = o.max_stage;
         gterms_[i].path_s = o.path_base + dirs_g * std::max(bb_side_g, o.side_bytes_time);
         gterms_[i].sync_s = o.sync;
@@ -687,7 +728,7 @@ class plan_search {
       if (e.gpus + G->options.front().gpus > budget) break;
       if (e.gpus % b.tp != 0) continue;  // the backbone's first rank must be a multiple of its tp
       module_terms et{};
-      if (has_e_) {
+      if (se) {
         et.max_stage_s = e.max_stage;
         et.path_s = e.path_base + dirs_e * std::max(e.side_bytes_time, bb_side_e);
         et.sync_s = e.sync;
@@ -707,7 +748,7 @@ class plan_search {
           if (combine(m, arr).iteration_s > best_.time) break;  // bounds every option in [0, i]
         }
         const side_option& go = G->options[i];
-        if (has_g_ && base_g % go.tp != 0) continue;
+        if (sg && base_g % go.tp != 0) continue;
         ++stats_.pairs_evaluated;
         const module_terms arr[3] = {et, bt, gterms_[i]};
         const double time = combine(m, arr).iteration_s;
@@ -715,8 +756,10 @@ class plan_search {
         if (!may_improve(time, gpus)) continue;
         parallel_plan p = base_plan(b.n);
         set_module(p, bi_, b.tp, b.pp, b.dp, b.rc, b.layout->layers, b.v);
-        if (has_e_) set_module(p, ei_, e.tp, e.pp, e.dp, e.rc, e.layout->layers);
-        if (has_g_) set_module(p, gi_, go.tp, go.pp, go.dp, go.rc, go.layout->layers);
+        if (se) set_module(p, ei_, e.tp, e.pp, e.dp, e.rc, e.layout->layers);
+        if (sg) set_module(p, gi_, go.tp, go.pp, go.dp, go.rc, go.layout->layers);
+        if (md.ce) set_colocated(p, ei_, b);
+        if (md.cg) set_colocated(p, gi_, b);
         consider(time, gpus, std::move(p));
       }
     }
@@ -733,6 +776,13 @@ class plan_search {
     mp.layers = layers;
   }
 
+  /// @brief Side module `i` colocated on backbone configuration `c` (its
+  /// largest supported TP dividing the backbone's, the backbone's dp and recompute).
+  void set_colocated(parallel_plan& p, std::size_t i, const backbone_cfg& c) const {
+    set_module(p, i, colocated_tp(i, c.tp), 1, c.dp, c.rc, {mods_[i].layers});
+    p.modules[i].colocated = true;
+  }
+
   // ---- monolithic (Megatron-style) layouts ----
   [[nodiscard]] int colocated_tp(std::size_t i, int tp_b) const {
     int best = 1;
@@ -744,15 +794,16 @@ class plan_search {
     return stage_config{i, 0, mods_[i].layers, colocated_tp(i, tp_b), dp, rc};
   }
 
-  /// @brief Split of the backbone with the colocated encoder on stage 0 and the
-  /// colocated generator on the last stage, by `rule`.
-  const split_info& mono_split(layer_split_rule rule, int tp, bool rc, int k, int pp, int v) {
+  /// @brief Split of the backbone with the colocated encoder (`ce`) on stage 0
+  /// and the colocated generator (`cg`) on the last stage, by `rule`.
+  const split_info& mono_split(layer_split_rule rule, int tp, bool rc, int k, int pp, int v,
+                               bool ce, bool cg) {
     const double te =
-        has_e_ ? tt(table(ei_, colocated_tp(ei_, tp), rc, k), stage_type::whole, mods_[ei_].layers)
-               : 0.0;
+        ce ? tt(table(ei_, colocated_tp(ei_, tp), rc, k), stage_type::whole, mods_[ei_].layers)
+           : 0.0;
     const double tg =
-        has_g_ ? tt(table(gi_, colocated_tp(gi_, tp), rc, k), stage_type::whole, mods_[gi_].layers)
-               : 0.0;
+        cg ? tt(table(gi_, colocated_tp(gi_, tp), rc, k), stage_type::whole, mods_[gi_].layers)
+           : 0.0;
     time_table& T = table(bi_, tp, rc, k);
     // Stage time with the colocated parts, summed in model-module order from 0 (as evaluate does).
     auto fn = [&](stage_type t, int c) {
@@ -765,7 +816,13 @@ class plan_search {
       }
       return 0.0 + x;
     };
-    const unsigned family = rule == layer_split_rule::even ? 3u : 2u;
+    // Cache families: 2/3 balanced/even with every side module colocated, 4/5/6 balanced with
+    // (encoder, generator) colocated as (yes, no) / (no, yes) / (no, no).
+    const bool all = ce == has_e_ && cg == has_g_;
+    const unsigned family = all  ? (rule == layer_split_rule::even ? 3u : 2u)
+                            : ce ? 4u
+                            : cg ? 5u
+                                 : 6u;
     return get_split(pack(family, bi_, tp, rc, pp, k), v, mods_[bi_].layers, pp, rule, fn);
   }
 
@@ -777,77 +834,21 @@ class plan_search {
     for (backbone_cfg& c : nodes_) {
       if (c.lb > best_.time) break;
       for (layer_split_rule rule : rules) {
-        c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp, c.v);
+        c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
         if (c.layout->layers.empty() || split_bound(c) > best_.time) continue;
         ++stats_.monolithic_configs;
-        const module_terms arr[1] = {mono_terms(c)};
+        const module_terms arr[1] = {backbone_terms(c, has_e_, has_g_)};
         const double time = combine(S_ / c.n, arr).iteration_s;
         const long long gpus = static_cast<long long>(c.tp) * c.pp * c.dp;
-        if (!may_improve(time, gpus) || !mono_fits(c)) continue;
+        if (!may_improve(time, gpus) || !backbone_fits(c, 0, c.pp, S_ / c.n, has_e_, has_g_))
+          continue;
         parallel_plan p = base_plan(c.n);
         set_module(p, bi_, c.tp, c.pp, c.dp, c.rc, c.layout->layers, c.v);
-        for (std::size_t i = 0; i < p.modules.size(); ++i) {
-          if (i == bi_) continue;
-          set_module(p, i, colocated_tp(i, c.tp), 1, c.dp, c.rc, {mods_[i].layers});
-          p.modules[i].colocated = true;
-        }
+        for (std::size_t i = 0; i < p.modules.size(); ++i)
+          if (i != bi_) set_colocated(p, i, c);
         consider(time, gpus, std::move(p));
       }
     }
-  }
-
-  module_terms mono_terms(const backbone_cfg& c) {
-    double sync = 0;
-    const module_workload w = workload(bi_, c.k);
-    std::vector<double> hops(static_cast<std::size_t>(c.pp), 0.0);
-    const bool spans = dp_spans_nodes(c.tp, c.dp, g_);
-    const stage_sync ye =
-        has_e_ ? part_sync(cost_, colocated_cfg(ei_, c.tp, c.dp, c.rc), workload(ei_, c.k), spans)
-               : stage_sync{};
-    const stage_sync yg =
-        has_g_ ? part_sync(cost_, colocated_cfg(gi_, c.tp, c.dp, c.rc), workload(gi_, c.k), spans)
-               : stage_sync{};
-    for (int j = 0; j < c.pp; ++j) {
-      const stage_type ty = type_of_stage(j, c.pp);
-      const stage_config cfg{bi_, at(c.layout->first, j), at(c.layout->layers, j), c.tp, c.dp,
-                             c.rc};
-      if (j + 1 < c.pp)
-        hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
-      stage_sync y;
-      if ((ty == stage_type::first || ty == stage_type::whole) && has_e_) y.add(ye);
-      y.add(part_sync(cost_, cfg, w, spans));
-      if ((ty == stage_type::last || ty == stage_type::whole) && has_g_) y.add(yg);
-      sync = std::max(sync, exposed_sync(y));
-    }
-    module_terms t = module_path(c.layout->times, hops, 0.0, c.v);
-    t.sync_s = sync;
-    return t;
-  }
-
-  bool mono_fits(const backbone_cfg& c) {
-    const int m = S_ / c.n;
-    for (int j = 0; j < c.pp; ++j) {
-      const stage_type ty = type_of_stage(j, c.pp);
-      const int f =
-          c.v > 1 ? interleaved_in_flight(c.pp, j, c.v, m, 0) : one_f_one_b_in_flight(c.pp, j, m);
-      const int fw = whole_microbatches(f, c.v);  // colocated parts keep whole microbatches
-      memory_breakdown mem;
-      if ((ty == stage_type::first || ty == stage_type::whole) && has_e_)
-        add_memory(
-            mem, cost_.stage_memory(colocated_cfg(ei_, c.tp, c.dp, c.rc), workload(ei_, c.k), fw));
-      add_memory(mem, device_memory(cost_,
-                                    stage_config{bi_, at(c.layout->first, j),
-                                                 at(c.layout->layers, j), c.tp, c.dp, c.rc},
-                                    workload(bi_, c.k), f, c.v));
-      if ((ty == stage_type::last || ty == stage_type::whole) && has_g_)
-        add_memory(
-            mem, cost_.stage_memory(colocated_cfg(gi_, c.tp, c.dp, c.rc), workload(gi_, c.k), fw));
-      if (mem.total() > limit_) {
-        note_violation(model_.modules[bi_].name, j, mem.total());
-        return false;
-      }
-    }
-    return true;
   }
 
   const C& cost_;
