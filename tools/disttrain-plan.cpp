@@ -355,14 +355,17 @@ int run(const args& a) {
     return 0;
   }
   fmt::print("{}\n{}\n\n", title, sc.description);
-  bool monolithic = false;
-  for (const auto& m : ours.plan.modules) monolithic = monolithic || m.colocated;
+  int sides = 0, colocated = 0;
+  for (const auto& m : ours.plan.modules)
+    if (m.role != "backbone") ++sides, colocated += m.colocated ? 1 : 0;
+  const char* family = colocated == 0       ? "disaggregated"
+                       : colocated == sides ? "monolithic: disaggregation does not pay off here"
+                                            : "mixed: one side module colocated";
   fmt::print(
       "Planned layout ({}; objective {}; exact over its search space, solved in {:.1f} "
       "ms):\n{}{}\n",
-      monolithic ? "monolithic: disaggregation does not pay off here" : "disaggregated",
-      disttrain::to_string(popt.objective), ours.solve_ms, disttrain::format_plan(ours.plan),
-      disttrain::format_evaluation(ours.evaluation, a.stages));
+      family, disttrain::to_string(popt.objective), ours.solve_ms,
+      disttrain::format_plan(ours.plan), disttrain::format_evaluation(ours.evaluation, a.stages));
   fmt::print(
       "Megatron-LM-style baseline (one TP/PP/DP, encoder on the first stage, generator on the "
       "last, even "
