@@ -44,11 +44,11 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
   --config FILE.json   scenario file: {"model", "cluster", "data", "global_batch_size"}
                        ("model"/"data" may name a preset; "cluster" may be
                        {"preset": "h800", "num_gpus": 64}); optional "planner"
-                       {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
-                       "search_recompute", "max_virtual_stages", "overlap_grad_reduce",
-                       "overlap_param_gather", "objective", "within", "max_gpus",
-                       "include_mixed"}
-                       and "cost" (cost-model parameters)
+                       (planner_options' fields: "max_backbone_pp", "max_side_pp",
+                       "tp_candidates", "search_recompute", "include_mixed",
+                       "max_virtual_stages", "overlap_grad_reduce", "objective",
+                       "within", "max_gpus", ...; docs/planner.md) and "cost"
+                       (cost-model parameters)
   --gpus N             override the cluster's GPU count
   --batch N            override the global batch (samples per iteration)
   --max-side-pp N      most pipeline stages of the encoder / generator (default 2)
@@ -154,14 +154,6 @@ args parse(int argc, char** argv) {
   return a;
 }
 
-disttrain::plan_objective parse_objective(const std::string& v, std::string_view where) {
-  for (auto o : {disttrain::plan_objective::time, disttrain::plan_objective::throughput_per_gpu,
-                 disttrain::plan_objective::min_gpus_within})
-    if (v == disttrain::to_string(o)) return o;
-  disttrain::detail::fail(disttrain::errc::invalid_argument, where,
-                          "expects time, throughput_per_gpu or min_gpus_within, got '", v, "'");
-}
-
 // ---- scenario from a config file -------------------------------------------
 
 disttrain::scenario read_config(const std::string& path, std::optional<int> gpus,
@@ -187,35 +179,7 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
     j["cluster"] = json(disttrain::presets::cluster_preset(name, n));
   }
   if (gpus && j.contains("cluster") && j["cluster"].is_object()) j["cluster"]["num_gpus"] = *gpus;
-  if (j.contains("planner")) {
-    const json& p = j["planner"];
-    dd::check_keys(p,
-                   {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
-                    "search_recompute", "max_virtual_stages", "overlap_grad_reduce",
-                    "overlap_param_gather", "objective", "within", "max_gpus", "include_mixed"},
-                   "planner");
-    popt.max_backbone_pp =
-        dd::json_get_or<int>(p, "max_backbone_pp", popt.max_backbone_pp, "planner");
-    popt.min_backbone_pp =
-        dd::json_get_or<int>(p, "min_backbone_pp", popt.min_backbone_pp, "planner");
-    popt.max_side_pp = dd::json_get_or<int>(p, "max_side_pp", popt.max_side_pp, "planner");
-    popt.tp_candidates =
-        dd::json_get_or<std::vector<int>>(p, "tp_candidates", popt.tp_candidates, "planner");
-    popt.search_recompute =
-        dd::json_get_or<bool>(p, "search_recompute", popt.search_recompute, "planner");
-    popt.max_virtual_stages =
-        dd::json_get_or<int>(p, "max_virtual_stages", popt.max_virtual_stages, "planner");
-    if (p.contains("objective"))
-      popt.objective = parse_objective(dd::json_get<std::string>(p, "objective", "planner"),
-                                       "planner.objective");
-    popt.within = dd::json_get_or<double>(p, "within", popt.within, "planner");
-    popt.max_gpus = dd::json_get_or<long long>(p, "max_gpus", popt.max_gpus, "planner");
-    popt.include_mixed = dd::json_get_or<bool>(p, "include_mixed", popt.include_mixed, "planner");
-    popt.overlap_grad_reduce =
-        dd::json_get_or<bool>(p, "overlap_grad_reduce", popt.overlap_grad_reduce, "planner");
-    popt.overlap_param_gather =
-        dd::json_get_or<bool>(p, "overlap_param_gather", popt.overlap_param_gather, "planner");
-  }
+  if (j.contains("planner")) popt = disttrain::read_planner_options(j["planner"], "planner", popt);
   if (j.contains("cost")) cparams = dd::read_cost_params(j["cost"], "cost");
   j.erase("planner");  // read above; the rest is the scenario
   j.erase("cost");
@@ -286,7 +250,7 @@ int run(const args& a) {
   if (a.max_virtual_stages) popt.max_virtual_stages = *a.max_virtual_stages;
   if (a.max_gpus) popt.max_gpus = *a.max_gpus;
   if (a.no_mixed) popt.include_mixed = false;
-  if (a.objective) popt.objective = parse_objective(*a.objective, "--objective");
+  if (a.objective) popt.objective = disttrain::parse_objective(*a.objective, "--objective");
   if (a.within) {
     char* end = nullptr;
     popt.within = std::strtod(a.within->c_str(), &end);

@@ -28,7 +28,8 @@
 /// ## The search
 /// The tiny trainer runs TP 1 and one stage per side module, each module on
 /// its own ranks: the planner is asked for exactly that
-/// (`tp_candidates = {1}`, `max_side_pp = 1`, `include_monolithic = false`).
+/// (`tp_candidates = {1}`, `max_side_pp = 1`, `include_monolithic = false`,
+/// `include_mixed = false`).
 /// `to_dist_plan` still checks every such property and throws
 /// `invalid_argument` naming the field if a plan breaks one (a plan from
 /// JSON, or a future planner).
@@ -149,6 +150,7 @@ inline disttrain::planner_options planner_options_of(int min_backbone_pp = 1) {
   o.tp_candidates = {1};
   o.max_side_pp = 1;
   o.include_monolithic = false;
+  o.include_mixed = false;
   o.search_recompute = false;
   return o;
 }

@@ -8,8 +8,8 @@
 // disttrain.Error (python/disttrain/errors.py) carrying errc and where.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdint>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -55,28 +55,10 @@ json parse(const std::string& text, std::string_view what) {
 }
 
 // Planner options from the JSON object the Python layer builds from keyword
-// arguments and a scenario's "planner" key; unknown keys are parse errors at
-// planner.<key> (with a "did you mean").
+// arguments and a scenario's "planner" key: the library's reader (unknown keys
+// are parse errors at planner.<key>, with a "did you mean").
 disttrain::planner_options read_planner_options(const json& p) {
-  disttrain::planner_options o;
-  if (p.is_null()) return o;
-  dd::check_keys(p,
-                 {"max_backbone_pp", "min_backbone_pp", "max_side_pp", "tp_candidates",
-                  "search_recompute", "max_virtual_stages", "overlap_grad_reduce",
-                  "overlap_param_gather"},
-                 "planner");
-  const auto get = [&p](std::string_view key, auto& field) {
-    field = dd::json_get_or<std::remove_reference_t<decltype(field)>>(p, key, field, "planner");
-  };
-  get("max_backbone_pp", o.max_backbone_pp);
-  get("min_backbone_pp", o.min_backbone_pp);
-  get("max_side_pp", o.max_side_pp);
-  get("tp_candidates", o.tp_candidates);
-  get("search_recompute", o.search_recompute);
-  get("max_virtual_stages", o.max_virtual_stages);
-  get("overlap_grad_reduce", o.overlap_grad_reduce);
-  get("overlap_param_gather", o.overlap_param_gather);
-  return o;
+  return disttrain::read_planner_options(p, "planner");
 }
 
 // One planning problem: the scenario, its cost model and its request.
@@ -103,8 +85,8 @@ struct problem {
 // A plan object, or anything holding one under "plan" (plan() / --json output).
 disttrain::parallel_plan read_plan(const std::string& plan_json, const disttrain::scenario& sc) {
   const json pj = parse(plan_json, "plan");
-  auto plan = (pj.is_object() && pj.contains("plan") ? pj.at("plan") : pj)
-                  .get<disttrain::parallel_plan>();
+  auto plan =
+      (pj.is_object() && pj.contains("plan") ? pj.at("plan") : pj).get<disttrain::parallel_plan>();
   if (plan.global_batch != sc.global_batch_size)
     dd::fail(disttrain::errc::invalid_argument, "plan.global_batch", "is ", plan.global_batch,
              ", but the scenario's global batch is ", sc.global_batch_size,
@@ -180,9 +162,8 @@ using ids_array = nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb
 disttrain::reorder_options read_reorder_options(const std::string& options_json) {
   const json j = parse(options_json, "reorder_options");
   dd::check_keys(j,
-                 {"modules", "microbatches", "microbatch_group", "equal_count", "slots",
-                  "balance", "order", "order_budget", "slot_search_budget", "slot_search_below",
-                  "stages"},
+                 {"modules", "microbatches", "microbatch_group", "equal_count", "slots", "balance",
+                  "order", "order_budget", "slot_search_budget", "slot_search_below", "stages"},
                  "reorder_options");
   return j.get<disttrain::reorder_options>();  // validates
 }
@@ -301,8 +282,7 @@ nb::dict to_dict(flat_result&& f) {
 // batches). Calls on one object are serialised by a mutex: the GIL is released.
 class py_reorderer {
  public:
-  explicit py_reorderer(const std::string& options_json)
-      : r_(read_reorder_options(options_json)) {}
+  explicit py_reorderer(const std::string& options_json) : r_(read_reorder_options(options_json)) {}
 
   std::string options_json() const { return json(r_.options()).dump(); }
 
@@ -416,7 +396,9 @@ NB_MODULE(_core, m) {
   const auto release = nb::call_guard<nb::gil_scoped_release>();
   m.def(
       "scenario_preset",
-      [](const std::string& name) { return json(disttrain::presets::scenario_preset(name)).dump(); },
+      [](const std::string& name) {
+        return json(disttrain::presets::scenario_preset(name)).dump();
+      },
       "name"_a, "The built-in scenario `name` as JSON text.");
   m.def("scenario_preset_names", &disttrain::presets::scenario_preset_names);
   m.def(

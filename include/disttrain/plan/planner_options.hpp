@@ -2,8 +2,13 @@
 /// @file planner_options.hpp
 /// @brief The planner's search space switches and its counters.
 
+#include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
 
 namespace disttrain {
 
@@ -36,6 +41,16 @@ constexpr std::string_view to_string(plan_objective o) noexcept {
     case plan_objective::time: break;
   }
   return "time";
+}
+
+/// @brief The objective named `name` ("time", "throughput_per_gpu",
+/// "min_gpus_within"); anything else is `errc::parse_error` at `where`.
+[[nodiscard]] inline plan_objective parse_objective(std::string_view name, std::string_view where) {
+  for (auto o :
+       {plan_objective::time, plan_objective::throughput_per_gpu, plan_objective::min_gpus_within})
+    if (name == to_string(o)) return o;
+  detail::fail(errc::parse_error, where, "unknown objective '", name,
+               "' (expected time, throughput_per_gpu or min_gpus_within)");
 }
 
 /// @brief The planner's search space and switches.
@@ -90,5 +105,44 @@ struct planner_stats {
   long long monolithic_configs = 0;  ///< monolithic candidates scored
   long long frontier_plans = 0;      ///< exact searches along the GPU frontier (objectives)
 };
+
+/// @brief Reads planner options from a JSON object whose keys are the field
+/// names above (`objective` as its name), over the defaults in `o`. Unknown
+/// keys, fractions for integers and unknown objectives are `errc::parse_error`
+/// naming `<path>.<key>`. `monolithic_splits` is not read (a code-level switch).
+/// @code auto o = disttrain::read_planner_options(config["planner"], "planner"); @endcode
+[[nodiscard]] inline planner_options read_planner_options(const json& j,
+                                                          std::string_view path = "planner",
+                                                          planner_options o = {}) {
+  if (j.is_null()) return o;
+  detail::check_keys(j,
+                     {"tp_candidates", "search_recompute", "max_backbone_pp", "min_backbone_pp",
+                      "max_side_pp", "include_monolithic", "include_disaggregated", "include_mixed",
+                      "max_virtual_stages", "overlap_grad_reduce", "overlap_param_gather",
+                      "objective", "within", "max_gpus", "max_frontier_plans"},
+                     path);
+  const auto get = [&](std::string_view key, auto& field) {
+    field = detail::json_get_or<std::remove_reference_t<decltype(field)>>(j, key, field, path);
+  };
+  get("tp_candidates", o.tp_candidates);
+  get("search_recompute", o.search_recompute);
+  get("max_backbone_pp", o.max_backbone_pp);
+  get("min_backbone_pp", o.min_backbone_pp);
+  get("max_side_pp", o.max_side_pp);
+  get("include_monolithic", o.include_monolithic);
+  get("include_disaggregated", o.include_disaggregated);
+  get("include_mixed", o.include_mixed);
+  get("max_virtual_stages", o.max_virtual_stages);
+  get("overlap_grad_reduce", o.overlap_grad_reduce);
+  get("overlap_param_gather", o.overlap_param_gather);
+  get("within", o.within);
+  get("max_gpus", o.max_gpus);
+  get("max_frontier_plans", o.max_frontier_plans);
+  if (j.contains("objective")) {
+    const auto name = detail::json_get<std::string>(j, "objective", path);
+    o.objective = parse_objective(name, detail::join_path(path, "objective"));
+  }
+  return o;
+}
 
 }  // namespace disttrain
