@@ -194,17 +194,6 @@ double per_gpu_throughput(const disttrain::plan_result& r) {
   return r.evaluation.samples_per_s / static_cast<double>(r.evaluation.gpus);
 }
 
-disttrain::json result_json(const disttrain::plan_result& r) {
-  return disttrain::json{{"plan", r.plan},
-                         {"iteration_time_s", r.evaluation.iteration_time_s},
-                         {"mfu", r.evaluation.mfu},
-                         {"gpus", r.evaluation.gpus},
-                         {"bubble_fraction", r.evaluation.bubble_fraction},
-                         {"max_memory_bytes", r.evaluation.max_memory_bytes},
-                         {"samples_per_s", r.evaluation.samples_per_s},
-                         {"solve_ms", r.solve_ms}};
-}
-
 template <class C>
 void write_timeline(const args& a, const disttrain::parallel_plan& plan, const C& cm,
                     const disttrain::model_workload& w, disttrain::json* out) {
@@ -304,16 +293,15 @@ int run(const args& a) {
   const auto base = disttrain::plan_megatron_baseline(cm, req, popt);
   const double speedup = base.evaluation.iteration_time_s / ours.evaluation.iteration_time_s;
   if (a.json) {
-    disttrain::json out = result_json(ours);
+    disttrain::json out = disttrain::json(ours);
     out["scenario"] = sc.name;
     out["num_gpus"] = sc.cluster.num_gpus;
     out["global_batch"] = sc.global_batch_size;
-    out["baseline"] = result_json(base);
+    out["baseline"] = disttrain::json(base);
     out["speedup"] = speedup;
     out["objective"] = std::string(disttrain::to_string(popt.objective));
     out["per_gpu_speedup"] = per_gpu_throughput(ours) / per_gpu_throughput(base);
     out["baseline_gpus_unused"] = sc.cluster.num_gpus - base.evaluation.gpus;
-    out["stats"] = ours.stats;
     write_timeline(a, ours.plan, cm, req.sample_workload, &out);
     fmt::print("{}\n", out.dump(2));
     return 0;

@@ -100,19 +100,10 @@ std::string plan_impl(const std::string& scenario_json, const std::string& plann
   const auto popt = read_planner_options(parse(planner_json, "planner"));
   const auto r = baseline ? disttrain::plan_megatron_baseline(pb.cm, pb.req, popt)
                           : disttrain::plan_parallelism(pb.cm, pb.req, popt);
-  const json out{{"scenario", pb.sc.name},
-                 {"num_gpus", pb.sc.cluster.num_gpus},
-                 {"global_batch", pb.sc.global_batch_size},
-                 {"plan", r.plan},
-                 {"iteration_time_s", r.evaluation.iteration_time_s},
-                 {"mfu", r.evaluation.mfu},
-                 {"gpus", r.evaluation.gpus},
-                 {"bubble_fraction", r.evaluation.bubble_fraction},
-                 {"max_memory_bytes", r.evaluation.max_memory_bytes},
-                 {"samples_per_s", r.evaluation.samples_per_s},
-                 {"solve_ms", r.solve_ms},
-                 {"stats", r.stats},
-                 {"evaluation", r.evaluation}};
+  json out = r;
+  out["scenario"] = pb.sc.name;
+  out["num_gpus"] = pb.sc.cluster.num_gpus;
+  out["global_batch"] = pb.sc.global_batch_size;
   return out.dump();
 }
 

@@ -14,6 +14,7 @@
 #include "disttrain/model/cluster_spec.hpp"
 #include "disttrain/model/model_spec.hpp"
 #include "disttrain/model/presets.hpp"
+#include "disttrain/plan/parallel_plan.hpp"
 
 namespace disttrain::testing {
 
@@ -73,6 +74,18 @@ inline model_workload mock_sample() {
   w[1] = module_workload{1, 1000, 1e6};
   w[2] = module_workload{1, 50, 2500};
   return w;
+}
+
+/// The mock model's disaggregated plan used by the hand computations: 8 samples as 4 microbatches
+/// of 2; encoder dp 2, backbone tp 2 x pp 2 x dp 2 (16 + 16 layers), generator dp 1.
+inline parallel_plan mock_plan() {
+  parallel_plan p;
+  p.global_batch = 8;
+  p.num_microbatches = 4;
+  p.modules = {module_plan{"vit-h-14", "encoder", 1, 1, 2, {32}},
+               module_plan{"llama-2-7b", "backbone", 2, 2, 2, {16, 16}},
+               module_plan{"sd-2.1-unet", "generator", 1, 1, 1, {25}}};
+  return p;
 }
 
 }  // namespace disttrain::testing

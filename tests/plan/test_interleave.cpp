@@ -17,12 +17,7 @@ using disttrain::parallel_plan;
 namespace {
 
 parallel_plan plan(int v) {
-  parallel_plan p;
-  p.global_batch = 8;
-  p.num_microbatches = 4;  // 2 samples per microbatch, 1 per replica at dp 2
-  p.modules = {module_plan{"vit-h-14", "encoder", 1, 1, 2, {32}},
-               module_plan{"llama-2-7b", "backbone", 2, 2, 2, {16, 16}},
-               module_plan{"sd-2.1-unet", "generator", 1, 1, 1, {25}}};
+  parallel_plan p = disttrain::testing::mock_plan();
   p.modules[1].virtual_stages = v;
   return p;
 }

@@ -156,4 +156,21 @@ inline void to_json(json& j, const planner_stats& s) {
            {"frontier_plans", s.frontier_plans}};
 }
 
+/// @brief `{"plan", "iteration_time_s", "mfu", "gpus", "bubble_fraction",
+/// "max_memory_bytes", "samples_per_s", "solve_ms", "stats", "evaluation"}`: the
+/// headline figures at the top level, the full evaluation (per stage) under
+/// "evaluation". What `disttrain-plan --json` and the Python `plan()` return.
+inline void to_json(json& j, const plan_result& r) {
+  j = json{{"plan", r.plan},
+           {"iteration_time_s", r.evaluation.iteration_time_s},
+           {"mfu", r.evaluation.mfu},
+           {"gpus", r.evaluation.gpus},
+           {"bubble_fraction", r.evaluation.bubble_fraction},
+           {"max_memory_bytes", r.evaluation.max_memory_bytes},
+           {"samples_per_s", r.evaluation.samples_per_s},
+           {"solve_ms", r.solve_ms},
+           {"stats", r.stats},
+           {"evaluation", r.evaluation}};
+}
+
 }  // namespace disttrain
