@@ -83,8 +83,7 @@ int main(int argc, char** argv) {
   // ---- 2. modelled speedup -----------------------------------------------------
   std::vector<speed_row> speeds;
   const std::vector<std::string> scenarios =
-      opt.quick ? std::vector<std::string>{"mllm-7b"}
-                : disttrain::presets::scenario_preset_names();
+      opt.quick ? std::vector<std::string>{"mllm-7b"} : disttrain::presets::scenario_preset_names();
   for (const auto& name : scenarios) {
     const auto sc = disttrain::presets::scenario_preset(name);
     const disttrain::analytic_cost_model cm(sc.model, sc.cluster);

@@ -150,45 +150,11 @@ class distribution {
 
   /// @brief The smallest value `draw` can return (for a log-normal without a
   /// positive `min`: 0, approached but never drawn). Call after `validate`.
-  [[nodiscard]] double lowest() const {
-    return std::visit(
-        [&](const auto& d) -> double {
-          using T = std::decay_t<decltype(d)>;
-          if constexpr (std::is_same_v<T, constant_dist>) {
-            return d.value;
-          } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
-            return static_cast<double>(d.min);
-          } else if constexpr (std::is_same_v<T, lognormal_dist>) {
-            if (d.sigma == 0)
-              return d.median < d.min ? d.min : (d.median > d.max ? d.max : d.median);
-            return d.min > 0 ? d.min : (d.max < 0 ? d.max : 0.0);
-          } else {
-            return extreme(d, false);
-          }
-        },
-        v_);
-  }
+  [[nodiscard]] double lowest() const { return bound(false); }
 
   /// @brief The largest value `draw` can return (1e300 for an unbounded
   /// log-normal). Call after `validate`.
-  [[nodiscard]] double highest() const {
-    return std::visit(
-        [&](const auto& d) -> double {
-          using T = std::decay_t<decltype(d)>;
-          if constexpr (std::is_same_v<T, constant_dist>) {
-            return d.value;
-          } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
-            return static_cast<double>(d.max);
-          } else if constexpr (std::is_same_v<T, lognormal_dist>) {
-            if (d.sigma == 0)
-              return d.median < d.min ? d.min : (d.median > d.max ? d.max : d.median);
-            return d.max;
-          } else {
-            return extreme(d, true);
-          }
-        },
-        v_);
-  }
+  [[nodiscard]] double highest() const { return bound(true); }
 
   /// @brief Exact mean (the clamped log-normal's through the normal CDF).
   [[nodiscard]] double mean() const {
@@ -222,6 +188,27 @@ class distribution {
 
  private:
   // Smallest / largest value of a histogram with a positive weight.
+  // lowest() / highest(): the range `draw` can return.
+  [[nodiscard]] double bound(bool largest) const {
+    return std::visit(
+        [&](const auto& d) -> double {
+          using T = std::decay_t<decltype(d)>;
+          if constexpr (std::is_same_v<T, constant_dist>) {
+            return d.value;
+          } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
+            return static_cast<double>(largest ? d.max : d.min);
+          } else if constexpr (std::is_same_v<T, lognormal_dist>) {
+            if (d.sigma == 0)
+              return d.median < d.min ? d.min : (d.median > d.max ? d.max : d.median);
+            if (largest) return d.max;
+            return d.min > 0 ? d.min : (d.max < 0 ? d.max : 0.0);
+          } else {
+            return extreme(d, largest);
+          }
+        },
+        v_);
+  }
+
   static double extreme(const histogram_dist& d, bool largest) {
     bool any = false;
     double x = 0;
