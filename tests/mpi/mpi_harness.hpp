@@ -35,6 +35,17 @@ inline int world_rank() {
     }                                                                            \
   } while (false)
 
+// ctest's skip code (77) after a "SKIPPED" line when the world has fewer than
+// `min_ranks` ranks, else 0: `if (int rc = skip_unless_ranks(2, "x")) return rc;`.
+inline int skip_unless_ranks(int min_ranks, const char* test) {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (n >= min_ranks) return 0;
+  if (world_rank() == 0)
+    std::printf("SKIPPED: %s needs at least %d ranks (got %d)\n", test, min_ranks, n);
+  return 77;
+}
+
 // Runs the named test cases in order; a case's exception counts as a failure.
 // Returns the process exit code (identical on every rank).
 inline int run_all(const std::vector<std::pair<std::string, std::function<void()>>>& cases) {

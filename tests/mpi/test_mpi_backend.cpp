@@ -155,12 +155,7 @@ void verify_mismatch() {
 
 int main(int argc, char** argv) {
   disttrain::mpi_session session(argc, argv);
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  if (n < 2) {
-    std::printf("SKIPPED: test_mpi_backend needs at least 2 ranks (got %d)\n", n);
-    return 77;
-  }
+  if (int rc = disttrain::mpitest::skip_unless_ranks(2, "test_mpi_backend")) return rc;
   return disttrain::mpitest::run_all({{"point to point, FIFO per tag", point_to_point},
                                       {"collectives", collectives},
                                       {"size mismatch names both sizes", size_mismatch},

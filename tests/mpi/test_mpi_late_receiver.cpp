@@ -154,12 +154,7 @@ void route_straggler_gets_intact_bytes_or_error() {
 
 int main(int argc, char** argv) {
   disttrain::mpi_session session(argc, argv);
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  if (n < 2) {
-    std::printf("SKIPPED: test_mpi_late_receiver needs at least 2 ranks (got %d)\n", n);
-    return 77;
-  }
+  if (int rc = disttrain::mpitest::skip_unless_ranks(2, "test_mpi_late_receiver")) return rc;
   return disttrain::mpitest::run_all({{"timed-out send: buffer owner kept until MPI completes",
                                        backend_keeps_timed_out_send_buffer},
                                       {"route straggler gets intact bytes or an error",

@@ -141,12 +141,7 @@ void verify_header_vs_plain_sender() {
 
 int main(int argc, char** argv) {
   disttrain::mpi_session session(argc, argv);
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  if (n < 2) {
-    std::printf("SKIPPED: test_mpi_oversize needs at least 2 ranks (got %d)\n", n);
-    return 77;
-  }
+  if (int rc = disttrain::mpitest::skip_unless_ranks(2, "test_mpi_oversize")) return rc;
   return disttrain::mpitest::run_all(
       {{"oversized message (256 KiB into 8 KiB): guard intact, both sizes", oversized_single_copy},
        {"oversized eager message (1000 B into 100 B)", oversized_eager},
