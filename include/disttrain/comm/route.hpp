@@ -82,6 +82,10 @@ enum class split_axis {
 struct route_options {
   split_axis split = split_axis::hidden;
   bool fan_out = true;  ///< add phase 1 so every receiving TP rank gets the full activation
+  /// The route carries gradients back: `from` is the *later* stage (the one
+  /// after `to` in the pipeline). Pieces, phases and fan-out are planned the
+  /// same way, from `from`'s placement to `to`'s.
+  bool backward = false;
 };
 
 /// @brief One rectangle of one sample carried by a message (rows and columns
@@ -279,16 +283,29 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   const segment_spec& B = L.segment(to.segment);
   detail::require_in_range(from.stage, 0, A.pp - 1, "route.from.stage");
   detail::require_in_range(to.stage, 0, B.pp - 1, "route.to.stage");
-  if (from.segment == to.segment) {
-    detail::require(to.stage == from.stage + 1, "route.to.stage", "within segment '", A.name,
-                    "' a route joins consecutive stages: from stage ", from.stage,
-                    " needs to stage ", from.stage + 1, ", got ", to.stage);
-  } else {
-    detail::require(from.stage == A.pp - 1, "route.from.stage",
-                    "a module boundary leaves the last stage ", A.pp - 1, " of '", A.name,
-                    "', got ", from.stage);
-    detail::require(to.stage == 0, "route.to.stage", "a module boundary enters stage 0 of '",
-                    B.name, "', got ", to.stage);
+  {
+    // The pipeline order of the two ends: (up, down); a backward route runs down -> up.
+    const auto [up, down] = opts.backward ? std::pair{to, from} : std::pair{from, to};
+    const char* up_field = opts.backward ? "route.to" : "route.from";
+    const char* down_field = opts.backward ? "route.from" : "route.to";
+    const segment_spec& U = L.segment(up.segment);
+    const segment_spec& D = L.segment(down.segment);
+    if (up.segment == down.segment) {
+      detail::require(down.stage == up.stage + 1, detail::cat(down_field, ".stage"),
+                      "within segment '", U.name, "' a route joins consecutive stages: stage ",
+                      up.stage, " and stage ", up.stage + 1, ", got ", down.stage);
+    } else {
+      detail::require(up.segment < down.segment, detail::cat(down_field, ".segment"), "segment '",
+                      D.name, "' comes before '", U.name, "' in the pipeline: a ",
+                      opts.backward ? "backward" : "forward", " route must run ",
+                      opts.backward ? "from the later segment to the earlier" : "downstream",
+                      " (set route_options::backward for gradients)");
+      detail::require(up.stage == U.pp - 1, detail::cat(up_field, ".stage"),
+                      "a module boundary joins the last stage ", U.pp - 1, " of '", U.name,
+                      "', got ", up.stage);
+      detail::require(down.stage == 0, detail::cat(down_field, ".stage"),
+                      "a module boundary joins stage 0 of '", D.name, "', got ", down.stage);
+    }
   }
   detail::require(pa.dp() == A.dp, "route.placement_a", "has ", pa.dp(), " replicas but '", A.name,
                   "' has dp ", A.dp);

@@ -40,12 +40,28 @@
 /// disttrain::exec_stats st = exec.run(sched.ops[my_schedule_rank], host);
 /// // st.exposed_comm_seconds: time this rank waited for data
 /// @endcode
+///
+/// ## Bound programs
+/// `run(const bound_program&, host)` runs a program from the bind step
+/// (bind/bind.hpp): each point-to-point op is one message whose peer, bytes
+/// and tag the program holds, so the host only provides its bytes
+/// (`payload(op)`: packed for a send, the landing buffer for a receive) and
+/// unpacks at `received(op)` (concept `bound_exec_host`). Route phases are
+/// ops like any other: the TP fan-out and the gradients' reversed routes run
+/// with the same overlap. Gradient buckets use the program's `dp_group`.
+///
+/// @code
+/// disttrain::executor<disttrain::local_backend> exec(backend);
+/// disttrain::bound_rank mine = disttrain::bind_rank(topo, chain, map, shapes, backend.rank());
+/// exec.run(mine.program, host);  // host: a bound_exec_host
+/// @endcode
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <deque>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -57,6 +73,7 @@
 #include "disttrain/exec/host.hpp"
 #include "disttrain/exec/message_tags.hpp"
 #include "disttrain/exec/timeline.hpp"
+#include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/op.hpp"
 
 namespace disttrain {
@@ -79,6 +96,8 @@ class executor {
  public:
   executor(B& backend, message_tags tags, exec_options opts = {})
       : b_(&backend), tags_(tags), opts_(opts) {}
+  /// @brief An executor of bound programs only (their ops carry their tags).
+  explicit executor(B& backend, exec_options opts = {}) : b_(&backend), opts_(opts) {}
 
   [[nodiscard]] const exec_options& options() const noexcept { return opts_; }
   void set_options(exec_options o) noexcept { opts_ = o; }
@@ -90,10 +109,33 @@ class executor {
   /// transfers, and whatever the host's callbacks throw.
   template <exec_host H>
   exec_stats run(std::span<const schedule_op> program, H& host) {
+    detail::require(tags_.has_value(), "executor",
+                    "schedule programs need message_tags (construct the executor with them)");
+    return run_program(program, host);
+  }
+
+  /// @brief Runs a bound program (see "Bound programs" in the file comment).
+  /// Throws `errc::invalid_argument` when the program is another rank's or the
+  /// host's payload size differs from the op's bytes, and as `run` otherwise.
+  template <bound_exec_host H>
+  exec_stats run(const bound_program& program, H& host) {
+    detail::require(program.rank == b_->rank(), "executor.program.rank", "program of rank ",
+                    program.rank, " run on rank ", b_->rank());
+    group_ = program.dp_group;
+    return run_program(std::span<const bound_op>(program.ops), host);
+  }
+
+ private:
+  static const schedule_op& op_of(const schedule_op& o) noexcept { return o; }
+  static const schedule_op& op_of(const bound_op& b) noexcept { return b.op; }
+
+  template <class Op, class H>
+  exec_stats run_program(std::span<const Op> program, H& host) {
     using T = typename H::grad_type;
-    run_state<T> st(*this, program);
+    run_state<T, Op> st(*this, program);
     for (std::size_t i = 0; i < program.size(); ++i) {
-      const schedule_op& op = program[i];
+      const Op& item = program[i];
+      const schedule_op& op = op_of(item);
       st.current = i;
       if (opts_.overlap) st.post_ahead(host);
       switch (op.kind) {
@@ -108,10 +150,10 @@ class executor {
           st.compute(op, [&] { host.optimizer_step(op); });
           break;
         case op_kind::recv_act:
-        case op_kind::recv_grad: st.receive(host, op); break;
+        case op_kind::recv_grad: st.receive(host, item); break;
         case op_kind::send_act:
-        case op_kind::send_grad: st.send(host, op); break;
-        case op_kind::grad_sync_start: st.sync_start(host, op); break;
+        case op_kind::send_grad: st.send(host, item); break;
+        case op_kind::grad_sync_start: st.sync_start(host, item); break;
         case op_kind::grad_sync_finish: st.sync_finish(host, op); break;
       }
       if (opts_.overlap) st.progress();
@@ -120,12 +162,12 @@ class executor {
     return std::move(st.stats);
   }
 
- private:
   using clock = std::chrono::steady_clock;
   using request = typename B::request;
 
   struct pending {
     std::vector<exec_message> msgs;
+    std::vector<int> tags;  // per message
     std::vector<request> reqs;
     std::vector<char> done;
     bool posted = false;
@@ -147,17 +189,45 @@ class executor {
     bool reported = false;
   };
 
-  template <class T>
+  // The messages of a point-to-point op and their tags: a schedule op asks
+  // the host for its messages; a bound op is one message the program sizes.
+  template <class H>
+  void collect(H& host, const schedule_op& op, pending& p) const {
+    host.messages(op, p.msgs);
+    for (const exec_message& m : p.msgs) p.tags.push_back(tags_->p2p(op, m.sub));
+  }
+  template <class H>
+  void collect(H& host, const bound_op& b, pending& p) const {
+    const std::span<std::byte> bytes = host.payload(b);
+    detail::require(static_cast<std::int64_t>(bytes.size()) == b.bytes,
+                    detail::cat("rank ", b_->rank(), " ", describe(b.op)),
+                    "the host's payload has ", bytes.size(), " bytes, the bound program ", b.bytes);
+    p.msgs.push_back({b.op.peer, bytes, 0});
+    p.tags.push_back(b.tag);
+  }
+  [[nodiscard]] int bucket_tag(const schedule_op& op) const { return tags_->bucket(op.bucket); }
+  [[nodiscard]] static int bucket_tag(const bound_op& b) noexcept { return b.tag; }
+  template <class H>
+  static grad_bucket<typename H::grad_type> ready(H& host, const schedule_op& op) {
+    return host.bucket_ready(op);
+  }
+  template <class H>
+  grad_bucket<typename H::grad_type> ready(H& host, const bound_op& b) const {
+    grad_bucket<typename H::grad_type> g = host.bucket_ready(b.op);
+    g.group = std::span<const int>(group_);
+    return g;
+  }
+
+  template <class T, class Op>
   struct run_state {
-    run_state(executor& e, std::span<const schedule_op> prog)
-        : ex(e), program(prog), t0(clock::now()) {
+    run_state(executor& e, std::span<const Op> prog) : ex(e), program(prog), t0(clock::now()) {
       for (std::size_t i = 0; i < prog.size(); ++i)
-        if (is_recv(prog[i].kind)) recv_at.push_back(i);
+        if (is_recv(op_of(prog[i]).kind)) recv_at.push_back(i);
       recvs.resize(recv_at.size());
     }
 
     executor& ex;
-    std::span<const schedule_op> program;
+    std::span<const Op> program;
     clock::time_point t0;
     exec_stats stats;
     std::size_t current = 0;
@@ -212,13 +282,15 @@ class executor {
 
     template <class H>
     void post_receive(H& host, std::size_t k) {
-      const schedule_op& op = program[recv_at[k]];
+      const Op& item = program[recv_at[k]];
+      const schedule_op& op = op_of(item);
       pending& p = recvs[k];
       const double s = now();
-      host.messages(op, p.msgs);
-      for (const exec_message& m : p.msgs) {
+      ex.collect(host, item, p);
+      for (std::size_t i = 0; i < p.msgs.size(); ++i) {
+        const exec_message& m = p.msgs[i];
         check_peer(op, m);
-        p.reqs.push_back(ex.b_->irecv(m.bytes, m.peer, ex.tags_.p2p(op, m.sub)));
+        p.reqs.push_back(ex.b_->irecv(m.bytes, m.peer, p.tags[i]));
       }
       p.done.assign(p.reqs.size(), 0);
       p.posted = true;
@@ -239,7 +311,8 @@ class executor {
     }
 
     template <class H>
-    void receive(H& host, const schedule_op& op) {
+    void receive(H& host, const Op& item) {
+      const schedule_op& op = op_of(item);
       const std::size_t k = static_cast<std::size_t>(
           std::lower_bound(recv_at.begin(), recv_at.end(), current) - recv_at.begin());
       detail::ensure(k < recv_at.size() && recv_at[k] == current, "executor",
@@ -250,22 +323,23 @@ class executor {
       wait_all_of(op, p);
       for (const exec_message& m : p.msgs) stats.bytes_received += m.bytes.size();
       stats.messages_received += p.msgs.size();
-      compute(op, [&] { host.received(op); });
+      compute(op, [&] { host.received(item); });
       p = pending{};  // the op is complete: drop its requests
       p.posted = true;
     }
 
     template <class H>
-    void send(H& host, const schedule_op& op) {
+    void send(H& host, const Op& item) {
+      const schedule_op& op = op_of(item);
       pending& p = sends.emplace_back();
       p.index = current;
       const double s = now();
-      host.messages(op, p.msgs);
+      ex.collect(host, item, p);
       p.posted_at = now();
-      for (const exec_message& m : p.msgs) {
+      for (std::size_t i = 0; i < p.msgs.size(); ++i) {
+        const exec_message& m = p.msgs[i];
         check_peer(op, m);
-        p.reqs.push_back(
-            ex.b_->isend(std::span<const std::byte>(m.bytes), m.peer, ex.tags_.p2p(op, m.sub)));
+        p.reqs.push_back(ex.b_->isend(std::span<const std::byte>(m.bytes), m.peer, p.tags[i]));
         stats.bytes_sent += m.bytes.size();
       }
       stats.messages_sent += p.msgs.size();
@@ -276,14 +350,15 @@ class executor {
     }
 
     template <class H>
-    void sync_start(H& host, const schedule_op& op) {
+    void sync_start(H& host, const Op& item) {
+      const schedule_op& op = op_of(item);
       auto& st = buckets[op.bucket];
       if (st.reduce.active() || st.reported)
         detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket,
                      " started twice in one iteration");
       const double s = now();
-      grad_bucket<T> g = host.bucket_ready(op);
-      st.reduce.start(*ex.b_, g.data, g.group, ex.tags_.bucket(op.bucket));
+      grad_bucket<T> g = ex.ready(host, item);
+      st.reduce.start(*ex.b_, g.data, g.group, ex.bucket_tag(item));
       st.index = current;
       st.op = op;
       st.started = now();
@@ -338,7 +413,7 @@ class executor {
     }
     void report_send(pending& p, double done_at) {
       p.reported = true;
-      record(program[p.index], p.index, p.posted_at, done_at, exec_track::transfer);
+      record(op_of(program[p.index]), p.index, p.posted_at, done_at, exec_track::transfer);
     }
 
     // End of the iteration: every send complete, nothing left in flight.
@@ -366,16 +441,17 @@ class executor {
         // Sends still in flight at the end of the program: exposed, attributed to no op.
         stats.exposed_comm_seconds += e - s;
         if (ex.opts_.record)
-          stats.events.push_back({program.empty() ? schedule_op{} : program.back(), ex.b_->rank(),
-                                  -1, s, e, exec_track::wait});
+          stats.events.push_back({program.empty() ? schedule_op{} : op_of(program.back()),
+                                  ex.b_->rank(), -1, s, e, exec_track::wait});
       }
       stats.iteration_seconds = e;
     }
   };
 
   B* b_;
-  message_tags tags_;
+  std::optional<message_tags> tags_;  // schedule programs only
   exec_options opts_;
+  std::vector<int> group_;  // the bound program's DP group
 };
 
 }  // namespace disttrain

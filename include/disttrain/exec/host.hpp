@@ -46,6 +46,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/op.hpp"
 
 namespace disttrain {
@@ -85,6 +86,32 @@ concept exec_host = requires(H& h, const schedule_op& op, std::vector<exec_messa
   { h.received(op) } -> std::same_as<void>;
   { h.bucket_ready(op) } -> std::same_as<grad_bucket<typename H::grad_type>>;
   { h.bucket_reduced(op) } -> std::same_as<void>;
+};
+
+/// @brief The compute callbacks every host provides (F, B, W, step, buckets).
+template <class H>
+concept compute_host = requires(H& h, const schedule_op& op) {
+  typename H::grad_type;
+  requires std::is_arithmetic_v<typename H::grad_type>;
+  { h.forward(op) } -> std::same_as<void>;
+  { h.backward(op) } -> std::same_as<void>;
+  { h.weight(op) } -> std::same_as<void>;
+  { h.optimizer_step(op) } -> std::same_as<void>;
+  { h.bucket_ready(op) } -> std::same_as<grad_bucket<typename H::grad_type>>;
+  { h.bucket_reduced(op) } -> std::same_as<void>;
+};
+
+/// @brief A host of bound programs (schedule/bound_program.hpp): compute as
+/// `exec_host`; for each point-to-point op (one message, sized by the
+/// program) `payload(op)` gives its bytes (a send's packed data, kept alive
+/// until the iteration ends; a receive's landing buffer) and `received(op)`
+/// unpacks a receive. `bucket_ready`'s group is ignored: the program's
+/// `dp_group` is used. `bind/activation_buffers.hpp` implements the
+/// payload side for any model.
+template <class H>
+concept bound_exec_host = compute_host<H> && requires(H& h, const bound_op& b) {
+  { h.payload(b) } -> std::same_as<std::span<std::byte>>;
+  { h.received(b) } -> std::same_as<void>;
 };
 
 }  // namespace disttrain

@@ -9,26 +9,10 @@
 
 #include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
+#include "disttrain/core/topology.hpp"  // module_role
 #include "disttrain/model/architecture.hpp"
 
 namespace disttrain {
-
-/// @brief Where a module sits in the multimodal pipeline.
-enum class module_role {
-  encoder,    ///< modality encoder (ViT): runs first, on input images
-  backbone,   ///< the LLM: runs on the whole interleaved sequence
-  generator,  ///< modality generator (diffusion): runs last, on generated images
-};
-
-/// @brief "encoder" / "backbone" / "generator".
-[[nodiscard]] constexpr std::string_view to_string(module_role r) noexcept {
-  switch (r) {
-    case module_role::encoder: return "encoder";
-    case module_role::backbone: return "backbone";
-    case module_role::generator: return "generator";
-  }
-  return "unknown";
-}
 
 /// @brief Any of the architectures a module can have.
 using module_arch = std::variant<vit_encoder_arch, decoder_llm_arch, diffusion_arch>;

@@ -1,0 +1,252 @@
+#pragma once
+/// @file bound_host.hpp
+/// @brief The tiny model as a `bound_exec_host`: what is model-specific about
+/// running a bound program (bind/bind.hpp) on one rank, and nothing else.
+///
+/// Per op it runs its module (encoder, backbone stage or generator) over its
+/// samples of the microbatch, in the sample map's order, reading and writing
+/// rows of `activation_buffers`; messages, routes, TP fan-out and gradient
+/// routes are the library's. The tiny modules have no tensor-parallel math:
+/// the TP ranks of a replica compute the same values (each receives the full
+/// activation through the route's fan-out), so every TP rank's gradients must
+/// equal the serial run's.
+///
+/// Link shapes (`link_shapes`): the encoder sends one row per image, every
+/// backbone stage one row per token, all `model_dim` wide.
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "disttrain/bind/activation_buffers.hpp"
+#include "disttrain/bind/bind.hpp"
+#include "disttrain/exec/host.hpp"
+
+#include "data.hpp"
+#include "modules.hpp"
+#include "tensor.hpp"
+
+namespace tiny_mllm {
+
+/// @brief The activation crossing each link of `t`'s chain for the samples of `map`.
+inline std::vector<disttrain::link_shape> link_shapes(const config& c, const disttrain::topology& t,
+                                                      const disttrain::reorder_result& map) {
+  std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_chain_stages() - 1));
+  for (std::size_t l = 0; l < out.size(); ++l) {
+    const auto from = t.module(t.chain_at(static_cast<int>(l)).first).role;
+    out[l].hidden = c.model_dim;
+    out[l].elem_size = sizeof(double);
+    for (const auto& s : map.samples) {
+      const sample_meta m = make_meta(c, s.id);
+      out[l].rows.push_back(from == disttrain::module_role::encoder ? m.num_images() : m.seq_len());
+    }
+  }
+  return out;
+}
+
+/// @brief Per-module reorderer costs of a sample, over the topology's modules that own ranks.
+inline disttrain::sample_meta reorder_costs(const config& c, const disttrain::topology& t,
+                                            std::uint64_t id) {
+  const sample_meta m = make_meta(c, id);
+  disttrain::sample_meta out;
+  out.id = id;
+  out.modules = static_cast<std::uint32_t>(t.owning_modules().size());
+  for (std::size_t k = 0; k < t.owning_modules().size(); ++k) {
+    double enc = 0.0;
+    for (int p : m.patches) enc += static_cast<double>(p) * (1.0 + static_cast<double>(p));
+    const auto role = t.module(t.owning_modules()[k]).role;
+    out.cost[k] = role == disttrain::module_role::encoder    ? enc
+                  : role == disttrain::module_role::backbone ? static_cast<double>(m.seq_len())
+                                                             : 1.0 + 0.1 * m.seq_len();
+  }
+  return out;
+}
+
+/// @brief One rank of the tiny model running bound programs (see the file comment).
+class bound_host {
+ public:
+  using grad_type = double;
+
+  /// @brief The module of global rank `rank` of `t`; backbone stage s holds
+  /// layers [s*L/pp, (s+1)*L/pp) unless `bb_layers` gives each stage's count.
+  /// `buckets`: the gradient buckets of the chain program (parameters split evenly).
+  bound_host(const config& c, const disttrain::topology& t, int rank, adam::settings opt,
+             int buckets = 1, const std::vector<int>& bb_layers = {})
+      : c_(c),
+        coord_(t.coord(rank)),
+        role_(t.module(coord_.module).role),
+        module_index_(t.owning_index(coord_.module)),
+        optimizer_(opt),
+        buckets_(static_cast<std::size_t>(buckets)) {
+    if (role_ == disttrain::module_role::encoder) enc_.emplace_back(c);
+    if (role_ == disttrain::module_role::generator) gen_.emplace_back(c);
+    if (role_ == disttrain::module_role::backbone) {
+      const int pp = t.module(coord_.module).pp, s = coord_.stage.value;
+      int first = s * c.layers / pp, last = (s + 1) * c.layers / pp;
+      if (!bb_layers.empty()) {
+        first = 0;
+        for (int i = 0; i < s; ++i) first += bb_layers.at(static_cast<std::size_t>(i));
+        last = first + bb_layers.at(static_cast<std::size_t>(s));
+      }
+      bb_.emplace_back(c, first, last);
+      first_stage_ = s == 0;
+    }
+    const auto n = params().size();
+    for (std::size_t i = 0; i < n; ++i) bucket_of_.push_back(i * buckets_.size() / n);
+  }
+
+  /// @brief Starts an iteration on `map` with this rank's bound program `mine`
+  /// (both must outlive it): zeroes gradients, sizes buffers, loads samples.
+  void begin(const disttrain::reorder_result& map, const disttrain::bound_rank& mine) {
+    map_ = &map;
+    buf_.reset(mine);
+    loss_ = 0.0;
+    const double scale = 1.0 / static_cast<double>(map.samples.size());
+    for (auto& b : bb_) b.set_loss_scale(scale);
+    for (auto& g : gen_) g.set_loss_scale(scale);
+    for (auto& p : params()) p.grad.setZero();
+    samples_.clear();
+    for (std::uint32_t j = 0; j < map.microbatches; ++j)
+      for (const std::uint64_t id : mine_of(static_cast<int>(j)))
+        samples_.emplace(id, make_sample(c_, id));
+  }
+
+  // ---- bound_exec_host ---------------------------------------------------
+  void forward(const disttrain::schedule_op& op) {
+    const auto x = buf_.input(op.microbatch);
+    const auto y = buf_.output(op.microbatch);
+    std::int64_t in = 0, out = 0;
+    for (const std::uint64_t id : mine_of(op.microbatch)) {
+      const sample& s = samples_.at(id);
+      if (!enc_.empty()) {
+        out = write(y, out, enc_.front().forward(id, s.images));
+      } else if (!bb_.empty()) {
+        const int rows = first_stage_ ? s.meta.num_images() : s.meta.seq_len();
+        auto r = bb_.front().forward(id, read(x, in, rows), s.text);
+        in += rows;
+        out = write(y, out, r.hidden);
+        loss_ += r.loss;
+      } else {
+        loss_ += gen_.front().forward(id, read(x, in, s.meta.seq_len()), s.target);
+        in += s.meta.seq_len();
+      }
+    }
+  }
+  void backward(const disttrain::schedule_op& op) {
+    const auto dx = buf_.input_grad(op.microbatch);
+    const auto dy = buf_.output_grad(op.microbatch);
+    std::int64_t in = 0, out = 0;
+    for (const std::uint64_t id : mine_of(op.microbatch)) {
+      const sample_meta& m = samples_.at(id).meta;
+      if (!enc_.empty()) {
+        enc_.front().backward_input(id, read(dy, out, m.num_images()));
+        out += m.num_images();
+      } else if (!bb_.empty()) {
+        const matrix d = bb_.front().backward_input(id, read(dy, out, m.seq_len()));
+        out += m.seq_len();
+        in = write(dx, in, d);
+      } else {
+        in = write(dx, in, gen_.front().backward_input(id));
+      }
+      if (!split_) weight_of(id);
+    }
+  }
+  void weight(const disttrain::schedule_op& op) {
+    for (const std::uint64_t id : mine_of(op.microbatch)) weight_of(id);
+  }
+  void optimizer_step(const disttrain::schedule_op&) {
+    for (const auto& p : params()) last_grads_[p.name] = p.grad;
+    optimizer_.step(params());
+  }
+  disttrain::grad_bucket<double> bucket_ready(const disttrain::schedule_op& op) {
+    std::vector<double>& buf = buckets_.at(static_cast<std::size_t>(op.bucket));
+    buf.clear();
+    const auto ps = params();
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      if (bucket_of_[i] == static_cast<std::size_t>(op.bucket))
+        buf.insert(buf.end(), ps[i].grad.data(), ps[i].grad.data() + ps[i].grad.size());
+    return {std::span(buf), {}};
+  }
+  void bucket_reduced(const disttrain::schedule_op& op) {
+    const std::vector<double>& buf = buckets_.at(static_cast<std::size_t>(op.bucket));
+    const auto ps = params();
+    std::size_t o = 0;
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      if (bucket_of_[i] == static_cast<std::size_t>(op.bucket)) {
+        const auto n = static_cast<std::size_t>(ps[i].grad.size());
+        std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(o), n, ps[i].grad.data());
+        o += n;
+      }
+  }
+  std::span<std::byte> payload(const disttrain::bound_op& b) { return buf_.payload(b); }
+  void received(const disttrain::bound_op& b) { buf_.received(b); }
+
+  /// @brief B also computes weight gradients unless the schedule splits them.
+  void set_split_backward(bool split) { split_ = split; }
+  /// @brief This rank's share of the batch loss (summed over its samples).
+  [[nodiscard]] double loss() const { return loss_; }
+  /// @brief Gradients by parameter name as the optimizer last saw them.
+  [[nodiscard]] const std::map<std::string, matrix>& last_gradients() const { return last_grads_; }
+  [[nodiscard]] std::span<param_tensor> params() {
+    if (!enc_.empty()) return enc_.front().params();
+    if (!bb_.empty()) return bb_.front().params();
+    return gen_.front().params();
+  }
+  [[nodiscard]] const disttrain::topology_coord& coord() const { return coord_; }
+
+ private:
+  using rm_matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+  // Sample ids of this replica in microbatch j, in the map's order.
+  std::vector<std::uint64_t> mine_of(int j) const {
+    std::vector<std::uint64_t> ids;
+    for (const std::uint32_t idx :
+         map_->cell(static_cast<std::size_t>(module_index_),
+                    static_cast<std::size_t>(coord_.replica.value), static_cast<std::size_t>(j)))
+      ids.push_back(map_->samples[idx].id);
+    return ids;
+  }
+  matrix read(std::span<const double> buf, std::int64_t row, int rows) const {
+    const auto D = static_cast<std::int64_t>(c_.model_dim);
+    disttrain::detail::ensure((row + rows) * D <= static_cast<std::int64_t>(buf.size()),
+                              "bound_host", "rows beyond the input buffer");
+    return Eigen::Map<const rm_matrix>(buf.data() + row * D, rows, D);
+  }
+  std::int64_t write(std::span<double> buf, std::int64_t row, const matrix& m) const {
+    const auto D = static_cast<std::int64_t>(c_.model_dim);
+    disttrain::detail::ensure((row + m.rows()) * D <= static_cast<std::int64_t>(buf.size()),
+                              "bound_host", "rows beyond the output buffer");
+    Eigen::Map<rm_matrix>(buf.data() + row * D, m.rows(), D) = m;
+    return row + m.rows();
+  }
+  void weight_of(std::uint64_t id) {
+    if (!enc_.empty())
+      enc_.front().backward_weight(id);
+    else if (!bb_.empty())
+      bb_.front().backward_weight(id);
+    else
+      gen_.front().backward_weight(id);
+  }
+
+  config c_;
+  disttrain::topology_coord coord_;
+  disttrain::module_role role_;
+  int module_index_ = 0;
+  bool first_stage_ = false, split_ = false;
+  std::vector<encoder> enc_;
+  std::vector<backbone_stage> bb_;
+  std::vector<generator> gen_;
+  adam optimizer_;
+  const disttrain::reorder_result* map_ = nullptr;
+  disttrain::activation_buffers<double> buf_;
+  std::map<std::uint64_t, sample> samples_;
+  std::vector<std::vector<double>> buckets_;
+  std::vector<std::size_t> bucket_of_;  // parameter -> bucket
+  std::map<std::string, matrix> last_grads_;
+  double loss_ = 0.0;
+};
+static_assert(disttrain::bound_exec_host<bound_host>);
+
+}  // namespace tiny_mllm

@@ -1,0 +1,133 @@
+#pragma once
+/// @file topology_views.hpp
+/// @brief Every per-part view of a pipeline, derived from its one `topology`
+/// (core/topology.hpp), and the conversion of a plan into a topology:
+///
+/// | view                     | for                         | function          |
+/// |--------------------------|-----------------------------|-------------------|
+/// | `rank_layout`            | routes, groups (comm/)      | `layout_of`       |
+/// | chain schedule           | bind step (schedule/)       | `chain_program`   |
+/// | `reorder_options`        | the reorderer (reorder/)    | `reorder_options_of` |
+/// | `topology`               | from a `parallel_plan`      | `topology_of`     |
+///
+/// The rank layout numbers ranks exactly as the topology does, and the
+/// reorderer's module k is the topology's k-th module that owns ranks
+/// (`topology::owning_modules`), so a sample map indexes the same modules as
+/// the routes and the schedule.
+///
+/// @code
+/// disttrain::topology topo = disttrain::topology_of(plan, model);
+/// disttrain::rank_layout L = disttrain::layout_of(topo);
+/// disttrain::pipeline_schedule chain = disttrain::chain_program(topo, {.microbatches = 8});
+/// disttrain::reorderer<> r(disttrain::reorder_options_of(topo, 8));
+/// @endcode
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/topology.hpp"
+#include "disttrain/model/model_spec.hpp"
+#include "disttrain/plan/parallel_plan.hpp"
+#include "disttrain/plan/rank_layout.hpp"
+#include "disttrain/reorder/options.hpp"
+#include "disttrain/schedule/communication.hpp"
+#include "disttrain/schedule/multi_module.hpp"
+#include "disttrain/schedule/validate.hpp"
+
+namespace disttrain {
+
+/// @brief The communicator's rank layout: one segment per module that owns
+/// ranks, numbered as the topology numbers them.
+[[nodiscard]] inline rank_layout layout_of(const topology& t) {
+  std::vector<segment_spec> segs;
+  for (const module_id m : t.owning_modules()) {
+    const topology_module& g = t.module(m);
+    segs.push_back({g.name, std::string(to_string(g.role)), g.tp, g.pp, g.dp});
+  }
+  return rank_layout(std::move(segs));
+}
+
+/// @brief Settings of `chain_program`.
+struct chain_options {
+  int microbatches = 1;         ///< microbatches of the iteration
+  bool split_backward = false;  ///< B and W as separate ops
+  int buckets = 1;              ///< gradient buckets per rank
+};
+
+/// @brief The split-microbatch program of every chain stage: the
+/// single-replica chain of the modules that own ranks
+/// (`make_multi_module` with DP 1 and each module's stages and trainable
+/// flag), with gradient buckets and the optimizer step, no communication.
+/// Every replica (and TP rank) of a chain stage runs that stage's program on
+/// its share of each microbatch; `bind_rank` adds the messages. The chain
+/// with communication is validated here (order, matching, no deadlock).
+[[nodiscard]] inline pipeline_schedule chain_program(const topology& t, const chain_options& o) {
+  detail::require_positive(o.microbatches, "chain_options.microbatches");
+  detail::require_positive(o.buckets, "chain_options.buckets");
+  multi_module_spec spec;
+  for (const module_id m : t.owning_modules()) {
+    const topology_module& g = t.module(m);
+    spec.segments.emplace_back(g.name, g.pp, 1, g.trainable);
+  }
+  spec.num_microbatches = o.microbatches;
+  spec.split_backward = o.split_backward;
+  pipeline_schedule s = add_grad_sync(make_multi_module(spec), o.buckets);
+  (void)validate_schedule(add_communication(s));
+  s.name = "chain";
+  return s;
+}
+
+/// @brief The reorderer's options: module k = the k-th module that owns
+/// ranks, with its DP degree; the scoring pipeline has each module's stages
+/// (`chain_stages`). Other fields keep their defaults.
+[[nodiscard]] inline reorder_options reorder_options_of(const topology& t,
+                                                        std::uint32_t microbatches) {
+  reorder_options o;
+  std::vector<std::uint32_t> stages;
+  for (const module_id m : t.owning_modules()) {
+    const topology_module& g = t.module(m);
+    o.modules.push_back({g.name, static_cast<std::uint32_t>(g.dp)});
+    stages.push_back(static_cast<std::uint32_t>(g.pp));
+  }
+  o.microbatches = microbatches;
+  o.stages = chain_stages(stages);
+  o.validate();
+  return o;
+}
+
+/// @brief The topology of a plan: its modules, degrees and colocation, all
+/// trainable. Validates the plan (`invalid_argument` naming `plan....`).
+[[nodiscard]] inline topology topology_of(const parallel_plan& p) {
+  validate(p);
+  std::vector<topology_module> mods;
+  for (std::size_t i = 0; i < p.modules.size(); ++i) {
+    const module_plan& m = p.modules[i];
+    mods.push_back({m.name, parse_module_role(m.role, detail::cat("plan.modules[", i, "].role")),
+                    m.tp, m.pp, m.dp, true, m.colocated});
+  }
+  return topology(std::move(mods));
+}
+
+/// @brief The topology of a plan for `model`: as `topology_of(plan)`, with
+/// each module trainable unless the model freezes it. Throws
+/// `invalid_argument` at `plan.modules[i].name` for a module the model lacks.
+[[nodiscard]] inline topology topology_of(const parallel_plan& p, const model_spec& model) {
+  topology base = topology_of(p);
+  std::vector<topology_module> mods = base.modules();
+  for (std::size_t i = 0; i < mods.size(); ++i) {
+    bool found = false;
+    for (const auto& ms : model.modules)
+      if (ms.name == mods[i].name) {
+        mods[i].trainable = !ms.frozen;
+        found = true;
+      }
+    detail::require(found, detail::cat("plan.modules[", i, "].name"), "module '", mods[i].name,
+                    "' is not in model '", model.name, "'");
+  }
+  return topology(std::move(mods));
+}
+
+}  // namespace disttrain

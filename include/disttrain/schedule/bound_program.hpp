@@ -1,0 +1,96 @@
+#pragma once
+/// @file bound_program.hpp
+/// @brief The program a global rank runs in one iteration, bound to a batch:
+/// every point-to-point op names its real peer (a global rank), its byte count
+/// and its tag. `bind_rank` / `bind_world` (bind/bind.hpp) produce it from the
+/// topology, the chain schedule and the batch's sample map; `validate_bound`
+/// (here), `simulate_bound` (sim/bound_simulator.hpp) and `executor`
+/// (exec/executor.hpp) consume it, so the program checked is the program run.
+///
+/// A bound program keeps the chain schedule's compute ops (F/B/W of chain
+/// stage `op.stage`, gradient buckets, the optimizer step) in order and
+/// surrounds them with one op per message:
+/// - before F: the receives of its input (route phase 0, the crossing), the
+///   fan-out sends and receives among the replica's TP ranks (phase 1);
+/// - after F: the sends of its output (phase 0);
+/// - before B: the same for the gradient of its output, which flows back
+///   along the reversed route; after B: the sends of its input gradient.
+///
+/// A send and its receive carry the same (tag, bytes); messages between two
+/// ranks are matched in program order, as MPI and NCCL match them.
+///
+/// @code
+/// disttrain::bound_world w = disttrain::bind_world(topo, chain, map, shapes);
+/// disttrain::validate_bound(w);                  // matching, sizes, no deadlock
+/// const disttrain::bound_program& mine = w.programs[my_rank];
+/// @endcode
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "disttrain/core/error.hpp"
+#include "disttrain/schedule/op.hpp"
+
+namespace disttrain {
+
+/// @brief One op of a bound program (see the file comment).
+///
+/// For point-to-point kinds, `op.peer` is the global rank of the other side
+/// and `op.stage` the chain stage that produced the tensor (as in schedules);
+/// `link` is the chain link the message crosses (link c joins chain stages c
+/// and c + 1), `phase` 0 for the crossing, 1 for the TP fan-out, and
+/// `message` the index of the message in its route (`bound_rank::route_of`).
+struct bound_op {
+  schedule_op op;          ///< kind, chain stage, chunk, microbatch, peer, bucket
+  std::int64_t bytes = 0;  ///< point-to-point: payload bytes
+  int tag = -1;            ///< point-to-point and grad sync: the message / collective tag
+  int link = -1;           ///< point-to-point: chain link crossed
+  int phase = 0;           ///< point-to-point: 0 crossing, 1 TP fan-out
+  int message = -1;        ///< point-to-point: index of the message in its route
+
+  friend bool operator==(const bound_op&, const bound_op&) = default;
+};
+
+/// @brief What one global rank runs in one iteration.
+struct bound_program {
+  int rank = -1;              ///< global rank
+  int chain_stage = -1;       ///< the chain stage it runs
+  std::vector<bound_op> ops;  ///< in program order
+  std::vector<int> dp_group;  ///< ascending global ranks reducing its gradient buckets
+  /// Per microbatch, elements of its activation buffers: the input it receives
+  /// (and the input gradient it sends back) and the output it sends (and the
+  /// output gradient it receives).
+  std::vector<std::int64_t> input_elements, output_elements;
+
+  [[nodiscard]] std::size_t num_messages() const noexcept {
+    std::size_t n = 0;
+    for (const auto& o : ops) n += is_p2p(o.op.kind) ? 1U : 0U;
+    return n;
+  }
+};
+
+/// @brief The programs of every global rank (`programs[r].rank == r`).
+struct bound_world {
+  std::string name;                     ///< e.g. the chain schedule's name
+  std::vector<bound_program> programs;  ///< one per global rank
+  int num_microbatches = 0;
+
+  [[nodiscard]] int world_size() const noexcept { return static_cast<int>(programs.size()); }
+  [[nodiscard]] std::size_t num_ops() const noexcept {
+    std::size_t n = 0;
+    for (const auto& p : programs) n += p.ops.size();
+    return n;
+  }
+};
+
+/// @brief "rank 5 op #12 recv_act(stage 1, mb 3 <- rank 2), 4096 B, tag 17".
+inline std::string describe(const bound_world& w, int rank, std::size_t i) {
+  const bound_op& b = w.programs.at(static_cast<std::size_t>(rank)).ops.at(i);
+  std::string s = detail::cat("rank ", rank, " op #", i, " ", describe(b.op));
+  if (is_p2p(b.op.kind)) s += detail::cat(", ", b.bytes, " B, tag ", b.tag);
+  return s;
+}
+
+}  // namespace disttrain

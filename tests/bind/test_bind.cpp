@@ -1,0 +1,265 @@
+// The bind step: bound programs validated, equal whether bound per rank or for
+// the world, run by the executor over the local backend with every route
+// phase (TP fan-out, gradients on reversed routes) carrying the right values,
+// and the executed ops equal to the bound program's.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "../comm/local_harness.hpp"
+#include "disttrain/bind/activation_buffers.hpp"
+#include "disttrain/bind/bind.hpp"
+#include "disttrain/exec/executor.hpp"
+#include "disttrain/reorder/reorderer.hpp"
+#include "disttrain/schedule/validate_bound.hpp"
+#include "disttrain_catch.hpp"
+
+using namespace std::chrono_literals;
+using disttrain::errc;
+using disttrain::module_role;
+using disttrain::op_kind;
+
+namespace {
+
+using disttrain::topology;
+
+topology three(int etp, int edp, int btp, int bpp, int bdp, int gtp, int gdp,
+               bool frozen_encoder = false) {
+  return topology({{"enc", module_role::encoder, etp, 1, edp, !frozen_encoder},
+                   {"llm", module_role::backbone, btp, bpp, bdp},
+                   {"gen", module_role::generator, gtp, 1, gdp}});
+}
+
+// A batch of n samples with uneven costs, reordered for `t`.
+disttrain::reorder_result sample_map(const topology& t, int n, int microbatches) {
+  disttrain::reorderer<> r(
+      disttrain::reorder_options_of(t, static_cast<std::uint32_t>(microbatches)));
+  std::vector<disttrain::sample_meta> batch;
+  for (int i = 0; i < n; ++i) {
+    disttrain::sample_meta m;
+    m.id = static_cast<std::uint64_t>(100 + i);
+    for (std::size_t k = 0; k < t.owning_modules().size(); ++k)
+      m.cost[k] = 1.0 + static_cast<double>((i * 7 + static_cast<int>(k) * 3) % 5);
+    batch.push_back(m);
+  }
+  return r.assign(batch);
+}
+
+constexpr std::int64_t hidden = 6;
+
+// Rows of sample index i on every link: 1..3.
+std::vector<disttrain::link_shape> shapes(const topology& t, const disttrain::reorder_result& map) {
+  std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_chain_stages() - 1));
+  for (auto& l : out) {
+    l.hidden = hidden;
+    l.elem_size = sizeof(double);
+    for (const auto& s : map.samples) l.rows.push_back(1 + static_cast<std::int64_t>(s.id % 3));
+  }
+  return out;
+}
+
+// Chain stage c maps x -> 2x + 1 (stage 0 seeds its output from the sample
+// ids); the last stage checks what arrived and seeds the gradient with ones;
+// B doubles the gradient; stage 0 checks the gradient that came back.
+struct toy_host {
+  using grad_type = double;
+  const disttrain::bound_rank* mine = nullptr;
+  const disttrain::reorder_result* map = nullptr;
+  int stages = 0;
+  int module_index = 0, replica = 0;
+  disttrain::activation_buffers<double> buf;
+  std::vector<double> bucket{0.0};
+  std::vector<disttrain::schedule_op> ran;  // compute ops, in order
+
+  // Value of element (row, col) of sample id after chain stage c.
+  static double value(std::uint64_t id, std::int64_t row, std::int64_t col, int c) {
+    double v = static_cast<double>(id) * 100.0 + static_cast<double>(row * 10 + col);
+    for (int k = 1; k <= c; ++k) v = 2.0 * v + 1.0;
+    return v;
+  }
+  // Sample ids of this replica in microbatch j, in placement order.
+  std::vector<std::uint64_t> ids(int j) const {
+    std::vector<std::uint64_t> out;
+    for (auto idx : map->cell(static_cast<std::size_t>(module_index),
+                              static_cast<std::size_t>(replica), static_cast<std::size_t>(j)))
+      out.push_back(map->samples[idx].id);
+    return out;
+  }
+  void forward(const disttrain::schedule_op& op) {
+    ran.push_back(op);
+    const int c = mine->program.chain_stage;
+    auto x = buf.input(op.microbatch);
+    auto y = buf.output(op.microbatch);
+    std::size_t at = 0;
+    for (auto id : ids(op.microbatch)) {
+      const auto rows = 1 + static_cast<std::int64_t>(id % 3);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t k = 0; k < hidden; ++k, ++at) {
+          if (c > 0 && x[at] != value(id, r, k, c - 1))
+            throw std::runtime_error(
+                disttrain::detail::cat("stage ", c, " got ", x[at], " for sample ", id));
+          if (c + 1 < stages) y[at] = c == 0 ? value(id, r, k, 0) : 2.0 * x[at] + 1.0;
+        }
+    }
+  }
+  void backward(const disttrain::schedule_op& op) {
+    ran.push_back(op);
+    const int c = mine->program.chain_stage;
+    auto dx = buf.input_grad(op.microbatch);
+    auto dy = buf.output_grad(op.microbatch);
+    const double expect = static_cast<double>(1 << (stages - 2 - c));
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = c + 1 == stages ? 1.0 : 2.0 * dy[i];
+    for (double g : dy)
+      if (g != expect)
+        throw std::runtime_error(
+            disttrain::detail::cat("stage ", c, " gradient ", g, ", expected ", expect));
+    bucket[0] += static_cast<double>(dy.size());
+  }
+  void weight(const disttrain::schedule_op& op) { ran.push_back(op); }
+  void optimizer_step(const disttrain::schedule_op& op) { ran.push_back(op); }
+  disttrain::grad_bucket<double> bucket_ready(const disttrain::schedule_op&) {
+    return {std::span(bucket), {}};
+  }
+  void bucket_reduced(const disttrain::schedule_op&) {}
+  std::span<std::byte> payload(const disttrain::bound_op& b) { return buf.payload(b); }
+  void received(const disttrain::bound_op& b) { buf.received(b); }
+};
+static_assert(disttrain::bound_exec_host<toy_host>);
+
+// Binds and runs one iteration on every rank; checks values, gradients and
+// that the executed ops are the bound program's.
+void run_layout(const topology& t, int n, int microbatches, bool split = false) {
+  const auto chain =
+      disttrain::chain_program(t, {.microbatches = microbatches, .split_backward = split});
+  const auto map = sample_map(t, n, microbatches);
+  const auto sh = shapes(t, map);
+  const disttrain::bound_world world = disttrain::bind_world(t, chain, map, sh);
+  const auto rep = disttrain::validate_bound(world);
+  CHECK(rep.messages > 0);
+  disttrain::local_world lw(t.world_size(), {5000ms});
+  std::vector<std::vector<disttrain::exec_event>> events(static_cast<std::size_t>(t.world_size()));
+  auto errors = disttrain::test::run_ranks(lw, [&](disttrain::local_backend& b) {
+    const int me = b.rank();
+    const disttrain::bound_rank mine = disttrain::bind_rank(t, chain, map, sh, me);
+    if (!(mine.program.ops == world.programs[static_cast<std::size_t>(me)].ops))
+      throw std::runtime_error("bind_rank differs from bind_world");
+    toy_host h;
+    h.mine = &mine;
+    h.map = &map;
+    h.stages = t.num_chain_stages();
+    const auto co = t.coord(me);
+    h.module_index = t.owning_index(co.module);
+    h.replica = co.replica.value;
+    h.buf.reset(mine);
+    disttrain::executor<disttrain::local_backend> ex(b);
+    auto st = ex.run(mine.program, h);
+    events[static_cast<std::size_t>(me)] = std::move(st.events);
+  });
+  disttrain::test::rethrow_first(errors);
+  // The executed ops, per rank, in program order, are the bound program's.
+  for (int r = 0; r < t.world_size(); ++r) {
+    const auto& prog = world.programs[static_cast<std::size_t>(r)].ops;
+    std::vector<disttrain::schedule_op> executed(prog.size());
+    std::vector<char> seen(prog.size(), 0);
+    for (const auto& e : events[static_cast<std::size_t>(r)])
+      if (e.index >= 0 && !seen[static_cast<std::size_t>(e.index)]) {
+        executed[static_cast<std::size_t>(e.index)] = e.op;
+        seen[static_cast<std::size_t>(e.index)] = 1;
+      }
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      INFO("rank " << r << " op #" << i << " " << disttrain::describe(prog[i].op));
+      REQUIRE(seen[i]);
+      REQUIRE(executed[i] == prog[i].op);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bound programs carry TP fan-out and reversed gradient routes", "[bind]") {
+  SECTION("enc TP2 DP2 -> llm TP2 PP1 DP3 -> gen TP1 DP2") {
+    run_layout(three(2, 2, 2, 1, 3, 1, 2), 13, 3);
+  }
+  SECTION("enc TP1 DP3 -> llm TP2 PP2 DP2 -> gen TP2 DP1, frozen encoder, split backward") {
+    run_layout(three(1, 3, 2, 2, 2, 2, 1, true), 11, 4, true);
+  }
+  SECTION("enc TP2 DP1 -> llm TP1 PP3 DP2 -> gen TP1 DP3") {
+    run_layout(three(2, 1, 1, 3, 2, 1, 3), 9, 3);
+  }
+  SECTION("a replica with no sample in a microbatch") {
+    run_layout(three(1, 4, 1, 1, 1, 1, 4), 5, 2);
+  }
+}
+
+TEST_CASE("validate_bound reports a deadlock and a mismatched message", "[bind]") {
+  const topology t = three(1, 2, 2, 2, 2, 1, 1);
+  const auto chain = disttrain::chain_program(t, {.microbatches = 3});
+  const auto map = sample_map(t, 9, 3);
+  disttrain::bound_world w = disttrain::bind_world(t, chain, map, shapes(t, map));
+  REQUIRE_NOTHROW(disttrain::validate_bound(w));
+  // A receive moved before the send its sender waits on: the two ranks deadlock.
+  {
+    auto bad = w;
+    auto& ops = bad.programs[0].ops;  // encoder rank 0: F, send_act..., recv_grad, B
+    std::size_t recv = ops.size();
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].op.kind == op_kind::recv_grad) {
+        recv = i;
+        break;
+      }
+    REQUIRE(recv < ops.size());
+    const auto moved = ops[recv];
+    ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(recv));
+    ops.insert(ops.begin(), moved);
+    DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(bad), errc::schedule_error, "bound_world");
+  }
+  // A byte count that differs between send and receive.
+  {
+    auto bad = w;
+    for (auto& b : bad.programs[0].ops)
+      if (b.op.kind == op_kind::send_act) {
+        b.bytes += 8;
+        break;
+      }
+    DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(bad), errc::schedule_error, "recv_act");
+  }
+}
+
+TEST_CASE("bind rejects inputs that do not fit the topology", "[bind]") {
+  const topology t = three(1, 2, 1, 2, 2, 1, 1);
+  const auto chain = disttrain::chain_program(t, {.microbatches = 2});
+  const auto map = sample_map(t, 6, 2);
+  auto sh = shapes(t, map);
+  sh.pop_back();
+  DISTTRAIN_CHECK_ERROR(disttrain::bind_world(t, chain, map, sh), errc::invalid_argument,
+                        "bind.shapes");
+  // A sample map over other modules (e.g. per model module with a colocated encoder).
+  const topology colo({{"enc", module_role::encoder, 1, 1, 2, true, true},
+                       {"llm", module_role::backbone, 1, 2, 2},
+                       {"gen", module_role::generator, 1, 1, 1}});
+  const auto chain2 = disttrain::chain_program(colo, {.microbatches = 2});
+  DISTTRAIN_CHECK_ERROR(disttrain::bind_world(colo, chain2, map, shapes(t, map)),
+                        errc::invalid_argument, "bind.map.modules");
+}
+
+TEST_CASE("topology: one rank numbering, checked fields", "[bind][topology]") {
+  const topology t = three(2, 2, 2, 1, 3, 1, 2);
+  CHECK(t.world_size() == 4 + 6 + 2);
+  const auto L = disttrain::layout_of(t);
+  for (int r = 0; r < t.world_size(); ++r) {
+    const auto c = t.coord(r);
+    CHECK(t.rank(c) == r);
+    const auto lc = L.coord(r);
+    CHECK(lc.segment == t.owning_index(c.module));
+    CHECK(lc.stage == c.stage.value);
+    CHECK(lc.replica == c.replica.value);
+    CHECK(lc.tp_rank == c.tp_rank);
+  }
+  DISTTRAIN_CHECK_ERROR(topology({{"a", module_role::backbone}, {"a", module_role::generator}}),
+                        errc::invalid_argument, "topology.modules[1].name");
+  DISTTRAIN_CHECK_ERROR(topology({{"g", module_role::generator}, {"b", module_role::backbone}}),
+                        errc::invalid_argument, "topology.modules[1].role");
+  DISTTRAIN_CHECK_ERROR(topology({{"e", module_role::encoder}}), errc::invalid_argument,
+                        "topology.modules");
+}
