@@ -44,7 +44,9 @@
 /// reports it in `batch_metadata::skipped`.
 ///
 /// @code
-/// disttrain::producer_ranks_config cfg{.producers = {4, 5}, .consumers = {0, 1, 2, 3}};
+/// disttrain::producer_ranks_config cfg;
+/// cfg.producers = {4, 5};
+/// cfg.consumers = {0, 1, 2, 3};
 /// auto sampler = [](std::uint64_t k) { return ids_of_batch(k); };   // same on every rank
 /// if (is_producer) {
 ///   disttrain::sample_producer prod(backend, source, cfg, sampler);
@@ -109,7 +111,10 @@ using batch_sampler = std::function<std::vector<std::uint64_t>(std::uint64_t bat
 /// @brief Settings shared by every producer and consumer rank of one feed.
 ///
 /// @code
-/// disttrain::producer_ranks_config cfg{.producers = {2}, .consumers = {0, 1}, .prefetch = 2};
+/// disttrain::producer_ranks_config cfg;
+/// cfg.producers = {2};          // rank 2 prepares
+/// cfg.consumers = {0, 1};       // ranks 0 and 1 train
+/// cfg.prefetch = 2;
 /// @endcode
 struct producer_ranks_config {
   std::vector<int> producers;  ///< ranks that prepare samples (non-empty, disjoint from consumers)
