@@ -21,7 +21,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 MODE="${1:-run}"
 DEB_PACKAGES=(cmake ninja-build g++ pkg-config libeigen3-dev libfmt-dev catch2
-              nlohmann-json3-dev libopenmpi-dev openmpi-bin)
+              nlohmann-json3-dev libopenmpi-dev openmpi-bin libturbojpeg0-dev)
 JOBS="$(nproc 2>/dev/null || echo 2)"
 
 say() { printf '\033[1m[quickstart]\033[0m %s\n' "$*"; }

@@ -15,7 +15,7 @@ set(disttrain_part_graph
   "schedule:core"
   "sim:schedule"
   "kernels:core"
-  "data:core"
+  "data:comm,reorder"  # producer ranks send over a comm_backend, in the order of reorder's map
   "reorder:core"
   "plan:cost,sim"      # plan/simulate.hpp replays a plan's schedule in the simulator
   "comm:kernels,plan"  # routes are planned over plan/rank_layout.hpp
