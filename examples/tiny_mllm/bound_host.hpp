@@ -15,6 +15,7 @@
 /// backbone stage one row per token, all `model_dim` wide.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -97,9 +98,15 @@ class bound_host {
     for (std::size_t i = 0; i < n; ++i) bucket_of_.push_back(i * buckets_.size() / n);
   }
 
+  /// @brief Where samples come from: called once per sample of this rank, in
+  /// the map's order (microbatch by microbatch, cell order), when F first needs it.
+  using sample_fetch = std::function<sample(std::uint64_t)>;
+
   /// @brief Starts an iteration on `map` with this rank's bound program `mine`
-  /// (both must outlive it): zeroes gradients, sizes buffers, loads samples.
-  void begin(const disttrain::reorder_result& map, const disttrain::bound_rank& mine) {
+  /// (both must outlive it): zeroes gradients, sizes buffers. Samples come
+  /// from `fetch` (empty: `make_sample`).
+  void begin(const disttrain::reorder_result& map, const disttrain::bound_rank& mine,
+             sample_fetch fetch = {}) {
     map_ = &map;
     buf_.reset(mine);
     loss_ = 0.0;
@@ -108,9 +115,7 @@ class bound_host {
     for (auto& g : gen_) g.set_loss_scale(scale);
     for (auto& p : params()) p.grad.setZero();
     samples_.clear();
-    for (std::uint32_t j = 0; j < map.microbatches; ++j)
-      for (const std::uint64_t id : mine_of(static_cast<int>(j)))
-        samples_.emplace(id, make_sample(c_, id));
+    fetch_ = fetch ? std::move(fetch) : [c = c_](std::uint64_t id) { return make_sample(c, id); };
   }
 
   // ---- bound_exec_host ---------------------------------------------------
@@ -119,7 +124,9 @@ class bound_host {
     const auto y = buf_.output(op.microbatch);
     std::int64_t in = 0, out = 0;
     for (const std::uint64_t id : mine_of(op.microbatch)) {
-      const sample& s = samples_.at(id);
+      auto at = samples_.find(id);
+      if (at == samples_.end()) at = samples_.emplace(id, fetch_(id)).first;
+      const sample& s = at->second;
       if (!enc_.empty()) {
         out = write(y, out, enc_.front().forward(id, s.images));
       } else if (!bb_.empty()) {
@@ -242,6 +249,7 @@ class bound_host {
   const disttrain::reorder_result* map_ = nullptr;
   disttrain::activation_buffers<double> buf_;
   std::map<std::uint64_t, sample> samples_;
+  sample_fetch fetch_;
   std::vector<std::vector<double>> buckets_;
   std::vector<std::size_t> bucket_of_;  // parameter -> bucket
   std::map<std::string, matrix> last_grads_;

@@ -190,8 +190,8 @@ int train(B& backend, const driver_options& o) {
     if (k + 1 == o.iterations && !o.trace.empty()) {
       const auto events = disttrain::gather_events(backend, r.exec.events);
       if (root) {
-        disttrain::write_json_file(o.trace,
-                                   disttrain::exec_trace_json(o.plan.world_schedule(), events), -1);
+        const auto world = disttrain::as_schedule(t.last_world(), t.topology());
+        disttrain::write_json_file(o.trace, disttrain::exec_trace_json(world, events), -1);
         if (!o.quiet)
           fmt::print("trace of the last iteration: {} ({} events; open in ui.perfetto.dev)\n",
                      o.trace, events.size());

@@ -133,7 +133,7 @@ TEST_CASE("a planner plan the tiny trainer cannot run is rejected naming the fie
                         "plan.backbone.layers");
   // A hand split that does not cover the backbone.
   dist_plan hand{.bb_layers = {1, 2}};
-  DISTTRAIN_CHECK_ERROR(hand.layers_of(0, c), disttrain::errc::invalid_argument,
+  DISTTRAIN_CHECK_ERROR(hand.stage_layers(c), disttrain::errc::invalid_argument,
                         "dist_plan.bb_layers");
   // Nothing fits: more backbone stages than ranks allow.
   DISTTRAIN_CHECK_ERROR(tiny_mllm::plan_layout(c, 3, 12, 1e9, 2), disttrain::errc::infeasible, "");

@@ -339,4 +339,34 @@ bound_program emit_program(const bind_context& cx, int rank, const Routes& route
   return w;
 }
 
+/// @brief A bound world as a `pipeline_schedule` whose rank r is global rank
+/// r (segment = the module's index among those owning ranks, its stage and
+/// replica; TP ranks of a replica share that triple), with each rank's ops.
+/// For the views written over schedules: `exec_trace_json` of executed
+/// events, `to_trace_json`, the SVG. Not a program to validate or run:
+/// `validate_bound` and the executor take the bound world itself.
+[[nodiscard]] inline pipeline_schedule as_schedule(const bound_world& w, const topology& t) {
+  detail::require(w.world_size() == t.world_size(), "as_schedule", "world of ", w.world_size(),
+                  " programs, the topology has ", t.world_size(), " ranks");
+  pipeline_schedule s;
+  s.name = w.name;
+  s.num_stages = t.num_chain_stages();
+  s.num_microbatches = w.num_microbatches;
+  int first = 0;
+  for (const module_id m : t.owning_modules()) {
+    const topology_module& g = t.module(m);
+    s.segments.push_back({g.name, first, g.pp, g.dp, g.trainable});
+    first += g.pp;
+  }
+  for (const bound_program& p : w.programs) {
+    const topology_coord c = t.coord(p.rank);
+    s.ranks.push_back({t.owning_index(c.module), p.chain_stage, c.replica.value});
+    std::vector<schedule_op> ops;
+    ops.reserve(p.ops.size());
+    for (const bound_op& b : p.ops) ops.push_back(b.op);
+    s.ops.push_back(std::move(ops));
+  }
+  return s;
+}
+
 }  // namespace disttrain
