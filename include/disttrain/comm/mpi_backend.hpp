@@ -376,11 +376,15 @@ class mpi_backend {
   }
   void wait(request& r) { wait(r, opts_.timeout); }
   void wait(request& r, std::chrono::milliseconds timeout) {
+    wait(r, wait_deadline::after(timeout));
+  }
+  /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
+  void wait(request& r, const wait_deadline& d) {
     detail::require(r.valid(), "mpi_backend.wait", "empty or already completed request");
-    const auto deadline = detail::deadline_after(timeout);
+    const std::chrono::milliseconds timeout = d.timeout;
     MPI_Status st{};
     int rc = MPI_SUCCESS;
-    const bool done = detail::poll_until(deadline, [&] { return progress(r, rc, st); });
+    const bool done = detail::poll_until(d.at, [&] { return progress(r, rc, st); });
     if (!done) {
       switch (r.cancel()) {
         case request::cancel_result::cancelled:
@@ -582,8 +586,8 @@ class mpi_backend {
           if (MPI_Test(&slot->req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 0)
             shared_->orphans.push_back(slot);  // MPI still writes the scratch buffer
         }
-        detail::fail(errc::comm_error, t.where(), "size mismatch: rank ", t.peer, " sends ",
-                     slot->incoming, " bytes but this rank posted a ", t.what(),
+        detail::fail(errc::comm_error, t.where(),
+                     detail::size_mismatch(t.peer, std::to_string(slot->incoming), t),
                      "; the message was discarded and the receive buffer left untouched");
       }
     }
@@ -595,8 +599,9 @@ class mpi_backend {
       int cls = 0;
       MPI_Error_class(code, &cls);
       if (cls == MPI_ERR_TRUNCATE)
-        detail::fail(errc::comm_error, t.where(), "size mismatch: rank ", t.peer,
-                     " sent more than the ", t.bytes, " bytes of this ", t.what());
+        detail::fail(errc::comm_error, t.where(),
+                     detail::size_mismatch(t.peer, detail::cat("more than ", t.bytes), t),
+                     " (MPI reported truncation without the sender's size)");
       detail::fail(errc::comm_error, t.where(), t.what(),
                    " failed: ", detail::mpi_error_string(code));
     }

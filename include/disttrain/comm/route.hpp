@@ -208,6 +208,21 @@ class route_plan {
 
 namespace detail {
 
+/// "replica 1 position 0: sample 3 vs 5" (or a replica count / length difference).
+[[nodiscard]] inline std::string first_placement_difference(const sample_placement& a,
+                                                            const sample_placement& b) {
+  if (a.dp() != b.dp()) return cat(a.dp(), " vs ", b.dp(), " replicas");
+  for (int d = 0; d < a.dp(); ++d) {
+    const auto& x = a.samples(d);
+    const auto& y = b.samples(d);
+    for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
+      if (x[i] != y[i]) return cat("replica ", d, " position ", i, ": sample ", x[i], " vs ", y[i]);
+    if (x.size() != y.size())
+      return cat("replica ", d, ": ", x.size(), " vs ", y.size(), " samples");
+  }
+  return "none";
+}
+
 /// Bytes of `elements` elements of `elem_size` bytes (checked; `where` names the quantity).
 [[nodiscard]] inline std::size_t element_bytes(std::int64_t elements, std::size_t elem_size,
                                                std::string_view where) {
@@ -283,7 +298,18 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
     detail::require(to.stage == from.stage + 1, "route.to.stage", "within segment '", A.name,
                     "' a route joins consecutive stages: from stage ", from.stage,
                     " needs to stage ", from.stage + 1, ", got ", to.stage);
+    // Consecutive stages of one module hold the same replicas' samples in the
+    // same order (Megatron hands the activation on as is).
+    detail::require(pa == pb, "route.placement_b",
+                    "consecutive stages of one module need the same placement: stage ", from.stage,
+                    " and stage ", to.stage, " of '", A.name,
+                    "' were given different ones (first difference: ",
+                    detail::first_placement_difference(pa, pb), ")");
   } else {
+    detail::require(to.segment == from.segment + 1, "route.to.segment",
+                    "a module boundary runs forward, from segment ", from.segment, " ('", A.name,
+                    "') to segment ", from.segment + 1, ", got segment ", to.segment, " ('", B.name,
+                    "')", to.segment < from.segment ? " (a backward route)" : "");
     detail::require(from.stage == A.pp - 1, "route.from.stage",
                     "a module boundary leaves the last stage ", A.pp - 1, " of '", A.name,
                     "', got ", from.stage);

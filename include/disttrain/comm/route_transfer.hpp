@@ -89,7 +89,7 @@ class route_transfer {
     src_ = source;
     dst_ = destination;
     deadline_ =
-        detail::deadline_after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
+        wait_deadline::after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
     for (int phase = 0; phase < 2; ++phase)
       for (int i : plan_->recvs_of(me_, phase)) post_receive(i);
     for (int i : plan_->sends_of(me_, 0)) post_send(i, source);
@@ -103,9 +103,9 @@ class route_transfer {
     for (int i : plan_->sends_of(me_, 1)) post_send(i, std::span<const std::byte>(dst_));
     complete_receives(1);
     for (auto& o : out_) {
-      if (o.header.valid()) b_->wait(o.header, left());
-      if (o.pieces.valid()) b_->wait(o.pieces, left());
-      b_->wait(o.payload, left());
+      if (o.header.valid()) wait_for(o.header);
+      if (o.pieces.valid()) wait_for(o.pieces);
+      wait_for(o.payload);
       o.staging.reset();
     }
     done_ = true;
@@ -135,7 +135,8 @@ class route_transfer {
   [[nodiscard]] std::string where_self() const {
     return detail::cat("rank ", me_, " route tag ", opts_.tag);
   }
-  [[nodiscard]] std::chrono::milliseconds left() const { return detail::remaining(deadline_); }
+  // Waits for `r` under the transfer's deadline (a timeout quotes the configured timeout).
+  void wait_for(request& r) { detail::wait_until(*b_, r, deadline_); }
   [[nodiscard]] const route_message& msg(int i) const {
     return plan_->messages()[static_cast<std::size_t>(i)];
   }
@@ -205,7 +206,7 @@ class route_transfer {
       const route_message& m = msg(in.msg);
       if (m.phase != phase) continue;
       if (opts_.verify) check_header(in, m);
-      b_->wait(in.payload, left());
+      wait_for(in.payload);
       if (opts_.verify) {
         const auto got = static_cast<std::int64_t>(detail::checksum64(in.landing));
         if (got != in.hdr.checksum)
@@ -224,7 +225,7 @@ class route_transfer {
 
   void check_header(incoming& in, const route_message& m) {
     try {
-      b_->wait(in.header, left());
+      wait_for(in.header);
     } catch (const error& e) {
       if (e.code() != errc::comm_error) throw;
       detail::fail(errc::comm_error, e.where(), e.message(), " (verify: this was the ",
@@ -242,7 +243,7 @@ class route_transfer {
     std::vector<std::int64_t> words(static_cast<std::size_t>(in.hdr.n_pieces) *
                                     detail::piece_words);
     auto pr = b_->irecv(std::as_writable_bytes(std::span(words)), m.src, opts_.tag);
-    b_->wait(pr, left());
+    wait_for(pr);
     const auto theirs = detail::decode_pieces(words);
     const bool same = in.hdr.src == expect.src && in.hdr.dst == expect.dst &&
                       in.hdr.phase == expect.phase && in.hdr.elements == expect.elements &&
@@ -264,7 +265,7 @@ class route_transfer {
   bool done_ = false;
   std::span<const std::byte> src_;
   std::span<std::byte> dst_;
-  std::chrono::steady_clock::time_point deadline_{};
+  wait_deadline deadline_{};
   std::deque<outgoing> out_;  // deque: elements never move (buffers are in flight)
   std::deque<incoming> in_;
   std::size_t packed_send_bytes_ = 0;
