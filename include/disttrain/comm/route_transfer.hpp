@@ -31,6 +31,7 @@
 ///                      std::as_writable_bytes(std::span(dst)), pool, {.tag = 3});
 /// @endcode
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -238,8 +239,14 @@ class route_transfer {
       detail::fail(errc::comm_error, t.where(),
                    "verify: the first message from the peer is not a verify header (is the sender "
                    "in verify mode?)");
-    detail::require(in.hdr.n_pieces >= 0 && in.hdr.n_pieces < (std::int64_t{1} << 32), t.where(),
-                    "verify: corrupt header (", in.hdr.n_pieces, " pieces)");
+    // The piece list is received only if its size is plausible (a corrupt
+    // count must not become a huge allocation): at most twice ours, or 1024.
+    const auto plausible =
+        std::max<std::int64_t>(1024, 2 * static_cast<std::int64_t>(m.pieces.size()));
+    if (in.hdr.n_pieces < 0 || in.hdr.n_pieces > plausible)
+      detail::fail(errc::comm_error, t.where(), "verify: corrupt header or different plan: rank ",
+                   m.src, " announces ", in.hdr.n_pieces, " pieces, this rank expects ",
+                   m.pieces.size());
     std::vector<std::int64_t> words(static_cast<std::size_t>(in.hdr.n_pieces) *
                                     detail::piece_words);
     auto pr = b_->irecv(std::as_writable_bytes(std::span(words)), m.src, opts_.tag);
