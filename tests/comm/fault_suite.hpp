@@ -104,13 +104,14 @@ struct tally {
   }
 };
 
-// The fault options of trial `seed`: `rate` per send; `corrupt` only where
-// something checks the payload (verify mode's checksum).
+// The fault options of trial `seed`: `rate` per send, except that every
+// tenth trial runs without faults (the control: those must all succeed);
+// `corrupt` only where something checks the payload (verify's checksum).
 inline fault_options trial_faults(std::uint64_t seed, double rate, bool allow_corrupt,
                                   std::chrono::milliseconds timeout) {
   fault_options o;
   o.seed = seed;
-  o.rate = rate;
+  o.rate = seed % 10 == 0 ? 0.0 : rate;
   o.max_delay = timeout;  // delays up to the whole timeout: some complete late, some in time
   o.kinds = {fault_kind::delay, fault_kind::drop, fault_kind::duplicate, fault_kind::truncate,
              fault_kind::kill};

@@ -49,6 +49,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,7 @@
 #include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
+#include "disttrain/model/rng.hpp"
 #include "disttrain/plan/rank_layout.hpp"
 
 namespace disttrain {
@@ -181,6 +183,14 @@ class route_plan {
   }
   /// @brief Ranks taking part, ascending.
   [[nodiscard]] const std::vector<route_rank_info>& ranks() const noexcept { return ranks_; }
+  /// @brief 64-bit fingerprint of everything the plan was built from: both
+  /// endpoints and their TP/DP degrees and ranks, both placements (sample
+  /// order included), every sample's rows, hidden, element size, split axis
+  /// and fan-out. Two ranks that planned from different inputs get different
+  /// fingerprints (up to hash collisions, ~2^-64); `route_transfer` sends it
+  /// ahead of every message, so a disagreement is an error even without
+  /// verify mode.
+  [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fingerprint_; }
 
  private:
   friend route_plan plan_route(const rank_layout&, route_endpoint, const sample_placement&,
@@ -204,9 +214,40 @@ class route_plan {
   std::size_t elem_size_ = 0;
   std::int64_t total_rows_ = 0;
   int slices_ = 1;
+  std::uint64_t fingerprint_ = 0;
 };
 
 namespace detail {
+
+/// Order-sensitive 64-bit hash of a sequence of integers (SplitMix64's mixer
+/// per word): not cryptographic, only to tell apart plans built from different inputs.
+class fingerprint_builder {
+ public:
+  template <class T>
+  fingerprint_builder& add(T v) noexcept {
+    static_assert(std::is_integral_v<T> || std::is_enum_v<T>);
+    std::uint64_t x;
+    if constexpr (std::is_enum_v<T>)
+      x = static_cast<std::uint64_t>(static_cast<std::underlying_type_t<T>>(v));
+    else
+      x = static_cast<std::uint64_t>(v);
+    h_ = splitmix64::mix(h_ ^ x) + 0x9E3779B97F4A7C15ull;
+    return *this;
+  }
+  [[nodiscard]] std::uint64_t value() const noexcept { return h_; }
+
+ private:
+  std::uint64_t h_ = 0x6469737474726e31ull;  // "disttrn1": the fingerprint's version
+};
+
+/// Fingerprint of placement `p` (replica sizes and sample order).
+inline void add_placement(fingerprint_builder& f, const sample_placement& p) {
+  f.add(p.dp());
+  for (int d = 0; d < p.dp(); ++d) {
+    f.add(p.samples(d).size());
+    for (int s : p.samples(d)) f.add(s);
+  }
+}
 
 /// "replica 1 position 0: sample 3 vs 5" (or a replica count / length difference).
 [[nodiscard]] inline std::string first_placement_difference(const sample_placement& a,
@@ -420,6 +461,16 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
       plan.ranks_.push_back({L.rank(to.segment, to.stage, b, t), -1, shape.replica_rows(pb, b)});
   std::sort(plan.ranks_.begin(), plan.ranks_.end(),
             [](const route_rank_info& x, const route_rank_info& y) { return x.rank < y.rank; });
+
+  // ---- fingerprint of the inputs (checked against the peer's on the wire)
+  detail::fingerprint_builder f;
+  for (const auto& [e, seg] : {std::pair{from, &A}, std::pair{to, &B}})
+    f.add(e.segment).add(e.stage).add(seg->tp).add(seg->dp).add(L.rank(e.segment, e.stage, 0, 0));
+  f.add(opts.split).add(opts.fan_out).add(shape.hidden).add(shape.elem_size).add(n);
+  for (std::int64_t r : shape.rows) f.add(r);
+  detail::add_placement(f, pa);
+  detail::add_placement(f, pb);
+  plan.fingerprint_ = f.value();
   return plan;
 }
 

@@ -14,7 +14,14 @@
 /// (phase 1) and returns when this rank's part is done.
 ///
 /// Sizes come from the plan, which both sides compute from the same
-/// placements and shapes: nothing about shapes is exchanged. With
+/// placements and shapes: nothing about shapes is exchanged. **Plan
+/// agreement is always checked**: a 24-byte stamp (the sender's
+/// `route_plan::fingerprint()` mixed with the message's identity) goes ahead
+/// of every message, posted together with it (one small extra message, no
+/// extra round trip); a receiver whose own plan gives another stamp throws
+/// `errc::comm_error` ("plan disagreement"), also when both plans give the
+/// message the same byte count (swapped samples, a reshape, another split
+/// axis). With
 /// `transfer_options::verify`, each message is preceded by a header (the
 /// sender's pieces, i.e. samples and slice shapes, element count and payload
 /// checksum); the receiver compares it with its own plan and throws
@@ -31,7 +38,6 @@
 ///                      std::as_writable_bytes(std::span(dst)), pool, {.tag = 3});
 /// @endcode
 
-#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -104,6 +110,7 @@ class route_transfer {
     for (int i : plan_->sends_of(me_, 1)) post_send(i, std::span<const std::byte>(dst_));
     complete_receives(1);
     for (auto& o : out_) {
+      wait_for(o.stamp_req);
       if (o.header.valid()) wait_for(o.header);
       if (o.pieces.valid()) wait_for(o.pieces);
       wait_for(o.payload);
@@ -121,16 +128,18 @@ class route_transfer {
   // finished) before the buffers they point into.
   struct outgoing {
     buffer_pool::lease staging;
+    detail::plan_stamp stamp;
     detail::wire_header hdr;
     std::vector<std::int64_t> piece_words;
-    request header, pieces, payload;
+    request stamp_req, header, pieces, payload;
   };
   struct incoming {
     int msg = 0;
     buffer_pool::lease staging;
+    detail::plan_stamp stamp;
     detail::wire_header hdr;
     std::span<std::byte> landing;  // where the payload arrives
-    request header, payload;
+    request stamp_req, header, payload;
   };
 
   [[nodiscard]] std::string where_self() const {
@@ -155,6 +164,9 @@ class route_transfer {
       in.staging = pool_->acquire(bytes);
       in.landing = in.staging.span();
     }
+    // The stamp and the payload (or verify header) are posted together: no
+    // extra round trip, they match in posting order.
+    in.stamp_req = b_->irecv(std::as_writable_bytes(std::span(&in.stamp, 1)), m.src, opts_.tag);
     if (opts_.verify)
       in.header = b_->irecv(std::as_writable_bytes(std::span(&in.hdr, 1)), m.src, opts_.tag);
     else
@@ -176,6 +188,9 @@ class route_transfer {
       data = o.staging.span();
       packed_send_bytes_ += bytes;
     }
+    o.stamp.plan = plan_->fingerprint();
+    o.stamp.message = detail::message_stamp(o.stamp.plan, m);
+    o.stamp_req = b_->isend(std::as_bytes(std::span(&o.stamp, 1)), m.dst, opts_.tag);
     if (opts_.verify) {
       o.hdr = detail::make_header(m, *plan_);
       o.hdr.checksum = static_cast<std::int64_t>(detail::checksum64(data));
@@ -206,6 +221,9 @@ class route_transfer {
     for (auto& in : in_) {
       const route_message& m = msg(in.msg);
       if (m.phase != phase) continue;
+      // The stamp arrived first (FIFO), but its verdict comes last: a size
+      // disagreement is reported by the payload's receive with both sizes,
+      // a timeout names the payload's bytes, verify mode names both shapes.
       if (opts_.verify) check_header(in, m);
       wait_for(in.payload);
       if (opts_.verify) {
@@ -217,11 +235,44 @@ class route_transfer {
                        static_cast<std::uint64_t>(in.hdr.checksum), ", received bytes give ",
                        static_cast<std::uint64_t>(got), " (", in.landing.size(), " bytes)");
       }
+      receive_stamp(in);
+      check_stamp(in, m);
       if (!m.contiguous_recv()) {
         kernels::copy_blocks_cpu(in.landing, dst_, m.recv_blocks, es);
         in.staging.reset();
       }
     }
+  }
+
+  void receive_stamp(incoming& in) {
+    try {
+      wait_for(in.stamp_req);
+    } catch (const error& e) {
+      if (e.code() != errc::comm_error) throw;
+      detail::fail(errc::comm_error, e.where(), e.message(), " (this was the ",
+                   sizeof(detail::plan_stamp),
+                   "-byte plan stamp sent ahead of every message of a route: is the peer running "
+                   "route_transfer for this route?)");
+    }
+  }
+
+  // The always-on plan agreement check: the sender's stamp must be the one
+  // this rank's plan gives for the message.
+  void check_stamp(const incoming& in, const route_message& m) const {
+    const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::plan_stamp), false};
+    if (in.stamp.magic != detail::plan_stamp::magic_value)
+      detail::fail(errc::comm_error, t.where(),
+                   "the first message of the pair is not a plan "
+                   "stamp (is the peer running route_transfer for this route?)");
+    const std::uint64_t want = detail::message_stamp(plan_->fingerprint(), m);
+    if (in.stamp.message != want)
+      detail::fail(errc::comm_error, t.where(), "plan disagreement: rank ", m.src, " and rank ",
+                   me_, " planned this route from different inputs (plan fingerprints ",
+                   detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()),
+                   ", message of ", m.elements, " elements, phase ", m.phase,
+                   "): different placements, sample orders, shapes, split axes or options; "
+                   "transfer_options::verify names both shapes. The destination buffer's "
+                   "content is unspecified");
   }
 
   void check_header(incoming& in, const route_message& m) {
@@ -235,20 +286,8 @@ class route_transfer {
     }
     const detail::wire_header expect = detail::make_header(m, *plan_);
     const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
-    if (in.hdr.magic != detail::wire_header::magic_value)
-      detail::fail(errc::comm_error, t.where(),
-                   "verify: the first message from the peer is not a verify header (is the sender "
-                   "in verify mode?)");
-    // The piece list is received only if its size is plausible (a corrupt
-    // count must not become a huge allocation): at most twice ours, or 1024.
-    const auto plausible =
-        std::max<std::int64_t>(1024, 2 * static_cast<std::int64_t>(m.pieces.size()));
-    if (in.hdr.n_pieces < 0 || in.hdr.n_pieces > plausible)
-      detail::fail(errc::comm_error, t.where(), "verify: corrupt header or different plan: rank ",
-                   m.src, " announces ", in.hdr.n_pieces, " pieces, this rank expects ",
-                   m.pieces.size());
-    std::vector<std::int64_t> words(static_cast<std::size_t>(in.hdr.n_pieces) *
-                                    detail::piece_words);
+    std::vector<std::int64_t> words(
+        detail::checked_piece_words(in.hdr, m.pieces.size(), m.src, t.where()));
     auto pr = b_->irecv(std::as_writable_bytes(std::span(words)), m.src, opts_.tag);
     wait_for(pr);
     const auto theirs = detail::decode_pieces(words);
