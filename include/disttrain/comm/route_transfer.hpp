@@ -82,17 +82,17 @@ class route_transfer {
 
   /// @brief Posts every receive and the phase-0 sends.
   void start(std::span<const std::byte> source, std::span<std::byte> destination) {
-    detail::require(!started_, where_self(), "route_transfer started twice");
+    check(!started_, "route_transfer started twice");
     started_ = true;
     const std::size_t es = plan_->elem_size();
     const auto want_src =
         detail::element_bytes(plan_->source_elements(me_), es, "route.source_bytes");
     const auto want_dst =
         detail::element_bytes(plan_->destination_elements(me_), es, "route.destination_bytes");
-    detail::require(source.size() == want_src, where_self(), "source buffer has ", source.size(),
-                    " bytes, the route needs ", want_src);
-    detail::require(destination.size() == want_dst, where_self(), "destination buffer has ",
-                    destination.size(), " bytes, the route needs ", want_dst);
+    check(source.size() == want_src, "source buffer has ", source.size(),
+          " bytes, the route needs ", want_src);
+    check(destination.size() == want_dst, "destination buffer has ", destination.size(),
+          " bytes, the route needs ", want_dst);
     src_ = source;
     dst_ = destination;
     deadline_ =
@@ -104,7 +104,7 @@ class route_transfer {
 
   /// @brief Completes this rank's part (phase 0, then the fan-out).
   void wait() {
-    detail::require(started_, where_self(), "route_transfer::wait before start");
+    check(started_, "route_transfer::wait before start");
     if (done_) return;
     complete_receives(0);
     for (int i : plan_->sends_of(me_, 1)) post_send(i, std::span<const std::byte>(dst_));
@@ -144,6 +144,12 @@ class route_transfer {
 
   [[nodiscard]] std::string where_self() const {
     return detail::cat("rank ", me_, " route tag ", opts_.tag);
+  }
+  // `invalid_argument` at where_self() unless `ok`; the text is only built on
+  // failure (building it on every call cost ~0.5 us, a tenth of a 64 KiB route).
+  template <class... Ts>
+  void check(bool ok, const Ts&... parts) const {
+    if (!ok) detail::fail(errc::invalid_argument, where_self(), parts...);
   }
   // Waits for `r` under the transfer's deadline (a timeout quotes the configured timeout).
   void wait_for(request& r) { detail::wait_until(*b_, r, deadline_); }
