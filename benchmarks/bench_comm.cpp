@@ -5,6 +5,11 @@
 //       side (the usual bandwidth test, as osu_bw; also how route_transfer
 //       posts), against memcpy between the same two buffers, same count;
 //       target >= 0.80 of memcpy from 1 MiB up;
+//     - "route w8": the same stream as whole routes (`route_transfer`, one
+//       message sent in place, with the always-on 24-byte plan stamp ahead
+//       of it), 8 in flight, same baseline; target >= 0.80 from 1 MiB up;
+//     - "route self": one route at a time with both ends on one thread (no
+//       thread hand-off): the route's own cost, plan stamp included (informative);
 //     - "blocking": one message in flight (send+wait / recv+wait), same
 //       baseline; latency-bound for small messages (informative);
 //     - "self": rank 0 sends to itself (irecv, isend, wait both): the
@@ -27,6 +32,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -120,6 +126,36 @@ void memcpy_reps(std::span<std::byte> dst, std::span<const std::byte> src, int r
   }
 }
 
+// Runs `reps` routes of `plan` (rank 0 -> rank 1) with `window` in flight:
+// every route is one message sent in place plus its 24-byte plan stamp.
+void stream_routes(disttrain::local_backend& ep, const disttrain::route_plan& plan,
+                   std::span<std::byte> buf, int reps, int window) {
+  disttrain::buffer_pool pool;
+  std::vector<std::unique_ptr<disttrain::route_transfer<disttrain::local_backend>>> q;
+  for (int i = 0; i < reps; i += window) {
+    for (int k = 0; k < window && i + k < reps; ++k) {
+      auto& t =
+          q.emplace_back(std::make_unique<disttrain::route_transfer<disttrain::local_backend>>(
+              ep, plan, pool, disttrain::transfer_options{.tag = k}));
+      if (ep.rank() == 0)
+        t->start(buf, {});
+      else
+        t->start({}, buf);
+    }
+    for (auto& t : q) t->wait();
+    q.clear();
+  }
+}
+
+// The plan of a route moving `bytes` from rank 0 to rank 1 in one contiguous message.
+disttrain::route_plan one_message_route(std::size_t bytes) {
+  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const auto p = disttrain::sample_placement::round_robin(1, 1);
+  return disttrain::plan_boundary_route(
+      L, 0, p, p, disttrain::activation_shape{{static_cast<std::int64_t>(bytes / 1024)}, 1024, 1},
+      {disttrain::split_axis::rows, false});
+}
+
 struct local_rows {
   std::vector<disttrain::bench::p2p_row> bandwidth, latency;
 };
@@ -138,6 +174,9 @@ void measure_p2p(std::size_t bytes, bool quick, local_rows& out) {
   const int batches = quick ? 3 : 11;
   const double target = bytes >= (1u << 20) ? 0.80 : 0.0;
   disttrain::bench::p2p_row w8{"stream w8", bytes, target, {}, {}};
+  disttrain::bench::p2p_row rw8{"route w8", bytes, target, {}, {}};
+  disttrain::bench::p2p_row rself{"route self", bytes, 0.0, {}, {}};
+  const auto plan = one_message_route(bytes);
   disttrain::bench::p2p_row w1{"blocking", bytes, 0.0, {}, {}};
   disttrain::bench::p2p_row self{"self", bytes, 0.0, {}, {}};
   const bool small = bytes <= (64u << 10);
@@ -147,6 +186,23 @@ void measure_p2p(std::size_t bytes, bool quick, local_rows& out) {
   for (int b = 0; b <= batches; ++b) {
     const double t8 = d.run([&] { stream(e0, src, reps, 8); }, [&] { stream(e1, dst, reps, 8); });
     const double m8 = d.run([&] { memcpy_reps(dst, src, reps); }, nullptr);
+    const double r8 = d.run([&] { stream_routes(e0, plan, src, reps, 8); },
+                            [&] { stream_routes(e1, plan, dst, reps, 8); });
+    const double mr = d.run([&] { memcpy_reps(dst, src, reps); }, nullptr);
+    const double rs = d.run(
+        [&] {
+          disttrain::buffer_pool pool;
+          for (int i = 0; i < reps; ++i) {  // both ends on this thread: no hand-off
+            disttrain::route_transfer<disttrain::local_backend> snd(e0, plan, pool, {.tag = 3});
+            disttrain::route_transfer<disttrain::local_backend> rcv(e1, plan, pool, {.tag = 3});
+            snd.start(src, {});
+            rcv.start({}, dst);
+            rcv.wait();
+            snd.wait();
+          }
+        },
+        nullptr);
+    const double ms2 = d.run([&] { memcpy_reps(dst, src, reps); }, nullptr);
     const double t1 = d.run([&] { stream(e0, src, reps, 1); }, [&] { stream(e1, dst, reps, 1); });
     const double m1 = d.run([&] { memcpy_reps(dst, src, reps); }, nullptr);
     const double ts = d.run(
@@ -165,6 +221,10 @@ void measure_p2p(std::size_t bytes, bool quick, local_rows& out) {
       self.baseline_s.push_back(ms / reps);
       w8.candidate_s.push_back(t8 / reps);
       w8.baseline_s.push_back(m8 / reps);
+      rw8.candidate_s.push_back(r8 / reps);
+      rw8.baseline_s.push_back(mr / reps);
+      rself.candidate_s.push_back(rs / reps);
+      rself.baseline_s.push_back(ms2 / reps);
       w1.candidate_s.push_back(t1 / reps);
       w1.baseline_s.push_back(m1 / reps);
     }
@@ -208,8 +268,10 @@ void measure_p2p(std::size_t bytes, bool quick, local_rows& out) {
     }
   }
   out.bandwidth.push_back(std::move(w8));
+  out.bandwidth.push_back(std::move(rw8));
   out.bandwidth.push_back(std::move(w1));
   out.bandwidth.push_back(std::move(self));
+  out.bandwidth.push_back(std::move(rself));
   if (small) out.latency.push_back(std::move(pp));
 }
 

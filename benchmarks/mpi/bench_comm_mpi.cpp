@@ -10,8 +10,12 @@
 // variants alternate (and alternate which goes first) so both see the same
 // load; one untimed warm-up pair first; the ratio is taken per pair
 // (benchmarks/p2p_report.hpp) and summarised by its median and min..max.
+// The `route` rows time whole `run_route` calls (rank 0 -> rank 1, one
+// message sent in place, plus the always-on 24-byte plan stamp ahead of it)
+// against the same raw batches.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <vector>
@@ -19,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "disttrain/comm/mpi_backend.hpp"
+#include "disttrain/comm/route_transfer.hpp"
 #include "harness.hpp"
 #include "p2p_report.hpp"
 
@@ -88,21 +93,41 @@ int main(int argc, char** argv) {
             b.wait(r);
           });
     };
-    disttrain::bench::p2p_row row{"one-way", s, s >= (1u << 20) ? 0.95 : 0.0, {}, {}};
+    // A whole route (rank 0 -> rank 1, one contiguous message sent in place)
+    // with its always-on plan stamp: one 24-byte message ahead of the payload.
+    const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+    const auto p1 = disttrain::sample_placement::round_robin(1, 1);
+    const auto plan = disttrain::plan_boundary_route(
+        L, 0, p1, p1, disttrain::activation_shape{{static_cast<std::int64_t>(s / 1024)}, 1024, 1},
+        {disttrain::split_axis::rows, false});
+    disttrain::buffer_pool pool;
+    const auto route = [&] {
+      return one_way(
+          me, reps, [&] { disttrain::run_route(b, plan, buf, {}, pool, {.tag = 0}); },
+          [&] { disttrain::run_route(b, plan, {}, buf, pool, {.tag = 0}); });
+    };
+    const double target = s >= (1u << 20) ? 0.95 : 0.0;
+    disttrain::bench::p2p_row row{"one-way", s, target, {}, {}};
+    disttrain::bench::p2p_row rrow{"route", s, target, {}, {}};
     for (int bt = 0; bt <= batches; ++bt) {
-      double tr = 0, to = 0;
+      double tr = 0, to = 0, tq = 0;
       if (bt % 2 == 0) {
         tr = raw();
         to = ours();
+        tq = route();
       } else {
+        tq = route();
         to = ours();
         tr = raw();
       }
       if (bt == 0) continue;  // warm-up
       row.candidate_s.push_back(to);
       row.baseline_s.push_back(tr);
+      rrow.candidate_s.push_back(tq);
+      rrow.baseline_s.push_back(tr);
     }
     rows.push_back(std::move(row));
+    rows.push_back(std::move(rrow));
   }
   if (me == 0) {
     if (opt.json) {

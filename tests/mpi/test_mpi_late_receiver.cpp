@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -150,6 +151,37 @@ void route_straggler_gets_intact_bytes_or_error() {
   b.barrier();
 }
 
+// After a receive timed out, the application recreates the backend; a
+// straggler's message sent on the old communicator must not reach the new
+// one (OpenMPI reuses a freed communicator's context id: the old one must
+// stay allocated).
+void late_message_never_reaches_the_next_communicator() {
+  const int me = disttrain::mpitest::world_rank();
+  std::vector<std::byte> buf(64, std::byte{0});
+  std::optional<mpi_backend> a(std::in_place, MPI_COMM_WORLD, disttrain::comm_options{50ms});
+  if (me == 1) {
+    auto r = a->irecv(buf, 0, 5);
+    MPI_CHECK(capture([&] { a->wait(r); }).code() == errc::timeout);
+    a.reset();  // the receiver gives up on `a` and destroys it ...
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 0) {  // ... then the straggler sends on it (small: eager, completes at once)
+    const auto data = pattern(64, 9);
+    auto s = a->isend(data, 1, 5);
+    a->wait(s, 2000ms);
+    a.reset();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  mpi_backend b(MPI_COMM_WORLD, {300ms});  // the replacement
+  if (me == 1) {
+    auto r = b.irecv(buf, 0, 5);
+    const auto e = capture([&] { b.wait(r); });
+    MPI_CHECK(e.code() == errc::timeout);  // nothing was sent on `b`
+    MPI_CHECK(buf == std::vector<std::byte>(64, std::byte{0}));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,5 +190,7 @@ int main(int argc, char** argv) {
   return disttrain::mpitest::run_all({{"timed-out send: buffer owner kept until MPI completes",
                                        backend_keeps_timed_out_send_buffer},
                                       {"route straggler gets intact bytes or an error",
-                                       route_straggler_gets_intact_bytes_or_error}});
+                                       route_straggler_gets_intact_bytes_or_error},
+                                      {"a late message never reaches the next communicator",
+                                       late_message_never_reaches_the_next_communicator}});
 }

@@ -105,6 +105,15 @@ namespace detail {
        " ms (peer silent, dead or not posting the matching ", t.is_send ? "receive" : "send", ")",
        note);
 }
+/// @brief The text of a size mismatch, the same on every backend and on both
+/// sides: `size mismatch: rank 0 sends 262144 bytes but rank 1 posted a
+/// receive of 8192 bytes (tag 3)`. `sent` is the sender's size as text (a
+/// number, or "more than N" where the transport does not tell).
+[[nodiscard]] inline std::string size_mismatch(int sender, std::string_view sent,
+                                               const transfer_info& receive) {
+  return cat("size mismatch: rank ", sender, " sends ", sent, " bytes but rank ", receive.self,
+             " posted a ", receive.what(), " (tag ", receive.tag, ")");
+}
 /// @brief The deadline `timeout` from now, saturated at `time_point::max()`
 /// (a huge timeout such as `milliseconds::max()` means "never", not an overflow).
 /// Every wait in comm/ and exec/ computes its deadline here.
@@ -121,6 +130,42 @@ namespace detail {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   return left.count() > 0 ? left : std::chrono::milliseconds(0);
+}
+}  // namespace detail
+
+/// @brief The deadline of a group of waits together with the timeout it was
+/// set from. Waiting for several requests under one deadline passes this
+/// instead of the time left, so a timeout error quotes the configured timeout
+/// (`within 2000 ms`), not what was left of it when the last wait began
+/// (`within 1999 ms`). Backends accept it in `wait(request, wait_deadline)`;
+/// `detail::wait_until` falls back to `wait(request, remaining())` for a
+/// backend without that overload.
+///
+/// @code
+/// const auto d = disttrain::wait_deadline::after(std::chrono::milliseconds(2000));
+/// for (auto& r : reqs) backend.wait(r, d);  // a timeout says "within 2000 ms"
+/// @endcode
+struct wait_deadline {
+  std::chrono::steady_clock::time_point at{};  ///< when the waits give up
+  std::chrono::milliseconds timeout{0};        ///< the configured timeout `at` was set from
+
+  /// @brief The deadline `timeout` from now (saturated: a huge timeout means "never").
+  [[nodiscard]] static wait_deadline after(std::chrono::milliseconds timeout) {
+    return {detail::deadline_after(timeout), timeout};
+  }
+  /// @brief Time left (never negative).
+  [[nodiscard]] std::chrono::milliseconds remaining() const { return detail::remaining(at); }
+};
+
+namespace detail {
+/// @brief `b.wait(r, d)` where the backend takes a `wait_deadline`, else
+/// `b.wait(r, d.remaining())` (its timeout error then quotes the time left).
+template <class B>
+void wait_until(B& b, typename B::request& r, const wait_deadline& d) {
+  if constexpr (requires { b.wait(r, d); })
+    b.wait(r, d);
+  else
+    b.wait(r, d.remaining());
 }
 }  // namespace detail
 
@@ -147,6 +192,13 @@ concept comm_backend = requires(B& b, const B& cb, std::span<const std::byte> ou
   { b.allgather(out, in) } -> std::same_as<void>;
 };
 
+/// @brief `wait_all` with an explicit timeout (a timeout error quotes it).
+template <comm_backend B>
+void wait_all(B& b, std::span<typename B::request> reqs, std::chrono::milliseconds timeout) {
+  const auto d = wait_deadline::after(timeout);
+  for (auto& r : reqs) detail::wait_until(b, r, d);
+}
+
 /// @brief Waits for every request in `reqs` under one deadline (`timeout`, or
 /// the backend's default), in order; throws at the first failure or when the
 /// deadline passes (a request already complete at the deadline still counts).
@@ -157,15 +209,7 @@ concept comm_backend = requires(B& b, const B& cb, std::span<const std::byte> ou
 /// @endcode
 template <comm_backend B>
 void wait_all(B& b, std::span<typename B::request> reqs) {
-  const auto deadline = detail::deadline_after(b.options().timeout);
-  for (auto& r : reqs) b.wait(r, detail::remaining(deadline));
-}
-
-/// @brief `wait_all` with an explicit timeout.
-template <comm_backend B>
-void wait_all(B& b, std::span<typename B::request> reqs, std::chrono::milliseconds timeout) {
-  const auto deadline = detail::deadline_after(timeout);
-  for (auto& r : reqs) b.wait(r, detail::remaining(deadline));
+  wait_all(b, reqs, b.options().timeout);
 }
 
 }  // namespace disttrain

@@ -117,10 +117,10 @@ class device_route_transfer {
 
   /// @brief Waits until every operation of this rank's part completed on the stream.
   void wait() {
-    const auto deadline =
-        detail::deadline_after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
+    const auto d =
+        wait_deadline::after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
     for (auto& r : reqs_)
-      if (r.valid()) b_->wait(r, detail::remaining(deadline));
+      if (r.valid()) detail::wait_until(*b_, r, d);
     reqs_.clear();
   }
 

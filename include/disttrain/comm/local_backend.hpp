@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstddef>
 #include <cstring>
@@ -40,6 +41,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -263,9 +265,7 @@ class local_world {
   static void complete(detail::local_op& snd, detail::local_op& rcv) {
     if (snd.info.bytes != rcv.info.bytes) {
       const std::string msg =
-          detail::cat("size mismatch: rank ", snd.info.self, " sends ", snd.info.bytes,
-                      " bytes but rank ", rcv.info.self, " posted a receive of ", rcv.info.bytes,
-                      " bytes (tag ", snd.info.tag, ")");
+          detail::size_mismatch(snd.info.self, std::to_string(snd.info.bytes), rcv.info);
       snd.fail_with(errc::comm_error, snd.info.where(), msg);
       rcv.fail_with(errc::comm_error, rcv.info.where(), msg);
       return;
@@ -369,30 +369,31 @@ class local_backend {
     opts_.timeout = t;
   }
 
-  /// @brief Starts sending `data` to `peer` with `tag` (>= 0 for users).
+  /// @brief Starts sending `data` to `peer` with `tag` (>= 0, as with MPI:
+  /// negative tags are reserved for the collectives).
   [[nodiscard]] request isend(std::span<const std::byte> data, int peer, int tag) {
-    auto op = make_op(peer, tag, data.size(), true);
-    op->src = data.data();
-    world_->post(op);
-    return request(std::move(op), world_);
+    check_user_tag(peer, tag, data.size(), true);
+    return post_send(data, peer, tag);
   }
-  /// @brief Starts receiving exactly `data.size()` bytes from `peer` with `tag`.
+  /// @brief Starts receiving exactly `data.size()` bytes from `peer` with `tag` (>= 0).
   [[nodiscard]] request irecv(std::span<std::byte> data, int peer, int tag) {
-    auto op = make_op(peer, tag, data.size(), false);
-    op->dst = data.data();
-    world_->post(op);
-    return request(std::move(op), world_);
+    check_user_tag(peer, tag, data.size(), false);
+    return post_recv(data, peer, tag);
   }
   /// @brief Waits with the default timeout.
   void wait(request& r) { wait(r, opts_.timeout); }
   /// @brief Waits at most `timeout`; throws `errc::timeout` / `errc::comm_error`.
   void wait(request& r, std::chrono::milliseconds timeout) {
+    wait(r, wait_deadline::after(timeout));
+  }
+  /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
+  void wait(request& r, const wait_deadline& d) {
     detail::require(r.op_ != nullptr, "local_backend.wait", "empty or already completed request");
     auto op = r.op_;
-    if (!op->wait_until(detail::deadline_after(timeout))) {
+    if (!op->wait_until(d.at)) {
       if (world_->try_cancel(op)) {
         r.op_.reset();
-        detail::fail_timeout(op->info, timeout);
+        detail::fail_timeout(op->info, d.timeout);
       }
       // Matched meanwhile: the copy is in flight, let it finish.
       (void)op->wait_until(std::chrono::steady_clock::time_point::max());
@@ -413,21 +414,63 @@ class local_backend {
     detail::require(group_depth_ > 0, detail::cat("rank ", rank_), "group_end without group_start");
     --group_depth_;
   }
-  void barrier() { detail::p2p_barrier(*this); }
+  void barrier() {
+    internal_view v{*this};
+    detail::p2p_barrier(v);
+  }
   void broadcast(std::span<std::byte> data, int root) {
     detail::require(root >= 0 && root < size(), "local_backend.broadcast.root", "root ", root,
                     " out of [0, ", size(), ")");
-    detail::p2p_broadcast(*this, data, root);
+    internal_view v{*this};
+    detail::p2p_broadcast(v, data, root);
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
     detail::require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size())) &&
                         all.size() == mine.size() * static_cast<std::size_t>(size()),
                     "local_backend.allgather", "output of ", all.size(), " bytes, need ",
                     mine.size(), " x ", size());
-    detail::p2p_allgather(*this, mine, all);
+    internal_view v{*this};
+    detail::p2p_allgather(v, mine, all);
   }
 
  private:
+  // What the collectives (detail/p2p_collectives.hpp) see: the same
+  // transfers, with the reserved negative tags allowed.
+  struct internal_view {
+    using request = local_backend::request;
+    local_backend& b;
+    [[nodiscard]] int rank() const noexcept { return b.rank(); }
+    [[nodiscard]] int size() const noexcept { return b.size(); }
+    [[nodiscard]] const comm_options& options() const noexcept { return b.options(); }
+    [[nodiscard]] request isend(std::span<const std::byte> data, int peer, int tag) {
+      return b.post_send(data, peer, tag);
+    }
+    [[nodiscard]] request irecv(std::span<std::byte> data, int peer, int tag) {
+      return b.post_recv(data, peer, tag);
+    }
+    void wait(request& r, const wait_deadline& d) { b.wait(r, d); }
+  };
+
+  request post_send(std::span<const std::byte> data, int peer, int tag) {
+    auto op = make_op(peer, tag, data.size(), true);
+    op->src = data.data();
+    world_->post(op);
+    return request(std::move(op), world_);
+  }
+  request post_recv(std::span<std::byte> data, int peer, int tag) {
+    auto op = make_op(peer, tag, data.size(), false);
+    op->dst = data.data();
+    world_->post(op);
+    return request(std::move(op), world_);
+  }
+  void check_user_tag(int peer, int tag, std::size_t bytes, bool is_send) const {
+    if (tag < 0)  // the text is only built on failure (per-message hot path)
+      detail::fail(errc::invalid_argument, transfer_info{rank_, peer, tag, bytes, is_send}.where(),
+                   "tag ", tag, " out of [0, ", INT_MAX,
+                   "]: negative tags are reserved for the backend's collectives (MPI rejects "
+                   "them too)");
+  }
+
   std::shared_ptr<detail::local_op> make_op(int peer, int tag, std::size_t bytes, bool is_send) {
     const transfer_info info{rank_, peer, tag, bytes, is_send};
     // The error text is only built on failure (this is the per-message hot path).

@@ -27,7 +27,10 @@
 /// and the buffer owner given with `request::keep_buffer` (route staging
 /// buffers) until MPI completes it or the backend is destroyed, so a late
 /// receiver gets the intact bytes; a caller-owned buffer must not be reused
-/// while `sends_in_flight() > 0`. After a timeout treat the communicator as broken. Collectives use the non-blocking
+/// while `sends_in_flight() > 0`. After a timeout treat the communicator as
+/// broken and create a new backend; the broken one's duplicate is then never
+/// freed (OpenMPI would reuse its context id, and a late message of the old
+/// communicator could match a receive of the new one). Collectives use the non-blocking
 /// `MPI_Ibarrier` / `MPI_Ibcast` / `MPI_Iallgather` with the same deadline; a
 /// collective that times out cannot be cancelled, so the backend must not be
 /// used afterwards (the error says so). Note MPI semantics: a small (eager)
@@ -306,7 +309,8 @@ class mpi_backend {
         size_(o.size_),
         tag_ub_(o.tag_ub_),
         opts_(o.opts_),
-        shared_(std::move(o.shared_)) {}
+        shared_(std::move(o.shared_)),
+        timed_out_(o.timed_out_) {}
   ~mpi_backend() {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -326,7 +330,10 @@ class mpi_backend {
       }
       shared_->sends.clear();
     }
-    if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+    // After a timeout the duplicate is never freed: OpenMPI would reuse its
+    // context id for a later communicator, where a late message of this one
+    // (a straggler's send) could then match a receive of the new one.
+    if (comm_ != MPI_COMM_NULL && !finalized && !timed_out_) MPI_Comm_free(&comm_);
   }
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
@@ -376,12 +383,17 @@ class mpi_backend {
   }
   void wait(request& r) { wait(r, opts_.timeout); }
   void wait(request& r, std::chrono::milliseconds timeout) {
+    wait(r, wait_deadline::after(timeout));
+  }
+  /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
+  void wait(request& r, const wait_deadline& d) {
     detail::require(r.valid(), "mpi_backend.wait", "empty or already completed request");
-    const auto deadline = detail::deadline_after(timeout);
+    const std::chrono::milliseconds timeout = d.timeout;
     MPI_Status st{};
     int rc = MPI_SUCCESS;
-    const bool done = detail::poll_until(deadline, [&] { return progress(r, rc, st); });
+    const bool done = detail::poll_until(d.at, [&] { return progress(r, rc, st); });
     if (!done) {
+      timed_out_ = true;
       switch (r.cancel()) {
         case request::cancel_result::cancelled:
           detail::fail_timeout(r.info_, timeout,
@@ -582,8 +594,8 @@ class mpi_backend {
           if (MPI_Test(&slot->req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 0)
             shared_->orphans.push_back(slot);  // MPI still writes the scratch buffer
         }
-        detail::fail(errc::comm_error, t.where(), "size mismatch: rank ", t.peer, " sends ",
-                     slot->incoming, " bytes but this rank posted a ", t.what(),
+        detail::fail(errc::comm_error, t.where(),
+                     detail::size_mismatch(t.peer, std::to_string(slot->incoming), t),
                      "; the message was discarded and the receive buffer left untouched");
       }
     }
@@ -595,8 +607,9 @@ class mpi_backend {
       int cls = 0;
       MPI_Error_class(code, &cls);
       if (cls == MPI_ERR_TRUNCATE)
-        detail::fail(errc::comm_error, t.where(), "size mismatch: rank ", t.peer,
-                     " sent more than the ", t.bytes, " bytes of this ", t.what());
+        detail::fail(errc::comm_error, t.where(),
+                     detail::size_mismatch(t.peer, detail::cat("more than ", t.bytes), t),
+                     " (MPI reported truncation without the sender's size)");
       detail::fail(errc::comm_error, t.where(), t.what(),
                    " failed: ", detail::mpi_error_string(code));
     }
@@ -616,6 +629,7 @@ class mpi_backend {
       rc = MPI_Test(&q, &flag, MPI_STATUS_IGNORE);
       return rc != MPI_SUCCESS || flag != 0;
     });
+    if (!done) timed_out_ = true;
     if (!done)
       detail::fail(errc::timeout, where_collective(what), what, " of ", bytes,
                    " bytes did not complete within ", opts_.timeout.count(),
@@ -630,6 +644,7 @@ class mpi_backend {
   comm_options opts_;
   std::shared_ptr<detail::mpi_shared> shared_ = std::make_shared<detail::mpi_shared>();
   int group_depth_ = 0;
+  bool timed_out_ = false;  // a wait timed out: the communicator is broken, never freed
 };
 
 static_assert(comm_backend<mpi_backend>);

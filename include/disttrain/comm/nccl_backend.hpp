@@ -256,17 +256,20 @@ class nccl_backend {
   }
   void wait(request& r) { wait(r, opts_.timeout); }
   void wait(request& r, std::chrono::milliseconds timeout) {
+    wait(r, wait_deadline::after(timeout));
+  }
+  /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
+  void wait(request& r, const wait_deadline& d) {
     detail::require(r.valid(), "nccl_backend.wait", "empty or already completed request");
     detail::require(group_depth_ == 0, r.info_.where(), "wait inside group_start/group_end");
-    const auto deadline = detail::deadline_after(timeout);
     for (long spins = 0;; ++spins) {
       if (poll(r)) return;
-      if (std::chrono::steady_clock::now() >= deadline) {
+      if (std::chrono::steady_clock::now() >= d.at) {
         if (poll(r)) return;
         abort_comm();
         const transfer_info t = r.info_;
         r.destroy();
-        detail::fail_timeout(t, timeout);
+        detail::fail_timeout(t, d.timeout);
       }
       if (spins > 1000) std::this_thread::yield();
     }

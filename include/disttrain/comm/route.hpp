@@ -49,6 +49,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,7 @@
 #include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
+#include "disttrain/model/rng.hpp"
 #include "disttrain/plan/rank_layout.hpp"
 
 namespace disttrain {
@@ -185,6 +187,14 @@ class route_plan {
   }
   /// @brief Ranks taking part, ascending.
   [[nodiscard]] const std::vector<route_rank_info>& ranks() const noexcept { return ranks_; }
+  /// @brief 64-bit fingerprint of everything the plan was built from: both
+  /// endpoints and their TP/DP degrees and ranks, both placements (sample
+  /// order included), every sample's rows, hidden, element size, split axis
+  /// and fan-out. Two ranks that planned from different inputs get different
+  /// fingerprints (up to hash collisions, ~2^-64); `route_transfer` sends it
+  /// ahead of every message, so a disagreement is an error even without
+  /// verify mode.
+  [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fingerprint_; }
 
  private:
   friend route_plan plan_route(const rank_layout&, route_endpoint, const sample_placement&,
@@ -208,9 +218,55 @@ class route_plan {
   std::size_t elem_size_ = 0;
   std::int64_t total_rows_ = 0;
   int slices_ = 1;
+  std::uint64_t fingerprint_ = 0;
 };
 
 namespace detail {
+
+/// Order-sensitive 64-bit hash of a sequence of integers (SplitMix64's mixer
+/// per word): not cryptographic, only to tell apart plans built from different inputs.
+class fingerprint_builder {
+ public:
+  template <class T>
+  fingerprint_builder& add(T v) noexcept {
+    static_assert(std::is_integral_v<T> || std::is_enum_v<T>);
+    std::uint64_t x;
+    if constexpr (std::is_enum_v<T>)
+      x = static_cast<std::uint64_t>(static_cast<std::underlying_type_t<T>>(v));
+    else
+      x = static_cast<std::uint64_t>(v);
+    h_ = splitmix64::mix(h_ ^ x) + 0x9E3779B97F4A7C15ull;
+    return *this;
+  }
+  [[nodiscard]] std::uint64_t value() const noexcept { return h_; }
+
+ private:
+  std::uint64_t h_ = 0x6469737474726e31ull;  // "disttrn1": the fingerprint's version
+};
+
+/// Fingerprint of placement `p` (replica sizes and sample order).
+inline void add_placement(fingerprint_builder& f, const sample_placement& p) {
+  f.add(p.dp());
+  for (int d = 0; d < p.dp(); ++d) {
+    f.add(p.samples(d).size());
+    for (int s : p.samples(d)) f.add(s);
+  }
+}
+
+/// "replica 1 position 0: sample 3 vs 5" (or a replica count / length difference).
+[[nodiscard]] inline std::string first_placement_difference(const sample_placement& a,
+                                                            const sample_placement& b) {
+  if (a.dp() != b.dp()) return cat(a.dp(), " vs ", b.dp(), " replicas");
+  for (int d = 0; d < a.dp(); ++d) {
+    const auto& x = a.samples(d);
+    const auto& y = b.samples(d);
+    for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
+      if (x[i] != y[i]) return cat("replica ", d, " position ", i, ": sample ", x[i], " vs ", y[i]);
+    if (x.size() != y.size())
+      return cat("replica ", d, ": ", x.size(), " vs ", y.size(), " samples");
+  }
+  return "none";
+}
 
 /// Bytes of `elements` elements of `elem_size` bytes (checked; `where` names the quantity).
 [[nodiscard]] inline std::size_t element_bytes(std::int64_t elements, std::size_t elem_size,
@@ -284,7 +340,8 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   detail::require_in_range(from.stage, 0, A.pp - 1, "route.from.stage");
   detail::require_in_range(to.stage, 0, B.pp - 1, "route.to.stage");
   {
-    // The pipeline order of the two ends: (up, down); a backward route runs down -> up.
+    // The pipeline order of the two ends: (up, down); a backward route
+    // (gradients, route_options::backward) runs down -> up.
     const auto [up, down] = opts.backward ? std::pair{to, from} : std::pair{from, to};
     const char* up_field = opts.backward ? "route.to" : "route.from";
     const char* down_field = opts.backward ? "route.from" : "route.to";
@@ -294,12 +351,23 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
       detail::require(down.stage == up.stage + 1, detail::cat(down_field, ".stage"),
                       "within segment '", U.name, "' a route joins consecutive stages: stage ",
                       up.stage, " and stage ", up.stage + 1, ", got ", down.stage);
+      // Consecutive stages of one module hold the same replicas' samples in the
+      // same order (Megatron hands the activation on as is).
+      detail::require(pa == pb, "route.placement_b",
+                      "consecutive stages of one module need the same placement: stage ",
+                      from.stage, " and stage ", to.stage, " of '", A.name,
+                      "' were given different ones (first difference: ",
+                      detail::first_placement_difference(pa, pb), ")");
     } else {
-      detail::require(up.segment < down.segment, detail::cat(down_field, ".segment"), "segment '",
-                      D.name, "' comes before '", U.name, "' in the pipeline: a ",
-                      opts.backward ? "backward" : "forward", " route must run ",
-                      opts.backward ? "from the later segment to the earlier" : "downstream",
-                      " (set route_options::backward for gradients)");
+      const int step = opts.backward ? -1 : 1;
+      detail::require(
+          down.segment == up.segment + 1, detail::cat(down_field, ".segment"),
+          opts.backward ? "a gradient route runs backward" : "a module boundary runs forward",
+          ", from segment ", from.segment, " ('", A.name, "') to segment ", from.segment + step,
+          ", got segment ", to.segment, " ('", B.name, "')",
+          !opts.backward && to.segment < from.segment
+              ? " (a backward route: set route_options::backward for gradients)"
+              : "");
       detail::require(up.stage == U.pp - 1, detail::cat(up_field, ".stage"),
                       "a module boundary joins the last stage ", U.pp - 1, " of '", U.name,
                       "', got ", up.stage);
@@ -411,6 +479,16 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
       plan.ranks_.push_back({L.rank(to.segment, to.stage, b, t), -1, shape.replica_rows(pb, b)});
   std::sort(plan.ranks_.begin(), plan.ranks_.end(),
             [](const route_rank_info& x, const route_rank_info& y) { return x.rank < y.rank; });
+
+  // ---- fingerprint of the inputs (checked against the peer's on the wire)
+  detail::fingerprint_builder f;
+  for (const auto& [e, seg] : {std::pair{from, &A}, std::pair{to, &B}})
+    f.add(e.segment).add(e.stage).add(seg->tp).add(seg->dp).add(L.rank(e.segment, e.stage, 0, 0));
+  f.add(opts.split).add(opts.fan_out).add(shape.hidden).add(shape.elem_size).add(n);
+  for (std::int64_t r : shape.rows) f.add(r);
+  detail::add_placement(f, pa);
+  detail::add_placement(f, pb);
+  plan.fingerprint_ = f.value();
   return plan;
 }
 

@@ -14,7 +14,14 @@
 /// (phase 1) and returns when this rank's part is done.
 ///
 /// Sizes come from the plan, which both sides compute from the same
-/// placements and shapes: nothing about shapes is exchanged. With
+/// placements and shapes: nothing about shapes is exchanged. **Plan
+/// agreement is always checked**: a 24-byte stamp (the sender's
+/// `route_plan::fingerprint()` mixed with the message's identity) goes ahead
+/// of every message, posted together with it (one small extra message, no
+/// extra round trip); a receiver whose own plan gives another stamp throws
+/// `errc::comm_error` ("plan disagreement"), also when both plans give the
+/// message the same byte count (swapped samples, a reshape, another split
+/// axis). With
 /// `transfer_options::verify`, each message is preceded by a header (the
 /// sender's pieces, i.e. samples and slice shapes, element count and payload
 /// checksum); the receiver compares it with its own plan and throws
@@ -75,21 +82,21 @@ class route_transfer {
 
   /// @brief Posts every receive and the phase-0 sends.
   void start(std::span<const std::byte> source, std::span<std::byte> destination) {
-    detail::require(!started_, where_self(), "route_transfer started twice");
+    check(!started_, "route_transfer started twice");
     started_ = true;
     const std::size_t es = plan_->elem_size();
     const auto want_src =
         detail::element_bytes(plan_->source_elements(me_), es, "route.source_bytes");
     const auto want_dst =
         detail::element_bytes(plan_->destination_elements(me_), es, "route.destination_bytes");
-    detail::require(source.size() == want_src, where_self(), "source buffer has ", source.size(),
-                    " bytes, the route needs ", want_src);
-    detail::require(destination.size() == want_dst, where_self(), "destination buffer has ",
-                    destination.size(), " bytes, the route needs ", want_dst);
+    check(source.size() == want_src, "source buffer has ", source.size(),
+          " bytes, the route needs ", want_src);
+    check(destination.size() == want_dst, "destination buffer has ", destination.size(),
+          " bytes, the route needs ", want_dst);
     src_ = source;
     dst_ = destination;
     deadline_ =
-        detail::deadline_after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
+        wait_deadline::after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
     for (int phase = 0; phase < 2; ++phase)
       for (int i : plan_->recvs_of(me_, phase)) post_receive(i);
     for (int i : plan_->sends_of(me_, 0)) post_send(i, source);
@@ -97,15 +104,16 @@ class route_transfer {
 
   /// @brief Completes this rank's part (phase 0, then the fan-out).
   void wait() {
-    detail::require(started_, where_self(), "route_transfer::wait before start");
+    check(started_, "route_transfer::wait before start");
     if (done_) return;
     complete_receives(0);
     for (int i : plan_->sends_of(me_, 1)) post_send(i, std::span<const std::byte>(dst_));
     complete_receives(1);
     for (auto& o : out_) {
-      if (o.header.valid()) b_->wait(o.header, left());
-      if (o.pieces.valid()) b_->wait(o.pieces, left());
-      b_->wait(o.payload, left());
+      wait_for(o.stamp_req);
+      if (o.header.valid()) wait_for(o.header);
+      if (o.pieces.valid()) wait_for(o.pieces);
+      wait_for(o.payload);
       o.staging.reset();
     }
     done_ = true;
@@ -120,22 +128,31 @@ class route_transfer {
   // finished) before the buffers they point into.
   struct outgoing {
     buffer_pool::lease staging;
+    detail::plan_stamp stamp;
     detail::wire_header hdr;
     std::vector<std::int64_t> piece_words;
-    request header, pieces, payload;
+    request stamp_req, header, pieces, payload;
   };
   struct incoming {
     int msg = 0;
     buffer_pool::lease staging;
+    detail::plan_stamp stamp;
     detail::wire_header hdr;
     std::span<std::byte> landing;  // where the payload arrives
-    request header, payload;
+    request stamp_req, header, payload;
   };
 
   [[nodiscard]] std::string where_self() const {
     return detail::cat("rank ", me_, " route tag ", opts_.tag);
   }
-  [[nodiscard]] std::chrono::milliseconds left() const { return detail::remaining(deadline_); }
+  // `invalid_argument` at where_self() unless `ok`; the text is only built on
+  // failure (building it on every call cost ~0.5 us, a tenth of a 64 KiB route).
+  template <class... Ts>
+  void check(bool ok, const Ts&... parts) const {
+    if (!ok) detail::fail(errc::invalid_argument, where_self(), parts...);
+  }
+  // Waits for `r` under the transfer's deadline (a timeout quotes the configured timeout).
+  void wait_for(request& r) { detail::wait_until(*b_, r, deadline_); }
   [[nodiscard]] const route_message& msg(int i) const {
     return plan_->messages()[static_cast<std::size_t>(i)];
   }
@@ -153,6 +170,9 @@ class route_transfer {
       in.staging = pool_->acquire(bytes);
       in.landing = in.staging.span();
     }
+    // The stamp and the payload (or verify header) are posted together: no
+    // extra round trip, they match in posting order.
+    in.stamp_req = b_->irecv(std::as_writable_bytes(std::span(&in.stamp, 1)), m.src, opts_.tag);
     if (opts_.verify)
       in.header = b_->irecv(std::as_writable_bytes(std::span(&in.hdr, 1)), m.src, opts_.tag);
     else
@@ -174,6 +194,9 @@ class route_transfer {
       data = o.staging.span();
       packed_send_bytes_ += bytes;
     }
+    o.stamp.plan = plan_->fingerprint();
+    o.stamp.message = detail::message_stamp(o.stamp.plan, m);
+    o.stamp_req = b_->isend(std::as_bytes(std::span(&o.stamp, 1)), m.dst, opts_.tag);
     if (opts_.verify) {
       o.hdr = detail::make_header(m, *plan_);
       o.hdr.checksum = static_cast<std::int64_t>(detail::checksum64(data));
@@ -204,8 +227,11 @@ class route_transfer {
     for (auto& in : in_) {
       const route_message& m = msg(in.msg);
       if (m.phase != phase) continue;
+      // The stamp arrived first (FIFO), but its verdict comes last: a size
+      // disagreement is reported by the payload's receive with both sizes,
+      // a timeout names the payload's bytes, verify mode names both shapes.
       if (opts_.verify) check_header(in, m);
-      b_->wait(in.payload, left());
+      wait_for(in.payload);
       if (opts_.verify) {
         const auto got = static_cast<std::int64_t>(detail::checksum64(in.landing));
         if (got != in.hdr.checksum)
@@ -215,6 +241,8 @@ class route_transfer {
                        static_cast<std::uint64_t>(in.hdr.checksum), ", received bytes give ",
                        static_cast<std::uint64_t>(got), " (", in.landing.size(), " bytes)");
       }
+      receive_stamp(in);
+      check_stamp(in, m);
       if (!m.contiguous_recv()) {
         kernels::copy_blocks_cpu(in.landing, dst_, m.recv_blocks, es);
         in.staging.reset();
@@ -222,9 +250,40 @@ class route_transfer {
     }
   }
 
+  void receive_stamp(incoming& in) {
+    try {
+      wait_for(in.stamp_req);
+    } catch (const error& e) {
+      if (e.code() != errc::comm_error) throw;
+      detail::fail(errc::comm_error, e.where(), e.message(), " (this was the ",
+                   sizeof(detail::plan_stamp),
+                   "-byte plan stamp sent ahead of every message of a route: is the peer running "
+                   "route_transfer for this route?)");
+    }
+  }
+
+  // The always-on plan agreement check: the sender's stamp must be the one
+  // this rank's plan gives for the message.
+  void check_stamp(const incoming& in, const route_message& m) const {
+    const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::plan_stamp), false};
+    if (in.stamp.magic != detail::plan_stamp::magic_value)
+      detail::fail(errc::comm_error, t.where(),
+                   "the first message of the pair is not a plan "
+                   "stamp (is the peer running route_transfer for this route?)");
+    const std::uint64_t want = detail::message_stamp(plan_->fingerprint(), m);
+    if (in.stamp.message != want)
+      detail::fail(errc::comm_error, t.where(), "plan disagreement: rank ", m.src, " and rank ",
+                   me_, " planned this route from different inputs (plan fingerprints ",
+                   detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()),
+                   ", message of ", m.elements, " elements, phase ", m.phase,
+                   "): different placements, sample orders, shapes, split axes or options; "
+                   "transfer_options::verify names both shapes. The destination buffer's "
+                   "content is unspecified");
+  }
+
   void check_header(incoming& in, const route_message& m) {
     try {
-      b_->wait(in.header, left());
+      wait_for(in.header);
     } catch (const error& e) {
       if (e.code() != errc::comm_error) throw;
       detail::fail(errc::comm_error, e.where(), e.message(), " (verify: this was the ",
@@ -233,16 +292,10 @@ class route_transfer {
     }
     const detail::wire_header expect = detail::make_header(m, *plan_);
     const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
-    if (in.hdr.magic != detail::wire_header::magic_value)
-      detail::fail(errc::comm_error, t.where(),
-                   "verify: the first message from the peer is not a verify header (is the sender "
-                   "in verify mode?)");
-    detail::require(in.hdr.n_pieces >= 0 && in.hdr.n_pieces < (std::int64_t{1} << 32), t.where(),
-                    "verify: corrupt header (", in.hdr.n_pieces, " pieces)");
-    std::vector<std::int64_t> words(static_cast<std::size_t>(in.hdr.n_pieces) *
-                                    detail::piece_words);
+    std::vector<std::int64_t> words(
+        detail::checked_piece_words(in.hdr, m.pieces.size(), m.src, t.where()));
     auto pr = b_->irecv(std::as_writable_bytes(std::span(words)), m.src, opts_.tag);
-    b_->wait(pr, left());
+    wait_for(pr);
     const auto theirs = detail::decode_pieces(words);
     const bool same = in.hdr.src == expect.src && in.hdr.dst == expect.dst &&
                       in.hdr.phase == expect.phase && in.hdr.elements == expect.elements &&
@@ -264,7 +317,7 @@ class route_transfer {
   bool done_ = false;
   std::span<const std::byte> src_;
   std::span<std::byte> dst_;
-  std::chrono::steady_clock::time_point deadline_{};
+  wait_deadline deadline_{};
   std::deque<outgoing> out_;  // deque: elements never move (buffers are in flight)
   std::deque<incoming> in_;
   std::size_t packed_send_bytes_ = 0;

@@ -16,7 +16,8 @@
 
 namespace disttrain::detail {
 
-/// Internal tags; user tags are >= 0, so these never collide.
+/// Internal tags, reserved for these collectives: backends reject negative
+/// user tags (as MPI does) and give the collectives a view that accepts them.
 inline constexpr int tag_barrier = -1;
 inline constexpr int tag_broadcast = -2;
 inline constexpr int tag_allgather = -3;
@@ -27,20 +28,20 @@ template <class B>
 void p2p_barrier(B& b) {
   const int n = b.size();
   const int me = b.rank();
-  const auto deadline = deadline_after(b.options().timeout);
+  const auto d = wait_deadline::after(b.options().timeout);
   std::span<std::byte> none;
   if (me == 0) {
     std::vector<typename B::request> reqs;
     for (int r = 1; r < n; ++r) reqs.push_back(b.irecv(none, r, tag_barrier));
-    for (auto& q : reqs) b.wait(q, remaining(deadline));
+    for (auto& q : reqs) wait_until(b, q, d);
     reqs.clear();
     for (int r = 1; r < n; ++r) reqs.push_back(b.isend(none, r, tag_barrier));
-    for (auto& q : reqs) b.wait(q, remaining(deadline));
+    for (auto& q : reqs) wait_until(b, q, d);
   } else {
     auto s = b.isend(none, 0, tag_barrier);
     auto r = b.irecv(none, 0, tag_barrier);
-    b.wait(s, remaining(deadline));
-    b.wait(r, remaining(deadline));
+    wait_until(b, s, d);
+    wait_until(b, r, d);
   }
 }
 
@@ -48,15 +49,15 @@ void p2p_barrier(B& b) {
 template <class B>
 void p2p_broadcast(B& b, std::span<std::byte> data, int root) {
   const int n = b.size();
-  const auto deadline = deadline_after(b.options().timeout);
+  const auto d = wait_deadline::after(b.options().timeout);
   if (b.rank() == root) {
     std::vector<typename B::request> reqs;
     for (int r = 0; r < n; ++r)
       if (r != root) reqs.push_back(b.isend(data, r, tag_broadcast));
-    for (auto& q : reqs) b.wait(q, remaining(deadline));
+    for (auto& q : reqs) wait_until(b, q, d);
   } else {
     auto q = b.irecv(data, root, tag_broadcast);
-    b.wait(q, remaining(deadline));
+    wait_until(b, q, d);
   }
 }
 
@@ -67,7 +68,7 @@ void p2p_allgather(B& b, std::span<const std::byte> mine, std::span<std::byte> a
   const int n = b.size();
   const int me = b.rank();
   const std::size_t k = mine.size();
-  const auto deadline = deadline_after(b.options().timeout);
+  const auto d = wait_deadline::after(b.options().timeout);
   std::vector<typename B::request> reqs;
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
@@ -75,7 +76,7 @@ void p2p_allgather(B& b, std::span<const std::byte> mine, std::span<std::byte> a
     reqs.push_back(b.isend(mine, r, tag_allgather));
   }
   if (k > 0) std::memcpy(all.data() + static_cast<std::size_t>(me) * k, mine.data(), k);
-  for (auto& q : reqs) b.wait(q, remaining(deadline));
+  for (auto& q : reqs) wait_until(b, q, d);
 }
 
 }  // namespace disttrain::detail

@@ -1,7 +1,8 @@
 #pragma once
 /// @file wire_header.hpp
-/// @brief Verify-mode message header (fixed part + piece list) and the payload
-/// checksum. Only sent when `transfer_options::verify` is on.
+/// @brief What travels besides the payload: the plan stamp ahead of every
+/// message of a route (always), and the verify-mode header (fixed part +
+/// piece list) and payload checksum (only with `transfer_options::verify`).
 
 #include <array>
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "disttrain/comm/route.hpp"
+#include "disttrain/core/error.hpp"
 
 namespace disttrain::detail {
 
@@ -36,6 +38,44 @@ namespace disttrain::detail {
   return h;
 }
 
+/// Sent ahead of every message of a route (24 bytes, one small extra message,
+/// no extra round trip: the receiver posts its receive with the payload's):
+/// the sender's plan fingerprint and the message's stamp (plan fingerprint
+/// mixed with src, dst, phase and element count). The receiver compares the
+/// stamp with the one its own plan gives.
+struct plan_stamp {
+  static constexpr std::int64_t magic_value = 0x44545253544d50ll;  // "DTRSTMP"
+  std::int64_t magic = magic_value;
+  std::uint64_t plan = 0;     ///< the sender's `route_plan::fingerprint()`
+  std::uint64_t message = 0;  ///< `message_stamp(plan, m)`
+};
+static_assert(sizeof(plan_stamp) == 3 * sizeof(std::int64_t));
+
+/// "0x0123456789abcdef".
+[[nodiscard]] inline std::string hex64(std::uint64_t v) {
+  constexpr char digits[] = "0123456789abcdef";
+  std::string s = "0x0000000000000000";
+  for (std::size_t i = 0; i < 16; ++i) s[17 - i] = digits[(v >> (4 * i)) & 15u];
+  return s;
+}
+
+/// The stamp of message `m` of a plan with fingerprint `plan`.
+[[nodiscard]] inline std::uint64_t message_stamp(std::uint64_t plan,
+                                                 const route_message& m) noexcept {
+  fingerprint_builder f;
+  return f.add(plan).add(m.src).add(m.dst).add(m.phase).add(m.elements).value();
+}
+
+/// Parsed view of the bytes of a received stamp (any bytes are accepted:
+/// the caller checks `magic` and the stamp).
+[[nodiscard]] inline plan_stamp parse_stamp(std::span<const std::byte> bytes) noexcept {
+  plan_stamp s{};
+  s.magic = 0;
+  if (!bytes.empty())
+    std::memcpy(&s, bytes.data(), bytes.size() < sizeof(s) ? bytes.size() : sizeof(s));
+  return s;
+}
+
 /// Fixed part of a verify header (all int64 so the layout is the same on both sides).
 struct wire_header {
   static constexpr std::int64_t magic_value = 0x44545256455249ll;  // "DTRVERI"
@@ -52,6 +92,24 @@ struct wire_header {
 static_assert(sizeof(wire_header) == 9 * sizeof(std::int64_t));
 
 inline constexpr std::size_t piece_words = 6;
+
+/// Checks a received verify header's fixed part before its piece list is
+/// received: the magic, and a piece count that is plausible for a receiver
+/// expecting `expected` pieces (at most twice that, or 1024: a corrupt count
+/// must not become a huge allocation). Returns the number of piece words to
+/// receive; throws `errc::comm_error` at `where`.
+[[nodiscard]] inline std::size_t checked_piece_words(const wire_header& h, std::size_t expected,
+                                                     int sender, const std::string& where) {
+  if (h.magic != wire_header::magic_value)
+    fail(errc::comm_error, where,
+         "verify: the first message from the peer is not a verify header (is the sender in "
+         "verify mode?)");
+  const std::size_t plausible = expected > 512 ? 2 * expected : 1024;
+  if (h.n_pieces < 0 || static_cast<std::uint64_t>(h.n_pieces) > plausible)
+    fail(errc::comm_error, where, "verify: corrupt header or different plan: rank ", sender,
+         " announces ", h.n_pieces, " pieces, this rank expects ", expected);
+  return static_cast<std::size_t>(h.n_pieces) * piece_words;
+}
 
 [[nodiscard]] inline wire_header make_header(const route_message& m, const route_plan& p) {
   wire_header h;

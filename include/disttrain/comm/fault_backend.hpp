@@ -1,0 +1,339 @@
+#pragma once
+/// @file fault_backend.hpp
+/// @brief Fault injection: a `comm_backend` that wraps another one and, with
+/// a seed, delays, drops, duplicates, truncates or corrupts its sends, or
+/// kills its rank. For tests of the failure contract (docs/comm.md): under
+/// every fault a transfer must deliver the correct bytes or throw a
+/// `disttrain::error` within its timeout, never hand back wrong data silently.
+///
+/// Each rank wraps its own endpoint. Whether the n-th send of a rank is
+/// faulted, and how, depends only on (seed, rank, n): a run is reproduced by
+/// its seed. Faults hit point-to-point sends (`isend`); receives, `wait`,
+/// `test` and the collectives pass through (a killed rank fails them all).
+///
+/// | kind | what the peer sees |
+/// |---|---|
+/// | `delay` | the send is posted 0..`max_delay` later (the sender's thread sleeps) |
+/// | `drop` | nothing; the sender's request completes at once (a lost eager message) |
+/// | `duplicate` | the message twice; the copy is never waited for |
+/// | `truncate` | a message of another size: the first half (an empty one: 1 byte) |
+/// | `corrupt` | the right size, one byte flipped (non-empty messages only) |
+/// | `kill` | the rank stops: this and every later call throws `errc::comm_error`; `on_kill` runs first (e.g. `local_world::mark_dead`) |
+///
+/// Copies (duplicate, truncate, corrupt) live in buffers of the wrapper; a
+/// backend that may keep a timed-out send's buffer (MPI, `keep_buffer`) is
+/// handed them, so they are never freed while the transport may read them.
+/// Buffers must be host memory.
+///
+/// @code
+/// disttrain::local_world world(3, {std::chrono::milliseconds(100)});
+/// auto ep = world.endpoint(1);
+/// disttrain::fault_options fo;
+/// fo.seed = 7;
+/// fo.rate = 0.2;
+/// fo.on_kill = [&](int r) { world.mark_dead(r); };
+/// disttrain::fault_backend<disttrain::local_backend> fb(ep, fo);
+/// disttrain::run_route(fb, plan, src, dst, pool, {.verify = true});
+/// for (const auto& f : fb.faults()) std::puts(disttrain::to_string(f.kind));
+/// @endcode
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "disttrain/comm/backend.hpp"
+#include "disttrain/core/error.hpp"
+#include "disttrain/model/rng.hpp"
+
+namespace disttrain {
+
+/// @brief What `fault_backend` does to a faulted send (see the file comment).
+enum class fault_kind : int { delay, drop, duplicate, truncate, corrupt, kill };
+
+/// @brief Number of `fault_kind`s.
+inline constexpr int fault_kind_count = 6;
+
+/// @brief `"delay"`, `"drop"`, ...
+[[nodiscard]] constexpr const char* to_string(fault_kind k) noexcept {
+  constexpr std::array<const char*, fault_kind_count> names{"delay",    "drop",    "duplicate",
+                                                            "truncate", "corrupt", "kill"};
+  const int i = static_cast<int>(k);
+  return i >= 0 && i < fault_kind_count ? names[static_cast<std::size_t>(i)] : "?";
+}
+
+/// @brief Settings of a `fault_backend`.
+///
+/// @code
+/// disttrain::fault_options o;
+/// o.seed = 42;
+/// o.rate = 0.1;  // one send in ten
+/// o.kinds = {disttrain::fault_kind::drop, disttrain::fault_kind::corrupt};
+/// @endcode
+struct fault_options {
+  std::uint64_t seed = 0;  ///< with the rank and the send's index, decides every fault
+  double rate = 0.1;       ///< probability that a send is faulted, in [0, 1]
+  /// Kinds to draw from (uniformly; `truncate`/`corrupt` are skipped for
+  /// empty messages where another kind is listed).
+  std::vector<fault_kind> kinds{fault_kind::delay,    fault_kind::drop,    fault_kind::duplicate,
+                                fault_kind::truncate, fault_kind::corrupt, fault_kind::kill};
+  std::chrono::milliseconds max_delay{20};  ///< longest `delay`
+  int max_faults = -1;                      ///< stop injecting after this many (< 0: no limit)
+  std::function<void(int)> on_kill;         ///< called with the rank when it is killed
+};
+
+/// @brief One injected fault.
+struct fault_record {
+  fault_kind kind = fault_kind::delay;
+  transfer_info send;                  ///< the faulted send as posted by the caller
+  std::size_t index = 0;               ///< the send's index among this rank's sends
+  std::chrono::milliseconds delay{0};  ///< `delay` only
+};
+
+namespace detail {
+/// Owner of a wrapper's copy of a message; chained to the owner the caller
+/// handed over with `keep_buffer`, if any.
+struct fault_copy final : send_buffer_owner {
+  explicit fault_copy(std::vector<std::byte> d) noexcept : data(std::move(d)) {}
+  void detach() noexcept override {
+    if (next) next->detach();
+  }
+  std::vector<std::byte> data;
+  std::unique_ptr<send_buffer_owner> next;
+};
+}  // namespace detail
+
+/// @brief A `comm_backend` injecting seeded faults into `B`'s sends (see the file comment).
+template <comm_backend B>
+class fault_backend {
+  static_assert(B::memory == memory_space::host, "fault_backend copies and edits host buffers");
+  static constexpr bool inner_keeps_buffers =
+      requires(typename B::request & r, std::unique_ptr<send_buffer_owner> p) {
+    r.keep_buffer(std::move(p));
+  };
+
+ public:
+  static constexpr memory_space memory = B::memory;
+
+  /// @brief A request of the inner backend, or a dropped send (complete at once).
+  class request {
+   public:
+    request() = default;
+    request(request&&) noexcept = default;
+    request& operator=(request&& o) noexcept {
+      if (this != &o) {
+        inner_ = std::move(o.inner_);  // first: the old inner request may read the old copy
+        owner_ = std::move(o.owner_);
+        own_copy_ = std::move(o.own_copy_);
+        copy_ = std::exchange(o.copy_, nullptr);
+        dropped_ = std::exchange(o.dropped_, false);
+      }
+      return *this;
+    }
+    request(const request&) = delete;
+    request& operator=(const request&) = delete;
+    ~request() = default;
+    [[nodiscard]] bool valid() const noexcept { return dropped_ || inner_.valid(); }
+    /// @brief Hands the send's buffer owner on (to the inner request where it
+    /// keeps buffers; call it right after `isend`, as `route_transfer` does).
+    void keep_buffer(std::unique_ptr<send_buffer_owner> owner) noexcept {
+      if (copy_ != nullptr)
+        copy_->next = std::move(owner);
+      else if constexpr (inner_keeps_buffers)
+        inner_.keep_buffer(std::move(owner));
+      else
+        owner_ = std::move(owner);
+    }
+
+   private:
+    friend class fault_backend;
+    // Declared before inner_: destroyed after it (the inner request may read them).
+    std::unique_ptr<send_buffer_owner> owner_;
+    std::unique_ptr<detail::fault_copy> own_copy_;  // the copy, unless handed to inner_
+    detail::fault_copy* copy_ = nullptr;            // the copy, wherever it lives
+    typename B::request inner_;
+    bool dropped_ = false;
+  };
+
+  /// @brief Wraps `inner` (which must outlive this object).
+  fault_backend(B& inner, fault_options opts) : inner_(&inner), opts_(std::move(opts)) {
+    detail::require(opts_.rate >= 0.0 && opts_.rate <= 1.0, "fault_options.rate",
+                    "must be in [0, 1], got ", opts_.rate);
+    detail::require(!opts_.kinds.empty() || opts_.rate == 0.0, "fault_options.kinds",
+                    "no kind to inject with rate ", opts_.rate);
+    detail::require(opts_.max_delay.count() >= 0, "fault_options.max_delay",
+                    "must be >= 0 ms, got ", opts_.max_delay.count());
+  }
+  fault_backend(const fault_backend&) = delete;
+  fault_backend& operator=(const fault_backend&) = delete;
+  ~fault_backend() = default;  // duplicates still unmatched are cancelled by their requests
+
+  [[nodiscard]] int rank() const noexcept { return inner_->rank(); }
+  [[nodiscard]] int size() const noexcept { return inner_->size(); }
+  [[nodiscard]] const comm_options& options() const noexcept { return inner_->options(); }
+  /// @brief Faults injected so far, in order.
+  [[nodiscard]] const std::vector<fault_record>& faults() const noexcept { return faults_; }
+  /// @brief Whether a `kill` fault has stopped this rank.
+  [[nodiscard]] bool killed() const noexcept { return killed_; }
+  /// @brief The wrapped backend.
+  [[nodiscard]] B& inner() noexcept { return *inner_; }
+
+  [[nodiscard]] request isend(std::span<const std::byte> data, int peer, int tag) {
+    check_alive(peer, tag, data.size(), true);
+    const std::size_t index = sends_++;
+    request r;
+    if (!decide(index, data.size())) {
+      r.inner_ = inner_->isend(data, peer, tag);
+      return r;
+    }
+    fault_record& f = faults_.back();
+    f.send = transfer_info{rank(), peer, tag, data.size(), true};
+    switch (f.kind) {
+      case fault_kind::delay:
+        std::this_thread::sleep_for(f.delay);
+        r.inner_ = inner_->isend(data, peer, tag);
+        break;
+      case fault_kind::drop: r.dropped_ = true; break;
+      case fault_kind::duplicate:
+        r.inner_ = inner_->isend(data, peer, tag);
+        duplicates_.push_back(post_copy({data.begin(), data.end()}, peer, tag));
+        break;
+      case fault_kind::truncate: {
+        std::vector<std::byte> part(data.empty() ? std::size_t{1} : data.size() / 2);
+        for (std::size_t i = 0; i < part.size() && i < data.size(); ++i) part[i] = data[i];
+        r = post_copy(std::move(part), peer, tag);
+        break;
+      }
+      case fault_kind::corrupt: {
+        std::vector<std::byte> bad(data.begin(), data.end());
+        const std::uint64_t h = draw(index, 3);
+        bad[static_cast<std::size_t>(h % bad.size())] ^=
+            static_cast<std::byte>(1u + (h >> 32) % 255u);
+        r = post_copy(std::move(bad), peer, tag);
+        break;
+      }
+      case fault_kind::kill: kill(f.send);
+    }
+    return r;
+  }
+  [[nodiscard]] request irecv(std::span<std::byte> data, int peer, int tag) {
+    check_alive(peer, tag, data.size(), false);
+    request r;
+    r.inner_ = inner_->irecv(data, peer, tag);
+    return r;
+  }
+  void wait(request& r) { wait(r, options().timeout); }
+  void wait(request& r, std::chrono::milliseconds timeout) {
+    wait(r, wait_deadline::after(timeout));
+  }
+  void wait(request& r, const wait_deadline& d) {
+    if (consume_dropped(r)) return;
+    check_alive_request();
+    detail::wait_until(*inner_, r.inner_, d);
+  }
+  bool test(request& r) {
+    if (consume_dropped(r)) return true;
+    check_alive_request();
+    return inner_->test(r.inner_);
+  }
+  void group_start() { inner_->group_start(); }
+  void group_end() { inner_->group_end(); }
+  void barrier() {
+    check_alive_collective("barrier");
+    inner_->barrier();
+  }
+  void broadcast(std::span<std::byte> data, int root) {
+    check_alive_collective("broadcast");
+    inner_->broadcast(data, root);
+  }
+  void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
+    check_alive_collective("allgather");
+    inner_->allgather(mine, all);
+  }
+
+ private:
+  // 64 random bits for (seed, rank, send index, purpose): independent of
+  // everything else the program does.
+  [[nodiscard]] std::uint64_t draw(std::size_t index, std::uint64_t purpose) const noexcept {
+    const std::uint64_t stream = (static_cast<std::uint64_t>(static_cast<unsigned>(rank())) << 40) ^
+                                 (static_cast<std::uint64_t>(index) << 3) ^ purpose;
+    return derive_seed(opts_.seed, stream);
+  }
+
+  // Whether send `index` of `bytes` bytes is faulted; if so, appends its record.
+  bool decide(std::size_t index, std::size_t bytes) {
+    if (opts_.rate <= 0.0) return false;
+    if (opts_.max_faults >= 0 && faults_.size() >= static_cast<std::size_t>(opts_.max_faults))
+      return false;
+    const double u = static_cast<double>(draw(index, 0) >> 11) * 0x1.0p-53;
+    if (u >= opts_.rate) return false;
+    std::vector<fault_kind> usable;
+    for (fault_kind k : opts_.kinds)
+      if (bytes > 0 || (k != fault_kind::corrupt && k != fault_kind::truncate)) usable.push_back(k);
+    if (usable.empty()) return false;
+    fault_record f;
+    f.kind = usable[static_cast<std::size_t>(draw(index, 1) % usable.size())];
+    f.index = index;
+    if (f.kind == fault_kind::delay)
+      f.delay = std::chrono::milliseconds(static_cast<std::int64_t>(
+          draw(index, 2) % static_cast<std::uint64_t>(opts_.max_delay.count() + 1)));
+    faults_.push_back(f);
+    return true;
+  }
+
+  // Sends a copy owned by the request (or, where the inner backend keeps
+  // buffers of timed-out sends, by the inner request).
+  request post_copy(std::vector<std::byte> bytes, int peer, int tag) {
+    request r;
+    auto copy = std::make_unique<detail::fault_copy>(std::move(bytes));
+    r.copy_ = copy.get();
+    r.inner_ = inner_->isend(std::span<const std::byte>(copy->data), peer, tag);
+    if constexpr (inner_keeps_buffers)
+      r.inner_.keep_buffer(std::move(copy));
+    else
+      r.own_copy_ = std::move(copy);
+    return r;
+  }
+
+  [[noreturn]] void kill(const transfer_info& t) {
+    killed_ = true;
+    if (opts_.on_kill) opts_.on_kill(rank());
+    detail::fail(errc::comm_error, t.where(), "rank ", rank(),
+                 " was killed by fault injection (seed ", opts_.seed, ")");
+  }
+  bool consume_dropped(request& r) const {
+    if (!r.dropped_) return false;
+    r.dropped_ = false;
+    return true;
+  }
+  void check_alive(int peer, int tag, std::size_t bytes, bool is_send) const {
+    if (killed_)
+      detail::fail(errc::comm_error, transfer_info{rank(), peer, tag, bytes, is_send}.where(),
+                   "rank ", rank(), " was killed by fault injection");
+  }
+  void check_alive_request() const {
+    if (killed_)
+      detail::fail(errc::comm_error, detail::cat("rank ", rank()), "was killed by fault injection");
+  }
+  void check_alive_collective(const char* what) const {
+    if (killed_)
+      detail::fail(errc::comm_error, detail::cat("rank ", rank(), " ", what), "rank ", rank(),
+                   " was killed by fault injection");
+  }
+
+  B* inner_;
+  fault_options opts_;
+  std::size_t sends_ = 0;
+  bool killed_ = false;
+  std::vector<fault_record> faults_;
+  std::vector<request> duplicates_;  // the extra copies, never waited for
+};
+
+}  // namespace disttrain
