@@ -1,5 +1,9 @@
 """Conan 2 recipe for disttrain (header-only C++20; optional CUDA kernels library).
 
+Components: core (disttrain::disttrain, needs nlohmann_json), calibration
+(disttrain::calibration, Eigen; option with_calibration), format
+(disttrain::format, fmt; option with_format), mpi, nccl, cuda.
+
 Offline use with the system's nlohmann_json, Eigen and fmt:
     conan profile detect --exist-ok
     conan create . -pr:a .ci/conan/profile --build=missing
@@ -25,11 +29,14 @@ class DisttrainConan(ConanFile):
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
     options = {
+        "with_calibration": [True, False],
+        "with_format": [True, False],
         "with_mpi": [True, False],
         "with_cuda": [True, False],
         "with_nccl": [True, False],
     }
-    default_options = {"with_mpi": False, "with_cuda": False, "with_nccl": False}
+    default_options = {"with_calibration": True, "with_format": True, "with_mpi": False,
+                       "with_cuda": False, "with_nccl": False}
     exports_sources = ("CMakeLists.txt", "LICENSE", "cmake/*", "include/*", "kernels/*")
     no_copy_source = True
 
@@ -48,8 +55,10 @@ class DisttrainConan(ConanFile):
     def requirements(self):
         # transitive_headers: disttrain's public headers include these.
         self.requires("nlohmann_json/[>=3.10 <4]", transitive_headers=True)
-        self.requires("eigen/[>=3.4 <4]", transitive_headers=True)
-        self.requires("fmt/[>=9 <12]", transitive_headers=True)
+        if self.options.with_calibration:
+            self.requires("eigen/[>=3.4 <4]", transitive_headers=True)
+        if self.options.with_format:
+            self.requires("fmt/[>=9 <12]", transitive_headers=True)
 
     def validate(self):
         if self.settings.compiler.get_safe("cppstd"):
@@ -71,6 +80,8 @@ class DisttrainConan(ConanFile):
         tc.cache_variables["DISTTRAIN_BUILD_EXAMPLES"] = False
         tc.cache_variables["DISTTRAIN_INSTALL"] = True
         tc.cache_variables["DISTTRAIN_WARNINGS_AS_ERRORS"] = False
+        tc.cache_variables["DISTTRAIN_ENABLE_CALIBRATION"] = bool(self.options.with_calibration)
+        tc.cache_variables["DISTTRAIN_ENABLE_FORMAT"] = bool(self.options.with_format)
         tc.cache_variables["DISTTRAIN_ENABLE_MPI"] = bool(self.options.with_mpi)
         tc.cache_variables["DISTTRAIN_ENABLE_CUDA"] = bool(self.options.with_cuda)
         tc.cache_variables["DISTTRAIN_ENABLE_NCCL"] = bool(self.options.with_nccl)
@@ -119,11 +130,23 @@ class DisttrainConan(ConanFile):
         # component; those taken from the system ([platform_requires] in the
         # profile) have no Conan package, so the build module finds them with
         # find_package() at the consumer instead (it does so in both cases).
-        for dep in ("nlohmann_json", "eigen", "fmt"):
-            if not self._is_platform(dep):
-                core.requires.append(f"{dep}::{dep}")
+        if not self._is_platform("nlohmann_json"):
+            core.requires.append("nlohmann_json::nlohmann_json")
         if self.settings.os in ("Linux", "FreeBSD"):
             core.system_libs = ["pthread", "m"]
+
+        # Header-only components with one dependency each (found like the core's).
+        for comp, dep, enabled in (("calibration", "eigen", self.options.with_calibration),
+                                   ("format", "fmt", self.options.with_format)):
+            if not enabled:
+                continue
+            c = self.cpp_info.components[comp]
+            c.set_property("cmake_target_name", f"disttrain::{comp}")
+            c.requires = ["core"]
+            if not self._is_platform(dep):
+                c.requires.append(f"{dep}::{dep}")
+            c.libdirs = []
+            c.bindirs = []
 
         if self.options.with_mpi:
             mpi = self.cpp_info.components["mpi"]

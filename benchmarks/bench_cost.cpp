@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "disttrain/cost.hpp"
+#include "disttrain/cost/calibration.hpp"
 #include "disttrain/model.hpp"
 #include "harness.hpp"
 

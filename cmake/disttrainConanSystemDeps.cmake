@@ -22,20 +22,28 @@ if(TARGET disttrain::kernels)
   set_property(TARGET disttrain::kernels APPEND PROPERTY INTERFACE_LINK_LIBRARIES CUDA::cudart)
 endif()
 
-# Core dependencies: already defined when they came from Conan packages (the
-# generated config found them first); found on the system when the profile
-# lists them under [platform_requires].
+# Core and component dependencies: already defined when they came from Conan
+# packages (the generated config found them first); found on the system when
+# the profile lists them under [platform_requires]. The core needs
+# nlohmann_json only; Eigen goes to disttrain::calibration, fmt to
+# disttrain::format (when the package was created with them).
 if(NOT TARGET nlohmann_json::nlohmann_json)
   find_package(nlohmann_json 3.10 REQUIRED)
-endif()
-if(NOT TARGET Eigen3::Eigen)
-  find_package(Eigen3 3.4 REQUIRED NO_MODULE)
-endif()
-if(NOT TARGET fmt::fmt)
-  find_package(fmt 9 REQUIRED)
 endif()
 if(NOT TARGET Threads::Threads)
   find_package(Threads REQUIRED)
 endif()
 set_property(TARGET disttrain::disttrain APPEND PROPERTY INTERFACE_LINK_LIBRARIES
-             nlohmann_json::nlohmann_json Eigen3::Eigen fmt::fmt Threads::Threads)
+             nlohmann_json::nlohmann_json Threads::Threads)
+if(TARGET disttrain::calibration)
+  if(NOT TARGET Eigen3::Eigen)
+    find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+  endif()
+  set_property(TARGET disttrain::calibration APPEND PROPERTY INTERFACE_LINK_LIBRARIES Eigen3::Eigen)
+endif()
+if(TARGET disttrain::format)
+  if(NOT TARGET fmt::fmt)
+    find_package(fmt 9 REQUIRED)
+  endif()
+  set_property(TARGET disttrain::format APPEND PROPERTY INTERFACE_LINK_LIBRARIES fmt::fmt)
+endif()

@@ -5,7 +5,7 @@
 # Layout (relative to CMAKE_INSTALL_PREFIX):
 #   include/disttrain/...                 headers
 #   <DISTTRAIN_INSTALL_CMAKEDIR>/         disttrainConfig.cmake, version, targets, FindNCCL.cmake
-#   <DISTTRAIN_INSTALL_PKGCONFIGDIR>/     disttrain.pc
+#   <DISTTRAIN_INSTALL_PKGCONFIGDIR>/     disttrain.pc, disttrain-calibration.pc, disttrain-format.pc
 #   lib/libdisttrain_kernels.a            only with DISTTRAIN_ENABLE_CUDA and kernels/*.cu
 #   bin/<tools>                           when tools are built
 # Everything is relocatable (no absolute paths are written).
@@ -29,7 +29,8 @@ install(EXPORT disttrainTargets NAMESPACE disttrain::
         DESTINATION "${DISTTRAIN_INSTALL_CMAKEDIR}")
 
 set(DISTTRAIN_BUILT_COMPONENTS)
-set(_disttrain_component_targets mpi disttrain_mpi nccl disttrain_nccl cuda disttrain_kernels)
+set(_disttrain_component_targets calibration disttrain_calibration format disttrain_format
+                                 mpi disttrain_mpi nccl disttrain_nccl cuda disttrain_kernels)
 while(_disttrain_component_targets)
   list(POP_FRONT _disttrain_component_targets _comp _target)
   if(NOT TARGET ${_target})
@@ -81,10 +82,33 @@ install(FILES
 file(RELATIVE_PATH DISTTRAIN_PC_PREFIX_FROM_PCDIR
      "/prefix/${DISTTRAIN_INSTALL_PKGCONFIGDIR}" "/prefix")
 string(REGEX REPLACE "/$" "" DISTTRAIN_PC_PREFIX_FROM_PCDIR "${DISTTRAIN_PC_PREFIX_FROM_PCDIR}")
-configure_file("${PROJECT_SOURCE_DIR}/cmake/disttrain.pc.in"
-               "${PROJECT_BINARY_DIR}/disttrain.pc" @ONLY)
-install(FILES "${PROJECT_BINARY_DIR}/disttrain.pc"
-        DESTINATION "${DISTTRAIN_INSTALL_PKGCONFIGDIR}")
+# disttrain.pc is the core; the header-only components have their own files
+# (pkg-config --cflags --libs disttrain disttrain-format).
+set(_disttrain_pc_files disttrain)
+set(DISTTRAIN_PC_NAME "disttrain")
+set(DISTTRAIN_PC_DESCRIPTION "${PROJECT_DESCRIPTION} (header-only C++20; compile with -std=c++20)")
+set(DISTTRAIN_PC_REQUIRES "nlohmann_json >= 3.10")
+set(DISTTRAIN_PC_LIBS "Libs: -pthread")
+configure_file("${PROJECT_SOURCE_DIR}/cmake/disttrain.pc.in" "${PROJECT_BINARY_DIR}/disttrain.pc" @ONLY)
+foreach(_comp_req "calibration|eigen3 >= 3.4|Eigen" "format|fmt >= 9|fmt")
+  string(REPLACE "|" ";" _comp_req "${_comp_req}")
+  list(GET _comp_req 0 _comp)
+  if(NOT TARGET disttrain_${_comp})
+    continue()
+  endif()
+  list(GET _comp_req 1 _req)
+  list(GET _comp_req 2 _dep)
+  set(DISTTRAIN_PC_NAME "disttrain-${_comp}")
+  set(DISTTRAIN_PC_DESCRIPTION "disttrain's ${_comp} component (disttrain::${_comp}; uses ${_dep})")
+  set(DISTTRAIN_PC_REQUIRES "disttrain = ${PROJECT_VERSION}, ${_req}")
+  set(DISTTRAIN_PC_LIBS "")
+  configure_file("${PROJECT_SOURCE_DIR}/cmake/disttrain.pc.in"
+                 "${PROJECT_BINARY_DIR}/disttrain-${_comp}.pc" @ONLY)
+  list(APPEND _disttrain_pc_files disttrain-${_comp})
+endforeach()
+foreach(_pc IN LISTS _disttrain_pc_files)
+  install(FILES "${PROJECT_BINARY_DIR}/${_pc}.pc" DESTINATION "${DISTTRAIN_INSTALL_PKGCONFIGDIR}")
+endforeach()
 
 # ---- License ------------------------------------------------------------------
 if(EXISTS "${PROJECT_SOURCE_DIR}/LICENSE")
@@ -92,6 +116,11 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/LICENSE")
 endif()
 
 unset(_comp)
+unset(_comp_req)
+unset(_req)
+unset(_dep)
+unset(_pc)
+unset(_disttrain_pc_files)
 unset(_target)
 unset(_disttrain_component_targets)
 unset(_disttrain_arch_independent)

@@ -4,6 +4,7 @@
 
 #include "disttrain/cost.hpp"
 #include "disttrain/cost/format.hpp"
+#include "disttrain/cost/profiler.hpp"
 #include "disttrain/model.hpp"
 #include "disttrain/model/format.hpp"
 

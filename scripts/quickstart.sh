@@ -7,10 +7,12 @@
 #                                72B preset (until the planner exists: every
 #                                example program)
 #   scripts/quickstart.sh test   build (dev preset: Debug, warnings as errors,
-#                                MPI on) and run every test, then the Python
-#                                package's tests: a venv in build/python-venv,
-#                                pip install of the repository, pytest
-#                                (SKIPPED when PyPI cannot be reached)
+#                                MPI on) and run every test but the exhaustive
+#                                per-header checks (.ci/run runs those), print
+#                                the slowest tests, then the Python package's
+#                                tests: a venv in build/python-venv, pip
+#                                install of the repository, pytest (SKIPPED
+#                                when PyPI cannot be reached)
 #   scripts/quickstart.sh test-python   the Python tests alone
 #
 # Missing Debian packages are installed with apt-get when running as root or
@@ -95,9 +97,21 @@ run_main_job() {
 
 run_tests() {
   export CTEST_PARALLEL_LEVEL="${CTEST_PARALLEL_LEVEL:-$JOBS}"
-  cmake --workflow --preset dev
+  local status=0
+  cmake --workflow --preset dev || status=$?
+  slowest_tests "$ROOT/build/dev/ctest-junit.xml"
+  [ "$status" -eq 0 ] || die "C++ tests failed (build/dev; exit status $status)"
   say "all C++ tests passed (build/dev)"
   run_python_tests
+}
+
+# slowest_tests <ctest JUnit file> [n]: the n (10) slowest tests, with their timeouts.
+slowest_tests() {
+  local junit="$1" n="${2:-10}"
+  [ -f "$junit" ] || return 0
+  say "slowest tests (seconds; from ${junit#"$ROOT"/}):"
+  sed -n 's/.*<testcase name="\([^"]*\)".* time="\([0-9.]*\)".*/\2 \1/p' "$junit" |
+    sort -rn | head -n "$n" | awk '{ printf "  %8.1f  %s\n", $1, $2 }'
 }
 
 # python3 with venv/ensurepip and the headers an extension builds against.
@@ -148,8 +162,8 @@ run_python_tests() {
 
 case "$MODE" in
   run)  ensure_packages; check_cmake; run_main_job ;;
-  test) ensure_packages; check_cmake; run_tests ;;
+  test) ensure_packages; check_cmake; run_tests; say "test command done in ${SECONDS} s" ;;
   test-python) ensure_packages; check_cmake; run_python_tests ;;
-  -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown mode '$MODE' (use: run, test, test-python)" ;;
 esac

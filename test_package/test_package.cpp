@@ -1,5 +1,6 @@
-// Conan test_package: the packaged headers, their dependencies (nlohmann_json,
-// Eigen, fmt) and the error policy work together in a consumer.
+// Conan test_package: the packaged headers, their dependencies (nlohmann_json
+// for the core, Eigen for disttrain::calibration, fmt for disttrain::format)
+// and the error policy work together in a consumer.
 #include <disttrain/core/format.hpp>
 #include <disttrain/disttrain.hpp>
 

@@ -1,6 +1,8 @@
 # Overlay port: builds disttrain from the source tree this port lives in.
 #   vcpkg install disttrain --overlay-ports=<repo>/ports            (core)
 #   vcpkg install "disttrain[mpi,nccl,cuda]" --overlay-ports=<repo>/ports
+# Default features: calibration (Eigen) and format (fmt); without them
+# ("disttrain[core]") the package needs nlohmann-json only.
 # tests/packaging/vcpkg_layout.cmake performs the same configure -> install ->
 # config-fixup steps without vcpkg and builds a consumer against the result.
 
@@ -15,6 +17,8 @@ endif()
 
 vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
   FEATURES
+    calibration DISTTRAIN_ENABLE_CALIBRATION
+    format      DISTTRAIN_ENABLE_FORMAT
     mpi  DISTTRAIN_ENABLE_MPI
     cuda DISTTRAIN_ENABLE_CUDA
     nccl DISTTRAIN_ENABLE_NCCL

@@ -3,6 +3,8 @@
 #include <vector>
 
 #include "disttrain/cost.hpp"
+#include "disttrain/cost/calibration.hpp"
+#include "disttrain/cost/profiler.hpp"
 #include "disttrain/model/rng.hpp"
 #include "disttrain_catch.hpp"
 

@@ -88,5 +88,20 @@ if(PKG_CONFIG AND CXX_COMPILER)
   disttrain_run("${CXX_COMPILER}" -std=c++20 "${consumer_src}/main.cpp" ${pc_flags}
       -o "${WORK_DIR}/consumer_pkgconfig")
   disttrain_run("${WORK_DIR}/consumer_pkgconfig")
+  # The components' .pc files (the port builds both by default).
+  foreach(comp calibration format)
+    execute_process(
+      COMMAND "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${installed}/share/pkgconfig"
+              "${PKG_CONFIG}" --cflags --libs disttrain-${comp}
+      OUTPUT_VARIABLE pc_flags OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "pkg-config --cflags --libs disttrain-${comp} failed")
+    endif()
+    message(STATUS "pkg-config flags (${comp}): ${pc_flags}")
+    separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+    disttrain_run("${CXX_COMPILER}" -std=c++20 "${consumer_src}/main_${comp}.cpp" ${pc_flags}
+        -o "${WORK_DIR}/consumer_pkgconfig_${comp}")
+    disttrain_run("${WORK_DIR}/consumer_pkgconfig_${comp}")
+  endforeach()
 endif()
 message(STATUS "vcpkg layout: OK")

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# One-shot GPU check: on a machine with an NVIDIA GPU, configure the `cuda`
+# preset, build only what needs a device (CMake target disttrain_gpu_check:
+# the GPU tests and benchmarks), run every test labelled `gpu` (gpu.*,
+# mpi.nccl.*) and the GPU benchmarks (copy_blocks kernel vs cudaMemcpy D2D;
+# NCCL backend vs raw ncclSend/ncclRecv on 2 ranks, which needs 2 GPUs:
+# skipped with the reason otherwise), then write one JSON summary.
+#
+#   scripts/gpu-check.sh [--jobs N] [--budget SECONDS]
+#
+# Summary: $OUT/gpu-check.json when OUT is set, else build/gpu-check.json;
+# logs of every step next to it (gpu-check-logs/). The summary is written
+# after every step and on any exit, so a run cut short still leaves one.
+# Without a GPU it says so, writes {"status": "skipped", ...} and exits 0.
+# Every step has a time limit; the whole run stays within --budget (default
+# 450 s, i.e. under 8 minutes with slack) on a 16-core machine.
+# Exit status: 0 when nothing failed (passed or skipped), 1 otherwise.
+#
+# Environment: CUDA at /usr/local/cuda (or nvcc on PATH, or CUDACXX);
+# DISTTRAIN_GPU_CHECK_NO_GPU=1 behaves as if no GPU existed (the test
+# scripts.gpu_check_skips uses it).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+START=$SECONDS
+JOBS="$(nproc 2>/dev/null || echo 2)"
+BUDGET=450
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --jobs) JOBS="$2"; shift 2 ;;
+    --budget) BUDGET="$2"; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-check: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+if [ -n "${OUT:-}" ]; then
+  SUMMARY_DIR="$OUT"
+else
+  SUMMARY_DIR="$ROOT/build"
+fi
+mkdir -p "$SUMMARY_DIR/gpu-check-logs"
+SUMMARY="$SUMMARY_DIR/gpu-check.json"
+LOGS="$SUMMARY_DIR/gpu-check-logs"
+BUILD="$ROOT/build/cuda"
+
+say() { printf '\033[1m[gpu-check t=%ss]\033[0m %s\n' "$((SECONDS - START))" "$*"; }
+
+# ---- the summary -------------------------------------------------------------
+STATUS="running"  # -> passed | failed | skipped
+REASON=""
+MACHINE='{}'
+STEPS=()          # JSON objects, one per step
+TESTS='[]'
+BENCH_COPY='null'
+BENCH_NCCL='null'
+
+json_str() {  # a JSON string literal
+  local s="$1"
+  s="${s//\\/\\\\}"; s="${s//\"/\\\"}"; s="${s//$'\n'/\\n}"; s="${s//$'\r'/}"; s="${s//$'\t'/ }"
+  s="$(printf '%s' "$s" | tr -d '\000-\037')"
+  printf '"%s"' "$s"
+}
+
+# A file's JSON if it is one valid JSON value, else null.
+json_file_or_null() {
+  local f="$1"
+  if [ -s "$f" ] && command -v python3 >/dev/null 2>&1 &&
+     python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$f" 2>/dev/null; then
+    cat "$f"
+  elif [ -s "$f" ] && ! command -v python3 >/dev/null 2>&1 &&
+       [ "$(head -c1 "$f")" = "{" ] && [ "$(tail -c2 "$f" | head -c1)" = "}" ]; then
+    cat "$f"
+  else
+    printf 'null'
+  fi
+}
+
+write_summary() {
+  local steps="" s
+  for s in "${STEPS[@]+"${STEPS[@]}"}"; do steps+="${steps:+,}$s"; done
+  {
+    printf '{\n  "status": %s,\n  "reason": %s,\n' "$(json_str "$STATUS")" "$(json_str "$REASON")"
+    printf '  "seconds": %s,\n  "budget_seconds": %s,\n' "$((SECONDS - START))" "$BUDGET"
+    printf '  "commit": %s,\n' "$(json_str "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)")"
+    printf '  "machine": %s,\n' "$MACHINE"
+    printf '  "steps": [%s],\n' "$steps"
+    printf '  "tests": %s,\n' "$TESTS"
+    printf '  "benchmarks": {"copy_blocks_vs_memcpy": %s, "nccl_backend_vs_raw_nccl": %s},\n' \
+      "$BENCH_COPY" "$BENCH_NCCL"
+    printf '  "logs": %s\n}\n' "$(json_str "$LOGS")"
+  } >"$SUMMARY.tmp"
+  mv "$SUMMARY.tmp" "$SUMMARY"
+}
+
+finish() {
+  local rc=$?
+  if [ "$STATUS" = "running" ]; then
+    STATUS="failed"
+    REASON="${REASON:-the script stopped early (exit status $rc)}"
+  fi
+  write_summary || true
+  say "status: $STATUS${REASON:+ ($REASON)}; summary: $SUMMARY"
+  if [ "$STATUS" = "failed" ]; then exit 1; fi
+  exit 0
+}
+trap finish EXIT
+trap 'REASON="interrupted"; exit 1' INT TERM
+
+# run_step <name> <limit s> <command...>: runs with a time limit (bounded by
+# what is left of the budget), logs to $LOGS/<name>.log, records the step.
+# Returns the command's status (124: time limit).
+run_step() {
+  local name="$1" limit="$2"; shift 2
+  local left=$((BUDGET - (SECONDS - START) - 15))
+  if [ "$limit" -gt "$left" ]; then limit=$left; fi
+  if [ "$limit" -lt 5 ]; then
+    STEPS+=("{\"name\": $(json_str "$name"), \"status\": \"skipped\", \"reason\": \"no time left in the budget\"}")
+    write_summary
+    return 124
+  fi
+  say "$name (limit ${limit} s): $*"
+  local t0=$SECONDS rc=0
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1 || rc=$?
+  local st=passed
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then st=timeout; elif [ "$rc" -eq 77 ]; then st=skipped
+  elif [ "$rc" -ne 0 ]; then st=failed; fi
+  STEPS+=("{\"name\": $(json_str "$name"), \"status\": \"$st\", \"exit\": $rc, \"seconds\": $((SECONDS - t0)), \"limit\": $limit, \"log_tail\": $(json_str "$(tail -n 15 "$LOGS/$name.log")")}")
+  write_summary
+  say "$name: $st (exit $rc, $((SECONDS - t0)) s)"
+  if [ "$st" = failed ] || [ "$st" = timeout ]; then FAILED_STEPS+=("$name"); fi
+  return "$rc"
+}
+FAILED_STEPS=()
+
+skip_all() {
+  STATUS="skipped"
+  REASON="$1"
+  say "SKIPPED: $1"
+  exit 0
+}
+
+# ---- 1. is there a GPU? ------------------------------------------------------
+if [ "${DISTTRAIN_GPU_CHECK_NO_GPU:-0}" = 1 ]; then
+  skip_all "no GPU (DISTTRAIN_GPU_CHECK_NO_GPU=1)"
+fi
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+    skip_all "no GPU on this machine (no nvidia-smi, no /dev/nvidia*)"
+  fi
+  GPU_LIST="(nvidia-smi missing; /dev/nvidia* present)"
+  devs=(/dev/nvidia[0-9]*)
+  N_GPUS="${#devs[@]}"
+else
+  GPU_LIST="$(timeout 30 nvidia-smi -L 2>&1 || true)"
+  N_GPUS="$(printf '%s\n' "$GPU_LIST" | grep -c '^GPU [0-9]' || true)"
+  if [ "$N_GPUS" -eq 0 ]; then
+    skip_all "no GPU: nvidia-smi -L lists none ($(printf '%s' "$GPU_LIST" | head -n1))"
+  fi
+fi
+say "$N_GPUS GPU(s): $(printf '%s' "$GPU_LIST" | head -n 4 | tr '\n' ';')"
+
+# ---- 2. toolchain -------------------------------------------------------------
+NVCC="${CUDACXX:-}"
+if [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ]; then NVCC=/usr/local/cuda/bin/nvcc; fi
+if [ -z "$NVCC" ]; then NVCC="$(command -v nvcc || true)"; fi
+CC_CAP="$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' || true)"
+DRIVER="$(timeout 30 nvidia-smi --query-gpu=driver_version,name,memory.total --format=csv,noheader 2>/dev/null | head -n1 || true)"
+NVCC_VERSION="missing"
+if [ -n "$NVCC" ]; then NVCC_VERSION="$NVCC: $("$NVCC" --version 2>/dev/null | tail -n1 || true)"; fi
+MACHINE="{\"gpus\": $N_GPUS, \"gpu_list\": $(json_str "$GPU_LIST"), \"driver_name_memory\": $(json_str "$DRIVER"), \"compute_capability\": $(json_str "$CC_CAP"), \"nvcc\": $(json_str "$NVCC_VERSION"), \"cores\": $JOBS}"
+write_summary
+missing=()
+[ -n "$NVCC" ] || missing+=("nvcc (CUDA toolkit at /usr/local/cuda, or set CUDACXX)")
+command -v cmake >/dev/null 2>&1 || missing+=("cmake")
+command -v ninja >/dev/null 2>&1 || missing+=("ninja-build")
+command -v g++ >/dev/null 2>&1 || missing+=("g++")
+if [ "${#missing[@]}" -gt 0 ]; then
+  STATUS="failed"
+  REASON="a GPU is present but the toolchain is not: missing ${missing[*]}"
+  exit 1
+fi
+
+# What the cuda preset needs beyond the compiler: fall back rather than fail.
+cfg=(-DCMAKE_CUDA_COMPILER="$NVCC" -DDISTTRAIN_BUILD_EXAMPLES=OFF)
+if [ -n "$CC_CAP" ]; then cfg+=(-DCMAKE_CUDA_ARCHITECTURES="$CC_CAP"); fi  # this GPU only: faster build
+notes=()
+cuda_root="$(dirname "$(dirname "$(readlink -f "$NVCC")")")"
+have_nccl=no
+for h in "${NCCL_ROOT:-/nonexistent}/include/nccl.h" "$cuda_root/include/nccl.h" \
+         /usr/local/cuda/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h; do
+  if [ -f "$h" ]; then have_nccl=yes; fi
+done
+if [ "$have_nccl" = no ]; then
+  cfg+=(-DDISTTRAIN_ENABLE_NCCL=OFF)
+  notes+=("no nccl.h: NCCL backend tests and benchmark not built")
+fi
+if ! command -v mpiexec >/dev/null 2>&1; then
+  cfg+=(-DDISTTRAIN_ENABLE_MPI=OFF)
+  notes+=("no mpiexec: the MPI-bootstrapped NCCL tests and benchmark are not built")
+fi
+if [ ! -f /usr/include/catch2/catch.hpp ] && [ ! -d /usr/include/catch2 ] &&
+   [ ! -d /usr/local/include/catch2 ]; then
+  cfg+=(-DDISTTRAIN_BUILD_TESTS=OFF)
+  notes+=("no Catch2: gpu.copy_blocks is not built (benchmarks still run)")
+fi
+REASON="$(IFS=';'; printf '%s' "${notes[*]-}")"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+# ---- 3. configure and build what needs a GPU -----------------------------------
+if ! run_step configure 150 env PATH="$PATH:$cuda_root/bin" cmake --preset cuda "${cfg[@]}"; then
+  STATUS="failed"; REASON="configure failed${REASON:+; $REASON}"; exit 1
+fi
+if ! run_step build 270 cmake --build "$BUILD" --target disttrain_gpu_check -j "$JOBS"; then
+  STATUS="failed"; REASON="build failed${REASON:+; $REASON}"; exit 1
+fi
+
+# ---- 4. every test labelled gpu -------------------------------------------------
+rm -f "$BUILD/gpu-check-junit.xml"
+run_step tests 180 ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 120 \
+  --no-tests=error --output-junit gpu-check-junit.xml || true
+if [ -f "$BUILD/gpu-check-junit.xml" ]; then
+  TESTS="[$(sed -n 's/.*<testcase name="\([^"]*\)".* time="\([0-9.]*\)".* status="\([a-z]*\)".*/{"name": "\1", "seconds": \2, "status": "\3"}/p' \
+    "$BUILD/gpu-check-junit.xml" | paste -sd, -)]"
+  write_summary
+fi
+
+# ---- 5. benchmarks ------------------------------------------------------------------
+if [ -x "$BUILD/benchmarks/bench_copy_blocks_cuda" ]; then
+  run_step bench_copy_blocks 75 sh -c \
+    "'$BUILD/benchmarks/bench_copy_blocks_cuda' --json >'$LOGS/bench_copy_blocks.json'" || true
+  BENCH_COPY="$(json_file_or_null "$LOGS/bench_copy_blocks.json")"
+else
+  BENCH_COPY='{"skipped": "bench_copy_blocks_cuda was not built"}'
+fi
+if [ -x "$BUILD/benchmarks/bench_nccl_mpi" ]; then
+  if [ "$N_GPUS" -lt 2 ]; then
+    BENCH_NCCL="{\"skipped\": $(json_str "needs 2 GPUs: NCCL rejects two ranks of one communicator on the same GPU (duplicate GPU); this machine has $N_GPUS")}"
+  else
+    run_step bench_nccl 90 sh -c \
+      "mpiexec -n 2 --oversubscribe '$BUILD/benchmarks/bench_nccl_mpi' --json >'$LOGS/bench_nccl.json'" || true
+    BENCH_NCCL="$(json_file_or_null "$LOGS/bench_nccl.json")"
+  fi
+else
+  BENCH_NCCL="{\"skipped\": $(json_str "bench_nccl_mpi was not built${REASON:+ ($REASON)}")}"
+fi
+
+if [ "${#FAILED_STEPS[@]}" -gt 0 ]; then
+  STATUS="failed"
+  REASON="failed or timed out: ${FAILED_STEPS[*]}${REASON:+; $REASON}"
+else
+  STATUS="passed"
+fi

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# What including a disttrain header costs a translation unit: for each header,
+# the g++ -fsyntax-only parse time (median of --runs runs; wall and user CPU
+# seconds) and the size of the preprocessed TU (lines, KiB: independent of
+# machine load). Headers: disttrain.hpp, every part umbrella (<part>.hpp),
+# reorder/reorderer.hpp, comm/route.hpp, and the component headers
+# cost/calibration.hpp (Eigen) and core/format.hpp (fmt).
+#
+#   scripts/header_cost.sh [--runs N] [--markdown] [HEADER...]
+#
+# HEADER is a path under include/ (e.g. disttrain/plan.hpp). Compiler: $CXX
+# (default g++), flags -std=c++20 -I include, plus Eigen's include directory
+# for headers of the calibration component only (the core must not need it).
+# docs/header_cost.md records a run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+CXX="${CXX:-g++}"
+RUNS=3
+MARKDOWN=no
+headers=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) RUNS="$2"; shift 2 ;;
+    --markdown) MARKDOWN=yes; shift ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "header_cost.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    *) headers+=("$1"); shift ;;
+  esac
+done
+if [ "${#headers[@]}" -eq 0 ]; then
+  headers=(disttrain/disttrain.hpp)
+  for h in include/disttrain/*.hpp; do
+    [ "$h" = include/disttrain/disttrain.hpp ] || headers+=("${h#include/}")
+  done
+  headers+=(disttrain/reorder/reorderer.hpp disttrain/comm/route.hpp
+            disttrain/cost/calibration.hpp disttrain/core/format.hpp)
+fi
+EIGEN_INC="$(pkg-config --cflags-only-I eigen3 2>/dev/null || echo -I/usr/include/eigen3)"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+if [ "$MARKDOWN" = yes ]; then
+  printf '| header | parse s (wall) | parse s (user CPU) | preprocessed lines | preprocessed KiB |\n'
+  printf '|---|---:|---:|---:|---:|\n'
+else
+  printf '%-36s %10s %10s %12s %10s\n' header "wall s" "user s" "pp lines" "pp KiB"
+fi
+for h in "${headers[@]}"; do
+  [ -f "include/$h" ] || { echo "header_cost.sh: no include/$h" >&2; exit 1; }
+  flags=(-std=c++20 -Iinclude)
+  case "$h" in disttrain/cost/calibration.hpp|disttrain/cost/profiler.hpp|disttrain/cost/format.hpp)
+    # shellcheck disable=SC2206  # pkg-config output: one or more -I flags
+    flags+=($EIGEN_INC) ;;
+  esac
+  printf '#include "%s"\n' "$h" >"$TMP/tu.cpp"
+  : >"$TMP/wall"
+  : >"$TMP/user"
+  for _ in $(seq "$RUNS"); do
+    TIMEFORMAT='%R %U'
+    { time "$CXX" "${flags[@]}" -fsyntax-only "$TMP/tu.cpp"; } 2>"$TMP/t"
+    read -r wall user <"$TMP/t"
+    echo "$wall" >>"$TMP/wall"
+    echo "$user" >>"$TMP/user"
+  done
+  "$CXX" "${flags[@]}" -E -P "$TMP/tu.cpp" >"$TMP/pp.cpp"
+  lines="$(wc -l <"$TMP/pp.cpp")"
+  kib="$(( $(wc -c <"$TMP/pp.cpp") / 1024 ))"
+  wall="$(median <"$TMP/wall")"
+  user="$(median <"$TMP/user")"
+  if [ "$MARKDOWN" = yes ]; then
+    # shellcheck disable=SC2016  # the backquotes are markdown
+    printf '| `%s` | %.2f | %.2f | %s | %s |\n' "$h" "$wall" "$user" "$lines" "$kib"
+  else
+    printf '%-36s %10.2f %10.2f %12s %10s\n' "$h" "$wall" "$user" "$lines" "$kib"
+  fi
+done

@@ -1,0 +1,2 @@
+#pragma once
+// Fixture of packaging.api_index_detects: listed.

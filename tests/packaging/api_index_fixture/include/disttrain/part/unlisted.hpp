@@ -1,0 +1,2 @@
+#pragma once
+// Fixture of packaging.api_index_detects: a public header missing from docs/api.md.
