@@ -29,7 +29,11 @@
 
 namespace disttrain::detail {
 
-/// @brief Start and end of one replayed op (seconds from the iteration start).
+/// @brief Start and end of one replayed op (seconds from the iteration start):
+/// compute ops on the rank's stream; a send from posting to arrival (the rank
+/// does not wait for it); a receive from reaching the op until its message is
+/// there; `grad_sync_start` zero-length; `grad_sync_finish` the wait for the
+/// bucket's reduction.
 struct bound_interval {
   double start = 0.0;
   double end = 0.0;
@@ -61,11 +65,12 @@ inline void check_bound_shape(const bound_world& w) {
 
 /// @brief Replays `w` (see the file comment). `D` provides
 /// `compute(rank, op)`, `transfer(src, dst, bytes)` and `reduce(rank, op)`
-/// in seconds. Fills `times` (per rank, per op); throws `schedule_error`
-/// naming the op for a mismatched message, a missing receive or a deadlock.
-template <class D>
-void replay_bound(const bound_world& w, const D& d,
-                  std::vector<std::vector<bound_interval>>& times) {
+/// in seconds. Fills `times` (per rank, per op; `I` is `bound_interval` or
+/// another aggregate `{start, end}` of doubles, e.g. the simulator's); throws
+/// `schedule_error` naming the op for a mismatched message, a missing receive
+/// or a deadlock.
+template <class D, class I = bound_interval>
+void replay_bound(const bound_world& w, const D& d, std::vector<std::vector<I>>& times) {
   check_bound_shape(w);
   const std::size_t R = w.programs.size();
   times.assign(R, {});
@@ -99,10 +104,11 @@ void replay_bound(const bound_world& w, const D& d,
         const bound_op& b = p.ops[i];
         const int me = static_cast<int>(r);
         double& t = clock[r];
-        bound_interval& iv = times[r][i];
+        I& iv = times[r][i];
         if (is_send(b.op.kind)) {
-          iv = {t, t};
-          links[{me, b.op.peer}].push_back({me, i, t + d.transfer(me, b.op.peer, b.bytes)});
+          // Posted at t; the rank goes on while the message travels until iv.end.
+          iv = {t, t + d.transfer(me, b.op.peer, b.bytes)};
+          links[{me, b.op.peer}].push_back({me, i, iv.end});
         } else if (is_recv(b.op.kind)) {
           auto it = links.find({b.op.peer, me});
           if (it == links.end() || it->second.empty()) break;  // blocked
