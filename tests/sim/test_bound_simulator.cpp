@@ -101,19 +101,21 @@ TEST_CASE("simulate_bound prices each message by its own pair and bytes", "[sim]
   const bound_world w = fan_out();
   const disttrain::uniform_bound_durations d{.forward = 1.0, .bytes_per_s = 1000.0};
   const auto res = disttrain::simulate_bound(w, d);
-  // Rank 1 gets 1000 B at 1 + 1 = 2 s, rank 2 3000 B at 1 + 3 = 4 s.
+  // Rank 1 gets 1000 B at 1 + 1 = 2 s; rank 0's second message leaves after
+  // the first: rank 2 gets its 3000 B at 2 + 3 = 5 s.
   CHECK(res.interval(0, 1).start == 1.0);
   CHECK(res.interval(0, 1).end == 2.0);
-  CHECK(res.interval(0, 2).end == 4.0);
+  CHECK(res.interval(0, 2).start == 1.0);
+  CHECK(res.interval(0, 2).end == 5.0);
   CHECK(res.interval(1, 0).end == 2.0);
-  CHECK(res.interval(2, 1).start == 4.0);
-  CHECK(res.iteration_time == 5.0);
+  CHECK(res.interval(2, 1).start == 5.0);
+  CHECK(res.iteration_time == 6.0);
   CHECK(res.busy == std::vector<double>{1.0, 1.0, 1.0});
-  CHECK(res.exposed_p2p == std::vector<double>{0.0, 2.0, 4.0});
-  CHECK(res.exposed(2) == 4.0);
-  CHECK(res.idle(0) == 4.0);  // rank 0 finished posting at 1 s
+  CHECK(res.exposed_p2p == std::vector<double>{0.0, 2.0, 5.0});
+  CHECK(res.exposed(2) == 5.0);
+  CHECK(res.idle(0) == 5.0);  // rank 0 finished posting at 1 s
   CHECK(res.idle(2) == 0.0);
-  CHECK(res.busy_fraction(1) == 0.2);
+  CHECK(res.busy_fraction(1) == 1.0 / 6.0);
   // A transfer model that looks at the pair: rank 2's link is 10x slower.
   struct slow_pair : disttrain::uniform_bound_durations {
     [[nodiscard]] double transfer(int, int dst, std::int64_t bytes) const {
@@ -121,7 +123,7 @@ TEST_CASE("simulate_bound prices each message by its own pair and bytes", "[sim]
     }
   };
   static_assert(disttrain::bound_duration_model<slow_pair>);
-  CHECK(disttrain::simulate_bound(w, slow_pair{}).iteration_time == 1.0 + 30.0 + 1.0);
+  CHECK(disttrain::simulate_bound(w, slow_pair{}).iteration_time == 1.0 + 1.0 + 30.0 + 1.0);
 }
 
 TEST_CASE("simulate_bound names the op of a bad duration and reports deadlocks", "[sim][bound]") {

@@ -6,11 +6,12 @@
 ///
 /// The replay is the one `validate_bound` runs (schedule/detail/bound_replay.hpp),
 /// with durations: each rank runs its ops in order on one compute stream; a
-/// send is posted when reached and arrives `transfer(src, dst, bytes)` seconds
-/// later while the sender goes on; a receive waits for its message;
-/// `grad_sync_finish` waits until every member of the DP group joined the
-/// bucket plus `reduce(rank, op)` seconds. Links do not contend (each message
-/// is priced alone). Durations come from a `bound_duration_model`:
+/// send is posted when reached and the rank goes on; a rank's messages leave
+/// one at a time in program order (one NIC per GPU), each arriving
+/// `transfer(src, dst, bytes)` seconds after it left; a receive waits for
+/// its message; `grad_sync_finish` waits until every member of the DP group
+/// joined the bucket plus `reduce(rank, op)` seconds. Receivers do not
+/// contend (a rank may receive from several peers at once). Durations come from a `bound_duration_model`:
 ///
 /// | member | called for | returns |
 /// |---|---|---|
@@ -91,8 +92,8 @@ static_assert(bound_duration_model<uniform_bound_durations>);
 /// @brief One simulated iteration of a bound world.
 ///
 /// Intervals (`times[rank][op]`, seconds from the iteration start): compute
-/// ops on the rank's stream; a send from posting to arrival (the sender does
-/// not wait); a receive from reaching it to its message's arrival;
+/// ops on the rank's stream; a send from posting to arrival (queued behind the
+/// rank's earlier messages; the sender does not wait); a receive from reaching it to its message's arrival;
 /// `grad_sync_start` the bucket's reduction (last member joined to reduced);
 /// `grad_sync_finish` the rank's wait for it.
 ///

@@ -4,12 +4,14 @@
 /// durations (the simulator) or without (the validator).
 ///
 /// Semantics (those of exec/executor.hpp): each rank runs its ops in order on
-/// one compute stream. A send is posted when reached and arrives `transfer`
-/// seconds later; a receive waits for the next message on its link (sender,
+/// one compute stream. A send is posted when reached; the rank's outgoing
+/// messages leave one at a time in program order (one NIC per GPU), each
+/// taking `transfer` seconds from when the previous one left, while the rank
+/// goes on computing; a receive waits for the next message on its link (sender,
 /// receiver), which must carry the same tag and byte count (messages between
 /// two ranks match in program order, as NCCL requires). `grad_sync_start`
 /// joins the bucket's collective; `grad_sync_finish` waits until every member
-/// of the DP group joined, plus `reduce` seconds. Links do not contend.
+/// of the DP group joined, plus `reduce` seconds. Receivers do not contend.
 ///
 /// The replay sweeps the ranks, running every op that can run, until all
 /// finish; a sweep without progress is a deadlock, reported with the op each
@@ -30,8 +32,8 @@
 namespace disttrain::detail {
 
 /// @brief Start and end of one replayed op (seconds from the iteration start):
-/// compute ops on the rank's stream; a send from posting to arrival (the rank
-/// does not wait for it); a receive from reaching the op until its message is
+/// compute ops on the rank's stream; a send from posting to arrival (queued
+/// behind the rank's earlier sends; the rank does not wait for it); a receive from reaching the op until its message is
 /// there; `grad_sync_start` zero-length; `grad_sync_finish` the wait for the
 /// bucket's reduction.
 struct bound_interval {
@@ -89,6 +91,7 @@ void replay_bound(const bound_world& w, const D& d, std::vector<std::vector<I>>&
   std::map<std::pair<int, int>, collective> colls;  // (first rank of the group, tag) -> state
   std::vector<std::size_t> pc(R, 0);
   std::vector<double> clock(R, 0.0);
+  std::vector<double> sent(R, 0.0);  // per rank: when its last message left
   const auto key_of = [&](std::size_t r, const bound_op& b) {
     const auto& g = w.programs[r].dp_group;
     return std::pair<int, int>{g.front(), b.tag};
@@ -106,8 +109,9 @@ void replay_bound(const bound_world& w, const D& d, std::vector<std::vector<I>>&
         double& t = clock[r];
         I& iv = times[r][i];
         if (is_send(b.op.kind)) {
-          // Posted at t; the rank goes on while the message travels until iv.end.
-          iv = {t, t + d.transfer(me, b.op.peer, b.bytes)};
+          // Posted at t, leaves after the rank's earlier messages; the rank goes on.
+          iv = {t, std::max(t, sent[r]) + d.transfer(me, b.op.peer, b.bytes)};
+          sent[r] = iv.end;
           links[{me, b.op.peer}].push_back({me, i, iv.end});
         } else if (is_recv(b.op.kind)) {
           auto it = links.find({b.op.peer, me});
