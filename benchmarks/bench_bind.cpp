@@ -42,15 +42,6 @@ using namespace disttrain;
 
 namespace {
 
-double load_average() {
-  double l = -1.0;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &l) != 1) l = -1.0;
-    std::fclose(f);
-  }
-  return l;
-}
-
 double ms_of(const std::function<void()>& fn, bool quick) {
   return 1e3 * bench::time_per_call(fn, quick ? 0.02 : 0.3, quick ? 3 : 5);
 }
@@ -193,7 +184,7 @@ int main(int argc, char** argv) {
   const double share_rank = (reorder_ms + rank_ms) / iteration_ms;
   const double share_world = (reorder_ms + world_ms) / iteration_ms;
 
-  const double load = load_average();
+  const double load = bench::load_average();
   if (opt.json) {
     nlohmann::json j{{"benchmark", "bind"},
                      {"preset", preset},
