@@ -150,16 +150,6 @@ double cpu_ms_of(const std::function<void()>& fn, int reps) {
   return 1e3 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC / reps;
 }
 
-// 1-minute load average (-1 if unknown).
-double load_average() {
-  double l = -1.0;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &l) != 1) l = -1.0;
-    std::fclose(f);
-  }
-  return l;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,7 +208,7 @@ int main(int argc, char** argv) {
       reps);
   const double base_cpu_ms = cpu_ms_of([&] { base_time = polling_simulate(s, d); }, reps);
   const double reset_run_cpu_ms = cpu_ms_of(score, reps);
-  const double load = load_average();
+  const double load = bench::load_average();
   sim.run(d, res);
   const double ops = static_cast<double>(s.num_ops());
   const bool agree = std::abs(base_time - res.iteration_time) <= 1e-9 * res.iteration_time &&

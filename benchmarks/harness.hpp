@@ -65,6 +65,16 @@ inline double time_per_call(const std::function<void()>& fn, double min_seconds 
   return per[per.size() / 2];
 }
 
+/// 1-minute load average (-1 if unknown): wall times grow with it on a shared machine.
+inline double load_average() {
+  double l = -1.0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1.0;
+    std::fclose(f);
+  }
+  return l;
+}
+
 /// Keeps a value alive so the optimiser cannot drop the computation.
 template <class T>
 inline void do_not_optimize(const T& value) {

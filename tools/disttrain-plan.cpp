@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "disttrain/bind/simulate_plan.hpp"
 #include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
@@ -26,7 +27,6 @@
 #include "disttrain/plan/evaluate.hpp"
 #include "disttrain/plan/format.hpp"
 #include "disttrain/plan/planner.hpp"
-#include "disttrain/plan/simulate.hpp"
 #include "disttrain/sim/svg.hpp"
 #include "disttrain/sim/trace.hpp"
 
@@ -200,14 +200,14 @@ void write_timeline(const args& a, const disttrain::parallel_plan& plan, const C
   if (!a.trace_file && !a.svg_file) return;
   const auto sim = disttrain::simulate_plan(plan, cm, w);
   if (a.trace_file)
-    disttrain::write_json_file(*a.trace_file, disttrain::to_trace_json(sim.schedule, sim.result),
-                               0);
+    disttrain::write_json_file(*a.trace_file,
+                               disttrain::to_trace_json(sim.world, sim.result, &sim.topo), 0);
   if (a.svg_file) {
     std::FILE* f = std::fopen(a.svg_file->c_str(), "w");
     if (!f)
       disttrain::detail::fail(disttrain::errc::invalid_argument, *a.svg_file,
                               "cannot open file for writing");
-    const std::string svg = disttrain::to_svg(sim.schedule, sim.result);
+    const std::string svg = disttrain::to_svg(sim.world, sim.result, &sim.topo);
     const bool ok = std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
     if (std::fclose(f) != 0 || !ok)
       disttrain::detail::fail(disttrain::errc::invalid_argument, *a.svg_file, "write failed");
@@ -215,8 +215,8 @@ void write_timeline(const args& a, const disttrain::parallel_plan& plan, const C
   if (out)
     (*out)["simulated_iteration_time_s"] = sim.result.iteration_time;
   else
-    fmt::print("Simulated iteration (discrete-event, {} ops): {:.4f} s{}{}\n",
-               sim.schedule.num_ops(), sim.result.iteration_time,
+    fmt::print("Simulated iteration (bound program, {} ranks, {} ops): {:.4f} s{}{}\n",
+               sim.world.world_size(), sim.world.num_ops(), sim.result.iteration_time,
                a.trace_file ? "; trace: " + *a.trace_file : "",
                a.svg_file ? "; svg: " + *a.svg_file : "");
 }

@@ -9,4 +9,5 @@
 #include "disttrain/bind/placement.hpp"
 #include "disttrain/bind/plan_reorder.hpp"
 #include "disttrain/bind/sim_objective.hpp"
+#include "disttrain/bind/simulate_plan.hpp"
 #include "disttrain/bind/workload_cost.hpp"

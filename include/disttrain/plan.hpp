@@ -1,7 +1,8 @@
 #pragma once
 /// @file plan.hpp
 /// @brief The planner part (nvcc-safe): plan value type, evaluation, the exact
-/// planner and the Megatron-style baseline, rank layout, plan simulation.
+/// planner and the Megatron-style baseline, rank layout. A plan is simulated
+/// as it would run by `simulate_plan` in `disttrain/bind/simulate_plan.hpp`.
 /// The readable tables are in the host-only `disttrain/plan/format.hpp`.
 ///
 /// @code
@@ -16,4 +17,3 @@
 #include "disttrain/plan/planner_options.hpp"
 #include "disttrain/plan/rank_layout.hpp"
 #include "disttrain/plan/request.hpp"
-#include "disttrain/plan/simulate.hpp"

@@ -25,6 +25,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "disttrain/bind/simulate_plan.hpp"
 #include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/core/version.hpp"
@@ -35,7 +36,6 @@
 #include "disttrain/plan/evaluate.hpp"
 #include "disttrain/plan/planner.hpp"
 #include "disttrain/plan/request.hpp"
-#include "disttrain/plan/simulate.hpp"
 #include "disttrain/reorder.hpp"
 #include "disttrain/sim/svg.hpp"
 #include "disttrain/sim/trace.hpp"
@@ -135,11 +135,12 @@ std::string simulate_impl(const std::string& plan_json, const std::string& scena
   const auto plan = read_plan(plan_json, pb.sc);
   const auto sim = disttrain::simulate_plan(plan, pb.cm, pb.req.sample_workload);
   if (trace)
-    disttrain::write_json_file(*trace, disttrain::to_trace_json(sim.schedule, sim.result), 0);
-  if (svg) write_text(*svg, disttrain::to_svg(sim.schedule, sim.result));
+    disttrain::write_json_file(*trace, disttrain::to_trace_json(sim.world, sim.result, &sim.topo),
+                               0);
+  if (svg) write_text(*svg, disttrain::to_svg(sim.world, sim.result, &sim.topo));
   const json out{{"scenario", pb.sc.name},
                  {"iteration_time_s", sim.result.iteration_time},
-                 {"ops", sim.schedule.num_ops()},
+                 {"ops", sim.world.num_ops()},
                  {"trace", trace ? json(*trace) : json(nullptr)},
                  {"svg", svg ? json(*svg) : json(nullptr)}};
   return out.dump();

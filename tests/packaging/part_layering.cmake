@@ -17,7 +17,7 @@ set(disttrain_part_graph
   "kernels:core"
   "data:comm,reorder"  # producer ranks send over a comm_backend, in the order of reorder's map
   "reorder:core"
-  "plan:cost,sim"      # plan/simulate.hpp replays a plan's schedule in the simulator
+  "plan:cost"
   "comm:kernels,plan"  # routes are planned over plan/rank_layout.hpp
   "exec:comm,sim"      # executes schedule/ programs, records sim/ traces
   "bind:*")            # the adapters that join parts

@@ -1,12 +1,12 @@
 // Interleaved 1F1B (Megatron-LM's virtual pipeline stages) in the plan,
 // evaluate() and the planner, checked against hand computation on the
 // round-number mock cost model (mock_cost.hpp).
+#include "disttrain/bind/simulate_plan.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/model/presets.hpp"
 #include "disttrain/plan/evaluate.hpp"
 #include "disttrain/plan/planner.hpp"
 #include "disttrain/plan/request.hpp"
-#include "disttrain/plan/simulate.hpp"
 #include "disttrain_catch.hpp"
 #include "mock_cost.hpp"
 

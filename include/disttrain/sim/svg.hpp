@@ -7,6 +7,8 @@
 /// and its times, and microbatch numbers are printed where a box is wide
 /// enough. A time axis and a legend are included.
 ///
+/// A simulated bound world renders the same way, one row per global rank.
+///
 /// @code
 /// std::string svg = disttrain::to_svg(s, disttrain::simulate(s, durations));
 /// std::ofstream("iteration.svg") << svg;
@@ -20,7 +22,10 @@
 #include <string_view>
 
 #include "disttrain/core/error.hpp"
+#include "disttrain/core/topology.hpp"
+#include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/schedule.hpp"
+#include "disttrain/sim/bound_simulator.hpp"
 #include "disttrain/sim/simulator.hpp"
 #include "disttrain/sim/trace.hpp"
 
@@ -81,24 +86,25 @@ inline double nice_step(double span, int n) {
 }
 }  // namespace detail
 
-/// @brief Renders the timeline as an SVG document (see the file comment).
-[[nodiscard]] inline std::string to_svg(const pipeline_schedule& s, const sim_result& res,
-                                        const svg_options& opt = {}) {
-  using detail::xml_escape;
-  detail::require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
-                  "svg.result", "simulation result has ", res.times.size(), " ops, schedule has ",
-                  s.num_ops());
-  detail::require(opt.width > opt.label_width + 50, "svg.width",
-                  "must exceed label_width + 50, got ", opt.width);
-  detail::require_positive(opt.row_height, "svg.row_height");
-  const double T = res.iteration_time > 0.0 ? res.iteration_time : 1.0;
+namespace detail {
+/// @brief Renders `rows` timeline rows (see the file comment). `label(r)` is
+/// row r's label, `name(r)` the prefix of its tooltips, `size(r)` its op
+/// count, `op(r, i)` / `interval(r, i)` op i and its interval. Shared by the
+/// schedule's and the bound world's timeline.
+template <class Label, class Name, class Size, class Op, class Interval>
+std::string render_svg(const std::string& title, std::size_t rows, double iteration_time,
+                       const svg_options& opt, const Label& label, const Name& name,
+                       const Size& size, const Op& op, const Interval& interval) {
+  require(opt.width > opt.label_width + 50, "svg.width", "must exceed label_width + 50, got ",
+          opt.width);
+  require_positive(opt.row_height, "svg.row_height");
+  const double T = iteration_time > 0.0 ? iteration_time : 1.0;
   const double x0 = opt.label_width;
   const double plot = opt.width - opt.label_width - 20;
   const double top = 44.0;
   const double rh = opt.row_height;
   const double box = rh * 0.65;
-  const auto R = s.ranks.size();
-  const double height = top + rh * static_cast<double>(R) + 60.0;
+  const double height = top + rh * static_cast<double>(rows) + 60.0;
   const auto X = [&](double t) { return x0 + plot * t / T; };
   std::ostringstream o;
   o.precision(6);
@@ -108,68 +114,112 @@ inline double nice_step(double span, int n) {
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   o << "<rect x=\"0\" y=\"0\" width=\"" << opt.width << "\" height=\"" << height
     << "\" fill=\"#ffffff\"/>\n";
-  const std::string title = opt.title.empty()
-                                ? detail::cat(s.name, ": ", R, " ranks, ", s.num_microbatches,
-                                              " microbatches, iteration ", res.iteration_time, " s")
-                                : opt.title;
-  o << "<text x=\"8\" y=\"16\" font-size=\"14\" font-weight=\"bold\">" << xml_escape(title)
-    << "</text>\n";
+  o << "<text x=\"8\" y=\"16\" font-size=\"14\" font-weight=\"bold\">"
+    << xml_escape(opt.title.empty() ? title : opt.title) << "</text>\n";
   // Time axis.
-  const double step = detail::nice_step(T, 10);
+  const double step = nice_step(T, 10);
   o << "<g stroke=\"#dddddd\">\n";
   for (double t = 0.0; t <= T * (1 + 1e-9); t += step)
     o << "<line x1=\"" << X(t) << "\" y1=\"" << top - 6 << "\" x2=\"" << X(t) << "\" y2=\""
-      << top + rh * static_cast<double>(R) << "\"/>\n";
+      << top + rh * static_cast<double>(rows) << "\"/>\n";
   o << "</g>\n<g fill=\"#555555\" text-anchor=\"middle\">\n";
   for (double t = 0.0; t <= T * (1 + 1e-9); t += step)
     o << "<text x=\"" << X(t) << "\" y=\"" << top - 9 << "\">" << t << "</text>\n";
   o << "</g>\n";
-  for (std::size_t r = 0; r < R; ++r) {
-    const auto& info = s.ranks[r];
-    const auto& seg = s.segments.at(static_cast<std::size_t>(info.segment));
+  for (std::size_t r = 0; r < rows; ++r) {
     const double y = top + rh * static_cast<double>(r);
-    o << "<g>\n<text x=\"8\" y=\"" << y + box * 0.8 << "\">"
-      << xml_escape(detail::cat(
-             "rank ", r, " ", seg.name, " s", info.stage, " r", info.replica, " (",
-             static_cast<int>(std::lround(100.0 * res.bubble_fraction.at(r))), "% idle)"))
-      << "</text>\n";
-    for (std::size_t i = 0; i < s.ops[r].size(); ++i) {
-      const auto& op = s.ops[r][i];
-      const auto& iv = res.times[res.rank_begin[r] + i];
-      const bool comm = is_send(op.kind) || op.kind == op_kind::grad_sync_start;
-      if (!is_compute(op.kind) && !(comm && opt.show_comm)) continue;
+    o << "<g>\n<text x=\"8\" y=\"" << y + box * 0.8 << "\">" << xml_escape(label(r)) << "</text>\n";
+    const std::string row_name = name(r);
+    const std::size_t n = size(r);
+    for (std::size_t i = 0; i < n; ++i) {
+      const schedule_op& so = op(r, i);
+      const op_interval& iv = interval(r, i);
+      const bool comm = is_send(so.kind) || so.kind == op_kind::grad_sync_start;
+      if (!is_compute(so.kind) && !(comm && opt.show_comm)) continue;
       const double w = std::max(X(iv.end) - X(iv.start), 0.5);
       const double yy = comm ? y + box + 1 : y;
       const double hh = comm ? std::max(rh - box - 3, 2.0) : box;
       o << "<rect x=\"" << X(iv.start) << "\" y=\"" << yy << "\" width=\"" << w << "\" height=\""
-        << hh << "\" fill=\"" << detail::svg_color(op.kind)
+        << hh << "\" fill=\"" << svg_color(so.kind)
         << "\" stroke=\"#333333\" stroke-width=\"0.3\"><title>"
-        << xml_escape(detail::cat(s.rank_name(static_cast<int>(r)), ": ", describe(op), " [",
-                                  iv.start, ", ", iv.end, "] s"))
+        << xml_escape(cat(row_name, ": ", describe(so), " [", iv.start, ", ", iv.end, "] s"))
         << "</title></rect>\n";
-      if (is_compute(op.kind) && op.microbatch >= 0 && w >= 14.0)
+      if (is_compute(so.kind) && so.microbatch >= 0 && w >= 14.0)
         o << "<text x=\"" << X(iv.start) + w / 2 << "\" y=\"" << y + box * 0.78
           << "\" text-anchor=\"middle\" font-size=\"9\" fill=\""
-          << (op.kind == op_kind::weight ? "#000000" : "#ffffff") << "\">" << op.microbatch
-          << (op.chunk > 0 ? detail::cat('.', op.chunk) : std::string()) << "</text>\n";
+          << (so.kind == op_kind::weight ? "#000000" : "#ffffff") << "\">" << so.microbatch
+          << (so.chunk > 0 ? cat('.', so.chunk) : std::string()) << "</text>\n";
     }
     o << "</g>\n";
   }
   // Legend.
-  const double ly = top + rh * static_cast<double>(R) + 24;
+  const double ly = top + rh * static_cast<double>(rows) + 24;
   double lx = x0;
   for (const auto k : {op_kind::forward, op_kind::backward, op_kind::weight,
                        op_kind::optimizer_step, op_kind::send_act, op_kind::grad_sync_start}) {
-    const char* name = k == op_kind::send_act          ? "transfer"
-                       : k == op_kind::grad_sync_start ? "grad reduce"
-                                                       : detail::trace_category(k);
+    const char* legend = k == op_kind::send_act          ? "transfer"
+                         : k == op_kind::grad_sync_start ? "grad reduce"
+                                                         : trace_category(k);
     o << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"12\" height=\"10\" fill=\""
-      << detail::svg_color(k) << "\"/><text x=\"" << lx + 16 << "\" y=\"" << ly << "\">" << name
+      << svg_color(k) << "\"/><text x=\"" << lx + 16 << "\" y=\"" << ly << "\">" << legend
       << "</text>\n";
     lx += 100;
   }
   o << "</svg>\n";
   return o.str();
+}
+}  // namespace detail
+
+/// @brief Renders the timeline as an SVG document (see the file comment).
+[[nodiscard]] inline std::string to_svg(const pipeline_schedule& s, const sim_result& res,
+                                        const svg_options& opt = {}) {
+  detail::require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
+                  "svg.result", "simulation result has ", res.times.size(), " ops, schedule has ",
+                  s.num_ops());
+  const auto R = s.ranks.size();
+  return detail::render_svg(
+      detail::cat(s.name, ": ", R, " ranks, ", s.num_microbatches, " microbatches, iteration ",
+                  res.iteration_time, " s"),
+      R, res.iteration_time, opt,
+      [&](std::size_t r) {
+        const auto& info = s.ranks[r];
+        const auto& seg = s.segments.at(static_cast<std::size_t>(info.segment));
+        return detail::cat("rank ", r, " ", seg.name, " s", info.stage, " r", info.replica, " (",
+                           static_cast<int>(std::lround(100.0 * res.bubble_fraction.at(r))),
+                           "% idle)");
+      },
+      [&](std::size_t r) { return s.rank_name(static_cast<int>(r)); },
+      [&](std::size_t r) { return s.ops[r].size(); },
+      [&](std::size_t r, std::size_t i) -> const schedule_op& { return s.ops[r][i]; },
+      [&](std::size_t r, std::size_t i) -> const op_interval& {
+        return res.times[res.rank_begin[r] + i];
+      });
+}
+
+/// @brief The timeline of a simulated bound world (`simulate_bound`): one row
+/// per global rank, labelled from `t` when given, with its busy share. Throws
+/// `invalid_argument` at `svg.result` if `res` does not belong to `w`.
+/// @code
+/// std::string svg = disttrain::to_svg(world, disttrain::simulate_bound(world, d), &topo);
+/// @endcode
+[[nodiscard]] inline std::string to_svg(const bound_world& w, const bound_sim_result& res,
+                                        const topology* t = nullptr, const svg_options& opt = {}) {
+  detail::require_bound_result(w, res, t, "svg.result");
+  const auto R = w.programs.size();
+  return detail::render_svg(
+      detail::cat(w.name, " (bound): ", R, " ranks, ", w.num_microbatches,
+                  " microbatches, iteration ", res.iteration_time, " s"),
+      R, res.iteration_time, opt,
+      [&](std::size_t r) {
+        return detail::cat(
+            detail::bound_track_name(w, t, r), " (",
+            static_cast<int>(std::lround(100.0 * res.busy_fraction(static_cast<int>(r)))),
+            "% busy)");
+      },
+      [&](std::size_t r) { return detail::cat("rank ", r); },
+      [&](std::size_t r) { return w.programs[r].ops.size(); },
+      [&](std::size_t r, std::size_t i) -> const schedule_op& { return w.programs[r].ops[i].op; },
+      [&](std::size_t r, std::size_t i) -> const op_interval& { return res.times[r][i]; });
 }
 
 }  // namespace disttrain

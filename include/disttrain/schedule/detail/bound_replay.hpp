@@ -4,12 +4,14 @@
 /// durations (the simulator) or without (the validator).
 ///
 /// Semantics (those of exec/executor.hpp): each rank runs its ops in order on
-/// one compute stream. A send is posted when reached and arrives `transfer`
-/// seconds later; a receive waits for the next message on its link (sender,
+/// one compute stream. A send is posted when reached; the rank's outgoing
+/// messages leave one at a time in program order (one NIC per GPU), each
+/// taking `transfer` seconds from when the previous one left, while the rank
+/// goes on computing; a receive waits for the next message on its link (sender,
 /// receiver), which must carry the same tag and byte count (messages between
 /// two ranks match in program order, as NCCL requires). `grad_sync_start`
 /// joins the bucket's collective; `grad_sync_finish` waits until every member
-/// of the DP group joined, plus `reduce` seconds. Links do not contend.
+/// of the DP group joined, plus `reduce` seconds. Receivers do not contend.
 ///
 /// The replay sweeps the ranks, running every op that can run, until all
 /// finish; a sweep without progress is a deadlock, reported with the op each
@@ -29,7 +31,11 @@
 
 namespace disttrain::detail {
 
-/// @brief Start and end of one replayed op (seconds from the iteration start).
+/// @brief Start and end of one replayed op (seconds from the iteration start):
+/// compute ops on the rank's stream; a send from posting to arrival (queued
+/// behind the rank's earlier sends; the rank does not wait for it); a receive from reaching the op until its message is
+/// there; `grad_sync_start` zero-length; `grad_sync_finish` the wait for the
+/// bucket's reduction.
 struct bound_interval {
   double start = 0.0;
   double end = 0.0;
@@ -61,11 +67,12 @@ inline void check_bound_shape(const bound_world& w) {
 
 /// @brief Replays `w` (see the file comment). `D` provides
 /// `compute(rank, op)`, `transfer(src, dst, bytes)` and `reduce(rank, op)`
-/// in seconds. Fills `times` (per rank, per op); throws `schedule_error`
-/// naming the op for a mismatched message, a missing receive or a deadlock.
-template <class D>
-void replay_bound(const bound_world& w, const D& d,
-                  std::vector<std::vector<bound_interval>>& times) {
+/// in seconds. Fills `times` (per rank, per op; `I` is `bound_interval` or
+/// another aggregate `{start, end}` of doubles, e.g. the simulator's); throws
+/// `schedule_error` naming the op for a mismatched message, a missing receive
+/// or a deadlock.
+template <class D, class I = bound_interval>
+void replay_bound(const bound_world& w, const D& d, std::vector<std::vector<I>>& times) {
   check_bound_shape(w);
   const std::size_t R = w.programs.size();
   times.assign(R, {});
@@ -84,6 +91,7 @@ void replay_bound(const bound_world& w, const D& d,
   std::map<std::pair<int, int>, collective> colls;  // (first rank of the group, tag) -> state
   std::vector<std::size_t> pc(R, 0);
   std::vector<double> clock(R, 0.0);
+  std::vector<double> sent(R, 0.0);  // per rank: when its last message left
   const auto key_of = [&](std::size_t r, const bound_op& b) {
     const auto& g = w.programs[r].dp_group;
     return std::pair<int, int>{g.front(), b.tag};
@@ -99,10 +107,12 @@ void replay_bound(const bound_world& w, const D& d,
         const bound_op& b = p.ops[i];
         const int me = static_cast<int>(r);
         double& t = clock[r];
-        bound_interval& iv = times[r][i];
+        I& iv = times[r][i];
         if (is_send(b.op.kind)) {
-          iv = {t, t};
-          links[{me, b.op.peer}].push_back({me, i, t + d.transfer(me, b.op.peer, b.bytes)});
+          // Posted at t, leaves after the rank's earlier messages; the rank goes on.
+          iv = {t, std::max(t, sent[r]) + d.transfer(me, b.op.peer, b.bytes)};
+          sent[r] = iv.end;
+          links[{me, b.op.peer}].push_back({me, i, iv.end});
         } else if (is_recv(b.op.kind)) {
           auto it = links.find({b.op.peer, me});
           if (it == links.end() || it->second.empty()) break;  // blocked

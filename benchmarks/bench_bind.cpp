@@ -1,0 +1,237 @@
+// Bind benchmark: the bind step (bind/bind.hpp) at paper scale. The planner's
+// layout of the paper-72b scenario (ViT-H/14 + Qwen2-72B + SD-2.1) on 1296
+// H800s with plain 1F1B, a batch of 1024 samples drawn from the scenario's
+// data, 32 microbatches, activation bytes from the cost model
+// (plan_link_shapes). Measured, each against a baseline in the same run:
+//  1. bind_rank for one rank (the slowest of a few: the first backbone stage,
+//     fed by the encoder; a middle backbone stage; the generator if it owns
+//     ranks), target <= 1 ms; baseline: plan_route of the same routes alone.
+//  2. bind_world, target <= 50 ms; baseline: plan_route of every route alone.
+//  3. reorder + bind_rank as a share of the modelled iteration (the
+//     planner's evaluation of its plan for the batch, with the microbatch
+//     count it chose: the layout rebound with 32 microbatches may not fit in
+//     memory), target <= 1%; baseline: the reorder alone.
+// A hash of the bound world is printed (determinism: equal across runs and
+// machines). --quick: mllm-7b on 64 GPUs, 256 samples, 8 microbatches.
+// --json prints one JSON object.
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "disttrain/bind/bind.hpp"
+#include "disttrain/bind/plan_reorder.hpp"
+#include "disttrain/bind/simulate_plan.hpp"
+#include "disttrain/bind/topology_views.hpp"
+#include "disttrain/cost/analytic_cost_model.hpp"
+#include "disttrain/model/data_spec.hpp"
+#include "disttrain/model/presets.hpp"
+#include "disttrain/model/workload.hpp"
+#include "disttrain/plan/planner.hpp"
+#include "disttrain/plan/request.hpp"
+#include "disttrain/reorder/reorderer.hpp"
+#include "harness.hpp"
+
+using namespace disttrain;
+
+namespace {
+
+double ms_of(const std::function<void()>& fn, bool quick) {
+  return 1e3 * bench::time_per_call(fn, quick ? 0.02 : 0.3, quick ? 3 : 5);
+}
+
+// FNV-1a over every op of every program: kind, peer, microbatch, bytes, tag.
+std::uint64_t hash_world(const bound_world& w) {
+  std::uint64_t h = 1469598103934665603ULL;
+  const auto mix = [&](std::int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<std::uint64_t>(v >> (8 * i)) & 0xFFU;
+      h *= 1099511628211ULL;
+    }
+  };
+  for (const auto& p : w.programs)
+    for (const auto& b : p.ops) {
+      mix(static_cast<std::int64_t>(b.op.kind));
+      mix(b.op.peer);
+      mix(b.op.microbatch);
+      mix(b.bytes);
+      mix(b.tag);
+    }
+  return h;
+}
+
+// The routes bind_rank plans for `rank` (slots into / out of its stage),
+// planned alone: the baseline of bind_rank.
+std::size_t plan_routes_of(const topology& t, const reorder_result& map,
+                           const std::vector<link_shape>& shapes, const rank_layout& L, int rank,
+                           bool all_links) {
+  const topology_coord me = t.coord(rank);
+  const int c = t.chain_stage(me.module, me.stage);
+  std::size_t messages = 0;
+  for (std::size_t j = 0; j < map.microbatches; ++j) {
+    const microbatch_placement mp = microbatch_placements(map, j);
+    for (int link = 0; link + 1 < t.num_chain_stages(); ++link) {
+      if (!all_links && link != c - 1 && link != c) continue;
+      const link_shape& ls = shapes[static_cast<std::size_t>(link)];
+      activation_shape a;
+      a.hidden = ls.hidden;
+      a.elem_size = ls.elem_size;
+      for (const std::uint32_t idx : mp.samples) a.rows.push_back(ls.rows[idx]);
+      const auto [ma, sa] = t.chain_at(link);
+      const auto [mb, sb] = t.chain_at(link + 1);
+      const route_endpoint up{t.owning_index(ma), sa.value}, down{t.owning_index(mb), sb.value};
+      const sample_placement& pu = mp.module[static_cast<std::size_t>(up.segment)];
+      const sample_placement& pd = mp.module[static_cast<std::size_t>(down.segment)];
+      for (const bool bwd : {false, true}) {
+        const route_options o{ls.split, true, bwd};
+        const route_plan r =
+            bwd ? plan_route(L, down, pd, up, pu, a, o) : plan_route(L, up, pu, down, pd, a, o);
+        messages += r.messages().size();
+      }
+    }
+  }
+  return messages;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::options opt = bench::parse_options(argc, argv);
+  const bool quick = opt.quick;
+  const std::string preset = quick ? "mllm-7b" : "paper-72b";
+  const int gpus = quick ? 64 : 1296;
+  const int samples = quick ? 256 : 1024;
+  const int microbatches = quick ? 8 : 32;
+
+  // The planner's layout (plain 1F1B: the chain program has no interleaving).
+  scenario sc = presets::scenario_preset(preset);
+  sc.cluster.num_gpus = gpus;
+  sc.global_batch_size = samples;
+  const analytic_cost_model cm(sc.model, sc.cluster);
+  planner_options popt;
+  popt.max_virtual_stages = 1;
+  const plan_result planned = plan_parallelism(cm, make_request(sc), popt);
+  parallel_plan plan = planned.plan;
+  plan.num_microbatches = microbatches;
+  plan.global_batch = samples;
+  const topology topo = topology_of(plan, sc.model);
+  const pipeline_schedule chain = chain_program(topo, {.microbatches = microbatches});
+
+  // The batch, its costs per segment and its sample map.
+  const data_sampler sampler(sc.data);
+  const std::vector<sample> batch = sampler.draw_batch(0, static_cast<std::size_t>(samples));
+  std::vector<model_workload> work;
+  for (const sample& s : batch) work.push_back(workload_of(sc.model, s));
+  const plan_reorder<analytic_cost_model> pr = reorder_for_plan(plan, cm);
+  std::vector<sample_meta> meta;
+  describe_batch(batch, pr.cost, meta);
+  reorderer<> reo(pr.options);
+  reorder_result map = reo.assign(meta);
+  const std::vector<link_shape> shapes =
+      plan_link_shapes(plan, cm, topo, map, std::span<const model_workload>(work));
+  const rank_layout L = layout_of(topo);
+
+  // 1. One rank: the slowest of a few representative ranks.
+  std::vector<int> ranks;
+  const module_id bb = topo.backbone();
+  const topology_module& bbm = topo.module(bb);
+  ranks.push_back(topo.rank({bb, stage_id{0}, replica_id{0}, 0}));
+  ranks.push_back(topo.rank({bb, stage_id{bbm.pp / 2}, replica_id{bbm.dp / 2}, bbm.tp - 1}));
+  for (const module_id m : topo.owning_modules())
+    if (topo.module(m).role != module_role::backbone)
+      ranks.push_back(topo.rank({m, stage_id{0}, replica_id{0}, 0}));
+  double rank_ms = 0, rank_routes_ms = 0;
+  int slowest = ranks.front();
+  std::size_t rank_ops = 0;
+  for (const int r : ranks) {
+    std::size_t ops = 0;
+    const double t = ms_of(
+        [&] {
+          const bound_rank b = bind_rank(topo, chain, map, shapes, r);
+          ops = b.program.ops.size();
+          bench::do_not_optimize(ops);
+        },
+        quick);
+    if (t > rank_ms) {
+      rank_ms = t;
+      slowest = r;
+      rank_ops = ops;
+    }
+  }
+  rank_routes_ms = ms_of(
+      [&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, L, slowest, false)); }, quick);
+
+  // 2. The whole world.
+  bound_world world;
+  const double world_ms = ms_of([&] { world = bind_world(topo, chain, map, shapes); }, quick);
+  const double world_routes_ms =
+      ms_of([&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, L, 0, true)); }, quick);
+  const std::uint64_t hash = hash_world(world);
+  // bind_rank and bind_world agree on the slowest rank.
+  const bool agree = bind_rank(topo, chain, map, shapes, slowest).program.ops ==
+                     world.programs[static_cast<std::size_t>(slowest)].ops;
+
+  // 3. Reorder + bind per iteration vs the modelled iteration.
+  reorder_result scratch;
+  const double reorder_ms = ms_of([&] { reo.assign(meta, scratch); }, quick);
+  const double iteration_ms = 1e3 * planned.evaluation.iteration_time_s;
+  const double share_rank = (reorder_ms + rank_ms) / iteration_ms;
+  const double share_world = (reorder_ms + world_ms) / iteration_ms;
+
+  const double load = bench::load_average();
+  if (opt.json) {
+    nlohmann::json j{{"benchmark", "bind"},
+                     {"preset", preset},
+                     {"gpus", topo.world_size()},
+                     {"topology", describe(topo)},
+                     {"samples", samples},
+                     {"microbatches", microbatches},
+                     {"bind_rank_ms", rank_ms},
+                     {"bind_rank_rank", slowest},
+                     {"bind_rank_ops", rank_ops},
+                     {"bind_rank_routes_only_ms", rank_routes_ms},
+                     {"bind_rank_vs_routes", rank_ms / rank_routes_ms},
+                     {"bind_world_ms", world_ms},
+                     {"bind_world_ops", world.num_ops()},
+                     {"bind_world_routes_only_ms", world_routes_ms},
+                     {"bind_world_vs_routes", world_ms / world_routes_ms},
+                     {"reorder_ms", reorder_ms},
+                     {"modelled_iteration_ms", iteration_ms},
+                     {"modelled_microbatches", planned.plan.num_microbatches},
+                     {"reorder_plus_bind_rank_share", share_rank},
+                     {"reorder_plus_bind_world_share", share_world},
+                     {"bind_rank_equals_world", agree},
+                     {"hash", fmt::format("{:016x}", hash)},
+                     {"load_average_1min", load}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("bind: {} on {} GPUs: {}\n", preset, topo.world_size(), describe(topo));
+    fmt::print("  {} samples, {} microbatches, {} ops in the world, hash {:016x}{}\n", samples,
+               microbatches, world.num_ops(), hash,
+               agree ? "" : "  (bind_rank DIFFERS from bind_world)");
+    fmt::print(
+        "  {:<40} {:>9.3f} ms  (rank {}, {} ops; target <= 1 ms)  x{:.2f} plan_route of "
+        "its routes ({:.3f} ms)\n",
+        "bind_rank, slowest of a few ranks", rank_ms, slowest, rank_ops, rank_ms / rank_routes_ms,
+        rank_routes_ms);
+    fmt::print(
+        "  {:<40} {:>9.3f} ms  (target <= 50 ms)  x{:.2f} plan_route of every route "
+        "({:.3f} ms)\n",
+        "bind_world", world_ms, world_ms / world_routes_ms, world_routes_ms);
+    fmt::print("  {:<40} {:>9.3f} ms\n", "reorder (baseline of 3.)", reorder_ms);
+    fmt::print(
+        "  {:<40} {:>9.4f} %   (target <= 1 %; reorder alone {:.4f} %) of the modelled "
+        "iteration {:.1f} ms ({} microbatches)\n",
+        "reorder + bind_rank", 100.0 * share_rank, 100.0 * reorder_ms / iteration_ms, iteration_ms,
+        planned.plan.num_microbatches);
+    fmt::print("  {:<40} {:>9.4f} %\n", "reorder + bind_world", 100.0 * share_world);
+    fmt::print("  1-minute load average {:.2f} (wall times grow with it)\n", load);
+  }
+  return agree ? 0 : 1;
+}

@@ -1,0 +1,314 @@
+#pragma once
+/// @file simulate_plan.hpp
+/// @brief Simulates one iteration of a plan as it would run: the plan's
+/// topology, the split-microbatch chain, the sample map of a batch, every
+/// rank's bound program (`bind_world`) and `simulate_bound`, with durations
+/// from the cost model. The timeline behind `disttrain-plan --trace/--svg`.
+///
+/// Steps: `topology_of(plan, model)` -> `chain_program` (plain 1F1B order of
+/// the chain, one gradient bucket per rank) -> the batch's sample map
+/// (`reorder_for_plan`'s options; each sample costed per segment, a colocated
+/// module's seconds added to its host segment) -> `bind_world` -> `simulate_bound`.
+/// Without a batch, the plan's expected batch is simulated: `global_batch`
+/// samples of `sample_workload` each.
+///
+/// Durations (`plan_bound_durations`), per global rank:
+/// - F / B (B + W) of microbatch j: the cost model's `stage_time` of the
+///   rank's stage on the samples its replica holds in microbatch j (their
+///   workloads summed); a stage that hosts a colocated module adds that
+///   module's whole time on the same samples; 0 for a replica with no sample.
+/// - a message: `p2p_time(bytes, same_node)`, with its own bytes and node
+///   placement from the global rank numbering (`gpus_per_node` ranks a node);
+///   bytes per sample are the cost model's (`transfer_bytes` across modules,
+///   `stage_output_bytes` inside one), carried as rows of 1024 one-byte
+///   columns (so within 1 KiB per sample).
+/// - a gradient bucket: the stage's DP reduce-scatter + all-gather less what
+///   the plan's overlap flags hide behind the replica's mean microbatch
+///   (`evaluate`'s formula, since the chain has one bucket per rank), over
+///   the rank's actual DP group (spanning nodes or not); the optimizer step
+///   is a compute op.
+///
+/// @code
+/// auto sim = disttrain::simulate_plan(result.plan, cm, req.sample_workload);
+/// disttrain::write_json_file("plan.trace.json",
+///                            disttrain::to_trace_json(sim.world, sim.result, &sim.topo));
+/// double t = sim.result.iteration_time;
+/// @endcode
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "disttrain/bind/bind.hpp"
+#include "disttrain/bind/plan_reorder.hpp"
+#include "disttrain/bind/topology_views.hpp"
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/topology.hpp"
+#include "disttrain/cost/cost_model.hpp"
+#include "disttrain/cost/stage.hpp"
+#include "disttrain/model/workload.hpp"
+#include "disttrain/plan/detail/stage_cost.hpp"
+#include "disttrain/plan/evaluate.hpp"
+#include "disttrain/plan/parallel_plan.hpp"
+#include "disttrain/reorder/reorderer.hpp"
+#include "disttrain/schedule/bound_program.hpp"
+#include "disttrain/sim/bound_simulator.hpp"
+
+namespace disttrain {
+
+/// @brief A plan's simulated iteration: what was bound and how it ran.
+struct plan_simulation {
+  topology topo;                   ///< `topology_of(plan, model)`
+  pipeline_schedule chain;         ///< the chain program bound
+  reorder_result map;              ///< the batch's sample map
+  std::vector<link_shape> shapes;  ///< per chain link, rows per sample
+  bound_world world;               ///< every rank's program
+  bound_sim_result result;         ///< its simulated iteration
+};
+
+/// @brief A `bound_duration_model` of a plan on a cost model for one sample
+/// map (see the file comment). Keeps references to the cost model, the
+/// topology and the map, which must outlive it.
+template <cost_model C>
+class plan_bound_durations {
+ public:
+  /// @param batch  per sample of `map` (index into `map.samples`), its workload
+  plan_bound_durations(const parallel_plan& p, const C& cost, const topology& t,
+                       const reorder_result& map, std::span<const model_workload> batch)
+      : cost_(cost),
+        topo_(t),
+        map_(map),
+        g_(cost.cluster().gpus_per_node),
+        m_(map.microbatches),
+        overlap_rs_(p.overlap_grad_reduce),
+        overlap_ag_(p.overlap_param_gather) {
+    detail::require(batch.size() == map.samples.size(), "plan_bound_durations.batch", "has ",
+                    batch.size(), " workloads, the sample map ", map.samples.size(), " samples");
+    const std::size_t bi = p.backbone_index();
+    const module_plan& bb = p.modules[bi];
+    // Parts of every chain stage, as evaluate builds them.
+    for (int c = 0; c < t.num_chain_stages(); ++c) {
+      const auto [mid, sid] = t.chain_at(c);
+      const auto i = static_cast<std::size_t>(mid.value);
+      const module_plan& mp = p.modules[i];
+      chain_stage cs;
+      cs.segment = static_cast<std::size_t>(t.owning_index(mid));
+      cs.dp = mp.dp;
+      const auto colocated = [&](std::size_t k) {
+        const module_plan& q = p.modules[k];
+        cs.parts.push_back(
+            stage_config{k, 0, cost.model().modules[k].layers(), q.tp, bb.dp, q.recompute});
+      };
+      if (i == bi && sid.value == 0)
+        for (std::size_t k = 0; k < bi; ++k)
+          if (p.modules[k].colocated) colocated(k);
+      int first = 0;
+      for (int s = 0; s < sid.value; ++s) first += mp.layers[static_cast<std::size_t>(s)];
+      cs.parts.push_back(stage_config{i, first, mp.layers[static_cast<std::size_t>(sid.value)],
+                                      mp.tp, mp.dp, mp.recompute});
+      if (i == bi && sid.value == mp.pp - 1)
+        for (std::size_t k = bi + 1; k < p.modules.size(); ++k)
+          if (p.modules[k].colocated) colocated(k);
+      stages_.push_back(std::move(cs));
+    }
+    // Workload of every cell (segment, microbatch, replica): its samples summed.
+    cells_.resize(map.cells());
+    for (std::size_t k = 0; k < map.modules; ++k)
+      for (std::size_t j = 0; j < m_; ++j)
+        for (std::size_t r = 0; r < map.dp[k]; ++r) {
+          cell& x = cells_[map.cell_index(k, j, r)];
+          for (const std::uint32_t idx : map.cell(k, r, j)) x.w += batch[idx];
+          x.samples = map.cell(k, r, j).size();
+        }
+    // F and B seconds per (chain stage, replica, microbatch).
+    for (std::size_t c = 0; c < stages_.size(); ++c) {
+      chain_stage& cs = stages_[c];
+      cs.times.resize(static_cast<std::size_t>(cs.dp) * m_);
+      for (std::size_t r = 0; r < static_cast<std::size_t>(cs.dp); ++r)
+        for (std::size_t j = 0; j < m_; ++j) {
+          const cell& x = cells_[map.cell_index(cs.segment, j, r)];
+          if (x.samples == 0) continue;
+          auto& ft = cs.times[r * m_ + j];
+          for (const stage_config& cfg : cs.parts) {
+            const stage_times st = cost.stage_time(cfg, x.w[cfg.module]);
+            ft.first += st.forward_s;
+            ft.second += st.backward_s + st.weight_grad_s;
+          }
+        }
+    }
+    ranks_.reserve(static_cast<std::size_t>(t.world_size()));
+    for (int r = 0; r < t.world_size(); ++r) {
+      const topology_coord co = t.coord(r);
+      ranks_.push_back({t.chain_stage(co.module, co.stage), co.replica.value});
+    }
+  }
+
+  /// @brief F, B (B + W), W (0: B carries it) or the optimizer step of `rank`.
+  [[nodiscard]] double compute(int rank, const bound_op& b) const {
+    const rank_info& ri = ranks_.at(static_cast<std::size_t>(rank));
+    const chain_stage& cs = stages_[static_cast<std::size_t>(ri.chain_stage)];
+    if (b.op.kind == op_kind::optimizer_step) {
+      double s = 0;
+      for (const stage_config& cfg : cs.parts) s += cost_.optimizer_time(cfg);
+      return s;
+    }
+    if (b.op.microbatch < 0) return 0.0;
+    const auto& ft = cs.times[static_cast<std::size_t>(ri.replica) * m_ +
+                              static_cast<std::size_t>(b.op.microbatch)];
+    if (b.op.kind == op_kind::forward) return ft.first;
+    if (b.op.kind == op_kind::backward) return ft.second;
+    return 0.0;
+  }
+  /// @brief One message between two global ranks (NVLink inside a node, else the NIC).
+  [[nodiscard]] double transfer(int src, int dst, std::int64_t bytes) const {
+    return static_cast<double>(cost_.p2p_time(static_cast<double>(bytes), src / g_ == dst / g_));
+  }
+  /// @brief The exposed DP collectives of `rank`'s stage (see the file comment).
+  [[nodiscard]] double reduce(int rank, const bound_op&) const {
+    const rank_info& ri = ranks_.at(static_cast<std::size_t>(rank));
+    const chain_stage& cs = stages_[static_cast<std::size_t>(ri.chain_stage)];
+    const topology_coord co = topo_.coord(rank);
+    const std::vector<int> group = topo_.dp_group(co.module, co.stage, co.tp_rank);
+    const bool spans = group.front() / g_ != group.back() / g_;
+    // The replica's mean microbatch: the window its collectives hide behind.
+    model_workload mean;
+    for (std::size_t j = 0; j < m_; ++j)
+      mean += cells_[map_.cell_index(cs.segment, j, static_cast<std::size_t>(ri.replica))].w;
+    mean = mean * (1.0 / static_cast<double>(m_));
+    detail::stage_sync sync;
+    for (const stage_config& cfg : cs.parts)
+      sync.add(detail::part_sync(cost_, cfg, mean[cfg.module], spans));
+    sync.optimizer_s = 0.0;  // the optimizer step is its own op
+    return sync.exposed_s(overlap_rs_, overlap_ag_);
+  }
+
+ private:
+  struct chain_stage {
+    std::vector<stage_config> parts;  // model-module order
+    std::size_t segment = 0;          // reorder module (index into the map)
+    int dp = 1;
+    std::vector<std::pair<double, double>> times;  // [replica * M + j]: F, B
+  };
+  struct cell {
+    model_workload w;
+    std::size_t samples = 0;
+  };
+  struct rank_info {
+    int chain_stage = 0;
+    int replica = 0;
+  };
+  const C& cost_;
+  const topology& topo_;
+  const reorder_result& map_;
+  int g_;
+  std::size_t m_;
+  bool overlap_rs_, overlap_ag_;
+  std::vector<chain_stage> stages_;
+  std::vector<cell> cells_;
+  std::vector<rank_info> ranks_;
+};
+
+/// @brief The activation crossing every chain link of plan `p` for the
+/// samples of `map` (`batch[i]`: the workload of `map.samples[i]`), as
+/// `bind_world` takes it: the cost model's bytes per sample (`transfer_bytes`
+/// across modules, `stage_output_bytes` inside one) as rows of 1024 one-byte
+/// columns, rounded up.
+/// @code
+/// auto shapes = disttrain::plan_link_shapes(plan, cm, topo, map, workloads);
+/// auto world = disttrain::bind_world(topo, chain, map, shapes);
+/// @endcode
+template <cost_model C>
+[[nodiscard]] std::vector<link_shape> plan_link_shapes(const parallel_plan& p, const C& cost,
+                                                       const topology& t, const reorder_result& map,
+                                                       std::span<const model_workload> batch) {
+  constexpr std::int64_t columns = 1024;  // >= lcm of any two TP degrees in a node
+  detail::require(batch.size() == map.samples.size(), "plan_link_shapes.batch", "has ",
+                  batch.size(), " workloads, the sample map ", map.samples.size(), " samples");
+  std::vector<link_shape> out(static_cast<std::size_t>(t.num_chain_stages() - 1));
+  for (std::size_t l = 0; l < out.size(); ++l) {
+    const auto [ma, sa] = t.chain_at(static_cast<int>(l));
+    const auto [mb, sb] = t.chain_at(static_cast<int>(l) + 1);
+    const auto a = static_cast<std::size_t>(ma.value);
+    const module_plan& mp = p.modules[a];
+    int first = 0;
+    for (int s = 0; s < sa.value; ++s) first += mp.layers[static_cast<std::size_t>(s)];
+    const stage_config cfg{a,     first, mp.layers[static_cast<std::size_t>(sa.value)],
+                           mp.tp, mp.dp, mp.recompute};
+    link_shape& ls = out[l];
+    ls.hidden = columns;
+    ls.elem_size = 1;
+    ls.rows.reserve(map.samples.size());
+    for (std::size_t i = 0; i < map.samples.size(); ++i) {
+      const double bytes =
+          ma == mb ? cost.stage_output_bytes(cfg, batch[i][a])
+                   : cost.transfer_bytes(a, static_cast<std::size_t>(mb.value), batch[i]);
+      ls.rows.push_back(static_cast<std::int64_t>(std::ceil(bytes / static_cast<double>(columns))));
+    }
+  }
+  return out;
+}
+
+/// @brief Simulates `p` on batch `batch` (one workload per sample, in sample
+/// id order; see the file comment). Throws like `evaluate` for a plan that
+/// does not match the cost model, `invalid_argument` at `simulate_plan.batch`
+/// for an empty batch or workloads over another model, and `errc::unsupported`
+/// for an interleaved backbone (`virtual_stages > 1`): the chain program is
+/// plain 1F1B.
+template <cost_model C>
+[[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
+                                            std::span<const model_workload> batch) {
+  detail::check_plan_against(p, cost.model(), cost.cluster());
+  for (const module_plan& mp : p.modules)
+    if (mp.virtual_stages > 1)
+      detail::fail(errc::unsupported, detail::cat("plan.", mp.name, ".virtual_stages"),
+                   "the bound chain program has no interleaved 1F1B yet; evaluate() prices this "
+                   "plan, simulate_plan cannot run it (plan with max_virtual_stages = 1 to "
+                   "simulate)");
+  detail::require(!batch.empty(), "simulate_plan.batch", "is empty");
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    detail::require(batch[i].size == cost.model().modules.size(),
+                    detail::cat("simulate_plan.batch[", i, "]"), "has ", batch[i].size,
+                    " modules, the model has ", cost.model().modules.size());
+  plan_simulation out;
+  out.topo = topology_of(p, cost.model());
+  out.chain = chain_program(out.topo, {.microbatches = p.num_microbatches});
+  // The sample map: costs per segment (a colocated module's on its host's).
+  const plan_reorder<C> pr = reorder_for_plan(p, cost);
+  std::vector<sample_meta> meta(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    meta[i].id = i;
+    meta[i].modules = static_cast<std::uint32_t>(pr.cost.columns());
+    for (std::size_t k = 0; k < cost.model().modules.size(); ++k)
+      meta[i].cost[pr.cost.column_of(k)] +=
+          cost.stage_time(pr.cost.config(k), batch[i][k]).total_s();
+  }
+  reorderer<> r(pr.options);
+  out.map = r.assign(meta);
+  out.shapes = plan_link_shapes(p, cost, out.topo, out.map, batch);
+  out.world = bind_world(out.topo, out.chain, out.map, out.shapes);
+  out.world.name = detail::cat(p.modules[p.backbone_index()].name, " plan");
+  const plan_bound_durations<C> d(p, cost, out.topo, out.map, batch);
+  out.result = simulate_bound(out.world, d);
+  return out;
+}
+
+/// @brief Simulates the plan's expected batch: `global_batch` samples of
+/// `sample_workload` each (the batch `evaluate` prices). Throws as above, and
+/// `invalid_argument` at `sample_workload` for a workload over another model.
+template <cost_model C>
+[[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
+                                            const model_workload& sample_workload) {
+  if (sample_workload.size != cost.model().modules.size())
+    detail::fail(errc::invalid_argument, "sample_workload", "has ", sample_workload.size,
+                 " modules, the model has ", cost.model().modules.size());
+  detail::require_positive(p.global_batch, "plan.global_batch");
+  const std::vector<model_workload> batch(static_cast<std::size_t>(p.global_batch),
+                                          sample_workload);
+  return simulate_plan(p, cost, std::span<const model_workload>(batch));
+}
+
+}  // namespace disttrain
