@@ -6,7 +6,7 @@
 //       posts), against memcpy between the same two buffers, same count;
 //       target >= 0.80 of memcpy from 1 MiB up;
 //     - "route w8": the same stream as whole routes (`route_transfer`, one
-//       message sent in place, with the always-on 24-byte plan stamp ahead
+//       message sent in place, with the always-on 32-byte plan stamp ahead
 //       of it), 8 in flight, same baseline; target >= 0.80 from 1 MiB up;
 //     - "route self": one route at a time with both ends on one thread (no
 //       thread hand-off): the route's own cost, plan stamp included (informative);
@@ -127,7 +127,7 @@ void memcpy_reps(std::span<std::byte> dst, std::span<const std::byte> src, int r
 }
 
 // Runs `reps` routes of `plan` (rank 0 -> rank 1) with `window` in flight:
-// every route is one message sent in place plus its 24-byte plan stamp.
+// every route is one message sent in place plus its 32-byte plan stamp.
 void stream_routes(disttrain::local_backend& ep, const disttrain::route_plan& plan,
                    std::span<std::byte> buf, int reps, int window) {
   disttrain::buffer_pool pool;

@@ -11,7 +11,7 @@
 // load; one untimed warm-up pair first; the ratio is taken per pair
 // (benchmarks/p2p_report.hpp) and summarised by its median and min..max.
 // The `route` rows time whole `run_route` calls (rank 0 -> rank 1, one
-// message sent in place, plus the always-on 24-byte plan stamp ahead of it)
+// message sent in place, plus the always-on 32-byte plan stamp ahead of it)
 // against the same raw batches.
 #include <algorithm>
 #include <chrono>
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
           });
     };
     // A whole route (rank 0 -> rank 1, one contiguous message sent in place)
-    // with its always-on plan stamp: one 24-byte message ahead of the payload.
+    // with its always-on plan stamp: one 32-byte message ahead of the payload.
     const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
     const auto p1 = disttrain::sample_placement::round_robin(1, 1);
     const auto plan = disttrain::plan_boundary_route(

@@ -209,3 +209,39 @@ TEST_CASE("a sender that never sends: receiver times out naming peer, tag and by
       disttrain::run_route(b, plan, {}, dst, pool, {-1, false, std::chrono::milliseconds(-1)}),
       errc::invalid_argument, "transfer_options.tag");
 }
+
+TEST_CASE("a rank that fails before its fan-out aborts it: its TP peers fail at once, naming it") {
+  // 1 -> TP 2: rank 0 sends slice k to rank 1 + k; then ranks 1 and 2 swap
+  // their slices (phase 1). Rank 1 plans with another sample order (same
+  // sizes): its phase-0 receive fails (plan disagreement), so its fan-out to
+  // rank 2 never comes. Rank 2 must learn that from rank 1 (an abort stamp),
+  // not from its own 3 s timeout.
+  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 2, 1, 1}});
+  const disttrain::sample_placement ref({{0, 1}}), swapped({{1, 0}});
+  const disttrain::activation_shape shape{{4, 4}, 8, 4};
+  local_world world(3, {3000ms});
+  std::vector<double> seconds(3, 0.0);
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto plan =
+        disttrain::plan_boundary_route(L, 0, ref, b.rank() == 1 ? swapped : ref, shape);
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4);
+    disttrain::buffer_pool pool;
+    try {
+      disttrain::run_route(b, plan, src, dst, pool, {.tag = 8});
+    } catch (...) {
+      seconds[static_cast<std::size_t>(b.rank())] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      throw;
+    }
+  });
+  CHECK(!errors[0]);
+  CHECK(error_text(errors, 1).find("plan disagreement") != std::string::npos);
+  errc code{};
+  const std::string w = error_text(errors, 2, &code);
+  CHECK(code == errc::comm_error);
+  CHECK(w.find("rank 2 <- rank 1 tag 8") != std::string::npos);
+  CHECK(w.find("rank 1 aborted the route after its own error (comm_error)") != std::string::npos);
+  CHECK(seconds[2] < 1.5);  // not its 3 s timeout
+}

@@ -15,7 +15,7 @@
 ///
 /// Sizes come from the plan, which both sides compute from the same
 /// placements and shapes: nothing about shapes is exchanged. **Plan
-/// agreement is always checked**: a 24-byte stamp (the sender's
+/// agreement is always checked**: a 32-byte stamp (the sender's
 /// `route_plan::fingerprint()` mixed with the message's identity) goes ahead
 /// of every message, posted together with it (one small extra message, no
 /// extra round trip); a receiver whose own plan gives another stamp throws
@@ -44,6 +44,7 @@
 #include <deque>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
@@ -106,7 +107,12 @@ class route_transfer {
   void wait() {
     check(started_, "route_transfer::wait before start");
     if (done_) return;
-    complete_receives(0);
+    try {
+      complete_receives(0);
+    } catch (const error& e) {
+      send_aborts(e.code());  // the fan-out this rank owes its TP peers will not come
+      throw;
+    }
     for (int i : plan_->sends_of(me_, 1)) post_send(i, std::span<const std::byte>(dst_));
     complete_receives(1);
     for (auto& o : out_) {
@@ -196,6 +202,7 @@ class route_transfer {
     }
     o.stamp.plan = plan_->fingerprint();
     o.stamp.message = detail::message_stamp(o.stamp.plan, m);
+    o.stamp.bytes = bytes;
     o.stamp_req = b_->isend(std::as_bytes(std::span(&o.stamp, 1)), m.dst, opts_.tag);
     if (opts_.verify) {
       o.hdr = detail::make_header(m, *plan_);
@@ -227,10 +234,11 @@ class route_transfer {
     for (auto& in : in_) {
       const route_message& m = msg(in.msg);
       if (m.phase != phase) continue;
-      // The stamp arrived first (FIFO), but its verdict comes last: a size
-      // disagreement is reported by the payload's receive with both sizes,
-      // a timeout names the payload's bytes, verify mode names both shapes.
+      // The stamp first (it arrives first): an abort from the peer fails at
+      // once; verify mode then names both shapes before the stamp's verdict.
+      receive_stamp(in, m);
       if (opts_.verify) check_header(in, m);
+      check_stamp(in, m);
       wait_for(in.payload);
       if (opts_.verify) {
         const auto got = static_cast<std::int64_t>(detail::checksum64(in.landing));
@@ -241,8 +249,6 @@ class route_transfer {
                        static_cast<std::uint64_t>(in.hdr.checksum), ", received bytes give ",
                        static_cast<std::uint64_t>(got), " (", in.landing.size(), " bytes)");
       }
-      receive_stamp(in);
-      check_stamp(in, m);
       if (!m.contiguous_recv()) {
         kernels::copy_blocks_cpu(in.landing, dst_, m.recv_blocks, es);
         in.staging.reset();
@@ -250,26 +256,40 @@ class route_transfer {
     }
   }
 
-  void receive_stamp(incoming& in) {
+  // Waits for the stamp of `in`'s message. Its timeout names the message
+  // (the stamp is only its first part); an abort stamp fails at once.
+  void receive_stamp(incoming& in, const route_message& m) {
+    const transfer_info payload{me_, m.src, opts_.tag, in.landing.size(), false};
     try {
       wait_for(in.stamp_req);
     } catch (const error& e) {
+      if (e.code() == errc::timeout) detail::fail_timeout(payload, deadline_.timeout);
       if (e.code() != errc::comm_error) throw;
       detail::fail(errc::comm_error, e.where(), e.message(), " (this was the ",
                    sizeof(detail::plan_stamp),
                    "-byte plan stamp sent ahead of every message of a route: is the peer running "
                    "route_transfer for this route?)");
     }
+    if (in.stamp.magic == detail::plan_stamp::abort_value)
+      detail::fail(errc::comm_error, payload.where(), "rank ", m.src,
+                   " aborted the route after its own error (",
+                   to_string(static_cast<errc>(in.stamp.plan % 64)), "): its message of ",
+                   payload.bytes, " bytes will not come");
   }
 
   // The always-on plan agreement check: the sender's stamp must be the one
-  // this rank's plan gives for the message.
+  // this rank's plan gives for the message (a size disagreement names both sizes).
   void check_stamp(const incoming& in, const route_message& m) const {
-    const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::plan_stamp), false};
+    const transfer_info t{me_, m.src, opts_.tag, in.landing.size(), false};
     if (in.stamp.magic != detail::plan_stamp::magic_value)
       detail::fail(errc::comm_error, t.where(),
-                   "the first message of the pair is not a plan "
-                   "stamp (is the peer running route_transfer for this route?)");
+                   "the first message of the pair is not a plan stamp (is the peer running "
+                   "route_transfer for this route?)");
+    if (in.stamp.bytes != t.bytes)
+      detail::fail(errc::comm_error, t.where(),
+                   detail::size_mismatch(m.src, std::to_string(in.stamp.bytes), t),
+                   ": the two ranks planned this route differently (plan fingerprints ",
+                   detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()), ")");
     const std::uint64_t want = detail::message_stamp(plan_->fingerprint(), m);
     if (in.stamp.message != want)
       detail::fail(errc::comm_error, t.where(), "plan disagreement: rank ", m.src, " and rank ",
@@ -280,6 +300,31 @@ class route_transfer {
                    "transfer_options::verify names both shapes. The destination buffer's "
                    "content is unspecified");
   }
+
+  // After this rank failed in phase 0: an abort stamp in place of each
+  // fan-out message it owes, so its TP peers fail now rather than at their
+  // timeout. Best effort: a peer that is gone already is not waited for long.
+  void send_aborts(errc code) noexcept {
+    try {
+      const auto sends = plan_->sends_of(me_, 1);
+      if (sends.empty()) return;
+      std::vector<detail::plan_stamp> stamps(sends.size());
+      std::vector<request> reqs;
+      for (std::size_t k = 0; k < sends.size(); ++k) {
+        stamps[k].magic = detail::plan_stamp::abort_value;
+        stamps[k].plan = static_cast<std::uint64_t>(code);
+        reqs.push_back(
+            b_->isend(std::as_bytes(std::span(&stamps[k], 1)), msg(sends[k]).dst, opts_.tag));
+      }
+      const auto d = wait_deadline::after(std::chrono::milliseconds(abort_grace_ms));
+      for (auto& r : reqs) {
+        try {
+          detail::wait_until(*b_, r, d);
+        } catch (const error&) {}
+      }
+    } catch (...) {}
+  }
+  static constexpr int abort_grace_ms = 50;
 
   void check_header(incoming& in, const route_message& m) {
     try {

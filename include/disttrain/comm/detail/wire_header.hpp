@@ -38,18 +38,24 @@ namespace disttrain::detail {
   return h;
 }
 
-/// Sent ahead of every message of a route (24 bytes, one small extra message,
+/// Sent ahead of every message of a route (32 bytes, one small extra message,
 /// no extra round trip: the receiver posts its receive with the payload's):
 /// the sender's plan fingerprint and the message's stamp (plan fingerprint
 /// mixed with src, dst, phase and element count). The receiver compares the
 /// stamp with the one its own plan gives.
+///
+/// A rank that fails before it sent a message sends an *abort stamp* in its
+/// place (`abort_value`, `plan` = its error code): the receiver fails at once
+/// naming that rank instead of waiting for its own timeout.
 struct plan_stamp {
   static constexpr std::int64_t magic_value = 0x44545253544d50ll;  // "DTRSTMP"
+  static constexpr std::int64_t abort_value = 0x44545241425254ll;  // "DTRABRT"
   std::int64_t magic = magic_value;
-  std::uint64_t plan = 0;     ///< the sender's `route_plan::fingerprint()`
+  std::uint64_t plan = 0;     ///< the sender's `route_plan::fingerprint()` (abort: its errc)
   std::uint64_t message = 0;  ///< `message_stamp(plan, m)`
+  std::uint64_t bytes = 0;    ///< the payload's size on the sender's side
 };
-static_assert(sizeof(plan_stamp) == 3 * sizeof(std::int64_t));
+static_assert(sizeof(plan_stamp) == 4 * sizeof(std::int64_t));
 
 /// "0x0123456789abcdef".
 [[nodiscard]] inline std::string hex64(std::uint64_t v) {
