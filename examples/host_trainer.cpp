@@ -9,10 +9,13 @@
 // Flags: --enc-tp --enc-dp --bb-tp --bb-pp --bb-dp --gen-tp --gen-dp (omitted:
 // the planner's layout for the world size), --frozen-encoder,
 // --split-backward, --microbatches N, --batch N, --iterations N, --check
-// (iteration 0's gradients on every rank vs the single-process run).
+// (iteration 0's gradients on every rank vs the single-process run),
+// --producers P (the last P ranks of the job load and send the samples:
+// data/producer_ranks.hpp; the others train).
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,7 @@
 #include "disttrain/exec/executor.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 #include "tiny_mllm/bound_host.hpp"
+#include "tiny_mllm/parts.hpp"
 #include "tiny_mllm/planned.hpp"
 #include "tiny_mllm/serial.hpp"
 
@@ -29,7 +33,7 @@ namespace {
 struct options {
   std::map<std::string, int> degree;  // "enc-tp" ... "gen-dp": given on the command line
   bool frozen_encoder = false, split_backward = false, check = false;
-  int microbatches = 0, batch = 12, iterations = 2;
+  int microbatches = 0, batch = 12, iterations = 2, producers = 0;
 };
 
 options parse(int argc, char** argv) {
@@ -52,6 +56,8 @@ options parse(int argc, char** argv) {
       o.batch = value();
     else if (a == "--iterations")
       o.iterations = value();
+    else if (a == "--producers")
+      o.producers = value();
     else if (a.rfind("--enc-", 0) == 0 || a.rfind("--bb-", 0) == 0 || a.rfind("--gen-", 0) == 0)
       o.degree[a.substr(2)] = value();
     else
@@ -90,11 +96,36 @@ int main(int argc, char** argv) {
   try {
     options o = parse(argc, argv);
     const tiny_mllm::config cfg;
-    disttrain::mpi_backend world(MPI_COMM_WORLD, {std::chrono::seconds(60)});
+    // The last `producers` ranks of the job prepare samples; the others train.
+    disttrain::mpi_backend job(MPI_COMM_WORLD, {std::chrono::seconds(60)});
+    const int trainers = job.size() - o.producers;
+    disttrain::detail::require(o.producers >= 0 && trainers > 0, "--producers", "needs 0 <= P < ",
+                               job.size());
+    disttrain::producer_ranks_config feed_cfg;
+    for (int r = 0; r < job.size(); ++r)
+      (r < trainers ? feed_cfg.consumers : feed_cfg.producers).push_back(r);
+    const disttrain::batch_sampler sampler = [b = o.batch](std::uint64_t k) {
+      std::vector<std::uint64_t> ids;
+      for (int i = 0; i < b; ++i)
+        ids.push_back(k * static_cast<std::uint64_t>(b) + static_cast<std::uint64_t>(i));
+      return ids;
+    };
+    MPI_Comm train_comm = MPI_COMM_NULL;  // the trainers' own communicator
+    MPI_Comm_split(MPI_COMM_WORLD, job.rank() < trainers ? 0 : MPI_UNDEFINED, job.rank(),
+                   &train_comm);
+    if (job.rank() >= trainers) {
+      disttrain::sample_producer<disttrain::mpi_backend, tiny_mllm::sample_parts>(
+          job, tiny_mllm::sample_parts{cfg}, feed_cfg, sampler)
+          .run(0, static_cast<std::uint64_t>(o.iterations));
+      return 0;
+    }
+    disttrain::mpi_backend world(train_comm, {std::chrono::seconds(60)});
+    std::optional<tiny_mllm::remote_samples<disttrain::mpi_backend>> remote;
+    if (o.producers > 0) remote.emplace(job, cfg, feed_cfg, sampler);
     const disttrain::topology topo = layout(cfg, o, world.size());
-    disttrain::detail::require(topo.world_size() == world.size(), "host_trainer",
-                               "the layout needs ", topo.world_size(), " ranks, mpirun started ",
-                               world.size());
+    disttrain::detail::require(
+        topo.world_size() == world.size(), "host_trainer", "the layout needs ", topo.world_size(),
+        " trainer ranks, mpirun started ", world.size(), " (plus ", o.producers, " producers)");
     const int me = world.rank();
     // Once: the chain program, the reorderer, this rank's model and executor.
     const auto chain = disttrain::chain_program(
@@ -110,26 +141,34 @@ int main(int argc, char** argv) {
     int status = 0;
     for (int k = 0; k < o.iterations; ++k) {
       // Per batch: the sample map (same on every rank), this rank's bound program, run.
+      const auto ids = remote ? remote->ids(static_cast<std::uint64_t>(k))
+                              : sampler(static_cast<std::uint64_t>(k));
       std::vector<disttrain::sample_meta> costs;
-      for (int i = 0; i < o.batch; ++i)
-        costs.push_back(
-            tiny_mllm::reorder_costs(cfg, topo, static_cast<std::uint64_t>(k * o.batch + i)));
+      for (const std::uint64_t id : ids) costs.push_back(tiny_mllm::reorder_costs(cfg, topo, id));
       const disttrain::reorder_result map = reorderer.assign(costs);
       const auto mine =
           disttrain::bind_rank(topo, chain, map, tiny_mllm::link_shapes(cfg, topo, map), me);
-      host.begin(map, mine);
+      const auto co = topo.coord(me);
+      host.begin(map, mine,
+                 remote ? remote->fetch(static_cast<std::uint64_t>(k), map,
+                                        static_cast<std::size_t>(topo.owning_index(co.module)),
+                                        static_cast<std::size_t>(co.replica.value),
+                                        topo.module(co.module).role)
+                        : tiny_mllm::bound_host::sample_fetch{});
       const disttrain::exec_stats st = exec.run(mine.program, host);
       // Loss: one TP rank per replica counts it.
-      double mine_loss[2] = {host.coord().tp_rank == 0 ? host.loss() : 0.0,
-                             st.exposed_comm_seconds};
-      std::vector<double> all(2 * static_cast<std::size_t>(world.size()));
+      double mine_loss[3] = {host.coord().tp_rank == 0 ? host.loss() : 0.0, st.exposed_comm_seconds,
+                             remote ? remote->exposed_wait_seconds() : 0.0};
+      std::vector<double> all(3 * static_cast<std::size_t>(world.size()));
       world.allgather(std::as_bytes(std::span(mine_loss)), std::as_writable_bytes(std::span(all)));
-      double loss = 0, wait = 0;
-      for (std::size_t i = 0; i < all.size(); i += 2)
-        loss += all[i], wait = std::max(wait, all[i + 1]);
+      double loss = 0, wait = 0, data = 0;
+      for (std::size_t i = 0; i < all.size(); i += 3)
+        loss += all[i], wait = std::max(wait, all[i + 1]), data = std::max(data, all[i + 2]);
       if (me == 0)
         std::printf("iter %d  loss %.6f  %zu messages on rank 0  max exposed comm %.2f ms\n", k,
                     loss, mine.program.num_messages(), wait * 1e3);
+      if (me == 0 && remote)
+        std::printf("exposed data wait: %.2f ms/iteration\n", data * 1e3 / (k + 1));
       if (k == 0 && o.check) {
         // The serial run on the same batch; every rank compares its gradients.
         tiny_mllm::serial_trainer ref(cfg, {.lr = 2e-2});
