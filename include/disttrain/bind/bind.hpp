@@ -321,14 +321,16 @@ bound_program emit_program(const bind_context& cx, int rank, const Routes& route
   w.name = chain.name;
   w.num_microbatches = chain.num_microbatches;
   w.programs.reserve(R);
-  const route_plan none;
+  const route_plan none_storage;
+  const route_plan* none =
+      &none_storage;  // (a pointer: nvcc misreads a captured reference as a local)
   for (std::size_t r = 0; r < R; ++r) {
     const int c = stage_of[r];
     w.programs.push_back(detail::emit_program(
         cx, static_cast<int>(r),
         [&](std::size_t j, int k) -> const route_plan& {
           const int link = k < 2 ? c - 1 : c;
-          if (link < 0 || static_cast<std::size_t>(link) >= L) return none;
+          if (link < 0 || static_cast<std::size_t>(link) >= L) return *none;
           return routes[(j * L + static_cast<std::size_t>(link)) * 2 +
                         static_cast<std::size_t>(k & 1)];
         },
