@@ -175,6 +175,17 @@ missing=()
 command -v cmake >/dev/null 2>&1 || missing+=("cmake")
 command -v ninja >/dev/null 2>&1 || missing+=("ninja-build")
 command -v g++ >/dev/null 2>&1 || missing+=("g++")
+# Header-only dependencies (the Debian packages scripts/quickstart.sh installs).
+have_header() {
+  local h="$1" d
+  for d in /usr/include /usr/local/include /usr/include/eigen3 /usr/local/include/eigen3; do
+    if [ -e "$d/$h" ]; then return 0; fi
+  done
+  return 1
+}
+have_header nlohmann/json.hpp || missing+=("nlohmann-json3-dev")
+have_header Eigen/Dense || missing+=("libeigen3-dev")
+have_header fmt/format.h || missing+=("libfmt-dev")
 if [ "${#missing[@]}" -gt 0 ]; then
   STATUS="failed"
   REASON="a GPU is present but the toolchain is not: missing ${missing[*]}"
