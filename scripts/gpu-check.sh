@@ -76,6 +76,18 @@ json_file_or_null() {
   fi
 }
 
+# bench_result <exit status> <stdout file>: the benchmark's JSON, or why not.
+bench_result() {
+  local rc="$1" f="$2"
+  if [ "$rc" -eq 77 ]; then
+    printf '{"skipped": %s}' "$(json_str "$(head -c 400 "$f" 2>/dev/null)")"
+  elif [ "$rc" -ne 0 ]; then
+    printf '{"failed": %s}' "$(json_str "exit $rc: $(tail -c 400 "$f" 2>/dev/null)")"
+  else
+    json_file_or_null "$f"
+  fi
+}
+
 write_summary() {
   local steps="" s
   for s in "${STEPS[@]+"${STEPS[@]}"}"; do steps+="${steps:+,}$s"; done
@@ -175,6 +187,17 @@ missing=()
 command -v cmake >/dev/null 2>&1 || missing+=("cmake")
 command -v ninja >/dev/null 2>&1 || missing+=("ninja-build")
 command -v g++ >/dev/null 2>&1 || missing+=("g++")
+# Header-only dependencies (the Debian packages scripts/quickstart.sh installs).
+have_header() {
+  local h="$1" d
+  for d in /usr/include /usr/local/include /usr/include/eigen3 /usr/local/include/eigen3; do
+    if [ -e "$d/$h" ]; then return 0; fi
+  done
+  return 1
+}
+have_header nlohmann/json.hpp || missing+=("nlohmann-json3-dev")
+have_header Eigen/Dense || missing+=("libeigen3-dev")
+have_header fmt/format.h || missing+=("libfmt-dev")
 if [ "${#missing[@]}" -gt 0 ]; then
   STATUS="failed"
   REASON="a GPU is present but the toolchain is not: missing ${missing[*]}"
@@ -227,9 +250,10 @@ fi
 
 # ---- 5. benchmarks ------------------------------------------------------------------
 if [ -x "$BUILD/benchmarks/bench_copy_blocks_cuda" ]; then
+  rc=0
   run_step bench_copy_blocks 75 sh -c \
-    "'$BUILD/benchmarks/bench_copy_blocks_cuda' --json >'$LOGS/bench_copy_blocks.json'" || true
-  BENCH_COPY="$(json_file_or_null "$LOGS/bench_copy_blocks.json")"
+    "'$BUILD/benchmarks/bench_copy_blocks_cuda' --json >'$LOGS/bench_copy_blocks.json'" || rc=$?
+  BENCH_COPY="$(bench_result "$rc" "$LOGS/bench_copy_blocks.json")"
 else
   BENCH_COPY='{"skipped": "bench_copy_blocks_cuda was not built"}'
 fi
@@ -237,14 +261,31 @@ if [ -x "$BUILD/benchmarks/bench_nccl_mpi" ]; then
   if [ "$N_GPUS" -lt 2 ]; then
     BENCH_NCCL="{\"skipped\": $(json_str "needs 2 GPUs: NCCL rejects two ranks of one communicator on the same GPU (duplicate GPU); this machine has $N_GPUS")}"
   else
+    rc=0
     run_step bench_nccl 90 sh -c \
-      "mpiexec -n 2 --oversubscribe '$BUILD/benchmarks/bench_nccl_mpi' --json >'$LOGS/bench_nccl.json'" || true
-    BENCH_NCCL="$(json_file_or_null "$LOGS/bench_nccl.json")"
+      "mpiexec -n 2 --oversubscribe '$BUILD/benchmarks/bench_nccl_mpi' --json >'$LOGS/bench_nccl.json'" || rc=$?
+    BENCH_NCCL="$(bench_result "$rc" "$LOGS/bench_nccl.json")"
   fi
 else
   BENCH_NCCL="{\"skipped\": $(json_str "bench_nccl_mpi was not built${REASON:+ ($REASON)}")}"
 fi
 
+# What did not really run on the device: skipped tests (exit 77, or a Catch2
+# test that printed SKIPPED) and skipped benchmarks.
+skips=()
+if [ -f "$BUILD/gpu-check-junit.xml" ]; then
+  while IFS= read -r t; do skips+=("$t"); done < <(
+    sed -n 's/.*<testcase name="\([^"]*\)".* status="notrun".*/\1/p' "$BUILD/gpu-check-junit.xml")
+fi
+if grep -q 'SKIPPED' "$BUILD/gpu-check-junit.xml" 2>/dev/null; then  # passed, but said it skipped
+  skips+=("test output: $(grep -o 'SKIPPED[^<&]*' "$BUILD/gpu-check-junit.xml" | sort -u | head -n 3 | tr '\n' ' ')")
+fi
+for b in "$BENCH_COPY" "$BENCH_NCCL"; do
+  case "$b" in '{"skipped"'*) skips+=("a benchmark: ${b:0:160}") ;; esac
+done
+if [ "${#skips[@]}" -gt 0 ]; then
+  REASON="${REASON:+$REASON; }skipped: $(IFS=';'; printf '%s' "${skips[*]}")"
+fi
 if [ "${#FAILED_STEPS[@]}" -gt 0 ]; then
   STATUS="failed"
   REASON="failed or timed out: ${FAILED_STEPS[*]}${REASON:+; $REASON}"

@@ -9,8 +9,9 @@
 #   scripts/header_cost.sh [--runs N] [--markdown] [HEADER...]
 #
 # HEADER is a path under include/ (e.g. disttrain/plan.hpp). Compiler: $CXX
-# (default g++), flags -std=c++20 -I include, plus Eigen's include directory
-# for headers of the calibration component only (the core must not need it).
+# (default g++), flags -std=c++20 -I include $CXXFLAGS, plus Eigen's include
+# directory for headers of the calibration component only (the core must not
+# need it).
 # docs/header_cost.md records a run.
 set -euo pipefail
 
@@ -51,7 +52,8 @@ else
 fi
 for h in "${headers[@]}"; do
   [ -f "include/$h" ] || { echo "header_cost.sh: no include/$h" >&2; exit 1; }
-  flags=(-std=c++20 -Iinclude)
+  # shellcheck disable=SC2206  # CXXFLAGS: words on purpose
+  flags=(-std=c++20 -Iinclude ${CXXFLAGS:-})
   case "$h" in disttrain/cost/calibration.hpp|disttrain/cost/profiler.hpp|disttrain/cost/format.hpp)
     # shellcheck disable=SC2206  # pkg-config output: one or more -I flags
     flags+=($EIGEN_INC) ;;

@@ -1,6 +1,8 @@
 // Built only when the consumer asked for COMPONENTS mpi: disttrain::mpi must
-// bring MPI's headers and libraries and define DISTTRAIN_HAS_MPI.
-#include <disttrain/disttrain.hpp>
+// bring MPI's headers and libraries and define DISTTRAIN_HAS_MPI, and the MPI
+// backend's header must compile against it.
+#include <disttrain/comm/mpi_backend.hpp>
+#include <disttrain/core/version.hpp>
 
 #include <cstdio>
 
