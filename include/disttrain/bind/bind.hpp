@@ -19,9 +19,13 @@
 /// replica only: the other replicas' ops then move no bytes.)
 ///
 /// ## Cost
-/// `bind_rank` plans only the routes of the rank's own two links (4 per
-/// microbatch) and touches only their messages; `bind_world` plans every
-/// route once and hands each message to its two ranks.
+/// `bind_rank` plans only the rank's part (`route_options::for_rank`) of the
+/// routes of its own two links (4 per microbatch), from the placements of the
+/// modules around it: its cost grows with its own messages, not the world's.
+/// `bind_world` plans every route once, headers only (no pieces: its routes
+/// are not kept), and hands each message to its two ranks through one flat
+/// index. A message's `bound_op::message` is its index in the whole route
+/// either way, so `bind_rank(..., r).program == bind_world(...).programs[r]`.
 ///
 /// @code
 /// auto topo = disttrain::topology_of(plan, model);
@@ -31,8 +35,10 @@
 /// executor.run(mine.program, host);                  // host packs with mine.route_of(op)
 /// @endcode
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -61,8 +67,9 @@ struct bound_rank {
   bound_program program;
   /// Per microbatch j, slot `j * 4 + k`: k = 0 the forward route into the
   /// rank's stage, 1 the backward route out of it (input gradient), 2 the
-  /// forward route out of it, 3 the backward route into it (output gradient).
-  /// Routes a stage has no link for are empty.
+  /// forward route out of it, 3 the backward route into it (output gradient);
+  /// each the rank's part of the route (`route_plan::for_rank`). Routes a
+  /// stage has no link for are empty.
   std::vector<route_plan> routes;
 
   /// @brief The route a point-to-point op of the program belongs to.
@@ -74,9 +81,9 @@ struct bound_rank {
     const auto k = static_cast<std::size_t>((out ? 2 : 0) + (grad ? 1 : 0));
     return routes.at(static_cast<std::size_t>(b.op.microbatch) * 4 + k);
   }
-  /// @brief The message of a point-to-point op.
+  /// @brief The message of a point-to-point op (by its index in the whole route).
   [[nodiscard]] const route_message& message_of(const bound_op& b) const {
-    return route_of(b).messages().at(static_cast<std::size_t>(b.message));
+    return route_of(b).message(b.message);
   }
 };
 
@@ -127,8 +134,10 @@ struct bind_context {
     const auto [m, s] = topo.chain_at(c);
     return {topo.owning_index(m), s.value};
   }
-  // The route of `link` in microbatch j, forward or backward.
-  [[nodiscard]] route_plan route(int link, const microbatch_placement& mp, bool backward) const {
+  // The route of `link` in microbatch j, forward or backward; `o` gives
+  // for_rank and headers_only.
+  [[nodiscard]] route_plan route(int link, const microbatch_placement& mp, bool backward,
+                                 route_options o) const {
     const link_shape& ls = shapes[static_cast<std::size_t>(link)];
     activation_shape a;
     a.hidden = ls.hidden;
@@ -138,24 +147,84 @@ struct bind_context {
     const route_endpoint up = endpoint(link), down = endpoint(link + 1);
     const sample_placement& pu = mp.module[static_cast<std::size_t>(up.segment)];
     const sample_placement& pd = mp.module[static_cast<std::size_t>(down.segment)];
-    route_options o{ls.split, true, backward};
+    o.split = ls.split;
+    o.fan_out = true;
+    o.backward = backward;
     return backward ? plan_route(layout, down, pd, up, pu, a, o)
                     : plan_route(layout, up, pu, down, pd, a, o);
   }
 };
 
-// The messages one rank takes part in on one route, by role.
+// The messages one rank takes part in on one route, by role: positions
+// into the route's messages().
 struct rank_messages {
-  std::vector<int> recv0, send1, recv1, send0;
+  std::span<const int> recv0, send1, recv1, send0;
 };
-inline rank_messages messages_of(const route_plan& r, int rank) {
-  return {r.recvs_of(rank, 0), r.sends_of(rank, 1), r.recvs_of(rank, 1), r.sends_of(rank, 0)};
+
+// Every indexed rank's messages on each of its route slots (bound_rank::routes),
+// by role, in one flat array: entry ((rank * slots + slot) * 4 + role) of
+// `begin` starts its list in `ids` (roles in rank_messages order).
+struct message_lists {
+  std::size_t slots = 0;
+  std::vector<std::size_t> begin;
+  std::vector<int> ids;
+
+  [[nodiscard]] rank_messages at(std::size_t rank, std::size_t slot) const {
+    const std::size_t b = (rank * slots + slot) * 4;
+    const auto list = [&](std::size_t role) {
+      return std::span<const int>(ids).subspan(begin[b + role],
+                                               begin[b + role + 1] - begin[b + role]);
+    };
+    return {list(0), list(1), list(2), list(3)};
+  }
+  // Messages of `rank` on all its slots.
+  [[nodiscard]] std::size_t count(std::size_t rank) const {
+    return begin[(rank + 1) * slots * 4] - begin[rank * slots * 4];
+  }
+};
+
+// Indexes the messages of the routes `for_each_route` visits (as
+// fn(microbatch, link, backward, route)) for the ranks `local_of` maps to
+// 0..ranks-1 (-1: not indexed), whose chain stages are `stage_of`.
+template <class ForEachRoute, class LocalOf>
+message_lists index_messages(std::size_t ranks, std::size_t microbatches,
+                             const std::vector<int>& stage_of, const ForEachRoute& for_each_route,
+                             const LocalOf& local_of) {
+  message_lists out;
+  out.slots = microbatches * 4;
+  out.begin.assign(ranks * out.slots * 4 + 1, 0);
+  // Calls fn(entry, position) for each (indexed rank, message) pair, in route order.
+  const auto visit = [&](const auto& fn) {
+    for_each_route([&](std::size_t j, int link, bool bwd, const route_plan& rp) {
+      const auto& ms = rp.messages();
+      for (std::size_t i = 0; i < ms.size(); ++i) {
+        const route_message& m = ms[i];
+        for (const bool sending : {true, false}) {
+          const int r = local_of(sending ? m.src : m.dst);
+          if (r < 0) continue;
+          // Slot of this route for the rank: into its stage (0/3) or out of it (1/2).
+          const int c = stage_of[static_cast<std::size_t>(r)];
+          const bool into = bwd ? c == link : c == link + 1;
+          const int k = bwd ? (into ? 3 : 1) : (into ? 0 : 2);
+          const int role = m.phase == 0 ? (sending ? 3 : 0) : (sending ? 1 : 2);
+          fn(((static_cast<std::size_t>(r) * out.slots + j * 4 + static_cast<std::size_t>(k)) * 4 +
+              static_cast<std::size_t>(role)),
+             static_cast<int>(i));
+        }
+      }
+    });
+  };
+  visit([&](std::size_t e, int) { ++out.begin[e + 1]; });
+  for (std::size_t e = 1; e < out.begin.size(); ++e) out.begin[e] += out.begin[e - 1];
+  out.ids.resize(out.begin.back());
+  std::vector<std::size_t> next(out.begin.begin(), out.begin.end() - 1);
+  visit([&](std::size_t e, int i) { out.ids[next[e]++] = i; });
+  return out;
 }
 
-// Appends one bound op per message of `ids` in `r`.
-inline void emit_messages(std::vector<bound_op>& out, const route_plan& r,
-                          const std::vector<int>& ids, op_kind kind, int stage, int mb, int link,
-                          int tag, bool sending) {
+// Appends one bound op per message of `ids` (positions in `r`'s messages()).
+inline void emit_messages(std::vector<bound_op>& out, const route_plan& r, std::span<const int> ids,
+                          op_kind kind, int stage, int mb, int link, int tag, bool sending) {
   for (const int i : ids) {
     const route_message& m = r.messages()[static_cast<std::size_t>(i)];
     bound_op b;
@@ -164,22 +233,22 @@ inline void emit_messages(std::vector<bound_op>& out, const route_plan& r,
     b.tag = tag;
     b.link = link;
     b.phase = m.phase;
-    b.message = i;
+    b.message = m.index;
     out.push_back(b);
   }
 }
 
-// The bound program of `rank`; `route(j, k)` gives its route slot k of
-// microbatch j (see bound_rank::routes), `msgs(j, k)` its messages there.
+// The bound program of `rank`, of chain stage `c`, with `messages` messages;
+// `route(j, k)` gives its route slot k of microbatch j (see
+// bound_rank::routes), `msgs(j, k)` its messages there.
 template <class Routes, class Msgs>
-bound_program emit_program(const bind_context& cx, int rank, const Routes& route,
-                           const Msgs& msgs) {
-  const topology_coord me = cx.topo.coord(rank);
-  const int c = cx.topo.chain_stage(me.module, me.stage);
+bound_program emit_program(const bind_context& cx, int rank, int c, std::vector<int> dp_group,
+                           std::size_t messages, const Routes& route, const Msgs& msgs) {
   bound_program p;
   p.rank = rank;
   p.chain_stage = c;
-  p.dp_group = cx.topo.dp_group(me.module, me.stage, me.tp_rank);
+  p.dp_group = std::move(dp_group);
+  p.ops.reserve(cx.chain.ops[static_cast<std::size_t>(c)].size() + messages);
   const auto M = static_cast<std::size_t>(cx.chain.num_microbatches);
   p.input_elements.assign(M, 0);
   p.output_elements.assign(M, 0);
@@ -194,7 +263,7 @@ bound_program emit_program(const bind_context& cx, int rank, const Routes& route
     if (o.kind == op_kind::forward) {
       if (c > 0) {
         const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_act, c - 1, 0, mb, 0));
-        const rank_messages& in = msgs(j, 0);
+        const rank_messages in = msgs(j, 0);
         emit_messages(p.ops, route(j, 0), in.recv0, op_kind::recv_act, c - 1, mb, c - 1, tag,
                       false);
         emit_messages(p.ops, route(j, 0), in.send1, op_kind::send_act, c - 1, mb, c - 1, tag, true);
@@ -209,7 +278,7 @@ bound_program emit_program(const bind_context& cx, int rank, const Routes& route
     } else if (o.kind == op_kind::backward) {
       if (c + 1 < cx.stages) {
         const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_grad, c + 1, 0, mb, 0));
-        const rank_messages& in = msgs(j, 3);
+        const rank_messages in = msgs(j, 3);
         emit_messages(p.ops, route(j, 3), in.recv0, op_kind::recv_grad, c + 1, mb, c, tag, false);
         emit_messages(p.ops, route(j, 3), in.send1, op_kind::send_grad, c + 1, mb, c, tag, true);
         emit_messages(p.ops, route(j, 3), in.recv1, op_kind::recv_grad, c + 1, mb, c, tag, false);
@@ -245,32 +314,44 @@ bound_program emit_program(const bind_context& cx, int rank, const Routes& route
   const topology_coord me = topo.coord(rank);
   const int c = topo.chain_stage(me.module, me.stage);
   const auto M = static_cast<std::size_t>(chain.num_microbatches);
+  // The modules at the ends of the rank's links: only their placements are built.
+  std::vector<std::size_t> modules;
+  for (int e = std::max(c - 1, 0); e <= std::min(c + 1, cx.stages - 1); ++e) {
+    const auto m = static_cast<std::size_t>(cx.endpoint(e).segment);
+    if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
+  }
+  route_options part;
+  part.for_rank = rank;
   bound_rank out;
   out.routes.resize(M * 4);
-  std::vector<detail::rank_messages> msgs(M * 4);
   for (std::size_t j = 0; j < M; ++j) {
-    const microbatch_placement mp = microbatch_placements(map, j);
+    if (cx.stages < 2) break;
+    const microbatch_placement mp = microbatch_placements(map, j, modules);
     for (int k = 0; k < 4; ++k) {
       const int link = k < 2 ? c - 1 : c;
       if (link < 0 || link + 1 >= cx.stages) continue;
-      auto& r = out.routes[j * 4 + static_cast<std::size_t>(k)];
-      r = cx.route(link, mp, (k & 1) != 0);
-      msgs[j * 4 + static_cast<std::size_t>(k)] = detail::messages_of(r, rank);
+      out.routes[j * 4 + static_cast<std::size_t>(k)] = cx.route(link, mp, (k & 1) != 0, part);
     }
   }
+  const detail::message_lists msgs = detail::index_messages(
+      1, M, {c},
+      [&](const auto& fn) {
+        for (std::size_t j = 0; j < M; ++j)
+          for (int k = 0; k < 4; ++k)
+            fn(j, k < 2 ? c - 1 : c, (k & 1) != 0, out.routes[j * 4 + static_cast<std::size_t>(k)]);
+      },
+      [rank](int r) { return r == rank ? 0 : -1; });
   out.program = detail::emit_program(
-      cx, rank,
+      cx, rank, c, topo.dp_group(me.module, me.stage, me.tp_rank), msgs.count(0),
       [&](std::size_t j, int k) -> const route_plan& {
         return out.routes[j * 4 + static_cast<std::size_t>(k)];
       },
-      [&](std::size_t j, int k) -> const detail::rank_messages& {
-        return msgs[j * 4 + static_cast<std::size_t>(k)];
-      });
+      [&](std::size_t j, int k) { return msgs.at(0, j * 4 + static_cast<std::size_t>(k)); });
   return out;
 }
 
 /// @brief The programs of every rank (for `validate_bound`, `simulate_bound`
-/// and traces); each route is planned once. Throws like `bind_rank`.
+/// and traces); each route is planned once, headers only. Throws like `bind_rank`.
 [[nodiscard]] inline bound_world bind_world(const topology& topo, const pipeline_schedule& chain,
                                             const reorder_result& map,
                                             const std::vector<link_shape>& shapes) {
@@ -279,62 +360,51 @@ bound_program emit_program(const bind_context& cx, int rank, const Routes& route
   const auto L = static_cast<std::size_t>(cx.stages > 0 ? cx.stages - 1 : 0);
   // routes[(j * L + link) * 2 + backward]
   std::vector<route_plan> routes(M * L * 2);
-  for (std::size_t j = 0; j < M; ++j) {
+  route_options headers;
+  headers.headers_only = true;
+  for (std::size_t j = 0; j < M && L > 0; ++j) {
     const microbatch_placement mp = microbatch_placements(map, j);
     for (std::size_t l = 0; l < L; ++l)
       for (int bwd = 0; bwd < 2; ++bwd)
         routes[(j * L + l) * 2 + static_cast<std::size_t>(bwd)] =
-            cx.route(static_cast<int>(l), mp, bwd != 0);
+            cx.route(static_cast<int>(l), mp, bwd != 0, headers);
   }
-  // Each rank's messages on each route, by role, in one pass over the messages.
   const auto R = static_cast<std::size_t>(topo.world_size());
-  std::vector<std::vector<detail::rank_messages>> msgs(R);
-  const auto slot_of = [&](std::size_t rank) {
-    const topology_coord me = topo.coord(static_cast<int>(rank));
-    return topo.chain_stage(me.module, me.stage);
-  };
+  // Each rank's coordinates and chain stage, computed once.
   std::vector<int> stage_of(R);
+  std::vector<topology_coord> coord_of;
+  coord_of.reserve(R);
   for (std::size_t r = 0; r < R; ++r) {
-    stage_of[r] = slot_of(r);
-    msgs[r].resize(M * 4);
+    coord_of.push_back(topo.coord(static_cast<int>(r)));
+    stage_of[r] = topo.chain_stage(coord_of[r].module, coord_of[r].stage);
   }
-  for (std::size_t j = 0; j < M; ++j)
-    for (std::size_t l = 0; l < L; ++l)
-      for (int bwd = 0; bwd < 2; ++bwd) {
-        const route_plan& rp = routes[(j * L + l) * 2 + static_cast<std::size_t>(bwd)];
-        for (std::size_t i = 0; i < rp.messages().size(); ++i) {
-          const route_message& m = rp.messages()[i];
-          for (const bool sending : {true, false}) {
-            const auto r = static_cast<std::size_t>(sending ? m.src : m.dst);
-            // Slot of this route for rank r: into its stage (0/3) or out of it (1/2).
-            const bool into =
-                bwd ? stage_of[r] == static_cast<int>(l) : stage_of[r] == static_cast<int>(l) + 1;
-            const int k = bwd ? (into ? 3 : 1) : (into ? 0 : 2);
-            auto& rm = msgs[r][j * 4 + static_cast<std::size_t>(k)];
-            auto& list =
-                m.phase == 0 ? (sending ? rm.send0 : rm.recv0) : (sending ? rm.send1 : rm.recv1);
-            list.push_back(static_cast<int>(i));
-          }
-        }
-      }
+  const detail::message_lists msgs = detail::index_messages(
+      R, M, stage_of,
+      [&](const auto& fn) {
+        for (std::size_t j = 0; j < M; ++j)
+          for (std::size_t l = 0; l < L; ++l)
+            for (int bwd = 0; bwd < 2; ++bwd)
+              fn(j, static_cast<int>(l), bwd != 0,
+                 routes[(j * L + l) * 2 + static_cast<std::size_t>(bwd)]);
+      },
+      [](int r) { return r; });
   bound_world w;
   w.name = chain.name;
   w.num_microbatches = chain.num_microbatches;
   w.programs.reserve(R);
   const route_plan none;
   for (std::size_t r = 0; r < R; ++r) {
+    const topology_coord& me = coord_of[r];
     const int c = stage_of[r];
     w.programs.push_back(detail::emit_program(
-        cx, static_cast<int>(r),
+        cx, static_cast<int>(r), c, topo.dp_group(me.module, me.stage, me.tp_rank), msgs.count(r),
         [&](std::size_t j, int k) -> const route_plan& {
           const int link = k < 2 ? c - 1 : c;
           if (link < 0 || static_cast<std::size_t>(link) >= L) return none;
           return routes[(j * L + static_cast<std::size_t>(link)) * 2 +
                         static_cast<std::size_t>(k & 1)];
         },
-        [&](std::size_t j, int k) -> const detail::rank_messages& {
-          return msgs[r][j * 4 + static_cast<std::size_t>(k)];
-        }));
+        [&](std::size_t j, int k) { return msgs.at(r, j * 4 + static_cast<std::size_t>(k)); }));
   }
   return w;
 }

@@ -49,11 +49,15 @@ class sample_placement {
     for (std::size_t d = 0; d < lists_.size(); ++d)
       for (std::size_t p = 0; p < lists_[d].size(); ++p) {
         const int s = lists_[d][p];
-        const std::string w = detail::cat("sample_placement.replica[", d, "][", p, "]");
-        detail::require(s >= 0 && static_cast<std::size_t>(s) < n, w, "sample id ", s,
-                        " out of [0, ", n, ")");
-        detail::require(replica_[static_cast<std::size_t>(s)] < 0, w, "sample ", s,
-                        " placed twice (also replica ", replica_[static_cast<std::size_t>(s)], ")");
+        // The field name is built only on failure (placements are built per microbatch).
+        if (!(s >= 0 && static_cast<std::size_t>(s) < n))
+          detail::fail(errc::invalid_argument,
+                       detail::cat("sample_placement.replica[", d, "][", p, "]"), "sample id ", s,
+                       " out of [0, ", n, ")");
+        if (replica_[static_cast<std::size_t>(s)] >= 0)
+          detail::fail(errc::invalid_argument,
+                       detail::cat("sample_placement.replica[", d, "][", p, "]"), "sample ", s,
+                       " placed twice (also replica ", replica_[static_cast<std::size_t>(s)], ")");
         replica_[static_cast<std::size_t>(s)] = static_cast<int>(d);
         position_[static_cast<std::size_t>(s)] = static_cast<int>(p);
       }
@@ -138,7 +142,7 @@ struct activation_shape {
                     detail::cat(where, ".elem_size"), "must be <= ", INT64_MAX, ", got ",
                     elem_size);
     for (std::size_t s = 0; s < rows.size(); ++s)
-      detail::require_non_negative(rows[s], detail::cat(where, ".rows[", s, "]"));
+      if (rows[s] < 0) detail::require_non_negative(rows[s], detail::cat(where, ".rows[", s, "]"));
     (void)total_bytes(where);
   }
   /// @brief Rows of all samples together (overflow: `invalid_argument` at `<where>.rows`).
