@@ -155,6 +155,7 @@ struct route_rank_info {
   std::int64_t src_rows = -1;  ///< rows of its source buffer (sending stage), -1 if not there
   std::int64_t dst_rows =
       -1;  ///< rows of its destination buffer (receiving stage), -1 if not there
+  friend bool operator==(const route_rank_info&, const route_rank_info&) = default;
 };
 
 /// @brief The transfer plan of one route (see the file comment).
