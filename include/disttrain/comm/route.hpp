@@ -457,6 +457,17 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   const std::int64_t H = shape.hidden;
   const auto off_a = detail::row_offsets(pa, shape);
   const auto off_b = detail::row_offsets(pb, shape);
+  // Global rank of (replica, TP rank) on each side, looked up once.
+  const auto ranks_of = [&](route_endpoint e, const segment_spec& g) {
+    std::vector<int> v;
+    v.reserve(static_cast<std::size_t>(g.dp) * static_cast<std::size_t>(g.tp));
+    for (int d = 0; d < g.dp; ++d)
+      for (int t = 0; t < g.tp; ++t) v.push_back(L.rank(e.segment, e.stage, d, t));
+    return v;
+  };
+  const std::vector<int> ranks_a = ranks_of(from, A), ranks_b = ranks_of(to, B);
+  const auto rank_a = [&](int a, int t) { return ranks_a[static_cast<std::size_t>(a * A.tp + t)]; };
+  const auto rank_b = [&](int b, int t) { return ranks_b[static_cast<std::size_t>(b * B.tp + t)]; };
 
   auto piece_of = [&](int s, int k) {
     const std::int64_t rows = shape.rows[static_cast<std::size_t>(s)];
@@ -505,8 +516,8 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
       for (int k = 0; k < S; ++k) {
         const route_piece pc = piece_of(s, k);
         if (pc.elements() == 0) continue;
-        const int src = L.rank(from.segment, from.stage, a, k % A.tp);
-        const int dst = L.rank(to.segment, to.stage, b, k % B.tp);
+        const int src = rank_a(a, k % A.tp);
+        const int dst = rank_b(b, k % B.tp);
         crossings.push_back({key_of(src, dst), pc});
         carries[static_cast<std::size_t>(b * B.tp + k % B.tp)] = 1;
       }
@@ -516,6 +527,12 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   for (const crossing& c : crossings) pairs.push_back(c.key);
   std::sort(pairs.begin(), pairs.end());
   pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  if (me < 0) {  // the whole route: every pair, then (TP_b - 1) copies of each template
+    std::size_t all = pairs.size();
+    if (opts.fan_out && B.tp > 1)
+      for (const char c : carries) all += c ? static_cast<std::size_t>(B.tp - 1) : 0;
+    plan.messages_.reserve(all);
+  }
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const int src = static_cast<int>(pairs[i] >> 32);
     const int dst = static_cast<int>(pairs[i] & 0xffffffffu);
@@ -560,11 +577,11 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
         route_message tmpl;
         bool built = false;
         tmpl.phase = 1;
-        tmpl.src = L.rank(to.segment, to.stage, b, owner);
+        tmpl.src = rank_b(b, owner);
         for (int t = 0; t < B.tp; ++t) {
           if (t == owner) continue;
           const int i = index++;
-          const int dst = L.rank(to.segment, to.stage, b, t);
+          const int dst = rank_b(b, t);
           if (!wanted(tmpl.src, dst)) continue;
           if (!built) {
             for (int s : pb.samples(b))
@@ -588,12 +605,12 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   // ---- per-rank buffer sizes
   for (int a = 0; a < A.dp; ++a)
     for (int t = 0; t < A.tp; ++t) {
-      const int r = L.rank(from.segment, from.stage, a, t);
+      const int r = rank_a(a, t);
       if (me < 0 || r == me) plan.ranks_.push_back({r, shape.replica_rows(pa, a), -1});
     }
   for (int b = 0; b < B.dp; ++b)
     for (int t = 0; t < B.tp; ++t) {
-      const int r = L.rank(to.segment, to.stage, b, t);
+      const int r = rank_b(b, t);
       if (me < 0 || r == me) plan.ranks_.push_back({r, -1, shape.replica_rows(pb, b)});
     }
   std::sort(plan.ranks_.begin(), plan.ranks_.end(),
