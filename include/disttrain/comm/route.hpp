@@ -457,17 +457,12 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   const std::int64_t H = shape.hidden;
   const auto off_a = detail::row_offsets(pa, shape);
   const auto off_b = detail::row_offsets(pb, shape);
-  // Global rank of (replica, TP rank) on each side, looked up once.
-  const auto ranks_of = [&](route_endpoint e, const segment_spec& g) {
-    std::vector<int> v;
-    v.reserve(static_cast<std::size_t>(g.dp) * static_cast<std::size_t>(g.tp));
-    for (int d = 0; d < g.dp; ++d)
-      for (int t = 0; t < g.tp; ++t) v.push_back(L.rank(e.segment, e.stage, d, t));
-    return v;
-  };
-  const std::vector<int> ranks_a = ranks_of(from, A), ranks_b = ranks_of(to, B);
-  const auto rank_a = [&](int a, int t) { return ranks_a[static_cast<std::size_t>(a * A.tp + t)]; };
-  const auto rank_b = [&](int b, int t) { return ranks_b[static_cast<std::size_t>(b * B.tp + t)]; };
+  // Global rank of (replica, TP rank) on each side (rank_layout's numbering:
+  // TP innermost, replicas next).
+  const int base_a = L.rank(from.segment, from.stage, 0, 0);
+  const int base_b = L.rank(to.segment, to.stage, 0, 0);
+  const auto rank_a = [&](int a, int t) { return base_a + a * A.tp + t; };
+  const auto rank_b = [&](int b, int t) { return base_b + b * B.tp + t; };
 
   auto piece_of = [&](int s, int k) {
     const std::int64_t rows = shape.rows[static_cast<std::size_t>(s)];
@@ -504,7 +499,7 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   // distinct (src, dst) pairs, ascending, are the phase-0 messages.
   struct crossing {
     std::uint64_t key;
-    route_piece piece;
+    int sample, slice;
   };
   std::vector<crossing> crossings;
   crossings.reserve(n * static_cast<std::size_t>(S));
@@ -518,13 +513,12 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
         if (pc.elements() == 0) continue;
         const int src = rank_a(a, k % A.tp);
         const int dst = rank_b(b, k % B.tp);
-        crossings.push_back({key_of(src, dst), pc});
+        crossings.push_back({key_of(src, dst), s, k});
         carries[static_cast<std::size_t>(b * B.tp + k % B.tp)] = 1;
       }
     }
-  std::vector<std::uint64_t> pairs;
-  pairs.reserve(crossings.size());
-  for (const crossing& c : crossings) pairs.push_back(c.key);
+  std::vector<std::uint64_t> pairs(crossings.size());
+  for (std::size_t i = 0; i < crossings.size(); ++i) pairs[i] = crossings[i].key;
   std::sort(pairs.begin(), pairs.end());
   pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
   if (me < 0) {  // the whole route: every pair, then (TP_b - 1) copies of each template
@@ -550,8 +544,8 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
     auto it = std::lower_bound(
         plan.messages_.begin(), plan.messages_.end(), c.key,
         [&](const route_message& m, std::uint64_t v) { return key_of(m.src, m.dst) < v; });
-    const auto s = static_cast<std::size_t>(c.piece.sample);
-    add(*it, c.piece, off_a[s], off_b[s]);
+    const auto s = static_cast<std::size_t>(c.sample);
+    add(*it, piece_of(c.sample, c.slice), off_a[s], off_b[s]);
   }
   for (auto& m : plan.messages_) finish(m);
   int index = static_cast<int>(pairs.size());

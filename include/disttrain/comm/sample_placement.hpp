@@ -135,12 +135,14 @@ struct activation_shape {
   /// activation (`sum(rows) x hidden x elem_size` bytes) does not fit in
   /// `int64_t`: every offset, count and byte size derived from the shape fits then.
   void validate(std::string_view where = "activation_shape") const {
-    detail::require_positive(hidden, detail::cat(where, ".hidden"));
-    detail::require(elem_size > 0, detail::cat(where, ".elem_size"), "must be > 0, got ",
-                    elem_size);
-    detail::require(elem_size <= static_cast<std::size_t>(INT64_MAX),
-                    detail::cat(where, ".elem_size"), "must be <= ", INT64_MAX, ", got ",
-                    elem_size);
+    // (Field names are built only on failure: a shape is checked per route.)
+    if (hidden <= 0) detail::require_positive(hidden, detail::cat(where, ".hidden"));
+    if (elem_size == 0)
+      detail::fail(errc::invalid_argument, detail::cat(where, ".elem_size"), "must be > 0, got ",
+                   elem_size);
+    if (elem_size > static_cast<std::size_t>(INT64_MAX))
+      detail::fail(errc::invalid_argument, detail::cat(where, ".elem_size"),
+                   "must be <= ", INT64_MAX, ", got ", elem_size);
     for (std::size_t s = 0; s < rows.size(); ++s)
       if (rows[s] < 0) detail::require_non_negative(rows[s], detail::cat(where, ".rows[", s, "]"));
     (void)total_bytes(where);
