@@ -464,11 +464,15 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   const auto rank_a = [&](int a, int t) { return base_a + a * A.tp + t; };
   const auto rank_b = [&](int b, int t) { return base_b + b * B.tp + t; };
 
+  // Column slices of the hidden dimension, the same for every sample.
+  std::vector<std::pair<std::int64_t, std::int64_t>> columns;
+  if (opts.split == split_axis::hidden && n > 0)
+    for (int k = 0; k < S; ++k) columns.push_back(detail::slice_bounds(H, k, S));
   auto piece_of = [&](int s, int k) {
     const std::int64_t rows = shape.rows[static_cast<std::size_t>(s)];
     route_piece pc{s, k, 0, rows, 0, H};
     if (opts.split == split_axis::hidden) {
-      std::tie(pc.col0, pc.cols) = detail::slice_bounds(H, k, S);
+      std::tie(pc.col0, pc.cols) = columns[static_cast<std::size_t>(k)];
     } else {
       std::tie(pc.row0, pc.rows) = detail::slice_bounds(rows, k, S);
     }
