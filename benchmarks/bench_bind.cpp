@@ -5,8 +5,12 @@
 // (plan_link_shapes). Measured, each against a baseline in the same run:
 //  1. bind_rank for one rank (the slowest of a few: the first backbone stage,
 //     fed by the encoder; a middle backbone stage; the generator if it owns
-//     ranks), target <= 1 ms; baseline: plan_route of the same routes alone.
-//  2. bind_world, target <= 50 ms; baseline: plan_route of every route alone.
+//     ranks), target <= 1 ms; baseline: plan_route of the same routes alone,
+//     whole (bind_rank plans only the rank's part of each).
+//  2. bind_world, target <= 50 ms; baseline: plan_route of every route alone,
+//     with pieces (bind_world plans headers only).
+// Each time is the median wall time per call and this thread's CPU time per
+// call (the machine may be shared: wall times grow with its load).
 //  3. reorder + bind_rank as a share of the modelled iteration (the
 //     planner's evaluation of its plan for the batch, with the microbatch
 //     count it chose: the layout rebound with 32 microbatches may not fit in
@@ -42,8 +46,13 @@ using namespace disttrain;
 
 namespace {
 
-double ms_of(const std::function<void()>& fn, bool quick) {
-  return 1e3 * bench::time_per_call(fn, quick ? 0.02 : 0.3, quick ? 3 : 5);
+// Median wall ms per call; `cpu_ms`: median CPU ms of this thread per call
+// (what the call costs whatever the machine's load).
+double ms_of(const std::function<void()>& fn, bool quick, double* cpu_ms = nullptr) {
+  double cpu = 0;
+  const double wall = bench::time_per_call(fn, quick ? 0.02 : 0.3, quick ? 3 : 5, &cpu);
+  if (cpu_ms != nullptr) *cpu_ms = 1e3 * cpu;
+  return 1e3 * wall;
 }
 
 // FNV-1a over every op of every program: kind, peer, microbatch, bytes, tag.
@@ -146,32 +155,38 @@ int main(int argc, char** argv) {
   for (const module_id m : topo.owning_modules())
     if (topo.module(m).role != module_role::backbone)
       ranks.push_back(topo.rank({m, stage_id{0}, replica_id{0}, 0}));
-  double rank_ms = 0, rank_routes_ms = 0;
+  double rank_ms = 0, rank_cpu_ms = 0, rank_routes_ms = 0, rank_routes_cpu_ms = 0;
   int slowest = ranks.front();
   std::size_t rank_ops = 0;
   for (const int r : ranks) {
     std::size_t ops = 0;
+    double cpu = 0;
     const double t = ms_of(
         [&] {
           const bound_rank b = bind_rank(topo, chain, map, shapes, r);
           ops = b.program.ops.size();
           bench::do_not_optimize(ops);
         },
-        quick);
+        quick, &cpu);
     if (t > rank_ms) {
       rank_ms = t;
+      rank_cpu_ms = cpu;
       slowest = r;
       rank_ops = ops;
     }
   }
-  rank_routes_ms = ms_of(
-      [&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, L, slowest, false)); }, quick);
+  rank_routes_ms =
+      ms_of([&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, L, slowest, false)); },
+            quick, &rank_routes_cpu_ms);
 
   // 2. The whole world.
   bound_world world;
-  const double world_ms = ms_of([&] { world = bind_world(topo, chain, map, shapes); }, quick);
+  double world_cpu_ms = 0, world_routes_cpu_ms = 0;
+  const double world_ms =
+      ms_of([&] { world = bind_world(topo, chain, map, shapes); }, quick, &world_cpu_ms);
   const double world_routes_ms =
-      ms_of([&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, L, 0, true)); }, quick);
+      ms_of([&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, L, 0, true)); }, quick,
+            &world_routes_cpu_ms);
   const std::uint64_t hash = hash_world(world);
   // bind_rank and bind_world agree on the slowest rank.
   const bool agree = bind_rank(topo, chain, map, shapes, slowest).program.ops ==
@@ -179,10 +194,12 @@ int main(int argc, char** argv) {
 
   // 3. Reorder + bind per iteration vs the modelled iteration.
   reorder_result scratch;
-  const double reorder_ms = ms_of([&] { reo.assign(meta, scratch); }, quick);
+  double reorder_cpu_ms = 0;
+  const double reorder_ms = ms_of([&] { reo.assign(meta, scratch); }, quick, &reorder_cpu_ms);
   const double iteration_ms = 1e3 * planned.evaluation.iteration_time_s;
   const double share_rank = (reorder_ms + rank_ms) / iteration_ms;
   const double share_world = (reorder_ms + world_ms) / iteration_ms;
+  const double share_rank_cpu = (reorder_cpu_ms + rank_cpu_ms) / iteration_ms;
 
   const double load = bench::load_average();
   if (opt.json) {
@@ -193,6 +210,12 @@ int main(int argc, char** argv) {
                      {"samples", samples},
                      {"microbatches", microbatches},
                      {"bind_rank_ms", rank_ms},
+                     {"bind_rank_cpu_ms", rank_cpu_ms},
+                     {"bind_rank_routes_only_cpu_ms", rank_routes_cpu_ms},
+                     {"bind_world_cpu_ms", world_cpu_ms},
+                     {"bind_world_routes_only_cpu_ms", world_routes_cpu_ms},
+                     {"reorder_cpu_ms", reorder_cpu_ms},
+                     {"reorder_plus_bind_rank_share_cpu", share_rank_cpu},
                      {"bind_rank_rank", slowest},
                      {"bind_rank_ops", rank_ops},
                      {"bind_rank_routes_only_ms", rank_routes_ms},
@@ -215,21 +238,24 @@ int main(int argc, char** argv) {
     fmt::print("  {} samples, {} microbatches, {} ops in the world, hash {:016x}{}\n", samples,
                microbatches, world.num_ops(), hash,
                agree ? "" : "  (bind_rank DIFFERS from bind_world)");
+    fmt::print("  (wall ms per call, median; cpu: this thread's CPU ms per call)\n");
     fmt::print(
-        "  {:<40} {:>9.3f} ms  (rank {}, {} ops; target <= 1 ms)  x{:.2f} plan_route of "
-        "its routes ({:.3f} ms)\n",
-        "bind_rank, slowest of a few ranks", rank_ms, slowest, rank_ops, rank_ms / rank_routes_ms,
-        rank_routes_ms);
+        "  {:<40} {:>9.3f} ms  cpu {:.3f} ms  (rank {}, {} ops; target <= 1 ms)  x{:.3f} "
+        "plan_route of its whole routes ({:.3f} ms, cpu {:.3f} ms)\n",
+        "bind_rank, slowest of a few ranks", rank_ms, rank_cpu_ms, slowest, rank_ops,
+        rank_ms / rank_routes_ms, rank_routes_ms, rank_routes_cpu_ms);
     fmt::print(
-        "  {:<40} {:>9.3f} ms  (target <= 50 ms)  x{:.2f} plan_route of every route "
-        "({:.3f} ms)\n",
-        "bind_world", world_ms, world_ms / world_routes_ms, world_routes_ms);
-    fmt::print("  {:<40} {:>9.3f} ms\n", "reorder (baseline of 3.)", reorder_ms);
+        "  {:<40} {:>9.3f} ms  cpu {:.3f} ms  (target <= 50 ms)  x{:.2f} plan_route of every "
+        "route ({:.3f} ms, cpu {:.3f} ms)\n",
+        "bind_world", world_ms, world_cpu_ms, world_ms / world_routes_ms, world_routes_ms,
+        world_routes_cpu_ms);
+    fmt::print("  {:<40} {:>9.3f} ms  cpu {:.3f} ms\n", "reorder (baseline of 3.)", reorder_ms,
+               reorder_cpu_ms);
     fmt::print(
-        "  {:<40} {:>9.4f} %   (target <= 1 %; reorder alone {:.4f} %) of the modelled "
-        "iteration {:.1f} ms ({} microbatches)\n",
-        "reorder + bind_rank", 100.0 * share_rank, 100.0 * reorder_ms / iteration_ms, iteration_ms,
-        planned.plan.num_microbatches);
+        "  {:<40} {:>9.4f} %   cpu {:.4f} %  (target <= 1 %; reorder alone {:.4f} %) of the "
+        "modelled iteration {:.1f} ms ({} microbatches)\n",
+        "reorder + bind_rank", 100.0 * share_rank, 100.0 * share_rank_cpu,
+        100.0 * reorder_ms / iteration_ms, iteration_ms, planned.plan.num_microbatches);
     fmt::print("  {:<40} {:>9.4f} %\n", "reorder + bind_world", 100.0 * share_world);
     fmt::print("  1-minute load average {:.2f} (wall times grow with it)\n", load);
   }

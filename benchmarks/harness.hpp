@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -40,10 +41,19 @@ inline options parse_options(int argc, char** argv) {
   return o;
 }
 
+/// This thread's CPU time in seconds (POSIX CLOCK_THREAD_CPUTIME_ID): on a
+/// shared machine, what a call costs whatever the load (wall time grows with it).
+inline double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 /// Runs `fn` repeatedly for at least `min_seconds` (and `min_reps` times);
-/// returns the median seconds per call over `samples` batches.
+/// returns the median seconds per call over `samples` batches. With `cpu`,
+/// also stores the median CPU seconds per call of the calling thread.
 inline double time_per_call(const std::function<void()>& fn, double min_seconds = 0.2,
-                            int samples = 5) {
+                            int samples = 5, double* cpu = nullptr) {
   using clock = std::chrono::steady_clock;
   // Calibrate reps per sample.
   long reps = 1;
@@ -54,14 +64,18 @@ inline double time_per_call(const std::function<void()>& fn, double min_seconds 
     if (dt >= min_seconds / samples || reps > (1L << 30)) break;
     reps *= 2;
   }
-  std::vector<double> per;
+  std::vector<double> per, per_cpu;
   for (int s = 0; s < samples; ++s) {
+    const double c0 = thread_cpu_seconds();
     auto t0 = clock::now();
     for (long i = 0; i < reps; ++i) fn();
     per.push_back(std::chrono::duration<double>(clock::now() - t0).count() /
                   static_cast<double>(reps));
+    per_cpu.push_back((thread_cpu_seconds() - c0) / static_cast<double>(reps));
   }
   std::sort(per.begin(), per.end());
+  std::sort(per_cpu.begin(), per_cpu.end());
+  if (cpu != nullptr) *cpu = per_cpu[per_cpu.size() / 2];
   return per[per.size() / 2];
 }
 

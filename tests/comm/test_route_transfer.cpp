@@ -24,13 +24,16 @@ struct rank_result {
   std::size_t packed_bytes = 0;
 };
 
-// Runs case `c` on a local world; each rank plans on its own (as real ranks do).
-std::vector<rank_result> run_case(const route_case& c, bool verify, int tag = 5) {
+// Runs case `c` on a local world; each rank plans on its own (as real ranks
+// do), the whole route or (`part`) only its own part (route_options::for_rank).
+std::vector<rank_result> run_case(const route_case& c, bool verify, int tag = 5,
+                                  bool part = false) {
   local_world world(c.layout.world_size(), {5000ms});
   std::vector<rank_result> res(static_cast<std::size_t>(world.size()));
   auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
-    const route_plan plan =
-        disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, c.shape, c.opts);
+    disttrain::route_options o = c.opts;
+    if (part) o.for_rank = b.rank();
+    const route_plan plan = disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, c.shape, o);
     auto bufs = disttrain::test::make_buffers(c, b.rank());
     disttrain::buffer_pool pool;
     disttrain::route_transfer<local_backend> t(b, plan, pool,
@@ -72,6 +75,34 @@ TEST_CASE("every route case moves every element intact (local backend)") {
       }
     }
   }
+}
+
+TEST_CASE("every route case runs with each rank planning only its part") {
+  for (bool verify : {false, true}) {
+    auto cases = disttrain::test::local_route_cases();
+    for (auto& c : disttrain::test::small_route_cases()) cases.push_back(c);
+    for (const auto& c : cases) {
+      INFO("case " << c.name << " verify " << verify);
+      const auto res = run_case(c, verify, 5, true);
+      for (std::size_t r = 0; r < res.size(); ++r) {
+        INFO("rank " << r);
+        CHECK(res[r].mismatches == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("a transfer refuses another rank's part of a route") {
+  const auto cases = disttrain::test::local_route_cases();
+  const route_case& c = cases.front();
+  disttrain::route_options o = c.opts;
+  o.for_rank = 1;
+  const route_plan other = disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, c.shape, o);
+  local_world world(c.layout.world_size(), {1000ms});
+  disttrain::buffer_pool pool;
+  local_backend b = world.endpoint(0);
+  DISTTRAIN_CHECK_ERROR(disttrain::route_transfer<local_backend>(b, other, pool),
+                        errc::invalid_argument, "route_transfer.plan");
 }
 
 TEST_CASE("contiguous messages are sent in place (no packing)") {

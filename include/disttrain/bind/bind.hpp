@@ -19,9 +19,13 @@
 /// replica only: the other replicas' ops then move no bytes.)
 ///
 /// ## Cost
-/// `bind_rank` plans only the routes of the rank's own two links (4 per
-/// microbatch) and touches only their messages; `bind_world` plans every
-/// route once and hands each message to its two ranks.
+/// `bind_rank` plans only the rank's part (`route_options::for_rank`) of the
+/// routes of its own two links (4 per microbatch), from the placements of the
+/// modules around it: its cost grows with its own messages, not the world's.
+/// `bind_world` plans every route once, headers only (no pieces: its routes
+/// are not kept), and hands each message to its two ranks through one flat
+/// index. A message's `bound_op::message` is its index in the whole route
+/// either way, so `bind_rank(..., r).program == bind_world(...).programs[r]`.
 ///
 /// @code
 /// auto topo = disttrain::topology_of(plan, model);
@@ -31,8 +35,10 @@
 /// executor.run(mine.program, host);                  // host packs with mine.route_of(op)
 /// @endcode
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -61,8 +67,9 @@ struct bound_rank {
   bound_program program;
   /// Per microbatch j, slot `j * 4 + k`: k = 0 the forward route into the
   /// rank's stage, 1 the backward route out of it (input gradient), 2 the
-  /// forward route out of it, 3 the backward route into it (output gradient).
-  /// Routes a stage has no link for are empty.
+  /// forward route out of it, 3 the backward route into it (output gradient);
+  /// each the rank's part of the route (`route_plan::for_rank`). Routes a
+  /// stage has no link for are empty.
   std::vector<route_plan> routes;
 
   /// @brief The route a point-to-point op of the program belongs to.
@@ -74,9 +81,9 @@ struct bound_rank {
     const auto k = static_cast<std::size_t>((out ? 2 : 0) + (grad ? 1 : 0));
     return routes.at(static_cast<std::size_t>(b.op.microbatch) * 4 + k);
   }
-  /// @brief The message of a point-to-point op.
+  /// @brief The message of a point-to-point op (by its index in the whole route).
   [[nodiscard]] const route_message& message_of(const bound_op& b) const {
-    return route_of(b).messages().at(static_cast<std::size_t>(b.message));
+    return route_of(b).message(b.message);
   }
 };
 
@@ -127,8 +134,10 @@ struct bind_context {
     const auto [m, s] = topo.chain_at(c);
     return {topo.owning_index(m), s.value};
   }
-  // The route of `link` in microbatch j, forward or backward.
-  [[nodiscard]] route_plan route(int link, const microbatch_placement& mp, bool backward) const {
+  // The route of `link` in microbatch j, forward or backward; `o` gives
+  // for_rank and headers_only.
+  [[nodiscard]] route_plan route(int link, const microbatch_placement& mp, bool backward,
+                                 route_options o) const {
     const link_shape& ls = shapes[static_cast<std::size_t>(link)];
     activation_shape a;
     a.hidden = ls.hidden;
@@ -138,55 +147,120 @@ struct bind_context {
     const route_endpoint up = endpoint(link), down = endpoint(link + 1);
     const sample_placement& pu = mp.module[static_cast<std::size_t>(up.segment)];
     const sample_placement& pd = mp.module[static_cast<std::size_t>(down.segment)];
-    route_options o{ls.split, true, backward};
+    o.split = ls.split;
+    o.fan_out = true;
+    o.backward = backward;
     return backward ? plan_route(layout, down, pd, up, pu, a, o)
                     : plan_route(layout, up, pu, down, pd, a, o);
   }
 };
 
+// One message of a rank on one route: what its bound op needs (its phase
+// is its list's: rank_messages).
+struct rank_message {
+  std::int64_t elements = 0;
+  int peer = -1;   // the other end
+  int index = -1;  // in the whole route (bound_op::message)
+};
+
 // The messages one rank takes part in on one route, by role.
 struct rank_messages {
-  std::vector<int> recv0, send1, recv1, send0;
+  std::span<const rank_message> recv0, send1, recv1, send0;  // 0/1: the phase
 };
-inline rank_messages messages_of(const route_plan& r, int rank) {
-  return {r.recvs_of(rank, 0), r.sends_of(rank, 1), r.recvs_of(rank, 1), r.sends_of(rank, 0)};
+
+// Every indexed rank's messages on each of its route slots (bound_rank::routes),
+// by role, in one flat array: entry ((rank * slots + slot) * 4 + role) of
+// `begin` starts its list in `messages` (roles in rank_messages order).
+struct message_lists {
+  std::size_t slots = 0;
+  std::vector<std::uint32_t> begin;
+  std::vector<rank_message> messages;
+
+  [[nodiscard]] rank_messages at(std::size_t rank, std::size_t slot) const {
+    const std::size_t b = (rank * slots + slot) * 4;
+    const auto list = [&](std::size_t role) {
+      return std::span<const rank_message>(messages).subspan(begin[b + role],
+                                                             begin[b + role + 1] - begin[b + role]);
+    };
+    return {list(0), list(1), list(2), list(3)};
+  }
+  // Messages of `rank` on all its slots.
+  [[nodiscard]] std::size_t count(std::size_t rank) const {
+    return begin[(rank + 1) * slots * 4] - begin[rank * slots * 4];
+  }
+};
+
+// Indexes the messages of the routes `for_each_route` visits (as
+// fn(microbatch, link, backward, route)) for the ranks `local_of` maps to
+// 0..ranks-1 (-1: not indexed), whose chain stages are `stage_of`: a counting
+// sort from route order to (rank, slot, role) order, which keeps route order.
+template <class ForEachRoute, class LocalOf>
+message_lists index_messages(std::size_t ranks, std::size_t microbatches,
+                             const std::vector<int>& stage_of, const ForEachRoute& for_each_route,
+                             const LocalOf& local_of) {
+  message_lists out;
+  out.slots = microbatches * 4;
+  out.begin.assign(ranks * out.slots * 4 + 1, 0);
+  // Calls fn(entry, the rank's view of the message) for each (indexed rank, message).
+  const auto visit = [&](const auto& fn) {
+    for_each_route([&](std::size_t j, int link, bool bwd, const route_plan& rp) {
+      for (const route_message& m : rp.messages())
+        for (const bool sending : {true, false}) {
+          const int r = local_of(sending ? m.src : m.dst);
+          if (r < 0) continue;
+          // Slot of this route for the rank: into its stage (0/3) or out of it (1/2).
+          const int c = stage_of[static_cast<std::size_t>(r)];
+          const bool into = bwd ? c == link : c == link + 1;
+          const int k = bwd ? (into ? 3 : 1) : (into ? 0 : 2);
+          const int role = m.phase == 0 ? (sending ? 3 : 0) : (sending ? 1 : 2);
+          fn((static_cast<std::size_t>(r) * out.slots + j * 4 + static_cast<std::size_t>(k)) * 4 +
+                 static_cast<std::size_t>(role),
+             rank_message{m.elements, sending ? m.dst : m.src, m.index});
+        }
+    });
+  };
+  visit([&](std::size_t e, const rank_message&) { ++out.begin[e + 1]; });
+  std::size_t total = 0;
+  for (std::uint32_t& b : out.begin) {
+    total += b;
+    ensure(total <= UINT32_MAX, "bind.messages", "more than 2^32 messages in one index");
+    b = static_cast<std::uint32_t>(total);
+  }
+  out.messages.resize(out.begin.back());
+  // begin[e] is entry e's fill cursor, then (shifted back by one entry) its start again.
+  visit([&](std::size_t e, const rank_message& m) { out.messages[out.begin[e]++] = m; });
+  for (std::size_t e = out.begin.size() - 1; e > 0; --e) out.begin[e] = out.begin[e - 1];
+  out.begin[0] = 0;
+  return out;
 }
 
-// Appends one bound op per message of `ids` in `r`.
-inline void emit_messages(std::vector<bound_op>& out, const route_plan& r,
-                          const std::vector<int>& ids, op_kind kind, int stage, int mb, int link,
-                          int tag, bool sending) {
-  for (const int i : ids) {
-    const route_message& m = r.messages()[static_cast<std::size_t>(i)];
+// Appends one bound op per message of `ms` (elements of `elem_size` bytes).
+inline void emit_messages(std::vector<bound_op>& out, std::size_t elem_size,
+                          std::span<const rank_message> ms, int phase, op_kind kind, int stage,
+                          int mb, int link, int tag) {
+  for (const rank_message& m : ms) {
     bound_op b;
-    b.op = schedule_op::send(kind, stage, 0, mb, sending ? m.dst : m.src);
-    b.bytes = checked_mul(m.elements, static_cast<std::int64_t>(r.elem_size()), "bind.bytes");
+    b.op = schedule_op::send(kind, stage, 0, mb, m.peer);
+    b.bytes = checked_mul(m.elements, static_cast<std::int64_t>(elem_size), "bind.bytes");
     b.tag = tag;
     b.link = link;
-    b.phase = m.phase;
-    b.message = i;
+    b.phase = phase;
+    b.message = m.index;
     out.push_back(b);
   }
 }
 
-// The bound program of `rank`; `route(j, k)` gives its route slot k of
-// microbatch j (see bound_rank::routes), `msgs(j, k)` its messages there.
-template <class Routes, class Msgs>
-bound_program emit_program(const bind_context& cx, int rank, const Routes& route,
-                           const Msgs& msgs) {
-  const topology_coord me = cx.topo.coord(rank);
-  const int c = cx.topo.chain_stage(me.module, me.stage);
-  bound_program p;
-  p.rank = rank;
-  p.chain_stage = c;
-  p.dp_group = cx.topo.dp_group(me.module, me.stage, me.tp_rank);
-  const auto M = static_cast<std::size_t>(cx.chain.num_microbatches);
-  p.input_elements.assign(M, 0);
-  p.output_elements.assign(M, 0);
-  for (std::size_t j = 0; j < M; ++j) {
-    if (c > 0) p.input_elements[j] = route(j, 0).destination_elements(rank);
-    if (c + 1 < cx.stages) p.output_elements[j] = route(j, 2).source_elements(rank);
-  }
+// Fills the ops of `p` (rank, chain stage c = p.chain_stage), which has
+// `messages` messages; `msgs(j, k)` gives its messages on route slot k of
+// microbatch j (see bound_rank::routes).
+template <class Msgs>
+void emit_program(const bind_context& cx, bound_program& p, std::size_t messages,
+                  const Msgs& msgs) {
+  const int c = p.chain_stage;
+  p.ops.reserve(cx.chain.ops[static_cast<std::size_t>(c)].size() + messages);
+  const auto elem_size = [&](int link) {
+    return cx.shapes[static_cast<std::size_t>(link)].elem_size;
+  };
   const bool upstream_backward = c > 0 && cx.chain.has_backward(c - 1);
   for (const schedule_op& o : cx.chain.ops[static_cast<std::size_t>(c)]) {
     const auto j = static_cast<std::size_t>(o.microbatch);
@@ -194,31 +268,31 @@ bound_program emit_program(const bind_context& cx, int rank, const Routes& route
     if (o.kind == op_kind::forward) {
       if (c > 0) {
         const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_act, c - 1, 0, mb, 0));
-        const rank_messages& in = msgs(j, 0);
-        emit_messages(p.ops, route(j, 0), in.recv0, op_kind::recv_act, c - 1, mb, c - 1, tag,
-                      false);
-        emit_messages(p.ops, route(j, 0), in.send1, op_kind::send_act, c - 1, mb, c - 1, tag, true);
-        emit_messages(p.ops, route(j, 0), in.recv1, op_kind::recv_act, c - 1, mb, c - 1, tag,
-                      false);
+        const rank_messages in = msgs(j, 0);
+        const std::size_t es = elem_size(c - 1);
+        emit_messages(p.ops, es, in.recv0, 0, op_kind::recv_act, c - 1, mb, c - 1, tag);
+        emit_messages(p.ops, es, in.send1, 1, op_kind::send_act, c - 1, mb, c - 1, tag);
+        emit_messages(p.ops, es, in.recv1, 1, op_kind::recv_act, c - 1, mb, c - 1, tag);
       }
       p.ops.push_back({o});
       if (c + 1 < cx.stages) {
         const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_act, c, 0, mb, 0));
-        emit_messages(p.ops, route(j, 2), msgs(j, 2).send0, op_kind::send_act, c, mb, c, tag, true);
+        emit_messages(p.ops, elem_size(c), msgs(j, 2).send0, 0, op_kind::send_act, c, mb, c, tag);
       }
     } else if (o.kind == op_kind::backward) {
       if (c + 1 < cx.stages) {
         const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_grad, c + 1, 0, mb, 0));
-        const rank_messages& in = msgs(j, 3);
-        emit_messages(p.ops, route(j, 3), in.recv0, op_kind::recv_grad, c + 1, mb, c, tag, false);
-        emit_messages(p.ops, route(j, 3), in.send1, op_kind::send_grad, c + 1, mb, c, tag, true);
-        emit_messages(p.ops, route(j, 3), in.recv1, op_kind::recv_grad, c + 1, mb, c, tag, false);
+        const rank_messages in = msgs(j, 3);
+        const std::size_t es = elem_size(c);
+        emit_messages(p.ops, es, in.recv0, 0, op_kind::recv_grad, c + 1, mb, c, tag);
+        emit_messages(p.ops, es, in.send1, 1, op_kind::send_grad, c + 1, mb, c, tag);
+        emit_messages(p.ops, es, in.recv1, 1, op_kind::recv_grad, c + 1, mb, c, tag);
       }
       p.ops.push_back({o});
       if (upstream_backward) {
         const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_grad, c, 0, mb, 0));
-        emit_messages(p.ops, route(j, 1), msgs(j, 1).send0, op_kind::send_grad, c, mb, c - 1, tag,
-                      true);
+        emit_messages(p.ops, elem_size(c - 1), msgs(j, 1).send0, 0, op_kind::send_grad, c, mb,
+                      c - 1, tag);
       }
     } else if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) {
       bound_op b{o};
@@ -228,7 +302,78 @@ bound_program emit_program(const bind_context& cx, int rank, const Routes& route
       p.ops.push_back({o});
     }
   }
-  return p;
+}
+
+// Binds the ranks `ranks` (all of whose links lie in [lo, hi)): per
+// microbatch, plans the routes of links lo..hi-1 with `opts` (one rank's
+// part, or headers only for the world), records the ranks' buffer sizes,
+// indexes the ranks' messages and hands each route to `keep(j, link,
+// backward, route&&)`; then emits each rank's program.
+template <class Keep>
+std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<int>& ranks, int lo,
+                                      int hi, route_options opts, const Keep& keep) {
+  const topology& topo = cx.topo;
+  const auto M = static_cast<std::size_t>(cx.chain.num_microbatches);
+  const std::size_t N = ranks.size();
+  std::vector<int> local_of(static_cast<std::size_t>(topo.world_size()), -1);
+  std::vector<bound_program> out(N);
+  std::vector<int> stage_of(N);
+  for (std::size_t i = 0; i < N; ++i) {
+    const int r = ranks[i];
+    local_of[static_cast<std::size_t>(r)] = static_cast<int>(i);
+    const topology_coord me = topo.coord(r);
+    bound_program& p = out[i];
+    p.rank = r;
+    p.chain_stage = stage_of[i] = topo.chain_stage(me.module, me.stage);
+    p.dp_group = topo.dp_group(me.module, me.stage, me.tp_rank);
+    p.input_elements.assign(M, 0);
+    p.output_elements.assign(M, 0);
+  }
+  const auto local = [&](int r) { return local_of[static_cast<std::size_t>(r)]; };
+  // The modules at the ends of the links: only their placements are built.
+  std::vector<std::size_t> modules;
+  for (int e = lo; e <= hi && hi > lo; ++e) {
+    const auto m = static_cast<std::size_t>(cx.endpoint(e).segment);
+    if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
+  }
+  std::vector<message_lists> lists(M);  // per microbatch, slots 0..3
+  std::vector<route_plan> routes(static_cast<std::size_t>(std::max(hi - lo, 0)) * 2);
+  for (std::size_t j = 0; j < M && hi > lo; ++j) {
+    const microbatch_placement mp = microbatch_placements(cx.map, j, modules);
+    for (int l = lo; l < hi; ++l)
+      for (int bwd = 0; bwd < 2; ++bwd) {
+        route_plan& rp = routes[static_cast<std::size_t>((l - lo) * 2 + bwd)];
+        rp = cx.route(l, mp, bwd != 0, opts);
+        if (bwd != 0) continue;
+        // A forward route's receivers hold its destination buffer as their
+        // input, its senders its source buffer as their output.
+        for (const route_rank_info& info : rp.ranks()) {
+          const int i = local(info.rank);
+          if (i < 0) continue;
+          bound_program& p = out[static_cast<std::size_t>(i)];
+          if (info.dst_rows >= 0) p.input_elements[j] = rp.destination_elements(info.rank);
+          if (info.src_rows >= 0) p.output_elements[j] = rp.source_elements(info.rank);
+        }
+      }
+    lists[j] = index_messages(
+        N, 1, stage_of,
+        [&](const auto& fn) {
+          for (int l = lo; l < hi; ++l)
+            for (int bwd = 0; bwd < 2; ++bwd)
+              fn(0, l, bwd != 0, routes[static_cast<std::size_t>((l - lo) * 2 + bwd)]);
+        },
+        local);
+    for (int l = lo; l < hi; ++l)
+      for (int bwd = 0; bwd < 2; ++bwd)
+        keep(j, l, bwd != 0, std::move(routes[static_cast<std::size_t>((l - lo) * 2 + bwd)]));
+  }
+  for (std::size_t i = 0; i < N; ++i) {
+    std::size_t messages = 0;
+    for (const message_lists& ml : lists) messages += ml.count(i);
+    emit_program(cx, out[i], messages,
+                 [&](std::size_t j, int k) { return lists[j].at(i, static_cast<std::size_t>(k)); });
+  }
+  return out;
 }
 
 }  // namespace detail
@@ -245,99 +390,37 @@ bound_program emit_program(const bind_context& cx, int rank, const Routes& route
   const topology_coord me = topo.coord(rank);
   const int c = topo.chain_stage(me.module, me.stage);
   const auto M = static_cast<std::size_t>(chain.num_microbatches);
+  route_options part;
+  part.for_rank = rank;
   bound_rank out;
   out.routes.resize(M * 4);
-  std::vector<detail::rank_messages> msgs(M * 4);
-  for (std::size_t j = 0; j < M; ++j) {
-    const microbatch_placement mp = microbatch_placements(map, j);
-    for (int k = 0; k < 4; ++k) {
-      const int link = k < 2 ? c - 1 : c;
-      if (link < 0 || link + 1 >= cx.stages) continue;
-      auto& r = out.routes[j * 4 + static_cast<std::size_t>(k)];
-      r = cx.route(link, mp, (k & 1) != 0);
-      msgs[j * 4 + static_cast<std::size_t>(k)] = detail::messages_of(r, rank);
-    }
-  }
-  out.program = detail::emit_program(
-      cx, rank,
-      [&](std::size_t j, int k) -> const route_plan& {
-        return out.routes[j * 4 + static_cast<std::size_t>(k)];
-      },
-      [&](std::size_t j, int k) -> const detail::rank_messages& {
-        return msgs[j * 4 + static_cast<std::size_t>(k)];
+  // The links into and out of the rank's stage: slots 0/1 and 2/3.
+  const int lo = std::max(c - 1, 0), hi = std::min(c + 1, cx.stages - 1);
+  auto programs = detail::bind_ranks(
+      cx, {rank}, lo, hi, part, [&](std::size_t j, int link, bool bwd, route_plan&& r) {
+        const int k = (link == c ? 2 : 0) + (bwd ? 1 : 0);
+        out.routes[j * 4 + static_cast<std::size_t>(k)] = std::move(r);
       });
+  out.program = std::move(programs.front());
   return out;
 }
 
 /// @brief The programs of every rank (for `validate_bound`, `simulate_bound`
-/// and traces); each route is planned once. Throws like `bind_rank`.
+/// and traces); each route is planned once, headers only, and dropped after
+/// its microbatch. Throws like `bind_rank`.
 [[nodiscard]] inline bound_world bind_world(const topology& topo, const pipeline_schedule& chain,
                                             const reorder_result& map,
                                             const std::vector<link_shape>& shapes) {
   const detail::bind_context cx(topo, chain, map, shapes);
-  const auto M = static_cast<std::size_t>(chain.num_microbatches);
-  const auto L = static_cast<std::size_t>(cx.stages > 0 ? cx.stages - 1 : 0);
-  // routes[(j * L + link) * 2 + backward]
-  std::vector<route_plan> routes(M * L * 2);
-  for (std::size_t j = 0; j < M; ++j) {
-    const microbatch_placement mp = microbatch_placements(map, j);
-    for (std::size_t l = 0; l < L; ++l)
-      for (int bwd = 0; bwd < 2; ++bwd)
-        routes[(j * L + l) * 2 + static_cast<std::size_t>(bwd)] =
-            cx.route(static_cast<int>(l), mp, bwd != 0);
-  }
-  // Each rank's messages on each route, by role, in one pass over the messages.
-  const auto R = static_cast<std::size_t>(topo.world_size());
-  std::vector<std::vector<detail::rank_messages>> msgs(R);
-  const auto slot_of = [&](std::size_t rank) {
-    const topology_coord me = topo.coord(static_cast<int>(rank));
-    return topo.chain_stage(me.module, me.stage);
-  };
-  std::vector<int> stage_of(R);
-  for (std::size_t r = 0; r < R; ++r) {
-    stage_of[r] = slot_of(r);
-    msgs[r].resize(M * 4);
-  }
-  for (std::size_t j = 0; j < M; ++j)
-    for (std::size_t l = 0; l < L; ++l)
-      for (int bwd = 0; bwd < 2; ++bwd) {
-        const route_plan& rp = routes[(j * L + l) * 2 + static_cast<std::size_t>(bwd)];
-        for (std::size_t i = 0; i < rp.messages().size(); ++i) {
-          const route_message& m = rp.messages()[i];
-          for (const bool sending : {true, false}) {
-            const auto r = static_cast<std::size_t>(sending ? m.src : m.dst);
-            // Slot of this route for rank r: into its stage (0/3) or out of it (1/2).
-            const bool into =
-                bwd ? stage_of[r] == static_cast<int>(l) : stage_of[r] == static_cast<int>(l) + 1;
-            const int k = bwd ? (into ? 3 : 1) : (into ? 0 : 2);
-            auto& rm = msgs[r][j * 4 + static_cast<std::size_t>(k)];
-            auto& list =
-                m.phase == 0 ? (sending ? rm.send0 : rm.recv0) : (sending ? rm.send1 : rm.recv1);
-            list.push_back(static_cast<int>(i));
-          }
-        }
-      }
+  std::vector<int> ranks(static_cast<std::size_t>(topo.world_size()));
+  for (std::size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<int>(r);
+  route_options headers;
+  headers.headers_only = true;
   bound_world w;
   w.name = chain.name;
   w.num_microbatches = chain.num_microbatches;
-  w.programs.reserve(R);
-  const route_plan none_storage;
-  const route_plan* none =
-      &none_storage;  // (a pointer: nvcc misreads a captured reference as a local)
-  for (std::size_t r = 0; r < R; ++r) {
-    const int c = stage_of[r];
-    w.programs.push_back(detail::emit_program(
-        cx, static_cast<int>(r),
-        [&](std::size_t j, int k) -> const route_plan& {
-          const int link = k < 2 ? c - 1 : c;
-          if (link < 0 || static_cast<std::size_t>(link) >= L) return *none;
-          return routes[(j * L + static_cast<std::size_t>(link)) * 2 +
-                        static_cast<std::size_t>(k & 1)];
-        },
-        [&](std::size_t j, int k) -> const detail::rank_messages& {
-          return msgs[r][j * 4 + static_cast<std::size_t>(k)];
-        }));
-  }
+  w.programs = detail::bind_ranks(cx, ranks, 0, std::max(cx.stages - 1, 0), headers,
+                                  [](std::size_t, int, bool, route_plan&&) {});
   return w;
 }
 

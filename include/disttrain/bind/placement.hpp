@@ -65,12 +65,14 @@ inline void check_placement_args(const reorder_result& r, std::size_t module,
 // Checks that the cells of module k in microbatch j lie, in order, inside
 // cell_samples (so reading them is safe).
 inline void check_cells(const reorder_result& r, std::size_t k, std::size_t j) {
+  // (Field names are built only on failure: this runs per microbatch and module.)
   for (std::size_t rep = 0; rep < r.dp[k]; ++rep) {
     const std::size_t c = r.cell_index(k, j, rep);
-    require(r.cell_begin[c] <= r.cell_begin[c + 1] && r.cell_begin[c + 1] <= r.cell_samples.size(),
-            cat("reorder_result.module[", k, "].replica[", rep, "].microbatch[", j, "]"),
-            "cell spans [", r.cell_begin[c], ", ", r.cell_begin[c + 1], ") outside ",
-            r.cell_samples.size(), " entries");
+    if (!(r.cell_begin[c] <= r.cell_begin[c + 1] && r.cell_begin[c + 1] <= r.cell_samples.size()))
+      fail(errc::invalid_argument,
+           cat("reorder_result.module[", k, "].replica[", rep, "].microbatch[", j, "]"),
+           "cell spans [", r.cell_begin[c], ", ", r.cell_begin[c + 1], ") outside ",
+           r.cell_samples.size(), " entries");
   }
 }
 
@@ -87,16 +89,17 @@ inline std::vector<std::uint32_t> cell_members(const reorder_result& r, std::siz
   require(members.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
           cat("reorder_result.microbatch[", j, "]"), "has ", members.size(),
           " samples, a sample_placement holds at most ", std::numeric_limits<int>::max());
+  const auto where = [&] { return cat("reorder_result.module[", k, "].microbatch[", j, "]"); };
   for (std::size_t l = 0; l < members.size(); ++l) {
-    require(members[l] < r.samples.size(),
-            cat("reorder_result.module[", k, "].microbatch[", j, "]"), "sample index ", members[l],
-            " >= samples ", r.samples.size());
-    require(l == 0 || members[l - 1] != members[l],
-            cat("reorder_result.module[", k, "].microbatch[", j, "]"), "sample id ",
-            r.samples[members[l]].id, " listed twice");
-    require(r.samples[members[l]].microbatch == j,
-            cat("reorder_result.module[", k, "].microbatch[", j, "]"), "lists sample id ",
-            r.samples[members[l]].id, " placed in microbatch ", r.samples[members[l]].microbatch);
+    if (members[l] >= r.samples.size())
+      fail(errc::invalid_argument, where(), "sample index ", members[l], " >= samples ",
+           r.samples.size());
+    if (l > 0 && members[l - 1] == members[l])
+      fail(errc::invalid_argument, where(), "sample id ", r.samples[members[l]].id,
+           " listed twice");
+    if (r.samples[members[l]].microbatch != j)
+      fail(errc::invalid_argument, where(), "lists sample id ", r.samples[members[l]].id,
+           " placed in microbatch ", r.samples[members[l]].microbatch);
   }
   return members;
 }
@@ -112,16 +115,18 @@ inline sample_placement placement_over(const reorder_result& r, std::size_t k, s
     lists[rep].reserve(cell.size());
     for (const std::uint32_t idx : cell) {
       const auto it = std::lower_bound(members.begin(), members.end(), idx);
-      require(it != members.end() && *it == idx,
-              cat("reorder_result.module[", k, "].replica[", rep, "].microbatch[", j, "]"),
-              "sample index ", idx, " is not one of the microbatch's ", members.size(),
-              " samples (modules disagree)");
+      if (it == members.end() || *it != idx)
+        fail(errc::invalid_argument,
+             cat("reorder_result.module[", k, "].replica[", rep, "].microbatch[", j, "]"),
+             "sample index ", idx, " is not one of the microbatch's ", members.size(),
+             " samples (modules disagree)");
       lists[rep].push_back(static_cast<int>(it - members.begin()));
     }
     listed += cell.size();
   }
-  require(listed == members.size(), cat("reorder_result.module[", k, "].microbatch[", j, "]"),
-          "holds ", listed, " samples, the microbatch has ", members.size(), " (modules disagree)");
+  if (listed != members.size())
+    fail(errc::invalid_argument, cat("reorder_result.module[", k, "].microbatch[", j, "]"),
+         "holds ", listed, " samples, the microbatch has ", members.size(), " (modules disagree)");
   return sample_placement(std::move(lists));  // checks: each local id exactly once
 }
 
@@ -210,16 +215,28 @@ struct microbatch_placement {
 };
 
 /// @brief Placements of every module in microbatch `microbatch` (see
-/// `microbatch_placement`). Throws `errc::invalid_argument` like
-/// `to_sample_placement`.
-[[nodiscard]] inline microbatch_placement microbatch_placements(const reorder_result& res,
-                                                                std::size_t microbatch) {
+/// `microbatch_placement`), or only of the modules listed in `modules` (the
+/// others stay empty: `dp() == 0`), e.g. the modules around one rank. Throws
+/// `errc::invalid_argument` like `to_sample_placement`, and at
+/// `microbatch_placements.modules` for a module out of range.
+/// @code
+/// const std::size_t mine[] = {0, 1};
+/// auto mp = disttrain::microbatch_placements(res, j, mine);  // modules 0 and 1 only
+/// @endcode
+[[nodiscard]] inline microbatch_placement microbatch_placements(
+    const reorder_result& res, std::size_t microbatch, std::span<const std::size_t> modules = {}) {
   detail::check_placement_args(res, 0, microbatch, "microbatch_placements", "module");
   microbatch_placement mp;
   mp.samples = detail::cell_members(res, 0, microbatch);
-  mp.module.reserve(res.modules);
-  for (std::size_t k = 0; k < res.modules; ++k)
-    mp.module.push_back(detail::placement_over(res, k, microbatch, mp.samples));
+  mp.module.resize(res.modules);
+  for (std::size_t k = 0; k < res.modules; ++k) {
+    const bool listed =
+        modules.empty() || std::find(modules.begin(), modules.end(), k) != modules.end();
+    if (listed) mp.module[k] = detail::placement_over(res, k, microbatch, mp.samples);
+  }
+  for (const std::size_t k : modules)
+    detail::require(k < res.modules, "microbatch_placements.modules", "module ", k,
+                    " out of range: the result has ", res.modules, " modules");
   return mp;
 }
 

@@ -54,6 +54,9 @@ class device_route_transfer {
   device_route_transfer(nccl_backend& backend, const route_plan& plan, pool_type& pool,
                         transfer_options opts = {})
       : b_(&backend), plan_(&plan), pool_(&pool), opts_(opts), me_(backend.rank()) {
+    detail::require(plan.for_rank() < 0 || plan.for_rank() == me_, "route_transfer.plan",
+                    "is rank ", plan.for_rank(), "'s part of the route (route_options::for_rank)",
+                    "; this is rank ", me_);
     if (opts.verify)
       detail::fail(
           errc::unsupported, detail::cat("rank ", me_, " route tag ", opts.tag),

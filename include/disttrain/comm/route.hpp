@@ -20,6 +20,18 @@
 /// intra-node links), so that every rank ends with the full activation.
 ///
 /// All pieces between one (sender, receiver) pair of a phase form one message.
+///
+/// ## One rank's part
+/// A rank takes part in few of a route's messages (at 1000+ GPUs, 4 of 512).
+/// `route_options::for_rank` plans only the messages that rank sends or
+/// receives, each with its `route_message::index` in the whole route's order
+/// (so two ranks that plan their own parts name each message alike), the
+/// rank's buffer sizes and the whole route's fingerprint: the same messages,
+/// byte for byte, as the whole plan's, at a cost in the rank's own pieces
+/// plus O(n S) to number the crossing pairs. `route_options::headers_only`
+/// leaves out pieces and blocks (src, dst, phase, elements and index only):
+/// what a simulator needs from the whole world's routes, without an
+/// allocation per message.
 /// Any DP ratio works (2->3, 3->2, 4->1, 1->4, ...): the routes follow the two
 /// placements sample by sample. Message sizes follow from the plan and the
 /// `activation_shape`, which both sides hold: no shape exchange.
@@ -29,7 +41,8 @@
 /// by (position of the sample in the receiving replica, slice index).
 ///
 /// ## Complexity
-/// O(n S TP_b) pieces for n samples (phase 1 dominates), O(log) per lookup.
+/// O(n S TP_b) pieces for n samples (phase 1 dominates), O(log) per lookup;
+/// for one rank (`for_rank`), O(n S log(n S)) plus its own pieces.
 ///
 /// @code
 /// disttrain::rank_layout L({{"vit", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 1, 3}});
@@ -38,13 +51,14 @@
 /// disttrain::activation_shape shape{{5, 7, 1, 9, 3, 4}, 1024, 2};
 /// auto plan = disttrain::plan_boundary_route(L, 0, pa, pb, shape);
 /// for (int i : plan.sends_of(0, 0)) { const auto& m = plan.messages()[static_cast<std::size_t>(i)]; }
+/// // rank 4's part only; mine.message(i) == plan.messages()[i] for each of its messages
+/// auto mine = disttrain::plan_boundary_route(L, 0, pa, pb, shape, {.for_rank = 4});
 /// @endcode
 
 #include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <numeric>
 #include <string>
 #include <string_view>
@@ -88,6 +102,13 @@ struct route_options {
   /// after `to` in the pipeline). Pieces, phases and fan-out are planned the
   /// same way, from `from`'s placement to `to`'s.
   bool backward = false;
+  /// >= 0: plan only the messages this global rank sends or receives (its
+  /// part; `route_plan::for_rank`). -1: the whole route. Not part of the
+  /// fingerprint: a rank's part and the whole plan agree on the wire.
+  int for_rank = -1;
+  /// Leave out the messages' pieces and blocks: each keeps src, dst, phase,
+  /// elements and index (for simulators and `bind_world`; nothing to pack).
+  bool headers_only = false;
 };
 
 /// @brief One rectangle of one sample carried by a message (rows and columns
@@ -116,6 +137,7 @@ struct route_message {
   std::vector<kernels::copy_block> send_blocks;  ///< sender buffer -> packed message
   std::vector<kernels::copy_block> recv_blocks;  ///< packed message -> receiver buffer
   std::int64_t elements = 0;                     ///< elements in the message
+  int index = 0;  ///< position in the whole route's (phase, sender, receiver) order
 
   /// @brief True if the sender's data is one contiguous range (sent in place).
   [[nodiscard]] bool contiguous_send() const noexcept {
@@ -133,6 +155,7 @@ struct route_rank_info {
   std::int64_t src_rows = -1;  ///< rows of its source buffer (sending stage), -1 if not there
   std::int64_t dst_rows =
       -1;  ///< rows of its destination buffer (receiving stage), -1 if not there
+  friend bool operator==(const route_rank_info&, const route_rank_info&) = default;
 };
 
 /// @brief The transfer plan of one route (see the file comment).
@@ -140,7 +163,26 @@ class route_plan {
  public:
   route_plan() = default;
 
+  /// @brief The messages planned, in the whole route's order: all of them,
+  /// or (`for_rank() >= 0`) those of that rank, each with its whole-route
+  /// `index`. Positions in this vector are what `sends_of`/`recvs_of` return.
   [[nodiscard]] const std::vector<route_message>& messages() const noexcept { return messages_; }
+  /// @brief The rank whose part this is (route_options::for_rank), -1 for the whole route.
+  [[nodiscard]] int for_rank() const noexcept { return for_rank_; }
+  /// @brief Messages of the whole route (also in a rank's part).
+  [[nodiscard]] int total_messages() const noexcept { return total_messages_; }
+  /// @brief The message at whole-route position `index` (`route_message::index`).
+  /// Throws `invalid_argument` at `route_plan.message` when out of range or,
+  /// in a rank's part, not one of that rank's messages.
+  [[nodiscard]] const route_message& message(int index) const {
+    detail::require_in_range(index, 0, total_messages_ - 1, "route_plan.message");
+    auto it = std::lower_bound(messages_.begin(), messages_.end(), index,
+                               [](const route_message& m, int v) { return m.index < v; });
+    if (it == messages_.end() || it->index != index)
+      detail::fail(errc::invalid_argument, "route_plan.message", "message ", index,
+                   " is not one of rank ", for_rank_, "'s (the plan holds that rank's part only)");
+    return *it;
+  }
   [[nodiscard]] route_endpoint from() const noexcept { return from_; }
   [[nodiscard]] route_endpoint to() const noexcept { return to_; }
   [[nodiscard]] std::int64_t hidden() const noexcept { return hidden_; }
@@ -148,7 +190,8 @@ class route_plan {
   /// @brief Number of slices per sample, lcm(TP_a, TP_b).
   [[nodiscard]] int slices() const noexcept { return slices_; }
 
-  /// @brief Indices (into messages()) of the messages `rank` sends in `phase`, ascending.
+  /// @brief Indices (into messages()) of the messages `rank` sends in `phase`,
+  /// ascending. In a rank's part, another rank's come out empty.
   [[nodiscard]] std::vector<int> sends_of(int rank, int phase) const {
     return select(rank, phase, true);
   }
@@ -174,7 +217,8 @@ class route_plan {
     return i.dst_rows < 0 ? 0
                           : detail::checked_mul(i.dst_rows, hidden_, "route.destination_elements");
   }
-  /// @brief Elements moved in `phase` (0: crossing the boundary, 1: fan-out).
+  /// @brief Elements moved in `phase` (0: crossing the boundary, 1: fan-out)
+  /// by the messages planned (in a rank's part: its messages only).
   [[nodiscard]] std::int64_t phase_elements(int phase) const {
     std::int64_t e = 0;
     for (const auto& m : messages_)
@@ -185,7 +229,7 @@ class route_plan {
   [[nodiscard]] std::int64_t minimum_crossing_elements() const noexcept {
     return total_rows_ * hidden_;
   }
-  /// @brief Ranks taking part, ascending.
+  /// @brief Ranks taking part, ascending (in a rank's part: that rank, if it takes part).
   [[nodiscard]] const std::vector<route_rank_info>& ranks() const noexcept { return ranks_; }
   /// @brief 64-bit fingerprint of everything the plan was built from: both
   /// endpoints and their TP/DP degrees and ranks, both placements (sample
@@ -219,6 +263,8 @@ class route_plan {
   std::int64_t total_rows_ = 0;
   int slices_ = 1;
   std::uint64_t fingerprint_ = 0;
+  int for_rank_ = -1;
+  int total_messages_ = 0;
 };
 
 namespace detail {
@@ -347,34 +393,41 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
     const char* down_field = opts.backward ? "route.from" : "route.to";
     const segment_spec& U = L.segment(up.segment);
     const segment_spec& D = L.segment(down.segment);
+    // (Field names are built only on failure: routes are planned per microbatch.)
     if (up.segment == down.segment) {
-      detail::require(down.stage == up.stage + 1, detail::cat(down_field, ".stage"),
-                      "within segment '", U.name, "' a route joins consecutive stages: stage ",
-                      up.stage, " and stage ", up.stage + 1, ", got ", down.stage);
+      if (down.stage != up.stage + 1)
+        detail::fail(errc::invalid_argument, detail::cat(down_field, ".stage"), "within segment '",
+                     U.name, "' a route joins consecutive stages: stage ", up.stage, " and stage ",
+                     up.stage + 1, ", got ", down.stage);
       // Consecutive stages of one module hold the same replicas' samples in the
       // same order (Megatron hands the activation on as is).
-      detail::require(pa == pb, "route.placement_b",
-                      "consecutive stages of one module need the same placement: stage ",
-                      from.stage, " and stage ", to.stage, " of '", A.name,
-                      "' were given different ones (first difference: ",
-                      detail::first_placement_difference(pa, pb), ")");
+      if (!(pa == pb))
+        detail::fail(errc::invalid_argument, "route.placement_b",
+                     "consecutive stages of one module need the same placement: stage ", from.stage,
+                     " and stage ", to.stage, " of '", A.name,
+                     "' were given different ones (first difference: ",
+                     detail::first_placement_difference(pa, pb), ")");
     } else {
       const int step = opts.backward ? -1 : 1;
-      detail::require(
-          down.segment == up.segment + 1, detail::cat(down_field, ".segment"),
-          opts.backward ? "a gradient route runs backward" : "a module boundary runs forward",
-          ", from segment ", from.segment, " ('", A.name, "') to segment ", from.segment + step,
-          ", got segment ", to.segment, " ('", B.name, "')",
-          !opts.backward && to.segment < from.segment
-              ? " (a backward route: set route_options::backward for gradients)"
-              : "");
-      detail::require(up.stage == U.pp - 1, detail::cat(up_field, ".stage"),
-                      "a module boundary joins the last stage ", U.pp - 1, " of '", U.name,
-                      "', got ", up.stage);
-      detail::require(down.stage == 0, detail::cat(down_field, ".stage"),
-                      "a module boundary joins stage 0 of '", D.name, "', got ", down.stage);
+      if (down.segment != up.segment + 1)
+        detail::fail(
+            errc::invalid_argument, detail::cat(down_field, ".segment"),
+            opts.backward ? "a gradient route runs backward" : "a module boundary runs forward",
+            ", from segment ", from.segment, " ('", A.name, "') to segment ", from.segment + step,
+            ", got segment ", to.segment, " ('", B.name, "')",
+            !opts.backward && to.segment < from.segment
+                ? " (a backward route: set route_options::backward for gradients)"
+                : "");
+      if (up.stage != U.pp - 1)
+        detail::fail(errc::invalid_argument, detail::cat(up_field, ".stage"),
+                     "a module boundary joins the last stage ", U.pp - 1, " of '", U.name,
+                     "', got ", up.stage);
+      if (down.stage != 0)
+        detail::fail(errc::invalid_argument, detail::cat(down_field, ".stage"),
+                     "a module boundary joins stage 0 of '", D.name, "', got ", down.stage);
     }
   }
+  detail::require_in_range(opts.for_rank, -1, L.world_size() - 1, "route_options.for_rank");
   detail::require(pa.dp() == A.dp, "route.placement_a", "has ", pa.dp(), " replicas but '", A.name,
                   "' has dp ", A.dp);
   detail::require(pb.dp() == B.dp, "route.placement_b", "has ", pb.dp(), " replicas but '", B.name,
@@ -392,6 +445,7 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   plan.hidden_ = shape.hidden;
   plan.elem_size_ = shape.elem_size;
   plan.total_rows_ = shape.total_rows();
+  plan.for_rank_ = opts.for_rank;
   const std::int64_t lcm_tp = std::lcm(std::int64_t{A.tp}, std::int64_t{B.tp});
   detail::require(lcm_tp <= INT_MAX, "route.slices", "lcm(tp ", A.tp, ", tp ", B.tp, ") = ", lcm_tp,
                   " slices exceeds ", INT_MAX);
@@ -403,80 +457,160 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   const std::int64_t H = shape.hidden;
   const auto off_a = detail::row_offsets(pa, shape);
   const auto off_b = detail::row_offsets(pb, shape);
+  // Global rank of (replica, TP rank) on each side (rank_layout's numbering:
+  // TP innermost, replicas next).
+  const int base_a = L.rank(from.segment, from.stage, 0, 0);
+  const int base_b = L.rank(to.segment, to.stage, 0, 0);
+  const auto rank_a = [&](int a, int t) { return base_a + a * A.tp + t; };
+  const auto rank_b = [&](int b, int t) { return base_b + b * B.tp + t; };
 
+  // Column slices of the hidden dimension, the same for every sample.
+  std::vector<std::pair<std::int64_t, std::int64_t>> columns;
+  if (opts.split == split_axis::hidden && n > 0)
+    for (int k = 0; k < S; ++k) columns.push_back(detail::slice_bounds(H, k, S));
   auto piece_of = [&](int s, int k) {
     const std::int64_t rows = shape.rows[static_cast<std::size_t>(s)];
     route_piece pc{s, k, 0, rows, 0, H};
     if (opts.split == split_axis::hidden) {
-      std::tie(pc.col0, pc.cols) = detail::slice_bounds(H, k, S);
+      std::tie(pc.col0, pc.cols) = columns[static_cast<std::size_t>(k)];
     } else {
       std::tie(pc.row0, pc.rows) = detail::slice_bounds(rows, k, S);
     }
     return pc;
   };
+  // Which messages are built: the whole route's, or those of one rank
+  // (route_options::for_rank). Every message is numbered either way.
+  const int me = opts.for_rank;
+  const auto wanted = [me](int src, int dst) { return me < 0 || src == me || dst == me; };
+  const auto add = [&](route_message& m, const route_piece& pc, std::int64_t src_row,
+                       std::int64_t dst_row) {
+    if (opts.headers_only)
+      m.elements = detail::checked_add(m.elements, pc.elements(), "route.offset");
+    else
+      detail::add_piece(m, pc, src_row, dst_row, H);
+  };
+  const auto finish = [&](route_message& m) {
+    kernels::coalesce_in_place(m.send_blocks);
+    kernels::coalesce_in_place(m.recv_blocks);
+  };
+  const auto key_of = [](int src, int dst) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
+           static_cast<std::uint32_t>(dst);
+  };
 
-  // ---- phase 0: crossing
-  std::map<std::pair<int, int>, route_message> msgs;
+  // ---- phase 0: crossing. Piece (s, k) goes from TP rank k % TP_a of the
+  // replica holding s in A to TP rank k % TP_b of the one needing it in B. The
+  // distinct (src, dst) pairs, ascending, are the phase-0 messages.
+  struct crossing {
+    std::uint64_t key;
+    int sample, slice;
+  };
+  std::vector<crossing> crossings;
+  crossings.reserve(n * static_cast<std::size_t>(S));
+  // carries[b * TP_b + t]: TP rank t of replica b receives a piece (so it forwards in phase 1).
+  std::vector<char> carries(static_cast<std::size_t>(B.dp) * static_cast<std::size_t>(B.tp), 0);
   for (int b = 0; b < B.dp; ++b)
     for (int s : pb.samples(b)) {
       const int a = pa.replica_of(s);
       for (int k = 0; k < S; ++k) {
         const route_piece pc = piece_of(s, k);
         if (pc.elements() == 0) continue;
-        const int src = L.rank(from.segment, from.stage, a, k % A.tp);
-        const int dst = L.rank(to.segment, to.stage, b, k % B.tp);
-        route_message& m = msgs[{src, dst}];
-        m.src = src;
-        m.dst = dst;
-        m.phase = 0;
-        detail::add_piece(m, pc, off_a[static_cast<std::size_t>(s)],
-                          off_b[static_cast<std::size_t>(s)], H);
+        const int src = rank_a(a, k % A.tp);
+        const int dst = rank_b(b, k % B.tp);
+        crossings.push_back({key_of(src, dst), s, k});
+        carries[static_cast<std::size_t>(b * B.tp + k % B.tp)] = 1;
       }
     }
-  for (auto& [key, m] : msgs) plan.messages_.push_back(std::move(m));
-
-  for (auto& m : plan.messages_) {
-    m.send_blocks = kernels::coalesce(m.send_blocks);
-    m.recv_blocks = kernels::coalesce(m.recv_blocks);
+  std::vector<std::uint64_t> pairs(crossings.size());
+  for (std::size_t i = 0; i < crossings.size(); ++i) pairs[i] = crossings[i].key;
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  if (me < 0) {  // the whole route: every pair, then (TP_b - 1) copies of each template
+    std::size_t all = pairs.size();
+    if (opts.fan_out && B.tp > 1)
+      for (const char c : carries) all += c ? static_cast<std::size_t>(B.tp - 1) : 0;
+    plan.messages_.reserve(all);
   }
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const int src = static_cast<int>(pairs[i] >> 32);
+    const int dst = static_cast<int>(pairs[i] & 0xffffffffu);
+    if (!wanted(src, dst)) continue;
+    route_message& m = plan.messages_.emplace_back();
+    m.src = src;
+    m.dst = dst;
+    m.index = static_cast<int>(i);
+  }
+  // Pieces in generation order: by position in the receiving replica, then slice.
+  for (const crossing& c : crossings) {
+    const int src = static_cast<int>(c.key >> 32);
+    const int dst = static_cast<int>(c.key & 0xffffffffu);
+    if (!wanted(src, dst)) continue;
+    auto it = std::lower_bound(
+        plan.messages_.begin(), plan.messages_.end(), c.key,
+        [&](const route_message& m, std::uint64_t v) { return key_of(m.src, m.dst) < v; });
+    const auto s = static_cast<std::size_t>(c.sample);
+    add(*it, piece_of(c.sample, c.slice), off_a[s], off_b[s]);
+  }
+  for (auto& m : plan.messages_) finish(m);
+  int index = static_cast<int>(pairs.size());
 
   // ---- phase 1: fan-out inside each receiving TP group. The TP rank `owner`
   // of replica b forwards every slice it received (k % TP_b == owner) to each
   // other TP rank: one template message per (b, owner), copied per receiver.
   // Generated in (src, dst) order: src = rank(b, owner) grows with (b, owner).
   if (opts.fan_out && B.tp > 1) {
+    // In a rank's part, only its own replica's TP group can hold its messages.
+    int my_replica = -1;
+    if (me >= 0) {
+      const rank_coord mc = L.coord(me);
+      if (mc.segment == to.segment && mc.stage == to.stage) my_replica = mc.replica;
+    }
     for (int b = 0; b < B.dp; ++b)
       for (int owner = 0; owner < B.tp; ++owner) {
+        if (!carries[static_cast<std::size_t>(b * B.tp + owner)]) continue;
+        if (me >= 0 && b != my_replica) {
+          index += B.tp - 1;
+          continue;
+        }
         route_message tmpl;
+        bool built = false;
         tmpl.phase = 1;
-        tmpl.src = L.rank(to.segment, to.stage, b, owner);
-        for (int s : pb.samples(b))
-          for (int k = owner; k < S; k += B.tp) {
-            const route_piece pc = piece_of(s, k);
-            if (pc.elements() == 0) continue;
-            detail::add_piece(tmpl, pc, off_b[static_cast<std::size_t>(s)],
-                              off_b[static_cast<std::size_t>(s)], H);
-          }
-        if (tmpl.pieces.empty()) continue;
-        tmpl.send_blocks = kernels::coalesce(tmpl.send_blocks);
-        tmpl.recv_blocks = kernels::coalesce(tmpl.recv_blocks);
+        tmpl.src = rank_b(b, owner);
         for (int t = 0; t < B.tp; ++t) {
           if (t == owner) continue;
-          route_message m = tmpl;
-          m.dst = L.rank(to.segment, to.stage, b, t);
-          plan.messages_.push_back(std::move(m));
+          const int i = index++;
+          const int dst = rank_b(b, t);
+          if (!wanted(tmpl.src, dst)) continue;
+          if (!built) {
+            for (int s : pb.samples(b))
+              for (int k = owner; k < S; k += B.tp) {
+                const route_piece pc = piece_of(s, k);
+                if (pc.elements() == 0) continue;
+                add(tmpl, pc, off_b[static_cast<std::size_t>(s)],
+                    off_b[static_cast<std::size_t>(s)]);
+              }
+            finish(tmpl);
+            built = true;
+          }
+          route_message& m = plan.messages_.emplace_back(tmpl);
+          m.dst = dst;
+          m.index = i;
         }
       }
   }
+  plan.total_messages_ = index;
 
   // ---- per-rank buffer sizes
   for (int a = 0; a < A.dp; ++a)
-    for (int t = 0; t < A.tp; ++t)
-      plan.ranks_.push_back(
-          {L.rank(from.segment, from.stage, a, t), shape.replica_rows(pa, a), -1});
+    for (int t = 0; t < A.tp; ++t) {
+      const int r = rank_a(a, t);
+      if (me < 0 || r == me) plan.ranks_.push_back({r, shape.replica_rows(pa, a), -1});
+    }
   for (int b = 0; b < B.dp; ++b)
-    for (int t = 0; t < B.tp; ++t)
-      plan.ranks_.push_back({L.rank(to.segment, to.stage, b, t), -1, shape.replica_rows(pb, b)});
+    for (int t = 0; t < B.tp; ++t) {
+      const int r = rank_b(b, t);
+      if (me < 0 || r == me) plan.ranks_.push_back({r, -1, shape.replica_rows(pb, b)});
+    }
   std::sort(plan.ranks_.begin(), plan.ranks_.end(),
             [](const route_rank_info& x, const route_rank_info& y) { return x.rank < y.rank; });
 

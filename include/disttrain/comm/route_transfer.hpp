@@ -77,6 +77,9 @@ class route_transfer {
   route_transfer(B& backend, const route_plan& plan, buffer_pool& pool, transfer_options opts = {})
       : b_(&backend), plan_(&plan), pool_(&pool), opts_(opts), me_(backend.rank()) {
     detail::require(opts.tag >= 0, "transfer_options.tag", "must be >= 0, got ", opts.tag);
+    detail::require(plan.for_rank() < 0 || plan.for_rank() == me_, "route_transfer.plan",
+                    "is rank ", plan.for_rank(), "'s part of the route (route_options::for_rank)",
+                    "; this is rank ", me_);
   }
   route_transfer(const route_transfer&) = delete;
   route_transfer& operator=(const route_transfer&) = delete;

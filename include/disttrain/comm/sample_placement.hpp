@@ -49,11 +49,15 @@ class sample_placement {
     for (std::size_t d = 0; d < lists_.size(); ++d)
       for (std::size_t p = 0; p < lists_[d].size(); ++p) {
         const int s = lists_[d][p];
-        const std::string w = detail::cat("sample_placement.replica[", d, "][", p, "]");
-        detail::require(s >= 0 && static_cast<std::size_t>(s) < n, w, "sample id ", s,
-                        " out of [0, ", n, ")");
-        detail::require(replica_[static_cast<std::size_t>(s)] < 0, w, "sample ", s,
-                        " placed twice (also replica ", replica_[static_cast<std::size_t>(s)], ")");
+        // The field name is built only on failure (placements are built per microbatch).
+        if (!(s >= 0 && static_cast<std::size_t>(s) < n))
+          detail::fail(errc::invalid_argument,
+                       detail::cat("sample_placement.replica[", d, "][", p, "]"), "sample id ", s,
+                       " out of [0, ", n, ")");
+        if (replica_[static_cast<std::size_t>(s)] >= 0)
+          detail::fail(errc::invalid_argument,
+                       detail::cat("sample_placement.replica[", d, "][", p, "]"), "sample ", s,
+                       " placed twice (also replica ", replica_[static_cast<std::size_t>(s)], ")");
         replica_[static_cast<std::size_t>(s)] = static_cast<int>(d);
         position_[static_cast<std::size_t>(s)] = static_cast<int>(p);
       }
@@ -131,14 +135,16 @@ struct activation_shape {
   /// activation (`sum(rows) x hidden x elem_size` bytes) does not fit in
   /// `int64_t`: every offset, count and byte size derived from the shape fits then.
   void validate(std::string_view where = "activation_shape") const {
-    detail::require_positive(hidden, detail::cat(where, ".hidden"));
-    detail::require(elem_size > 0, detail::cat(where, ".elem_size"), "must be > 0, got ",
-                    elem_size);
-    detail::require(elem_size <= static_cast<std::size_t>(INT64_MAX),
-                    detail::cat(where, ".elem_size"), "must be <= ", INT64_MAX, ", got ",
-                    elem_size);
+    // (Field names are built only on failure: a shape is checked per route.)
+    if (hidden <= 0) detail::require_positive(hidden, detail::cat(where, ".hidden"));
+    if (elem_size == 0)
+      detail::fail(errc::invalid_argument, detail::cat(where, ".elem_size"), "must be > 0, got ",
+                   elem_size);
+    if (elem_size > static_cast<std::size_t>(INT64_MAX))
+      detail::fail(errc::invalid_argument, detail::cat(where, ".elem_size"),
+                   "must be <= ", INT64_MAX, ", got ", elem_size);
     for (std::size_t s = 0; s < rows.size(); ++s)
-      detail::require_non_negative(rows[s], detail::cat(where, ".rows[", s, "]"));
+      if (rows[s] < 0) detail::require_non_negative(rows[s], detail::cat(where, ".rows[", s, "]"));
     (void)total_bytes(where);
   }
   /// @brief Rows of all samples together (overflow: `invalid_argument` at `<where>.rows`).

@@ -138,18 +138,23 @@ class topology {
   [[nodiscard]] int world_size() const noexcept { return world_; }
   /// @brief First global rank of a module that owns ranks.
   [[nodiscard]] int base(module_id m) const {
-    detail::require(!module(m).colocated, detail::cat("topology.modules[", m.value, "]"),
-                    "module '", module(m).name, "' is colocated and owns no ranks");
+    // (Field names and texts are built only on failure: these are on hot paths.)
+    if (module(m).colocated)
+      detail::fail(errc::invalid_argument, detail::cat("topology.modules[", m.value, "]"),
+                   "module '", module(m).name, "' is colocated and owns no ranks");
     return bases_[static_cast<std::size_t>(m.value)];
   }
 
   /// @brief Global rank of a coordinate; throws `invalid_argument` naming the field.
   [[nodiscard]] int rank(const topology_coord& c) const {
     const topology_module& g = module(c.module);
-    const std::string w = detail::cat("topology.", g.name);
-    detail::require_in_range(c.stage.value, 0, g.pp - 1, w + ".stage");
-    detail::require_in_range(c.replica.value, 0, g.dp - 1, w + ".replica");
-    detail::require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
+    if (c.stage.value < 0 || c.stage.value >= g.pp || c.replica.value < 0 ||
+        c.replica.value >= g.dp || c.tp_rank < 0 || c.tp_rank >= g.tp) {
+      const std::string w = detail::cat("topology.", g.name);
+      detail::require_in_range(c.stage.value, 0, g.pp - 1, w + ".stage");
+      detail::require_in_range(c.replica.value, 0, g.dp - 1, w + ".replica");
+      detail::require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
+    }
     return base(c.module) + (c.stage.value * g.dp + c.replica.value) * g.tp + c.tp_rank;
   }
   /// @brief Coordinate of global rank `r` (in a module that owns ranks).
@@ -171,6 +176,7 @@ class topology {
   /// @brief Ascending global ranks of the data-parallel group of (module, stage, tp rank).
   [[nodiscard]] std::vector<int> dp_group(module_id m, stage_id s, int tp_rank) const {
     std::vector<int> out;
+    out.reserve(static_cast<std::size_t>(module(m).dp));
     for (int d = 0; d < module(m).dp; ++d) out.push_back(rank({m, s, replica_id{d}, tp_rank}));
     return out;
   }
@@ -185,8 +191,9 @@ class topology {
   /// @brief Chain stage of (module, stage); the module must own ranks.
   [[nodiscard]] int chain_stage(module_id m, stage_id s) const {
     (void)base(m);
-    detail::require_in_range(s.value, 0, module(m).pp - 1,
-                             detail::cat("topology.", module(m).name, ".stage"));
+    if (s.value < 0 || s.value >= module(m).pp)
+      detail::require_in_range(s.value, 0, module(m).pp - 1,
+                               detail::cat("topology.", module(m).name, ".stage"));
     return chain_first_[static_cast<std::size_t>(m.value)] + s.value;
   }
   /// @brief Non-colocated modules in order: the modules a sample map (the

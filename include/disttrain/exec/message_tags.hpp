@@ -59,7 +59,9 @@ class message_tags {
   /// @brief Tag of sub-message `sub` of a point-to-point op (a send and its
   /// receive carry the producing op's stage, chunk and microbatch, hence the same tag).
   [[nodiscard]] int p2p(const schedule_op& op, int sub = 0) const {
-    detail::require(is_p2p(op.kind), "message_tags", "op ", describe(op), " is not point-to-point");
+    if (!is_p2p(op.kind))  // (described only on failure: tags are looked up per message)
+      detail::fail(errc::invalid_argument, "message_tags", "op ", describe(op),
+                   " is not point-to-point");
     const int vs = op.chunk * stages_ + op.stage;
     detail::require_in_range(vs, 0, v_ - 1, "message_tags.virtual_stage");
     detail::require_in_range(op.microbatch, 0, m_ - 1, "message_tags.microbatch");

@@ -66,12 +66,11 @@ struct copy_block {
   friend bool operator==(const copy_block&, const copy_block&) = default;
 };
 
-/// @brief Rewrites contiguous blocks as one row and merges neighbours that
-/// continue each other in both source and destination (fewer, longer copies).
-[[nodiscard]] inline std::vector<copy_block> coalesce(std::span<const copy_block> blocks) {
-  std::vector<copy_block> out;
-  out.reserve(blocks.size());
-  for (copy_block b : blocks) {
+/// @brief `coalesce` in place, without allocating: `blocks` keeps the merged blocks.
+inline void coalesce_in_place(std::vector<copy_block>& blocks) {
+  std::size_t n = 0;  // blocks[0, n) are the merged ones; n <= the block being read
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    copy_block b = blocks[i];
     if (b.empty()) continue;
     if (b.contiguous()) {
       b.cols = b.elements();
@@ -79,8 +78,8 @@ struct copy_block {
       b.src_ld = b.cols;
       b.dst_ld = b.cols;
     }
-    if (!out.empty()) {
-      copy_block& p = out.back();
+    if (n > 0) {
+      copy_block& p = blocks[n - 1];
       if (p.rows == 1 && b.rows == 1 && p.src_offset + p.cols == b.src_offset &&
           p.dst_offset + p.cols == b.dst_offset) {
         p.cols = detail::checked_add(p.cols, b.cols, "copy_block.cols");
@@ -89,8 +88,16 @@ struct copy_block {
         continue;
       }
     }
-    out.push_back(b);
+    blocks[n++] = b;
   }
+  blocks.resize(n);
+}
+
+/// @brief Rewrites contiguous blocks as one row and merges neighbours that
+/// continue each other in both source and destination (fewer, longer copies).
+[[nodiscard]] inline std::vector<copy_block> coalesce(std::span<const copy_block> blocks) {
+  std::vector<copy_block> out(blocks.begin(), blocks.end());
+  coalesce_in_place(out);
   return out;
 }
 
