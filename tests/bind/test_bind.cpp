@@ -108,7 +108,8 @@ struct toy_host {
     const int c = mine->program.chain_stage;
     auto dx = buf.input_grad(op.microbatch);
     auto dy = buf.output_grad(op.microbatch);
-    const double expect = static_cast<double>(1 << (stages - 2 - c));
+    // The gradient of stage c's output: 2^(stages - 2 - c) (the last stage has no output).
+    const double expect = c + 1 < stages ? static_cast<double>(1 << (stages - 2 - c)) : 0.0;
     for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = c + 1 == stages ? 1.0 : 2.0 * dy[i];
     for (double g : dy)
       if (g != expect)
