@@ -73,21 +73,6 @@ struct grad_bucket {
   std::span<const int> group;  ///< ascending global ranks of the DP group, this rank included
 };
 
-/// @brief Requirements on the training code driven by `executor` (see the file comment).
-template <class H>
-concept exec_host = requires(H& h, const schedule_op& op, std::vector<exec_message>& out) {
-  typename H::grad_type;
-  requires std::is_arithmetic_v<typename H::grad_type>;
-  { h.forward(op) } -> std::same_as<void>;
-  { h.backward(op) } -> std::same_as<void>;
-  { h.weight(op) } -> std::same_as<void>;
-  { h.optimizer_step(op) } -> std::same_as<void>;
-  { h.messages(op, out) } -> std::same_as<void>;
-  { h.received(op) } -> std::same_as<void>;
-  { h.bucket_ready(op) } -> std::same_as<grad_bucket<typename H::grad_type>>;
-  { h.bucket_reduced(op) } -> std::same_as<void>;
-};
-
 /// @brief The compute callbacks every host provides (F, B, W, step, buckets).
 template <class H>
 concept compute_host = requires(H& h, const schedule_op& op) {
@@ -99,6 +84,14 @@ concept compute_host = requires(H& h, const schedule_op& op) {
   { h.optimizer_step(op) } -> std::same_as<void>;
   { h.bucket_ready(op) } -> std::same_as<grad_bucket<typename H::grad_type>>;
   { h.bucket_reduced(op) } -> std::same_as<void>;
+};
+
+/// @brief Requirements on the training code driven by `executor` (see the file comment).
+template <class H>
+concept exec_host = compute_host<H> &&
+    requires(H& h, const schedule_op& op, std::vector<exec_message>& out) {
+  { h.messages(op, out) } -> std::same_as<void>;
+  { h.received(op) } -> std::same_as<void>;
 };
 
 /// @brief A host of bound programs (schedule/bound_program.hpp): compute as
