@@ -110,8 +110,10 @@ slowest_tests() {
   local junit="$1" n="${2:-10}"
   [ -f "$junit" ] || return 0
   say "slowest tests (seconds; from ${junit#"$ROOT"/}):"
+  # awk stops printing after n lines but reads everything: no `head` closing the
+  # pipe early, whose SIGPIPE to sort would fail the pipeline (set -o pipefail).
   sed -n 's/.*<testcase name="\([^"]*\)".* time="\([0-9.]*\)".*/\2 \1/p' "$junit" |
-    sort -rn | head -n "$n" | awk '{ printf "  %8.1f  %s\n", $1, $2 }'
+    sort -rn | awk -v n="$n" 'NR <= n { printf "  %8.1f  %s\n", $1, $2 }'
 }
 
 # python3 with venv/ensurepip and the headers an extension builds against.
