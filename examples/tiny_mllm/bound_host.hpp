@@ -54,9 +54,9 @@ inline disttrain::sample_meta reorder_costs(const config& c, const disttrain::to
   disttrain::sample_meta out;
   out.id = id;
   out.modules = static_cast<std::uint32_t>(t.owning_modules().size());
+  double enc = 0.0;
+  for (int p : m.patches) enc += static_cast<double>(p) * (1.0 + static_cast<double>(p));
   for (std::size_t k = 0; k < t.owning_modules().size(); ++k) {
-    double enc = 0.0;
-    for (int p : m.patches) enc += static_cast<double>(p) * (1.0 + static_cast<double>(p));
     const auto role = t.module(t.owning_modules()[k]).role;
     out.cost[k] = role == disttrain::module_role::encoder    ? enc
                   : role == disttrain::module_role::backbone ? static_cast<double>(m.seq_len())
