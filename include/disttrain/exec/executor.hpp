@@ -268,11 +268,11 @@ class executor {
     void wait_all_of(const schedule_op& op, pending& p) {
       const double s = now();
       bool waited = false;
-      const auto deadline = detail::deadline_after(timeout());
+      const auto deadline = wait_deadline::after(timeout());
       for (std::size_t i = 0; i < p.reqs.size(); ++i) {
         if (p.done[i]) continue;
         if (!ex.b_->test(p.reqs[i])) {
-          ex.b_->wait(p.reqs[i], detail::remaining(deadline));
+          detail::wait_until(*ex.b_, p.reqs[i], deadline);
           waited = true;
         }
         p.done[i] = 1;
@@ -420,11 +420,11 @@ class executor {
     void drain() {
       const double s = now();
       bool waited = false;
-      const auto deadline = detail::deadline_after(timeout());
+      const auto deadline = wait_deadline::after(timeout());
       for (auto& p : sends) {
         for (std::size_t i = 0; i < p.reqs.size(); ++i)
           if (!p.done[i]) {
-            ex.b_->wait(p.reqs[i], detail::remaining(deadline));
+            detail::wait_until(*ex.b_, p.reqs[i], deadline);
             p.done[i] = 1;
             waited = true;
           }
