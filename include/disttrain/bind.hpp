@@ -6,6 +6,7 @@
 /// costs (`workload_cost.hpp`), and the reorder options and costs derived from
 /// a plan (`plan_reorder.hpp`). Every other part includes only the parts
 /// before it in the data flow; bind/ may include any part.
+#include "disttrain/bind/heterogeneity.hpp"
 #include "disttrain/bind/placement.hpp"
 #include "disttrain/bind/plan_reorder.hpp"
 #include "disttrain/bind/sim_objective.hpp"
