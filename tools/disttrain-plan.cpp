@@ -179,7 +179,8 @@ args parse(int argc, char** argv) {
       usage_error(fmt::format("unknown argument '{}'", s));
   }
   if (preset_given && a.config) usage_error("give --preset or --config, not both");
-  if (a.iterations && a.evaluate_file) usage_error("--iterations plans; it does not take --evaluate");
+  if (a.iterations && a.evaluate_file)
+    usage_error("--iterations plans; it does not take --evaluate");
   if (a.seed && !a.iterations) usage_error("--seed needs --iterations");
   return a;
 }
@@ -269,8 +270,7 @@ struct heterogeneity_run {
 
 template <class C>
 heterogeneity_run simulate_data(const args& a, const disttrain::scenario& sc, const C& cm,
-                                const disttrain::plan_request& req,
-                                disttrain::planner_options popt,
+                                const disttrain::plan_request& req, disttrain::planner_options popt,
                                 const disttrain::plan_result& ours,
                                 const disttrain::plan_result& base) {
   heterogeneity_run out{{}, ours, base, interleaved(ours.plan) || interleaved(base.plan), 0.0};
@@ -312,8 +312,7 @@ void print(const heterogeneity_run& r, const disttrain::plan_result& ours,
              "expected batch", "MFU", "GPUs");
   const auto row = [](const char* name, const disttrain::heterogeneity_case& c) {
     fmt::print("  {:<28} {:>7.4f} s {:>7.4f} s {:>7.4f} s {:>13.4f} s {:>5.1f}% {:>6}\n", name,
-               c.times.median_s, c.times.p90_s, c.times.mean_s, c.expected_s, 100 * c.mfu,
-               c.gpus);
+               c.times.median_s, c.times.p90_s, c.times.mean_s, c.expected_s, 100 * c.mfu, c.gpus);
   };
   row("(a) baseline, arrival order", h.baseline_arrival);
   row("(b) plan, arrival order", h.plan_arrival);

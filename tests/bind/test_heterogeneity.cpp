@@ -79,8 +79,8 @@ TEST_CASE("arrival_order: Megatron-LM's dealing, microbatches and DP shares in i
   const auto& p = s.ours.plan;
   REQUIRE(p.num_microbatches == 16);  // 2 samples a microbatch
   const auto batch = s.batch(0);
-  const auto map = disttrain::plan_sample_map(p, s.cm, std::span(batch),
-                                              disttrain::sample_order::arrival);
+  const auto map =
+      disttrain::plan_sample_map(p, s.cm, std::span(batch), disttrain::sample_order::arrival);
   const std::size_t per_mb = batch.size() / map.microbatches;
   for (std::size_t i = 0; i < map.samples.size(); ++i) {
     INFO("sample " << i);
@@ -123,14 +123,14 @@ TEST_CASE("simulate_heterogeneity: each case is simulate_plan with its map") {
   // reorderer's map, (a) the baseline with its arrival map.
   const auto batch = s.batch(1);
   const std::span<const disttrain::model_workload> view(batch);
-  const auto arrival = disttrain::plan_sample_map(s.ours.plan, s.cm, view,
-                                                  disttrain::sample_order::arrival);
+  const auto arrival =
+      disttrain::plan_sample_map(s.ours.plan, s.cm, view, disttrain::sample_order::arrival);
   CHECK(disttrain::simulate_plan(s.ours.plan, s.cm, view, arrival).result.iteration_time ==
         h.plan_arrival.times.seconds[1]);
   CHECK(disttrain::simulate_plan(s.ours.plan, s.cm, view).result.iteration_time ==
         h.plan_reordered.times.seconds[1]);
-  const auto base_arrival = disttrain::plan_sample_map(s.base.plan, s.cm, view,
-                                                       disttrain::sample_order::arrival);
+  const auto base_arrival =
+      disttrain::plan_sample_map(s.base.plan, s.cm, view, disttrain::sample_order::arrival);
   CHECK(disttrain::simulate_plan(s.base.plan, s.cm, view, base_arrival).result.iteration_time ==
         h.baseline_arrival.times.seconds[1]);
   // A "reordered" map equal to the arrival map simulates exactly as (b).
@@ -173,13 +173,13 @@ TEST_CASE("simulate_heterogeneity: an all-colocated pp=1 baseline simulates") {
   REQUIRE(bp.modules[bp.backbone_index()].pp == 1);
   for (const auto& m : bp.modules)
     if (m.role != "backbone") REQUIRE(m.colocated);
-  const auto h = disttrain::simulate_heterogeneity(bp, s.ours.plan, s.cm, s.sc.data,
-                                                   {.iterations = 1});
+  const auto h =
+      disttrain::simulate_heterogeneity(bp, s.ours.plan, s.cm, s.sc.data, {.iterations = 1});
   CHECK(h.baseline_arrival.times.seconds.at(0) > 0);
   const auto batch = s.batch(0);
-  const auto sim = disttrain::simulate_plan(bp, s.cm, std::span(batch),
-                                            disttrain::plan_sample_map(bp, s.cm, std::span(batch),
-                                                                       disttrain::sample_order::arrival));
+  const auto sim = disttrain::simulate_plan(
+      bp, s.cm, std::span(batch),
+      disttrain::plan_sample_map(bp, s.cm, std::span(batch), disttrain::sample_order::arrival));
   CHECK(sim.world.world_size() == 8);
   CHECK(sim.result.iteration_time == h.baseline_arrival.times.seconds[0]);
 }

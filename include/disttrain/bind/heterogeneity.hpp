@@ -38,6 +38,7 @@
 /// @endcode
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -109,22 +110,23 @@ struct iteration_time_stats {
 /// @brief One simulated case: a plan with one kind of sample map.
 struct heterogeneity_case {
   iteration_time_stats times;  ///< per sampled batch
-  double expected_s = 0;       ///< the plan's expected batch, simulated (no heterogeneity)
-  double mfu = 0;       ///< model FLOPs of all sampled batches / (sum of times x GPUs x peak)
+  double expected_s = 0;       ///< the expected batch simulated: `global_batch` samples of
+                               ///< `expected_workload(model, data)` (no heterogeneity)
+  double mfu = 0;      ///< model FLOPs of all sampled batches / (sum of times x GPUs x peak)
   long long gpus = 0;  ///< GPUs the plan uses
 };
 
 /// @brief `simulate_heterogeneity`'s answer (see the file comment).
 struct heterogeneity_result {
-  int iterations = 0;                    ///< sampled batches
-  std::uint64_t seed = 0;                ///< data stream seed used
-  int global_batch = 0;                  ///< samples per batch
-  heterogeneity_case baseline_arrival;   ///< (a)
-  heterogeneity_case plan_arrival;       ///< (b)
-  heterogeneity_case plan_reordered;     ///< (c)
-  double orchestration_gain = 0;         ///< mean (a) / mean (b)
-  double reordering_gain = 0;            ///< mean (b) / mean (c)
-  double total_gain = 0;                 ///< mean (a) / mean (c)
+  int iterations = 0;                   ///< sampled batches
+  std::uint64_t seed = 0;               ///< data stream seed used
+  int global_batch = 0;                 ///< samples per batch
+  heterogeneity_case baseline_arrival;  ///< (a)
+  heterogeneity_case plan_arrival;      ///< (b)
+  heterogeneity_case plan_reordered;    ///< (c)
+  double orchestration_gain = 0;        ///< mean (a) / mean (b)
+  double reordering_gain = 0;           ///< mean (b) / mean (c)
+  double total_gain = 0;                ///< mean (a) / mean (c)
 };
 
 /// @brief Simulates `baseline` and `plan` on `opt.iterations` sampled global
@@ -160,14 +162,18 @@ template <cost_model C>
   const std::size_t modules = cost.model().modules.size();
   const evaluate_options no_memory_check{.check_memory = false};
 
-  struct accumulated {
-    std::vector<double> seconds;
-    double flops = 0;
+  // The three cases: plan, sample map, where the answer goes.
+  struct simulated_case {
+    const parallel_plan* plan;
+    sample_order order;
+    heterogeneity_case* out;
+    std::vector<double> seconds{};
+    double flops = 0;  // model FLOPs of the sampled batches
   };
-  accumulated acc[3];
-  const parallel_plan* plans[3] = {&baseline, &plan, &plan};
-  const sample_order orders[3] = {sample_order::arrival, sample_order::arrival,
-                                  sample_order::reordered};
+  std::array<simulated_case, 3> cases{
+      simulated_case{&baseline, sample_order::arrival, &out.baseline_arrival},
+      simulated_case{&plan, sample_order::arrival, &out.plan_arrival},
+      simulated_case{&plan, sample_order::reordered, &out.plan_reordered}};
   std::vector<model_workload> batch(b);
   sample s;
   for (int it = 0; it < opt.iterations; ++it) {
@@ -180,27 +186,27 @@ template <cost_model C>
     }
     const std::span<const model_workload> view(batch);
     const model_workload mean = total * (1.0 / static_cast<double>(b));
-    for (int c = 0; c < 3; ++c) {
-      const parallel_plan& p = *plans[c];
-      const reorder_result map = plan_sample_map(p, cost, view, orders[c]);
-      acc[c].seconds.push_back(simulate_plan(p, cost, view, map).result.iteration_time);
-      acc[c].flops += evaluate(p, cost, mean, no_memory_check).model_flops;
+    for (simulated_case& c : cases) {
+      const reorder_result map = plan_sample_map(*c.plan, cost, view, c.order);
+      c.seconds.push_back(simulate_plan(*c.plan, cost, view, map).result.iteration_time);
+      c.flops += evaluate(*c.plan, cost, mean, no_memory_check).model_flops;
     }
   }
-  const model_workload expected = expected_workload(cost.model(), sampler.spec());
-  heterogeneity_case* cases[3] = {&out.baseline_arrival, &out.plan_arrival, &out.plan_reordered};
-  for (int c = 0; c < 3; ++c) {
-    const parallel_plan& p = *plans[c];
-    heterogeneity_case& hc = *cases[c];
-    hc.gpus = p.total_gpus();
+  // The expected batch of the distribution as the planner prices it (the
+  // data's own seed, like make_request), whatever `opt.seed`.
+  const model_workload expected = expected_workload(cost.model(), data);
+  for (simulated_case& c : cases) {
+    heterogeneity_case& hc = *c.out;
+    hc.gpus = c.plan->total_gpus();
     double total_s = 0;
-    for (const double t : acc[c].seconds) total_s += t;
-    hc.times = summarize_times(std::move(acc[c].seconds));
+    for (const double t : c.seconds) total_s += t;
+    hc.times = summarize_times(std::move(c.seconds));
     const double denom = total_s * static_cast<double>(hc.gpus) * cost.peak_flops();
-    hc.mfu = denom > 0 ? acc[c].flops / denom : 0.0;
+    hc.mfu = denom > 0 ? c.flops / denom : 0.0;
     // (b) and (c) share the plan: its expected batch is simulated once.
-    hc.expected_s = c == 2 ? out.plan_arrival.expected_s
-                           : simulate_plan(p, cost, expected).result.iteration_time;
+    hc.expected_s = c.out == &out.plan_reordered
+                        ? out.plan_arrival.expected_s
+                        : simulate_plan(*c.plan, cost, expected).result.iteration_time;
   }
   out.orchestration_gain = out.baseline_arrival.times.mean_s / out.plan_arrival.times.mean_s;
   out.reordering_gain = out.plan_arrival.times.mean_s / out.plan_reordered.times.mean_s;
