@@ -338,10 +338,13 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
     const auto m = static_cast<std::size_t>(cx.endpoint(e).segment);
     if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
   }
-  std::vector<message_lists> lists(M);  // per microbatch, slots 0..3
+  // Per microbatch, slots 0..3; a chain of one stage (every module on the
+  // same GPUs, pp 1) has no link, and its lists are empty, not missing.
+  std::vector<message_lists> lists(M);
   std::vector<route_plan> routes(static_cast<std::size_t>(std::max(hi - lo, 0)) * 2);
-  for (std::size_t j = 0; j < M && hi > lo; ++j) {
-    const microbatch_placement mp = microbatch_placements(cx.map, j, modules);
+  for (std::size_t j = 0; j < M; ++j) {
+    const microbatch_placement mp =
+        hi > lo ? microbatch_placements(cx.map, j, modules) : microbatch_placement{};
     for (int l = lo; l < hi; ++l)
       for (int bwd = 0; bwd < 2; ++bwd) {
         route_plan& rp = routes[static_cast<std::size_t>((l - lo) * 2 + bwd)];
