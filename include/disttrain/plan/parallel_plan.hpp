@@ -69,6 +69,9 @@ struct module_plan {
   int dp = 1;               ///< data-parallel replicas
   std::vector<int> layers;  ///< layers of each stage (size pp, each >= 1)
   bool recompute = false;   ///< full activation recomputation
+  /// Selective recomputation: only the attention core is recomputed (JSON:
+  /// `"recompute": "selective"`). Exclusive with `recompute`.
+  bool selective_recompute = false;
   bool colocated = false;   ///< runs on the backbone's first/last stage GPUs
   /// Interleaved 1F1B (Megatron-LM's `--num-layers-per-virtual-pipeline-stage`):
   /// model chunks per device, each `layers[j] / virtual_stages` layers of stage
@@ -153,6 +156,9 @@ inline void validate(const parallel_plan& p) {
     if (!(!m.name.empty()))
       detail::fail(errc::invalid_argument, detail::cat("plan.modules[", i, "].name"),
                    "must not be empty");
+    if (m.recompute && m.selective_recompute)
+      detail::fail(errc::invalid_argument, detail::cat("plan.", m.name, ".recompute"),
+                   "full and selective recomputation are exclusive");
     for (std::size_t j = 0; j < i; ++j)
       if (!(p.modules[j].name != m.name))
         detail::fail(errc::invalid_argument, detail::cat("plan.modules[", i, "].name"),
@@ -245,13 +251,13 @@ inline void to_json(json& j, const module_plan& m) {
            {"pp", m.pp},
            {"dp", m.dp},
            {"layers", m.layers},
-           {"recompute", m.recompute},
+           {"recompute", m.selective_recompute ? json("selective") : json(m.recompute)},
            {"colocated", m.colocated},
            {"virtual_stages", m.virtual_stages},
            {"gpus", m.gpus()}};
 }
-/// @brief Reads a module plan; `recompute`/`colocated` default false, `pp` and
-/// `virtual_stages` 1;
+/// @brief Reads a module plan; `recompute` (true/false, or "off", "selective",
+/// "full") and `colocated` default false, `pp` and `virtual_stages` 1;
 /// `layers` is required. Errors name `plan.<module>.<field>`.
 inline void from_json(const json& j, module_plan& m) {
   m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
@@ -265,7 +271,16 @@ inline void from_json(const json& j, module_plan& m) {
   m.pp = detail::json_get_or<int>(j, "pp", 1, p);
   m.dp = detail::json_get<int>(j, "dp", p);
   m.layers = detail::json_get<std::vector<int>>(j, "layers", p);
-  m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
+  if (j.contains("recompute") && j.at("recompute").is_string()) {
+    const auto mode = j.at("recompute").get<std::string>();
+    if (mode != "off" && mode != "selective" && mode != "full")
+      detail::fail(errc::parse_error, p + ".recompute",
+                   "expected true, false, \"off\", \"selective\" or \"full\", got \"", mode, "\"");
+    m.recompute = mode == "full";
+    m.selective_recompute = mode == "selective";
+  } else {
+    m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
+  }
   m.colocated = detail::json_get_or<bool>(j, "colocated", false, p);
   m.virtual_stages = detail::json_get_or<int>(j, "virtual_stages", 1, p);
 }
