@@ -89,3 +89,35 @@ TEST_CASE("published runs: bad input names the field") {
   DISTTRAIN_CHECK_ERROR(fit_runs(read_published_runs(bad), cost_params{}, {}), errc::invalid_argument,
                         "runs");
 }
+
+TEST_CASE("recompute modes in plan JSON and attention_score_bytes in cost JSON") {
+  const auto runs = load();
+  published_run r = runs.front();
+  r.recompute = "selective";
+  parallel_plan p = run_plan(r);
+  json j = p;
+  CHECK(j["modules"][0]["recompute"] == "selective");
+  parallel_plan back = j.get<parallel_plan>();
+  CHECK(back.modules[0].selective_recompute);
+  CHECK_FALSE(back.modules[0].recompute);
+  j["modules"][0]["recompute"] = "full";
+  back = j.get<parallel_plan>();
+  CHECK(back.modules[0].recompute);
+  CHECK_FALSE(back.modules[0].selective_recompute);
+  j["modules"][0]["recompute"] = "some";
+  DISTTRAIN_CHECK_ERROR(j.get<parallel_plan>(), errc::parse_error, "plan.gpt.recompute");
+  p.modules[0].recompute = true;  // and selective: exclusive
+  DISTTRAIN_CHECK_ERROR(validate(p), errc::invalid_argument, "plan.gpt.recompute");
+
+  cost_params c;
+  c.attention_score_bytes = 13;
+  const json cj = c;
+  CHECK(detail::read_cost_params(cj, "cost").attention_score_bytes == 13);
+  json neg = cj;
+  neg["attention_score_bytes"] = -1;
+  DISTTRAIN_CHECK_ERROR(detail::read_cost_params(neg, "cost"), errc::invalid_argument,
+                        "cost.attention_score_bytes");
+  // read_cost_params keeps the base's values for absent fields.
+  CHECK(detail::read_cost_params(json::object(), "cost", calibrated_cost_params("a100")).efficiency ==
+        calibrated_cost_params("a100").efficiency);
+}

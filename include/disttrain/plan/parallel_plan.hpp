@@ -69,14 +69,15 @@ struct module_plan {
   int dp = 1;               ///< data-parallel replicas
   std::vector<int> layers;  ///< layers of each stage (size pp, each >= 1)
   bool recompute = false;   ///< full activation recomputation
-  /// Selective recomputation: only the attention core is recomputed (JSON:
-  /// `"recompute": "selective"`). Exclusive with `recompute`.
-  bool selective_recompute = false;
   bool colocated = false;   ///< runs on the backbone's first/last stage GPUs
   /// Interleaved 1F1B (Megatron-LM's `--num-layers-per-virtual-pipeline-stage`):
   /// model chunks per device, each `layers[j] / virtual_stages` layers of stage
   /// j. Backbone only; 1 = plain 1F1B.
   int virtual_stages = 1;
+  /// Selective recomputation: only the attention core is recomputed (JSON:
+  /// `"recompute": "selective"`). Exclusive with `recompute`. Last, so that
+  /// positional initialisers of the fields above keep their meaning.
+  bool selective_recompute = false;
 
   /// @brief GPUs this module owns: tp * pp * dp, or 0 when colocated.
   [[nodiscard]] long long gpus() const noexcept {
