@@ -80,7 +80,7 @@ TEST_CASE("published runs: bad input names the field") {
   DISTTRAIN_CHECK_ERROR(read_published_runs(bad), errc::invalid_argument, "runs[1].global_batch");
   bad = j;
   bad["runs"][2]["hardware"] = "v100";
-  DISTTRAIN_CHECK_ERROR(read_published_runs(bad), errc::invalid_argument, "preset");
+  DISTTRAIN_CHECK_ERROR(read_published_runs(bad), errc::invalid_argument, "runs[2].hardware");
   bad = j;
   bad["runs"][0]["speed"] = 1;
   DISTTRAIN_CHECK_ERROR(read_published_runs(bad), errc::parse_error, "runs[0]");

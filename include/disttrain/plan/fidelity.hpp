@@ -145,7 +145,10 @@ inline void check_run(const published_run& r, std::string_view path) {
   r.overlap_param_gather = json_get_or<bool>(j, "overlap_param_gather", false, path);
   r.published = json_get<double>(j, "published", path);
   r.note = json_get_or<std::string>(j, "note", "", path);
-  (void)presets::cluster_preset(r.hardware, 8);  // names the preset if unknown
+  bool known = false;
+  for (const auto& n : presets::cluster_preset_names()) known = known || n == r.hardware;
+  require(known, join_path(path, "hardware"), "unknown cluster preset \"", r.hardware,
+          "\" (known: h100, h800, a100)");
   check_run(r, path);
   return r;
 }
