@@ -211,10 +211,12 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   }
   if (gpus && j.contains("cluster") && j["cluster"].is_object()) j["cluster"]["num_gpus"] = *gpus;
   if (j.contains("planner")) popt = disttrain::read_planner_options(j["planner"], "planner", popt);
-  if (j.contains("cost")) cparams = dd::read_cost_params(j["cost"], "cost");
+  const json cost = j.contains("cost") ? j["cost"] : json::object();
   j.erase("planner");  // read above; the rest is the scenario
   j.erase("cost");
   auto sc = dd::read_scenario(j, "");
+  // The GPU's calibrated defaults (cost_params.hpp), overridden by the config's "cost".
+  cparams = dd::read_cost_params(cost, "cost", disttrain::calibrated_cost_params(sc.cluster.gpu.name));
   if (sc.name.empty()) sc.name = path;
   return sc;
 }
@@ -344,6 +346,7 @@ int run(const args& a) {
   disttrain::cost_params cparams;
   disttrain::scenario sc = a.config ? read_config(*a.config, a.gpus, popt, cparams)
                                     : disttrain::presets::scenario_preset(a.preset);
+  if (!a.config) cparams = disttrain::calibrated_cost_params(sc.cluster.gpu.name);
   if (a.gpus) sc.cluster.num_gpus = *a.gpus;
   if (a.batch) sc.global_batch_size = *a.batch;
   if (a.max_side_pp) popt.max_side_pp = *a.max_side_pp;
