@@ -3,13 +3,19 @@
 /// @brief The per-stage cost formulas shared by `evaluate` and the planner
 /// (one definition, so both produce bit-identical numbers).
 ///
-/// Placement rules (the planner cannot see node boundaries of a rank layout
-/// that depends on the other modules' sizes, so it uses these conservative,
-/// layout-independent rules):
-/// - a stage's DP group spans nodes iff `tp * dp > gpus_per_node`;
-/// - two consecutive stages of a module talk over NVLink iff
-///   `2 * tp * dp <= gpus_per_node`, else over the NIC;
-/// - module boundaries (encoder -> backbone -> generator) use the NIC.
+/// Placement rules (the rank numbering of `to_rank_layout`: the disaggregated
+/// modules on contiguous rank blocks in pipeline order, a module's stage `j`
+/// on ranks [base + j s, base + (j + 1) s) with `s = tp * dp`, nodes of
+/// `gpus_per_node` consecutive ranks):
+/// - a stage's DP groups run on NVLink iff the stage's block sits in one node
+///   (with TP groups inside nodes, that is iff every DP group does), else on
+///   the NIC;
+/// - a transfer between two stages (consecutive stages of a module, or the
+///   stages on either side of a module boundary) runs on NVLink iff both
+///   stages' blocks sit in one node (then every sender / receiver pair
+///   shares it), else on the NIC.
+/// The planner's bounds use `best_case_*` (the cheapest class any placement
+/// could give), its exact scores the same functions as `evaluate`.
 
 #include <algorithm>
 #include <cmath>
@@ -22,12 +28,26 @@
 
 namespace disttrain::detail {
 
-/// @brief Whether a stage of `tp * dp` GPUs has a DP group spanning nodes.
-[[nodiscard]] constexpr bool dp_spans_nodes(int tp, int dp, int gpus_per_node) noexcept {
-  return static_cast<long long>(tp) * dp > gpus_per_node;
+/// @brief Whether ranks [first, first + count) sit in one node of `gpus_per_node` ranks.
+[[nodiscard]] constexpr bool in_one_node(long long first, long long count,
+                                         int gpus_per_node) noexcept {
+  return count >= 1 && count <= gpus_per_node &&
+         first / gpus_per_node == (first + count - 1) / gpus_per_node;
 }
-/// @brief Whether consecutive stages of `tp * dp` GPUs each share a node.
-[[nodiscard]] constexpr bool hop_same_node(int tp, int dp, int gpus_per_node) noexcept {
+/// @brief Whether two rank blocks [a, a + na) and [b, b + nb) all sit in one node.
+[[nodiscard]] constexpr bool blocks_in_one_node(long long a, long long na, long long b,
+                                                long long nb, int gpus_per_node) noexcept {
+  return in_one_node(a, na, gpus_per_node) && in_one_node(b, nb, gpus_per_node) &&
+         a / gpus_per_node == b / gpus_per_node;
+}
+/// @brief Whether some placement could put a stage of `tp * dp` ranks in one
+/// node (the best case of the DP link class, for bounds).
+[[nodiscard]] constexpr bool stage_may_share_node(int tp, int dp, int gpus_per_node) noexcept {
+  return static_cast<long long>(tp) * dp <= gpus_per_node;
+}
+/// @brief Whether some placement could put two consecutive stages of `tp *
+/// dp` ranks each in one node (the best case of a hop's link class, for bounds).
+[[nodiscard]] constexpr bool hop_may_share_node(int tp, int dp, int gpus_per_node) noexcept {
   return 2LL * tp * dp <= gpus_per_node;
 }
 
@@ -38,27 +58,35 @@ namespace disttrain::detail {
 }
 
 /// @brief Transfer from a stage to the next stage of its module per microbatch
-/// (each TP rank sends its 1/tp share), times `dirs`.
+/// (each TP rank sends its 1/tp share) over NVLink iff `same_node`, times `dirs`.
 template <cost_model C>
 [[nodiscard]] double hop_time(const C& c, const stage_config& s, const module_workload& w,
-                              int gpus_per_node, double dirs) {
-  return dirs * c.p2p_time(c.stage_output_bytes(s, w) / static_cast<double>(s.tp),
-                           hop_same_node(s.tp, s.dp, gpus_per_node));
+                              bool same_node, double dirs) {
+  return dirs * c.p2p_time(c.stage_output_bytes(s, w) / static_cast<double>(s.tp), same_node);
+}
+
+/// @brief One side's half of a module-boundary transfer: a replica with
+/// `k` samples of `per_sample`, each TP rank 1/tp of the bytes, over NVLink
+/// iff `same_node` (before `dirs` and the max with the other side).
+template <cost_model C>
+[[nodiscard]] double boundary_half(const C& c, std::size_t from, std::size_t to,
+                                   const model_workload& per_sample, int k, int tp,
+                                   bool same_node) {
+  return c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k)) /
+                        static_cast<double>(tp),
+                    same_node);
 }
 
 /// @brief Module-boundary transfer per microbatch: the busiest replica on
 /// either side moves the bytes of its own samples (`k_from` resp. `k_to`),
-/// each TP rank 1/tp of them, over the NIC; times `dirs`.
+/// each TP rank 1/tp of them, over NVLink iff `same_node` (both boundary
+/// stages in one node), else the NIC; times `dirs`.
 template <cost_model C>
 [[nodiscard]] double boundary_time(const C& c, std::size_t from, std::size_t to,
                                    const model_workload& per_sample, int k_from, int tp_from,
-                                   int k_to, int tp_to, double dirs) {
-  const double a = c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k_from)) /
-                                  static_cast<double>(tp_from),
-                              false);
-  const double b = c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k_to)) /
-                                  static_cast<double>(tp_to),
-                              false);
+                                   int k_to, int tp_to, double dirs, bool same_node) {
+  const double a = boundary_half(c, from, to, per_sample, k_from, tp_from, same_node);
+  const double b = boundary_half(c, from, to, per_sample, k_to, tp_to, same_node);
   return dirs * std::max(a, b);
 }
 
