@@ -24,10 +24,20 @@
 ///   whether it holds the first / last layer;
 /// - A2: stage time does not depend on dp; stage memory is non-increasing in dp;
 /// - A3: DP sync + optimizer time of a stage is non-decreasing in dp;
+/// - A4: a transfer or a DP sync inside a node is no slower than the same one
+///   over the NIC;
 /// - stage time is non-decreasing in the number of layers.
-/// Then, for a side module with fixed (tp, recompute, pp, per-replica samples
-/// k = ceil(n/dp)), the smallest dp that fits memory in each residue class of
-/// its GPU count modulo the node size dominates every larger dp.
+/// Links follow the rank placement (`detail/stage_cost.hpp`), so a module's
+/// hops, sync and boundary depend on its first rank modulo the node size:
+/// the encoder starts at rank 0, the backbone at the encoder's GPU count, the
+/// generator after both. The bounds price every link at the cheapest class
+/// any placement could give (`link_case::best`: NVLink only for blocks of at
+/// most a node); candidates are scored with the placement's classes, bit for
+/// bit as `evaluate`. For a side module with fixed (tp, recompute, pp,
+/// per-replica samples k = ceil(n/dp)), a larger dp of the same GPU-count
+/// residue (encoder) or of any (generator) is dominated once its stages
+/// exceed a node (every link the NIC; A3, A4); below that, the option lists
+/// keep every dp not dominated in its own path and sync (`side_options`).
 
 #include <algorithm>
 #include <chrono>
