@@ -40,6 +40,7 @@
 /// keep every dp not dominated in its own path and sync (`side_options`).
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -512,8 +513,9 @@ class plan_search {
       const bool more = j + 1 < pp;
       L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[i].dirs) : 0.0);
       L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[i].dirs) : 0.0);
-      L.sync_in.push_back(exposed_sync(part_sync(cost_, cfg, w, false)));
-      L.sync_nic.push_back(exposed_sync(part_sync(cost_, cfg, w, true)));
+      const std::array<stage_sync, 2> y = part_sync_both(cost_, cfg, w);
+      L.sync_in.push_back(exposed_sync(y[0]));
+      L.sync_nic.push_back(exposed_sync(y[1]));
     }
     return L;
   }
@@ -672,32 +674,32 @@ class plan_search {
   /// @brief Links of the backbone configuration `b` whose encoder (`ce`) /
   /// generator (`cg`) may be colocated on its first / last stage; their sync
   /// is added to those stages in model-module order (as `evaluate` does).
-  stage_links backbone_links(const backbone_cfg& b, bool ce, bool cg) {
+  void backbone_links(const backbone_cfg& b, bool ce, bool cg, stage_links& L) {
     const module_workload w = workload(bi_, b.k);
-    stage_links L;
     L.ranks = static_cast<long long>(b.tp) * b.dp;
-    for (bool spans : {false, true}) {
-      const stage_sync ye =
-          ce ? part_sync(cost_, colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k), spans)
-             : stage_sync{};
-      const stage_sync yg =
-          cg ? part_sync(cost_, colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k), spans)
-             : stage_sync{};
-      auto& hop = spans ? L.hop_nic : L.hop_in;
-      auto& sync = spans ? L.sync_nic : L.sync_in;
-      for (int j = 0; j < b.pp; ++j) {
-        const stage_type ty = type_of_stage(j, b.pp);
-        const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
-                               b.rc};
-        hop.push_back(j + 1 < b.pp ? hop_time(cost_, cfg, w, !spans, mods_[bi_].dirs) : 0.0);
+    L.hop_in.clear();
+    L.hop_nic.clear();
+    L.sync_in.clear();
+    L.sync_nic.clear();
+    std::array<stage_sync, 2> ye{}, yg{};
+    if (ce) ye = part_sync_both(cost_, colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k));
+    if (cg) yg = part_sync_both(cost_, colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k));
+    for (int j = 0; j < b.pp; ++j) {
+      const stage_type ty = type_of_stage(j, b.pp);
+      const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
+                             b.rc};
+      const bool more = j + 1 < b.pp;
+      L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[bi_].dirs) : 0.0);
+      L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[bi_].dirs) : 0.0);
+      const std::array<stage_sync, 2> own = part_sync_both(cost_, cfg, w);
+      for (std::size_t spans = 0; spans < 2; ++spans) {
         stage_sync y;
-        if ((ty == stage_type::first || ty == stage_type::whole) && ce) y.add(ye);
-        y.add(part_sync(cost_, cfg, w, spans));
-        if ((ty == stage_type::last || ty == stage_type::whole) && cg) y.add(yg);
-        sync.push_back(exposed_sync(y));
+        if ((ty == stage_type::first || ty == stage_type::whole) && ce) y.add(ye[spans]);
+        y.add(own[spans]);
+        if ((ty == stage_type::last || ty == stage_type::whole) && cg) y.add(yg[spans]);
+        (spans ? L.sync_nic : L.sync_in).push_back(exposed_sync(y));
       }
     }
-    return L;
   }
 
   /// @brief Backbone terms (max stage, path, sync) of `b` with links `L`
@@ -783,7 +785,7 @@ class plan_search {
 
   void expand(const backbone_cfg& b, side_mode md) {
     const int m = S_ / b.n;
-    bctx_.links = backbone_links(b, md.ce, md.cg);
+    backbone_links(b, md.ce, md.cg, bctx_.links);
     bctx_.at.assign(static_cast<std::size_t>(g_), module_terms{});
     bctx_.done.assign(static_cast<std::size_t>(g_), 0);
     {
@@ -992,8 +994,8 @@ class plan_search {
         c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
         if (c.layout->layers.empty() || split_bound(c) > best_.time) continue;
         ++stats_.monolithic_configs;
-        const module_terms arr[1] = {
-            backbone_terms(c, backbone_links(c, has_e_, has_g_), 0, link_case::placed)};
+        backbone_links(c, has_e_, has_g_, mlinks_);
+        const module_terms arr[1] = {backbone_terms(c, mlinks_, 0, link_case::placed)};
         const double time = combine(S_ / c.n, arr).iteration_s;
         const long long gpus = static_cast<long long>(c.tp) * c.pp * c.dp;
         if (!may_improve(time, gpus) || !backbone_fits(c, 0, c.pp, S_ / c.n, has_e_, has_g_))
@@ -1039,6 +1041,7 @@ class plan_search {
   std::vector<module_terms> gterms_;
   std::vector<double> hops_;
   backbone_ctx bctx_;
+  stage_links mlinks_;  // a monolithic configuration's links
   std::vector<double> pmin_t_, pmin_path_;
   ranked_plan best_;
   violation viol_;

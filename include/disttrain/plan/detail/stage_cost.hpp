@@ -18,6 +18,7 @@
 /// could give), its exact scores the same functions as `evaluate`.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 
@@ -179,6 +180,20 @@ template <cost_model C>
   r.forward_s = t.forward_s;
   r.backward_s = t.backward_s + t.weight_grad_s;
   r.buckets = d.params > 0 ? std::ceil(d.params / ddp_bucket_params(s.dp)) : 0.0;
+  return r;
+}
+
+/// @brief `part_sync(c, s, w, false)` and `part_sync(c, s, w, true)` (DP
+/// group inside one node, across nodes), bit for bit, with one `stage_time`.
+template <cost_model C>
+[[nodiscard]] std::array<stage_sync, 2> part_sync_both(const C& c, const stage_config& s,
+                                                       const module_workload& w) {
+  std::array<stage_sync, 2> r{part_sync(c, s, w, false), stage_sync{}};
+  const dp_sync_times d = dp_sync_of(c, s, true);
+  r[1] = r[0];
+  r[1].reduce_scatter_s = d.reduce_scatter_s;
+  r[1].all_gather_s = d.all_gather_s;
+  r[1].buckets = d.params > 0 ? std::ceil(d.params / ddp_bucket_params(s.dp)) : 0.0;
   return r;
 }
 
