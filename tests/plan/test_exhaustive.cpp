@@ -30,7 +30,7 @@ struct case_spec {
 
 int interleaved_optima = 0;  // how many optima (plan or baseline) interleave the backbone
 int mixed_optima = 0;        // how many planner optima colocate exactly one side module
-int placed_optima = 0;  // optima whose placement prices a link unlike the layout-free rules
+int placed_optima = 0;       // optima whose placement prices a link unlike the layout-free rules
 
 // Whether the placement (to_rank_layout's numbering) puts a stage of at most a node's GPUs across
 // two nodes, or a module boundary inside one node: links the old layout-independent rules

@@ -37,7 +37,8 @@ TEST_CASE("a stage's DP sync is priced by where its DP group sits (mllm-13b on 3
   const disttrain::analytic_cost_model cm(sc.model, sc.cluster);
   const auto req = disttrain::make_request(sc);
   const parallel_plan p = straddling(req.global_batch);
-  const auto e = disttrain::evaluate(p, cm, req.sample_workload, disttrain::evaluate_options{false});
+  const auto e =
+      disttrain::evaluate(p, cm, req.sample_workload, disttrain::evaluate_options{false});
   const disttrain::rank_layout L = disttrain::to_rank_layout(p);
   const int g = sc.cluster.gpus_per_node;
   int straddling_stages = 0;
@@ -62,7 +63,8 @@ TEST_CASE("stage-to-stage transfers of straddling stages go over the NIC") {
   const disttrain::analytic_cost_model cm(sc.model, sc.cluster);
   const auto req = disttrain::make_request(sc);
   const parallel_plan p = straddling(req.global_batch);
-  const auto e = disttrain::evaluate(p, cm, req.sample_workload, disttrain::evaluate_options{false});
+  const auto e =
+      disttrain::evaluate(p, cm, req.sample_workload, disttrain::evaluate_options{false});
   // The same plan on a cluster of one 64-GPU "node" (every link NVLink) and of 1-GPU "nodes"
   // (every link the NIC; no TP to split) brackets it strictly: placement decides the classes.
   auto all_nvlink = sc.cluster;
@@ -104,8 +106,8 @@ TEST_CASE("the planner's answer is priced by its own placement (mllm-13b on 36 G
     while (sc.model.modules[mod].name != s.module) ++mod;
     if (!s.colocated.empty()) continue;  // colocated parts add their own sync
     const bool spans = group.front() / g != group.back() / g;
-    const disttrain::stage_config cfg{mod, s.first_layer, s.num_layers, s.tp, s.dp,
-                                      r.plan.modules[mod].recompute};
+    const disttrain::stage_config cfg{mod,  s.first_layer, s.num_layers,
+                                      s.tp, s.dp,          r.plan.modules[mod].recompute};
     const auto w = req.sample_workload[mod] * static_cast<double>(s.replica_samples);
     CHECK(s.sync_total_s == disttrain::detail::part_sync(cm, cfg, w, spans).total_s());
   }

@@ -381,7 +381,7 @@ class plan_search {
     // The encoder (first rank 0): its exact path without the boundary and sync; the generator
     // (first rank known only with the encoder and backbone): best-case values, for bounds.
     double max_stage = 0, path_base = 0, sync = 0;
-    double side_in = 0, side_nic = 0;  // its half of the boundary transfer, NVLink / NIC
+    double side_in = 0, side_nic = 0;       // its half of the boundary transfer, NVLink / NIC
     double worst_path = 0, worst_sync = 0;  // generator: every link on the NIC
     stage_links links;
     const split_info* layout = nullptr;
@@ -665,8 +665,9 @@ class plan_search {
       const long long a = base + j * s;
       if (j + 1 < pp)
         hops[u] = pick(L.hop_in[u], L.hop_nic[u], blocks_in_one_node(a, s, a + s, s, g_),
-                       2 * s <= g_);
-      sync = std::max(sync, pick(L.sync_in[u], L.sync_nic[u], in_one_node(a, s, g_), s <= g_));
+                       may_share_node(s, s, g_));
+      sync = std::max(
+          sync, pick(L.sync_in[u], L.sync_nic[u], in_one_node(a, s, g_), may_share_node(s, 0, g_)));
     }
     return sync;
   }
@@ -789,9 +790,8 @@ class plan_search {
     bctx_.at.assign(static_cast<std::size_t>(g_), module_terms{});
     bctx_.done.assign(static_cast<std::size_t>(g_), 0);
     {
-      const module_terms arr[3] = {module_terms{},
-                                   backbone_terms(b, bctx_.links, 0, link_case::best),
-                                   module_terms{}};
+      const module_terms arr[3] = {
+          module_terms{}, backbone_terms(b, bctx_.links, 0, link_case::best), module_terms{}};
       if (combine_bound(m, arr).iteration_s > best_.time) return;
     }
     ++stats_.backbone_expanded;
@@ -809,9 +809,10 @@ class plan_search {
     }
   }
 
-  /// @brief Boundary transfer between a side module and the backbone: the
-  /// larger of the two halves (`a`, `b`: NVLink / NIC pairs) over the link
-  /// `same_node` picks, or (`best`) the cheaper class where `may_share` allows.
+  /// @brief Boundary transfer between a side module and the backbone (times
+  /// `dirs`): the larger of the two halves (`a`, `b`: NVLink / NIC pairs) over
+  /// the link `same_node` picks (`boundary_of`, as `boundary_time`), or the
+  /// cheaper class of each where some placement may share a node (`best_boundary`).
   [[nodiscard]] static double boundary_of(double dirs, double a_in, double a_nic, double b_in,
                                           double b_nic, bool same_node) noexcept {
     return dirs * std::max(same_node ? a_in : a_nic, same_node ? b_in : b_nic);
@@ -856,8 +857,9 @@ class plan_search {
       const side_option& o = G->options[i];
       if (sg) {
         gterms_[i].max_stage_s = o.max_stage;
-        gterms_[i].path_s = o.path_base + best_boundary(dirs_g, bg_in, bg_nic, o.side_in,
-                                                        o.side_nic, sb + o.links.ranks <= g_);
+        gterms_[i].path_s =
+            o.path_base + best_boundary(dirs_g, bg_in, bg_nic, o.side_in, o.side_nic,
+                                        may_share_node(sb, o.links.ranks, g_));
         gterms_[i].sync_s = o.sync;
         gterms_[i].stages = o.pp;
         gterms_[i].loop_s = gterms_[i].path_s;
@@ -874,9 +876,9 @@ class plan_search {
       if (se) {
         const long long se_ranks = e.links.ranks;
         et.max_stage_s = e.max_stage;
-        et.path_s = e.path_base + boundary_of(dirs_e, e.side_in, e.side_nic, be_in, be_nic,
-                                              blocks_in_one_node(e.gpus - se_ranks, se_ranks,
-                                                                 e.gpus, sb, g_));
+        et.path_s = e.path_base +
+                    boundary_of(dirs_e, e.side_in, e.side_nic, be_in, be_nic,
+                                blocks_in_one_node(e.gpus - se_ranks, se_ranks, e.gpus, sb, g_));
         et.sync_s = e.sync;
         et.stages = e.pp;
         et.loop_s = et.path_s;

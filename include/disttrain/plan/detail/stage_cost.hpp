@@ -14,7 +14,7 @@
 ///   stages on either side of a module boundary) runs on NVLink iff both
 ///   stages' blocks sit in one node (then every sender / receiver pair
 ///   shares it), else on the NIC.
-/// The planner's bounds use `best_case_*` (the cheapest class any placement
+/// The planner's bounds use `may_share_node` (the cheapest class any placement
 /// could give), its exact scores the same functions as `evaluate`.
 
 #include <algorithm>
@@ -41,15 +41,12 @@ namespace disttrain::detail {
   return in_one_node(a, na, gpus_per_node) && in_one_node(b, nb, gpus_per_node) &&
          a / gpus_per_node == b / gpus_per_node;
 }
-/// @brief Whether some placement could put a stage of `tp * dp` ranks in one
-/// node (the best case of the DP link class, for bounds).
-[[nodiscard]] constexpr bool stage_may_share_node(int tp, int dp, int gpus_per_node) noexcept {
-  return static_cast<long long>(tp) * dp <= gpus_per_node;
-}
-/// @brief Whether some placement could put two consecutive stages of `tp *
-/// dp` ranks each in one node (the best case of a hop's link class, for bounds).
-[[nodiscard]] constexpr bool hop_may_share_node(int tp, int dp, int gpus_per_node) noexcept {
-  return 2LL * tp * dp <= gpus_per_node;
+/// @brief Whether some placement could put rank blocks of `na` and `nb` ranks
+/// together in one node (the best case of a link's class, for the planner's
+/// bounds); `nb = 0` for a single block.
+[[nodiscard]] constexpr bool may_share_node(long long na, long long nb,
+                                            int gpus_per_node) noexcept {
+  return na + nb <= gpus_per_node;
 }
 
 /// @brief 2 when module `i` runs a backward pass (gradients flow back over
@@ -73,9 +70,9 @@ template <cost_model C>
 [[nodiscard]] double boundary_half(const C& c, std::size_t from, std::size_t to,
                                    const model_workload& per_sample, int k, int tp,
                                    bool same_node) {
-  return c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k)) /
-                        static_cast<double>(tp),
-                    same_node);
+  return c.p2p_time(
+      c.transfer_bytes(from, to, per_sample * static_cast<double>(k)) / static_cast<double>(tp),
+      same_node);
 }
 
 /// @brief Module-boundary transfer per microbatch: the busiest replica on
