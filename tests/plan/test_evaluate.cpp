@@ -41,10 +41,13 @@ TEST_CASE("closed form of a disaggregated plan matches the hand computation") {
   CHECK(e.stages[1].time_s == Approx(0.024));
   CHECK(e.stages[3].time_s == Approx(0.0075));
   CHECK(e.stages[3].replica_samples == 2);
-  // Paths: encoder 0.0096 + boundary 2*max(1e8/1e10, 5e7/1e10) = 0.0296; backbone 0.024 + hop
-  // 2*5e8/1e11 + 0.024 = 0.058; generator 0.0075 + 2*max(5e8/1e10, 2e9/1e10) = 0.4075.
-  // Period: max(slowest stage 0.024, path / P = 0.4951 / 4): the transfer-bound loop.
-  const double path = 0.0296 + 0.058 + 0.4075;
+  // Placement (8 GPUs a node): encoder ranks 0-1, backbone stage 0 ranks 2-5, stage 1 ranks 6-9
+  // (straddles nodes 0 and 1), generator rank 10.
+  // Paths: encoder 0.0096 + boundary over NVLink (ranks 0-5 in node 0) 2*max(1e8/1e11, 5e7/1e11)
+  // = 0.0116; backbone 0.024 + hop over the NIC (ranks 2-9) 2*5e8/1e10 + 0.024 = 0.148;
+  // generator 0.0075 + NIC boundary 2*max(5e8/1e10, 2e9/1e10) = 0.4075.
+  // Period: max(slowest stage 0.024, path / P = 0.5671 / 4): the transfer-bound loop.
+  const double path = 0.0116 + 0.148 + 0.4075;
   const double pipeline = 3 * (path / 4) + path;
   CHECK(e.pipeline_time_s == Approx(pipeline));
   // Sync: encoder dp 2: 1e-3*32 + 1e-4*32/2 = 0.0336 is the largest.

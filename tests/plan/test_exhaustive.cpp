@@ -25,10 +25,35 @@ struct case_spec {
   int min_backbone_pp = 1;
   bool overlap_grad_reduce = true;  // the planner's defaults (Megatron-LM's overlap switches on)
   bool overlap_param_gather = true;
+  int gpus_per_node = 0;  // 0: the cluster preset's
 };
 
 int interleaved_optima = 0;  // how many optima (plan or baseline) interleave the backbone
 int mixed_optima = 0;        // how many planner optima colocate exactly one side module
+int placed_optima = 0;       // optima whose placement prices a link unlike the layout-free rules
+
+// Whether the placement (to_rank_layout's numbering) puts a stage of at most a node's GPUs across
+// two nodes, or a module boundary inside one node: links the old layout-independent rules
+// (a DP group spans nodes iff tp * dp > gpus per node; boundaries on the NIC) priced otherwise.
+bool placement_matters(const disttrain::parallel_plan& p) {
+  const long long g = p.gpus_per_node;
+  long long base = 0, prev_first = -1, prev_size = 0;
+  bool matters = false;
+  for (const auto& m : p.modules) {
+    if (m.colocated) continue;
+    const long long s = static_cast<long long>(m.tp) * m.dp;
+    for (int j = 0; j < m.pp; ++j) {
+      const long long a = base + j * s;
+      if (s <= g && a / g != (a + s - 1) / g) matters = true;
+    }
+    if (prev_first >= 0 && prev_size + s <= g && prev_first / g == (base + s - 1) / g)
+      matters = true;
+    prev_first = base + (m.pp - 1) * s;
+    prev_size = s;
+    base += m.gpus();
+  }
+  return matters;
+}
 
 bool mixed(const disttrain::parallel_plan& p) {
   int colocated = 0, sides = 0;
@@ -40,6 +65,7 @@ bool mixed(const disttrain::parallel_plan& p) {
 void compare(const case_spec& c) {
   auto sc = disttrain::presets::scenario_preset(c.preset);
   sc.cluster = disttrain::presets::cluster_preset(c.cluster, c.gpus);
+  if (c.gpus_per_node > 0) sc.cluster.gpus_per_node = c.gpus_per_node;
   if (c.v == variant::no_generator) sc.model.modules.pop_back();
   if (c.v == variant::frozen_encoder) sc.model.modules.front().frozen = true;
   disttrain::analytic_cost_model cm(sc.model, sc.cluster);
@@ -68,6 +94,7 @@ void compare(const case_spec& c) {
   CHECK(r.plan == *ex.plan);
   if (r.plan.modules[r.plan.backbone_index()].virtual_stages > 1) ++interleaved_optima;
   if (mixed(r.plan)) ++mixed_optima;
+  if (placement_matters(r.plan)) ++placed_optima;
   // The same for the baseline's space.
   const auto exb = disttrain::testing::exhaustive_plan(cm, req, [&] {
     auto o = opt;
@@ -104,10 +131,18 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       {"mllm-13b", "h100", 32, 4, 2, 1, variant::as_is, 1, false, true},
       // Mixed optimum: the generator colocated, the encoder on its own GPUs.
       {"mllm-13b", "h800", 24, 8, 4, 2},
+      // Small nodes: side modules of a few GPUs shift the backbone's stages across node
+      // boundaries, so where a module starts decides its links (placement-aware pricing).
+      {"mllm-7b", "h800", 12, 4, 4, 2, variant::as_is, 1, true, true, 4},
+      {"mllm-13b", "h800", 20, 4, 4, 2, variant::as_is, 1, true, true, 4},
+      {"mllm-7b", "h100", 14, 8, 2, 2, variant::as_is, 1, false, false, 4},
   };
   for (const auto& c : cases) compare(c);
   // The space includes interleaved 1F1B (max_virtual_stages 4 by default), and it wins somewhere.
   CHECK(interleaved_optima > 0);
   // Per-side-module colocation is in the space too, and wins at least once.
   CHECK(mixed_optima > 0);
+  // And optima whose links the rank placement decides (a stage across a node boundary, or a
+  // module boundary inside a node).
+  CHECK(placed_optima > 0);
 }

@@ -29,13 +29,14 @@ TEST_CASE("interleaved closed form matches the hand computation") {
   const auto w = disttrain::testing::mock_sample();
   const auto plain = disttrain::evaluate(plan(1), cm, w);
   const auto two = disttrain::evaluate(plan(2), cm, w);
-  // Backbone: two stages of 0.024 s, one NVLink hop 2 * 5e8 / 1e11 = 0.01 s.
-  // 1F1B path 0.058; interleaved path (S - T) / v + T + H = 0.024 / 2 + 0.024 + 0.01 = 0.046,
-  // loop S + v H = 0.068. Encoder path 0.0296, generator 0.4075 (test_evaluate.cpp).
-  const double path = 0.0296 + 0.046 + 0.4075;
-  const double loop = 0.0296 + 0.068 + 0.4075;
+  // Backbone: two stages of 0.024 s on ranks 2-5 and 6-9 (across nodes 0 and 1 of 8 GPUs), one
+  // NIC hop 2 * 5e8 / 1e10 = 0.1 s. 1F1B path 0.148; interleaved path (S - T) / v + T + H =
+  // 0.024 / 2 + 0.024 + 0.1 = 0.136, loop S + v H = 0.248. Encoder path 0.0116, generator 0.4075
+  // (test_evaluate.cpp).
+  const double path = 0.0116 + 0.136 + 0.4075;
+  const double loop = 0.0116 + 0.248 + 0.4075;
   CHECK(two.pipeline_time_s == Approx(3 * (loop / 4) + path));
-  CHECK(plain.pipeline_time_s == Approx(3 * ((0.0296 + 0.058 + 0.4075) / 4) + 0.4951));
+  CHECK(plain.pipeline_time_s == Approx(3 * ((0.0116 + 0.148 + 0.4075) / 4) + 0.5671));
   CHECK(two.sync_time_s == plain.sync_time_s);
   // Memory: device j of the backbone keeps 2 (pp - j - 1) + (v - 1) pp + 1 chunk-microbatches
   // plus v per later chain stage (the generator), of 8 layers each.

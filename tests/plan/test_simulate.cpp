@@ -91,12 +91,14 @@ TEST_CASE("a disaggregated plan simulates every rank's bound program") {
   // docs/planner.md) simulated / evaluated is 0.90 .. 1.02. This mock plan is
   // transfer-bound (1 MB per token over 10 GB/s), where the closed form counts
   // every boundary transfer into the period and the simulation overlaps
-  // transfers with compute: measured 0.734. Band: the presets' and this plan's
-  // range, +-5%.
+  // transfers with compute: measured 0.644 (0.734 before links followed the
+  // placement: backbone stage 1 on ranks 6-9 straddles two nodes, so the
+  // closed form's hop is now the NIC's, which the simulation partly overlaps).
+  // Band: the presets' and this plan's range, +-5%.
   const auto e = disttrain::evaluate(p, cm, w);
   const double ratio = s.result.iteration_time / e.iteration_time_s;
   INFO("simulated / evaluated = " << ratio);
-  CHECK(ratio > 0.70);
+  CHECK(ratio > 0.61);
   CHECK(ratio < 1.07);
 }
 

@@ -19,6 +19,10 @@
 /// A stage's exposed sync is its ZeRO-1 reduce-scatter + all-gather + optimizer
 /// step, less what the plan's `overlap_grad_reduce` / `overlap_param_gather`
 /// hide behind the last backward / first forward (`detail::stage_sync`).
+/// Links follow the plan's rank placement (`to_rank_layout`'s numbering): a
+/// stage's DP sync runs on NVLink iff the stage's ranks sit in one node, a
+/// transfer between two stages iff both stages' ranks do; else the NIC
+/// (`detail/stage_cost.hpp`).
 ///
 /// @code
 /// disttrain::analytic_cost_model cm(sc.model, sc.cluster);
@@ -30,6 +34,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "disttrain/core/error.hpp"
@@ -172,10 +177,25 @@ template <cost_model C>
   auto samples_of = [&](int dp) { return (n + dp - 1) / dp; };
   const int kb = samples_of(bb.dp);
 
-  // Chain positions.
+  // Chain positions, and each disaggregated module's first rank (`to_rank_layout`'s numbering).
   int total_stages = 0;
-  for (const auto& mp : p.modules)
-    if (!mp.colocated) total_stages += mp.pp;
+  std::vector<long long> base(p.modules.size(), 0);
+  long long next_rank = 0;
+  for (std::size_t i = 0; i < p.modules.size(); ++i) {
+    const module_plan& mp = p.modules[i];
+    if (mp.colocated) continue;
+    total_stages += mp.pp;
+    base[i] = next_rank;
+    next_rank += mp.gpus();
+  }
+  // Rank block of stage j of module i.
+  auto block = [&](std::size_t i, int j) {
+    const long long s = static_cast<long long>(p.modules[i].tp) * p.modules[i].dp;
+    return std::pair<long long, long long>{base[i] + j * s, s};
+  };
+  auto same_node = [&](std::pair<long long, long long> a, std::pair<long long, long long> b) {
+    return detail::blocks_in_one_node(a.first, a.second, b.first, b.second, g);
+  };
 
   plan_evaluation ev;
   ev.gpus = p.total_gpus();
@@ -211,7 +231,8 @@ template <cost_model C>
       r.in_flight = p.schedule == plan_schedule::gpipe ? m
                     : v > 1 ? detail::interleaved_in_flight(mp.pp, j, v, m, after)
                             : detail::one_f_one_b_in_flight(total_stages, pos, m);
-      const bool spans = detail::dp_spans_nodes(mp.tp, mp.dp, g);
+      const auto here = block(i, j);
+      const bool spans = !detail::in_one_node(here.first, here.second, g);
       // Parts of this stage in model-module order: [colocated encoder], module, [colocated
       // generator].
       double time = 0;
@@ -253,7 +274,8 @@ template <cost_model C>
       r.memory_bytes = mem.total();
       times[static_cast<std::size_t>(j)] = time;
       if (j + 1 < mp.pp)
-        hops[static_cast<std::size_t>(j)] = detail::hop_time(cost, cfg, w, g, dirs);
+        hops[static_cast<std::size_t>(j)] =
+            detail::hop_time(cost, cfg, w, same_node(here, block(i, j + 1)), dirs);
       sync_max = std::max(sync_max, r.sync_s);
       ev.max_memory_bytes = std::max(ev.max_memory_bytes, r.memory_bytes);
       ev.stages.push_back(std::move(r));
@@ -261,10 +283,12 @@ template <cost_model C>
     }
     double boundary = 0;
     if (i < bi) {
-      boundary = detail::boundary_time(cost, i, bi, sample_workload, k, mp.tp, kb, bb.tp, dirs);
+      boundary = detail::boundary_time(cost, i, bi, sample_workload, k, mp.tp, kb, bb.tp, dirs,
+                                       same_node(block(i, mp.pp - 1), block(bi, 0)));
     } else if (i > bi) {
       boundary = detail::boundary_time(cost, bi, i, sample_workload, kb, bb.tp, k, mp.tp,
-                                       detail::transfer_directions(model, bi));
+                                       detail::transfer_directions(model, bi),
+                                       same_node(block(bi, bb.pp - 1), block(i, 0)));
     }
     detail::module_terms t = detail::module_path(times, hops, boundary, v);
     t.sync_s = sync_max;

@@ -24,12 +24,23 @@
 ///   whether it holds the first / last layer;
 /// - A2: stage time does not depend on dp; stage memory is non-increasing in dp;
 /// - A3: DP sync + optimizer time of a stage is non-decreasing in dp;
+/// - A4: a transfer or a DP sync inside a node is no slower than the same one
+///   over the NIC;
 /// - stage time is non-decreasing in the number of layers.
-/// Then, for a side module with fixed (tp, recompute, pp, per-replica samples
-/// k = ceil(n/dp)), the smallest dp that fits memory in each residue class of
-/// its GPU count modulo the node size dominates every larger dp.
+/// Links follow the rank placement (`detail/stage_cost.hpp`), so a module's
+/// hops, sync and boundary depend on its first rank modulo the node size:
+/// the encoder starts at rank 0, the backbone at the encoder's GPU count, the
+/// generator after both. The bounds price every link at the cheapest class
+/// any placement could give (`link_case::best`: NVLink only for blocks of at
+/// most a node); candidates are scored with the placement's classes, bit for
+/// bit as `evaluate`. For a side module with fixed (tp, recompute, pp,
+/// per-replica samples k = ceil(n/dp)), a larger dp of the same GPU-count
+/// residue (encoder) or of any (generator) is dominated once its stages
+/// exceed a node (every link the NIC; A3, A4); below that, the option lists
+/// keep every dp not dominated in its own path and sync (`side_options`).
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -351,12 +362,28 @@ class plan_search {
                      fn);
   }
 
+  /// @brief The link-dependent per-stage costs of a module's stages (hop
+  /// j -> j + 1, exposed sync of stage j), over NVLink and over the NIC.
+  struct stage_links {
+    std::vector<double> hop_in, hop_nic, sync_in, sync_nic;
+    long long ranks = 1;  // ranks per stage (tp * dp)
+  };
+
+  /// @brief Which link classes `place` prices: the placement's, the cheapest
+  /// any placement could give (bounds), or the dearer class everywhere.
+  enum class link_case { placed, best, worst };
+
   // ---- side module options ----
   struct side_option {
     long long gpus = 0;
     int tp = 1, pp = 1, dp = 1, k = 1;
     bool rc = false;
-    double max_stage = 0, path_base = 0, sync = 0, side_bytes_time = 0;
+    // The encoder (first rank 0): its exact path without the boundary and sync; the generator
+    // (first rank known only with the encoder and backbone): best-case values, for bounds.
+    double max_stage = 0, path_base = 0, sync = 0;
+    double side_in = 0, side_nic = 0;       // its half of the boundary transfer, NVLink / NIC
+    double worst_path = 0, worst_sync = 0;  // generator: every link on the NIC
+    stage_links links;
     const split_info* layout = nullptr;
   };
   struct side_list {
@@ -364,9 +391,19 @@ class plan_search {
   };
 
   /// @brief Options of side module `i` with `pp` stages, `n` samples per
-  /// microbatch, stage j keeping in_flight[j] microbatches: per (tp,
-  /// recompute, k), the smallest fitting dp per residue of the GPU count
-  /// modulo the node size (encoder) or the smallest fitting dp (generator).
+  /// microbatch, stage j keeping in_flight[j] microbatches. Per (tp,
+  /// recompute, k = ceil(n / dp)), among the dp that fit memory (A2: every dp
+  /// above the smallest fitting one), with stages of `s = tp * dp` ranks:
+  /// - encoder (first rank 0; its GPU count modulo the node size fixes where
+  ///   the others sit): per residue of the GPU count, the smallest dp, plus
+  ///   every larger dp with `s <= gpus_per_node` whose own path or sync beats
+  ///   all smaller ones of its residue (a larger dp with `s > gpus_per_node`
+  ///   has every link on the NIC: dominated by A3, A4);
+  /// - generator (last; its GPU count moves nobody): every dp with `s <=
+  ///   gpus_per_node` whose best case beats the smaller ones' worst case, or
+  ///   the smallest dp if it has `s > gpus_per_node`.
+  /// A smaller dp of the same residue also has a boundary block inside the
+  /// larger one's, so its boundary link is no worse.
   const side_list& side_options(std::size_t i, int n, int pp, const std::vector<int>& in_flight) {
     std::vector<long long> key{static_cast<long long>(i), n, pp};
     key.insert(key.end(), in_flight.begin(), in_flight.end());
@@ -376,6 +413,7 @@ class plan_search {
     side_list out;
     const module_info& mi = mods_[i];
     const bool is_encoder = i < bi_;
+    std::vector<double> hops;
     for (int tp : mi.tps) {
       for (bool rc : rcs_) {
         for (int k : replica_loads(n)) {
@@ -411,14 +449,15 @@ class plan_search {
               is_encoder ? static_cast<int>(g_ / std::gcd(static_cast<long long>(g_), step)) : 1;
           std::vector<char> seen(static_cast<std::size_t>(g_), 0);
           int found = 0;
-          const double side_bytes = side_transfer_time(i, k, tp);
-          for (int d = lo; d <= dmax && found < classes; ++d) {
+          const double side_in = side_transfer_time(i, k, tp, true);
+          const double side_nic = side_transfer_time(i, k, tp, false);
+          const std::size_t first_new = out.options.size();
+          for (int d = lo; d <= dmax; ++d) {
             const long long gpus = step * d;
-            if (gpus > N_) break;
+            const long long ranks = static_cast<long long>(tp) * d;
+            if (gpus > N_ || (ranks > g_ && found >= classes)) break;
             const auto r = static_cast<std::size_t>(gpus % g_);
-            if (seen[r]) continue;
-            seen[r] = 1;
-            ++found;
+            if (ranks > g_ && seen[r]) continue;
             side_option o;
             o.gpus = gpus;
             o.tp = tp;
@@ -428,17 +467,31 @@ class plan_search {
             o.rc = rc;
             o.layout = &sp;
             o.max_stage = sp.tmax;
-            o.side_bytes_time = side_bytes;
-            std::vector<double> hops(static_cast<std::size_t>(pp), 0.0);
-            const bool spans = dp_spans_nodes(tp, d, g_);
-            for (int j = 0; j < pp; ++j) {
-              const stage_config cfg{i, at(sp.first, j), at(sp.layers, j), tp, d, rc};
-              if (j + 1 < pp)
-                hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mi.dirs);
-              o.sync = std::max(o.sync, exposed_sync(part_sync(cost_, cfg, w, spans)));
-            }
+            o.side_in = side_in;
+            o.side_nic = side_nic;
+            o.links = side_links(i, sp, tp, d, rc, w);
+            double worst_path = 0, worst_sync = 0;
+            o.sync = place(o.links, 0, is_encoder ? link_case::placed : link_case::best, hops);
             o.path_base = accumulate_path(sp.times, hops, 0.0);
-            out.options.push_back(o);
+            if (!is_encoder) {
+              worst_sync = place(o.links, 0, link_case::worst, hops);
+              worst_path = accumulate_path(sp.times, hops, 0.0);
+            }
+            // Dominated by a smaller dp already listed (same tp, recompute, k)?
+            bool dominated = false;
+            for (std::size_t x = first_new; x < out.options.size() && !dominated; ++x) {
+              const side_option& q = out.options[x];
+              dominated = is_encoder ? (q.gpus % g_ == gpus % g_ && q.path_base <= o.path_base &&
+                                        q.sync <= o.sync)
+                                     : (q.worst_path <= o.path_base && q.worst_sync <= o.sync);
+            }
+            if (dominated) continue;
+            o.worst_path = worst_path;
+            o.worst_sync = worst_sync;
+            if (!seen[r]) ++found;
+            seen[r] = 1;
+            out.options.push_back(std::move(o));
+            if (!is_encoder && ranks > g_) break;
           }
         }
       }
@@ -449,15 +502,30 @@ class plan_search {
     return side_cache_.emplace(std::move(key), std::move(out)).first->second;
   }
 
+  /// @brief Links of a disaggregated side module's stages (split `sp`, dp `d`).
+  stage_links side_links(std::size_t i, const split_info& sp, int tp, int d, bool rc,
+                         const module_workload& w) {
+    stage_links L;
+    L.ranks = static_cast<long long>(tp) * d;
+    const int pp = static_cast<int>(sp.layers.size());
+    for (int j = 0; j < pp; ++j) {
+      const stage_config cfg{i, at(sp.first, j), at(sp.layers, j), tp, d, rc};
+      const bool more = j + 1 < pp;
+      L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[i].dirs) : 0.0);
+      L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[i].dirs) : 0.0);
+      const std::array<stage_sync, 2> y = part_sync_both(cost_, cfg, w);
+      L.sync_in.push_back(exposed_sync(y[0]));
+      L.sync_nic.push_back(exposed_sync(y[1]));
+    }
+    return L;
+  }
+
   /// @brief One side's half of the boundary transfer between side module `i`
-  /// and the backbone: a replica with `k` samples, each TP rank 1/tp (before
-  /// `dirs` and the max with the other side).
-  double side_transfer_time(std::size_t i, int k, int tp) {
+  /// and the backbone: a replica with `k` samples, each TP rank 1/tp, over
+  /// NVLink iff `same_node` (before `dirs` and the max with the other side).
+  double side_transfer_time(std::size_t i, int k, int tp, bool same_node) {
     const std::size_t from = i < bi_ ? i : bi_, to = i < bi_ ? bi_ : i;
-    return cost_.p2p_time(
-        cost_.transfer_bytes(from, to, req_.sample_workload * static_cast<double>(k)) /
-            static_cast<double>(tp),
-        false);
+    return boundary_half(cost_, from, to, req_.sample_workload, k, tp, same_node);
   }
 
   void note_violation(const std::string& module, int stage, double need) {
@@ -576,34 +644,71 @@ class plan_search {
     return static_cast<double>(S_ / b.n - 1) * tmax + fill;
   }
 
-  /// @brief Backbone terms (max stage, path, sync) of a layout whose
-  /// encoder (`ce`) / generator (`cg`) may be colocated on its first / last
-  /// stage; their sync is added to those stages in model-module order (as
-  /// `evaluate` does).
-  module_terms backbone_terms(const backbone_cfg& b, bool ce, bool cg) {
-    const module_workload w = workload(bi_, b.k);
-    std::vector<double> hops(static_cast<std::size_t>(b.pp), 0.0);
-    const bool spans = dp_spans_nodes(b.tp, b.dp, g_);
-    const stage_sync ye =
-        ce ? part_sync(cost_, colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k), spans)
-           : stage_sync{};
-    const stage_sync yg =
-        cg ? part_sync(cost_, colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k), spans)
-           : stage_sync{};
+  /// @brief Hops (into `hops`) and the largest exposed sync of a module with
+  /// links `L` whose first rank is `base` (`to_rank_layout`'s placement) under `lc`.
+  [[nodiscard]] double place(const stage_links& L, long long base, link_case lc,
+                             std::vector<double>& hops) const {
+    const auto pp = static_cast<int>(L.sync_in.size());
+    const long long s = L.ranks;
+    hops.assign(static_cast<std::size_t>(pp), 0.0);
+    auto pick = [&](double in, double nic, bool placed_in, bool may_in) {
+      switch (lc) {
+        case link_case::placed: return placed_in ? in : nic;
+        case link_case::best: return may_in ? std::min(in, nic) : nic;
+        case link_case::worst: break;
+      }
+      return std::max(in, nic);
+    };
     double sync = 0;
+    for (int j = 0; j < pp; ++j) {
+      const auto u = static_cast<std::size_t>(j);
+      const long long a = base + j * s;
+      if (j + 1 < pp)
+        hops[u] = pick(L.hop_in[u], L.hop_nic[u], blocks_in_one_node(a, s, a + s, s, g_),
+                       may_share_node(s, s, g_));
+      sync = std::max(
+          sync, pick(L.sync_in[u], L.sync_nic[u], in_one_node(a, s, g_), may_share_node(s, 0, g_)));
+    }
+    return sync;
+  }
+
+  /// @brief Links of the backbone configuration `b` whose encoder (`ce`) /
+  /// generator (`cg`) may be colocated on its first / last stage; their sync
+  /// is added to those stages in model-module order (as `evaluate` does).
+  void backbone_links(const backbone_cfg& b, bool ce, bool cg, stage_links& L) {
+    const module_workload w = workload(bi_, b.k);
+    L.ranks = static_cast<long long>(b.tp) * b.dp;
+    L.hop_in.clear();
+    L.hop_nic.clear();
+    L.sync_in.clear();
+    L.sync_nic.clear();
+    std::array<stage_sync, 2> ye{}, yg{};
+    if (ce) ye = part_sync_both(cost_, colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k));
+    if (cg) yg = part_sync_both(cost_, colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k));
     for (int j = 0; j < b.pp; ++j) {
       const stage_type ty = type_of_stage(j, b.pp);
       const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
                              b.rc};
-      if (j + 1 < b.pp)
-        hops[static_cast<std::size_t>(j)] = hop_time(cost_, cfg, w, g_, mods_[bi_].dirs);
-      stage_sync y;
-      if ((ty == stage_type::first || ty == stage_type::whole) && ce) y.add(ye);
-      y.add(part_sync(cost_, cfg, w, spans));
-      if ((ty == stage_type::last || ty == stage_type::whole) && cg) y.add(yg);
-      sync = std::max(sync, exposed_sync(y));
+      const bool more = j + 1 < b.pp;
+      L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[bi_].dirs) : 0.0);
+      L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[bi_].dirs) : 0.0);
+      const std::array<stage_sync, 2> own = part_sync_both(cost_, cfg, w);
+      for (std::size_t spans = 0; spans < 2; ++spans) {
+        stage_sync y;
+        if ((ty == stage_type::first || ty == stage_type::whole) && ce) y.add(ye[spans]);
+        y.add(own[spans]);
+        if ((ty == stage_type::last || ty == stage_type::whole) && cg) y.add(yg[spans]);
+        (spans ? L.sync_nic : L.sync_in).push_back(exposed_sync(y));
+      }
     }
-    module_terms t = module_path(b.layout->times, hops, 0.0, b.v);
+  }
+
+  /// @brief Backbone terms (max stage, path, sync) of `b` with links `L`
+  /// whose first rank is `base` (`link_case::best`: a lower bound for any base).
+  module_terms backbone_terms(const backbone_cfg& b, const stage_links& L, long long base,
+                              link_case lc) {
+    const double sync = place(L, base, lc, hops_);
+    module_terms t = module_path(b.layout->times, hops_, 0.0, b.v);
     t.sync_s = sync;
     return t;
   }
@@ -662,11 +767,31 @@ class plan_search {
     }
   }
 
+  /// @brief The backbone configuration being expanded: its links and its
+  /// terms per first rank modulo the node size (filled on demand).
+  struct backbone_ctx {
+    stage_links links;
+    std::vector<module_terms> at;  // by first rank % gpus_per_node
+    std::vector<char> done;
+  };
+
+  const module_terms& backbone_terms_at(const backbone_cfg& b, backbone_ctx& c, long long base) {
+    const auto r = static_cast<std::size_t>(base % g_);
+    if (!c.done[r]) {
+      c.at[r] = backbone_terms(b, c.links, base, link_case::placed);
+      c.done[r] = 1;
+    }
+    return c.at[r];
+  }
+
   void expand(const backbone_cfg& b, side_mode md) {
     const int m = S_ / b.n;
-    const module_terms bt = backbone_terms(b, md.ce, md.cg);
+    backbone_links(b, md.ce, md.cg, bctx_.links);
+    bctx_.at.assign(static_cast<std::size_t>(g_), module_terms{});
+    bctx_.done.assign(static_cast<std::size_t>(g_), 0);
     {
-      const module_terms arr[3] = {module_terms{}, bt, module_terms{}};
+      const module_terms arr[3] = {
+          module_terms{}, backbone_terms(b, bctx_.links, 0, link_case::best), module_terms{}};
       if (combine_bound(m, arr).iteration_s > best_.time) return;
     }
     ++stats_.backbone_expanded;
@@ -679,13 +804,27 @@ class plan_search {
       if (!backbone_fits(b, 0, b.pp + ppg, m, md.ce, md.cg)) continue;
       for (int ppe = se ? 1 : 0; ppe <= max_e; ++ppe) {
         if (gb + ppe + ppg > N_) break;
-        pair_search(b, bt, gb, ppe, ppg, ppe + b.pp + ppg, m, md);
+        pair_search(b, gb, ppe, ppg, ppe + b.pp + ppg, m, md);
       }
     }
   }
 
-  void pair_search(const backbone_cfg& b, const module_terms& bt, long long gb, int ppe, int ppg,
-                   int P, int m, side_mode md) {
+  /// @brief Boundary transfer between a side module and the backbone (times
+  /// `dirs`): the larger of the two halves (`a`, `b`: NVLink / NIC pairs) over
+  /// the link `same_node` picks (`boundary_of`, as `boundary_time`), or the
+  /// cheaper class of each where some placement may share a node (`best_boundary`).
+  [[nodiscard]] static double boundary_of(double dirs, double a_in, double a_nic, double b_in,
+                                          double b_nic, bool same_node) noexcept {
+    return dirs * std::max(same_node ? a_in : a_nic, same_node ? b_in : b_nic);
+  }
+  [[nodiscard]] static double best_boundary(double dirs, double a_in, double a_nic, double b_in,
+                                            double b_nic, bool may_share) noexcept {
+    return may_share ? dirs * std::max(std::min(a_in, a_nic), std::min(b_in, b_nic))
+                     : boundary_of(dirs, a_in, a_nic, b_in, b_nic, false);
+  }
+
+  void pair_search(const backbone_cfg& b, long long gb, int ppe, int ppg, int P, int m,
+                   side_mode md) {
     static const side_list none{{side_option{}}};
     const side_list* E = &none;
     const side_list* G = &none;
@@ -701,11 +840,15 @@ class plan_search {
       G = &side_options(gi_, b.n, ppg, fl);
     }
     if (E->options.empty() || G->options.empty()) return;
-    const double bb_side_e = se ? side_transfer_time(ei_, b.k, b.tp) : 0.0;
-    const double bb_side_g = sg ? side_transfer_time(gi_, b.k, b.tp) : 0.0;
+    const long long sb = static_cast<long long>(b.tp) * b.dp;  // ranks per backbone stage
+    const double be_in = se ? side_transfer_time(ei_, b.k, b.tp, true) : 0.0;
+    const double be_nic = se ? side_transfer_time(ei_, b.k, b.tp, false) : 0.0;
+    const double bg_in = sg ? side_transfer_time(gi_, b.k, b.tp, true) : 0.0;
+    const double bg_nic = sg ? side_transfer_time(gi_, b.k, b.tp, false) : 0.0;
     const double dirs_e = se ? mods_[ei_].dirs : 0.0;
     const double dirs_g = mods_[bi_].dirs;
-    // Generator terms with this backbone, and prefix minima (over fewer GPUs) for the bound.
+    // Generator terms with this backbone in the best case (any placement), and prefix minima (over
+    // fewer GPUs) for the bound.
     const std::size_t ng = G->options.size();
     gterms_.assign(ng, module_terms{});
     pmin_t_.resize(ng);
@@ -714,7 +857,9 @@ class plan_search {
       const side_option& o = G->options[i];
       if (sg) {
         gterms_[i].max_stage_s = o.max_stage;
-        gterms_[i].path_s = o.path_base + dirs_g * std::max(bb_side_g, o.side_bytes_time);
+        gterms_[i].path_s =
+            o.path_base + best_boundary(dirs_g, bg_in, bg_nic, o.side_in, o.side_nic,
+                                        may_share_node(sb, o.links.ranks, g_));
         gterms_[i].sync_s = o.sync;
         gterms_[i].stages = o.pp;
         gterms_[i].loop_s = gterms_[i].path_s;
@@ -729,12 +874,16 @@ class plan_search {
       if (e.gpus % b.tp != 0) continue;  // the backbone's first rank must be a multiple of its tp
       module_terms et{};
       if (se) {
+        const long long se_ranks = e.links.ranks;
         et.max_stage_s = e.max_stage;
-        et.path_s = e.path_base + dirs_e * std::max(e.side_bytes_time, bb_side_e);
+        et.path_s = e.path_base +
+                    boundary_of(dirs_e, e.side_in, e.side_nic, be_in, be_nic,
+                                blocks_in_one_node(e.gpus - se_ranks, se_ranks, e.gpus, sb, g_));
         et.sync_s = e.sync;
         et.stages = e.pp;
         et.loop_s = et.path_s;
       }
+      const module_terms bt = backbone_terms_at(b, bctx_, e.gpus);
       const long long base_g = gb + e.gpus;  // the generator's first rank
       // Affordable generator options: [0, idx), idx >= 1 by the check above.
       const auto idx = static_cast<std::size_t>(
@@ -750,7 +899,17 @@ class plan_search {
         const side_option& go = G->options[i];
         if (sg && base_g % go.tp != 0) continue;
         ++stats_.pairs_evaluated;
-        const module_terms arr[3] = {et, bt, gterms_[i]};
+        module_terms gt{};
+        if (sg) {
+          gt.max_stage_s = go.max_stage;
+          gt.sync_s = place(go.links, base_g, link_case::placed, hops_);
+          gt.path_s = accumulate_path(go.layout->times, hops_, 0.0) +
+                      boundary_of(dirs_g, bg_in, bg_nic, go.side_in, go.side_nic,
+                                  blocks_in_one_node(base_g - sb, sb, base_g, go.links.ranks, g_));
+          gt.stages = go.pp;
+          gt.loop_s = gt.path_s;
+        }
+        const module_terms arr[3] = {et, bt, gt};
         const double time = combine(m, arr).iteration_s;
         const long long gpus = gb + e.gpus + go.gpus;
         if (!may_improve(time, gpus)) continue;
@@ -837,7 +996,8 @@ class plan_search {
         c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
         if (c.layout->layers.empty() || split_bound(c) > best_.time) continue;
         ++stats_.monolithic_configs;
-        const module_terms arr[1] = {backbone_terms(c, has_e_, has_g_)};
+        backbone_links(c, has_e_, has_g_, mlinks_);
+        const module_terms arr[1] = {backbone_terms(c, mlinks_, 0, link_case::placed)};
         const double time = combine(S_ / c.n, arr).iteration_s;
         const long long gpus = static_cast<long long>(c.tp) * c.pp * c.dp;
         if (!may_improve(time, gpus) || !backbone_fits(c, 0, c.pp, S_ / c.n, has_e_, has_g_))
@@ -881,6 +1041,9 @@ class plan_search {
   std::map<std::vector<long long>, side_list> side_cache_;
   std::vector<backbone_cfg> nodes_;
   std::vector<module_terms> gterms_;
+  std::vector<double> hops_;
+  backbone_ctx bctx_;
+  stage_links mlinks_;  // a monolithic configuration's links
   std::vector<double> pmin_t_, pmin_path_;
   ranked_plan best_;
   violation viol_;

@@ -3,15 +3,22 @@
 /// @brief The per-stage cost formulas shared by `evaluate` and the planner
 /// (one definition, so both produce bit-identical numbers).
 ///
-/// Placement rules (the planner cannot see node boundaries of a rank layout
-/// that depends on the other modules' sizes, so it uses these conservative,
-/// layout-independent rules):
-/// - a stage's DP group spans nodes iff `tp * dp > gpus_per_node`;
-/// - two consecutive stages of a module talk over NVLink iff
-///   `2 * tp * dp <= gpus_per_node`, else over the NIC;
-/// - module boundaries (encoder -> backbone -> generator) use the NIC.
+/// Placement rules (the rank numbering of `to_rank_layout`: the disaggregated
+/// modules on contiguous rank blocks in pipeline order, a module's stage `j`
+/// on ranks [base + j s, base + (j + 1) s) with `s = tp * dp`, nodes of
+/// `gpus_per_node` consecutive ranks):
+/// - a stage's DP groups run on NVLink iff the stage's block sits in one node
+///   (with TP groups inside nodes, that is iff every DP group does), else on
+///   the NIC;
+/// - a transfer between two stages (consecutive stages of a module, or the
+///   stages on either side of a module boundary) runs on NVLink iff both
+///   stages' blocks sit in one node (then every sender / receiver pair
+///   shares it), else on the NIC.
+/// The planner's bounds use `may_share_node` (the cheapest class any placement
+/// could give), its exact scores the same functions as `evaluate`.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 
@@ -22,13 +29,24 @@
 
 namespace disttrain::detail {
 
-/// @brief Whether a stage of `tp * dp` GPUs has a DP group spanning nodes.
-[[nodiscard]] constexpr bool dp_spans_nodes(int tp, int dp, int gpus_per_node) noexcept {
-  return static_cast<long long>(tp) * dp > gpus_per_node;
+/// @brief Whether ranks [first, first + count) sit in one node of `gpus_per_node` ranks.
+[[nodiscard]] constexpr bool in_one_node(long long first, long long count,
+                                         int gpus_per_node) noexcept {
+  return count >= 1 && count <= gpus_per_node &&
+         first / gpus_per_node == (first + count - 1) / gpus_per_node;
 }
-/// @brief Whether consecutive stages of `tp * dp` GPUs each share a node.
-[[nodiscard]] constexpr bool hop_same_node(int tp, int dp, int gpus_per_node) noexcept {
-  return 2LL * tp * dp <= gpus_per_node;
+/// @brief Whether two rank blocks [a, a + na) and [b, b + nb) all sit in one node.
+[[nodiscard]] constexpr bool blocks_in_one_node(long long a, long long na, long long b,
+                                                long long nb, int gpus_per_node) noexcept {
+  return in_one_node(a, na, gpus_per_node) && in_one_node(b, nb, gpus_per_node) &&
+         a / gpus_per_node == b / gpus_per_node;
+}
+/// @brief Whether some placement could put rank blocks of `na` and `nb` ranks
+/// together in one node (the best case of a link's class, for the planner's
+/// bounds); `nb = 0` for a single block.
+[[nodiscard]] constexpr bool may_share_node(long long na, long long nb,
+                                            int gpus_per_node) noexcept {
+  return na + nb <= gpus_per_node;
 }
 
 /// @brief 2 when module `i` runs a backward pass (gradients flow back over
@@ -38,27 +56,35 @@ namespace disttrain::detail {
 }
 
 /// @brief Transfer from a stage to the next stage of its module per microbatch
-/// (each TP rank sends its 1/tp share), times `dirs`.
+/// (each TP rank sends its 1/tp share) over NVLink iff `same_node`, times `dirs`.
 template <cost_model C>
 [[nodiscard]] double hop_time(const C& c, const stage_config& s, const module_workload& w,
-                              int gpus_per_node, double dirs) {
-  return dirs * c.p2p_time(c.stage_output_bytes(s, w) / static_cast<double>(s.tp),
-                           hop_same_node(s.tp, s.dp, gpus_per_node));
+                              bool same_node, double dirs) {
+  return dirs * c.p2p_time(c.stage_output_bytes(s, w) / static_cast<double>(s.tp), same_node);
+}
+
+/// @brief One side's half of a module-boundary transfer: a replica with
+/// `k` samples of `per_sample`, each TP rank 1/tp of the bytes, over NVLink
+/// iff `same_node` (before `dirs` and the max with the other side).
+template <cost_model C>
+[[nodiscard]] double boundary_half(const C& c, std::size_t from, std::size_t to,
+                                   const model_workload& per_sample, int k, int tp,
+                                   bool same_node) {
+  return c.p2p_time(
+      c.transfer_bytes(from, to, per_sample * static_cast<double>(k)) / static_cast<double>(tp),
+      same_node);
 }
 
 /// @brief Module-boundary transfer per microbatch: the busiest replica on
 /// either side moves the bytes of its own samples (`k_from` resp. `k_to`),
-/// each TP rank 1/tp of them, over the NIC; times `dirs`.
+/// each TP rank 1/tp of them, over NVLink iff `same_node` (both boundary
+/// stages in one node), else the NIC; times `dirs`.
 template <cost_model C>
 [[nodiscard]] double boundary_time(const C& c, std::size_t from, std::size_t to,
                                    const model_workload& per_sample, int k_from, int tp_from,
-                                   int k_to, int tp_to, double dirs) {
-  const double a = c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k_from)) /
-                                  static_cast<double>(tp_from),
-                              false);
-  const double b = c.p2p_time(c.transfer_bytes(from, to, per_sample * static_cast<double>(k_to)) /
-                                  static_cast<double>(tp_to),
-                              false);
+                                   int k_to, int tp_to, double dirs, bool same_node) {
+  const double a = boundary_half(c, from, to, per_sample, k_from, tp_from, same_node);
+  const double b = boundary_half(c, from, to, per_sample, k_to, tp_to, same_node);
   return dirs * std::max(a, b);
 }
 
@@ -151,6 +177,20 @@ template <cost_model C>
   r.forward_s = t.forward_s;
   r.backward_s = t.backward_s + t.weight_grad_s;
   r.buckets = d.params > 0 ? std::ceil(d.params / ddp_bucket_params(s.dp)) : 0.0;
+  return r;
+}
+
+/// @brief `part_sync(c, s, w, false)` and `part_sync(c, s, w, true)` (DP
+/// group inside one node, across nodes), bit for bit, with one `stage_time`.
+template <cost_model C>
+[[nodiscard]] std::array<stage_sync, 2> part_sync_both(const C& c, const stage_config& s,
+                                                       const module_workload& w) {
+  std::array<stage_sync, 2> r{part_sync(c, s, w, false), stage_sync{}};
+  const dp_sync_times d = dp_sync_of(c, s, true);
+  r[1] = r[0];
+  r[1].reduce_scatter_s = d.reduce_scatter_s;
+  r[1].all_gather_s = d.all_gather_s;
+  r[1].buckets = d.params > 0 ? std::ceil(d.params / ddp_bucket_params(s.dp)) : 0.0;
   return r;
 }
 
