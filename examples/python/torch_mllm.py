@@ -11,7 +11,10 @@ as the forward/backward callbacks.
   torchrun --nproc-per-node 7 examples/python/torch_mllm.py --check      # the planner's layout
 
 Flags: --enc-dp --bb-pp --bb-dp --gen-dp (omitted: the planner's layout for
-the world size; TP is 1: the modules have no tensor-parallel math),
+the world size, TP 1), --enc-tp --bb-tp --gen-tp (default 1; the modules
+have no tensor-parallel math: the TP ranks of a replica compute the same
+values from the whole input the bound program's TP fan-out gives each, so
+TP > 1 exercises the routes, not a TP speed-up),
 --microbatches, --batch, --iterations, --check (iteration 0's gradients of
 every parameter vs a single-process run on the same batch, float64; fails
 above 1e-12), --float32 (limit 1e-5).
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Optional
 
 import numpy as np
 import torch
@@ -109,19 +113,23 @@ class Generator(nn.Module):
         return ((self.head(h) - target) ** 2).sum()
 
 
-def stage_layers(pp: int) -> list[tuple[int, int]]:
-    return [(s * LAYERS // pp, (s + 1) * LAYERS // pp) for s in range(pp)]
+def stage_layers(pp: int, layers: Optional[list] = None) -> list[tuple[int, int]]:
+    """Layers [first, last) of each backbone stage: `layers` per stage, else an even split."""
+    if not layers:
+        return [(s * LAYERS // pp, (s + 1) * LAYERS // pp) for s in range(pp)]
+    ends = np.cumsum([0] + list(layers))
+    return [(int(ends[s]), int(ends[s + 1])) for s in range(pp)]
 
 
 class Model(nn.Module):
     """The whole model, built identically on every rank (seeded per module)."""
 
-    def __init__(self, pp: int, dtype: torch.dtype) -> None:
+    def __init__(self, stages: list[tuple[int, int]], dtype: torch.dtype) -> None:
         super().__init__()
         torch.manual_seed(SEED)
         self.encoder = Encoder()
         torch.manual_seed(SEED + 1)
-        self.stages = nn.ModuleList(BackboneStage(a, b) for a, b in stage_layers(pp))
+        self.stages = nn.ModuleList(BackboneStage(a, b) for a, b in stages)
         torch.manual_seed(SEED + 2)
         self.generator = Generator()
         self.to(dtype)
@@ -140,29 +148,67 @@ class Model(nn.Module):
 
 def layout(args: argparse.Namespace, world: int) -> dict:
     flags = (args.enc_dp, args.bb_pp, args.bb_dp, args.gen_dp)
+    tp = {"encoder": args.enc_tp, "backbone": args.bb_tp, "generator": args.gen_tp}
     if any(f is None for f in flags):
         if any(f is not None for f in flags):
             sys.exit("give all of --enc-dp --bb-pp --bb-dp --gen-dp, or none (the planner's)")
-        return disttrain.topology(planned_topology(world, args))
-    enc, pp, bb, gen = flags
-    return disttrain.topology([
-        {"name": "encoder", "role": "encoder", "dp": enc},
-        {"name": "backbone", "role": "backbone", "pp": pp, "dp": bb},
-        {"name": "generator", "role": "generator", "dp": gen}])
+        mods = planned_topology(world, args)
+    else:
+        enc, pp, bb, gen = flags
+        mods = [{"name": "encoder", "role": "encoder", "dp": enc},
+                {"name": "backbone", "role": "backbone", "pp": pp, "dp": bb},
+                {"name": "generator", "role": "generator", "dp": gen}]
+    for m in mods:
+        m["tp"] = tp[m["role"]]
+    return disttrain.topology(mods)
 
 
 def planned_topology(world: int, args: argparse.Namespace) -> list[dict]:
-    """The planner's layout (disttrain.plan) on a scenario shaped like this model."""
-    sc = disttrain.presets.scenario("mllm-7b")
-    sc["cluster"]["num_gpus"] = world
-    sc["cluster"]["gpus_per_node"] = world
-    sc["global_batch_size"] = args.batch
-    r = disttrain.plan(sc, tp_candidates=[1], max_side_pp=1, max_virtual_stages=1,
-                       max_backbone_pp=min(LAYERS, world))
-    topo = disttrain.topology_of(r["plan"])
+    """The planner's layout (disttrain.plan) for `world` ranks: this model and
+    its samples as a scenario, a CPU rank standing for a GPU (rough figures:
+    2 GFLOP/s, 2 GB/s links), TP 1, one stage per side module, every module
+    on its own ranks (what this trainer runs)."""
+    vit = {"type": "vit", "image_size": MAX_PATCHES, "patch_size": 1, "layers": 1,
+           "hidden": ENC_DIM, "heads": 2, "mlp": 2 * ENC_DIM, "channels": PATCH_DIM,
+           "class_token": False, "qkv_bias": True, "max_image_size": MAX_PATCHES}
+    llm = {"type": "llm", "layers": LAYERS, "hidden": DIM, "heads": 2, "kv_heads": 2,
+           "mlp": 2 * DIM, "vocab": VOCAB, "max_seq": 12, "gated_mlp": False, "qkv_bias": True,
+           "tied_embeddings": False}
+    dit = {"type": "diffusion", "kind": "dit", "resolution": 1, "latent_downsample": 1,
+           "latent_channels": OUT_DIM, "patch_size": 1, "layers": 1, "hidden": 2 * DIM,
+           "heads": 1, "mlp": 2 * DIM, "learn_sigma": False}
+    records = []
+    for i in range(args.batch * args.iterations):
+        s = sample(i, torch.float64)
+        records.append({"text_tokens": len(s["text"]), "images": [[1, len(p)] for p in s["images"]],
+                        "generated": [[1, 1]]})
+    gpu = {"name": "cpu core", "peak_bf16_tflops": 2e-3, "peak_fp32_tflops": 2e-3,
+           "hbm_bytes": 1e9, "hbm_bandwidth_bytes_per_s": 5e9}
+    eff = {"e_max": 1.0, "flops_half": 4e3, "tp_penalty": 0.0}
+    scenario = {
+        "name": "torch_mllm",
+        "model": {"name": "torch_mllm", "projector_tokens_per_image": 1,
+                  "projector_patch_ratio": 1, "generator_condition_tokens": 0,
+                  "modules": [{"name": "encoder", "role": "encoder", "arch": vit},
+                              {"name": "backbone", "role": "backbone", "arch": llm},
+                              {"name": "generator", "role": "generator", "arch": dit}]},
+        "data": {"name": "torch_mllm synthetic", "records": records},
+        "cluster": {"name": "cpu ranks", "gpu": gpu, "num_gpus": world, "gpus_per_node": world,
+                    "intra_node_bandwidth_bytes_per_s": 2e9, "intra_node_latency_s": 5e-6,
+                    "inter_node_bandwidth_bytes_per_s": 2e9, "inter_node_latency_s": 5e-6},
+        "global_batch_size": args.batch,
+        "planner": {"tp_candidates": [1], "max_side_pp": 1, "include_monolithic": False,
+                    "include_mixed": False, "search_recompute": False, "max_virtual_stages": 1,
+                    "max_backbone_pp": min(LAYERS, world)},
+        "cost": {"efficiency": {"encoder": eff, "backbone": eff, "generator": eff},
+                 "memory_reserve_bytes": 0},
+    }
+    plan = disttrain.plan(scenario)["plan"]
     if args.microbatches is None:
-        args.microbatches = r["plan"]["num_microbatches"]
-    return topo["modules"]
+        args.microbatches = plan["num_microbatches"]
+    bb = next(m for m in plan["modules"] if m["role"] == "backbone")
+    args.bb_layers = bb.get("layers") or None
+    return disttrain.topology_of(plan)["modules"]
 
 
 # ---- the trainer --------------------------------------------------------------------
@@ -171,6 +217,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for f in ("--enc-dp", "--bb-pp", "--bb-dp", "--gen-dp", "--microbatches"):
         ap.add_argument(f, type=int)
+    for f in ("--enc-tp", "--bb-tp", "--gen-tp"):
+        ap.add_argument(f, type=int, default=1)
     ap.add_argument("--batch", type=int, default=12)
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--check", action="store_true")
@@ -189,7 +237,8 @@ def main() -> int:
     me = topo["ranks"][rank]
     role = topo["modules"][me["module"]]["role"]
     pp = next(m["pp"] for m in topo["modules"] if m["role"] == "backbone")
-    model = Model(pp, dtype)
+    stages = stage_layers(pp, getattr(args, "bb_layers", None))
+    model = Model(stages, dtype)
     part = (model.encoder if role == "encoder" else model.generator if role == "generator"
             else model.stages[me["stage"]])
     samples: dict[int, dict] = {}
@@ -231,13 +280,13 @@ def main() -> int:
     status = 0
     for it, (batch_map, _) in enumerate(sampler.batches()):
         out = runner.run(batch_map)
-        loss = torch.tensor([out["loss"]], dtype=torch.float64)
+        loss = torch.tensor([out["loss"] if me["tp_rank"] == 0 else 0.0], dtype=torch.float64)
         dist.all_reduce(loss)
         if rank == 0:
             print(f"iter {it}  loss {loss.item():.6f}  {out['messages']} messages on rank 0",
                   flush=True)
         if it == 0 and args.check:
-            ref = Model(pp, dtype)
+            ref = Model(stages, dtype)
             ref.loss([get(int(i)) for i in range(args.batch)]).backward()
             want = dict((n, p.grad) for n, p in ref.named_parameters())
             prefix = ("encoder." if role == "encoder" else "generator." if role == "generator"
