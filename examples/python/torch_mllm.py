@@ -22,6 +22,7 @@ above 1e-12), --float32 (limit 1e-5).
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import sys
 from typing import Optional
@@ -225,7 +226,8 @@ def main() -> int:
     ap.add_argument("--float32", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    # A short deadline: a rank waiting on a peer that died fails instead of hanging.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = torch.float32 if args.float32 else torch.float64
     topo = layout(args, world)
