@@ -17,7 +17,8 @@ values from the whole input the bound program's TP fan-out gives each, so
 TP > 1 exercises the routes, not a TP speed-up),
 --microbatches, --batch, --iterations, --check (iteration 0's gradients of
 every parameter vs a single-process run on the same batch, float64; fails
-above 1e-12), --float32 (limit 1e-5).
+above 1e-12), --float32 (limit 1e-5), --recv-at-op (the Runner posts each
+receive at its op instead of all at the start).
 """
 from __future__ import annotations
 
@@ -224,6 +225,8 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--float32", action="store_true")
+    ap.add_argument("--recv-at-op", action="store_true",
+                    help="post each receive at its op, not all at the start (Runner recv_ahead)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     # A short deadline: a rank waiting on a peer that died fails instead of hanging.
@@ -253,7 +256,8 @@ def main() -> int:
     def forward(j: int, x, ids: np.ndarray):
         batch = [get(int(i)) for i in ids]
         if role == "encoder":
-            return torch.cat([part(s["images"]) for s in batch]) if batch else torch.zeros(0, dtype=dtype)
+            return (torch.cat([part(s["images"]) for s in batch]) if batch
+                    else torch.zeros(0, dtype=dtype))
         rows = [len(s["images"]) if me["stage"] == 0 and role == "backbone" else
                 len(s["images"]) + len(s["text"]) for s in batch]
         h = torch.split(x.view(-1, DIM), rows) if batch else []
@@ -274,7 +278,8 @@ def main() -> int:
 
     sampler = BatchSampler(range(args.batch * args.iterations), args.batch, topo, rank, costs,
                            args.microbatches)
-    runner = Runner(topo, forward, shapes, params=part.parameters(), dtype=dtype)
+    runner = Runner(topo, forward, shapes, params=part.parameters(), dtype=dtype,
+                    recv_ahead=not args.recv_at_op)
     opt = torch.optim.Adam(part.parameters(), lr=1e-3)
     if rank == 0:
         print(f"world {world} ranks: {topo['describe']}; {args.batch} samples in "

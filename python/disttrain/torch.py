@@ -134,8 +134,10 @@ class Runner:
     :func:`disttrain.bind_rank` takes it (``elem_size`` is ``dtype``'s).
     ``params``: this rank's parameters; their gradients are summed over the
     rank's data-parallel group at the program's ``grad_sync`` ops (in
-    ``buckets`` buckets); :meth:`run` clears them first. ``step``: called at the ``optimizer_step`` op (else
-    call the optimizer after :meth:`run`). TP: the runner moves the program's
+    ``buckets`` buckets); :meth:`run` clears them first. ``step``: called at
+    the ``optimizer_step`` op (else call the optimizer after :meth:`run`).
+    ``recv_ahead``: post every receive when :meth:`run` starts (the default,
+    as the C++ executor), else each at its op. TP: the runner moves the program's
     TP fan-out messages (every TP rank of a replica receives the whole
     input); the math of a TP split is the forward callback's.
 
@@ -147,7 +149,7 @@ class Runner:
                  shapes: Callable[[Mapping[str, Any]], Sequence[Mapping[str, Any]]], *,
                  params: Optional[Iterable[Any]] = None, dtype: Any = None,
                  device: Any = None, rank: Optional[int] = None, buckets: int = 1,
-                 step: Optional[Callable[[], None]] = None) -> None:
+                 step: Optional[Callable[[], None]] = None, recv_ahead: bool = True) -> None:
         torch = _torch()
         self._t, self._dist = torch, torch.distributed
         if not self._dist.is_initialized():
@@ -163,6 +165,7 @@ class Runner:
                                       f"process group {world}", "invalid_argument",
                                       "Runner.topology")
         self.forward, self.shapes, self.step = forward, shapes, step
+        self.recv_ahead = bool(recv_ahead)
         self.params = [p for p in params] if params is not None else []
         self.dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.device = torch.device("cpu") if device is None else torch.device(device)
@@ -215,12 +218,16 @@ class Runner:
         idx = [torch.as_tensor(i, device=self.device) if i is not None else None for i in index]
         ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
         recv_kinds = (_KIND["recv_act"], _KIND["recv_grad"])
-        # Every receive is posted up front (no send can wait on an unposted receive).
+        def post(i: int) -> tuple[Any, Any]:
+            buf = torch.empty(int(elements[i]), dtype=self.dtype, device=self.device)
+            return dist.irecv(buf, src=int(peers[i]), tag=int(tags[i])), buf
+
+        # recv_ahead: every receive is posted up front (no send can wait on an
+        # unposted receive); else each at its op.
         posted: dict[int, tuple[Any, Any]] = {}
         for i, k in enumerate(kinds):
-            if k in recv_kinds and elements[i] > 0:
-                buf = torch.empty(int(elements[i]), dtype=self.dtype, device=self.device)
-                posted[i] = (dist.irecv(buf, src=int(peers[i]), tag=int(tags[i])), buf)
+            if self.recv_ahead and k in recv_kinds and elements[i] > 0:
+                posted[i] = post(i)
         sends: list[tuple[Any, Any]] = []
         reductions: dict[int, tuple[Any, Any, list[Any]]] = {}
         loss = 0.0
@@ -256,8 +263,8 @@ class Runner:
                          else zeros(p["input_elements"][j]))
                 x[j] = y[j] = None
             elif k in recv_kinds:
-                if i in posted:
-                    work, buf = posted.pop(i)
+                if elements[i] > 0:
+                    work, buf = posted.pop(i) if i in posted else post(i)
                     work.wait()
                     dest = xin[j] if k == _KIND["recv_act"] else dy[j]
                     dest[idx[i]] = buf

@@ -56,7 +56,8 @@ def test_topology_of_plan_agrees_with_the_plan():
     ([{"name": "a", "role": "backbone", "dp": 0}], "invalid_argument", "topology.modules[0].dp"),
     ([{"name": "a", "role": "backbone"}, {"name": "a", "role": "generator"}],
      "invalid_argument", "topology.modules[1].name"),
-    ([{"name": "a", "role": "backbone", "pp_size": 2}], "parse_error", "topology.modules[0].pp_size"),
+    ([{"name": "a", "role": "backbone", "pp_size": 2}], "parse_error",
+     "topology.modules[0].pp_size"),
     ([{"name": "a", "role": "decoder"}], "invalid_argument", "topology.modules[0].role"),
     ([{"name": "a", "role": "encoder"}], "invalid_argument", "topology.modules"),
 ])

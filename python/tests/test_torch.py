@@ -32,7 +32,8 @@ def test_import_does_not_import_torch():
 
 def test_batch_sampler_gives_each_replica_its_cells():
     t = disttrain.topology(TOPO)
-    order = list(np.random.default_rng(1).permutation(100))  # a shuffled sampler, same on every rank
+    # a shuffled sampler, the same on every rank
+    order = list(np.random.default_rng(1).permutation(100))
     per_rank = {r: BatchSampler(order, 24, t, r, costs, 4) for r in range(t["world_size"])}
     lists = {r: list(s) for r, s in per_rank.items()}
     assert all(len(v) == len(per_rank[0]) == 4 * 4 for v in lists.values())  # 4 full batches
