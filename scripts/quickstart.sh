@@ -169,7 +169,13 @@ run_python_tests() {
   CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$venv/bin/python" -m pip install --quiet \
     --disable-pip-version-check --no-build-isolation --no-deps "$ROOT"
   say "pytest python/tests"
-  (cd "$ROOT" && DISTTRAIN_PLAN="$ROOT/build/dev/tools/disttrain-plan" \
+  # The CLI-agreement tests use the dev build's disttrain-plan (`test` builds
+  # it); without one (test-python alone) conftest.py looks in the other build
+  # trees and on PATH, and skips those tests if there is none.
+  local plan_tool=()
+  [ -x "$ROOT/build/dev/tools/disttrain-plan" ] &&
+    plan_tool=(DISTTRAIN_PLAN="$ROOT/build/dev/tools/disttrain-plan")
+  (cd "$ROOT" && env "${plan_tool[@]}" \
      "$venv/bin/python" -m pytest -q -rs --durations=5 -p no:cacheprovider python/tests)
   say "all Python tests passed (build/python-venv)"
 }

@@ -357,7 +357,7 @@ def topology_of(plan: Mapping[str, Any], model: Optional[Mapping[str, Any]] = No
 def reorder_options_of(t: Topology, microbatches: int) -> dict[str, Any]:
     """The reorderer's options of a topology (C++ ``reorder_options_of``):
     module k = the k-th module owning ranks with its DP degree, the scoring
-    pipeline with each module's stages. ``Reorderer(**reorderer_args(...))``."""
+    pipeline with each module's stages (:func:`reorderer_of` builds the reorderer)."""
     return _json.loads(_core.reorder_options_of(_topology_text(t), int(microbatches)))
 
 
