@@ -369,7 +369,8 @@ def reorderer_of(t: Topology, microbatches: int) -> "Reorderer":
 
 
 def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
-              rank: int, *, buckets: int = 1, split_backward: bool = False) -> dict[str, Any]:
+              rank: int, *, buckets: int = 1, split_backward: bool = False,
+              index: bool = False) -> dict[str, Any]:
     """The program global rank ``rank`` runs in one iteration (C++
     ``bind_rank`` over ``chain_program(t, {microbatches, split_backward,
     buckets})``): every point-to-point op names its peer, bytes and tag.
@@ -387,13 +388,19 @@ def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str,
     per op, in program order: ``kind`` (int32 codes into :data:`OP_KINDS`),
     ``stage``, ``microbatch``, ``peer`` (global rank, -1 for compute),
     ``bucket``, ``tag``, ``link``, ``phase`` (0 crossing, 1 TP fan-out),
-    ``message``, ``bytes`` and ``elements`` (int64), and ``index``: per
-    point-to-point op an int64 array (None otherwise): a send's packed
-    message is ``source[index]`` (its source buffer: the output, or the
-    input gradient, for phase 0; the received input, or output gradient, for
-    a fan-out), a receive lands as ``destination[index] = message`` (the
-    input, or the output gradient). Buffers hold the replica's samples of the
-    microbatch in cell order, ``rows x hidden`` row-major each. Every rank
+    ``message``, ``bytes`` and ``elements`` (int64), and ``blocks``: per
+    point-to-point op (None otherwise) an int64 ``(nblocks, 6)`` array of
+    copy blocks ``(src_offset, dst_offset, rows, cols, src_ld, dst_ld)``
+    (element units): a send's copy its source buffer into the packed message
+    (the source: the output, or the input gradient, for phase 0; the received
+    input, or output gradient, for a fan-out), a receive's copy the packed
+    message into its destination buffer (the input, or the output gradient):
+    ``dst[dst_offset + i * dst_ld + c] = src[src_offset + i * src_ld + c]``
+    for ``i < rows``, ``c < cols``. With ``index=True``, also ``index``: the
+    same as one int64 array per message (8 bytes per element moved: for
+    small programs and tests): a send is ``source[index]``, a receive
+    ``destination[index] = message``. Buffers hold the replica's samples of
+    the microbatch in cell order, ``rows x hidden`` row-major each. Every rank
     computes the same program for the same inputs.
     """
     if isinstance(shapes, Mapping) or not isinstance(shapes, Sequence):
@@ -421,7 +428,7 @@ def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str,
                            _np.ascontiguousarray(map["id"], dtype=_np.uint64),
                            u32(map["microbatch"]), u32(map["replica"]), u32(map["offset"]),
                            int(map["microbatches"]), [int(d) for d in map["dp"]], rows, hidden,
-                           elem, int(rank))
+                           elem, int(rank), bool(index))
 
 
 def cell(map: Mapping[str, Any], module: int, replica: int, microbatch: int) -> _np.ndarray:

@@ -43,6 +43,24 @@ def module_of(topo: Mapping[str, Any], rank: int) -> tuple[int, int]:
     return topo["owning_modules"].index(r["module"]), r["replica"]
 
 
+def _block(t: Any, offset: int, rows: int, cols: int, ld: int) -> Any:
+    """The (rows, cols) view of flat contiguous ``t`` a copy block names."""
+    return t.as_strided((rows, cols), (ld, 1), t.storage_offset() + offset)
+
+
+def _pack(src: Any, blocks: list, out: Any) -> Any:
+    """A send's message: its copy blocks from ``src`` into ``out``."""
+    for so, do, rows, cols, sl, dl in blocks:
+        _block(out, do, rows, cols, dl).copy_(_block(src, so, rows, cols, sl))
+    return out
+
+
+def _unpack(msg: Any, blocks: list, dst: Any) -> None:
+    """A receive: its copy blocks from the message into ``dst``."""
+    for so, do, rows, cols, sl, dl in blocks:
+        _block(dst, do, rows, cols, dl).copy_(_block(msg, so, rows, cols, sl))
+
+
 class BatchSampler:
     """Each rank's dataset indices of each microbatch, in the reorderer's
     order, from one global sample map that every rank computes identically.
@@ -207,7 +225,7 @@ class Runner:
         for q in self.params:  # the gradients of this batch only
             q.grad = None
         kinds, mbs, peers, tags = p["kind"], p["microbatch"], p["peer"], p["tag"]
-        phases, elements, index = p["phase"], p["elements"], p["index"]
+        phases, elements = p["phase"], p["elements"]
         M = int(map["microbatches"])
         zeros = lambda n: torch.zeros(int(n), dtype=self.dtype, device=self.device)  # noqa: E731
         xin = [zeros(n) for n in p["input_elements"]]     # received input, per microbatch
@@ -215,7 +233,7 @@ class Runner:
         x: list[Any] = [None] * M                         # the input F read (autograd leaf)
         y: list[Any] = [None] * M                         # F's output (or loss)
         dx: list[Any] = [None] * M                        # input gradient B produced
-        idx = [torch.as_tensor(i, device=self.device) if i is not None else None for i in index]
+        blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
         ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
         recv_kinds = (_KIND["recv_act"], _KIND["recv_grad"])
         def post(i: int) -> tuple[Any, Any]:
@@ -267,14 +285,16 @@ class Runner:
                     work, buf = posted.pop(i) if i in posted else post(i)
                     work.wait()
                     dest = xin[j] if k == _KIND["recv_act"] else dy[j]
-                    dest[idx[i]] = buf
+                    _unpack(buf, blocks[i], dest)
             elif k in (_KIND["send_act"], _KIND["send_grad"]):
                 if elements[i] > 0:
                     if k == _KIND["send_act"]:
                         src = y[j] if phases[i] == 0 else xin[j]
                     else:
                         src = dx[j] if phases[i] == 0 else dy[j]
-                    data = src.detach()[idx[i]].contiguous()
+                    data = _pack(src.detach().contiguous(), blocks[i],
+                                 torch.empty(int(elements[i]), dtype=self.dtype,
+                                             device=self.device))
                     sends.append((dist.isend(data, dst=int(peers[i]), tag=int(tags[i])), data))
             elif k == _KIND["grad_sync_start"]:
                 b = int(p["bucket"][i])

@@ -174,11 +174,25 @@ void block_index(const std::vector<disttrain::kernels::copy_block>& blocks, bool
       }
 }
 
+// A vector handed to NumPy without a copy, as a 1-D array or (cols > 0) a
+// (size / cols, cols) one.
 template <class T>
-nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& v) {
+nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& v, std::size_t cols = 0) {
   auto* heap = new std::vector<T>(std::move(v));
   nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  if (cols > 0) return nb::ndarray<nb::numpy, T>(heap->data(), {heap->size() / cols, cols}, owner);
   return nb::ndarray<nb::numpy, T>(heap->data(), {heap->size()}, owner);
+}
+
+// A message's copy blocks as rows of (src_offset, dst_offset, rows, cols,
+// src_ld, dst_ld): a send's from its source buffer into the packed message, a
+// receive's from the packed message into its destination buffer.
+std::vector<std::int64_t> block_rows(const std::vector<disttrain::kernels::copy_block>& blocks) {
+  std::vector<std::int64_t> out;
+  out.reserve(blocks.size() * 6);
+  for (const auto& b : blocks)
+    out.insert(out.end(), {b.src_offset, b.dst_offset, b.rows, b.cols, b.src_ld, b.dst_ld});
+  return out;
 }
 
 // The program of one rank as flat columns (one entry per op) and, per
@@ -189,10 +203,13 @@ struct flat_program {
   std::vector<std::int64_t> input_elements, output_elements;
   std::vector<std::int32_t> kind, stage, microbatch, peer, bucket, tag, link, phase, message;
   std::vector<std::int64_t> bytes, elements;
-  std::vector<std::vector<std::int64_t>> index;  // per op; empty for compute ops
+  std::vector<char> p2p;                          // per op: point-to-point?
+  std::vector<std::vector<std::int64_t>> blocks;  // per op: block_rows; empty for compute ops
+  std::vector<std::vector<std::int64_t>> index;   // per op (if asked): block_index
+  bool with_index = false;
 };
 
-flat_program flatten_program(const disttrain::bound_rank& mine) {
+flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index) {
   const disttrain::bound_program& p = mine.program;
   flat_program f;
   f.rank = p.rank;
@@ -204,7 +221,9 @@ flat_program flatten_program(const disttrain::bound_rank& mine) {
   for (auto* v : {&f.kind, &f.stage, &f.microbatch, &f.peer, &f.bucket, &f.tag, &f.link, &f.phase,
                   &f.message})
     v->reserve(n);
-  f.index.resize(n);
+  f.with_index = with_index;
+  f.blocks.resize(n);
+  f.index.resize(with_index ? n : 0);
   for (std::size_t i = 0; i < n; ++i) {
     const disttrain::bound_op& b = p.ops[i];
     f.kind.push_back(static_cast<std::int32_t>(b.op.kind));
@@ -218,12 +237,17 @@ flat_program flatten_program(const disttrain::bound_rank& mine) {
     f.message.push_back(b.message);
     f.bytes.push_back(b.bytes);
     std::int64_t elements = 0;
-    if (disttrain::is_p2p(b.op.kind)) {
+    f.p2p.push_back(disttrain::is_p2p(b.op.kind) ? 1 : 0);
+    if (f.p2p.back() != 0) {
       const disttrain::route_message& m = mine.message_of(b);
       elements = m.elements;
-      f.index[i].assign(static_cast<std::size_t>(elements), -1);
       const bool send = disttrain::is_send(b.op.kind);
-      block_index(send ? m.send_blocks : m.recv_blocks, send, elements, f.index[i].data());
+      const auto& blocks = send ? m.send_blocks : m.recv_blocks;
+      f.blocks[i] = block_rows(blocks);
+      if (with_index) {
+        f.index[i].assign(static_cast<std::size_t>(elements), -1);
+        block_index(blocks, send, elements, f.index[i].data());
+      }
     }
     f.elements.push_back(elements);
   }
@@ -248,14 +272,19 @@ nb::dict to_dict(flat_program&& f) {
   d["message"] = to_numpy(std::move(f.message));
   d["bytes"] = to_numpy(std::move(f.bytes));
   d["elements"] = to_numpy(std::move(f.elements));
-  nb::list index;
-  for (auto& v : f.index) {
-    if (v.empty())
-      index.append(nb::none());
-    else
-      index.append(to_numpy(std::move(v)));
-  }
-  d["index"] = index;
+  // Compute ops: None; a point-to-point op: its array (maybe empty: 0 elements).
+  const auto per_op = [&](std::vector<std::vector<std::int64_t>>& v, std::size_t cols) {
+    nb::list out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (f.p2p[i] == 0)
+        out.append(nb::none());
+      else
+        out.append(to_numpy(std::move(v[i]), cols));
+    }
+    return out;
+  };
+  d["blocks"] = per_op(f.blocks, 6);
+  if (f.with_index) d["index"] = per_op(f.index, 0);
   return d;
 }
 
@@ -267,7 +296,8 @@ nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool spli
                         const u32_2d& offset, std::uint32_t microbatches,
                         const std::vector<std::uint32_t>& dp, const i64_2d& rows,
                         const std::vector<std::int64_t>& hidden,
-                        const std::vector<std::size_t>& elem_size, int rank) {
+                        const std::vector<std::size_t>& elem_size, int rank,
+                        bool with_index) {
   flat_program f;
   {
     nb::gil_scoped_release release;
@@ -301,7 +331,7 @@ nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool spli
         topo, {.microbatches = static_cast<int>(microbatches),
                .split_backward = split_backward,
                .buckets = buckets});
-    f = flatten_program(disttrain::bind_rank(topo, chain, map, shapes, rank));
+    f = flatten_program(disttrain::bind_rank(topo, chain, map, shapes, rank), with_index);
   }
   return to_dict(std::move(f));
 }
@@ -328,5 +358,6 @@ void add_program_bindings(nb::module_& m) {
       "topology"_a, "microbatches"_a, "The reorderer's options of a topology (JSON text).");
   m.def("bind_rank", &bind_rank_impl, "topology"_a, "buckets"_a, "split_backward"_a, "id"_a,
         "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a, "rows"_a, "hidden"_a,
-        "elem_size"_a, "rank"_a, "One rank's bound program as arrays (see disttrain.bind_rank).");
+        "elem_size"_a, "rank"_a, "index"_a,
+        "One rank's bound program as arrays (see disttrain.bind_rank).");
 }

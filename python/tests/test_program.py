@@ -80,8 +80,23 @@ def batch(t, n=12, m=4, seed=3):
     return cmap, shapes
 
 
-def programs(t, cmap, shapes):
-    return [disttrain.bind_rank(t, cmap, shapes, r) for r in range(t["world_size"])]
+def programs(t, cmap, shapes, index=True):
+    return [disttrain.bind_rank(t, cmap, shapes, r, index=index) for r in range(t["world_size"])]
+
+
+def pack(src, blocks, elements):
+    """A send's message from its copy blocks (src_off, dst_off, rows, cols, src_ld, dst_ld)."""
+    out = np.full(elements, np.nan)
+    for so, do, r, c, sl, dl in blocks:
+        for i in range(r):
+            out[do + i * dl:do + i * dl + c] = src[so + i * sl:so + i * sl + c]
+    return out
+
+
+def unpack(msg, blocks, dst):
+    for so, do, r, c, sl, dl in blocks:
+        for i in range(r):
+            dst[do + i * dl:do + i * dl + c] = msg[so + i * sl:so + i * sl + c]
 
 
 def test_program_columns_and_matching():
@@ -95,29 +110,35 @@ def test_program_columns_and_matching():
         for col in ("stage", "microbatch", "peer", "bucket", "tag", "link", "phase", "message",
                     "bytes", "elements"):
             assert p[col].shape == (n,)
-        assert len(p["index"]) == n and p["input_elements"].shape == (4,)
+        assert len(p["index"]) == len(p["blocks"]) == n and p["input_elements"].shape == (4,)
         assert kinds[p["kind"][-1]] == "optimizer_step"
         for i in range(n):
             k = kinds[p["kind"][i]]
             if k.startswith(("send", "recv")):
                 assert p["bytes"][i] == 8 * p["elements"][i] == 8 * len(p["index"][i])
+                b = p["blocks"][i]
+                assert b.shape[1] == 6 and (b[:, 2] * b[:, 3]).sum() == p["elements"][i]
                 key = (k[5:], int(p["microbatch"][i]), int(p["link"][i]), int(p["message"][i]))
                 side = sends if k.startswith("send") else recvs
                 side[key + ((p["rank"], int(p["peer"][i])) if side is sends else
                             (int(p["peer"][i]), p["rank"]))] = (int(p["tag"][i]),
                                                                 int(p["elements"][i]))
             else:
-                assert p["index"][i] is None and p["peer"][i] == -1
+                assert p["index"][i] is None and p["blocks"][i] is None and p["peer"][i] == -1
     assert sends and sends == recvs  # every send has its receive: same tag, same size
 
 
-def test_data_movement_end_to_end():
+@pytest.mark.parametrize("mode", ["index", "blocks"])
+def test_data_movement_end_to_end(mode):
     """Forward activations: each sender fills its output buffer with values naming
-    (sample, row, column); after every send / receive of the world, each
+    (sample, row, column); after every send / receive of the world (messages
+    packed and unpacked with the index arrays, or the copy blocks), each
     receiver's input buffer holds its own samples' rows in cell order."""
     t = disttrain.topology(MODULES)
     cmap, shapes = batch(t)
-    ps = programs(t, cmap, shapes)
+    ps = programs(t, cmap, shapes, index=mode == "index")
+    if mode == "blocks":
+        assert "index" not in ps[0]
     kinds = disttrain.OP_KINDS
     row_of = {int(i): n for n, i in enumerate(cmap["id"])}
 
@@ -142,13 +163,18 @@ def test_data_movement_end_to_end():
                     if (kinds[k], p["microbatch"][i], p["phase"][i]) == ("send_act", j, phase):
                         src = out[p["rank"]] if phase == 0 else inp[p["rank"]]
                         wire[(p["rank"], int(p["peer"][i]), int(p["link"][i]),
-                              int(p["message"][i]))] = src[p["index"][i]]
+                              int(p["message"][i]))] = (
+                            src[p["index"][i]] if mode == "index" else
+                            pack(src, p["blocks"][i], int(p["elements"][i])))
             for p in ps:
                 for i, k in enumerate(p["kind"]):
                     if (kinds[k], p["microbatch"][i], p["phase"][i]) == ("recv_act", j, phase):
-                        inp[p["rank"]][p["index"][i]] = wire.pop(
-                            (int(p["peer"][i]), p["rank"], int(p["link"][i]),
-                             int(p["message"][i])))
+                        msg = wire.pop((int(p["peer"][i]), p["rank"], int(p["link"][i]),
+                                        int(p["message"][i])))
+                        if mode == "index":
+                            inp[p["rank"]][p["index"][i]] = msg
+                        else:
+                            unpack(msg, p["blocks"][i], inp[p["rank"]])
             assert not wire
         for p in ps:
             if p["chain_stage"] > 0:
@@ -192,9 +218,9 @@ for p in tp.programs(t, cmap, shapes):
     for k in sorted(p):
         v = p[k]
         h.update(k.encode())
-        if k == "index":
+        if k in ("index", "blocks"):
             for a in v:
-                h.update(b"-" if a is None else a.tobytes())
+                h.update(b"-" if a is None else a.tobytes() + repr(a.shape).encode())
         else:
             h.update(v.tobytes() if hasattr(v, "tobytes") else repr(v).encode())
 print(h.hexdigest())
