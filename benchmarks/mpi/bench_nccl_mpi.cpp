@@ -26,32 +26,12 @@
 #include "disttrain/comm/mpi_backend.hpp"
 #include "disttrain/comm/nccl_backend.hpp"
 #include "harness.hpp"
+#include "one_way.hpp"
 #include "p2p_report.hpp"
 
+using disttrain::bench::one_way;
+
 namespace {
-
-constexpr int ack_tag = 999;
-
-// Seconds per one-way message of `reps` messages, ended by an acknowledgement.
-double one_way(int me, int reps, const std::function<void()>& send,
-               const std::function<void()>& recv) {
-  char ack = 0;
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  for (int i = 0; i < reps; ++i) {
-    if (me == 0)
-      send();
-    else if (me == 1)
-      recv();
-  }
-  if (me == 0)
-    MPI_Recv(&ack, 1, MPI_CHAR, 1, ack_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  else if (me == 1)
-    MPI_Send(&ack, 1, MPI_CHAR, 0, ack_tag, MPI_COMM_WORLD);
-  double t = (MPI_Wtime() - t0) / reps;
-  MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);  // rank 0's clock decides
-  return t;
-}
 
 void check(ncclResult_t rc, const char* what) {
   if (rc != ncclSuccess)

@@ -11,6 +11,7 @@
 /// auto layout = disttrain::to_rank_layout(result.plan);
 /// @endcode
 #include "disttrain/plan/evaluate.hpp"
+#include "disttrain/plan/fidelity.hpp"
 #include "disttrain/plan/layout.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/plan/planner.hpp"

@@ -71,10 +71,11 @@ struct problem {
 
   static problem make(const std::string& scenario_json, const std::string& cost_json) {
     auto sc = dd::read_scenario(parse(scenario_json, "scenario"), "");
-    disttrain::cost_params cp;
+    // The GPU's calibrated defaults (as disttrain-plan), overridden field by field.
+    disttrain::cost_params cp = disttrain::calibrated_cost_params(sc.cluster.gpu.name);
     if (!cost_json.empty()) {
       const json cj = parse(cost_json, "cost");
-      if (!cj.is_null()) cp = dd::read_cost_params(cj, "cost");
+      if (!cj.is_null()) cp = dd::read_cost_params(cj, "cost", cp);
     }
     cp.validate_for(sc.cluster.gpu, "cost");
     disttrain::analytic_cost_model cm(sc.model, sc.cluster, cp);

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "../comm/local_harness.hpp"
@@ -224,6 +226,62 @@ TEST_CASE("validate_bound reports a deadlock and a mismatched message", "[bind]"
         break;
       }
     DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(bad), errc::schedule_error, "recv_act");
+  }
+}
+
+TEST_CASE("programs bound from different sample maps of equal sizes fail, never swap data",
+          "[bind]") {
+  // enc -> llm -> gen, DP 1 each: every module's cell of microbatch 0 holds the
+  // same samples. Map B swaps the first two samples of that microbatch (rows
+  // 1 and 2: the microbatch's bytes are unchanged, the sample order is not).
+  const topology t = three(1, 1, 1, 1, 1, 1, 1);
+  const auto chain = disttrain::chain_program(t, {.microbatches = 2});
+  const auto a = sample_map(t, 6, 2);
+  auto b = a;
+  const auto first = a.cell(0, 0, 0);
+  REQUIRE(first.size() >= 2);
+  const std::uint32_t x = first[0], y = first[1];
+  REQUIRE(a.samples[x].id % 3 != a.samples[y].id % 3);  // different rows: a real swap
+  for (std::size_t k = 0; k < b.modules; ++k) {
+    const std::size_t c = b.cell_index(k, 0, 0);
+    std::swap(b.cell_samples[b.cell_begin[c]], b.cell_samples[b.cell_begin[c] + 1]);
+    std::swap(b.samples[x].module[k].offset, b.samples[y].module[k].offset);
+  }
+  const auto sh = shapes(t, a);
+  REQUIRE(sh[0].rows == shapes(t, b)[0].rows);
+  const auto wa = disttrain::bind_world(t, chain, a, sh);
+  const auto wb = disttrain::bind_world(t, chain, b, sh);
+  // Same peers, tags and bytes everywhere: only the stamps tell them apart.
+  auto mixed = wa;
+  mixed.programs[0] = wb.programs[0];
+  for (std::size_t i = 0; i < wa.programs[0].ops.size(); ++i) {
+    CHECK(wa.programs[0].ops[i].bytes == wb.programs[0].ops[i].bytes);
+    CHECK(wa.programs[0].ops[i].tag == wb.programs[0].ops[i].tag);
+  }
+  DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(mixed), errc::schedule_error, "recv_act");
+  // Run: the encoder rank binds from map B, the others from map A. The
+  // backbone must fail at its first receive (before its host sees a byte).
+  disttrain::local_world lw(t.world_size(), {2000ms});
+  auto errors = disttrain::test::run_ranks(lw, [&](disttrain::local_backend& be) {
+    const int me = be.rank();
+    const disttrain::bound_rank mine = disttrain::bind_rank(t, chain, me == 0 ? b : a, sh, me);
+    toy_host h;
+    h.mine = &mine;
+    h.map = me == 0 ? &b : &a;
+    h.stages = t.num_chain_stages();
+    h.module_index = t.owning_index(t.coord(me).module);
+    h.buf.reset(mine);
+    disttrain::executor<disttrain::local_backend> ex(be, {.timeout = 500ms});
+    (void)ex.run(mine.program, h);
+  });
+  REQUIRE(errors[1]);
+  try {
+    std::rethrow_exception(errors[1]);
+  } catch (const disttrain::error& e) {
+    CHECK(e.code() == errc::comm_error);
+    CHECK(std::string(e.what()).find("plan disagreement: rank 0") != std::string::npos);
+  } catch (const std::exception& e) {
+    FAIL("rank 1 failed with a non-disttrain error (its host saw wrong data): " << e.what());
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/comm/route_transfer.hpp"
+#include "disttrain/exec/bucket_allreduce.hpp"
 #include "disttrain_catch.hpp"
 #include "local_harness.hpp"
 
@@ -159,5 +160,29 @@ TEST_CASE("timeouts quote the configured timeout, not the time left for the last
   late.join();
   CHECK(e.code() == errc::timeout);
   CHECK(e.where() == "rank 2 <- rank 1 tag 1");
+  CHECK(contains(e.message(), "within 400 ms"));
+}
+
+TEST_CASE("a bucket reduction's timeout quotes the configured timeout") {
+  // Rank 2 reduces over {0, 1, 2} with a 400 ms timeout: rank 0 takes part
+  // after ~150 ms, rank 1 never. The wait on rank 1 begins with ~250 ms left;
+  // the error must still say 400 ms.
+  local_world world(3, {5000ms});
+  std::vector<double> theirs(4, 1.0), mine(4, 2.0), got(4);
+  std::thread late([&] {
+    auto b0 = world.endpoint(0);
+    std::this_thread::sleep_for(150ms);
+    auto r = b0.irecv(std::as_writable_bytes(std::span(got)), 2, 7);
+    auto s = b0.isend(std::as_bytes(std::span(theirs)), 2, 7);
+    b0.wait(r);
+    b0.wait(s);
+  });
+  auto b2 = world.endpoint(2);
+  const std::vector<int> group{0, 1, 2};
+  disttrain::bucket_allreduce<local_backend, double> ar;
+  ar.start(b2, std::span(mine), group, 7);
+  const auto e = error_of([&] { ar.finish(b2, 400ms); });
+  late.join();
+  CHECK(e.code() == errc::timeout);
   CHECK(contains(e.message(), "within 400 ms"));
 }

@@ -42,6 +42,31 @@ TEST_CASE("a single-module-chain plan simulates to its closed form") {
   CHECK(trace.dump().find("llama-2-7b stage 1") != std::string::npos);
 }
 
+TEST_CASE("an all-colocated plan with one pipeline stage simulates (a chain without links)") {
+  // Megatron-style at small scale: every module on every GPU, pp 1, dp 2.
+  // bind_world used to read the message index of a chain with no link
+  // (out of bounds: a crash).
+  disttrain::testing::mock_cost cm(16);
+  parallel_plan p;
+  p.global_batch = 8;
+  p.num_microbatches = 4;
+  p.modules = {module_plan{"vit-h-14", "encoder", 1, 1, 2, {32}, false, true},
+               module_plan{"llama-2-7b", "backbone", 1, 1, 2, {32}},
+               module_plan{"sd-2.1-unet", "generator", 1, 1, 2, {25}, false, true}};
+  const auto w = disttrain::testing::mock_sample();
+  const auto s = disttrain::simulate_plan(p, cm, w);
+  CHECK(s.topo.world_size() == 2);
+  CHECK(s.shapes.empty());
+  CHECK_NOTHROW(disttrain::validate_bound(s.world));
+  for (const auto& prog : s.world.programs)
+    for (const auto& b : prog.ops) CHECK(b.op.peer < 0);  // no message: nothing to send
+  // No pipeline, no transfer: m microbatches back to back plus the sync, the
+  // closed form exactly (measured equal; the tolerance is float noise).
+  const auto e = disttrain::evaluate(p, cm, w);
+  INFO("simulated " << s.result.iteration_time << " s, evaluated " << e.iteration_time_s << " s");
+  CHECK(s.result.iteration_time == Approx(e.iteration_time_s).epsilon(1e-9));
+}
+
 TEST_CASE("a disaggregated plan simulates every rank's bound program") {
   disttrain::testing::mock_cost cm(16);
   parallel_plan p;

@@ -159,8 +159,9 @@ struct bind_context {
 // is its list's: rank_messages).
 struct rank_message {
   std::int64_t elements = 0;
-  int peer = -1;   // the other end
-  int index = -1;  // in the whole route (bound_op::message)
+  std::uint64_t stamp = 0;  // route_plan::stamp (bound_op::stamp)
+  int peer = -1;            // the other end
+  int index = -1;           // in the whole route (bound_op::message)
 };
 
 // The messages one rank takes part in on one route, by role.
@@ -215,7 +216,7 @@ message_lists index_messages(std::size_t ranks, std::size_t microbatches,
           const int role = m.phase == 0 ? (sending ? 3 : 0) : (sending ? 1 : 2);
           fn((static_cast<std::size_t>(r) * out.slots + j * 4 + static_cast<std::size_t>(k)) * 4 +
                  static_cast<std::size_t>(role),
-             rank_message{m.elements, sending ? m.dst : m.src, m.index});
+             rank_message{m.elements, rp.stamp(m), sending ? m.dst : m.src, m.index});
         }
     });
   };
@@ -246,6 +247,7 @@ inline void emit_messages(std::vector<bound_op>& out, std::size_t elem_size,
     b.link = link;
     b.phase = phase;
     b.message = m.index;
+    b.stamp = m.stamp;
     out.push_back(b);
   }
 }
@@ -336,10 +338,13 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
     const auto m = static_cast<std::size_t>(cx.endpoint(e).segment);
     if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
   }
-  std::vector<message_lists> lists(M);  // per microbatch, slots 0..3
+  // Per microbatch, slots 0..3; a chain of one stage (every module on the
+  // same GPUs, pp 1) has no link, and its lists are empty, not missing.
+  std::vector<message_lists> lists(M);
   std::vector<route_plan> routes(static_cast<std::size_t>(std::max(hi - lo, 0)) * 2);
-  for (std::size_t j = 0; j < M && hi > lo; ++j) {
-    const microbatch_placement mp = microbatch_placements(cx.map, j, modules);
+  for (std::size_t j = 0; j < M; ++j) {
+    const microbatch_placement mp =
+        hi > lo ? microbatch_placements(cx.map, j, modules) : microbatch_placement{};
     for (int l = lo; l < hi; ++l)
       for (int bwd = 0; bwd < 2; ++bwd) {
         route_plan& rp = routes[static_cast<std::size_t>((l - lo) * 2 + bwd)];

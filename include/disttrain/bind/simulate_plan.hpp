@@ -3,12 +3,15 @@
 /// @brief Simulates one iteration of a plan as it would run: the plan's
 /// topology, the split-microbatch chain, the sample map of a batch, every
 /// rank's bound program (`bind_world`) and `simulate_bound`, with durations
-/// from the cost model. The timeline behind `disttrain-plan --trace/--svg`.
+/// from the cost model. The timeline behind `disttrain-plan --trace/--svg`
+/// and `--iterations` (`bind/heterogeneity.hpp`).
 ///
 /// Steps: `topology_of(plan, model)` -> `chain_program` (plain 1F1B order of
 /// the chain, one gradient bucket per rank) -> the batch's sample map
-/// (`reorder_for_plan`'s options; each sample costed per segment, a colocated
-/// module's seconds added to its host segment) -> `bind_world` -> `simulate_bound`.
+/// (`plan_sample_map`: `reorder_for_plan`'s options, or the same options under
+/// `arrival_order` for the data as it arrives; each sample costed per segment,
+/// a colocated module's seconds added to its host segment; or a map the
+/// caller gives) -> `bind_world` -> `simulate_bound`.
 /// Without a batch, the plan's expected batch is simulated: `global_batch`
 /// samples of `sample_workload` each.
 ///
@@ -54,6 +57,8 @@
 #include "disttrain/plan/detail/stage_cost.hpp"
 #include "disttrain/plan/evaluate.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
+#include "disttrain/reorder/assignment.hpp"
+#include "disttrain/reorder/options.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 #include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/sim/bound_simulator.hpp"
@@ -252,31 +257,53 @@ template <cost_model C>
   return out;
 }
 
-/// @brief Simulates `p` on batch `batch` (one workload per sample, in sample
-/// id order; see the file comment). Throws like `evaluate` for a plan that
-/// does not match the cost model, `invalid_argument` at `simulate_plan.batch`
-/// for an empty batch or workloads over another model, and `errc::unsupported`
-/// for an interleaved backbone (`virtual_stages > 1`): the chain program is
-/// plain 1F1B.
-template <cost_model C>
-[[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
-                                            std::span<const model_workload> batch) {
-  detail::check_plan_against(p, cost.model(), cost.cluster());
+namespace detail {
+
+/// @brief Refuses an interleaved plan (`errc::unsupported` at
+/// `plan.<module>.virtual_stages`): the bound chain program is plain 1F1B.
+inline void require_plain_1f1b(const parallel_plan& p) {
   for (const module_plan& mp : p.modules)
     if (mp.virtual_stages > 1)
-      detail::fail(errc::unsupported, detail::cat("plan.", mp.name, ".virtual_stages"),
-                   "the bound chain program has no interleaved 1F1B yet; evaluate() prices this "
-                   "plan, simulate_plan cannot run it (plan with max_virtual_stages = 1 to "
-                   "simulate)");
-  detail::require(!batch.empty(), "simulate_plan.batch", "is empty");
+      fail(errc::unsupported, cat("plan.", mp.name, ".virtual_stages"),
+           "the bound chain program has no interleaved 1F1B yet; evaluate() prices this "
+           "plan, simulate_plan cannot run it (plan with max_virtual_stages = 1 to "
+           "simulate)");
+}
+
+/// @brief Checks a batch of workloads against a cost model's model.
+template <cost_model C>
+void check_plan_batch(const C& cost, std::span<const model_workload> batch) {
+  require(!batch.empty(), "simulate_plan.batch", "is empty");
   for (std::size_t i = 0; i < batch.size(); ++i)
-    detail::require(batch[i].size == cost.model().modules.size(),
-                    detail::cat("simulate_plan.batch[", i, "]"), "has ", batch[i].size,
-                    " modules, the model has ", cost.model().modules.size());
-  plan_simulation out;
-  out.topo = topology_of(p, cost.model());
-  out.chain = chain_program(out.topo, {.microbatches = p.num_microbatches});
-  // The sample map: costs per segment (a colocated module's on its host's).
+    require(batch[i].size == cost.model().modules.size(), cat("simulate_plan.batch[", i, "]"),
+            "has ", batch[i].size, " modules, the model has ", cost.model().modules.size());
+}
+
+}  // namespace detail
+
+/// @brief Which sample map a plan's batch is simulated with.
+enum class sample_order : std::uint8_t {
+  reordered,  ///< the reorderer's map with the plan's options (`reorder_for_plan`)
+  arrival,    ///< the same options under `arrival_order`: samples as they arrive (no reordering)
+};
+
+/// @brief The sample map of `batch` on plan `p`: every sample (id = its index
+/// in `batch`) costed per segment with the plan's TP (a colocated module's
+/// seconds on its host segment, `reorder_for_plan`), then the reorderer with
+/// the plan's options (`sample_order::reordered`) or with reordering off
+/// (`sample_order::arrival`, `arrival_order`: what Megatron-LM's sampler
+/// deals). Throws like `reorder_for_plan` and `reorderer::assign`, and
+/// `invalid_argument` at `simulate_plan.batch` for an empty batch or
+/// workloads over another model.
+/// @code
+/// auto as_loaded = disttrain::plan_sample_map(plan, cm, batch, disttrain::sample_order::arrival);
+/// auto sim = disttrain::simulate_plan(plan, cm, batch, as_loaded);
+/// @endcode
+template <cost_model C>
+[[nodiscard]] reorder_result plan_sample_map(const parallel_plan& p, const C& cost,
+                                             std::span<const model_workload> batch,
+                                             sample_order order = sample_order::reordered) {
+  detail::check_plan_batch(cost, batch);
   const plan_reorder<C> pr = reorder_for_plan(p, cost);
   std::vector<sample_meta> meta(batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -286,14 +313,61 @@ template <cost_model C>
       meta[i].cost[pr.cost.column_of(k)] +=
           cost.stage_time(pr.cost.config(k), batch[i][k]).total_s();
   }
-  reorderer<> r(pr.options);
-  out.map = r.assign(meta);
+  reorderer<> r(order == sample_order::arrival ? arrival_order(pr.options) : pr.options);
+  return r.assign(meta);
+}
+
+/// @brief Simulates `p` on batch `batch` with the sample map `map` (see the
+/// file comment): `batch[i]` is the workload of `map.samples[i]` (the map's
+/// samples are sorted by id, so with `plan_sample_map`'s ids, sample `i`).
+/// Throws like `evaluate` for a plan that does not match the cost model,
+/// `invalid_argument` at `simulate_plan.batch` for an empty batch or
+/// workloads over another model, at `simulate_plan.map` for a map whose
+/// segments, DP degrees, microbatches or sample count are not the plan's and
+/// batch's, and `errc::unsupported` for an interleaved backbone
+/// (`virtual_stages > 1`): the chain program is plain 1F1B.
+/// @code
+/// auto map = disttrain::plan_sample_map(plan, cm, batch);      // or any reorder_result
+/// double t = disttrain::simulate_plan(plan, cm, batch, map).result.iteration_time;
+/// @endcode
+template <cost_model C>
+[[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
+                                            std::span<const model_workload> batch,
+                                            const reorder_result& map) {
+  detail::check_plan_against(p, cost.model(), cost.cluster());
+  detail::require_plain_1f1b(p);
+  detail::check_plan_batch(cost, batch);
+  const plan_segments seg = reorder_segments(p);
+  const auto& mods = seg.options.modules;
+  bool same = map.modules == mods.size() &&
+              map.microbatches == static_cast<std::uint32_t>(p.num_microbatches);
+  for (std::size_t k = 0; same && k < mods.size(); ++k) same = map.dp[k] == mods[k].dp;
+  detail::require(same, "simulate_plan.map", "has ", map.modules, " segments and ",
+                  map.microbatches, " microbatches; the plan has ", mods.size(), " and ",
+                  p.num_microbatches, " (or a DP degree differs)");
+  detail::require(map.samples.size() == batch.size(), "simulate_plan.map", "has ",
+                  map.samples.size(), " samples, the batch ", batch.size());
+  validate(map);
+  plan_simulation out;
+  out.topo = topology_of(p, cost.model());
+  out.chain = chain_program(out.topo, {.microbatches = p.num_microbatches});
+  out.map = map;
   out.shapes = plan_link_shapes(p, cost, out.topo, out.map, batch);
   out.world = bind_world(out.topo, out.chain, out.map, out.shapes);
   out.world.name = detail::cat(p.modules[p.backbone_index()].name, " plan");
   const plan_bound_durations<C> d(p, cost, out.topo, out.map, batch);
   out.result = simulate_bound(out.world, d);
   return out;
+}
+
+/// @brief Simulates `p` on batch `batch` (one workload per sample, in sample
+/// id order) with the reorderer's map (`plan_sample_map`). Throws as above.
+template <cost_model C>
+[[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
+                                            std::span<const model_workload> batch) {
+  detail::check_plan_against(p, cost.model(), cost.cluster());
+  detail::require_plain_1f1b(p);
+  return simulate_plan(p, cost, batch, plan_sample_map(p, cost, batch));
 }
 
 /// @brief Simulates the plan's expected batch: `global_batch` samples of

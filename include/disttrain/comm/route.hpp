@@ -239,6 +239,12 @@ class route_plan {
   /// ahead of every message, so a disagreement is an error even without
   /// verify mode.
   [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fingerprint_; }
+  /// @brief 64-bit stamp of message `m` of this plan: the fingerprint mixed
+  /// with the message's ends, phase and element count. Both ends of a message
+  /// compute the same stamp iff they planned from the same inputs (a rank's
+  /// part gives the whole plan's stamps); `route_transfer` and the executor
+  /// of bound programs send it with every message.
+  [[nodiscard]] std::uint64_t stamp(const route_message& m) const noexcept;
 
  private:
   friend route_plan plan_route(const rank_layout&, route_endpoint, const sample_placement&,
@@ -289,6 +295,15 @@ class fingerprint_builder {
  private:
   std::uint64_t h_ = 0x6469737474726e31ull;  // "disttrn1": the fingerprint's version
 };
+
+}  // namespace detail
+
+inline std::uint64_t route_plan::stamp(const route_message& m) const noexcept {
+  detail::fingerprint_builder f;
+  return f.add(fingerprint_).add(m.src).add(m.dst).add(m.phase).add(m.elements).value();
+}
+
+namespace detail {
 
 /// Fingerprint of placement `p` (replica sizes and sample order).
 inline void add_placement(fingerprint_builder& f, const sample_placement& p) {

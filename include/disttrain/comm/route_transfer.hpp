@@ -204,7 +204,7 @@ class route_transfer {
       packed_send_bytes_ += bytes;
     }
     o.stamp.plan = plan_->fingerprint();
-    o.stamp.message = detail::message_stamp(o.stamp.plan, m);
+    o.stamp.message = plan_->stamp(m);
     o.stamp.bytes = bytes;
     o.stamp_req = b_->isend(std::as_bytes(std::span(&o.stamp, 1)), m.dst, opts_.tag);
     if (opts_.verify) {
@@ -293,7 +293,7 @@ class route_transfer {
                    detail::size_mismatch(m.src, std::to_string(in.stamp.bytes), t),
                    ": the two ranks planned this route differently (plan fingerprints ",
                    detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()), ")");
-    const std::uint64_t want = detail::message_stamp(plan_->fingerprint(), m);
+    const std::uint64_t want = plan_->stamp(m);
     if (in.stamp.message != want)
       detail::fail(errc::comm_error, t.where(), "plan disagreement: rank ", m.src, " and rank ",
                    me_, " planned this route from different inputs (plan fingerprints ",

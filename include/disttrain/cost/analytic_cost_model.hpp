@@ -133,11 +133,15 @@ class analytic_cost_model {
     const double pre_f = pre ? sh.pre.flops_per_token * w.tokens : 0.0;
     const double post_f = post ? sh.post.flops_per_token * w.tokens : 0.0;
 
-    const double fwd_layers = n * (op(lin + att) + comm);
+    const double score = score_time(sh, s.tp, w.tokens_sq);
+    const double fwd_layers = n * (op(lin + att) + comm + score);
     t.forward_s = fwd_layers + op(pre_f) + op(post_f);
     if (e.needs_backward) {
-      t.backward_s = n * (op(lin + 2.0 * att) + comm) + op(post_f);
-      if (s.recompute) t.backward_s += fwd_layers;
+      t.backward_s = n * (op(lin + 2.0 * att) + comm + 2.0 * score) + op(post_f);
+      if (s.recompute)
+        t.backward_s += fwd_layers;
+      else if (s.selective_recompute)
+        t.backward_s += n * (op(att) + score);
     }
     if (e.trainable) t.weight_grad_s = n * op(lin) + op(pre_f) + op(post_f);
     return t;
@@ -193,11 +197,13 @@ class analytic_cost_model {
     const bool post = s.first_layer + s.num_layers == sh.layers;
     const double logits = post ? sh.post.activation_bytes_per_token * w.tokens / tp : 0.0;
     if (e.needs_backward) {
+      const double kept_scores =
+          s.selective_recompute ? 0.0 : score_bytes(sh, s.tp, w.tokens_sq);
       const double per_layer =
-          s.recompute ? sh.checkpoint_bytes_per_token * w.tokens / tp : layer_act;
+          s.recompute ? sh.checkpoint_bytes_per_token * w.tokens / tp : layer_act + kept_scores;
       m.activations =
           static_cast<double>(in_flight) * static_cast<double>(s.num_layers) * per_layer +
-          (s.recompute ? layer_act : 0.0) + logits;
+          (s.recompute ? layer_act + score_bytes(sh, s.tp, w.tokens_sq) : 0.0) + logits;
     } else {
       m.activations = layer_act + logits;
     }
@@ -346,6 +352,20 @@ class analytic_cost_model {
     if (s.first_layer == 0) p += sh.pre.params;
     if (s.first_layer + s.num_layers == sh.layers) p += sh.post.params;
     return p;
+  }
+
+  // Unfused attention core (cost_params::attention_score_bytes > 0): HBM time of
+  // one layer's forward score traffic on one GPU (heads / tp heads, sum s^2 scores each).
+  double score_time(const module_shape& sh, int tp, double tokens_sq) const noexcept {
+    if (!(params_.attention_score_bytes > 0) || sh.heads <= 0) return 0.0;
+    return params_.attention_score_bytes * static_cast<double>(sh.heads) /
+           static_cast<double>(tp) * tokens_sq /
+           (cluster_.gpu.hbm_bandwidth_bytes_per_s * params_.memory_bw_efficiency);
+  }
+  // Bytes of one layer's kept score matrices on one GPU (5 per element) when unfused.
+  double score_bytes(const module_shape& sh, int tp, double tokens_sq) const noexcept {
+    if (!(params_.attention_score_bytes > 0) || sh.heads <= 0) return 0.0;
+    return 5.0 * static_cast<double>(sh.heads) / static_cast<double>(tp) * tokens_sq;
   }
 
   double tp_layer_comm(const module_shape& sh, int tp, double tokens) const noexcept {

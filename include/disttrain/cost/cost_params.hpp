@@ -37,6 +37,14 @@ struct cost_params {
   double grad_bytes = 4;  ///< bytes per gradient held and reduce-scattered by every rank (fp32)
   double optimizer_bytes = 12;        ///< bytes of optimizer state per parameter, sharded by ZeRO-1
   double memory_reserve_bytes = 4e9;  ///< per GPU: CUDA context, NCCL buffers, fragmentation
+  /// HBM bytes moved per attention-score element (one head, one query-key pair)
+  /// in a forward pass by an unfused attention core (QK^T written, scaled,
+  /// masked, softmaxed, dropped out, read by AV); the backward pass moves twice
+  /// that. 0 (the default) models fused flash attention, which keeps no score
+  /// matrix. When > 0 the scores are also kept for backward: 5 bytes per
+  /// element (Korthikanti et al. 2022: fp16 QK^T and softmax, 1-byte dropout
+  /// mask), unless the layer recomputes (full or selective).
+  double attention_score_bytes = 0;
 
   [[nodiscard]] efficiency_params& efficiency_for(module_role r) noexcept {
     return efficiency[static_cast<std::size_t>(r)];
@@ -63,6 +71,7 @@ struct cost_params {
     detail::require_non_negative(grad_bytes, join_path(path, "grad_bytes"));
     detail::require_non_negative(optimizer_bytes, join_path(path, "optimizer_bytes"));
     detail::require_non_negative(memory_reserve_bytes, join_path(path, "memory_reserve_bytes"));
+    detail::require_non_negative(attention_score_bytes, join_path(path, "attention_score_bytes"));
   }
 
   /// @brief `validate`, and the memory reserve must leave room on `gpu`:
@@ -77,6 +86,25 @@ struct cost_params {
   }
 };
 
+/// @brief The shipped cost parameters for a GPU type: `cost_params{}` with the
+/// efficiency curve (every role) fitted to published runs on that hardware by
+/// `disttrain-calibrate` (docs/cost_model.md, "Fidelity against published
+/// runs"). `hardware` is a cluster preset name ("a100", "h100", "h800") or a
+/// GPU name from the presets ("A100-SXM-80GB", ...). Hardware without cited
+/// runs (H100, H800 today) keeps the uncalibrated defaults.
+/// @code auto p = disttrain::calibrated_cost_params(cluster.gpu.name); @endcode
+[[nodiscard]] inline cost_params calibrated_cost_params(std::string_view hardware) {
+  cost_params p;
+  if (hardware == "a100" || hardware == "A100-SXM-80GB") {
+    // Fitted on data/published_runs.json (A100 runs marked "fit") by
+    // `disttrain-calibrate --hardware a100`: 7 runs fitted, e_max and tp_penalty free,
+    // flops_half kept at its prior (the runs' ops, >= 1e11 FLOPs per GPU, do not pin it).
+    const efficiency_params a100{.e_max = 0.9621, .flops_half = 3e10, .tp_penalty = 0.0494};
+    for (auto& e : p.efficiency) e = a100;
+  }
+  return p;
+}
+
 inline void to_json(json& j, const cost_params& p) {
   json e;
   to_json(e["encoder"], p.efficiency[0]);
@@ -89,18 +117,21 @@ inline void to_json(json& j, const cost_params& p) {
            {"param_bytes", p.param_bytes},
            {"grad_bytes", p.grad_bytes},
            {"optimizer_bytes", p.optimizer_bytes},
-           {"memory_reserve_bytes", p.memory_reserve_bytes}};
+           {"memory_reserve_bytes", p.memory_reserve_bytes},
+           {"attention_score_bytes", p.attention_score_bytes}};
 }
 
 namespace detail {
-/// @brief Reads cost parameters at `path`; every field optional (defaults kept).
-[[nodiscard]] inline cost_params read_cost_params(const json& j, std::string_view path) {
-  cost_params p;
+/// @brief Reads cost parameters at `path`; every field optional (`base`'s value kept).
+[[nodiscard]] inline cost_params read_cost_params(const json& j, std::string_view path,
+                                                  const cost_params& base = {}) {
+  cost_params p = base;
   if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
   check_keys(
       j,
       {"efficiency", "intra_node_bw_efficiency", "inter_node_bw_efficiency", "memory_bw_efficiency",
-       "param_bytes", "grad_bytes", "optimizer_bytes", "memory_reserve_bytes"},
+       "param_bytes", "grad_bytes", "optimizer_bytes", "memory_reserve_bytes",
+       "attention_score_bytes"},
       path);
   if (j.contains("efficiency")) {
     const json& e = j.at("efficiency");
@@ -123,6 +154,8 @@ namespace detail {
   p.optimizer_bytes = json_get_or<double>(j, "optimizer_bytes", p.optimizer_bytes, path);
   p.memory_reserve_bytes =
       json_get_or<double>(j, "memory_reserve_bytes", p.memory_reserve_bytes, path);
+  p.attention_score_bytes =
+      json_get_or<double>(j, "attention_score_bytes", p.attention_score_bytes, path);
   p.validate(path);
   return p;
 }

@@ -24,6 +24,10 @@ struct stage_config {
   int tp = 1;              ///< tensor-parallel degree (within a node)
   int dp = 1;              ///< data-parallel degree (ZeRO-1 shards optimizer state over it)
   bool recompute = false;  ///< full activation recomputation
+  /// Selective recomputation (Korthikanti et al. 2022): only the attention core
+  /// (scores, softmax, AV) is recomputed in backward; its score matrix is not
+  /// kept. Ignored when `recompute` is on.
+  bool selective_recompute = false;
   friend bool operator==(const stage_config&, const stage_config&) = default;
 };
 
@@ -85,7 +89,8 @@ inline void to_json(json& j, const stage_config& s) {
            {"num_layers", s.num_layers},
            {"tp", s.tp},
            {"dp", s.dp},
-           {"recompute", s.recompute}};
+           {"recompute", s.recompute},
+           {"selective_recompute", s.selective_recompute}};
 }
 inline void to_json(json& j, const stage_times& t) {
   j = json{

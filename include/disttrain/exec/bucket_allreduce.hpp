@@ -88,10 +88,10 @@ class bucket_allreduce {
   /// the bucket with the sum over the group, added in group order.
   void finish(B& b, std::chrono::milliseconds timeout) {
     detail::require(active_, "bucket_allreduce", "finish without start");
-    const auto deadline = detail::deadline_after(timeout);
+    const auto deadline = wait_deadline::after(timeout);
     for (std::size_t i = 0; i < requests_.size(); ++i)
       if (!done_[i]) {
-        b.wait(requests_[i], detail::remaining(deadline));
+        detail::wait_until(b, requests_[i], deadline);
         done_[i] = 1;
       }
     const std::size_t n = data_.size();

@@ -48,7 +48,11 @@
 /// (`payload(op)`: packed for a send, the landing buffer for a receive) and
 /// unpacks at `received(op)` (concept `bound_exec_host`). Route phases are
 /// ops like any other: the TP fan-out and the gradients' reversed routes run
-/// with the same overlap. Gradient buckets use the program's `dp_group`.
+/// with the same overlap. Gradient buckets use the program's `dp_group`. On
+/// host-memory backends each message is followed by its 32-byte stamp
+/// (`bound_op::stamp`), which the receiver checks before `received(op)`:
+/// programs bound from different inputs fail with `errc::comm_error` (plan
+/// disagreement) instead of exchanging wrong data of the right size.
 ///
 /// @code
 /// disttrain::executor<disttrain::local_backend> exec(backend);
@@ -59,15 +63,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/comm/detail/plan_stamp.hpp"
 #include "disttrain/core/error.hpp"
 #include "disttrain/exec/bucket_allreduce.hpp"
 #include "disttrain/exec/host.hpp"
@@ -167,7 +174,8 @@ class executor {
 
   struct pending {
     std::vector<exec_message> msgs;
-    std::vector<int> tags;  // per message
+    std::vector<int> tags;                    // per message
+    std::vector<detail::plan_stamp> stamps;   // bound programs: per message (see stamped)
     std::vector<request> reqs;
     std::vector<char> done;
     bool posted = false;
@@ -204,6 +212,31 @@ class executor {
                     "the host's payload has ", bytes.size(), " bytes, the bound program ", b.bytes);
     p.msgs.push_back({b.op.peer, bytes, 0});
     p.tags.push_back(b.tag);
+    if constexpr (stamped<bound_op>) {
+      detail::plan_stamp st;  // a receive's is overwritten by the sender's
+      st.message = b.stamp;
+      st.bytes = static_cast<std::uint64_t>(b.bytes);
+      p.stamps.push_back(st);
+    }
+  }
+  // Bound programs on host memory send each message's stamp right after its
+  // payload, on the same tag (messages between two ranks match in order), and
+  // check the one received against their own op's: two ranks that bound their
+  // programs from different inputs fail instead of exchanging wrong bytes.
+  // Device-memory backends carry no stamp (documented in docs/exec.md).
+  template <class Op>
+  static constexpr bool stamped =
+      std::is_same_v<Op, bound_op> && B::memory == memory_space::host;
+  void check_stamp(const bound_op& b, const detail::plan_stamp& got, const std::string& where) const {
+    if (got.magic == detail::plan_stamp::magic_value && got.message == b.stamp &&
+        got.bytes == static_cast<std::uint64_t>(b.bytes))
+      return;
+    detail::fail(errc::comm_error, where, "plan disagreement: rank ", b.op.peer, " sent stamp ",
+                 detail::hex64(got.message), " (", got.bytes, " bytes) where this rank's program has ",
+                 detail::hex64(b.stamp), " (", b.bytes,
+                 " bytes): the two programs were bound from different inputs (topology, chain, "
+                 "sample map or activation shapes) or run out of order; the received bytes are "
+                 "not used");
   }
   [[nodiscard]] int bucket_tag(const schedule_op& op) const { return tags_->bucket(op.bucket); }
   [[nodiscard]] static int bucket_tag(const bound_op& b) noexcept { return b.tag; }
@@ -268,11 +301,11 @@ class executor {
     void wait_all_of(const schedule_op& op, pending& p) {
       const double s = now();
       bool waited = false;
-      const auto deadline = detail::deadline_after(timeout());
+      const auto deadline = wait_deadline::after(timeout());
       for (std::size_t i = 0; i < p.reqs.size(); ++i) {
         if (p.done[i]) continue;
         if (!ex.b_->test(p.reqs[i])) {
-          ex.b_->wait(p.reqs[i], detail::remaining(deadline));
+          detail::wait_until(*ex.b_, p.reqs[i], deadline);
           waited = true;
         }
         p.done[i] = 1;
@@ -291,6 +324,9 @@ class executor {
         const exec_message& m = p.msgs[i];
         check_peer(op, m);
         p.reqs.push_back(ex.b_->irecv(m.bytes, m.peer, p.tags[i]));
+        if constexpr (stamped<Op>)
+          p.reqs.push_back(ex.b_->irecv(std::as_writable_bytes(std::span(&p.stamps[i], 1)), m.peer,
+                                        p.tags[i]));
       }
       p.done.assign(p.reqs.size(), 0);
       p.posted = true;
@@ -321,6 +357,7 @@ class executor {
       if (!p.posted) post_receive(host, k);
       next_post = std::max(next_post, k + 1);
       wait_all_of(op, p);
+      if constexpr (stamped<Op>) ex.check_stamp(item, p.stamps.front(), where(op));
       for (const exec_message& m : p.msgs) stats.bytes_received += m.bytes.size();
       stats.messages_received += p.msgs.size();
       compute(op, [&] { host.received(item); });
@@ -340,6 +377,9 @@ class executor {
         const exec_message& m = p.msgs[i];
         check_peer(op, m);
         p.reqs.push_back(ex.b_->isend(std::span<const std::byte>(m.bytes), m.peer, p.tags[i]));
+        if constexpr (stamped<Op>)
+          p.reqs.push_back(
+              ex.b_->isend(std::as_bytes(std::span(&p.stamps[i], 1)), m.peer, p.tags[i]));
         stats.bytes_sent += m.bytes.size();
       }
       stats.messages_sent += p.msgs.size();
@@ -420,11 +460,11 @@ class executor {
     void drain() {
       const double s = now();
       bool waited = false;
-      const auto deadline = detail::deadline_after(timeout());
+      const auto deadline = wait_deadline::after(timeout());
       for (auto& p : sends) {
         for (std::size_t i = 0; i < p.reqs.size(); ++i)
           if (!p.done[i]) {
-            ex.b_->wait(p.reqs[i], detail::remaining(deadline));
+            detail::wait_until(*ex.b_, p.reqs[i], deadline);
             p.done[i] = 1;
             waited = true;
           }

@@ -233,13 +233,15 @@ template <cost_model C>
       };
       auto colocated_part = [&](std::size_t mod) {
         const module_plan& cp = p.modules[mod];
-        add_part(mod, stage_config{mod, 0, model.modules[mod].layers(), cp.tp, bb.dp, cp.recompute},
+        add_part(mod,
+                 stage_config{mod, 0, model.modules[mod].layers(), cp.tp, bb.dp, cp.recompute,
+                              cp.selective_recompute},
                  sample_workload[mod] * static_cast<double>(kb));
       };
       if (i == bi && j == 0)
         for (std::size_t e = 0; e < bi; ++e)
           if (p.modules[e].colocated) colocated_part(e);
-      const stage_config cfg{i, first, c, mp.tp, mp.dp, mp.recompute};
+      const stage_config cfg{i, first, c, mp.tp, mp.dp, mp.recompute, mp.selective_recompute};
       add_part(i, cfg, w);
       if (i == bi && j == mp.pp - 1)
         for (std::size_t e = bi + 1; e < p.modules.size(); ++e)

@@ -74,6 +74,10 @@ struct module_plan {
   /// model chunks per device, each `layers[j] / virtual_stages` layers of stage
   /// j. Backbone only; 1 = plain 1F1B.
   int virtual_stages = 1;
+  /// Selective recomputation: only the attention core is recomputed (JSON:
+  /// `"recompute": "selective"`). Exclusive with `recompute`. Last, so that
+  /// positional initialisers of the fields above keep their meaning.
+  bool selective_recompute = false;
 
   /// @brief GPUs this module owns: tp * pp * dp, or 0 when colocated.
   [[nodiscard]] long long gpus() const noexcept {
@@ -153,6 +157,9 @@ inline void validate(const parallel_plan& p) {
     if (!(!m.name.empty()))
       detail::fail(errc::invalid_argument, detail::cat("plan.modules[", i, "].name"),
                    "must not be empty");
+    if (m.recompute && m.selective_recompute)
+      detail::fail(errc::invalid_argument, detail::cat("plan.", m.name, ".recompute"),
+                   "full and selective recomputation are exclusive");
     for (std::size_t j = 0; j < i; ++j)
       if (!(p.modules[j].name != m.name))
         detail::fail(errc::invalid_argument, detail::cat("plan.modules[", i, "].name"),
@@ -245,13 +252,13 @@ inline void to_json(json& j, const module_plan& m) {
            {"pp", m.pp},
            {"dp", m.dp},
            {"layers", m.layers},
-           {"recompute", m.recompute},
+           {"recompute", m.selective_recompute ? json("selective") : json(m.recompute)},
            {"colocated", m.colocated},
            {"virtual_stages", m.virtual_stages},
            {"gpus", m.gpus()}};
 }
-/// @brief Reads a module plan; `recompute`/`colocated` default false, `pp` and
-/// `virtual_stages` 1;
+/// @brief Reads a module plan; `recompute` (true/false, or "off", "selective",
+/// "full") and `colocated` default false, `pp` and `virtual_stages` 1;
 /// `layers` is required. Errors name `plan.<module>.<field>`.
 inline void from_json(const json& j, module_plan& m) {
   m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
@@ -265,7 +272,16 @@ inline void from_json(const json& j, module_plan& m) {
   m.pp = detail::json_get_or<int>(j, "pp", 1, p);
   m.dp = detail::json_get<int>(j, "dp", p);
   m.layers = detail::json_get<std::vector<int>>(j, "layers", p);
-  m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
+  if (j.contains("recompute") && j.at("recompute").is_string()) {
+    const auto mode = j.at("recompute").get<std::string>();
+    if (mode != "off" && mode != "selective" && mode != "full")
+      detail::fail(errc::parse_error, p + ".recompute",
+                   "expected true, false, \"off\", \"selective\" or \"full\", got \"", mode, "\"");
+    m.recompute = mode == "full";
+    m.selective_recompute = mode == "selective";
+  } else {
+    m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
+  }
   m.colocated = detail::json_get_or<bool>(j, "colocated", false, p);
   m.virtual_stages = detail::json_get_or<int>(j, "virtual_stages", 1, p);
 }

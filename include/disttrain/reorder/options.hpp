@@ -147,6 +147,27 @@ struct reorder_options {
   }
 };
 
+/// @brief `o` with reordering switched off: the no-reordering baseline, the
+/// sample map a loader without reordering produces (Megatron-LM's pretraining
+/// sampler). Microbatch j is the j-th run of floor/ceil(n/m) samples in input
+/// order (`slot_policy::arrival`); each module cuts it into contiguous chunks
+/// over its replicas in input order (`balance_method::arrival`; with `n / m`
+/// a multiple of dp, replica r of microbatch j gets samples `j n/m + r n/(m dp)
+/// ..`, as Megatron's sampler deals them); microbatches run in input order
+/// (`order_method::identity`); no slot search. Modules, microbatches, stages
+/// and `equal_count` are kept, so the result's cells match `o`'s.
+/// @code
+/// disttrain::reorderer<> plain(disttrain::arrival_order(opts));
+/// disttrain::reorder_result as_loaded = plain.assign(meta);   // meta in arrival order
+/// @endcode
+[[nodiscard]] inline reorder_options arrival_order(reorder_options o) {
+  o.slots = slot_policy::arrival;
+  o.balance = balance_method::arrival;
+  o.order = order_method::identity;
+  o.slot_search_budget = 0;
+  return o;
+}
+
 NLOHMANN_JSON_SERIALIZE_ENUM(balance_method, {{balance_method::none, "none"},
                                               {balance_method::lpt, "lpt"},
                                               {balance_method::karmarkar_karp, "karmarkar_karp"},

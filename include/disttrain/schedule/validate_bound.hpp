@@ -1,7 +1,7 @@
 #pragma once
 /// @file validate_bound.hpp
 /// @brief Checks a bound world (bind/bind.hpp) before it runs: every message
-/// has its receive with the same tag and byte count, messages between two
+/// has its receive with the same tag, byte count and stamp, messages between two
 /// ranks match in program order, every DP group member joins each gradient
 /// bucket it finishes, and no rank deadlocks. Throws `errc::schedule_error`
 /// naming the op (for a deadlock: the op every blocked rank waits at).

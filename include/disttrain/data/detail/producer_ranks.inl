@@ -106,10 +106,10 @@ typename B::request send_shared(B& b, const std::shared_ptr<const std::vector<st
 // Waits for `req` until `deadline`; a failure is rethrown with the same code at
 // `who` ("producer rank P" / "consumer rank C"), saying what was awaited.
 template <comm_backend B, class... Ts>
-void wait_naming(B& b, typename B::request& req, std::chrono::steady_clock::time_point deadline,
+void wait_naming(B& b, typename B::request& req, const wait_deadline& deadline,
                  const std::string& who, const Ts&... what) {
   try {
-    b.wait(req, remaining(deadline));
+    wait_until(b, req, deadline);
   } catch (const error& e) {
     fail(e.code(), who, what..., " (", e.what(), ")");
   }
@@ -214,7 +214,7 @@ void sample_producer<B, S>::prepare(std::uint64_t batch) {
 
 template <comm_backend B, part_source S>
 void sample_producer<B, S>::serve(staged& st) {
-  const auto deadline = detail::deadline_after(cfg_.timeout);
+  const auto deadline = wait_deadline::after(cfg_.timeout);
   const auto consumer_name = [](int c) { return detail::cat("consumer rank ", c); };
   for (std::size_t i = 0; i < st.meta_sends.size(); ++i)
     detail::wait_naming(b_, st.meta_sends[i], deadline, consumer_name(cfg_.consumers[i / 2]),
@@ -282,7 +282,7 @@ const batch_metadata<typename S::meta_type>& sample_feed<B, S>::metadata(std::ui
   started_ = true;
   next_ = batch;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto deadline = detail::deadline_after(cfg_.timeout);
+  const auto deadline = wait_deadline::after(cfg_.timeout);
   const std::size_t np = cfg_.producers.size();
   const auto ids = detail::batch_ids(sampler_, batch);
   held_.assign(np, {});
@@ -410,7 +410,7 @@ template <comm_backend B, part_source S>
 std::vector<received_part> sample_feed<B, S>::receive(std::uint64_t batch) {
   expect(batch, phase::receive, "receive");
   const auto t0 = std::chrono::steady_clock::now();
-  const auto deadline = detail::deadline_after(cfg_.timeout);
+  const auto deadline = wait_deadline::after(cfg_.timeout);
   const auto held_text = [&](std::size_t p) {
     return detail::cat("; it holds samples ", detail::id_list(held_[p]), " of batch ", batch);
   };

@@ -8,8 +8,8 @@
 /// messages leave one at a time in program order (one NIC per GPU), each
 /// taking `transfer` seconds from when the previous one left, while the rank
 /// goes on computing; a receive waits for the next message on its link (sender,
-/// receiver), which must carry the same tag and byte count (messages between
-/// two ranks match in program order, as NCCL requires). `grad_sync_start`
+/// receiver), which must carry the same tag, byte count and stamp (messages
+/// between two ranks match in program order, as NCCL requires). `grad_sync_start`
 /// joins the bucket's collective; `grad_sync_finish` waits until every member
 /// of the DP group joined, plus `reduce` seconds. Receivers do not contend.
 ///
@@ -118,11 +118,12 @@ void replay_bound(const bound_world& w, const D& d, std::vector<std::vector<I>>&
           if (it == links.end() || it->second.empty()) break;  // blocked
           const in_flight m = it->second.front();
           const bound_op& s = w.programs[static_cast<std::size_t>(m.rank)].ops[m.index];
-          if (s.tag != b.tag || s.bytes != b.bytes ||
+          if (s.tag != b.tag || s.bytes != b.bytes || s.stamp != b.stamp ||
               (s.op.kind == op_kind::send_act) != (b.op.kind == op_kind::recv_act))
             fail(errc::schedule_error, describe(w, me, i), "matches ", describe(w, m.rank, m.index),
-                 " (messages between two ranks match in program order; tag, bytes and kind "
-                 "must agree)");
+                 " (messages between two ranks match in program order; tag, bytes, kind and "
+                 "stamp must agree: a different stamp means the two were bound from different "
+                 "inputs)");
           it->second.pop_front();
           iv = {t, std::max(t, m.arrival)};
           t = iv.end;

@@ -1,0 +1,123 @@
+// The cost model against published training runs (data/published_runs.json,
+// docs/cost_model.md "Fidelity against published runs"): every run, fitted or
+// held out, is predicted within 10% with the shipped parameters, and the fit
+// that produced them is reproduced from the uncalibrated defaults.
+#include <cmath>
+#include <string>
+
+#include "disttrain/core/json.hpp"
+#include "disttrain/cost/cost_params.hpp"
+#include "disttrain/plan/fidelity.hpp"
+#include "disttrain_catch.hpp"
+
+using namespace disttrain;
+
+namespace {
+std::vector<published_run> load() {
+  return read_published_runs(read_json_file(DISTTRAIN_PUBLISHED_RUNS));
+}
+}  // namespace
+
+TEST_CASE("every published run is predicted within 10% by the shipped parameters") {
+  const auto runs = load();
+  REQUIRE(runs.size() >= 14);
+  int fitted = 0, held_out = 0;
+  for (const auto& r : runs) {
+    const auto s = score_run(r, calibrated_cost_params(r.hardware));
+    INFO(r.id << ": published " << r.published << ", predicted " << s.predicted);
+    CHECK(std::abs(s.relative_error) <= 0.10);
+    (r.split == "fit" ? fitted : held_out) += 1;
+  }
+  CHECK(fitted >= 5);
+  CHECK(held_out >= 5);
+}
+
+TEST_CASE("the fit from the uncalibrated defaults reproduces the shipped A100 curve") {
+  const auto runs = load();
+  std::vector<published_run> a100;
+  for (const auto& r : runs)
+    if (r.hardware == "a100") a100.push_back(r);
+  const cost_params shipped = calibrated_cost_params("a100");
+  const auto f = fit_runs(a100, shipped, cost_params{}.efficiency[1], {.flops_half = false});
+  const auto& e = shipped.efficiency_for(module_role::backbone);
+  CHECK(f.params.e_max == Approx(e.e_max).margin(0.005));
+  CHECK(f.params.tp_penalty == Approx(e.tp_penalty).margin(0.002));
+  CHECK(f.params.flops_half == e.flops_half);
+  CHECK(f.max_abs_error <= 0.10);
+  // Every role gets the curve; other hardware keeps the uncalibrated defaults.
+  CHECK(shipped.efficiency[0] == e);
+  CHECK(shipped.efficiency[2] == e);
+  CHECK(calibrated_cost_params("A100-SXM-80GB").efficiency[1] == e);
+  CHECK(calibrated_cost_params("h800").efficiency[1] == cost_params{}.efficiency[1]);
+}
+
+TEST_CASE("unfused attention and selective recompute are priced and kept as documented") {
+  const auto runs = load();
+  published_run r = runs.front();
+  r.recompute = "off";
+  r.attention = "flash";
+  const double flash = score_run(r, cost_params{}).evaluation.iteration_time_s;
+  r.attention = "unfused";
+  const auto unfused = score_run(r, cost_params{}).evaluation;
+  CHECK(unfused.iteration_time_s > flash);
+  r.recompute = "selective";
+  const auto selective = score_run(r, cost_params{}).evaluation;
+  CHECK(selective.iteration_time_s > unfused.iteration_time_s);
+  // Selective recompute keeps no score matrices: 5 bytes x heads x s^2 per layer less.
+  const double scores = 5.0 * r.arch.heads / r.tp * double(r.seq_len) * r.seq_len * r.arch.layers /
+                        r.pp;
+  CHECK(unfused.stages[0].memory.activations - selective.stages[0].memory.activations ==
+        Approx(scores).epsilon(1e-9));
+}
+
+TEST_CASE("published runs: bad input names the field") {
+  json j = read_json_file(DISTTRAIN_PUBLISHED_RUNS);
+  json bad = j;
+  bad["runs"][0]["recompute"] = "partial";
+  DISTTRAIN_CHECK_ERROR(read_published_runs(bad), errc::invalid_argument, "runs[0].recompute");
+  bad = j;
+  bad["runs"][1]["global_batch"] = 7;
+  DISTTRAIN_CHECK_ERROR(read_published_runs(bad), errc::invalid_argument, "runs[1].global_batch");
+  bad = j;
+  bad["runs"][2]["hardware"] = "v100";
+  DISTTRAIN_CHECK_ERROR(read_published_runs(bad), errc::invalid_argument, "runs[2].hardware");
+  bad = j;
+  bad["runs"][0]["speed"] = 1;
+  DISTTRAIN_CHECK_ERROR(read_published_runs(bad), errc::parse_error, "runs[0]");
+  bad = j;
+  for (auto& r : bad["runs"]) r["split"] = "held_out";
+  DISTTRAIN_CHECK_ERROR(fit_runs(read_published_runs(bad), cost_params{}, {}), errc::invalid_argument,
+                        "runs");
+}
+
+TEST_CASE("recompute modes in plan JSON and attention_score_bytes in cost JSON") {
+  const auto runs = load();
+  published_run r = runs.front();
+  r.recompute = "selective";
+  parallel_plan p = run_plan(r);
+  json j = p;
+  CHECK(j["modules"][0]["recompute"] == "selective");
+  parallel_plan back = j.get<parallel_plan>();
+  CHECK(back.modules[0].selective_recompute);
+  CHECK_FALSE(back.modules[0].recompute);
+  j["modules"][0]["recompute"] = "full";
+  back = j.get<parallel_plan>();
+  CHECK(back.modules[0].recompute);
+  CHECK_FALSE(back.modules[0].selective_recompute);
+  j["modules"][0]["recompute"] = "some";
+  DISTTRAIN_CHECK_ERROR(j.get<parallel_plan>(), errc::parse_error, "plan.gpt.recompute");
+  p.modules[0].recompute = true;  // and selective: exclusive
+  DISTTRAIN_CHECK_ERROR(validate(p), errc::invalid_argument, "plan.gpt.recompute");
+
+  cost_params c;
+  c.attention_score_bytes = 13;
+  const json cj = c;
+  CHECK(detail::read_cost_params(cj, "cost").attention_score_bytes == 13);
+  json neg = cj;
+  neg["attention_score_bytes"] = -1;
+  DISTTRAIN_CHECK_ERROR(detail::read_cost_params(neg, "cost"), errc::invalid_argument,
+                        "cost.attention_score_bytes");
+  // read_cost_params keeps the base's values for absent fields.
+  CHECK(detail::read_cost_params(json::object(), "cost", calibrated_cost_params("a100")).efficiency ==
+        calibrated_cost_params("a100").efficiency);
+}
