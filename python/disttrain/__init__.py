@@ -388,7 +388,9 @@ def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str,
     per op, in program order: ``kind`` (int32 codes into :data:`OP_KINDS`),
     ``stage``, ``microbatch``, ``peer`` (global rank, -1 for compute),
     ``bucket``, ``tag``, ``link``, ``phase`` (0 crossing, 1 TP fan-out),
-    ``message``, ``bytes`` and ``elements`` (int64), and ``blocks``: per
+    ``message``, ``bytes`` and ``elements`` (int64), ``stamp`` (uint64: the
+    message's plan stamp, equal in the sender's and the receiver's programs
+    iff both were bound from the same inputs), and ``blocks``: per
     point-to-point op (None otherwise) an int64 ``(nblocks, 6)`` array of
     copy blocks ``(src_offset, dst_offset, rows, cols, src_ld, dst_ld)``
     (element units): a send's copy its source buffer into the packed message

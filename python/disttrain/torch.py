@@ -236,9 +236,15 @@ class Runner:
         blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
         ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
         recv_kinds = (_KIND["recv_act"], _KIND["recv_grad"])
-        def post(i: int) -> tuple[Any, Any]:
+        # Each message is followed by its plan stamp (as the C++ executor does on
+        # host memory): programs bound from different inputs fail, naming the peer.
+        stamps = p["stamp"].view(_np.int64)
+
+        def post(i: int) -> tuple[Any, Any, Any, Any]:
             buf = torch.empty(int(elements[i]), dtype=self.dtype, device=self.device)
-            return dist.irecv(buf, src=int(peers[i]), tag=int(tags[i])), buf
+            st = torch.zeros(1, dtype=torch.int64, device=self.device)
+            src, tag = int(peers[i]), int(tags[i])
+            return dist.irecv(buf, src=src, tag=tag), buf, dist.irecv(st, src=src, tag=tag), st
 
         # recv_ahead: every receive is posted up front (no send can wait on an
         # unposted receive); else each at its op.
@@ -282,8 +288,17 @@ class Runner:
                 x[j] = y[j] = None
             elif k in recv_kinds:
                 if elements[i] > 0:
-                    work, buf = posted.pop(i) if i in posted else post(i)
+                    work, buf, swork, st = posted.pop(i) if i in posted else post(i)
                     work.wait()
+                    swork.wait()
+                    if int(st.item()) != int(stamps[i]):
+                        raise _dt.CommError(
+                            f"disttrain: comm_error at rank {self.rank} op #{i}: plan "
+                            f"disagreement: rank {int(peers[i])} sent stamp "
+                            f"{int(st.item()) & (2**64 - 1):#018x} where this rank's program has "
+                            f"{int(p['stamp'][i]):#018x}: the two programs were bound from "
+                            f"different inputs (topology, sample map or shapes); the received "
+                            f"bytes are not used", "comm_error", f"rank {self.rank} op #{i}")
                     dest = xin[j] if k == _KIND["recv_act"] else dy[j]
                     _unpack(buf, blocks[i], dest)
             elif k in (_KIND["send_act"], _KIND["send_grad"]):
@@ -295,7 +310,10 @@ class Runner:
                     data = _pack(src.detach().contiguous(), blocks[i],
                                  torch.empty(int(elements[i]), dtype=self.dtype,
                                              device=self.device))
-                    sends.append((dist.isend(data, dst=int(peers[i]), tag=int(tags[i])), data))
+                    st = torch.tensor([int(stamps[i])], dtype=torch.int64, device=self.device)
+                    dst, tag = int(peers[i]), int(tags[i])
+                    sends.append((dist.isend(data, dst=dst, tag=tag), data))
+                    sends.append((dist.isend(st, dst=dst, tag=tag), st))
             elif k == _KIND["grad_sync_start"]:
                 b = int(p["bucket"][i])
                 ps = self._bucket_params(b)

@@ -203,6 +203,7 @@ struct flat_program {
   std::vector<std::int64_t> input_elements, output_elements;
   std::vector<std::int32_t> kind, stage, microbatch, peer, bucket, tag, link, phase, message;
   std::vector<std::int64_t> bytes, elements;
+  std::vector<std::uint64_t> stamp;
   std::vector<char> p2p;                          // per op: point-to-point?
   std::vector<std::vector<std::int64_t>> blocks;  // per op: block_rows; empty for compute ops
   std::vector<std::vector<std::int64_t>> index;   // per op (if asked): block_index
@@ -236,6 +237,7 @@ flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index)
     f.phase.push_back(b.phase);
     f.message.push_back(b.message);
     f.bytes.push_back(b.bytes);
+    f.stamp.push_back(b.stamp);
     std::int64_t elements = 0;
     f.p2p.push_back(disttrain::is_p2p(b.op.kind) ? 1 : 0);
     if (f.p2p.back() != 0) {
@@ -272,6 +274,7 @@ nb::dict to_dict(flat_program&& f) {
   d["message"] = to_numpy(std::move(f.message));
   d["bytes"] = to_numpy(std::move(f.bytes));
   d["elements"] = to_numpy(std::move(f.elements));
+  d["stamp"] = to_numpy(std::move(f.stamp));
   // Compute ops: None; a point-to-point op: its array (maybe empty: 0 elements).
   const auto per_op = [&](std::vector<std::vector<std::int64_t>>& v, std::size_t cols) {
     nb::list out;

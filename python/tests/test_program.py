@@ -122,10 +122,26 @@ def test_program_columns_and_matching():
                 side = sends if k.startswith("send") else recvs
                 side[key + ((p["rank"], int(p["peer"][i])) if side is sends else
                             (int(p["peer"][i]), p["rank"]))] = (int(p["tag"][i]),
-                                                                int(p["elements"][i]))
+                                                                int(p["elements"][i]),
+                                                                int(p["stamp"][i]))
             else:
                 assert p["index"][i] is None and p["blocks"][i] is None and p["peer"][i] == -1
-    assert sends and sends == recvs  # every send has its receive: same tag, same size
+    # every send has its receive: same tag, same size, same plan stamp
+    assert sends and sends == recvs
+
+
+def test_stamps_differ_when_the_inputs_do():
+    t = disttrain.topology(MODULES)
+    cmap, shapes = batch(t)
+    other = [dict(s) for s in shapes]
+    other[0]["rows"] = other[0]["rows"].copy()
+    other[0]["rows"][0] += 1  # one sample's image rows
+    r = t["ranks"].index(next(c for c in t["ranks"] if c["chain_stage"] == 1))
+    a = disttrain.bind_rank(t, cmap, shapes, r)
+    b = disttrain.bind_rank(t, cmap, other, r)
+    p2p = a["peer"] >= 0
+    assert (a["stamp"][p2p] != 0).all()
+    assert not np.array_equal(a["stamp"][p2p], b["stamp"][p2p])
 
 
 @pytest.mark.parametrize("mode", ["index", "blocks"])
