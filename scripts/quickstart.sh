@@ -11,8 +11,10 @@
 #                                per-header checks (.ci/run runs those), print
 #                                the slowest tests, then the Python package's
 #                                tests: a venv in build/python-venv, pip
-#                                install of the repository, pytest (SKIPPED
-#                                when PyPI cannot be reached)
+#                                install of the repository and of PyTorch's
+#                                CPU wheel, pytest (SKIPPED when PyPI cannot
+#                                be reached; the torch tests alone SKIP when
+#                                only PyTorch cannot be installed)
 #   scripts/quickstart.sh test-python   the Python tests alone
 #
 # Missing Debian packages are installed with apt-get when running as root or
@@ -153,12 +155,28 @@ run_python_tests() {
     say "SKIPPED: Python tests: scikit-build-core, nanobind, numpy and pytest could not be installed from PyPI (no network?)"
     return 0
   fi
+  # PyTorch for the disttrain.torch tests (examples/python/torch_mllm.py under
+  # torchrun, gloo on CPU): the CPU wheel from download.pytorch.org, else PyPI's
+  # (larger: CUDA libraries). Without either, those tests SKIP with the reason.
+  if ! "$venv/bin/python" -c 'import torch' >/dev/null 2>&1; then
+    say "installing PyTorch (CPU wheel) for the disttrain.torch tests"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --retries 1 \
+        --timeout 30 torch --index-url https://download.pytorch.org/whl/cpu ||
+      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check torch ||
+      say "PyTorch could not be installed: the disttrain.torch tests will be SKIPPED"
+  fi
   say "pip install . (the disttrain Python package, build/python)"
   CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$venv/bin/python" -m pip install --quiet \
     --disable-pip-version-check --no-build-isolation --no-deps "$ROOT"
   say "pytest python/tests"
-  (cd "$ROOT" && DISTTRAIN_PLAN="$ROOT/build/dev/tools/disttrain-plan" \
-     "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests)
+  # The CLI-agreement tests use the dev build's disttrain-plan (`test` builds
+  # it); without one (test-python alone) conftest.py looks in the other build
+  # trees and on PATH, and skips those tests if there is none.
+  local plan_tool=()
+  [ -x "$ROOT/build/dev/tools/disttrain-plan" ] &&
+    plan_tool=(DISTTRAIN_PLAN="$ROOT/build/dev/tools/disttrain-plan")
+  (cd "$ROOT" && env "${plan_tool[@]}" \
+     "$venv/bin/python" -m pytest -q -rs --durations=5 -p no:cacheprovider python/tests)
   say "all Python tests passed (build/python-venv)"
 }
 

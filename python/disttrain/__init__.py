@@ -26,7 +26,8 @@ from .errors import (CommError, Error, Infeasible, Internal, InvalidArgument, Pa
 
 __all__ = [
     "__version__", "presets", "plan", "plan_baseline", "evaluate", "simulate", "reorder",
-    "Reorderer", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
+    "Reorderer", "topology", "topology_of", "reorder_options_of", "reorderer_of", "bind_rank",
+    "cell", "OP_KINDS", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
     "CommError", "Timeout", "Unsupported", "Internal",
 ]
 
@@ -302,3 +303,139 @@ def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids
 # reorder() keeps one C++ reorderer (its scratch buffers) per thread and option
 # set, as a C++ trainer keeps its reorderer: a call allocates no scratch space.
 _cache = _threading.local()
+
+
+# ---- topology and bound per-rank programs --------------------------------------
+
+Topology = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
+
+#: Names of the op kinds, indexed by a program's ``kind`` codes.
+OP_KINDS: tuple[str, ...] = tuple(_core.op_kinds)
+
+
+def _topology_text(t: Topology) -> str:
+    if isinstance(t, Mapping):
+        mods = t.get("modules")
+    elif isinstance(t, Sequence) and not isinstance(t, (str, bytes)):
+        mods = t
+    else:
+        raise InvalidArgument(f"disttrain: invalid_argument at topology: expected a dict with "
+                              f"'modules' or a list of modules, got {type(t).__name__}",
+                              "invalid_argument", "topology")
+    if mods is None:
+        raise ParseError("disttrain: parse_error at topology.modules: required field is missing",
+                         "parse_error", "topology.modules")
+    return _json.dumps({"modules": [dict(m) for m in mods]})
+
+
+def topology(t: Topology) -> dict[str, Any]:
+    """The pipeline's one topology (C++ ``disttrain::topology``), validated.
+
+    ``t``: a dict with ``"modules"`` (or the list itself), each module a dict
+    with ``name``, ``role`` (encoder, backbone, generator), and optional
+    ``tp``/``pp``/``dp`` (1), ``trainable`` (True), ``colocated`` (False), in
+    pipeline order. Returns the modules plus what is derived from them:
+    ``world_size``, ``backbone`` (module index), ``chain`` (``[module, stage]``
+    per chain stage), ``owning_modules`` (the modules that own ranks: the
+    reorderer's modules, in order), ``ranks`` (per global rank: ``module``,
+    ``stage``, ``replica``, ``tp_rank``, ``chain_stage``) and ``describe``.
+    Rank numbering: ``base(module) + (stage * dp + replica) * tp + tp_rank``.
+    Errors name the field (``topology.modules[1].dp``).
+    """
+    return _json.loads(_core.topology(_topology_text(t)))
+
+
+def topology_of(plan: Mapping[str, Any], model: Optional[Mapping[str, Any]] = None
+                ) -> dict[str, Any]:
+    """The topology of a plan (a plan dict or a :func:`plan` result), as
+    :func:`topology` returns it; with ``model`` (a model spec dict) a module
+    the model freezes is not trainable."""
+    return _json.loads(_core.topology_of(_plan_text(plan), "" if model is None else
+                                         _json.dumps(dict(model))))
+
+
+def reorder_options_of(t: Topology, microbatches: int) -> dict[str, Any]:
+    """The reorderer's options of a topology (C++ ``reorder_options_of``):
+    module k = the k-th module owning ranks with its DP degree, the scoring
+    pipeline with each module's stages (:func:`reorderer_of` builds the reorderer)."""
+    return _json.loads(_core.reorder_options_of(_topology_text(t), int(microbatches)))
+
+
+def reorderer_of(t: Topology, microbatches: int) -> "Reorderer":
+    """A :class:`Reorderer` with :func:`reorder_options_of`'s options."""
+    o = reorder_options_of(t, microbatches)
+    return Reorderer([m["dp"] for m in o["modules"]], o["microbatches"],
+                     names=[m["name"] for m in o["modules"]], stages=o["stages"])
+
+
+def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
+              rank: int, *, buckets: int = 1, split_backward: bool = False,
+              index: bool = False) -> dict[str, Any]:
+    """The program global rank ``rank`` runs in one iteration (C++
+    ``bind_rank`` over ``chain_program(t, {microbatches, split_backward,
+    buckets})``): every point-to-point op names its peer, bytes and tag.
+
+    ``map``: the sample map, a :func:`reorder` result (``id``,
+    ``microbatch``, ``replica``, ``offset``, ``microbatches``, ``dp``) over
+    the topology's modules that own ranks (:func:`reorderer_of`). ``shapes``:
+    one dict per chain link (chain stage c -> c + 1): ``hidden`` (elements
+    per row), ``rows`` (rows per sample, in the map's row order) and optional
+    ``elem_size`` (bytes per element, 4).
+
+    Returns a dict: ``rank``, ``chain_stage``, ``dp_group`` (ranks reducing
+    its gradient buckets), ``input_elements`` / ``output_elements`` (int64
+    per microbatch: the activation buffers received and sent), and one entry
+    per op, in program order: ``kind`` (int32 codes into :data:`OP_KINDS`),
+    ``stage``, ``microbatch``, ``peer`` (global rank, -1 for compute),
+    ``bucket``, ``tag``, ``link``, ``phase`` (0 crossing, 1 TP fan-out),
+    ``message``, ``bytes`` and ``elements`` (int64), ``stamp`` (uint64: the
+    message's plan stamp, equal in the sender's and the receiver's programs
+    iff both were bound from the same inputs), and ``blocks``: per
+    point-to-point op (None otherwise) an int64 ``(nblocks, 6)`` array of
+    copy blocks ``(src_offset, dst_offset, rows, cols, src_ld, dst_ld)``
+    (element units): a send's copy its source buffer into the packed message
+    (the source: the output, or the input gradient, for phase 0; the received
+    input, or output gradient, for a fan-out), a receive's copy the packed
+    message into its destination buffer (the input, or the output gradient):
+    ``dst[dst_offset + i * dst_ld + c] = src[src_offset + i * src_ld + c]``
+    for ``i < rows``, ``c < cols``. With ``index=True``, also ``index``: the
+    same as one int64 array per message (8 bytes per element moved: for
+    small programs and tests): a send is ``source[index]``, a receive
+    ``destination[index] = message``. Buffers hold the replica's samples of
+    the microbatch in cell order, ``rows x hidden`` row-major each. Every rank
+    computes the same program for the same inputs.
+    """
+    if isinstance(shapes, Mapping) or not isinstance(shapes, Sequence):
+        raise InvalidArgument("disttrain: invalid_argument at shapes: expected a list of dicts "
+                              "(one per chain link)", "invalid_argument", "shapes")
+    n = len(map["id"])
+    rows = _np.zeros((len(shapes), n), dtype=_np.int64)
+    hidden, elem = [], []
+    for link, s in enumerate(shapes):
+        extra = sorted(set(s) - {"hidden", "rows", "elem_size"})
+        if extra:
+            raise ParseError(f"disttrain: parse_error at shapes[{link}].{extra[0]}: unknown key "
+                             f"(allowed: hidden, rows, elem_size)", "parse_error",
+                             f"shapes[{link}].{extra[0]}")
+        r = _np.asarray(s["rows"])
+        if r.shape != (n,) or r.dtype.kind not in "ui":
+            raise InvalidArgument(f"disttrain: invalid_argument at shapes[{link}].rows: expected "
+                                  f"{n} integers (one per sample of the map), got shape {r.shape} "
+                                  f"dtype {r.dtype}", "invalid_argument", f"shapes[{link}].rows")
+        rows[link] = r
+        hidden.append(int(s["hidden"]))
+        elem.append(int(s.get("elem_size", 4)))
+    u32 = lambda a: _np.ascontiguousarray(a, dtype=_np.uint32)  # noqa: E731
+    return _core.bind_rank(_topology_text(t), int(buckets), bool(split_backward),
+                           _np.ascontiguousarray(map["id"], dtype=_np.uint64),
+                           u32(map["microbatch"]), u32(map["replica"]), u32(map["offset"]),
+                           int(map["microbatches"]), [int(d) for d in map["dp"]], rows, hidden,
+                           elem, int(rank), bool(index))
+
+
+def cell(map: Mapping[str, Any], module: int, replica: int, microbatch: int) -> _np.ndarray:
+    """Sample ids of ``replica`` of reorder module ``module`` in ``microbatch``,
+    in offset order (the order of the replica's activation buffers)."""
+    k = int(module)
+    mask = (map["microbatch"] == microbatch) & (map["replica"][:, k] == replica)
+    return map["id"][mask][_np.argsort(map["offset"][mask, k], kind="stable")]

@@ -39,6 +39,7 @@
 #include "disttrain/reorder.hpp"
 #include "disttrain/sim/svg.hpp"
 #include "disttrain/sim/trace.hpp"
+#include "program_ext.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -428,4 +429,5 @@ NB_MODULE(_core, m) {
            "Like assign, but the full reorder_result as JSON text.");
   m.def("bench_reorder_cpp", &bench_reorder_cpp, "costs"_a, "options"_a, "reps"_a, "mode"_a,
         "Seconds per call of the C++ reorderer on the same instance (benchmark reference).");
+  add_program_bindings(m);
 }

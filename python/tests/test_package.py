@@ -20,6 +20,7 @@ def test_stubs_and_marker_installed():
     pkg = pathlib.Path(disttrain.__file__).parent
     stub = (pkg / "_core.pyi").read_text()
     assert "class Reorderer" in stub and "def plan(" in stub
+    assert "def topology(" in stub and "def bind_rank(" in stub
     assert (pkg / "py.typed").exists()
 
 

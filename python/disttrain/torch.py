@@ -1,0 +1,349 @@
+"""disttrain for PyTorch trainers: a batch sampler that gives each rank its
+samples of each microbatch from the one global sample map, and a runner that
+executes a rank's bound program over ``torch.distributed`` point-to-point
+(docs/python.md, "PyTorch").
+
+torch is imported when a :class:`Runner` is built, not when this module is:
+``BatchSampler`` works without it.
+
+>>> from disttrain.torch import BatchSampler, Runner
+>>> sampler = BatchSampler(range(len(ds)), 12, topo, rank, costs, microbatches=4)
+>>> runner = Runner(topo, forward, shapes, params=stage.parameters(), dtype=torch.float64)
+>>> for batch_map, mine in sampler.batches():      # mine[j]: my dataset indices of microbatch j
+...     out = runner.run(batch_map)                  # F/B via `forward`, sends/recvs, DP reduction
+...     opt.step(); opt.zero_grad()
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
+
+import numpy as _np
+
+import disttrain as _dt
+
+__all__ = ["BatchSampler", "Runner", "module_of"]
+
+_KIND = {name: code for code, name in enumerate(_dt.OP_KINDS)}
+
+
+def _torch():
+    try:
+        import torch
+        import torch.distributed
+    except ImportError as e:  # pragma: no cover - exercised only without torch
+        raise _dt.Unsupported(f"disttrain: unsupported at disttrain.torch: PyTorch is not "
+                              f"installed ({e})", "unsupported", "disttrain.torch") from None
+    return torch
+
+
+def module_of(topo: Mapping[str, Any], rank: int) -> tuple[int, int]:
+    """(reorder module index, DP replica) of global ``rank``: the column of the
+    sample map and the replica whose samples the rank processes."""
+    r = topo["ranks"][rank]
+    return topo["owning_modules"].index(r["module"]), r["replica"]
+
+
+def _block(t: Any, offset: int, rows: int, cols: int, ld: int) -> Any:
+    """The (rows, cols) view of flat contiguous ``t`` a copy block names."""
+    return t.as_strided((rows, cols), (ld, 1), t.storage_offset() + offset)
+
+
+def _pack(src: Any, blocks: list, out: Any) -> Any:
+    """A send's message: its copy blocks from ``src`` into ``out``."""
+    for so, do, rows, cols, sl, dl in blocks:
+        _block(out, do, rows, cols, dl).copy_(_block(src, so, rows, cols, sl))
+    return out
+
+
+def _unpack(msg: Any, blocks: list, dst: Any) -> None:
+    """A receive: its copy blocks from the message into ``dst``."""
+    for so, do, rows, cols, sl, dl in blocks:
+        _block(dst, do, rows, cols, dl).copy_(_block(msg, so, rows, cols, sl))
+
+
+class BatchSampler:
+    """Each rank's dataset indices of each microbatch, in the reorderer's
+    order, from one global sample map that every rank computes identically.
+
+    ``sampler``: an iterable of dataset indices, *the same on every rank*
+    (``range(n)``, a ``torch.utils.data.RandomSampler`` with a seeded
+    generator; not a ``DistributedSampler``); it is cut into global batches of
+    ``batch_size`` (a short last batch is dropped unless ``drop_last=False``).
+    ``costs(indices)`` returns the ``(n, modules)`` cost of those samples on
+    each module that owns ranks (``topology["owning_modules"]`` order).
+
+    Iterating yields, per global batch, one list per microbatch (in execution
+    order) of this rank's indices, so it is a ``batch_sampler`` for
+    ``torch.utils.data.DataLoader`` (mind that a replica may have no sample in
+    a microbatch: an empty list). :meth:`batches` yields ``(map, lists)`` per
+    global batch, the map being what :class:`Runner.run` and
+    :func:`disttrain.bind_rank` take. Indices must be unique within a batch.
+    """
+
+    def __init__(self, sampler: Iterable[int], batch_size: int, topology: Any, rank: int,
+                 costs: Callable[[_np.ndarray], Any], microbatches: int, *,
+                 drop_last: bool = True) -> None:
+        self.topology = topology if "ranks" in topology else _dt.topology(topology)
+        if not 0 <= rank < self.topology["world_size"]:
+            raise _dt.InvalidArgument(f"disttrain: invalid_argument at BatchSampler.rank: rank "
+                                      f"{rank} outside the topology's {self.topology['world_size']}"
+                                      f" ranks", "invalid_argument", "BatchSampler.rank")
+        if batch_size < 1:
+            raise _dt.InvalidArgument("disttrain: invalid_argument at BatchSampler.batch_size: "
+                                      f"must be >= 1, got {batch_size}", "invalid_argument",
+                                      "BatchSampler.batch_size")
+        self.sampler, self.batch_size, self.rank = sampler, int(batch_size), int(rank)
+        self.microbatches, self.drop_last, self._costs = int(microbatches), drop_last, costs
+        self.module, self.replica = module_of(self.topology, rank)
+        self.reorderer = _dt.reorderer_of(self.topology, microbatches)
+        self.map: Optional[dict[str, Any]] = None  #: the last global batch's sample map
+
+    def reorder(self, indices: Sequence[int]) -> dict[str, Any]:
+        """The sample map of one global batch (the same on every rank)."""
+        ids = _np.asarray(indices, dtype=_np.uint64)
+        return self.reorderer.assign(self._costs(ids), ids)
+
+    def mine(self, map: Mapping[str, Any]) -> list[list[int]]:
+        """This rank's indices of each microbatch of ``map``, in buffer order."""
+        return [[int(i) for i in _dt.cell(map, self.module, self.replica, j)]
+                for j in range(int(map["microbatches"]))]
+
+    def global_batches(self) -> Iterator[list[int]]:
+        batch: list[int] = []
+        for i in self.sampler:
+            batch.append(int(i))
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def batches(self) -> Iterator[tuple[dict[str, Any], list[list[int]]]]:
+        """Per global batch: (its sample map, this rank's indices per microbatch)."""
+        for batch in self.global_batches():
+            self.map = self.reorder(batch)
+            yield self.map, self.mine(self.map)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for _, lists in self.batches():
+            yield from lists
+
+    def __len__(self) -> int:
+        n = len(self.sampler)  # type: ignore[arg-type]
+        full = n // self.batch_size + (0 if self.drop_last or n % self.batch_size == 0 else 1)
+        return full * self.microbatches
+
+
+class Runner:
+    """Runs this rank's bound program (:func:`disttrain.bind_rank`) of each
+    iteration over ``torch.distributed`` point-to-point, with the trainer's own
+    modules as the forward/backward callbacks.
+
+    ``forward(microbatch, x, ids)``: this rank's part of F on its samples
+    ``ids`` (sample-map ids in buffer order; maybe empty). ``x`` is the
+    received input, a flat tensor of the samples' ``rows x hidden`` blocks
+    (None on the first chain stage), with ``requires_grad``. It returns, on
+    the last chain stage, the loss (a scalar: scale it as the trainer's loss,
+    e.g. divided by the global batch), elsewhere the output, whose flattening
+    is the samples' ``rows x hidden`` blocks in ``ids`` order. B is autograd:
+    ``backward`` of the loss, or of the output with the received gradient.
+
+    ``shapes(map)``: the activation of each chain link for that batch, as
+    :func:`disttrain.bind_rank` takes it (``elem_size`` is ``dtype``'s).
+    ``params``: this rank's parameters; their gradients are summed over the
+    rank's data-parallel group at the program's ``grad_sync`` ops (in
+    ``buckets`` buckets); :meth:`run` clears them first. ``step``: called at
+    the ``optimizer_step`` op (else call the optimizer after :meth:`run`).
+    ``recv_ahead``: post every receive when :meth:`run` starts (the default,
+    as the C++ executor), else each at its op. TP: the runner moves the program's
+    TP fan-out messages (every TP rank of a replica receives the whole
+    input); the math of a TP split is the forward callback's.
+
+    Builds one ``torch.distributed`` group per data-parallel group of the
+    topology (every rank must construct its Runner at the same point).
+    """
+
+    def __init__(self, topology: Any, forward: Callable[[int, Any, _np.ndarray], Any],
+                 shapes: Callable[[Mapping[str, Any]], Sequence[Mapping[str, Any]]], *,
+                 params: Optional[Iterable[Any]] = None, dtype: Any = None,
+                 device: Any = None, rank: Optional[int] = None, buckets: int = 1,
+                 step: Optional[Callable[[], None]] = None, recv_ahead: bool = True) -> None:
+        torch = _torch()
+        self._t, self._dist = torch, torch.distributed
+        if not self._dist.is_initialized():
+            raise _dt.InvalidArgument("disttrain: invalid_argument at Runner: torch.distributed "
+                                      "is not initialised (init_process_group first)",
+                                      "invalid_argument", "Runner")
+        self.topology = topology if "ranks" in topology else _dt.topology(topology)
+        self.rank = self._dist.get_rank() if rank is None else int(rank)
+        world = self._dist.get_world_size()
+        if world != self.topology["world_size"]:
+            raise _dt.InvalidArgument(f"disttrain: invalid_argument at Runner.topology: the "
+                                      f"topology has {self.topology['world_size']} ranks, the "
+                                      f"process group {world}", "invalid_argument",
+                                      "Runner.topology")
+        self.forward, self.shapes, self.step = forward, shapes, step
+        self.recv_ahead = bool(recv_ahead)
+        self.params = [p for p in params] if params is not None else []
+        self.dtype = dtype if dtype is not None else torch.get_default_dtype()
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.buckets = max(1, min(int(buckets), max(1, len(self.params))))
+        self.module, self.replica = module_of(self.topology, self.rank)
+        self.chain_stage = self.topology["ranks"][self.rank]["chain_stage"]
+        self.last_stage = self.chain_stage == len(self.topology["chain"]) - 1
+        self._group = None
+        # Every rank creates every DP group, in the same order (new_group's contract).
+        ranks = self.topology["ranks"]
+        for m, mod in enumerate(self.topology["modules"]):
+            if mod["colocated"] or mod["dp"] < 2:
+                continue
+            for s in range(mod["pp"]):
+                for t in range(mod["tp"]):
+                    members = [r for r, c in enumerate(ranks)
+                               if (c["module"], c["stage"], c["tp_rank"]) == (m, s, t)]
+                    g = self._dist.new_group(members)
+                    if self.rank in members:
+                        self._group = g
+        self.program: Optional[dict[str, Any]] = None  #: the last iteration's bound program
+
+    def bind(self, map: Mapping[str, Any]) -> dict[str, Any]:
+        """This rank's bound program for the batch of ``map``."""
+        elem = self._t.empty((), dtype=self.dtype).element_size()
+        shapes = [dict(s, elem_size=elem) for s in self.shapes(map)]
+        return _dt.bind_rank(self.topology, map, shapes, self.rank, buckets=self.buckets)
+
+    def _bucket_params(self, b: int) -> list[Any]:
+        n = len(self.params)
+        return [p for i, p in enumerate(self.params) if i * self.buckets // n == b]
+
+    def run(self, map: Mapping[str, Any]) -> dict[str, Any]:
+        """Runs one iteration on the batch of ``map``. Returns ``loss`` (this
+        rank's summed loss, a float; 0 off the last chain stage), ``program``
+        and ``messages`` (point-to-point ops run)."""
+        torch, dist = self._t, self._dist
+        p = self.program = self.bind(map)
+        for q in self.params:  # the gradients of this batch only
+            q.grad = None
+        kinds, mbs, peers, tags = p["kind"], p["microbatch"], p["peer"], p["tag"]
+        phases, elements = p["phase"], p["elements"]
+        M = int(map["microbatches"])
+        zeros = lambda n: torch.zeros(int(n), dtype=self.dtype, device=self.device)  # noqa: E731
+        xin = [zeros(n) for n in p["input_elements"]]     # received input, per microbatch
+        dy = [zeros(n) for n in p["output_elements"]]     # received output gradient
+        x: list[Any] = [None] * M                         # the input F read (autograd leaf)
+        y: list[Any] = [None] * M                         # F's output (or loss)
+        dx: list[Any] = [None] * M                        # input gradient B produced
+        blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
+        ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
+        recv_kinds = (_KIND["recv_act"], _KIND["recv_grad"])
+        # Each message is followed by its plan stamp (as the C++ executor does on
+        # host memory): programs bound from different inputs fail, naming the peer.
+        stamps = p["stamp"].view(_np.int64)
+
+        def post(i: int) -> tuple[Any, Any, Any, Any]:
+            buf = torch.empty(int(elements[i]), dtype=self.dtype, device=self.device)
+            st = torch.zeros(1, dtype=torch.int64, device=self.device)
+            src, tag = int(peers[i]), int(tags[i])
+            return dist.irecv(buf, src=src, tag=tag), buf, dist.irecv(st, src=src, tag=tag), st
+
+        # recv_ahead: every receive is posted up front (no send can wait on an
+        # unposted receive); else each at its op.
+        posted: dict[int, tuple[Any, Any]] = {}
+        for i, k in enumerate(kinds):
+            if self.recv_ahead and k in recv_kinds and elements[i] > 0:
+                posted[i] = post(i)
+        sends: list[tuple[Any, Any]] = []
+        reductions: dict[int, tuple[Any, Any, list[Any]]] = {}
+        loss = 0.0
+        for i, k in enumerate(kinds):
+            j = int(mbs[i])
+            if k == _KIND["F"]:
+                xj = None
+                if self.chain_stage > 0:
+                    xj = x[j] = xin[j].detach().requires_grad_(True)
+                with torch.enable_grad():
+                    out = self.forward(j, xj, ids[j])
+                if self.last_stage:
+                    y[j] = out if isinstance(out, torch.Tensor) else None
+                    loss += float(out.detach() if isinstance(out, torch.Tensor) else out)
+                else:
+                    yj = out.reshape(-1)
+                    if yj.numel() != int(p["output_elements"][j]):
+                        raise _dt.InvalidArgument(
+                            f"disttrain: invalid_argument at Runner.forward: microbatch {j} of "
+                            f"rank {self.rank} returned {yj.numel()} elements, its output "
+                            f"buffer holds {int(p['output_elements'][j])} (rows x hidden per "
+                            f"sample, from shapes)", "invalid_argument", "Runner.forward")
+                    y[j] = yj
+            elif k == _KIND["B"]:
+                out = y[j]
+                if out is not None and out.requires_grad:
+                    if self.last_stage:
+                        out.backward()
+                    else:
+                        out.backward(dy[j])
+                xj = x[j]
+                dx[j] = (xj.grad if xj is not None and xj.grad is not None
+                         else zeros(p["input_elements"][j]))
+                x[j] = y[j] = None
+            elif k in recv_kinds:
+                if elements[i] > 0:
+                    work, buf, swork, st = posted.pop(i) if i in posted else post(i)
+                    work.wait()
+                    swork.wait()
+                    if int(st.item()) != int(stamps[i]):
+                        raise _dt.CommError(
+                            f"disttrain: comm_error at rank {self.rank} op #{i}: plan "
+                            f"disagreement: rank {int(peers[i])} sent stamp "
+                            f"{int(st.item()) & (2**64 - 1):#018x} where this rank's program has "
+                            f"{int(p['stamp'][i]):#018x}: the two programs were bound from "
+                            f"different inputs (topology, sample map or shapes); the received "
+                            f"bytes are not used", "comm_error", f"rank {self.rank} op #{i}")
+                    dest = xin[j] if k == _KIND["recv_act"] else dy[j]
+                    _unpack(buf, blocks[i], dest)
+            elif k in (_KIND["send_act"], _KIND["send_grad"]):
+                if elements[i] > 0:
+                    if k == _KIND["send_act"]:
+                        src = y[j] if phases[i] == 0 else xin[j]
+                    else:
+                        src = dx[j] if phases[i] == 0 else dy[j]
+                    data = _pack(src.detach().contiguous(), blocks[i],
+                                 torch.empty(int(elements[i]), dtype=self.dtype,
+                                             device=self.device))
+                    st = torch.tensor([int(stamps[i])], dtype=torch.int64, device=self.device)
+                    dst, tag = int(peers[i]), int(tags[i])
+                    sends.append((dist.isend(data, dst=dst, tag=tag), data))
+                    sends.append((dist.isend(st, dst=dst, tag=tag), st))
+            elif k == _KIND["grad_sync_start"]:
+                b = int(p["bucket"][i])
+                ps = self._bucket_params(b)
+                if self._group is not None and ps:
+                    flat = torch.cat([(q.grad if q.grad is not None else torch.zeros_like(q))
+                                      .reshape(-1) for q in ps])
+                    reductions[b] = (dist.all_reduce(flat, group=self._group, async_op=True),
+                                     flat, ps)
+            elif k == _KIND["grad_sync_finish"]:
+                b = int(p["bucket"][i])
+                if b in reductions:
+                    work, flat, ps = reductions.pop(b)
+                    work.wait()
+                    o = 0
+                    for q in ps:
+                        n = q.numel()
+                        if q.grad is None:
+                            q.grad = torch.zeros_like(q)
+                        q.grad.copy_(flat[o:o + n].view_as(q))
+                        o += n
+            elif k == _KIND["optimizer_step"]:
+                if self.step is not None:
+                    self.step()
+            else:
+                raise _dt.Unsupported(f"disttrain: unsupported at Runner.run: op kind "
+                                      f"{_dt.OP_KINDS[k]} (split backward is not supported)",
+                                      "unsupported", "Runner.run")
+        for work, _ in sends:
+            work.wait()
+        return {"loss": loss, "program": p,
+                "messages": int(sum(1 for k in kinds if k in recv_kinds) +
+                                sum(1 for k in kinds if k in (_KIND["send_act"],
+                                                              _KIND["send_grad"])))}

@@ -1,0 +1,366 @@
+// disttrain._core, part 2: the topology and the bound per-rank programs
+// (issue 14, item 2's last bullet). Same rules as disttrain_ext.cpp: the
+// topology crosses as JSON text, the sample map and the link shapes as NumPy
+// arrays, the program comes back as NumPy arrays (one entry per op) plus, per
+// point-to-point op, the flat element indices that pack a send from its
+// source buffer or unpack a receive into its destination buffer, so a Python
+// runner (disttrain.torch) moves bytes with one gather / scatter per message.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "disttrain/bind/bind.hpp"
+#include "disttrain/bind/topology_views.hpp"
+#include "disttrain/core/error.hpp"
+#include "disttrain/core/json.hpp"
+#include "disttrain/core/topology.hpp"
+#include "disttrain/model/model_spec.hpp"
+#include "disttrain/plan/parallel_plan.hpp"
+#include "program_ext.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using disttrain::json;
+namespace dd = disttrain::detail;
+
+// ---- topology <-> JSON -----------------------------------------------------------
+
+disttrain::topology read_topology(const std::string& text) {
+  const json j = disttrain::parse_json(text, "topology");
+  dd::check_keys(j, {"modules"}, "topology");
+  const json& ms = dd::json_get<json>(j, "modules", "topology");
+  dd::require(ms.is_array(), "topology.modules", "must be an array");
+  std::vector<disttrain::topology_module> mods;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    const std::string path = dd::cat("topology.modules[", i, "]");
+    const json& m = ms[i];
+    dd::check_keys(m, {"name", "role", "tp", "pp", "dp", "trainable", "colocated"}, path);
+    disttrain::topology_module g;
+    g.name = dd::json_get<std::string>(m, "name", path);
+    g.role = disttrain::parse_module_role(dd::json_get<std::string>(m, "role", path), path + ".role");
+    g.tp = dd::json_get_or<int>(m, "tp", 1, path);
+    g.pp = dd::json_get_or<int>(m, "pp", 1, path);
+    g.dp = dd::json_get_or<int>(m, "dp", 1, path);
+    g.trainable = dd::json_get_or<bool>(m, "trainable", true, path);
+    g.colocated = dd::json_get_or<bool>(m, "colocated", false, path);
+    mods.push_back(std::move(g));
+  }
+  return disttrain::topology(std::move(mods));  // validates, naming topology.modules[i].<field>
+}
+
+// The topology and everything derived from it that a Python trainer needs:
+// its modules, the world size, the chain stages, the modules that own ranks
+// (the reorderer's modules, in order) and each rank's coordinate.
+std::string topology_json(const disttrain::topology& t) {
+  json mods = json::array();
+  for (const auto& g : t.modules())
+    mods.push_back({{"name", g.name},
+                    {"role", std::string(disttrain::to_string(g.role))},
+                    {"tp", g.tp},
+                    {"pp", g.pp},
+                    {"dp", g.dp},
+                    {"trainable", g.trainable},
+                    {"colocated", g.colocated}});
+  json chain = json::array(), owning = json::array(), ranks = json::array();
+  for (int c = 0; c < t.num_chain_stages(); ++c) {
+    const auto [m, s] = t.chain_at(c);
+    chain.push_back({m.value, s.value});
+  }
+  for (const auto m : t.owning_modules()) owning.push_back(m.value);
+  for (int r = 0; r < t.world_size(); ++r) {
+    const auto co = t.coord(r);
+    ranks.push_back({{"module", co.module.value},
+                     {"stage", co.stage.value},
+                     {"replica", co.replica.value},
+                     {"tp_rank", co.tp_rank},
+                     {"chain_stage", t.chain_stage(co.module, co.stage)}});
+  }
+  return json{{"modules", std::move(mods)},
+              {"world_size", t.world_size()},
+              {"backbone", t.backbone().value},
+              {"chain", std::move(chain)},
+              {"owning_modules", std::move(owning)},
+              {"ranks", std::move(ranks)},
+              {"describe", disttrain::describe(t)}}
+      .dump();
+}
+
+std::string topology_of_impl(const std::string& plan_json, const std::string& model_json) {
+  const json pj = disttrain::parse_json(plan_json, "plan");
+  const auto plan =
+      (pj.is_object() && pj.contains("plan") ? pj.at("plan") : pj).get<disttrain::parallel_plan>();
+  if (model_json.empty()) return topology_json(disttrain::topology_of(plan));
+  const auto model = disttrain::parse_json(model_json, "model").get<disttrain::model_spec>();
+  return topology_json(disttrain::topology_of(plan, model));
+}
+
+// ---- the sample map from the reorderer's arrays ---------------------------------
+
+using u64_1d = nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using u32_1d = nb::ndarray<const std::uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using u32_2d = nb::ndarray<const std::uint32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using i64_2d = nb::ndarray<const std::int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+// The map's rows (input order) sorted by id: entry i of the result is the row
+// of reorder_result::samples[i].
+std::vector<std::uint32_t> id_order(const u64_1d& id) {
+  std::vector<std::uint32_t> order(id.shape(0));
+  std::iota(order.begin(), order.end(), 0u);
+  const std::uint64_t* p = id.data();
+  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return p[a] < p[b]; });
+  return order;
+}
+
+// A reorder_result from disttrain.reorder()'s arrays (rows in any order):
+// cells rebuilt and validated, as from JSON.
+disttrain::reorder_result read_map(const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
+                                   const u32_2d& offset, std::uint32_t microbatches,
+                                   const std::vector<std::uint32_t>& dp,
+                                   const std::vector<std::uint32_t>& order) {
+  const std::size_t n = id.shape(0), K = dp.size();
+  dd::require(K >= 1 && K <= disttrain::max_reorder_modules, "map.dp", "needs 1..",
+              disttrain::max_reorder_modules, " modules, got ", K);
+  dd::require(mb.shape(0) == n, "map.microbatch", "has ", mb.shape(0), " entries, ids ", n);
+  dd::require(replica.shape(0) == n && replica.shape(1) == K, "map.replica", "must be (", n, ", ",
+              K, "), got (", replica.shape(0), ", ", replica.shape(1), ")");
+  dd::require(offset.shape(0) == n && offset.shape(1) == K, "map.offset", "must be (", n, ", ", K,
+              "), got (", offset.shape(0), ", ", offset.shape(1), ")");
+  disttrain::reorder_result r;
+  r.modules = static_cast<std::uint32_t>(K);
+  r.microbatches = microbatches;
+  std::copy(dp.begin(), dp.end(), r.dp.begin());
+  r.samples.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t row = order[i];
+    disttrain::sample_place& s = r.samples[i];
+    s.id = id.data()[row];
+    s.microbatch = mb.data()[row];
+    for (std::size_t k = 0; k < K; ++k)
+      s.module[k] = {replica.data()[row * K + k], offset.data()[row * K + k]};
+  }
+  disttrain::rebuild_cells(r);
+  disttrain::validate(r);
+  return r;
+}
+
+// ---- bind_rank ------------------------------------------------------------------
+
+// Flat element indices of a message's copy blocks: for a send, entry e of the
+// packed message is source[index[e]]; for a receive, destination[index[e]] =
+// packed[e].
+void block_index(const std::vector<disttrain::kernels::copy_block>& blocks, bool send,
+                 std::int64_t elements, std::int64_t* out) {
+  for (const auto& b : blocks)
+    for (std::int64_t i = 0; i < b.rows; ++i)
+      for (std::int64_t c = 0; c < b.cols; ++c) {
+        const std::int64_t s = b.src_offset + i * b.src_ld + c, d = b.dst_offset + i * b.dst_ld + c;
+        const std::int64_t at = send ? d : s, value = send ? s : d;
+        dd::ensure(at >= 0 && at < elements, "bind_rank.index", "copy block outside the message");
+        out[at] = value;
+      }
+}
+
+// A vector handed to NumPy without a copy, as a 1-D array or (cols > 0) a
+// (size / cols, cols) one.
+template <class T>
+nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& v, std::size_t cols = 0) {
+  auto* heap = new std::vector<T>(std::move(v));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  if (cols > 0) return nb::ndarray<nb::numpy, T>(heap->data(), {heap->size() / cols, cols}, owner);
+  return nb::ndarray<nb::numpy, T>(heap->data(), {heap->size()}, owner);
+}
+
+// A message's copy blocks as rows of (src_offset, dst_offset, rows, cols,
+// src_ld, dst_ld): a send's from its source buffer into the packed message, a
+// receive's from the packed message into its destination buffer.
+std::vector<std::int64_t> block_rows(const std::vector<disttrain::kernels::copy_block>& blocks) {
+  std::vector<std::int64_t> out;
+  out.reserve(blocks.size() * 6);
+  for (const auto& b : blocks)
+    out.insert(out.end(), {b.src_offset, b.dst_offset, b.rows, b.cols, b.src_ld, b.dst_ld});
+  return out;
+}
+
+// The program of one rank as flat columns (one entry per op) and, per
+// point-to-point op, its index array (see block_index).
+struct flat_program {
+  int rank = -1, chain_stage = -1;
+  std::vector<int> dp_group;
+  std::vector<std::int64_t> input_elements, output_elements;
+  std::vector<std::int32_t> kind, stage, microbatch, peer, bucket, tag, link, phase, message;
+  std::vector<std::int64_t> bytes, elements;
+  std::vector<std::uint64_t> stamp;
+  std::vector<char> p2p;                          // per op: point-to-point?
+  std::vector<std::vector<std::int64_t>> blocks;  // per op: block_rows; empty for compute ops
+  std::vector<std::vector<std::int64_t>> index;   // per op (if asked): block_index
+  bool with_index = false;
+};
+
+flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index) {
+  const disttrain::bound_program& p = mine.program;
+  flat_program f;
+  f.rank = p.rank;
+  f.chain_stage = p.chain_stage;
+  f.dp_group = p.dp_group;
+  f.input_elements = p.input_elements;
+  f.output_elements = p.output_elements;
+  const std::size_t n = p.ops.size();
+  for (auto* v : {&f.kind, &f.stage, &f.microbatch, &f.peer, &f.bucket, &f.tag, &f.link, &f.phase,
+                  &f.message})
+    v->reserve(n);
+  f.with_index = with_index;
+  f.blocks.resize(n);
+  f.index.resize(with_index ? n : 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const disttrain::bound_op& b = p.ops[i];
+    f.kind.push_back(static_cast<std::int32_t>(b.op.kind));
+    f.stage.push_back(b.op.stage);
+    f.microbatch.push_back(b.op.microbatch);
+    f.peer.push_back(b.op.peer);
+    f.bucket.push_back(b.op.bucket);
+    f.tag.push_back(b.tag);
+    f.link.push_back(b.link);
+    f.phase.push_back(b.phase);
+    f.message.push_back(b.message);
+    f.bytes.push_back(b.bytes);
+    f.stamp.push_back(b.stamp);
+    std::int64_t elements = 0;
+    f.p2p.push_back(disttrain::is_p2p(b.op.kind) ? 1 : 0);
+    if (f.p2p.back() != 0) {
+      const disttrain::route_message& m = mine.message_of(b);
+      elements = m.elements;
+      const bool send = disttrain::is_send(b.op.kind);
+      const auto& blocks = send ? m.send_blocks : m.recv_blocks;
+      f.blocks[i] = block_rows(blocks);
+      if (with_index) {
+        f.index[i].assign(static_cast<std::size_t>(elements), -1);
+        block_index(blocks, send, elements, f.index[i].data());
+      }
+    }
+    f.elements.push_back(elements);
+  }
+  return f;
+}
+
+nb::dict to_dict(flat_program&& f) {
+  nb::dict d;
+  d["rank"] = f.rank;
+  d["chain_stage"] = f.chain_stage;
+  d["dp_group"] = f.dp_group;
+  d["input_elements"] = to_numpy(std::move(f.input_elements));
+  d["output_elements"] = to_numpy(std::move(f.output_elements));
+  d["kind"] = to_numpy(std::move(f.kind));
+  d["stage"] = to_numpy(std::move(f.stage));
+  d["microbatch"] = to_numpy(std::move(f.microbatch));
+  d["peer"] = to_numpy(std::move(f.peer));
+  d["bucket"] = to_numpy(std::move(f.bucket));
+  d["tag"] = to_numpy(std::move(f.tag));
+  d["link"] = to_numpy(std::move(f.link));
+  d["phase"] = to_numpy(std::move(f.phase));
+  d["message"] = to_numpy(std::move(f.message));
+  d["bytes"] = to_numpy(std::move(f.bytes));
+  d["elements"] = to_numpy(std::move(f.elements));
+  d["stamp"] = to_numpy(std::move(f.stamp));
+  // Compute ops: None; a point-to-point op: its array (maybe empty: 0 elements).
+  const auto per_op = [&](std::vector<std::vector<std::int64_t>>& v, std::size_t cols) {
+    nb::list out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (f.p2p[i] == 0)
+        out.append(nb::none());
+      else
+        out.append(to_numpy(std::move(v[i]), cols));
+    }
+    return out;
+  };
+  d["blocks"] = per_op(f.blocks, 6);
+  if (f.with_index) d["index"] = per_op(f.index, 0);
+  return d;
+}
+
+// bind_rank(topology, chain_program(topology, {microbatches, split_backward,
+// buckets}), map, shapes, rank). `rows` is (links, n) in the map's row
+// order; `hidden` and `elem_size` one entry per link.
+nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool split_backward,
+                        const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
+                        const u32_2d& offset, std::uint32_t microbatches,
+                        const std::vector<std::uint32_t>& dp, const i64_2d& rows,
+                        const std::vector<std::int64_t>& hidden,
+                        const std::vector<std::size_t>& elem_size, int rank,
+                        bool with_index) {
+  flat_program f;
+  {
+    nb::gil_scoped_release release;
+    const disttrain::topology topo = read_topology(topology_text);
+    const auto order = id_order(id);
+    const auto map = read_map(id, mb, replica, offset, microbatches, dp, order);
+    const std::size_t links = static_cast<std::size_t>(std::max(topo.num_chain_stages() - 1, 0));
+    dd::require(rows.shape(0) == links && rows.shape(1) == id.shape(0), "shapes.rows", "must be (",
+                links, ", ", id.shape(0), ") (one row per link, one column per sample), got (",
+                rows.shape(0), ", ", rows.shape(1), ")");
+    dd::require(hidden.size() == links, "shapes.hidden", "has ", hidden.size(), " entries, need ",
+                links);
+    dd::require(elem_size.size() == links, "shapes.elem_size", "has ", elem_size.size(),
+                " entries, need ", links);
+    std::vector<disttrain::link_shape> shapes(links);
+    for (std::size_t l = 0; l < links; ++l) {
+      dd::require(hidden[l] >= 1, dd::cat("shapes.hidden[", l, "]"), "must be >= 1, got ",
+                  hidden[l]);
+      dd::require(elem_size[l] >= 1, dd::cat("shapes.elem_size[", l, "]"), "must be >= 1");
+      shapes[l].hidden = hidden[l];
+      shapes[l].elem_size = elem_size[l];
+      shapes[l].rows.resize(order.size());
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const std::int64_t r = rows.data()[l * order.size() + order[i]];
+        dd::require(r >= 0, dd::cat("shapes.rows[", l, "][", order[i], "]"), "must be >= 0, got ",
+                    r);
+        shapes[l].rows[i] = r;
+      }
+    }
+    const auto chain = disttrain::chain_program(
+        topo, {.microbatches = static_cast<int>(microbatches),
+               .split_backward = split_backward,
+               .buckets = buckets});
+    f = flatten_program(disttrain::bind_rank(topo, chain, map, shapes, rank), with_index);
+  }
+  return to_dict(std::move(f));
+}
+
+}  // namespace
+
+void add_program_bindings(nb::module_& m) {
+  m.attr("op_kinds") = [] {
+    std::vector<std::string> names;
+    for (int i = 0; i < disttrain::num_op_kinds; ++i)
+      names.emplace_back(disttrain::to_string(static_cast<disttrain::op_kind>(i)));
+    return names;
+  }();
+  m.def(
+      "topology", [](const std::string& text) { return topology_json(read_topology(text)); },
+      "topology"_a, "Validates a topology (JSON text); returns it with its derived views (JSON).");
+  m.def("topology_of", &topology_of_impl, "plan"_a, "model"_a,
+        "The topology of a plan (JSON), frozen modules from a model spec (JSON, or empty).");
+  m.def(
+      "reorder_options_of",
+      [](const std::string& text, std::uint32_t microbatches) {
+        return json(disttrain::reorder_options_of(read_topology(text), microbatches)).dump();
+      },
+      "topology"_a, "microbatches"_a, "The reorderer's options of a topology (JSON text).");
+  m.def("bind_rank", &bind_rank_impl, "topology"_a, "buckets"_a, "split_backward"_a, "id"_a,
+        "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a, "rows"_a, "hidden"_a,
+        "elem_size"_a, "rank"_a, "index"_a,
+        "One rank's bound program as arrays (see disttrain.bind_rank).");
+}
