@@ -156,6 +156,8 @@ class reorderer {
   //    result is never worse than either, and (both modes) never worse than
   //    any candidate of step 1 as screened.
   void choose_cut(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t m = options_.microbatches;
     const bool by_objective = options_.slots == slot_policy::objective;
     const bool screen = options_.balance == balance_method::refined;
     const std::uint32_t kk_bins = partitioner_.refine_kk_max_bins,
@@ -178,12 +180,20 @@ class reorderer {
                                                          start::size_sorted, start::dealt};
       static constexpr std::array<start, 4> order_free{start::balanced, start::size_sorted,
                                                        start::dealt, start::by_id};
+      // Large cells (slots of more than screen_kk_max_items samples and at
+      // least estimate_per_replica samples per replica in every module): the
+      // candidates are compared with every cell at its lower bound
+      // max(slot total / dp, largest sample) (O(n K), no split; the refined
+      // split is within ~0.5 % of it there) and only the winner is split.
+      bool estimate = screen && n / m > screen_kk_max_items;
+      for (const reorder_module& mod : options_.modules)
+        estimate = estimate && n / m >= std::size_t{estimate_per_replica} * mod.dp;
       bool first = true;
       for (const start c : by_objective ? with_arrival : order_free) {
         // The balance-potential slot search (small cells) from the two cuts it
         // searched before; the other candidates as cut.
         plan(batch, c, options_.balance, options_.order,
-             c == start::balanced || c == start::size_sorted);
+             c == start::balanced || c == start::size_sorted, estimate);
         if (first)
           swap_plan();
         else
@@ -191,6 +201,10 @@ class reorderer {
         first = false;
       }
       swap_plan();  // the winner back in the primary buffers
+      if (estimate) {  // the winner's cells, then the order from the current one
+        split_cells(batch, options_.balance);
+        order_slots(options_.order, true);
+      }
       search_cut(batch);
     }
     if (screen && (kk_bins > screen_kk_max_bins || kk_items > screen_kk_max_items)) {
@@ -199,11 +213,13 @@ class reorderer {
       if (!(time_ <= saved_time_)) swap_plan();
     }
     if (!by_objective) return;
+    // The baselines replace the searched cut when lower by any amount, so the
+    // result is never above either, not even by a rounding difference.
     swap_plan();  // incumbent: the searched cut
     plan(batch, start::arrival, options_.balance, options_.order, false);
-    keep_better();
+    if (time_ < saved_time_) swap_plan();
     plan(batch, start::arrival, balance_method::arrival, order_method::identity, false);
-    keep_better();
+    if (time_ < saved_time_) swap_plan();
     swap_plan();
   }
 
@@ -346,13 +362,38 @@ class reorderer {
     plan(batch, first, options_.balance, options_.order, true);
   }
   void plan(std::span<const sample_meta> batch, start first, balance_method balance,
-            order_method order, bool slot_search) {
+            order_method order, bool slot_search, bool estimate = false) {
     if (slot_search)
       choose_slots(batch, first);
     else
       form_slots(batch, first);
-    split_cells(batch, balance);
+    if (estimate)
+      estimate_cells(batch);
+    else
+      split_cells(batch, balance);
     order_slots(order, false);
+  }
+
+  // A candidate cut's slot times without splitting: every cell at its lower
+  // bound max(slot total / dp, largest sample). The cells themselves are not
+  // written (split_cells does that for the winner).
+  void estimate_cells(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    slowest_.resize(K * m);
+    for (std::size_t j = 0; j < m; ++j) {
+      std::array<double, max_reorder_modules> sum{}, largest{};
+      for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
+        for (std::size_t k = 0; k < K; ++k) {
+          const double c = batch[seq_[x]].cost[k];
+          sum[k] += c;
+          largest[k] = std::max(largest[k], c);
+        }
+      for (std::size_t k = 0; k < K; ++k)
+        slowest_[k * m + j] =
+            std::max(sum[k] / static_cast<double>(options_.modules[k].dp), largest[k]);
+    }
   }
 
   // Step 2: seq_ = input indices grouped by slot (slot j = seq_[slot_begin(j) ..)).
@@ -621,6 +662,9 @@ class reorderer {
   // `best` compares its two cuts with KK on cells of at most these many
   // replicas and samples (the winner then gets KK on every cell).
   static constexpr std::uint32_t screen_kk_max_bins = 16, screen_kk_max_items = 64;
+  // best / objective estimate large cells' candidates (estimate_cells) from
+  // this many samples per replica.
+  static constexpr std::uint32_t estimate_per_replica = 8;
 
   // Exchanges the plan that write_result reads (steps 3-4) with the saved one.
   void swap_plan() noexcept {
