@@ -8,11 +8,13 @@
 /// Steps for a batch of n samples, K modules, m microbatches (docs/reorder.md):
 /// 1. canonical order: samples sorted by id (duplicate ids are an error); module
 ///    totals T_k summed in that order; cost key `sum_k cost_k / T_k`; samples
-///    ranked by (key descending, id ascending). Everything below reads only
-///    this ranking, so the result does not depend on input order.
+///    ranked by (key descending, id ascending). Every cut but the arrival cut
+///    reads only this ranking.
 /// 2. slots: the ranking is cut into m slots of floor/ceil(n/m) samples
 ///    (`size_sorted`: consecutive ranks, so a slot holds similar samples;
-///    `balanced`: equal key totals; `arrival`: input order).
+///    `balanced`: equal key totals; `arrival`: input order; `objective`, the
+///    default, and `best`: candidate cuts and slot swaps scored by the
+///    objective, see choose_cut).
 /// 3. cells: for each slot and each module independently, the slot's samples
 ///    are split over the module's dp replicas by `partitioner` on that module's
 ///    costs. Modules are coupled only through the slots, so a module with a
@@ -58,10 +60,12 @@ namespace disttrain {
 /// @brief Reusable reorderer for successive global batches. `Objective`
 /// scores microbatch orders (default: exact 1F1B time, `pipeline_time`).
 ///
-/// Deterministic: the same options and the same multiset of samples give a
-/// bit-identical `reorder_result` on every rank and thread, whatever the input
-/// order (except `slot_policy::arrival` and `balance_method::arrival`, which
-/// follow the input order by design).
+/// Deterministic: the same options and the same batch give a bit-identical
+/// `reorder_result` on every rank and thread. With `slots = best`, `balanced`
+/// or `size_sorted` also whatever the input order; the default `objective`
+/// (the arrival cut is one of its candidates), `slot_policy::arrival` and
+/// `balance_method::arrival` follow the input order: every rank must pass the
+/// loader's one order.
 /// Not thread-safe: one reorderer per thread.
 /// @code
 /// disttrain::reorderer<> r(opts);
@@ -145,8 +149,8 @@ class reorderer {
   }
 
   // slot_policy::best / objective (m > 1): the objective decides the cut.
-  // 1. candidate cuts (objective: arrival, balanced, size-sorted, round-robin;
-  //    best: balanced, size-sorted, round-robin, id order), each split
+  // 1. candidate cuts (balanced, size-sorted, round-robin, id order, and for
+  //    objective the arrival cut first), each split
   //    (refined: KK screened to small cells) and ordered; the lowest wins;
   // 2. slot swaps on the winner while they lower the objective (search_cut);
   // 3. refined: KK on every cell of the winner, kept only if not worse;
@@ -176,10 +180,9 @@ class reorderer {
         partitioner_.refine_kk_max_bins = std::min(kk_bins, screen_kk_max_bins);
         partitioner_.refine_kk_max_items = std::min(kk_items, screen_kk_max_items);
       }
-      static constexpr std::array<start, 4> with_arrival{start::arrival, start::balanced,
-                                                         start::size_sorted, start::dealt};
-      static constexpr std::array<start, 4> order_free{start::balanced, start::size_sorted,
-                                                       start::dealt, start::by_id};
+      static constexpr std::array<start, 5> candidates{start::arrival, start::balanced,
+                                                       start::size_sorted, start::dealt,
+                                                       start::by_id};
       // Large cells (slots of more than screen_kk_max_items samples and at
       // least estimate_per_replica samples per replica in every module): the
       // candidates are compared with every cell at its lower bound
@@ -189,7 +192,10 @@ class reorderer {
       for (const reorder_module& mod : options_.modules)
         estimate = estimate && n / m >= std::size_t{estimate_per_replica} * mod.dp;
       bool first = true;
-      for (const start c : by_objective ? with_arrival : order_free) {
+      // The arrival cut is a candidate only where candidates are split: its
+      // uneven slots look better at their lower bounds than they split, and
+      // step 4 plans it in full anyway.
+      for (const start c : std::span(candidates).subspan(by_objective && !estimate ? 0 : 1)) {
         // The balance-potential slot search (small cells) from the two cuts it
         // searched before; the other candidates as cut.
         plan(batch, c, options_.balance, options_.order,
