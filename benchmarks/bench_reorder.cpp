@@ -286,7 +286,7 @@ nlohmann::json end_to_end(bool json, bool quick) {
   };
   constexpr std::size_t M = std::size(methods);
   const std::vector<std::uint32_t> dps =
-      quick ? std::vector<std::uint32_t>{2, 16} : std::vector<std::uint32_t>{2, 4, 8, 16, 32, 64};
+      quick ? std::vector<std::uint32_t>{2, 8} : std::vector<std::uint32_t>{2, 4, 8, 16, 32, 64};
   const std::vector<std::uint32_t> mbs =
       quick ? std::vector<std::uint32_t>{8} : std::vector<std::uint32_t>{8, 16, 32};
   const std::vector<std::size_t> per_replica{2, 8};  // samples per backbone replica per microbatch
