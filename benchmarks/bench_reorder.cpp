@@ -351,7 +351,7 @@ nlohmann::json end_to_end(bool json, bool quick) {
             }
             const double best = *std::min_element(t.begin(), t.end());
             nlohmann::json row{{"shape", name_of(sh)}, {"modules", K}, {"dp", dp},
-                               {"microbatches", m}, {"n", n}, {"best_s", best}};
+                               {"microbatches", m},    {"n", n},       {"best_s", best}};
             for (std::size_t x = 0; x < M; ++x) {
               const double g = t[x] / best;
               a.gap_sum[x] += g;
@@ -452,10 +452,9 @@ int main(int argc, char** argv) {
   }
 
   // ---- 1. Balance quality ---------------------------------------------------
-  std::vector<std::size_t> sizes =
-      speed_only  ? std::vector<std::size_t>{}
-      : opt.quick ? std::vector<std::size_t>{512}
-                  : std::vector<std::size_t>{512, 2048, 8192, 16384};
+  std::vector<std::size_t> sizes = speed_only  ? std::vector<std::size_t>{}
+                                   : opt.quick ? std::vector<std::size_t>{512}
+                                               : std::vector<std::size_t>{512, 2048, 8192, 16384};
   std::vector<std::uint32_t> dps =
       opt.quick ? std::vector<std::uint32_t>{8, 64} : std::vector<std::uint32_t>{8, 64, 256, 512};
   nlohmann::json bal = nlohmann::json::array();
@@ -585,7 +584,8 @@ int main(int argc, char** argv) {
       const double t_arr =
           run(slot_policy::arrival, balance_method::none, order_method::identity).iteration_time;
       const double t_slot =
-          run(slot_policy::objective, balance_method::refined, order_method::identity).iteration_time;
+          run(slot_policy::objective, balance_method::refined, order_method::identity)
+              .iteration_time;
       const double t_paper =
           run(slot_policy::objective, balance_method::refined, order_method::paper).iteration_time;
       const double t_lpt =

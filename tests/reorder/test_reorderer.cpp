@@ -589,9 +589,9 @@ std::vector<sample_meta> shaped_batch(std::mt19937_64& rng, std::size_t n, std::
     for (std::size_t k = 0; k < K; ++k) {
       double c = 0.0;
       switch ((shape + static_cast<int>(k)) % 3) {
-        case 0: c = u(rng) < 0.05 ? 40.0 + 20.0 * u(rng) : 1.0 + u(rng); break;  // rare huge
+        case 0: c = u(rng) < 0.05 ? 40.0 + 20.0 * u(rng) : 1.0 + u(rng); break;     // rare huge
         case 1: c = u(rng) < 0.5 ? 1.0 + 0.2 * u(rng) : 8.0 + 2.0 * u(rng); break;  // bimodal
-        default: c = ln(rng);                                                     // long tail
+        default: c = ln(rng);                                                       // long tail
       }
       b[i].cost[k] = c;
     }
@@ -601,7 +601,8 @@ std::vector<sample_meta> shaped_batch(std::mt19937_64& rng, std::size_t n, std::
 
 }  // namespace
 
-TEST_CASE("reorderer: the default cut is never worse than the arrival cut or no reordering (issue 16)") {
+TEST_CASE(
+    "reorderer: the default cut is never worse than the arrival cut or no reordering (issue 16)") {
   // The default (slots = objective) keeps the arrival cut, split and ordered
   // as configured, and the no-reordering plan among its candidates: never
   // worse than either, by construction. Before, the default optimised balance
@@ -615,8 +616,8 @@ TEST_CASE("reorderer: the default cut is never worse than the arrival cut or no 
         std::array<std::uint32_t, 3>{4, 8, 16}[static_cast<std::size_t>(trial % 3)];
     const std::size_t K = 1 + static_cast<std::size_t>(trial % 2) * 2;  // 1 or 3 modules
     const std::size_t per = 1 + rng() % 6;  // samples per slot and replica (dp 4)
-    std::vector<std::uint32_t> dp = K == 1 ? std::vector<std::uint32_t>{4}
-                                           : std::vector<std::uint32_t>{2, 4, 2};
+    std::vector<std::uint32_t> dp =
+        K == 1 ? std::vector<std::uint32_t>{4} : std::vector<std::uint32_t>{2, 4, 2};
     const std::size_t n = m * per * 4 + rng() % m;
     auto batch = shaped_batch(rng, n, K, trial);
     std::shuffle(batch.begin(), batch.end(), rng);

@@ -101,11 +101,11 @@ constexpr std::string_view to_string(slot_policy p) noexcept {
 /// disttrain::reorder_options o{.modules = {{"encoder", 2}, {"backbone", 3}}, .microbatches = 4};
 /// @endcode
 struct reorder_options {
-  std::vector<reorder_module> modules;    ///< 1..max_reorder_modules; index = cost index
-  std::uint32_t microbatches = 1;         ///< microbatch slots per global batch
-  std::uint32_t microbatch_group = 1;     ///< microbatches must be a multiple (interleaving group)
-  bool equal_count = false;               ///< near-equal sample counts per slot and per replica
-  slot_policy slots = slot_policy::objective;  ///< slot formation
+  std::vector<reorder_module> modules;  ///< 1..max_reorder_modules; index = cost index
+  std::uint32_t microbatches = 1;       ///< microbatch slots per global batch
+  std::uint32_t microbatch_group = 1;   ///< microbatches must be a multiple (interleaving group)
+  bool equal_count = false;             ///< near-equal sample counts per slot and per replica
+  slot_policy slots = slot_policy::objective;        ///< slot formation
   balance_method balance = balance_method::refined;  ///< split of a slot over a module's replicas
   order_method order = order_method::search;         ///< microbatch order
   std::uint32_t order_budget = 1000;  ///< objective evaluations for order_method::search

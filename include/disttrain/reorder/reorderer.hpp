@@ -127,8 +127,7 @@ class reorderer {
     reserve(n);
     rank_samples(batch);
     check_sums(batch);
-    if ((options_.slots == slot_policy::best || options_.slots == slot_policy::objective) &&
-        m > 1)
+    if ((options_.slots == slot_policy::best || options_.slots == slot_policy::objective) && m > 1)
       choose_cut(batch);
     else
       plan(batch, start_of(options_.slots));
@@ -180,9 +179,8 @@ class reorderer {
         partitioner_.refine_kk_max_bins = std::min(kk_bins, screen_kk_max_bins);
         partitioner_.refine_kk_max_items = std::min(kk_items, screen_kk_max_items);
       }
-      static constexpr std::array<start, 5> candidates{start::arrival, start::balanced,
-                                                       start::size_sorted, start::dealt,
-                                                       start::by_id};
+      static constexpr std::array<start, 5> candidates{
+          start::arrival, start::balanced, start::size_sorted, start::dealt, start::by_id};
       // Large cells (slots of more than screen_kk_max_items samples and at
       // least estimate_per_replica samples per replica in every module): the
       // candidates are compared with every cell at its lower bound
@@ -206,7 +204,7 @@ class reorderer {
           keep_better();
         first = false;
       }
-      swap_plan();  // the winner back in the primary buffers
+      swap_plan();     // the winner back in the primary buffers
       if (estimate) {  // the winner's cells, then the order from the current one
         split_cells(batch, options_.balance);
         order_slots(options_.order, true);
@@ -334,8 +332,8 @@ class reorderer {
       grow(*v, n);
     for (auto* v : {&replica_, &offset_, &saved_replica_, &saved_offset_}) grow(*v, n * K);
     grow(fill_, std::max({n, m, dp_max}));
-    for (auto* v : {&perm_, &position_, &relabel_, &slot_order_, &saved_perm_, &saved_position_,
-                    &order_tmp_})
+    for (auto* v :
+         {&perm_, &position_, &relabel_, &slot_order_, &saved_perm_, &saved_position_, &order_tmp_})
       grow(*v, m);
     grow(load_base_, K + 1);
     grow(key_, n);
@@ -796,8 +794,8 @@ class reorderer {
     const std::size_t m = options_.microbatches;
     const std::size_t S = options_.stages.size();
     const bool seeded = from_current && method == order_method::search;
-    stage_times(slowest_, seeded ? std::span<const std::uint32_t>(perm_)
-                                 : std::span<const std::uint32_t>());
+    stage_times(slowest_,
+                seeded ? std::span<const std::uint32_t>(perm_) : std::span<const std::uint32_t>());
     position_.resize(m);
     if (seeded) {
       order_tmp_.resize(m);
@@ -817,8 +815,8 @@ class reorderer {
     const std::size_t m = options_.microbatches;
     const std::size_t S = options_.stages.size();
     const bool fixed = options_.order == order_method::search;
-    stage_times(slowest, fixed ? std::span<const std::uint32_t>(perm_)
-                               : std::span<const std::uint32_t>());
+    stage_times(slowest,
+                fixed ? std::span<const std::uint32_t>(perm_) : std::span<const std::uint32_t>());
     order_tmp_.resize(m);
     return orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_,
                           fixed ? order_method::identity : options_.order, order_tmp_);
