@@ -2,7 +2,9 @@
 // quality (slowest replica / lower bound) for arrival order, LPT, KK and the
 // refined default, and the iteration-time gain of microbatch ordering against
 // arrival, random and the paper's rule, and (large DP) plain KK against the
-// default: time and memory. Baselines run in the same process;
+// default: time and memory, and (end to end) the default against LPT, KK, the
+// arrival cut + search and no reordering on four generated data shapes.
+// Baselines run in the same process;
 // figures are reported as ratios. --json prints one JSON object.
 #include <sys/resource.h>
 
@@ -196,24 +198,247 @@ nlohmann::json large_dp(bool json, bool quick) {
   return rows;
 }
 
+// ---- 5. End to end on data shapes generated here (issue 16) ---------------
+// Four shapes the shipped presets do not cover, per sample: text tokens t,
+// input images / video frames of p patches each, maybe one generated image of
+// L latent tokens. Module costs (seconds, scaled): encoder sum over frames of
+// p + p^2 / 2048, backbone T + T^2 / 16384 with T = t + sum p / 4, generator L.
+enum class shape { video_heavy, rare_huge, bimodal, long_tail_text };
+const char* name_of(shape s) {
+  switch (s) {
+    case shape::video_heavy: return "video-heavy";
+    case shape::rare_huge: return "rare-huge";
+    case shape::bimodal: return "bimodal";
+    case shape::long_tail_text: return "long-tail";
+  }
+  return "?";
+}
+
+std::vector<sample_meta> shaped(shape sh, std::size_t n, std::size_t modules, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::lognormal_distribution<double> text_len(6.5, 1.2);
+  std::vector<sample_meta> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double t = 0.0, frames = 0.0, p = 0.0, L = 0.0;
+    switch (sh) {
+      case shape::video_heavy:
+        t = 64.0 + 256.0 * u(rng);
+        if (u(rng) < 0.6) {  // a video: 8..64 frames of 256 patches
+          frames = std::floor(8.0 + 57.0 * u(rng));
+          p = 256.0;
+        } else {  // one image of 256..1024 patches
+          frames = 1.0;
+          p = std::floor(256.0 + 769.0 * u(rng));
+        }
+        break;
+      case shape::rare_huge:
+        t = 100.0 + 200.0 * u(rng);
+        frames = 1.0;
+        p = u(rng) < 0.03 ? std::floor(4096.0 + 12289.0 * u(rng)) : 256.0;
+        break;
+      case shape::bimodal:
+        if (u(rng) < 0.5) {
+          t = 100.0 + 200.0 * u(rng);  // short, text only
+        } else {
+          t = 2000.0 + 2000.0 * u(rng);  // long interleaved document, 4..8 images
+          frames = std::floor(4.0 + 5.0 * u(rng));
+          p = 576.0;
+        }
+        break;
+      case shape::long_tail_text: t = std::min(32768.0, std::floor(text_len(rng))); break;
+    }
+    if (u(rng) < 0.2) L = 1024.0 + 3072.0 * u(rng);
+    const double T = t + frames * p / 4.0;
+    const double enc = frames * (p + p * p / 2048.0), bb = T + T * T / 16384.0;
+    out[i].id = i;
+    if (modules == 1) {
+      out[i].cost[0] = bb * 1e-4;
+    } else {
+      out[i].cost[0] = enc * 1e-4;
+      out[i].cost[1] = bb * 1e-4;
+      out[i].cost[2] = L * 1e-4;
+    }
+  }
+  return out;
+}
+
+// Default, LPT and KK splits (the default's cut and order search), the arrival
+// cut with the default split and order search, the order-independent `best`,
+// and no reordering (arrival cut, arrival chunks, arrival order); modelled
+// 1F1B time relative to the best of them, and balance = sum over microbatches
+// of the backbone's slowest replica / sum of its lower bounds
+// max(slot mean over dp, largest sample of the slot).
+nlohmann::json end_to_end(bool json, bool quick) {
+  struct method {
+    const char* name;
+    slot_policy slots;
+    balance_method balance;
+    order_method order;
+  };
+  const method methods[] = {
+      {"default", slot_policy::objective, balance_method::refined, order_method::search},
+      {"lpt", slot_policy::objective, balance_method::lpt, order_method::search},
+      {"kk", slot_policy::objective, balance_method::karmarkar_karp, order_method::search},
+      {"arrival+search", slot_policy::arrival, balance_method::refined, order_method::search},
+      {"best (order-free)", slot_policy::best, balance_method::refined, order_method::search},
+      {"nothing", slot_policy::arrival, balance_method::arrival, order_method::identity},
+  };
+  constexpr std::size_t M = std::size(methods);
+  const std::vector<std::uint32_t> dps =
+      quick ? std::vector<std::uint32_t>{2, 8} : std::vector<std::uint32_t>{2, 4, 8, 16, 32, 64};
+  const std::vector<std::uint32_t> mbs =
+      quick ? std::vector<std::uint32_t>{8} : std::vector<std::uint32_t>{8, 16, 32};
+  const std::vector<std::size_t> per_replica{2, 8};  // samples per backbone replica per microbatch
+  nlohmann::json rows = nlohmann::json::array();
+  // Per (shape, modules): sums and maxima over the grid.
+  struct agg {
+    std::array<double, M> gap_sum{}, gap_max{}, bal_max{};
+    std::array<int, M> at_best{};
+    int n = 0, bal_n = 0, worse_arrival = 0, worse_nothing = 0;
+    double bal_default_max8 = 0.0;
+  };
+  if (!json)
+    fmt::print(
+        "\nEnd to end (issue 16): modelled 1F1B time / best of the methods, mean (max) over dp "
+        "{{2..64}} x microbatches {{8,16,32}} x {{2,8}} samples per backbone replica and "
+        "microbatch;\n1 module: backbone only (4 stages, dp d); 3 modules: encoder d/2, backbone "
+        "d, generator d/2 (stages 1+4+1)\n");
+  std::vector<agg> all;
+  for (shape sh : {shape::video_heavy, shape::rare_huge, shape::bimodal, shape::long_tail_text}) {
+    for (std::size_t K : {std::size_t{1}, std::size_t{3}}) {
+      agg a;
+      for (std::uint32_t dp : dps) {
+        for (std::uint32_t m : mbs) {
+          for (std::size_t per : per_replica) {
+            const std::size_t n = static_cast<std::size_t>(m) * dp * per;
+            const auto batch = shaped(sh, n, K, 1000 * dp + 10 * m + per);
+            reorder_options o;
+            const std::uint32_t side = std::max(1u, dp / 2);
+            if (K == 1) {
+              o.modules = {{"backbone", dp}};
+              o.stages = chain_stages(std::vector<std::uint32_t>{4});
+            } else {
+              o.modules = {{"encoder", side}, {"backbone", dp}, {"generator", side}};
+              o.stages = chain_stages(std::vector<std::uint32_t>{1, 4, 1});
+            }
+            o.microbatches = m;
+            const std::size_t bb = K == 1 ? 0 : 1;
+            std::array<double, M> t{}, bal{};
+            for (std::size_t x = 0; x < M; ++x) {
+              reorder_options ox = o;
+              ox.slots = methods[x].slots;
+              ox.balance = methods[x].balance;
+              ox.order = methods[x].order;
+              reorderer<> r(ox);
+              const auto res = r.assign(batch);
+              t[x] = res.iteration_time;
+              // Balance of the backbone against its per-slot lower bounds.
+              double slow = 0.0, lower = 0.0;
+              for (std::uint32_t j = 0; j < m; ++j) {
+                double sum = 0.0, largest = 0.0;
+                for (std::uint32_t rep = 0; rep < dp; ++rep) {
+                  for (std::uint32_t idx : res.cell(bb, rep, j)) {
+                    const double c = batch[res.samples[idx].id].cost[bb];
+                    sum += c;
+                    largest = std::max(largest, c);
+                  }
+                }
+                slow += res.slowest(bb, j);
+                lower += std::max(sum / dp, largest);
+              }
+              bal[x] = slow / lower;
+            }
+            const double best = *std::min_element(t.begin(), t.end());
+            nlohmann::json row{{"shape", name_of(sh)}, {"modules", K}, {"dp", dp},
+                               {"microbatches", m},    {"n", n},       {"best_s", best}};
+            for (std::size_t x = 0; x < M; ++x) {
+              const double g = t[x] / best;
+              a.gap_sum[x] += g;
+              a.gap_max[x] = std::max(a.gap_max[x], g);
+              a.at_best[x] += g <= 1.0 + 1e-12 ? 1 : 0;
+              a.bal_max[x] = per >= 8 ? std::max(a.bal_max[x], bal[x]) : a.bal_max[x];
+              row[std::string(methods[x].name) + "_over_best"] = g;
+              row[std::string(methods[x].name) + "_balance"] = bal[x];
+            }
+            a.worse_arrival += t[0] > t[3] ? 1 : 0;
+            a.worse_nothing += t[0] > t[5] ? 1 : 0;
+            ++a.n;
+            rows.push_back(row);
+          }
+        }
+      }
+      if (!json) {
+        if (all.empty()) {
+          fmt::print("{:>11} {:>1} {:>4} |", "data", "K", "runs");
+          for (const auto& me : methods) fmt::print(" {:>17}", me.name);
+          fmt::print(" | {:>9} {:>9} | balance at >= 8/replica: default (worst of all)\n",
+                     "def>arr+s", "def>none");
+        }
+        fmt::print("{:>11} {:>1} {:>4} |", name_of(sh), K, a.n);
+        for (std::size_t x = 0; x < M; ++x)
+          fmt::print(" {:>8.4f} ({:>6.4f})", a.gap_sum[x] / a.n, a.gap_max[x]);
+        const double bal_all = *std::max_element(a.bal_max.begin(), a.bal_max.end());
+        fmt::print(" | {:>9} {:>9} | {:.4f} ({:.4f})\n", a.worse_arrival, a.worse_nothing,
+                   a.bal_max[0], bal_all);
+      }
+      all.push_back(a);
+    }
+  }
+  if (!json) {
+    agg tot;
+    for (const agg& a : all) {
+      for (std::size_t x = 0; x < M; ++x) {
+        tot.gap_sum[x] += a.gap_sum[x];
+        tot.gap_max[x] = std::max(tot.gap_max[x], a.gap_max[x]);
+        tot.at_best[x] += a.at_best[x];
+        tot.bal_max[x] = std::max(tot.bal_max[x], a.bal_max[x]);
+      }
+      tot.n += a.n;
+      tot.worse_arrival += a.worse_arrival;
+      tot.worse_nothing += a.worse_nothing;
+    }
+    fmt::print("{:>11} {:>1} {:>4} |", "all", "", tot.n);
+    for (std::size_t x = 0; x < M; ++x)
+      fmt::print(" {:>8.4f} ({:>6.4f})", tot.gap_sum[x] / tot.n, tot.gap_max[x]);
+    fmt::print(" | {:>9} {:>9} | {:.4f}\n", tot.worse_arrival, tot.worse_nothing, tot.bal_max[0]);
+    fmt::print("{:>18} |", "at the best");
+    for (std::size_t x = 0; x < M; ++x) fmt::print(" {:>17}", tot.at_best[x]);
+    fmt::print("\n");
+  }
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // --kk: only the large-DP table (and the process's peak RSS).
-  bool kk_only = false;
+  bool kk_only = false, e2e_only = false, speed_only = false;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (i > 0 && std::strcmp(argv[i], "--kk") == 0)
       kk_only = true;
+    else if (i > 0 && std::strcmp(argv[i], "--e2e") == 0)
+      e2e_only = true;
+    else if (i > 0 && std::strcmp(argv[i], "--speed") == 0)
+      speed_only = true;
     else
       args.push_back(argv[i]);
     if (i > 0 && (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0))
-      std::printf("extra option: --kk  run only the large-DP table (KK vs refined, peak RSS)\n");
+      std::printf(
+          "extra options: --kk   run only the large-DP table (KK vs refined, peak RSS)\n"
+          "               --e2e  run only the end-to-end table (four generated data shapes)\n"
+          "               --speed  run only the speed table\n");
   }
   const auto opt = bench::parse_options(static_cast<int>(args.size()), args.data());
   nlohmann::json out;
   out["benchmark"] = "reorder";
   const double min_s = opt.quick ? 0.02 : 0.3;
+  if (e2e_only) {
+    out["end_to_end"] = end_to_end(opt.json, opt.quick);
+    if (opt.json) std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
   if (kk_only) {
     out["large_dp"] = large_dp(opt.json, opt.quick);
     rusage ru{};
@@ -227,12 +452,13 @@ int main(int argc, char** argv) {
   }
 
   // ---- 1. Balance quality ---------------------------------------------------
-  std::vector<std::size_t> sizes =
-      opt.quick ? std::vector<std::size_t>{512} : std::vector<std::size_t>{512, 2048, 8192, 16384};
+  std::vector<std::size_t> sizes = speed_only  ? std::vector<std::size_t>{}
+                                   : opt.quick ? std::vector<std::size_t>{512}
+                                               : std::vector<std::size_t>{512, 2048, 8192, 16384};
   std::vector<std::uint32_t> dps =
       opt.quick ? std::vector<std::uint32_t>{8, 64} : std::vector<std::uint32_t>{8, 64, 256, 512};
   nlohmann::json bal = nlohmann::json::array();
-  if (!opt.json)
+  if (!opt.json && !speed_only)
     fmt::print(
         "Balance: slowest replica / lower bound max(mean, largest), backbone costs, 1 microbatch\n"
         "{:>11} {:>6} {:>5} {:>8} | {:>8} {:>8} {:>8} {:>8}\n",
@@ -313,6 +539,10 @@ int main(int argc, char** argv) {
           t_one_lpt * 1e3, t_one_arr * 1e3);
   }
   out["speed"] = speed;
+  if (speed_only) {
+    if (opt.json) std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
 
   // ---- 3. Iteration time ----------------------------------------------------
   nlohmann::json ord = nlohmann::json::array();
@@ -347,20 +577,21 @@ int main(int argc, char** argv) {
         reorderer<> r(x);
         return r.assign(batch);
       };
-      const auto def = run(slot_policy::best, balance_method::refined, order_method::search);
+      const auto def = run(slot_policy::objective, balance_method::refined, order_method::search);
       const double t_bal =
           run(slot_policy::balanced, balance_method::refined, order_method::search).iteration_time;
       const double t_def = def.iteration_time;
       const double t_arr =
           run(slot_policy::arrival, balance_method::none, order_method::identity).iteration_time;
       const double t_slot =
-          run(slot_policy::best, balance_method::refined, order_method::identity).iteration_time;
+          run(slot_policy::objective, balance_method::refined, order_method::identity)
+              .iteration_time;
       const double t_paper =
-          run(slot_policy::best, balance_method::refined, order_method::paper).iteration_time;
+          run(slot_policy::objective, balance_method::refined, order_method::paper).iteration_time;
       const double t_lpt =
-          run(slot_policy::best, balance_method::lpt, order_method::search).iteration_time;
+          run(slot_policy::objective, balance_method::lpt, order_method::search).iteration_time;
       const double t_kk =
-          run(slot_policy::best, balance_method::karmarkar_karp, order_method::search)
+          run(slot_policy::objective, balance_method::karmarkar_karp, order_method::search)
               .iteration_time;
       const double t_sorted =
           run(slot_policy::size_sorted, balance_method::refined, order_method::search)
@@ -423,6 +654,7 @@ int main(int argc, char** argv) {
   }
   out["ordering"] = ord;
   out["large_dp"] = large_dp(opt.json, opt.quick);
+  out["end_to_end"] = end_to_end(opt.json, opt.quick);
   if (opt.json) std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -276,7 +276,8 @@ def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids
     ``microbatches``: microbatch slots; ``ids``: optional unique non-negative
     integer ids (default: row numbers). ``options``: ``names``,
     ``microbatch_group``, ``equal_count``, ``slots`` (arrival, size_sorted,
-    balanced, best), ``balance`` (none, lpt, karmarkar_karp, refined), ``order``
+    balanced, best, objective: the default, which depends on the input order;
+    best does not), ``balance`` (none, lpt, karmarkar_karp, refined), ``order``
     (identity, paper, search), ``order_budget``, ``slot_search_budget``,
     ``slot_search_below``, ``stages`` (dicts or ``(module, forward_scale,
     backward_scale)`` tuples).

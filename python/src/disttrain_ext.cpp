@@ -155,10 +155,11 @@ using ids_array = nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb
 
 disttrain::reorder_options read_reorder_options(const std::string& options_json) {
   const json j = parse(options_json, "reorder_options");
-  dd::check_keys(j,
-                 {"modules", "microbatches", "microbatch_group", "equal_count", "slots", "balance",
-                  "order", "order_budget", "slot_search_budget", "slot_search_below", "stages"},
-                 "reorder_options");
+  dd::check_keys(
+      j,
+      {"modules", "microbatches", "microbatch_group", "equal_count", "slots", "balance", "order",
+       "order_budget", "slot_search_budget", "slot_search_below", "cut_search_budget", "stages"},
+      "reorder_options");
   return j.get<disttrain::reorder_options>();  // validates
 }
 

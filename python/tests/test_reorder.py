@@ -57,9 +57,10 @@ def test_agrees_with_the_cpp_json_form():
 def test_rows_follow_the_input_order_with_ids():
     c = costs(120, 2, 2)
     ids = np.arange(1000, 1120, dtype=np.int64)
-    base = disttrain.reorder(c, [3, 2], 4, ids=ids)
+    # slots="best": the order-independent mode (the default also weighs the arrival cut)
+    base = disttrain.reorder(c, [3, 2], 4, ids=ids, slots="best")
     perm = np.random.default_rng(3).permutation(len(c))
-    shuffled = disttrain.reorder(c[perm], [3, 2], 4, ids=ids[perm])
+    shuffled = disttrain.reorder(c[perm], [3, 2], 4, ids=ids[perm], slots="best")
     np.testing.assert_array_equal(shuffled["id"], ids[perm].astype(np.uint64))
     for key in ("microbatch", "replica", "offset"):
         np.testing.assert_array_equal(shuffled[key], base[key][perm])

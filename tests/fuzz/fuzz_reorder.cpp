@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   o.microbatches = static_cast<std::uint32_t>(in.in(0, 6));
   o.microbatch_group = static_cast<std::uint32_t>(in.in(1, 2));
   o.equal_count = in.flag();
-  o.slots = static_cast<disttrain::slot_policy>(in.in(0, 3));
+  o.slots = static_cast<disttrain::slot_policy>(in.in(0, 4));
   o.balance = static_cast<disttrain::balance_method>(in.in(0, 4));
   o.order = static_cast<disttrain::order_method>(in.in(0, 2));
   o.order_budget = static_cast<std::uint32_t>(in.in(0, 64));

@@ -76,7 +76,12 @@ enum class slot_policy : std::uint8_t {
   arrival,      ///< consecutive samples in arrival order (baseline; depends on input order)
   size_sorted,  ///< consecutive samples by descending cost key: similar samples share a slot
   balanced,     ///< equal-count slots with near-equal totals for every module
-  best,         ///< balanced and size_sorted both planned; the lower objective wins (default)
+  best,  ///< order-independent: the best of the balanced, size-sorted, round-robin and id-order
+         ///< cuts by the objective, then slot swaps that lower it (today's contract: the result
+         ///< does not depend on the input order)
+  objective,  ///< (default) `best`'s search with the arrival cut among the candidates, never
+              ///< worse than the arrival cut split and ordered the same way, nor than no
+              ///< reordering at all; depends on the input order (every rank sees the loader's)
 };
 
 /// @brief Name of a slot policy.
@@ -86,6 +91,7 @@ constexpr std::string_view to_string(slot_policy p) noexcept {
     case slot_policy::size_sorted: return "size_sorted";
     case slot_policy::balanced: return "balanced";
     case slot_policy::best: return "best";
+    case slot_policy::objective: return "objective";
   }
   return "unknown";
 }
@@ -95,11 +101,11 @@ constexpr std::string_view to_string(slot_policy p) noexcept {
 /// disttrain::reorder_options o{.modules = {{"encoder", 2}, {"backbone", 3}}, .microbatches = 4};
 /// @endcode
 struct reorder_options {
-  std::vector<reorder_module> modules;    ///< 1..max_reorder_modules; index = cost index
-  std::uint32_t microbatches = 1;         ///< microbatch slots per global batch
-  std::uint32_t microbatch_group = 1;     ///< microbatches must be a multiple (interleaving group)
-  bool equal_count = false;               ///< near-equal sample counts per slot and per replica
-  slot_policy slots = slot_policy::best;  ///< slot formation
+  std::vector<reorder_module> modules;  ///< 1..max_reorder_modules; index = cost index
+  std::uint32_t microbatches = 1;       ///< microbatch slots per global batch
+  std::uint32_t microbatch_group = 1;   ///< microbatches must be a multiple (interleaving group)
+  bool equal_count = false;             ///< near-equal sample counts per slot and per replica
+  slot_policy slots = slot_policy::objective;        ///< slot formation
   balance_method balance = balance_method::refined;  ///< split of a slot over a module's replicas
   order_method order = order_method::search;         ///< microbatch order
   std::uint32_t order_budget = 1000;  ///< objective evaluations for order_method::search
@@ -107,6 +113,8 @@ struct reorder_options {
       512;  ///< slot swaps tried, all starts together (0: no slot search)
   std::uint32_t slot_search_below =
       4;  ///< ... only if some module has < this many samples per replica per slot
+  std::uint32_t cut_search_budget =
+      256;  ///< best/objective: slot swaps scored by the objective (0: candidates only)
   std::vector<pipeline_stage> stages;  ///< scoring pipeline; empty: one stage per module
 
   friend bool operator==(const reorder_options&, const reorder_options&) = default;
@@ -179,7 +187,8 @@ NLOHMANN_JSON_SERIALIZE_ENUM(order_method, {{order_method::identity, "identity"}
 NLOHMANN_JSON_SERIALIZE_ENUM(slot_policy, {{slot_policy::arrival, "arrival"},
                                            {slot_policy::size_sorted, "size_sorted"},
                                            {slot_policy::balanced, "balanced"},
-                                           {slot_policy::best, "best"}})
+                                           {slot_policy::best, "best"},
+                                           {slot_policy::objective, "objective"}})
 
 namespace detail {
 template <class E>
@@ -210,6 +219,7 @@ inline void to_json(json& j, const reorder_options& o) {
   j["order_budget"] = o.order_budget;
   j["slot_search_budget"] = o.slot_search_budget;
   j["slot_search_below"] = o.slot_search_below;
+  j["cut_search_budget"] = o.cut_search_budget;
   json st = json::array();
   for (const auto& s : o.stages)
     st.push_back({{"module", s.module},
@@ -241,6 +251,8 @@ inline void from_json(const json& j, reorder_options& o) {
       detail::json_get_or<std::uint32_t>(j, "slot_search_budget", o.slot_search_budget, p);
   o.slot_search_below =
       detail::json_get_or<std::uint32_t>(j, "slot_search_below", o.slot_search_below, p);
+  o.cut_search_budget =
+      detail::json_get_or<std::uint32_t>(j, "cut_search_budget", o.cut_search_budget, p);
   if (j.contains("stages")) {
     const json& st = j.at("stages");
     for (std::size_t s = 0; s < st.size(); ++s) {

@@ -8,11 +8,13 @@
 /// Steps for a batch of n samples, K modules, m microbatches (docs/reorder.md):
 /// 1. canonical order: samples sorted by id (duplicate ids are an error); module
 ///    totals T_k summed in that order; cost key `sum_k cost_k / T_k`; samples
-///    ranked by (key descending, id ascending). Everything below reads only
-///    this ranking, so the result does not depend on input order.
+///    ranked by (key descending, id ascending). Every cut but the arrival cut
+///    reads only this ranking.
 /// 2. slots: the ranking is cut into m slots of floor/ceil(n/m) samples
 ///    (`size_sorted`: consecutive ranks, so a slot holds similar samples;
-///    `balanced`: equal key totals; `arrival`: input order).
+///    `balanced`: equal key totals; `arrival`: input order; `objective`, the
+///    default, and `best`: candidate cuts and slot swaps scored by the
+///    objective, see choose_cut).
 /// 3. cells: for each slot and each module independently, the slot's samples
 ///    are split over the module's dp replicas by `partitioner` on that module's
 ///    costs. Modules are coupled only through the slots, so a module with a
@@ -36,6 +38,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -57,10 +60,12 @@ namespace disttrain {
 /// @brief Reusable reorderer for successive global batches. `Objective`
 /// scores microbatch orders (default: exact 1F1B time, `pipeline_time`).
 ///
-/// Deterministic: the same options and the same multiset of samples give a
-/// bit-identical `reorder_result` on every rank and thread, whatever the input
-/// order (except `slot_policy::arrival` and `balance_method::arrival`, which
-/// follow the input order by design).
+/// Deterministic: the same options and the same batch give a bit-identical
+/// `reorder_result` on every rank and thread. With `slots = best`, `balanced`
+/// or `size_sorted` also whatever the input order; the default `objective`
+/// (the arrival cut is one of its candidates), `slot_policy::arrival` and
+/// `balance_method::arrival` follow the input order: every rank must pass the
+/// loader's one order.
 /// Not thread-safe: one reorderer per thread.
 /// @code
 /// disttrain::reorderer<> r(opts);
@@ -122,43 +127,106 @@ class reorderer {
     reserve(n);
     rank_samples(batch);
     check_sums(batch);
-    if (options_.slots == slot_policy::best && m > 1) {
-      // Both cuts, each balanced and ordered; the lower objective wins (ties:
-      // balanced). With `refined`, the two cuts are compared with KK limited
-      // to small cells (screen_kk_*) and only the winner is split again with
-      // KK on every cell: no cell of the result is worse than plain KK's, at
-      // one KK pass instead of two.
-      const bool screen = options_.balance == balance_method::refined;
-      const std::uint32_t kk_bins = partitioner_.refine_kk_max_bins,
-                          kk_items = partitioner_.refine_kk_max_items;
-      {
-        // The user's limits come back even if a plan throws (e.g. the objective).
-        struct restore {
-          partitioner& p;
-          std::uint32_t bins, items;
-          ~restore() {
-            p.refine_kk_max_bins = bins;
-            p.refine_kk_max_items = items;
-          }
-        } guard{partitioner_, kk_bins, kk_items};
-        if (screen) {
-          partitioner_.refine_kk_max_bins = std::min(kk_bins, screen_kk_max_bins);
-          partitioner_.refine_kk_max_items = std::min(kk_items, screen_kk_max_items);
-        }
-        plan(batch, start::balanced);
-        swap_plan();  // keep the balanced plan aside (buffer swaps: no copy, no allocation)
-        plan(batch, start::size_sorted);
-        if (!(time_ < saved_time_ * (1 - 1e-12))) swap_plan();
-      }
-      if (screen && (kk_bins > screen_kk_max_bins || kk_items > screen_kk_max_items))
-        improve_cells(batch);
-    } else {
+    if ((options_.slots == slot_policy::best || options_.slots == slot_policy::objective) && m > 1)
+      choose_cut(batch);
+    else
       plan(batch, start_of(options_.slots));
-    }
     write_result(batch, out);
   }
 
  private:
+  // Incumbent rule shared by every comparison of plans: a candidate replaces
+  // the incumbent only when lower by a relative 1e-12 (ties: the incumbent).
+  [[nodiscard]] static bool better(double candidate, double incumbent) noexcept {
+    return candidate < incumbent - std::abs(incumbent) * 1e-12;
+  }
+
+  // The primary plan is a new candidate, the saved one the incumbent:
+  // afterwards the saved plan is the better of the two.
+  void keep_better() noexcept {
+    if (better(time_, saved_time_)) swap_plan();
+  }
+
+  // slot_policy::best / objective (m > 1): the objective decides the cut.
+  // 1. candidate cuts (balanced, size-sorted, round-robin, id order, and for
+  //    objective the arrival cut first), each split
+  //    (refined: KK screened to small cells) and ordered; the lowest wins;
+  // 2. slot swaps on the winner while they lower the objective (search_cut);
+  // 3. refined: KK on every cell of the winner, kept only if not worse;
+  // 4. objective: compared with the arrival cut split and ordered as configured
+  //    (the full split) and with no reordering at all (arrival cut, arrival
+  //    chunks, arrival order); the lowest is kept. So by construction the
+  //    result is never worse than either, and (both modes) never worse than
+  //    any candidate of step 1 as screened.
+  void choose_cut(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t m = options_.microbatches;
+    const bool by_objective = options_.slots == slot_policy::objective;
+    const bool screen = options_.balance == balance_method::refined;
+    const std::uint32_t kk_bins = partitioner_.refine_kk_max_bins,
+                        kk_items = partitioner_.refine_kk_max_items;
+    {
+      // The user's limits come back even if a plan throws (e.g. the objective).
+      struct restore {
+        partitioner& p;
+        std::uint32_t bins, items;
+        ~restore() {
+          p.refine_kk_max_bins = bins;
+          p.refine_kk_max_items = items;
+        }
+      } guard{partitioner_, kk_bins, kk_items};
+      if (screen) {
+        partitioner_.refine_kk_max_bins = std::min(kk_bins, screen_kk_max_bins);
+        partitioner_.refine_kk_max_items = std::min(kk_items, screen_kk_max_items);
+      }
+      static constexpr std::array<start, 5> candidates{
+          start::arrival, start::balanced, start::size_sorted, start::dealt, start::by_id};
+      // Large cells (slots of more than screen_kk_max_items samples and at
+      // least estimate_per_replica samples per replica in every module): the
+      // candidates are compared with every cell at its lower bound
+      // max(slot total / dp, largest sample) (O(n K), no split; the refined
+      // split is within ~0.5 % of it there) and only the winner is split.
+      bool estimate = screen && n / m > screen_kk_max_items;
+      for (const reorder_module& mod : options_.modules)
+        estimate = estimate && n / m >= std::size_t{estimate_per_replica} * mod.dp;
+      bool first = true;
+      // The arrival cut is a candidate only where candidates are split: its
+      // uneven slots look better at their lower bounds than they split, and
+      // step 4 plans it in full anyway.
+      for (const start c : std::span(candidates).subspan(by_objective && !estimate ? 0 : 1)) {
+        // The balance-potential slot search (small cells) from the two cuts it
+        // searched before; the other candidates as cut.
+        plan(batch, c, options_.balance, options_.order,
+             c == start::balanced || c == start::size_sorted, estimate);
+        if (first)
+          swap_plan();
+        else
+          keep_better();
+        first = false;
+      }
+      swap_plan();     // the winner back in the primary buffers
+      if (estimate) {  // the winner's cells, then the order from the current one
+        split_cells(batch, options_.balance);
+        order_slots(options_.order, true);
+      }
+      search_cut(batch);
+    }
+    if (screen && (kk_bins > screen_kk_max_bins || kk_items > screen_kk_max_items)) {
+      copy_plan();  // the winner as searched, in case KK's cells score worse
+      improve_cells(batch);
+      if (!(time_ <= saved_time_)) swap_plan();
+    }
+    if (!by_objective) return;
+    // The baselines replace the searched cut when lower by any amount, so the
+    // result is never above either, not even by a rounding difference.
+    swap_plan();  // incumbent: the searched cut
+    plan(batch, start::arrival, options_.balance, options_.order, false);
+    if (time_ < saved_time_) swap_plan();
+    plan(batch, start::arrival, balance_method::arrival, order_method::identity, false);
+    if (time_ < saved_time_) swap_plan();
+    swap_plan();
+  }
+
   [[nodiscard]] std::size_t slot_begin(std::size_t j, std::size_t n) const noexcept {
     const std::size_t m = options_.microbatches;
     return j * (n / m) + std::min(j, n % m);
@@ -264,7 +332,8 @@ class reorderer {
       grow(*v, n);
     for (auto* v : {&replica_, &offset_, &saved_replica_, &saved_offset_}) grow(*v, n * K);
     grow(fill_, std::max({n, m, dp_max}));
-    for (auto* v : {&perm_, &position_, &relabel_, &slot_order_, &saved_perm_, &saved_position_})
+    for (auto* v :
+         {&perm_, &position_, &relabel_, &slot_order_, &saved_perm_, &saved_position_, &order_tmp_})
       grow(*v, m);
     grow(load_base_, K + 1);
     grow(key_, n);
@@ -273,7 +342,8 @@ class reorderer {
     grow(costs_, n);
     grow(slot_load_, dp_sum * m);
     grow(saved_slot_load_, dp_sum * m);
-    for (auto* v : {&slowest_, &saved_slowest_, &slot_time_, &vec_load_}) grow(*v, K * m);
+    for (auto* v : {&slowest_, &saved_slowest_, &slot_time_, &vec_load_, &lpt_, &trial_})
+      grow(*v, K * m);
     grow(excess_, m);
     grow(fwd_, m * S);
     grow(bwd_, m * S);
@@ -290,11 +360,44 @@ class reorderer {
                                            : start::balanced;
   }
 
-  // Steps 2-4 for one way of cutting slots.
+  // Steps 2-4 for one way of cutting slots, with the configured split and
+  // order unless given (the no-reordering baseline of choose_cut).
   void plan(std::span<const sample_meta> batch, start first) {
-    choose_slots(batch, first);
-    split_cells(batch);
-    order_slots();
+    plan(batch, first, options_.balance, options_.order, true);
+  }
+  void plan(std::span<const sample_meta> batch, start first, balance_method balance,
+            order_method order, bool slot_search, bool estimate = false) {
+    if (slot_search)
+      choose_slots(batch, first);
+    else
+      form_slots(batch, first);
+    if (estimate)
+      estimate_cells(batch);
+    else
+      split_cells(batch, balance);
+    order_slots(order, false);
+  }
+
+  // A candidate cut's slot times without splitting: every cell at its lower
+  // bound max(slot total / dp, largest sample). The cells themselves are not
+  // written (split_cells does that for the winner).
+  void estimate_cells(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    slowest_.resize(K * m);
+    for (std::size_t j = 0; j < m; ++j) {
+      std::array<double, max_reorder_modules> sum{}, largest{};
+      for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
+        for (std::size_t k = 0; k < K; ++k) {
+          const double c = batch[seq_[x]].cost[k];
+          sum[k] += c;
+          largest[k] = std::max(largest[k], c);
+        }
+      for (std::size_t k = 0; k < K; ++k)
+        slowest_[k * m + j] =
+            std::max(sum[k] / static_cast<double>(options_.modules[k].dp), largest[k]);
+    }
   }
 
   // Step 2: seq_ = input indices grouped by slot (slot j = seq_[slot_begin(j) ..)).
@@ -563,6 +666,9 @@ class reorderer {
   // `best` compares its two cuts with KK on cells of at most these many
   // replicas and samples (the winner then gets KK on every cell).
   static constexpr std::uint32_t screen_kk_max_bins = 16, screen_kk_max_items = 64;
+  // best / objective estimate large cells' candidates (estimate_cells) from
+  // this many samples per replica.
+  static constexpr std::uint32_t estimate_per_replica = 8;
 
   // Exchanges the plan that write_result reads (steps 3-4) with the saved one.
   void swap_plan() noexcept {
@@ -577,7 +683,7 @@ class reorderer {
   }
 
   // Step 3: replica_/offset_ per (input index, module); load_ per (module, slot, replica).
-  void split_cells(std::span<const sample_meta> batch) {
+  void split_cells(std::span<const sample_meta> batch, balance_method balance) {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
@@ -590,22 +696,27 @@ class reorderer {
     slot_load_.assign(load_base_[K], 0.0);
     slowest_.assign(K * m, 0.0);
     slot_.resize(n);
-    for (std::size_t j = 0; j < m; ++j) {
-      const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
-      // balance_method::arrival: the slot's members in arrival (input) order.
-      if (options_.balance == balance_method::arrival)
-        std::sort(seq_.begin() + static_cast<std::ptrdiff_t>(b),
-                  seq_.begin() + static_cast<std::ptrdiff_t>(e));
-      const std::span<const std::uint32_t> members(seq_.data() + b, e - b);
-      for (std::uint32_t i : members) slot_[i] = static_cast<std::uint32_t>(j);
-      costs_.resize(members.size());
-      bins_.resize(members.size());
-      for (std::size_t k = 0; k < K; ++k) {
-        const std::uint32_t dp = options_.modules[k].dp;
-        for (std::size_t x = 0; x < members.size(); ++x) costs_[x] = batch[members[x]].cost[k];
-        partitioner_.partition(costs_, dp, options_.equal_count, options_.balance, bins_);
-        write_cell(members, j, k);
-      }
+    for (std::size_t j = 0; j < m; ++j) split_slot(batch, j, balance);
+  }
+
+  // Step 3 for slot j: every module's split of the slot's members.
+  void split_slot(std::span<const sample_meta> batch, std::size_t j, balance_method balance) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
+    // balance_method::arrival: the slot's members in arrival (input) order.
+    if (balance == balance_method::arrival)
+      std::sort(seq_.begin() + static_cast<std::ptrdiff_t>(b),
+                seq_.begin() + static_cast<std::ptrdiff_t>(e));
+    const std::span<const std::uint32_t> members(seq_.data() + b, e - b);
+    for (std::uint32_t i : members) slot_[i] = static_cast<std::uint32_t>(j);
+    costs_.resize(members.size());
+    bins_.resize(members.size());
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::uint32_t dp = options_.modules[k].dp;
+      for (std::size_t x = 0; x < members.size(); ++x) costs_[x] = batch[members[x]].cost[k];
+      partitioner_.partition(costs_, dp, options_.equal_count, balance, bins_);
+      write_cell(members, j, k);
     }
   }
 
@@ -638,7 +749,7 @@ class reorderer {
         changed = changed || slowest_[k * m + j] != before;
       }
     }
-    if (changed) order_slots();
+    if (changed) order_slots(options_.order, true);
   }
 
   // Module k's split of slot j from bins_ (costs_ = the members' costs):
@@ -660,24 +771,183 @@ class reorderer {
     slowest_[k * m + j] = *std::max_element(load, load + dp);
   }
 
-  // Step 4: perm_[position] = slot.
-  void order_slots() {
+  // Stage times of slowest (K x m) into fwd_/bwd_, row p = slot rows[p].
+  void stage_times(std::span<const double> slowest, std::span<const std::uint32_t> rows) {
     const std::size_t m = options_.microbatches;
     const std::size_t S = options_.stages.size();
     fwd_.resize(m * S);
     bwd_.resize(m * S);
-    for (std::size_t j = 0; j < m; ++j) {
+    for (std::size_t p = 0; p < m; ++p) {
+      const std::size_t j = rows.empty() ? p : rows[p];
       for (std::size_t s = 0; s < S; ++s) {
         const pipeline_stage& st = options_.stages[s];
-        const double t = slowest_[st.module * m + j];
-        fwd_[j * S + s] = st.forward_scale * t;
-        bwd_[j * S + s] = st.backward_scale * t;
+        const double t = slowest[st.module * m + j];
+        fwd_[p * S + s] = st.forward_scale * t;
+        bwd_[p * S + s] = st.backward_scale * t;
       }
     }
-    perm_.resize(m);
+  }
+
+  // Step 4: perm_[position] = slot. from_current (search only): the search
+  // starts from the current perm_ (never worse than it) instead of slot order.
+  void order_slots(order_method method, bool from_current) {
+    const std::size_t m = options_.microbatches;
+    const std::size_t S = options_.stages.size();
+    const bool seeded = from_current && method == order_method::search;
+    stage_times(slowest_,
+                seeded ? std::span<const std::uint32_t>(perm_) : std::span<const std::uint32_t>());
     position_.resize(m);
-    time_ = orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_, options_.order, perm_);
+    if (seeded) {
+      order_tmp_.resize(m);
+      time_ = orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_, method, order_tmp_);
+      for (std::size_t p = 0; p < m; ++p) position_[p] = perm_[order_tmp_[p]];
+      std::copy(position_.begin(), position_.end(), perm_.begin());
+    } else {
+      perm_.resize(m);
+      time_ = orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_, method, perm_);
+    }
     for (std::size_t p = 0; p < m; ++p) position_[perm_[p]] = static_cast<std::uint32_t>(p);
+  }
+
+  // The objective of the current perm_ (search) or of the method's order of
+  // the slots, for slot times `slowest` (K x m).
+  double score_slots(std::span<const double> slowest) {
+    const std::size_t m = options_.microbatches;
+    const std::size_t S = options_.stages.size();
+    const bool fixed = options_.order == order_method::search;
+    stage_times(slowest,
+                fixed ? std::span<const std::uint32_t>(perm_) : std::span<const std::uint32_t>());
+    order_tmp_.resize(m);
+    return orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_,
+                          fixed ? order_method::identity : options_.order, order_tmp_);
+  }
+
+  // Copies the primary plan into the saved buffers (capacity reserved: no allocation).
+  void copy_plan() {
+    saved_time_ = time_;
+    saved_seq_.assign(seq_.begin(), seq_.end());
+    for (auto [a, b] : {std::pair{&slot_, &saved_slot_}, std::pair{&replica_, &saved_replica_},
+                        std::pair{&offset_, &saved_offset_}, std::pair{&perm_, &saved_perm_},
+                        std::pair{&position_, &saved_position_}})
+      b->assign(a->begin(), a->end());
+    saved_slot_load_.assign(slot_load_.begin(), slot_load_.end());
+    saved_slowest_.assign(slowest_.begin(), slowest_.end());
+  }
+
+  // Step 2c (best / objective): slot swaps scored by the objective. From the
+  // heaviest slot a (stage-time sum) to the lightest b, swap a's largest or
+  // second largest sample (cost key) with b's smallest. A swap is screened
+  // with LPT splits of slots a and b (before and after, the other slots at
+  // their current times, the current order); one that passes is split as
+  // configured and kept only if the objective of the current order drops.
+  // First improvement, restarted after each kept swap; at most
+  // cut_search_budget swaps tried and W = max(2^18, 4 n log2 n) work units
+  // (as the slot search: a slot's LPT split over d replicas costs
+  // s (1 + log2 s) + d); skipped when W allows fewer than 16. At the end the
+  // order search starts again from the current order.
+  void search_cut(std::span<const sample_meta> batch) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    // none / arrival split a slot by its members' order: a baseline, not searched.
+    if (options_.cut_search_budget == 0 || m < 2 || options_.balance == balance_method::none ||
+        options_.balance == balance_method::arrival)
+      return;
+    const std::size_t s_max = (n + m - 1) / m;
+    const std::size_t lg = static_cast<std::size_t>(std::bit_width(s_max)) + 1;
+    std::size_t unit = 0;
+    for (std::size_t k = 0; k < K; ++k) unit += s_max * lg + options_.modules[k].dp;
+    const std::size_t per_try = 2 * unit, setup = m * unit;
+    const std::size_t work = std::max<std::size_t>(
+        std::size_t{1} << 18, 4 * n * static_cast<std::size_t>(std::bit_width(n)));
+    if (work < setup + 16 * per_try) return;
+    const std::size_t tries =
+        std::min<std::size_t>(options_.cut_search_budget, (work - setup) / per_try);
+    // LPT screen of every slot, and the slots' stage-time sums.
+    lpt_.resize(K * m);
+    for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t j = 0; j < m; ++j) lpt_[k * m + j] = slot_time(batch, j, k);
+    trial_.resize(K * m);
+    excess_.resize(m);
+    slot_order_.resize(m);
+    std::size_t tried = 0;
+    bool any = false;
+    while (tried < tries) {
+      for (std::size_t j = 0; j < m; ++j) {
+        double w = 0.0;
+        for (const pipeline_stage& st : options_.stages)
+          w += (st.forward_scale + st.backward_scale) * slowest_[st.module * m + j];
+        excess_[j] = w;
+        slot_order_[j] = static_cast<std::uint32_t>(j);
+      }
+      std::sort(slot_order_.begin(), slot_order_.end(), [this](std::uint32_t x, std::uint32_t y) {
+        return excess_[x] > excess_[y] || (excess_[x] == excess_[y] && x < y);
+      });
+      bool improved = false;
+      for (std::size_t ai = 0; ai < m && !improved && tried < tries; ++ai) {
+        const std::size_t a = slot_order_[ai];
+        for (std::size_t bi = m; bi-- > ai + 1 && !improved && tried < tries;) {
+          const std::size_t b = slot_order_[bi];
+          // Reference: slots a and b at their LPT screens, the rest as split.
+          std::copy(slowest_.begin(), slowest_.end(), trial_.begin());
+          for (std::size_t k = 0; k < K; ++k) {
+            trial_[k * m + a] = lpt_[k * m + a];
+            trial_[k * m + b] = lpt_[k * m + b];
+          }
+          const double reference = score_slots(trial_);
+          // a's two largest members by key, b's smallest (ties: lower id).
+          const std::size_t ab = slot_begin(a, n), ae = slot_begin(a + 1, n);
+          const std::size_t bb = slot_begin(b, n), be = slot_begin(b + 1, n);
+          const auto larger = [&](std::size_t x, std::size_t y) {  // seq_ positions
+            const std::uint32_t u = seq_[x], v = seq_[y];
+            return key_[u] > key_[v] || (key_[u] == key_[v] && batch[u].id < batch[v].id);
+          };
+          std::size_t x1 = ab, x2 = ae, y = bb;
+          for (std::size_t x = ab + 1; x < ae; ++x) {
+            if (larger(x, x1)) {
+              x2 = x1;
+              x1 = x;
+            } else if (x2 == ae || larger(x, x2)) {
+              x2 = x;
+            }
+          }
+          for (std::size_t x = bb + 1; x < be; ++x)
+            if (larger(y, x)) y = x;
+          for (const std::size_t xa : {x1, x2}) {
+            if (xa == ae || improved || tried >= tries) continue;
+            if (!larger(xa, y)) continue;  // swapping would not lighten a
+            ++tried;
+            std::swap(seq_[xa], seq_[y]);
+            std::array<double, 2 * max_reorder_modules> fresh{};
+            for (std::size_t k = 0; k < K; ++k) {
+              fresh[2 * k] = trial_[k * m + a] = slot_time(batch, a, k);
+              fresh[2 * k + 1] = trial_[k * m + b] = slot_time(batch, b, k);
+            }
+            if (!better(score_slots(trial_), reference)) {
+              std::swap(seq_[xa], seq_[y]);
+              continue;
+            }
+            split_slot(batch, a, options_.balance);
+            split_slot(batch, b, options_.balance);
+            const double t = score_slots(slowest_);
+            if (better(t, time_)) {
+              time_ = t;
+              for (std::size_t k = 0; k < K; ++k) {
+                lpt_[k * m + a] = fresh[2 * k];
+                lpt_[k * m + b] = fresh[2 * k + 1];
+              }
+              improved = any = true;
+              continue;
+            }
+            std::swap(seq_[xa], seq_[y]);
+            split_slot(batch, a, options_.balance);  // the slots' cells as they were
+            split_slot(batch, b, options_.balance);
+          }
+        }
+      }
+      if (!improved) break;
+    }
+    if (any) order_slots(options_.order, true);
   }
 
   void write_result(std::span<const sample_meta> batch, reorder_result& out) {
@@ -760,11 +1030,11 @@ class reorderer {
   std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_,
       sorted_index_, slot_, relabel_;
   std::vector<std::size_t> load_base_;
-  std::vector<std::uint32_t> slot_order_, best_seq_;
+  std::vector<std::uint32_t> slot_order_, best_seq_, order_tmp_;
   std::vector<std::pair<start, std::size_t>> starts_;
   std::vector<detail::radix_item> radix_, radix_tmp_;
   std::vector<double> vec_load_, key_, costs_, slot_load_, slowest_, fwd_, bwd_, slot_time_,
-      excess_;
+      excess_, lpt_, trial_;
 };
 
 }  // namespace disttrain
