@@ -25,19 +25,21 @@ namespace {
 
 void print_table(const std::vector<disttrain::published_run>& runs, const std::string& hw,
                  const disttrain::cost_params& params) {
-  std::printf("| run | split | layout (TP/PP/DP, mb, batch) | recompute | published | predicted | error | bubble | exposed sync |\n");
+  std::printf(
+      "| run | split | layout (TP/PP/DP, mb, batch) | recompute | published | predicted | error | "
+      "bubble | exposed sync |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : runs) {
     if (r.hardware != hw) continue;
     const auto s = disttrain::score_run(r, params);
     const bool mfu = r.metric == "mfu";
-    std::printf("| %s | %s | %d/%d/%d, %d, %d | %s | %.1f%s | %.1f%s | %+.1f%% | %.1f%% | %.1f%% |\n", r.id.c_str(),
-                r.split == "fit" ? "fitted" : "held out", r.tp, r.pp, r.dp, r.microbatch,
-                r.global_batch, r.recompute.c_str(),
-                mfu ? 100 * r.published : r.published, mfu ? "% MFU" : " TFLOP/s",
-                mfu ? 100 * s.predicted : s.predicted, mfu ? "% MFU" : " TFLOP/s",
-                100 * s.relative_error, 100 * s.evaluation.bubble_fraction,
-                100 * s.evaluation.sync_time_s / s.evaluation.iteration_time_s);
+    std::printf(
+        "| %s | %s | %d/%d/%d, %d, %d | %s | %.1f%s | %.1f%s | %+.1f%% | %.1f%% | %.1f%% |\n",
+        r.id.c_str(), r.split == "fit" ? "fitted" : "held out", r.tp, r.pp, r.dp, r.microbatch,
+        r.global_batch, r.recompute.c_str(), mfu ? 100 * r.published : r.published,
+        mfu ? "% MFU" : " TFLOP/s", mfu ? 100 * s.predicted : s.predicted,
+        mfu ? "% MFU" : " TFLOP/s", 100 * s.relative_error, 100 * s.evaluation.bubble_fraction,
+        100 * s.evaluation.sync_time_s / s.evaluation.iteration_time_s);
   }
 }
 
@@ -92,10 +94,11 @@ int run(int argc, char** argv) {
       if (any) {
         const auto f = disttrain::fit_runs(mine, shipped, start, free);
         params = disttrain::with_efficiency(shipped, f.params);
-        std::printf("fitted on %zu runs: e_max %.4f, flops_half %.4g, tp_penalty %.4f "
-                    "(max |error| %.1f%%, RMS %.1f%%)\n",
-                    f.runs, f.params.e_max, f.params.flops_half, f.params.tp_penalty,
-                    100 * f.max_abs_error, 100 * f.rms_error);
+        std::printf(
+            "fitted on %zu runs: e_max %.4f, flops_half %.4g, tp_penalty %.4f "
+            "(max |error| %.1f%%, RMS %.1f%%)\n",
+            f.runs, f.params.e_max, f.params.flops_half, f.params.tp_penalty, 100 * f.max_abs_error,
+            100 * f.rms_error);
       }
     }
     print_table(runs, hw, params);

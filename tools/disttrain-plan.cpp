@@ -216,7 +216,8 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   j.erase("cost");
   auto sc = dd::read_scenario(j, "");
   // The GPU's calibrated defaults (cost_params.hpp), overridden by the config's "cost".
-  cparams = dd::read_cost_params(cost, "cost", disttrain::calibrated_cost_params(sc.cluster.gpu.name));
+  cparams =
+      dd::read_cost_params(cost, "cost", disttrain::calibrated_cost_params(sc.cluster.gpu.name));
   if (sc.name.empty()) sc.name = path;
   return sc;
 }

@@ -51,7 +51,8 @@ disttrain::topology read_topology(const std::string& text) {
     dd::check_keys(m, {"name", "role", "tp", "pp", "dp", "trainable", "colocated"}, path);
     disttrain::topology_module g;
     g.name = dd::json_get<std::string>(m, "name", path);
-    g.role = disttrain::parse_module_role(dd::json_get<std::string>(m, "role", path), path + ".role");
+    g.role =
+        disttrain::parse_module_role(dd::json_get<std::string>(m, "role", path), path + ".role");
     g.tp = dd::json_get_or<int>(m, "tp", 1, path);
     g.pp = dd::json_get_or<int>(m, "pp", 1, path);
     g.dp = dd::json_get_or<int>(m, "dp", 1, path);
@@ -89,12 +90,9 @@ std::string topology_json(const disttrain::topology& t) {
                      {"tp_rank", co.tp_rank},
                      {"chain_stage", t.chain_stage(co.module, co.stage)}});
   }
-  return json{{"modules", std::move(mods)},
-              {"world_size", t.world_size()},
-              {"backbone", t.backbone().value},
-              {"chain", std::move(chain)},
-              {"owning_modules", std::move(owning)},
-              {"ranks", std::move(ranks)},
+  return json{{"modules", std::move(mods)},          {"world_size", t.world_size()},
+              {"backbone", t.backbone().value},      {"chain", std::move(chain)},
+              {"owning_modules", std::move(owning)}, {"ranks", std::move(ranks)},
               {"describe", disttrain::describe(t)}}
       .dump();
 }
@@ -121,7 +119,8 @@ std::vector<std::uint32_t> id_order(const u64_1d& id) {
   std::vector<std::uint32_t> order(id.shape(0));
   std::iota(order.begin(), order.end(), 0u);
   const std::uint64_t* p = id.data();
-  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return p[a] < p[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return p[a] < p[b]; });
   return order;
 }
 
@@ -299,8 +298,7 @@ nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool spli
                         const u32_2d& offset, std::uint32_t microbatches,
                         const std::vector<std::uint32_t>& dp, const i64_2d& rows,
                         const std::vector<std::int64_t>& hidden,
-                        const std::vector<std::size_t>& elem_size, int rank,
-                        bool with_index) {
+                        const std::vector<std::size_t>& elem_size, int rank, bool with_index) {
   flat_program f;
   {
     nb::gil_scoped_release release;
@@ -330,10 +328,10 @@ nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool spli
         shapes[l].rows[i] = r;
       }
     }
-    const auto chain = disttrain::chain_program(
-        topo, {.microbatches = static_cast<int>(microbatches),
-               .split_backward = split_backward,
-               .buckets = buckets});
+    const auto chain =
+        disttrain::chain_program(topo, {.microbatches = static_cast<int>(microbatches),
+                                        .split_backward = split_backward,
+                                        .buckets = buckets});
     f = flatten_program(disttrain::bind_rank(topo, chain, map, shapes, rank), with_index);
   }
   return to_dict(std::move(f));

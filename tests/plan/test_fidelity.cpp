@@ -64,8 +64,8 @@ TEST_CASE("unfused attention and selective recompute are priced and kept as docu
   const auto selective = score_run(r, cost_params{}).evaluation;
   CHECK(selective.iteration_time_s > unfused.iteration_time_s);
   // Selective recompute keeps no score matrices: 5 bytes x heads x s^2 per layer less.
-  const double scores = 5.0 * r.arch.heads / r.tp * double(r.seq_len) * r.seq_len * r.arch.layers /
-                        r.pp;
+  const double scores =
+      5.0 * r.arch.heads / r.tp * double(r.seq_len) * r.seq_len * r.arch.layers / r.pp;
   CHECK(unfused.stages[0].memory.activations - selective.stages[0].memory.activations ==
         Approx(scores).epsilon(1e-9));
 }
@@ -86,8 +86,8 @@ TEST_CASE("published runs: bad input names the field") {
   DISTTRAIN_CHECK_ERROR(read_published_runs(bad), errc::parse_error, "runs[0]");
   bad = j;
   for (auto& r : bad["runs"]) r["split"] = "held_out";
-  DISTTRAIN_CHECK_ERROR(fit_runs(read_published_runs(bad), cost_params{}, {}), errc::invalid_argument,
-                        "runs");
+  DISTTRAIN_CHECK_ERROR(fit_runs(read_published_runs(bad), cost_params{}, {}),
+                        errc::invalid_argument, "runs");
 }
 
 TEST_CASE("recompute modes in plan JSON and attention_score_bytes in cost JSON") {
@@ -118,6 +118,7 @@ TEST_CASE("recompute modes in plan JSON and attention_score_bytes in cost JSON")
   DISTTRAIN_CHECK_ERROR(detail::read_cost_params(neg, "cost"), errc::invalid_argument,
                         "cost.attention_score_bytes");
   // read_cost_params keeps the base's values for absent fields.
-  CHECK(detail::read_cost_params(json::object(), "cost", calibrated_cost_params("a100")).efficiency ==
-        calibrated_cost_params("a100").efficiency);
+  CHECK(
+      detail::read_cost_params(json::object(), "cost", calibrated_cost_params("a100")).efficiency ==
+      calibrated_cost_params("a100").efficiency);
 }

@@ -197,8 +197,7 @@ class analytic_cost_model {
     const bool post = s.first_layer + s.num_layers == sh.layers;
     const double logits = post ? sh.post.activation_bytes_per_token * w.tokens / tp : 0.0;
     if (e.needs_backward) {
-      const double kept_scores =
-          s.selective_recompute ? 0.0 : score_bytes(sh, s.tp, w.tokens_sq);
+      const double kept_scores = s.selective_recompute ? 0.0 : score_bytes(sh, s.tp, w.tokens_sq);
       const double per_layer =
           s.recompute ? sh.checkpoint_bytes_per_token * w.tokens / tp : layer_act + kept_scores;
       m.activations =
@@ -358,9 +357,8 @@ class analytic_cost_model {
   // one layer's forward score traffic on one GPU (heads / tp heads, sum s^2 scores each).
   double score_time(const module_shape& sh, int tp, double tokens_sq) const noexcept {
     if (!(params_.attention_score_bytes > 0) || sh.heads <= 0) return 0.0;
-    return params_.attention_score_bytes * static_cast<double>(sh.heads) /
-           static_cast<double>(tp) * tokens_sq /
-           (cluster_.gpu.hbm_bandwidth_bytes_per_s * params_.memory_bw_efficiency);
+    return params_.attention_score_bytes * static_cast<double>(sh.heads) / static_cast<double>(tp) *
+           tokens_sq / (cluster_.gpu.hbm_bandwidth_bytes_per_s * params_.memory_bw_efficiency);
   }
   // Bytes of one layer's kept score matrices on one GPU (5 per element) when unfused.
   double score_bytes(const module_shape& sh, int tp, double tokens_sq) const noexcept {

@@ -127,12 +127,11 @@ namespace detail {
                                                   const cost_params& base = {}) {
   cost_params p = base;
   if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
-  check_keys(
-      j,
-      {"efficiency", "intra_node_bw_efficiency", "inter_node_bw_efficiency", "memory_bw_efficiency",
-       "param_bytes", "grad_bytes", "optimizer_bytes", "memory_reserve_bytes",
-       "attention_score_bytes"},
-      path);
+  check_keys(j,
+             {"efficiency", "intra_node_bw_efficiency", "inter_node_bw_efficiency",
+              "memory_bw_efficiency", "param_bytes", "grad_bytes", "optimizer_bytes",
+              "memory_reserve_bytes", "attention_score_bytes"},
+             path);
   if (j.contains("efficiency")) {
     const json& e = j.at("efficiency");
     const std::string ep = join_path(path, "efficiency");

@@ -174,8 +174,8 @@ class executor {
 
   struct pending {
     std::vector<exec_message> msgs;
-    std::vector<int> tags;                    // per message
-    std::vector<detail::plan_stamp> stamps;   // bound programs: per message (see stamped)
+    std::vector<int> tags;                   // per message
+    std::vector<detail::plan_stamp> stamps;  // bound programs: per message (see stamped)
     std::vector<request> reqs;
     std::vector<char> done;
     bool posted = false;
@@ -225,15 +225,15 @@ class executor {
   // programs from different inputs fail instead of exchanging wrong bytes.
   // Device-memory backends carry no stamp (documented in docs/exec.md).
   template <class Op>
-  static constexpr bool stamped =
-      std::is_same_v<Op, bound_op> && B::memory == memory_space::host;
-  void check_stamp(const bound_op& b, const detail::plan_stamp& got, const std::string& where) const {
+  static constexpr bool stamped = std::is_same_v<Op, bound_op>&& B::memory == memory_space::host;
+  void check_stamp(const bound_op& b, const detail::plan_stamp& got,
+                   const std::string& where) const {
     if (got.magic == detail::plan_stamp::magic_value && got.message == b.stamp &&
         got.bytes == static_cast<std::uint64_t>(b.bytes))
       return;
     detail::fail(errc::comm_error, where, "plan disagreement: rank ", b.op.peer, " sent stamp ",
-                 detail::hex64(got.message), " (", got.bytes, " bytes) where this rank's program has ",
-                 detail::hex64(b.stamp), " (", b.bytes,
+                 detail::hex64(got.message), " (", got.bytes,
+                 " bytes) where this rank's program has ", detail::hex64(b.stamp), " (", b.bytes,
                  " bytes): the two programs were bound from different inputs (topology, chain, "
                  "sample map or activation shapes) or run out of order; the received bytes are "
                  "not used");
@@ -325,8 +325,8 @@ class executor {
         check_peer(op, m);
         p.reqs.push_back(ex.b_->irecv(m.bytes, m.peer, p.tags[i]));
         if constexpr (stamped<Op>)
-          p.reqs.push_back(ex.b_->irecv(std::as_writable_bytes(std::span(&p.stamps[i], 1)), m.peer,
-                                        p.tags[i]));
+          p.reqs.push_back(
+              ex.b_->irecv(std::as_writable_bytes(std::span(&p.stamps[i], 1)), m.peer, p.tags[i]));
       }
       p.done.assign(p.reqs.size(), 0);
       p.posted = true;

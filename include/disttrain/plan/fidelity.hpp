@@ -43,23 +43,23 @@ namespace disttrain {
 
 /// @brief One published training run (see the file comment). JSON keys are the field names.
 struct published_run {
-  std::string id;                ///< short name, e.g. "narayanan21-1008b"
-  std::string source;            ///< citation: paper, table
-  std::string hardware;          ///< cluster preset: "a100", "h100" or "h800"
-  std::string metric;            ///< "mfu" or "tflops_narayanan"
-  std::string split;             ///< "fit" (used by fit_runs) or "held_out"
-  decoder_llm_arch arch{};       ///< the model (one backbone module)
-  int seq_len = 2048;            ///< tokens per sample
-  int tp = 1, pp = 1, dp = 1;    ///< layout (GPUs = tp * pp * dp)
-  int microbatch = 1;            ///< samples per microbatch per DP replica
-  int global_batch = 1;          ///< samples per iteration
-  int virtual_stages = 1;        ///< interleaved model chunks per device
-  std::string recompute = "off";  ///< "off", "selective" or "full"
+  std::string id;                   ///< short name, e.g. "narayanan21-1008b"
+  std::string source;               ///< citation: paper, table
+  std::string hardware;             ///< cluster preset: "a100", "h100" or "h800"
+  std::string metric;               ///< "mfu" or "tflops_narayanan"
+  std::string split;                ///< "fit" (used by fit_runs) or "held_out"
+  decoder_llm_arch arch{};          ///< the model (one backbone module)
+  int seq_len = 2048;               ///< tokens per sample
+  int tp = 1, pp = 1, dp = 1;       ///< layout (GPUs = tp * pp * dp)
+  int microbatch = 1;               ///< samples per microbatch per DP replica
+  int global_batch = 1;             ///< samples per iteration
+  int virtual_stages = 1;           ///< interleaved model chunks per device
+  std::string recompute = "off";    ///< "off", "selective" or "full"
   std::string attention = "flash";  ///< "flash" (fused) or "unfused" (score matrix in HBM)
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
-  double published = 0;          ///< the published figure in `metric`'s unit (MFU as a fraction)
-  std::string note;              ///< what the source leaves open and what we assumed
+  double published = 0;  ///< the published figure in `metric`'s unit (MFU as a fraction)
+  std::string note;      ///< what the source leaves open and what we assumed
 };
 
 /// @brief HBM bytes per attention-score element of an unfused (pre-flash)
@@ -121,8 +121,7 @@ inline void check_run(const published_run& r, std::string_view path) {
   check_keys(j,
              {"id", "source", "hardware", "metric", "split", "arch", "seq_len", "tp", "pp", "dp",
               "microbatch", "global_batch", "virtual_stages", "recompute", "attention",
-              "overlap_grad_reduce",
-              "overlap_param_gather", "published", "note"},
+              "overlap_grad_reduce", "overlap_param_gather", "published", "note"},
              path);
   published_run r;
   r.id = json_get<std::string>(j, "id", path);
@@ -130,7 +129,8 @@ inline void check_run(const published_run& r, std::string_view path) {
   r.hardware = json_get<std::string>(j, "hardware", path);
   r.metric = json_get<std::string>(j, "metric", path);
   r.split = json_get<std::string>(j, "split", path);
-  if (!j.contains("arch")) fail(errc::parse_error, join_path(path, "arch"), "required field is missing");
+  if (!j.contains("arch"))
+    fail(errc::parse_error, join_path(path, "arch"), "required field is missing");
   r.arch = read_decoder_llm_arch(j.at("arch"), join_path(path, "arch"));
   r.seq_len = json_get<int>(j, "seq_len", path);
   r.tp = json_get<int>(j, "tp", path);
