@@ -185,11 +185,14 @@ template <cost_model C>
       total += batch[i];
     }
     const std::span<const model_workload> view(batch);
+    // Model FLOPs of the batch, once per plan ((b) and (c) share theirs).
     const model_workload mean = total * (1.0 / static_cast<double>(b));
+    const double baseline_flops = evaluate(baseline, cost, mean, no_memory_check).model_flops;
+    const double plan_flops = evaluate(plan, cost, mean, no_memory_check).model_flops;
     for (simulated_case& c : cases) {
       const reorder_result map = plan_sample_map(*c.plan, cost, view, c.order);
       c.seconds.push_back(simulate_plan(*c.plan, cost, view, map).result.iteration_time);
-      c.flops += evaluate(*c.plan, cost, mean, no_memory_check).model_flops;
+      c.flops += c.plan == &baseline ? baseline_flops : plan_flops;
     }
   }
   // The expected batch of the distribution as the planner prices it (the

@@ -610,18 +610,14 @@ class reorderer {
       for (std::size_t k = 1; k < K; ++k)
         if (ideal[k] > 0.0 && (ideal[kw] <= 0.0 || sum[k] / ideal[k] > sum[kw] / ideal[kw])) kw = k;
       // Slots by excess of module kw's slowest replica over its slot mean, largest first.
-      slot_order_.resize(m);
       excess_.resize(m);
       for (std::size_t j = 0; j < m; ++j) {
         double tot = 0.0;
         for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
           tot += batch[seq_[x]].cost[kw];
         excess_[j] = slot_time_[kw * m + j] - tot / static_cast<double>(options_.modules[kw].dp);
-        slot_order_[j] = static_cast<std::uint32_t>(j);
       }
-      std::sort(slot_order_.begin(), slot_order_.end(), [this](std::uint32_t x, std::uint32_t y) {
-        return excess_[x] > excess_[y] || (excess_[x] == excess_[y] && x < y);
-      });
+      order_slots_by_excess(m);
       bool improved = false;
       for (std::size_t ai = 0; ai < m && !improved && tried < budget; ++ai) {
         const std::size_t a = slot_order_[ai];
@@ -669,6 +665,15 @@ class reorderer {
   // best / objective estimate large cells' candidates (estimate_cells) from
   // this many samples per replica.
   static constexpr std::uint32_t estimate_per_replica = 8;
+
+  // slot_order_ = the m slots by excess_, largest first (ties: the lower slot first).
+  void order_slots_by_excess(std::size_t m) {
+    slot_order_.resize(m);
+    for (std::size_t j = 0; j < m; ++j) slot_order_[j] = static_cast<std::uint32_t>(j);
+    std::sort(slot_order_.begin(), slot_order_.end(), [this](std::uint32_t x, std::uint32_t y) {
+      return excess_[x] > excess_[y] || (excess_[x] == excess_[y] && x < y);
+    });
+  }
 
   // Exchanges the plan that write_result reads (steps 3-4) with the saved one.
   void swap_plan() noexcept {
@@ -869,7 +874,6 @@ class reorderer {
       for (std::size_t j = 0; j < m; ++j) lpt_[k * m + j] = slot_time(batch, j, k);
     trial_.resize(K * m);
     excess_.resize(m);
-    slot_order_.resize(m);
     std::size_t tried = 0;
     bool any = false;
     while (tried < tries) {
@@ -878,11 +882,8 @@ class reorderer {
         for (const pipeline_stage& st : options_.stages)
           w += (st.forward_scale + st.backward_scale) * slowest_[st.module * m + j];
         excess_[j] = w;
-        slot_order_[j] = static_cast<std::uint32_t>(j);
       }
-      std::sort(slot_order_.begin(), slot_order_.end(), [this](std::uint32_t x, std::uint32_t y) {
-        return excess_[x] > excess_[y] || (excess_[x] == excess_[y] && x < y);
-      });
+      order_slots_by_excess(m);
       bool improved = false;
       for (std::size_t ai = 0; ai < m && !improved && tried < tries; ++ai) {
         const std::size_t a = slot_order_[ai];
