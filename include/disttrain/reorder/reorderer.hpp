@@ -150,7 +150,8 @@ class reorderer {
   // slot_policy::best / objective (m > 1): the objective decides the cut.
   // 1. candidate cuts (balanced, size-sorted, round-robin, id order, and for
   //    objective the arrival cut first), each split
-  //    (refined: KK screened to small cells) and ordered; the lowest wins;
+  //    (refined: KK screened to small cells) and ordered by the order
+  //    search's seeds alone; the lowest wins and gets the full order search;
   // 2. slot swaps on the winner while they lower the objective (search_cut);
   // 3. refined: KK on every cell of the winner, kept only if not worse;
   // 4. objective: compared with the arrival cut split and ordered as configured
@@ -169,12 +170,17 @@ class reorderer {
       // The user's limits come back even if a plan throws (e.g. the objective).
       struct restore {
         partitioner& p;
-        std::uint32_t bins, items;
+        microbatch_orderer& o;
+        std::uint32_t bins, items, budget;
         ~restore() {
           p.refine_kk_max_bins = bins;
           p.refine_kk_max_items = items;
+          o.budget = budget;
         }
-      } guard{partitioner_, kk_bins, kk_items};
+      } guard{partitioner_, orderer_, kk_bins, kk_items, orderer_.budget};
+      // Candidates are ordered by the search's seeds only (no local search):
+      // the full search runs once, on the winner.
+      orderer_.budget = 0;
       if (screen) {
         partitioner_.refine_kk_max_bins = std::min(kk_bins, screen_kk_max_bins);
         partitioner_.refine_kk_max_items = std::min(kk_items, screen_kk_max_items);
@@ -204,11 +210,10 @@ class reorderer {
           keep_better();
         first = false;
       }
-      swap_plan();     // the winner back in the primary buffers
-      if (estimate) {  // the winner's cells, then the order from the current one
-        split_cells(batch, options_.balance);
-        order_slots(options_.order, true);
-      }
+      swap_plan();  // the winner back in the primary buffers
+      orderer_.budget = guard.budget;
+      if (estimate) split_cells(batch, options_.balance);  // the winner's cells
+      order_slots(options_.order, true);  // the full order search, from the current order
       search_cut(batch);
     }
     if (screen && (kk_bins > screen_kk_max_bins || kk_items > screen_kk_max_items)) {
