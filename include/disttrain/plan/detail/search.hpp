@@ -45,6 +45,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -215,7 +216,7 @@ class plan_search {
 
   /// @brief Runs the search; returns the best plan or throws `errc::infeasible`.
   ranked_plan run() {
-    nodes_ = backbone_configs();
+    backbone_configs();
     stats_.backbone_configs = static_cast<long long>(nodes_.size());
     if (opt_.include_monolithic) search_monolithic();
     if (opt_.include_disaggregated) search_disaggregated();
@@ -593,13 +594,17 @@ class plan_search {
   };
 
   /// @brief Every (n, tp, rc, dp, pp, v) of the backbone within the GPU count,
-  /// with its cheap bound, in increasing bound order (ties: generation order).
+  /// with its cheap bound, into `nodes_` (generation order) and the min-heap
+  /// `pending_` that `config(i)` pops in increasing bound order (ties:
+  /// generation order). The searches stop at the first configuration whose
+  /// bound exceeds the incumbent, so only a prefix is ever sorted.
   /// Every split has max >= rho L / pp and sum >= rho L, so the pipeline is at
   /// least (m-1) rho L/pp + rho L (1F1B) or (m-1) rho L/pp + rho L/v + (1 - 1/v)
   /// rho L/pp (v interleaved chunks: path >= S/v + (1 - 1/v) T). Interleaving
   /// needs pp >= 2, m % pp == 0 and v | L (Megatron-LM's rules).
-  std::vector<backbone_cfg> backbone_configs() {
-    std::vector<backbone_cfg> nodes;
+  void backbone_configs() {
+    std::vector<backbone_cfg>& nodes = nodes_;
+    nodes.clear();
     const double L = static_cast<double>(mods_[bi_].layers);
     for (int n : divisors(S_)) {
       const int m = S_ / n;
@@ -627,12 +632,21 @@ class plan_search {
             }
           }
     }
-    std::vector<std::pair<double, std::size_t>> order(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) order[i] = {nodes[i].lb, i};
-    std::sort(order.begin(), order.end());
-    std::vector<backbone_cfg> sorted(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) sorted[i] = nodes[order[i].second];
-    return sorted;
+    pending_.resize(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) pending_[i] = {nodes[i].lb, i};
+    std::make_heap(pending_.begin(), pending_.end(), std::greater<>{});
+    sorted_.clear();
+  }
+
+  /// @brief The i-th backbone configuration in increasing bound order, or
+  /// nullptr past the last one.
+  backbone_cfg* config(std::size_t i) {
+    while (sorted_.size() <= i && !pending_.empty()) {
+      std::pop_heap(pending_.begin(), pending_.end(), std::greater<>{});
+      sorted_.push_back(pending_.back().second);
+      pending_.pop_back();
+    }
+    return i < sorted_.size() ? &nodes_[sorted_[i]] : nullptr;
   }
 
   /// @brief (m-1) * max stage + sum of stage times of a split: a lower bound of
@@ -753,7 +767,8 @@ class plan_search {
       modes.push_back({true, false});
       modes.push_back({false, true});
     }
-    for (backbone_cfg& b : nodes_) {
+    for (std::size_t at = 0; backbone_cfg* node = config(at); ++at) {
+      backbone_cfg& b = *node;
       if (b.lb > best_.time) break;
       for (const side_mode& md : modes) {
         const long long side_min = (has_e_ && !md.ce ? 1 : 0) + (has_g_ && !md.cg ? 1 : 0);
@@ -990,7 +1005,8 @@ class plan_search {
     for (layer_split_rule r : opt_.monolithic_splits)
       if (std::find(rules.begin(), rules.end(), r) == rules.end()) rules.push_back(r);
     std::sort(rules.begin(), rules.end());
-    for (backbone_cfg& c : nodes_) {
+    for (std::size_t at = 0; backbone_cfg* node = config(at); ++at) {
+      backbone_cfg& c = *node;
       if (c.lb > best_.time) break;
       for (layer_split_rule rule : rules) {
         c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
@@ -1039,7 +1055,9 @@ class plan_search {
   };
   std::unordered_map<split_key, std::unique_ptr<split_info>, split_key_hash> splits_;
   std::map<std::vector<long long>, side_list> side_cache_;
-  std::vector<backbone_cfg> nodes_;
+  std::vector<backbone_cfg> nodes_;                      // generation order
+  std::vector<std::pair<double, std::size_t>> pending_;  // (bound, index) min-heap, unsorted rest
+  std::vector<std::size_t> sorted_;                      // indices popped, in bound order
   std::vector<module_terms> gterms_;
   std::vector<double> hops_;
   backbone_ctx bctx_;
