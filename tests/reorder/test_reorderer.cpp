@@ -643,15 +643,16 @@ TEST_CASE(
     // The order-independent mode: never worse than its own candidates as
     // screened (ordered by the order search's seeds alone: order_budget 0).
     // A candidate given the full order search may beat it: counted below.
+    auto ob = o;
+    ob.slots = disttrain::slot_policy::best;
+    disttrain::reorderer<> best(ob);
+    const double t_best = best.assign(batch).iteration_time;
     for (auto slots : {disttrain::slot_policy::balanced, disttrain::slot_policy::size_sorted}) {
-      auto ob = o;
-      ob.slots = disttrain::slot_policy::best;
-      disttrain::reorderer<> best(ob);
       ob.slots = slots;
+      ob.order_budget = o.order_budget;
       disttrain::reorderer<> searched(ob);
       ob.order_budget = 0;
       disttrain::reorderer<> screened(ob);
-      const double t_best = best.assign(batch).iteration_time;
       CHECK(t_best <= screened.assign(batch).iteration_time * (1 + 1e-12));
       const double t_searched = searched.assign(batch).iteration_time;
       if (t_best > t_searched * (1 + 1e-12)) {
