@@ -561,6 +561,12 @@ class partitioner {
       load_[bin_of[i]] += costs_[i];
       total += costs_[i];
     }
+    // Nothing beats max(mean load, largest item): stop once there (at once
+    // when the start is there already, e.g. one item per bin: no O(k log k)
+    // sort of the bins).
+    const double lower = std::max(total / static_cast<double>(k_), costs_[order_[0]]);
+    const double start_max = *std::max_element(load_.begin(), load_.end());
+    if (start_max <= lower * (1 + 1e-9)) return start_max;
     for (std::uint32_t b = 0; b < k_; ++b) start_[b + 1] += start_[b];
     flat_.resize(n);
     count_.assign(k_, 0);
@@ -569,8 +575,6 @@ class partitioner {
       const std::uint32_t b = bin_of[item];
       flat_[start_[b] + count_[b]++] = item;
     }
-    // Nothing beats max(mean load, largest item): stop once there.
-    const double lower = std::max(total / static_cast<double>(k_), costs_[order_[0]]);
     // Bins by (load, index) ascending, kept sorted across steps (a step
     // changes two loads): the heaviest bin and the lightest candidates are read
     // off its ends instead of being searched for.
