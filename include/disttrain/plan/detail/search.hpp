@@ -603,8 +603,7 @@ class plan_search {
   /// rho L/pp (v interleaved chunks: path >= S/v + (1 - 1/v) T). Interleaving
   /// needs pp >= 2, m % pp == 0 and v | L (Megatron-LM's rules).
   void backbone_configs() {
-    std::vector<backbone_cfg>& nodes = nodes_;
-    nodes.clear();
+    nodes_.clear();
     const double L = static_cast<double>(mods_[bi_].layers);
     for (int n : divisors(S_)) {
       const int m = S_ / n;
@@ -618,7 +617,7 @@ class plan_search {
               const double lb =
                   (static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + r * L) *
                   (1.0 - 1e-9);
-              nodes.push_back(backbone_cfg{lb, n, tp, dp, pp, k, rc, nullptr});
+              nodes_.push_back(backbone_cfg{lb, n, tp, dp, pp, k, rc, nullptr});
               if (pp < 2 || m % pp != 0) continue;
               for (int v = 2; v <= opt_.max_virtual_stages; ++v) {
                 if (mods_[bi_].layers % v != 0 || mods_[bi_].layers / v < pp) continue;
@@ -627,13 +626,13 @@ class plan_search {
                 const double lbv =
                     (static_cast<double>(m - 1) * t + (r * L / vv + (1.0 - 1.0 / vv) * t)) *
                     (1.0 - 1e-9);
-                nodes.push_back(backbone_cfg{lbv, n, tp, dp, pp, k, rc, nullptr, v});
+                nodes_.push_back(backbone_cfg{lbv, n, tp, dp, pp, k, rc, nullptr, v});
               }
             }
           }
     }
-    pending_.resize(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) pending_[i] = {nodes[i].lb, i};
+    pending_.resize(nodes_.size());
+    for (std::size_t i = 0; i < nodes_.size(); ++i) pending_[i] = {nodes_[i].lb, i};
     std::make_heap(pending_.begin(), pending_.end(), std::greater<>{});
     sorted_.clear();
   }
