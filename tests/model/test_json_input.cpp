@@ -79,6 +79,20 @@ TEST_CASE("integer fields reject fractions and out-of-range numbers") {
   check_error([&] { (void)detail::json_get<std::int64_t>(k, "u"); }, errc::parse_error, "u",
               "out of range");
   CHECK(detail::json_get<std::uint64_t>(k, "u") == std::uint64_t{18000000000000000000U});
+  // Nested arrays are checked at every depth (a fuzz finding: 1.5e87 in a
+  // sample placement was a float-to-int conversion, undefined behaviour).
+  const json n = parse_json(R"({"r": [[0, 2], [1.5e87, 3]], "ok": [[1], [], [2, 3e0]]})");
+  check_error([&] { (void)detail::json_get<std::vector<std::vector<int>>>(n, "r", "p"); },
+              errc::parse_error, "p.r[1][0]", "out of range");
+  CHECK(detail::json_get<std::vector<std::vector<int>>>(n, "ok") ==
+        std::vector<std::vector<int>>{{1}, {}, {2, 3}});
+  check_error([&] { (void)parse_json(R"([4294967744, 448])").get<image_size>(); },
+              errc::parse_error, "image_size[0]", "out of range");
+  check_error(
+      [&] {
+        (void)detail::read_sample(parse_json(R"({"text_tokens": 4, "images": [[8, 2.5]]})"), "s");
+      },
+      errc::parse_error, "s.images[0][1]", "must be an integer");
 }
 
 TEST_CASE("unknown keys are errors naming the path, with a did-you-mean hint") {

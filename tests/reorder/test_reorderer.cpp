@@ -335,6 +335,11 @@ TEST_CASE("reorder_options: JSON round trip and unknown enum names") {
   auto bad = j;
   bad["balance"] = "magic";
   DISTTRAIN_CHECK_ERROR(bad.get<reorder_options>(), errc::parse_error, "reorder_options.balance");
+  // A fuzz finding: "stages" of another type threw nlohmann's type_error.
+  bad = j;
+  bad["stages"] = "1F1B";
+  DISTTRAIN_CHECK_ERROR(bad.get<reorder_options>(), errc::invalid_argument,
+                        "reorder_options.stages");
 }
 
 TEST_CASE("multimodal_cost and describe_batch") {

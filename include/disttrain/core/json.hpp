@@ -76,11 +76,12 @@ namespace detail {
 /// @brief True for the integer types `json_get` range-checks (not bool).
 template <class T>
 inline constexpr bool is_json_integer_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
-/// @brief True for `std::vector` of such integers.
+/// @brief True for `std::vector` of such integers, or of such vectors, at any depth.
 template <class T>
 inline constexpr bool is_json_integer_vector_v = false;
 template <class T, class A>
-inline constexpr bool is_json_integer_vector_v<std::vector<T, A>> = is_json_integer_v<T>;
+inline constexpr bool is_json_integer_vector_v<std::vector<T, A>> =
+    is_json_integer_v<T> || is_json_integer_vector_v<T>;
 
 /// @brief Converts JSON number `v` to integer type `T` exactly, or throws
 /// `parse_error` at `where`: nlohmann would truncate 2.7 to 2 and wrap
@@ -126,8 +127,8 @@ template <class T>
   fail(errc::parse_error, where, "wrong type (", v.type_name(), "): expected an integer");
 }
 
-/// @brief `v` as `T`; integers (and arrays of integers) are converted exactly
-/// by `json_to_integer`; errors name `where`.
+/// @brief `v` as `T`; integers (and arrays of integers, nested at any depth)
+/// are converted exactly by `json_to_integer`; errors name `where`.
 template <class T>
 [[nodiscard]] T json_convert(const json& v, std::string_view where) {
   if constexpr (is_json_integer_v<T>) {
@@ -137,7 +138,7 @@ template <class T>
     T out;
     out.reserve(v.size());
     for (std::size_t i = 0; i < v.size(); ++i)
-      out.push_back(json_to_integer<typename T::value_type>(v[i], cat(where, "[", i, "]")));
+      out.push_back(json_convert<typename T::value_type>(v[i], cat(where, "[", i, "]")));
     return out;
   } else {
     try {

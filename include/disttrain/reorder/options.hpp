@@ -255,6 +255,8 @@ inline void from_json(const json& j, reorder_options& o) {
       detail::json_get_or<std::uint32_t>(j, "cut_search_budget", o.cut_search_budget, p);
   if (j.contains("stages")) {
     const json& st = j.at("stages");
+    detail::require(st.is_array(), "reorder_options.stages", "must be an array, got ",
+                    st.type_name());
     for (std::size_t s = 0; s < st.size(); ++s) {
       const std::string sp = detail::cat("reorder_options.stages[", s, "]");
       o.stages.push_back({detail::json_get<std::uint32_t>(st[s], "module", sp),
