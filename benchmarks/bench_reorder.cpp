@@ -3,7 +3,8 @@
 // refined default, and the iteration-time gain of microbatch ordering against
 // arrival, random and the paper's rule, and (large DP) plain KK against the
 // default: time and memory, and (end to end) the default against LPT, KK, the
-// arrival cut + search and no reordering on four generated data shapes.
+// arrival cut + search and no reordering on four generated data shapes, and
+// (limits) the cost of per-replica token and sample limits that bind.
 // Baselines run in the same process;
 // figures are reported as ratios. --json prints one JSON object.
 #include <sys/resource.h>
@@ -28,6 +29,7 @@
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/presets.hpp"
+#include "disttrain/model/workload.hpp"
 #include "disttrain/reorder.hpp"
 #include "harness.hpp"
 
@@ -411,9 +413,118 @@ nlohmann::json end_to_end(bool json, bool quick) {
 
 }  // namespace
 
+// ---- 6. Per-replica limits ---------------------------------------------------
+// The shipped data presets on the 7B-class MLLM's three modules (dp 4, 8, 4;
+// 16 microbatches), tokens per module from the cost model's workload (image
+// patches, backbone sequence, latent tokens). Baseline: the same batch
+// without limits, in the same run. Limits: every module's max_tokens halfway
+// from the unlimited plan's fullest cell to its mean cell, and the backbone's
+// max_samples one below its fullest cell (at least its even share). Reported: time per assign (thread
+// CPU) and modelled iteration time, limited / unlimited, and the fullest cell
+// over its limit (<= 1: kept).
+nlohmann::json limits_table(bool json, bool quick) {
+  nlohmann::json rows = nlohmann::json::array();
+  if (!json)
+    fmt::print(
+        "\nPer-replica limits: limited / unlimited default (dp 4, 8, 4; 16 microbatches)\n"
+        "{:>11} {:>6} | {:>9} {:>9} | {:>10} {:>10} | {:>6} {:>6} {:>6} {:>7}\n",
+        "data", "n", "ms", "ratio", "iter", "ratio", "tok0", "tok1", "tok2", "count1");
+  const std::vector<std::size_t> sizes =
+      quick ? std::vector<std::size_t>{512} : std::vector<std::size_t>{1024, 4096};
+  for (preset p : {preset::laion, preset::interleaved}) {
+    for (std::size_t n : sizes) {
+      data_sampler sampler(p == preset::laion ? presets::laion400m_like()
+                                              : presets::interleaved_image_text());
+      const auto samples = sampler.draw_batch(7 * 1000003, n);
+      std::vector<sample_meta> batch;
+      describe_batch(samples, workload_cost<analytic_cost_model>(cost_model_7b()), batch);
+      for (std::size_t i = 0; i < n; ++i) {
+        const model_workload w = workload_of(cost_model_7b().model(), samples[i]);
+        for (std::size_t k = 0; k < 3; ++k)
+          batch[i].tokens[k] = static_cast<std::uint32_t>(w[k].tokens);
+      }
+      reorder_options o;
+      o.modules = {{"encoder", 4}, {"backbone", 8}, {"generator", 4}};
+      o.microbatches = 16;
+      o.stages = chain_stages(std::vector<std::uint32_t>{1, 4, 1});
+      reorderer<> free_r(o);
+      const reorder_result free_res = free_r.assign(batch);
+      // Fullest and mean cell per module, largest sample: the limits.
+      std::vector<const sample_meta*> by_id;
+      for (const auto& x : batch) by_id.push_back(&x);
+      std::sort(by_id.begin(), by_id.end(), [](auto* a, auto* b) { return a->id < b->id; });
+      reorder_options lim = o;
+      for (std::size_t k = 0; k < 3; ++k) {
+        std::uint64_t peak = 0, total = 0, largest = 0;
+        std::size_t count = 0;
+        for (std::uint32_t j = 0; j < o.microbatches; ++j)
+          for (std::uint32_t r = 0; r < o.modules[k].dp; ++r) {
+            std::uint64_t t = 0;
+            for (const std::uint32_t x : free_res.cell(k, r, j)) t += by_id[x]->tokens[k];
+            peak = std::max(peak, t);
+            count = std::max(count, free_res.cell(k, r, j).size());
+          }
+        for (const auto& x : batch) {
+          total += x.tokens[k];
+          largest = std::max<std::uint64_t>(largest, x.tokens[k]);
+        }
+        const std::uint64_t mean = total / (std::uint64_t{o.microbatches} * o.modules[k].dp);
+        lim.modules[k].max_tokens = std::max(largest, (mean + peak) / 2);
+        const std::size_t share = (n + o.microbatches - 1) / o.microbatches;  // largest microbatch
+        const std::size_t floor_count = (share + o.modules[k].dp - 1) / o.modules[k].dp;
+        if (k == 1)
+          lim.modules[k].max_samples = static_cast<std::uint32_t>(std::max(floor_count, count - 1));
+      }
+      reorderer<> lim_r(lim);
+      reorder_result lim_res;
+      nlohmann::json row{{"data", name_of(p)}, {"n", n}};
+      try {
+        lim_r.assign(batch, lim_res);
+      } catch (const error& e) {
+        row["infeasible"] = e.what();
+        rows.push_back(row);
+        if (!json) fmt::print("{:>11} {:>6} | infeasible: {}\n", name_of(p), n, e.what());
+        continue;
+      }
+      reorder_result scratch;
+      const double t_free =
+          cpu_per_call([&] { free_r.assign(batch, scratch); }, quick ? 0.02 : 0.3);
+      const double t_lim = cpu_per_call([&] { lim_r.assign(batch, scratch); }, quick ? 0.02 : 0.3);
+      std::array<double, 3> over{};
+      std::size_t count1 = 0;
+      for (std::size_t k = 0; k < 3; ++k)
+        for (std::uint32_t j = 0; j < o.microbatches; ++j)
+          for (std::uint32_t r = 0; r < o.modules[k].dp; ++r) {
+            std::uint64_t t = 0;
+            for (const std::uint32_t x : lim_res.cell(k, r, j)) t += by_id[x]->tokens[k];
+            over[k] = std::max(
+                over[k], static_cast<double>(t) / static_cast<double>(lim.modules[k].max_tokens));
+            if (k == 1) count1 = std::max(count1, lim_res.cell(k, r, j).size());
+          }
+      const double count_over =
+          static_cast<double>(count1) / static_cast<double>(lim.modules[1].max_samples);
+      row.update({{"unlimited_ms", t_free * 1e3},
+                  {"limited_ms", t_lim * 1e3},
+                  {"time_ratio", t_lim / t_free},
+                  {"iteration_ratio", lim_res.iteration_time / free_res.iteration_time},
+                  {"fullest_over_max_tokens", over},
+                  {"fullest_over_max_samples", count_over}});
+      rows.push_back(row);
+      if (!json)
+        fmt::print(
+            "{:>11} {:>6} | {:>9.3f} {:>9.2f} | {:>10.4f} {:>10.4f} | {:>6.3f} {:>6.3f} "
+            "{:>6.3f} {:>7.3f}\n",
+            name_of(p), n, t_lim * 1e3, t_lim / t_free, lim_res.iteration_time,
+            lim_res.iteration_time / free_res.iteration_time, over[0], over[1], over[2],
+            count_over);
+    }
+  }
+  return rows;
+}
+
 int main(int argc, char** argv) {
   // --kk: only the large-DP table (and the process's peak RSS).
-  bool kk_only = false, e2e_only = false, speed_only = false;
+  bool kk_only = false, e2e_only = false, speed_only = false, limits_only = false;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (i > 0 && std::strcmp(argv[i], "--kk") == 0)
@@ -422,18 +533,26 @@ int main(int argc, char** argv) {
       e2e_only = true;
     else if (i > 0 && std::strcmp(argv[i], "--speed") == 0)
       speed_only = true;
+    else if (i > 0 && std::strcmp(argv[i], "--limits") == 0)
+      limits_only = true;
     else
       args.push_back(argv[i]);
     if (i > 0 && (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0))
       std::printf(
           "extra options: --kk   run only the large-DP table (KK vs refined, peak RSS)\n"
           "               --e2e  run only the end-to-end table (four generated data shapes)\n"
-          "               --speed  run only the speed table\n");
+          "               --speed  run only the speed table\n"
+          "               --limits run only the per-replica limits table\n");
   }
   const auto opt = bench::parse_options(static_cast<int>(args.size()), args.data());
   nlohmann::json out;
   out["benchmark"] = "reorder";
   const double min_s = opt.quick ? 0.02 : 0.3;
+  if (limits_only) {
+    out["limits"] = limits_table(opt.json, opt.quick);
+    if (opt.json) std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
   if (e2e_only) {
     out["end_to_end"] = end_to_end(opt.json, opt.quick);
     if (opt.json) std::printf("%s\n", out.dump(2).c_str());
@@ -655,6 +774,7 @@ int main(int argc, char** argv) {
   out["ordering"] = ord;
   out["large_dp"] = large_dp(opt.json, opt.quick);
   out["end_to_end"] = end_to_end(opt.json, opt.quick);
+  out["limits"] = limits_table(opt.json, opt.quick);
   if (opt.json) std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -2,7 +2,8 @@
 // (zero, tiny, huge, negative, NaN, infinite, duplicate ids). It must return
 // a placement of every sample or throw `disttrain::error`; a result must
 // put every sample in one microbatch and one replica of every module, each
-// (module, replica, microbatch) cell's offsets running 0, 1, 2, ...
+// (module, replica, microbatch) cell's offsets running 0, 1, 2, ..., and keep
+// every per-replica limit (max_samples, max_tokens).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +54,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     batch[i].modules = static_cast<std::uint32_t>(in.flag() ? K : in.in(0, 4));
     for (int k = 0; k < K; ++k) batch[i].cost[static_cast<std::size_t>(k)] = cost(in);
   }
+  // Per-replica limits and token sizes (read last: inputs that end before
+  // them run without limits, as before the limits existed).
+  for (auto& mod : o.modules) {
+    mod.max_samples = static_cast<std::uint32_t>(in.in(0, 5));
+    switch (in.in(0, 3)) {
+      case 0: mod.max_tokens = 0; break;
+      case 1: mod.max_tokens = in.byte(); break;
+      case 2: mod.max_tokens = in.u64(); break;
+      default: mod.max_tokens = 64u * in.byte(); break;
+    }
+  }
+  for (auto& s : batch)
+    for (int k = 0; k < K; ++k)
+      s.tokens[static_cast<std::size_t>(k)] =
+          in.flag() ? std::uint32_t{0xffffffffu} : static_cast<std::uint32_t>(in.byte());
   try {
     disttrain::reorderer<> r(o);
     const auto res = r.assign(batch);
@@ -61,11 +77,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (std::uint32_t rep = 0; rep < o.modules[k].dp; ++rep)
         for (std::uint32_t j = 0; j < o.microbatches; ++j) {
           const auto cell = res.cell(k, rep, j);
+          std::uint64_t tokens = 0;
           for (std::size_t pos = 0; pos < cell.size(); ++pos) {
             expect(cell[pos] < res.samples.size());
             const auto& s = res.samples[cell[pos]];
             expect(s.microbatch == j && s.module[k].replica == rep && s.module[k].offset == pos);
+            for (const auto& b : batch)  // the sample's tokens (ids are unique in a result)
+              if (b.id == s.id) tokens += b.tokens[k];
           }
+          // A result keeps every per-replica limit.
+          expect(o.modules[k].max_samples == 0 || cell.size() <= o.modules[k].max_samples);
+          expect(o.modules[k].max_tokens == 0 || tokens <= o.modules[k].max_tokens);
         }
   } catch (const disttrain::error&) {}
   return 0;

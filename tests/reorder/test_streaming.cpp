@@ -1,6 +1,7 @@
 // Streaming use: a reorderer handles successive global batches without
 // allocating once its buffers (and the output's) have grown. Counted with a
 // replaced global operator new, so this test is its own executable.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -105,6 +106,44 @@ TEST_CASE("streaming: no allocation in steady state") {
         CHECK_NOTHROW(disttrain::validate(res));
       }
     }
+  }
+}
+
+TEST_CASE("streaming: no allocation in steady state under per-replica limits") {
+  DISTTRAIN_REQUIRE_COUNTING_NEW()
+  std::mt19937_64 rng(23);
+  // Tokens follow the costs; the limits bind (the balanced split breaks them),
+  // so the limited split runs on many cells.
+  auto with_tokens = [](std::vector<disttrain::sample_meta> b) {
+    for (auto& s : b)
+      for (std::size_t k = 0; k < 3; ++k)
+        s.tokens[k] = 1 + static_cast<std::uint32_t>(std::min(s.cost[k], 10.0) * 50);
+    return b;
+  };
+  for (bool eq : {false, true}) {
+    disttrain::reorder_options o;
+    o.modules = {{"encoder", 2, 0, 1500}, {"backbone", 3, 12, 0}, {"generator", 4, 0, 800}};
+    o.microbatches = 8;
+    o.equal_count = eq;
+    o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 4, 1});
+    disttrain::reorderer<> r(o);
+    disttrain::reorder_result res;
+    r.assign(with_tokens(batch_of(rng, 256, 0)), res);
+    std::vector<std::vector<disttrain::sample_meta>> stream;
+    for (std::size_t b = 0; b < 3; ++b)
+      stream.push_back(with_tokens(batch_of(rng, b % 2 == 0 ? 256 : 150, 1000 * (b + 1))));
+    INFO("eq=" << eq);
+    auto unlimited = o;
+    for (auto& mod : unlimited.modules) mod.max_samples = 0, mod.max_tokens = 0;
+    int bound = 0;
+    for (const auto& batch : stream) {
+      const long before = g_allocations.load();
+      r.assign(batch, res);
+      CHECK(g_allocations.load() - before == 0);
+      bound += !(res == disttrain::reorderer<>(unlimited).assign(batch));
+    }
+    CHECK(bound > 0);  // the limits changed some result: the limited split ran
+    CHECK_NOTHROW(disttrain::validate(res));
   }
 }
 

@@ -32,14 +32,23 @@ inline constexpr std::uint32_t max_reorder_dp = max_partition_bins;
 /// handles: 2^24 (its per-cell buffers then stay below ~0.5 GB).
 inline constexpr std::uint64_t max_reorder_cells = std::uint64_t{1} << 24;
 
-/// @brief A module as the reorderer sees it: a name (for messages) and its DP degree.
+/// @brief A module as the reorderer sees it: a name (for messages), its DP
+/// degree, and the per-microbatch limits of one replica (hard constraints: the
+/// memory a replica has for one microbatch, a trainer's fixed micro-batch size).
 /// @code
 /// disttrain::reorder_module m{"backbone", 3};
+/// disttrain::reorder_module e{.name = "encoder", .dp = 2, .max_samples = 4, .max_tokens = 16384};
 /// @endcode
 struct reorder_module {
   std::string name;      ///< e.g. "encoder"; errors name it
   std::uint32_t dp = 1;  ///< data-parallel replicas, 1..max_reorder_dp
+  /// Most samples one replica takes in one microbatch (0: no limit).
+  std::uint32_t max_samples = 0;
+  /// Most tokens (`sample_meta::tokens[k]`, summed) one replica takes in one microbatch (0: no limit).
+  std::uint64_t max_tokens = 0;
   friend bool operator==(const reorder_module&, const reorder_module&) = default;
+  /// @brief True if the module has a per-replica limit.
+  [[nodiscard]] bool limited() const noexcept { return max_samples != 0 || max_tokens != 0; }
 };
 
 /// @brief One pipeline stage for scoring orders: its module and the share of
@@ -208,7 +217,12 @@ E json_enum(const json& j, std::string_view key, E fallback, std::string_view pa
 inline void to_json(json& j, const reorder_options& o) {
   j = json::object();
   json mods = json::array();
-  for (const auto& m : o.modules) mods.push_back({{"name", m.name}, {"dp", m.dp}});
+  for (const auto& m : o.modules) {
+    json jm{{"name", m.name}, {"dp", m.dp}};
+    if (m.max_samples != 0) jm["max_samples"] = m.max_samples;
+    if (m.max_tokens != 0) jm["max_tokens"] = m.max_tokens;
+    mods.push_back(std::move(jm));
+  }
   j["modules"] = std::move(mods);
   j["microbatches"] = o.microbatches;
   j["microbatch_group"] = o.microbatch_group;
@@ -236,9 +250,12 @@ inline void from_json(const json& j, reorder_options& o) {
   detail::require(mods.is_array(), "reorder_options.modules", "must be an array");
   for (std::size_t k = 0; k < mods.size(); ++k) {
     const std::string mp = detail::cat("reorder_options.modules[", k, "]");
+    detail::check_keys(mods[k], {"name", "dp", "max_samples", "max_tokens"}, mp);
     o.modules.push_back(
         {detail::json_get_or<std::string>(mods[k], "name", detail::cat("module", k), mp),
-         detail::json_get<std::uint32_t>(mods[k], "dp", mp)});
+         detail::json_get<std::uint32_t>(mods[k], "dp", mp),
+         detail::json_get_or<std::uint32_t>(mods[k], "max_samples", 0, mp),
+         detail::json_get_or<std::uint64_t>(mods[k], "max_tokens", 0, mp)});
   }
   o.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", p);
   o.microbatch_group = detail::json_get_or<std::uint32_t>(j, "microbatch_group", 1, p);

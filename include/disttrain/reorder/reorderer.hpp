@@ -43,11 +43,13 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "disttrain/core/error.hpp"
 #include "disttrain/reorder/assignment.hpp"
+#include "disttrain/reorder/detail/limited_split.hpp"
 #include "disttrain/reorder/detail/radix_sort.hpp"
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/reorder/ordering.hpp"
@@ -83,6 +85,7 @@ class reorderer {
         options_.stages.push_back({static_cast<std::uint32_t>(k), 1.0, 2.0});
     }
     orderer_.budget = options_.order_budget;
+    for (const reorder_module& mod : options_.modules) limited_ = limited_ || mod.limited();
   }
 
   /// @brief The options in use (stages filled in).
@@ -105,7 +108,11 @@ class reorderer {
   /// microbatches, modelled times that overflow), `batch[i].id` (duplicate id),
   /// `batch[i].cost[k]` (negative or non-finite cost, or the sample whose cost
   /// makes module k's total overflow); `errc::infeasible` at `reorder_options.modules[k].dp`
-  /// when `equal_count` leaves a replica of module k without a sample.
+  /// when `equal_count` leaves a replica of module k without a sample, and for
+  /// limits no split can keep (docs/reorder.md, "Per-microbatch limits"): at
+  /// `reorder_options.modules[k].max_samples` / `.max_tokens` when the batch
+  /// cannot fit them at all, at `batch[i].tokens[k]` naming the sample that
+  /// fits no replica.
   void assign(std::span<const sample_meta> batch, reorder_result& out) {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
@@ -124,6 +131,7 @@ class reorderer {
                        " samples per microbatch, the smallest of ", m, " microbatches has ", n / m,
                        " (batch of ", n, ")");
     }
+    if (limited_) check_limits(batch);
     reserve(n);
     rank_samples(batch);
     check_sums(batch);
@@ -131,14 +139,80 @@ class reorderer {
       choose_cut(batch);
     else
       plan(batch, start_of(options_.slots));
+    if (bad_slots_ != 0) fail_packing(batch);
     write_result(batch, out);
   }
 
  private:
   // Incumbent rule shared by every comparison of plans: a candidate replaces
   // the incumbent only when lower by a relative 1e-12 (ties: the incumbent).
+  // An infeasible plan (a cell breaking a per-replica limit) scores +inf.
   [[nodiscard]] static bool better(double candidate, double incumbent) noexcept {
+    if (std::isinf(incumbent)) return candidate < incumbent;
     return candidate < incumbent - std::abs(incumbent) * 1e-12;
+  }
+  static constexpr double infeasible_ = std::numeric_limits<double>::infinity();
+
+  // Per-replica limits the batch cannot meet whatever the split: a sample
+  // larger than a replica's token budget, a microbatch with more samples than
+  // dp x max_samples, more tokens in the batch than every cell can hold.
+  void check_limits(std::span<const sample_meta> batch) const {
+    const std::size_t n = batch.size();
+    const std::size_t m = options_.microbatches;
+    const std::size_t largest = (n + m - 1) / m;  // the largest slot (every cut: floor/ceil(n/m))
+    for (std::size_t k = 0; k < options_.modules.size(); ++k) {
+      const reorder_module& mod = options_.modules[k];
+      const auto where = [k](std::string_view field) {  // built only to throw
+        return detail::cat("reorder_options.modules[", k, "].", field);
+      };
+      if (mod.max_samples != 0 && largest > std::uint64_t{mod.max_samples} * mod.dp)
+        detail::fail(errc::infeasible, where("max_samples"), "module '", mod.name,
+                     "': a microbatch holds up to ", largest, " samples (", n, " samples over ", m,
+                     " microbatches), more than dp ", mod.dp, " x max_samples ", mod.max_samples,
+                     "; use at least ",
+                     (n + std::uint64_t{mod.max_samples} * mod.dp - 1) /
+                         (std::uint64_t{mod.max_samples} * mod.dp),
+                     " microbatches, or raise the limit");
+      if (mod.max_tokens == 0) continue;
+      std::uint64_t total = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t t = batch[i].tokens[k];
+        if (t > mod.max_tokens)
+          detail::fail(errc::infeasible, detail::cat("batch[", i, "].tokens[", k, "]"),
+                       "sample id ", batch[i].id, ": ", t, " tokens for module '", mod.name,
+                       "', above its max_tokens ", mod.max_tokens,
+                       " per replica per microbatch: no replica can hold it");
+        total += t;
+      }
+      const std::uint64_t cells = std::uint64_t{mod.dp} * m;
+      if (total / cells > mod.max_tokens || (total / cells == mod.max_tokens && total % cells != 0))
+        detail::fail(errc::infeasible, where("max_tokens"), "module '", mod.name,
+                     "': the batch has ", total, " tokens, more than ", m, " microbatches x dp ",
+                     mod.dp, " x max_tokens ", mod.max_tokens, " can hold");
+    }
+  }
+
+  // The chosen plan still has a cell no split could fit (every cut tried had
+  // one): names the first such slot's unplaced sample.
+  [[noreturn]] void fail_packing(std::span<const sample_meta> batch) const {
+    const std::size_t n = batch.size();
+    for (std::size_t j = 0; j < bad_.size(); ++j) {
+      if (bad_[j].sample == 0) continue;
+      const std::uint32_t i = bad_[j].sample - 1;
+      const std::size_t k = bad_[j].module;
+      const reorder_module& mod = options_.modules[k];
+      std::uint64_t tokens = 0;
+      for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
+        tokens += batch[seq_[x]].tokens[k];
+      detail::fail(errc::infeasible, detail::cat("batch[", i, "].tokens[", k, "]"), "sample id ",
+                   batch[i].id, " (", batch[i].tokens[k], " tokens) finds no replica of module '",
+                   mod.name, "' with room in microbatch ", position_[j], " (",
+                   slot_begin(j + 1, n) - slot_begin(j, n), " samples, ", tokens,
+                   " tokens over dp ", mod.dp, "; limits: max_samples ", mod.max_samples,
+                   ", max_tokens ", mod.max_tokens,
+                   " per replica); use more microbatches, or raise the limit");
+    }
+    detail::fail(errc::internal, "reorderer", "infeasible plan without a failed cell");
   }
 
   // The primary plan is a new candidate, the saved one the incumbent:
@@ -178,9 +252,6 @@ class reorderer {
           o.budget = budget;
         }
       } guard{partitioner_, orderer_, kk_bins, kk_items, orderer_.budget};
-      // Candidates are ordered by the search's seeds only (no local search):
-      // the full search runs once, on the winner.
-      orderer_.budget = 0;
       if (screen) {
         partitioner_.refine_kk_max_bins = std::min(kk_bins, screen_kk_max_bins);
         partitioner_.refine_kk_max_items = std::min(kk_items, screen_kk_max_items);
@@ -195,24 +266,36 @@ class reorderer {
       bool estimate = screen && n / m > screen_kk_max_items;
       for (const reorder_module& mod : options_.modules)
         estimate = estimate && n / m >= std::size_t{estimate_per_replica} * mod.dp;
-      bool first = true;
-      // The arrival cut is a candidate only where candidates are split: its
-      // uneven slots look better at their lower bounds than they split, and
-      // step 4 plans it in full anyway.
-      for (const start c : std::span(candidates).subspan(by_objective && !estimate ? 0 : 1)) {
-        // The balance-potential slot search (small cells) from the two cuts it
-        // searched before; the other candidates as cut.
-        plan(batch, c, options_.balance, options_.order,
-             c == start::balanced || c == start::size_sorted, estimate);
-        if (first)
-          swap_plan();
-        else
-          keep_better();
-        first = false;
-      }
-      swap_plan();  // the winner back in the primary buffers
-      orderer_.budget = guard.budget;
-      if (estimate) split_cells(batch, options_.balance);  // the winner's cells
+      const auto screen_cuts = [&](bool at_bounds) {
+        // Candidates are ordered by the search's seeds only (no local search):
+        // the full search runs once, on the winner.
+        orderer_.budget = 0;
+        bool first = true;
+        // The arrival cut is a candidate only where candidates are split: its
+        // uneven slots look better at their lower bounds than they split, and
+        // step 4 plans it in full anyway.
+        for (const start c : std::span(candidates).subspan(by_objective && !at_bounds ? 0 : 1)) {
+          // The balance-potential slot search (small cells) from the two cuts it
+          // searched before; the other candidates as cut.
+          plan(batch, c, options_.balance, options_.order,
+               c == start::balanced || c == start::size_sorted, at_bounds);
+          if (first)
+            swap_plan();
+          else
+            keep_better();
+          first = false;
+        }
+        swap_plan();  // the winner back in the primary buffers
+        orderer_.budget = guard.budget;
+        if (at_bounds) {  // the winner's cells
+          split_cells(batch, options_.balance);
+          if (bad_slots_ != 0) repair_cut(batch, options_.balance);
+        }
+      };
+      screen_cuts(estimate);
+      // Under per-replica limits, a winner chosen at its lower bounds may not
+      // pack: then every candidate is split (and repaired) and compared again.
+      if (estimate && bad_slots_ != 0) screen_cuts(false);
       order_slots(options_.order, true);  // the full order search, from the current order
       search_cut(batch);
     }
@@ -350,6 +433,13 @@ class reorderer {
     for (auto* v : {&slowest_, &saved_slowest_, &slot_time_, &vec_load_, &lpt_, &trial_})
       grow(*v, K * m);
     grow(excess_, m);
+    grow(bad_, m);
+    grow(saved_bad_, m);
+    if (limited_) {
+      grow(tokens_, n);
+      grow(slot_tokens_, m * K);
+      limiter_.reserve(n, dp_max);
+    }
     grow(fwd_, m * S);
     grow(bwd_, m * S);
     grow(starts_, 4 + K);
@@ -376,32 +466,171 @@ class reorderer {
       choose_slots(batch, first);
     else
       form_slots(batch, first);
-    if (estimate)
+    if (estimate) {
       estimate_cells(batch);
-    else
+    } else {
       split_cells(batch, balance);
+      if (bad_slots_ != 0) repair_cut(batch, balance);
+    }
     order_slots(order, false);
+  }
+
+  // Under per-replica limits, while a slot has a cell no split could fit:
+  // swap the slot's sample with the most tokens of the failing module for the
+  // sample with the fewest of a roomier slot (slots by that module's tokens,
+  // fewest first), and re-split both. A swap is kept when it lowers the
+  // number of failing slots, or keeps it and lowers the tokens above the
+  // slots' capacities (dp x max_tokens), or keeps both and lightens the failing
+  // slot without making the other fail. At most 4 m + 64 swaps are tried.
+  void repair_cut(std::span<const sample_meta> batch, balance_method balance) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t m = options_.microbatches;
+    slot_tokens_.assign(m * K, 0);
+    for (std::size_t j = 0; j < m; ++j)
+      for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
+        for (std::size_t k = 0; k < K; ++k) slot_tokens_[j * K + k] += batch[seq_[x]].tokens[k];
+    const auto over = [&](std::size_t j) {
+      std::uint64_t sum = 0;
+      for (std::size_t k = 0; k < K; ++k) {
+        const std::uint64_t limit = options_.modules[k].max_tokens, dp = options_.modules[k].dp;
+        const std::uint64_t cap =  // dp x max_tokens, saturated (no limit: 0, never over)
+            limit > std::numeric_limits<std::uint64_t>::max() / dp
+                ? std::numeric_limits<std::uint64_t>::max()
+                : limit * dp;
+        const std::uint64_t t = slot_tokens_[j * K + k];
+        if (cap != 0 && t > cap) sum += t - cap;
+      }
+      return sum;
+    };
+    std::uint64_t excess = 0;
+    for (std::size_t j = 0; j < m; ++j) excess += over(j);
+    const auto move = [&](std::uint32_t u, std::size_t from, std::size_t to) {
+      for (std::size_t k = 0; k < K; ++k) {
+        slot_tokens_[from * K + k] -= batch[u].tokens[k];
+        slot_tokens_[to * K + k] += batch[u].tokens[k];
+      }
+    };
+    // Position of input index u in slot j (split_slot may reorder a slot's members).
+    const auto find = [&](std::uint32_t u, std::size_t j) {
+      std::size_t x = slot_begin(j, n);
+      while (seq_[x] != u) ++x;
+      return x;
+    };
+    std::size_t tries = 4 * m + 64;
+    while (bad_slots_ != 0 && tries > 0) {
+      bool kept = false;
+      for (std::size_t a = 0; a < m && !kept && tries > 0; ++a) {
+        if (bad_[a].sample == 0) continue;
+        const std::size_t k = bad_[a].module;
+        excess_.resize(m);
+        for (std::size_t b = 0; b < m; ++b)
+          excess_[b] = -static_cast<double>(slot_tokens_[b * K + k]);
+        order_slots_by_excess(m);  // fewest tokens of module k first
+        for (std::size_t bi = 0; bi < m && !kept && tries > 0; ++bi) {
+          const std::size_t b = slot_order_[bi];
+          if (b == a || slot_tokens_[b * K + k] >= slot_tokens_[a * K + k]) continue;
+          const auto [xa, yb] = balancing_pair(batch, a, b, k);
+          if (xa == n) continue;
+          const std::uint32_t u = seq_[xa], v = seq_[yb];
+          --tries;
+          const std::size_t bad_before = bad_slots_;
+          const std::uint64_t a_tokens = slot_tokens_[a * K + k];
+          const std::uint64_t rest = excess - over(a) - over(b);
+          std::swap(seq_[xa], seq_[yb]);
+          move(u, a, b);
+          move(v, b, a);
+          split_slot(batch, a, balance);
+          split_slot(batch, b, balance);
+          const std::uint64_t now = rest + over(a) + over(b);
+          if (bad_slots_ < bad_before || (bad_slots_ == bad_before && now < excess) ||
+              (bad_slots_ == bad_before && now == excess && bad_[b].sample == 0 &&
+               slot_tokens_[a * K + k] < a_tokens)) {
+            excess = now;
+            kept = true;
+            break;
+          }
+          std::swap(seq_[find(v, a)], seq_[find(u, b)]);
+          move(u, b, a);
+          move(v, a, b);
+          split_slot(batch, a, balance);
+          split_slot(batch, b, balance);
+        }
+      }
+      if (!kept) break;
+    }
+  }
+
+  // Positions (x in slot a, y in slot b) of the swap that brings the two
+  // slots' module-k tokens closest to even (a gives x, the heavier, and takes
+  // y); (n, n) when no swap lightens a. Slots of more than 4096 pairs: a's
+  // largest and b's smallest.
+  std::pair<std::size_t, std::size_t> balancing_pair(std::span<const sample_meta> batch,
+                                                     std::size_t a, std::size_t b, std::size_t k) {
+    const std::size_t n = batch.size();
+    const std::size_t K = options_.modules.size();
+    const std::size_t ab = slot_begin(a, n), ae = slot_begin(a + 1, n);
+    const std::size_t bb = slot_begin(b, n), be = slot_begin(b + 1, n);
+    const auto t = [&](std::size_t x) { return static_cast<double>(batch[seq_[x]].tokens[k]); };
+    const double half = (static_cast<double>(slot_tokens_[a * K + k]) -
+                         static_cast<double>(slot_tokens_[b * K + k])) /
+                        2;
+    std::pair<std::size_t, std::size_t> best{n, n};
+    if ((ae - ab) * (be - bb) > 4096) {
+      std::size_t x = ab, y = bb;
+      for (std::size_t i = ab + 1; i < ae; ++i)
+        if (t(i) > t(x)) x = i;
+      for (std::size_t i = bb + 1; i < be; ++i)
+        if (t(i) < t(y)) y = i;
+      if (t(x) > t(y)) best = {x, y};
+      return best;
+    }
+    double gap = std::numeric_limits<double>::infinity();
+    for (std::size_t x = ab; x < ae; ++x)
+      for (std::size_t y = bb; y < be; ++y) {
+        const double d = t(x) - t(y);
+        if (d <= 0.0) continue;
+        if (std::abs(d - half) < gap) {
+          gap = std::abs(d - half);
+          best = {x, y};
+        }
+      }
+    return best;
   }
 
   // A candidate cut's slot times without splitting: every cell at its lower
   // bound max(slot total / dp, largest sample). The cells themselves are not
-  // written (split_cells does that for the winner).
+  // written (split_cells does that for the winner). Under token limits, a
+  // slot holding more tokens than dp x max_tokens marks the cut infeasible.
   void estimate_cells(std::span<const sample_meta> batch) {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
     slowest_.resize(K * m);
+    bad_.assign(m, cell_failure{});
+    bad_slots_ = 0;
     for (std::size_t j = 0; j < m; ++j) {
       std::array<double, max_reorder_modules> sum{}, largest{};
+      std::array<std::uint64_t, max_reorder_modules> tokens{};
       for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
         for (std::size_t k = 0; k < K; ++k) {
           const double c = batch[seq_[x]].cost[k];
           sum[k] += c;
           largest[k] = std::max(largest[k], c);
+          tokens[k] += batch[seq_[x]].tokens[k];
         }
-      for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t k = 0; k < K; ++k) {
         slowest_[k * m + j] =
             std::max(sum[k] / static_cast<double>(options_.modules[k].dp), largest[k]);
+        // Under a token limit, a slot with more tokens than its cells hold
+        // cannot be split: the candidate is infeasible as cut.
+        const std::uint64_t limit = options_.modules[k].max_tokens;
+        if (limit != 0 && bad_[j].sample == 0 && tokens[k] / options_.modules[k].dp >= limit &&
+            tokens[k] > limit * options_.modules[k].dp) {
+          bad_[j] = cell_failure{seq_[slot_begin(j, n)] + 1, static_cast<std::uint32_t>(k)};
+          ++bad_slots_;
+        }
+      }
     }
   }
 
@@ -690,6 +919,8 @@ class reorderer {
       a->swap(*b);
     slot_load_.swap(saved_slot_load_);
     slowest_.swap(saved_slowest_);
+    bad_.swap(saved_bad_);
+    std::swap(bad_slots_, saved_bad_slots_);
   }
 
   // Step 3: replica_/offset_ per (input index, module); load_ per (module, slot, replica).
@@ -706,6 +937,8 @@ class reorderer {
     slot_load_.assign(load_base_[K], 0.0);
     slowest_.assign(K * m, 0.0);
     slot_.resize(n);
+    bad_.assign(m, cell_failure{});
+    bad_slots_ = 0;
     for (std::size_t j = 0; j < m; ++j) split_slot(batch, j, balance);
   }
 
@@ -722,12 +955,35 @@ class reorderer {
     for (std::uint32_t i : members) slot_[i] = static_cast<std::uint32_t>(j);
     costs_.resize(members.size());
     bins_.resize(members.size());
+    if (bad_[j].sample != 0) {
+      bad_[j] = cell_failure{};
+      --bad_slots_;
+    }
     for (std::size_t k = 0; k < K; ++k) {
       const std::uint32_t dp = options_.modules[k].dp;
       for (std::size_t x = 0; x < members.size(); ++x) costs_[x] = batch[members[x]].cost[k];
       partitioner_.partition(costs_, dp, options_.equal_count, balance, bins_);
+      const std::size_t failed = keep_limits(batch, members, k);
+      if (failed != detail::limited_split::npos && bad_[j].sample == 0) {
+        bad_[j] = cell_failure{members[failed] + 1, static_cast<std::uint32_t>(k)};
+        ++bad_slots_;
+      }
       write_cell(members, j, k);
     }
+  }
+
+  // Module k's split in bins_ (costs_ = the members' costs) made to keep the
+  // module's per-replica limits: unchanged when it does, else re-split by
+  // limited_split. Returns npos, or the member no replica had room for.
+  std::size_t keep_limits(std::span<const sample_meta> batch,
+                          std::span<const std::uint32_t> members, std::size_t k) {
+    const reorder_module& mod = options_.modules[k];
+    if (!mod.limited()) return detail::limited_split::npos;
+    tokens_.resize(members.size());
+    for (std::size_t x = 0; x < members.size(); ++x) tokens_[x] = batch[members[x]].tokens[k];
+    const detail::replica_limits lim{mod.max_samples, mod.max_tokens, options_.equal_count};
+    if (limiter_.fits(tokens_, mod.dp, lim, bins_)) return detail::limited_split::npos;
+    return limiter_.fit(costs_, tokens_, mod.dp, lim, bins_);
   }
 
   // The winner of `best` (screened): KK on every cell the screening left
@@ -754,6 +1010,8 @@ class reorderer {
           bins_[x] = replica_[members[x] * K + k];
         }
         partitioner_.improve_with_kk(costs_, dp, options_.equal_count, bins_);
+        if (keep_limits(batch, members, k) != detail::limited_split::npos)
+          continue;  // KK's split cannot be made to fit: the cell stays as it was
         const double before = slowest_[k * m + j];
         write_cell(members, j, k);
         changed = changed || slowest_[k * m + j] != before;
@@ -817,6 +1075,7 @@ class reorderer {
       time_ = orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_, method, perm_);
     }
     for (std::size_t p = 0; p < m; ++p) position_[perm_[p]] = static_cast<std::uint32_t>(p);
+    if (bad_slots_ != 0) time_ = infeasible_;
   }
 
   // The objective of the current perm_ (search) or of the method's order of
@@ -842,6 +1101,8 @@ class reorderer {
       b->assign(a->begin(), a->end());
     saved_slot_load_.assign(slot_load_.begin(), slot_load_.end());
     saved_slowest_.assign(slowest_.begin(), slowest_.end());
+    saved_bad_.assign(bad_.begin(), bad_.end());
+    saved_bad_slots_ = bad_slots_;
   }
 
   // Step 2c (best / objective): slot swaps scored by the objective. From the
@@ -935,7 +1196,7 @@ class reorderer {
             }
             split_slot(batch, a, options_.balance);
             split_slot(batch, b, options_.balance);
-            const double t = score_slots(slowest_);
+            const double t = bad_slots_ != 0 ? infeasible_ : score_slots(slowest_);
             if (better(t, time_)) {
               time_ = t;
               for (std::size_t k = 0; k < K; ++k) {
@@ -1023,9 +1284,21 @@ class reorderer {
   // Slot of input index i (recorded by split_cells).
   [[nodiscard]] std::size_t slot_of(std::size_t i) const noexcept { return slot_[i]; }
 
+  // A slot with a cell no split could fit: the unplaced sample (input index
+  // + 1; 0: none) and its module.
+  struct cell_failure {
+    std::uint32_t sample = 0, module = 0;
+  };
+
   reorder_options options_;
   Objective objective_;
+  bool limited_ = false;  // some module has a per-replica limit
   partitioner partitioner_, slot_partitioner_;
+  detail::limited_split limiter_;
+  std::vector<std::uint32_t> tokens_;
+  std::vector<std::uint64_t> slot_tokens_;
+  std::vector<cell_failure> bad_, saved_bad_;
+  std::size_t bad_slots_ = 0, saved_bad_slots_ = 0;
   microbatch_orderer orderer_;
   std::array<double, max_reorder_modules> total_{};
   double time_ = 0.0, saved_time_ = 0.0;

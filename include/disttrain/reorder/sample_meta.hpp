@@ -48,13 +48,19 @@ inline constexpr std::size_t max_reorder_modules = 8;
 /// unknown). The reorderer rejects a sample whose `modules` is set and differs
 /// from the options' module count (e.g. costs per *model* module fed to options
 /// listing pipeline *segments*), and a non-zero cost past the options' modules.
+///
+/// `tokens[k]` is the sample's size in module k's memory unit (tokens, image
+/// patches, latent tokens): only read for a module with a token limit
+/// (`reorder_module::max_tokens`); the host fills it, e.g. after `describe_batch`.
 /// @code
 /// disttrain::sample_meta s{.id = 7, .cost = {2.0e-3, 9.5e-3, 0.0, 0.0}};
+/// s.tokens = {1024, 4096};  // encoder patches, backbone sequence length
 /// @endcode
 struct sample_meta {
   std::uint64_t id = 0;                            ///< unique within a global batch
   std::array<double, max_reorder_modules> cost{};  ///< non-negative cost per module
   std::uint32_t modules = 0;  ///< modules `cost` is indexed over (0: unknown, not checked)
+  std::array<std::uint32_t, max_reorder_modules> tokens{};  ///< size per module (token limits)
   friend bool operator==(const sample_meta&, const sample_meta&) = default;
 };
 
