@@ -617,7 +617,7 @@ class reorderer {
           const double c = batch[seq_[x]].cost[k];
           sum[k] += c;
           largest[k] = std::max(largest[k], c);
-          tokens[k] += batch[seq_[x]].tokens[k];
+          if (limited_) tokens[k] += batch[seq_[x]].tokens[k];
         }
       for (std::size_t k = 0; k < K; ++k) {
         slowest_[k * m + j] =
