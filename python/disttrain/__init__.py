@@ -206,8 +206,38 @@ def _ids(ids: Any) -> Optional[_np.ndarray]:
     return _np.ascontiguousarray(a, dtype=_np.uint64)
 
 
+def _tokens(tokens: Any, costs: _np.ndarray) -> Optional[_np.ndarray]:
+    if tokens is None:
+        return None
+    a = _np.asarray(tokens)
+    if a.ndim == 1:
+        a = a.reshape(-1, 1)
+    if a.dtype.kind not in "ui" or a.ndim != 2:
+        raise InvalidArgument(f"disttrain: invalid_argument at tokens: expected an (n, modules) "
+                              f"integer array, got dtype {a.dtype} with {a.ndim} dimensions",
+                              "invalid_argument", "tokens")
+    if a.size and (a.min() < 0 or a.max() > 0xFFFFFFFF):
+        raise InvalidArgument(f"disttrain: invalid_argument at tokens: tokens must be in "
+                              f"[0, 2^32 - 1], got [{int(a.min())}, {int(a.max())}]",
+                              "invalid_argument", "tokens")
+    if a.shape != costs.shape:
+        raise InvalidArgument(f"disttrain: invalid_argument at tokens: has shape {a.shape}, costs "
+                              f"has {costs.shape}", "invalid_argument", "tokens")
+    return _np.ascontiguousarray(a, dtype=_np.uint32)
+
+
+def _per_module(v: Any, n: int, key: str) -> list[int]:
+    """An int for every module, or one per module; 0 means no limit."""
+    vs = [v] * n if isinstance(v, (int, _np.integer)) else list(v)
+    if len(vs) != n:
+        raise InvalidArgument(f"disttrain: invalid_argument at {key}: {len(vs)} values for "
+                              f"{n} modules", "invalid_argument", key)
+    return [int(x) for x in vs]
+
+
 def _reorder_options(dp: Union[int, Sequence[int]], microbatches: int, *,
                      names: Optional[Sequence[str]] = None,
+                     max_samples: Any = None, max_tokens: Any = None,
                      microbatch_group: Optional[int] = None, equal_count: Optional[bool] = None,
                      slots: Optional[str] = None, balance: Optional[str] = None,
                      order: Optional[str] = None, order_budget: Optional[int] = None,
@@ -221,6 +251,11 @@ def _reorder_options(dp: Union[int, Sequence[int]], microbatches: int, *,
                               f"{len(dps)} modules", "invalid_argument", "names")
     mods = [{"name": names[k] if names is not None else f"module{k}", "dp": int(d)}
             for k, d in enumerate(dps)]
+    for key, v in (("max_samples", max_samples), ("max_tokens", max_tokens)):
+        if v is not None:
+            for mod, x in zip(mods, _per_module(v, len(mods), key)):
+                if x != 0:
+                    mod[key] = x
     o: dict[str, Any] = {"modules": mods, "microbatches": int(microbatches)}
     for key, v in (("microbatch_group", microbatch_group), ("equal_count", equal_count),
                    ("slots", slots), ("balance", balance), ("order", order),
@@ -241,14 +276,16 @@ class Reorderer:
     Calls on one object are serialised (it releases the GIL while it works)."""
 
     def __init__(self, dp: Union[int, Sequence[int]], microbatches: int, *,
-                 names: Optional[Sequence[str]] = None, microbatch_group: Optional[int] = None,
+                 names: Optional[Sequence[str]] = None, max_samples: Any = None,
+                 max_tokens: Any = None, microbatch_group: Optional[int] = None,
                  equal_count: Optional[bool] = None, slots: Optional[str] = None,
                  balance: Optional[str] = None, order: Optional[str] = None,
                  order_budget: Optional[int] = None, slot_search_budget: Optional[int] = None,
                  slot_search_below: Optional[int] = None,
                  stages: Optional[Sequence[Any]] = None) -> None:
         self._r = _core.Reorderer(_reorder_options(
-            dp, microbatches, names=names, microbatch_group=microbatch_group,
+            dp, microbatches, names=names, max_samples=max_samples, max_tokens=max_tokens,
+            microbatch_group=microbatch_group,
             equal_count=equal_count, slots=slots, balance=balance, order=order,
             order_budget=order_budget, slot_search_budget=slot_search_budget,
             slot_search_below=slot_search_below, stages=stages))
@@ -258,23 +295,31 @@ class Reorderer:
         """The C++ ``reorder_options`` in use, as JSON (stages filled in)."""
         return _json.loads(self._r.options())
 
-    def assign(self, costs: Any, ids: Any = None) -> dict[str, Any]:
+    def assign(self, costs: Any, ids: Any = None, tokens: Any = None) -> dict[str, Any]:
         """Reorders one global batch; see :func:`reorder`."""
-        return self._r.assign(_costs(costs), _ids(ids))
+        c = _costs(costs)
+        return self._r.assign(c, _ids(ids), _tokens(tokens, c))
 
-    def assign_json(self, costs: Any, ids: Any = None) -> dict[str, Any]:
+    def assign_json(self, costs: Any, ids: Any = None, tokens: Any = None) -> dict[str, Any]:
         """The C++ ``reorder_result`` JSON (samples sorted by id, loads per cell), as a dict."""
-        return _json.loads(self._r.assign_json(_costs(costs), _ids(ids)))
+        c = _costs(costs)
+        return _json.loads(self._r.assign_json(c, _ids(ids), _tokens(tokens, c)))
 
 
 def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids: Any = None,
-            **options: Any) -> dict[str, Any]:
+            tokens: Any = None, **options: Any) -> dict[str, Any]:
     """Reorders one global batch (C++ ``reorderer<>::assign``, docs/reorder.md).
 
     ``costs``: float64 array ``(n, modules)`` (or ``(n,)`` for one module), the
     cost of each sample on each module; ``dp``: DP replicas per module;
     ``microbatches``: microbatch slots; ``ids``: optional unique non-negative
-    integer ids (default: row numbers). ``options``: ``names``,
+    integer ids (default: row numbers); ``tokens``: optional non-negative
+    integer array shaped like ``costs``, each sample's size per module (read
+    for modules with ``max_tokens``). ``options``: ``names``, ``max_samples``
+    and ``max_tokens`` (per-microbatch limits of one replica, docs/reorder.md
+    "Per-microbatch limits": an int for every module or one per module, 0 for
+    none; a limit no split can keep raises ``Infeasible`` naming the limit or
+    the sample),
     ``microbatch_group``, ``equal_count``, ``slots`` (arrival, size_sorted,
     balanced, best, objective: the default, which depends on the input order;
     best does not), ``balance`` (none, lpt, karmarkar_karp, refined), ``order``
@@ -298,7 +343,8 @@ def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids
         if len(cache) >= 8:
             cache.clear()
         r = cache[key] = _core.Reorderer(key)
-    return r.assign(_costs(costs), _ids(ids))
+    c = _costs(costs)
+    return r.assign(c, _ids(ids), _tokens(tokens, c))
 
 
 # reorder() keeps one C++ reorderer (its scratch buffers) per thread and option

@@ -152,6 +152,7 @@ std::string simulate_impl(const std::string& plan_json, const std::string& scena
 
 using costs_array = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using ids_array = nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using tokens_array = nb::ndarray<const std::uint32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
 disttrain::reorder_options read_reorder_options(const std::string& options_json) {
   const json j = parse(options_json, "reorder_options");
@@ -163,26 +164,34 @@ disttrain::reorder_options read_reorder_options(const std::string& options_json)
   return j.get<disttrain::reorder_options>();  // validates
 }
 
-void check_shapes(const costs_array& costs, const std::optional<ids_array>& ids) {
+void check_shapes(const costs_array& costs, const std::optional<ids_array>& ids,
+                  const std::optional<tokens_array>& tokens = std::nullopt) {
   const std::size_t n = costs.shape(0), K = costs.shape(1);
   dd::require(K >= 1 && K <= disttrain::max_reorder_modules, "costs", "must have 1..",
               disttrain::max_reorder_modules, " columns (one per module), got ", K);
   if (ids)
     dd::require(ids->shape(0) == n, "ids", "has ", ids->shape(0), " entries, costs has ", n,
                 " rows");
+  if (tokens)
+    dd::require(tokens->shape(0) == n && tokens->shape(1) == K, "tokens", "has shape (",
+                tokens->shape(0), ", ", tokens->shape(1), "), costs has (", n, ", ", K, ")");
 }
 
-// Costs (n, K) and optional ids (n,) into sample_meta (shapes checked by check_shapes).
+// Costs (n, K), optional ids (n,) and optional tokens (n, K) into sample_meta
+// (shapes checked by check_shapes).
 void to_meta(const costs_array& costs, const std::optional<ids_array>& ids,
-             std::vector<disttrain::sample_meta>& meta) {
+             const std::optional<tokens_array>& tokens, std::vector<disttrain::sample_meta>& meta) {
   const std::size_t n = costs.shape(0), K = costs.shape(1);
   meta.resize(n);
   const double* c = costs.data();
   const std::uint64_t* id = ids ? ids->data() : nullptr;
+  const std::uint32_t* t = tokens ? tokens->data() : nullptr;
   for (std::size_t i = 0; i < n; ++i) {
     disttrain::sample_meta s{};
     s.id = id ? id[i] : static_cast<std::uint64_t>(i);
     for (std::size_t k = 0; k < K; ++k) s.cost[k] = c[i * K + k];
+    if (t != nullptr)
+      for (std::size_t k = 0; k < K; ++k) s.tokens[k] = t[i * K + k];
     s.modules = static_cast<std::uint32_t>(K);
     meta[i] = s;
   }
@@ -284,24 +293,26 @@ class py_reorderer {
   // The arguments keep the NumPy arrays alive, so their memory is read with
   // the GIL released (the caller must not resize them meanwhile, as for any
   // GIL-releasing NumPy consumer).
-  nb::dict assign(const costs_array& costs, const std::optional<ids_array>& ids) {
-    check_shapes(costs, ids);
+  nb::dict assign(const costs_array& costs, const std::optional<ids_array>& ids,
+                  const std::optional<tokens_array>& tokens) {
+    check_shapes(costs, ids, tokens);
     flat_result f;
     {
       nb::gil_scoped_release release;
       std::lock_guard lock(mu_);
-      to_meta(costs, ids, meta_);
+      to_meta(costs, ids, tokens, meta_);
       r_.assign(meta_, res_);
       flatten(res_, meta_, ids.has_value(), f);
     }
     return to_dict(std::move(f));
   }
 
-  std::string assign_json(const costs_array& costs, const std::optional<ids_array>& ids) {
-    check_shapes(costs, ids);
+  std::string assign_json(const costs_array& costs, const std::optional<ids_array>& ids,
+                          const std::optional<tokens_array>& tokens) {
+    check_shapes(costs, ids, tokens);
     nb::gil_scoped_release release;
     std::lock_guard lock(mu_);
-    to_meta(costs, ids, meta_);
+    to_meta(costs, ids, tokens, meta_);
     r_.assign(meta_, res_);
     return json(res_).dump();
   }
@@ -326,7 +337,7 @@ nb::dict bench_reorder_cpp(const costs_array& costs, const std::string& options_
   dd::require(mode == "assign" || mode == "fill" || mode == "fresh", "mode",
               "expects assign, fill or fresh, got '", mode, "'");
   std::vector<disttrain::sample_meta> meta;
-  to_meta(costs, std::nullopt, meta);
+  to_meta(costs, std::nullopt, std::nullopt, meta);
   const auto opt = read_reorder_options(options_json);
   std::vector<double> wall, cpu;
   {
@@ -347,7 +358,7 @@ nb::dict bench_reorder_cpp(const costs_array& costs, const std::string& options_
         if (one.samples.size() != meta.size())
           dd::fail(disttrain::errc::internal, "bench_reorder_cpp", "lost samples");
       } else {
-        if (mode == "fill") to_meta(costs, std::nullopt, meta);
+        if (mode == "fill") to_meta(costs, std::nullopt, std::nullopt, meta);
         reused.assign(meta, res);
       }
       cpu.push_back(thread_cpu() - c0);
@@ -425,8 +436,11 @@ NB_MODULE(_core, m) {
       .def(nb::init<const std::string&>(), "options"_a, "Reorderer from reorder_options JSON.")
       .def("options", &py_reorderer::options_json, "The options in use (JSON text).")
       .def("assign", &py_reorderer::assign, "costs"_a, "ids"_a.none(),
-           "Reorders one batch: costs (n, K) float64 C-contiguous, ids (n,) uint64 or None.")
+           "tokens"_a.none() = nb::none(),
+           "Reorders one batch: costs (n, K) float64 C-contiguous, ids (n,) uint64 or None, "
+           "tokens (n, K) uint32 or None (sizes for the modules' max_tokens).")
       .def("assign_json", &py_reorderer::assign_json, "costs"_a, "ids"_a.none(),
+           "tokens"_a.none() = nb::none(),
            "Like assign, but the full reorder_result as JSON text.");
   m.def("bench_reorder_cpp", &bench_reorder_cpp, "costs"_a, "options"_a, "reps"_a, "mode"_a,
         "Seconds per call of the C++ reorderer on the same instance (benchmark reference).");

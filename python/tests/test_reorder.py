@@ -114,3 +114,53 @@ def test_threads_get_the_same_answers():
     for o in out:
         for key in ("microbatch", "replica", "offset"):
             np.testing.assert_array_equal(o[key], ref[key])
+
+
+def test_per_microbatch_limits():
+    """max_samples / max_tokens (C++ reorder_module): every cell keeps them,
+    and a limit no split can keep raises Infeasible naming the sample."""
+    rng = np.random.default_rng(3)
+    n, dp, m = 120, [2, 4], 6
+    tok = np.minimum(rng.lognormal(6.0, 0.8, size=(n, 2)), 4000).astype(np.uint32) + 1
+    c = tok * rng.uniform(0.8, 1.2, size=(n, 2)) * 1e-6
+    free = disttrain.reorder(c, dp, m)
+
+    def cells(res, q):
+        key = res["microbatch"].astype(np.int64) * dp[q] + res["replica"][:, q]
+        return [np.flatnonzero(key == x) for x in np.unique(key)]
+
+    # Limits a quarter of the way from the unlimited plan's fullest cell to the mean cell.
+    max_tokens = []
+    for q in range(2):
+        peak = max(int(tok[rows, q].sum()) for rows in cells(free, q))
+        mean = int(tok[:, q].sum()) // (m * dp[q]) + 1
+        max_tokens.append(max(int(tok[:, q].max()), (mean + 3 * peak) // 4))
+        assert max_tokens[q] < peak  # the limit binds
+    share = -(-n // m)
+    max_samples = [0, -(-share // dp[1])]
+    res = disttrain.reorder(c, dp, m, tokens=tok, max_tokens=max_tokens, max_samples=max_samples)
+    check_map(res, c, dp, m)
+    for q in range(2):
+        for rows in cells(res, q):
+            assert tok[rows, q].sum() <= max_tokens[q]
+            if max_samples[q]:
+                assert len(rows) <= max_samples[q]
+    # The same through a reusable Reorderer, and the limits in its options.
+    r = disttrain.Reorderer(dp, m, max_tokens=max_tokens, max_samples=max_samples)
+    assert r.options["modules"][0]["max_tokens"] == max_tokens[0]
+    assert "max_samples" not in r.options["modules"][0]
+    again = r.assign(c, tokens=tok)
+    assert np.array_equal(again["replica"], res["replica"])
+    # A sample above its module's budget.
+    big = tok.copy()
+    big[17, 0] = max_tokens[0] + 1
+    with pytest.raises(disttrain.Infeasible) as e:
+        disttrain.reorder(c, dp, m, tokens=big, max_tokens=max_tokens)
+    assert e.value.where == "batch[17].tokens[0]"
+    # Bad token arrays.
+    with pytest.raises(disttrain.InvalidArgument):
+        disttrain.reorder(c, dp, m, tokens=tok[:, :1], max_tokens=max_tokens)
+    with pytest.raises(disttrain.InvalidArgument):
+        disttrain.reorder(c, dp, m, tokens=-tok.astype(np.int64), max_tokens=max_tokens)
+    with pytest.raises(disttrain.InvalidArgument):
+        disttrain.reorder(c, dp, m, tokens=tok, max_tokens=[1, 2, 3])
