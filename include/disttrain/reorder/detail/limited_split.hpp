@@ -12,7 +12,7 @@
 ///    token room left (worst-fit decreasing: the packing-first order); if an
 ///    item still finds no room, the cell cannot be packed and `fit` returns it;
 /// 3. improves the result by moves (and, with equal counts, swaps) from the
-///    heaviest replica while they lower it and keep every limit.
+///    heaviest replica while they lower it and keep every limit (budgeted).
 /// Deterministic: ties go to the lower item index and the lower replica.
 /// Allocation-free once its scratch has grown to the largest cell.
 
@@ -144,18 +144,21 @@ class limited_split {
 
   // Moves (unequal counts) or swaps (equal counts: a move would change two
   // counts) of one item off the heaviest replica while that lowers it and
-  // keeps every limit; first improvement, at most n rounds.
+  // keeps every limit; first improvement, at most n rounds and 64 n + 4096
+  // candidate moves or swaps looked at in all.
   void improve(std::span<const double> costs, std::span<const std::uint32_t> tokens,
                std::uint32_t k, const replica_limits& lim, std::span<std::uint32_t> bin) {
     const std::size_t n = costs.size();
-    for (std::size_t round = 0; round < n; ++round) {
+    std::size_t work = 64 * n + 4096;
+    for (std::size_t round = 0; round < n && work > 0; ++round) {
       const auto h =
           static_cast<std::uint32_t>(std::max_element(load_.begin(), load_.end()) - load_.begin());
       bool moved = false;
-      for (std::size_t x = 0; x < n && !moved; ++x) {
+      for (std::size_t x = 0; x < n && !moved && work > 0; ++x) {
         if (bin[x] != h || costs[x] <= 0.0) continue;
-        for (std::uint32_t r = 0; r < k && !moved; ++r) {
+        for (std::uint32_t r = 0; r < k && !moved && work > 0; ++r) {
           if (r == h) continue;
+          --work;
           if (!lim.equal_count) {
             const bool fits_r = (lim.max_items == 0 || count_[r] < lim.max_items) &&
                                 (lim.max_tokens == 0 || used_[r] + tokens[x] <= lim.max_tokens);
@@ -165,7 +168,8 @@ class limited_split {
             }
             continue;
           }
-          for (std::size_t y = 0; y < n && !moved; ++y) {
+          for (std::size_t y = 0; y < n && !moved && work > 0; ++y) {
+            --work;
             if (bin[y] != r || costs[y] >= costs[x]) continue;
             const double d = costs[x] - costs[y];
             if (!(load_[r] + d < load_[h])) continue;
