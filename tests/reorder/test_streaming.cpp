@@ -122,16 +122,16 @@ TEST_CASE("streaming: no allocation in steady state under per-replica limits") {
   };
   for (bool eq : {false, true}) {
     disttrain::reorder_options o;
-    o.modules = {{"encoder", 2, 0, 1500}, {"backbone", 3, 12, 0}, {"generator", 4, 0, 800}};
+    o.modules = {{"encoder", 2, 0, 1300}, {"backbone", 3, 6, 0}, {"generator", 4, 0, 650}};
     o.microbatches = 8;
     o.equal_count = eq;
     o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 4, 1});
     disttrain::reorderer<> r(o);
     disttrain::reorder_result res;
-    r.assign(with_tokens(batch_of(rng, 256, 0)), res);
+    r.assign(with_tokens(batch_of(rng, 128, 0)), res);
     std::vector<std::vector<disttrain::sample_meta>> stream;
-    for (std::size_t b = 0; b < 3; ++b)
-      stream.push_back(with_tokens(batch_of(rng, b % 2 == 0 ? 256 : 150, 1000 * (b + 1))));
+    for (std::size_t b = 0; b < 2; ++b)
+      stream.push_back(with_tokens(batch_of(rng, b == 0 ? 128 : 96, 1000 * (b + 1))));
     INFO("eq=" << eq);
     auto unlimited = o;
     for (auto& mod : unlimited.modules) mod.max_samples = 0, mod.max_tokens = 0;
