@@ -42,18 +42,20 @@ reorder_options options_of(const std::vector<std::uint32_t>& dp, std::uint32_t m
   return o;
 }
 
+// The batch's samples in id order: the result's sample index x is the x-th.
+std::vector<const sample_meta*> by_id(const std::vector<sample_meta>& batch) {
+  std::vector<const sample_meta*> all;
+  for (const auto& s : batch) all.push_back(&s);
+  std::sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  return all;
+}
+
 // Every cell's sample count and token sum, checked against the limits; every
 // sample once per module.
 void check_cells(const reorder_result& r, const std::vector<sample_meta>& batch,
                  const reorder_options& o) {
   REQUIRE(r.samples.size() == batch.size());
-  std::vector<const sample_meta*> by_id_order(batch.size());
-  {
-    std::vector<const sample_meta*> all;
-    for (const auto& s : batch) all.push_back(&s);
-    std::sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->id < b->id; });
-    by_id_order = all;
-  }
+  const auto sorted = by_id(batch);
   for (std::size_t k = 0; k < o.modules.size(); ++k) {
     std::size_t seen = 0;
     for (std::uint32_t j = 0; j < o.microbatches; ++j)
@@ -62,8 +64,8 @@ void check_cells(const reorder_result& r, const std::vector<sample_meta>& batch,
         std::uint64_t tokens = 0;
         for (const std::uint32_t x : cell) {
           REQUIRE(x < batch.size());
-          CHECK(r.samples[x].id == by_id_order[x]->id);
-          tokens += by_id_order[x]->tokens[k];
+          CHECK(r.samples[x].id == sorted[x]->id);
+          tokens += sorted[x]->tokens[k];
         }
         seen += cell.size();
         if (o.modules[k].max_samples != 0) CHECK(cell.size() <= o.modules[k].max_samples);
@@ -77,16 +79,14 @@ void check_cells(const reorder_result& r, const std::vector<sample_meta>& batch,
 std::pair<std::uint64_t, std::size_t> peak(const reorder_result& r,
                                            const std::vector<sample_meta>& batch,
                                            const reorder_options& o, std::size_t k) {
-  std::vector<const sample_meta*> all;
-  for (const auto& s : batch) all.push_back(&s);
-  std::sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  const auto sorted = by_id(batch);
   std::uint64_t tokens = 0;
   std::size_t count = 0;
   for (std::uint32_t j = 0; j < o.microbatches; ++j)
     for (std::uint32_t rep = 0; rep < o.modules[k].dp; ++rep) {
       const auto cell = r.cell(k, rep, j);
       std::uint64_t t = 0;
-      for (const std::uint32_t x : cell) t += all[x]->tokens[k];
+      for (const std::uint32_t x : cell) t += sorted[x]->tokens[k];
       tokens = std::max(tokens, t);
       count = std::max(count, cell.size());
     }
