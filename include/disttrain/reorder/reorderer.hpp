@@ -493,12 +493,7 @@ class reorderer {
     const auto over = [&](std::size_t j) {
       std::uint64_t sum = 0;
       for (std::size_t k = 0; k < K; ++k) {
-        const std::uint64_t limit = options_.modules[k].max_tokens, dp = options_.modules[k].dp;
-        const std::uint64_t cap =  // dp x max_tokens, saturated (no limit: 0, never over)
-            limit > std::numeric_limits<std::uint64_t>::max() / dp
-                ? std::numeric_limits<std::uint64_t>::max()
-                : limit * dp;
-        const std::uint64_t t = slot_tokens_[j * K + k];
+        const std::uint64_t cap = slot_token_capacity(k), t = slot_tokens_[j * K + k];
         if (cap != 0 && t > cap) sum += t - cap;
       }
       return sum;
@@ -559,6 +554,15 @@ class reorderer {
       }
       if (!kept) break;
     }
+  }
+
+  // Tokens module k's cells of one slot hold together: dp x max_tokens,
+  // saturated at 2^64 - 1 (0: no token limit).
+  [[nodiscard]] std::uint64_t slot_token_capacity(std::size_t k) const noexcept {
+    const std::uint64_t limit = options_.modules[k].max_tokens, dp = options_.modules[k].dp;
+    return limit > std::numeric_limits<std::uint64_t>::max() / dp
+               ? std::numeric_limits<std::uint64_t>::max()
+               : limit * dp;
   }
 
   // Positions (x in slot a, y in slot b) of the swap that brings the two
@@ -624,9 +628,8 @@ class reorderer {
             std::max(sum[k] / static_cast<double>(options_.modules[k].dp), largest[k]);
         // Under a token limit, a slot with more tokens than its cells hold
         // cannot be split: the candidate is infeasible as cut.
-        const std::uint64_t limit = options_.modules[k].max_tokens;
-        if (limit != 0 && bad_[j].sample == 0 && tokens[k] / options_.modules[k].dp >= limit &&
-            tokens[k] > limit * options_.modules[k].dp) {
+        const std::uint64_t cap = slot_token_capacity(k);
+        if (cap != 0 && bad_[j].sample == 0 && tokens[k] > cap) {
           bad_[j] = cell_failure{seq_[slot_begin(j, n)] + 1, static_cast<std::uint32_t>(k)};
           ++bad_slots_;
         }
