@@ -172,12 +172,13 @@ TEST_CASE("limits that do not bind leave the result bit-identical") {
 
 TEST_CASE("a binding token limit lowers the peak cell below the unlimited plan's") {
   // Two modules; the backbone's memory limit binds. The reorderer must not
-  // just fail: it packs, at some cost in balance.
+  // just fail: it packs. (The modelled time may go either way: the repaired
+  // cut is a different heuristic result, once 0.06 % faster in the benchmark.)
   std::mt19937_64 rng(11);
   const auto batch = batch_of(rng, 128, 2);
   reorder_options o = options_of({2, 4}, 8);
   const reorder_result free_result = disttrain::reorderer<>(o).assign(batch);
-  const auto [tok, cnt] = peak(free_result, batch, o, 1);
+  const std::uint64_t tok = peak(free_result, batch, o, 1).first;
   std::uint32_t largest = 0;
   for (const auto& s : batch) largest = std::max(largest, s.tokens[1]);
   o.modules[1].max_tokens = std::max<std::uint64_t>(largest, tok * 9 / 10);
@@ -185,8 +186,8 @@ TEST_CASE("a binding token limit lowers the peak cell below the unlimited plan's
   const reorder_result r = disttrain::reorderer<>(o).assign(batch);
   check_cells(r, batch, o);
   CHECK(peak(r, batch, o, 1).first <= o.modules[1].max_tokens);
-  CHECK(r.iteration_time >= free_result.iteration_time * (1 - 1e-12));
-  (void)cnt;
+  CHECK_FALSE(r == free_result);  // the limit changed the map
+  CHECK(r.iteration_time > 0.0);
 }
 
 TEST_CASE("large cells (candidates compared at their bounds) keep the limits too") {
