@@ -51,7 +51,7 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
                        {"preset": "h800", "num_gpus": 64}); optional "planner"
                        (planner_options' fields: "max_backbone_pp", "max_side_pp",
                        "tp_candidates", "search_recompute", "include_mixed",
-                       "max_virtual_stages", "overlap_grad_reduce", "objective",
+                       "max_virtual_stages", "overlap_grad_reduce", "sequence_parallel", "objective",
                        "within", "max_gpus", ...; docs/planner.md) and "cost"
                        (cost-model parameters)
   --gpus N             override the cluster's GPU count
@@ -66,6 +66,8 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
   --within X           tolerance of min_gpus_within as a fraction (default 0.05)
   --max-gpus N         use at most N of the cluster's GPUs
   --no-mixed           never colocate just one side module (per-side-module colocation)
+  --no-sequence-parallel  plans and baseline run TP without Megatron-LM's
+                       --sequence-parallel (more activation memory per TP rank)
   --sync-overlap MODE  DP gradient sync overlap of the plan and the baseline, as
                        Megatron-LM's flags: all (default: --overlap-grad-reduce and
                        --overlap-param-gather), grad (--overlap-grad-reduce only), none
@@ -94,7 +96,7 @@ struct args {
       max_gpus, iterations;
   std::optional<std::string> sync_overlap, objective, within;
   std::optional<std::uint64_t> seed;
-  bool json = false, stages = false, list = false, no_mixed = false;
+  bool json = false, stages = false, list = false, no_mixed = false, no_sp = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -166,6 +168,8 @@ args parse(int argc, char** argv) {
       a.seed = parse_seed(value());
     else if (s == "--no-mixed")
       a.no_mixed = true;
+    else if (s == "--no-sequence-parallel")
+      a.no_sp = true;
     else if (s == "--json")
       a.json = true;
     else if (s == "--stages")
@@ -356,6 +360,7 @@ int run(const args& a) {
   if (a.max_virtual_stages) popt.max_virtual_stages = *a.max_virtual_stages;
   if (a.max_gpus) popt.max_gpus = *a.max_gpus;
   if (a.no_mixed) popt.include_mixed = false;
+  if (a.no_sp) popt.sequence_parallel = false;
   if (a.objective) popt.objective = disttrain::parse_objective(*a.objective, "--objective");
   if (a.within) {
     char* end = nullptr;

@@ -103,7 +103,7 @@ def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
          min_backbone_pp: Optional[int] = None, max_side_pp: Optional[int] = None,
          tp_candidates: Optional[Sequence[int]] = None, search_recompute: Optional[bool] = None,
          max_virtual_stages: Optional[int] = None, overlap_grad_reduce: Optional[bool] = None,
-         overlap_param_gather: Optional[bool] = None,
+         overlap_param_gather: Optional[bool] = None, sequence_parallel: Optional[bool] = None,
          cost: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """The planner's best disaggregated layout (``disttrain-plan``'s plan).
 
@@ -125,7 +125,8 @@ def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
                                 search_recompute=search_recompute,
                                 max_virtual_stages=max_virtual_stages,
                                 overlap_grad_reduce=overlap_grad_reduce,
-                                overlap_param_gather=overlap_param_gather), cost, False)
+                                overlap_param_gather=overlap_param_gather,
+                                sequence_parallel=sequence_parallel), cost, False)
 
 
 def plan_baseline(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
@@ -135,6 +136,7 @@ def plan_baseline(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
                   max_virtual_stages: Optional[int] = None,
                   overlap_grad_reduce: Optional[bool] = None,
                   overlap_param_gather: Optional[bool] = None,
+                  sequence_parallel: Optional[bool] = None,
                   cost: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """The Megatron-LM-style baseline layout (one TP/PP/DP, even layer split),
     searched with the same options and cost model; same result shape as :func:`plan`."""
@@ -144,7 +146,8 @@ def plan_baseline(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
                                 search_recompute=search_recompute,
                                 max_virtual_stages=max_virtual_stages,
                                 overlap_grad_reduce=overlap_grad_reduce,
-                                overlap_param_gather=overlap_param_gather), cost, True)
+                                overlap_param_gather=overlap_param_gather,
+                                sequence_parallel=sequence_parallel), cost, True)
 
 
 def _plan_text(p: Mapping[str, Any]) -> str:

@@ -39,6 +39,20 @@ def test_options_match_the_cli(plan_tool):
     assert ours["plan"] == c["plan"] and ours["iteration_time_s"] == c["iteration_time_s"]
 
 
+def test_sequence_parallel_switch_matches_the_cli(plan_tool):
+    c = cli(plan_tool, "--preset", "mllm-13b", "--json", "--gpus", "8", "--batch", "8",
+            "--max-backbone-pp", "4", "--max-side-pp", "1", "--no-sequence-parallel")
+    scenario = disttrain.presets.scenario("mllm-13b")
+    scenario["cluster"]["num_gpus"] = 8
+    scenario["global_batch_size"] = 8
+    ours = disttrain.plan(scenario, max_backbone_pp=4, max_side_pp=1, sequence_parallel=False)
+    assert all(m["sequence_parallel"] is False for m in ours["plan"]["modules"])
+    assert ours["plan"] == c["plan"] and ours["iteration_time_s"] == c["iteration_time_s"]
+    on = disttrain.plan(scenario, max_backbone_pp=4, max_side_pp=1)
+    assert all(m["sequence_parallel"] is True for m in on["plan"]["modules"])
+    assert on["iteration_time_s"] <= ours["iteration_time_s"]
+
+
 # mllm-13b (128 GPUs, 32 microbatches): the same bindings and the same trace
 # writer as paper-72b, whose 1152-GPU trace took two minutes to write and compare.
 def test_evaluate_and_simulate_match_the_cli(plan_tool, tmp_path):

@@ -125,6 +125,7 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
       module_plan mp;
       mp.name = m.name;
       mp.role = std::string(to_string(m.role));
+      mp.sequence_parallel = opt.sequence_parallel;
       p.modules.push_back(mp);
     }
     return p;

@@ -26,11 +26,13 @@ struct case_spec {
   bool overlap_grad_reduce = true;  // the planner's defaults (Megatron-LM's overlap switches on)
   bool overlap_param_gather = true;
   int gpus_per_node = 0;  // 0: the cluster preset's
+  bool sequence_parallel = true;
 };
 
 int interleaved_optima = 0;  // how many optima (plan or baseline) interleave the backbone
 int mixed_optima = 0;        // how many planner optima colocate exactly one side module
 int placed_optima = 0;       // optima whose placement prices a link unlike the layout-free rules
+int sp_decided = 0;          // cases whose optimum without sequence parallelism differs
 
 // Whether the placement (to_rank_layout's numbering) puts a stage of at most a node's GPUs across
 // two nodes, or a module boundary inside one node: links the old layout-independent rules
@@ -76,6 +78,8 @@ void compare(const case_spec& c) {
   opt.min_backbone_pp = c.min_backbone_pp;
   opt.overlap_grad_reduce = c.overlap_grad_reduce;
   opt.overlap_param_gather = c.overlap_param_gather;
+  opt.sequence_parallel = c.sequence_parallel;
+  INFO("sequence parallel " << c.sequence_parallel);
   INFO("overlap grad reduce " << c.overlap_grad_reduce << ", param gather "
                               << c.overlap_param_gather);
   INFO(c.preset << " on " << c.gpus << " " << c.cluster << " GPUs, batch " << c.batch
@@ -95,6 +99,15 @@ void compare(const case_spec& c) {
   if (r.plan.modules[r.plan.backbone_index()].virtual_stages > 1) ++interleaved_optima;
   if (mixed(r.plan)) ++mixed_optima;
   if (placement_matters(r.plan)) ++placed_optima;
+  if (!c.sequence_parallel) {
+    auto with = opt;
+    with.sequence_parallel = true;
+    const auto on = disttrain::plan_parallelism(cm, req, with);
+    CHECK(on.evaluation.iteration_time_s <= r.evaluation.iteration_time_s);
+    auto flipped = r.plan;
+    for (auto& m : flipped.modules) m.sequence_parallel = true;
+    if (!(flipped == on.plan)) ++sp_decided;
+  }
   // The same for the baseline's space.
   const auto exb = disttrain::testing::exhaustive_plan(cm, req, [&] {
     auto o = opt;
@@ -136,6 +149,10 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       {"mllm-7b", "h800", 12, 4, 4, 2, variant::as_is, 1, true, true, 4},
       {"mllm-13b", "h800", 20, 4, 4, 2, variant::as_is, 1, true, true, 4},
       {"mllm-7b", "h100", 14, 8, 2, 2, variant::as_is, 1, false, false, 4},
+      // Without sequence parallelism (more activation memory per TP rank), memory-bound cases.
+      {"mllm-70b", "h800", 16, 4, 2, 2, variant::as_is, 1, true, true, 0, false},
+      {"mllm-13b", "a100", 8, 8, 4, 1, variant::as_is, 1, true, true, 0, false},
+      {"mllm-13b", "h100", 8, 8, 4, 1, variant::as_is, 1, true, true, 0, false},
   };
   for (const auto& c : cases) compare(c);
   // The space includes interleaved 1F1B (max_virtual_stages 4 by default), and it wins somewhere.
@@ -145,4 +162,6 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
   // And optima whose links the rank placement decides (a stage across a node boundary, or a
   // module boundary inside a node).
   CHECK(placed_optima > 0);
+  // Turning sequence parallelism off changes an optimum: the switch reaches the search.
+  CHECK(sp_decided > 0);
 }

@@ -105,16 +105,15 @@ class plan_bound_durations {
       cs.dp = mp.dp;
       const auto colocated = [&](std::size_t k) {
         const module_plan& q = p.modules[k];
-        cs.parts.push_back(
-            stage_config{k, 0, cost.model().modules[k].layers(), q.tp, bb.dp, q.recompute});
+        cs.parts.push_back(stage_config_of(q, k, 0, cost.model().modules[k].layers(), bb.dp));
       };
       if (i == bi && sid.value == 0)
         for (std::size_t k = 0; k < bi; ++k)
           if (p.modules[k].colocated) colocated(k);
       int first = 0;
       for (int s = 0; s < sid.value; ++s) first += mp.layers[static_cast<std::size_t>(s)];
-      cs.parts.push_back(stage_config{i, first, mp.layers[static_cast<std::size_t>(sid.value)],
-                                      mp.tp, mp.dp, mp.recompute});
+      cs.parts.push_back(
+          stage_config_of(mp, i, first, mp.layers[static_cast<std::size_t>(sid.value)], mp.dp));
       if (i == bi && sid.value == mp.pp - 1)
         for (std::size_t k = bi + 1; k < p.modules.size(); ++k)
           if (p.modules[k].colocated) colocated(k);
@@ -241,8 +240,8 @@ template <cost_model C>
     const module_plan& mp = p.modules[a];
     int first = 0;
     for (int s = 0; s < sa.value; ++s) first += mp.layers[static_cast<std::size_t>(s)];
-    const stage_config cfg{a,     first, mp.layers[static_cast<std::size_t>(sa.value)],
-                           mp.tp, mp.dp, mp.recompute};
+    const stage_config cfg =
+        stage_config_of(mp, a, first, mp.layers[static_cast<std::size_t>(sa.value)], mp.dp);
     link_shape& ls = out[l];
     ls.hidden = columns;
     ls.elem_size = 1;

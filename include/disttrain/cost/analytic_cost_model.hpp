@@ -175,7 +175,9 @@ class analytic_cost_model {
   /// params = P/tp * param_bytes; grads = P/tp * grad_bytes (trainable);
   /// optimizer = P/tp * optimizer_bytes / dp (trainable, ZeRO-1);
   /// activations = in_flight * n * a * T / tp + transient, where a is the
-  /// layer's saved bytes per token (or the 2*hidden checkpoint under recompute),
+  /// layer's saved bytes per token (or the 2*hidden checkpoint under recompute;
+  /// without sequence parallelism the checkpoint and the layer's replicated
+  /// bytes are not divided by tp),
   /// and transient = one layer's full activations when recomputing + the LM
   /// head's logits on the last stage. A module that runs no backward keeps no
   /// activations (transient: one layer's).
@@ -193,13 +195,19 @@ class analytic_cost_model {
       m.grads = p * params_.grad_bytes;
       m.optimizer = p * params_.optimizer_bytes / static_cast<double>(s.dp);
     }
-    const double layer_act = sh.layer.activation_bytes_per_token * w.tokens / tp;
+    // Without sequence parallelism the replicated part (and the checkpoint, the
+    // layer input) is whole on every TP rank.
+    const double act = sh.layer.activation_bytes_per_token;
+    const double whole = sh.layer.replicated_bytes_per_token;
+    const double layer_act = s.sequence_parallel ? act * w.tokens / tp
+                                                 : (act - whole) * w.tokens / tp + whole * w.tokens;
     const bool post = s.first_layer + s.num_layers == sh.layers;
     const double logits = post ? sh.post.activation_bytes_per_token * w.tokens / tp : 0.0;
     if (e.needs_backward) {
       const double kept_scores = s.selective_recompute ? 0.0 : score_bytes(sh, s.tp, w.tokens_sq);
-      const double per_layer =
-          s.recompute ? sh.checkpoint_bytes_per_token * w.tokens / tp : layer_act + kept_scores;
+      const double checkpoint = s.sequence_parallel ? sh.checkpoint_bytes_per_token * w.tokens / tp
+                                                    : sh.checkpoint_bytes_per_token * w.tokens;
+      const double per_layer = s.recompute ? checkpoint : layer_act + kept_scores;
       m.activations =
           static_cast<double>(in_flight) * static_cast<double>(s.num_layers) * per_layer +
           (s.recompute ? layer_act + score_bytes(sh, s.tp, w.tokens_sq) : 0.0) + logits;

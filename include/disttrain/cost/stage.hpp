@@ -28,6 +28,13 @@ struct stage_config {
   /// (scores, softmax, AV) is recomputed in backward; its score matrix is not
   /// kept. Ignored when `recompute` is on.
   bool selective_recompute = false;
+  /// Sequence parallelism (Megatron-LM `--sequence-parallel`, Korthikanti et al.
+  /// 2022): the norm and GEMM-input activations that plain TP keeps whole on
+  /// every TP rank are split along the sequence, so all saved activations (and
+  /// the full-recompute checkpoint) shrink by `tp`. Its collectives (reduce-scatter
+  /// + all-gather) move the bytes of TP's all-reduce, so times do not change. No
+  /// effect at tp = 1.
+  bool sequence_parallel = true;
   friend bool operator==(const stage_config&, const stage_config&) = default;
 };
 
@@ -90,7 +97,8 @@ inline void to_json(json& j, const stage_config& s) {
            {"tp", s.tp},
            {"dp", s.dp},
            {"recompute", s.recompute},
-           {"selective_recompute", s.selective_recompute}};
+           {"selective_recompute", s.selective_recompute},
+           {"sequence_parallel", s.sequence_parallel}};
 }
 inline void to_json(json& j, const stage_times& t) {
   j = json{

@@ -12,6 +12,7 @@
 /// - activations are bf16, attention is fused (flash: no `s^2` storage), no
 ///   dropout; with TP, sequence parallelism divides all of them by `tp`.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <variant>
@@ -30,6 +31,10 @@ struct layer_shape {
   double flops_per_token = 0;             ///< forward FLOPs per token (linear part)
   double flops_per_token_sq = 0;          ///< forward FLOPs per unit of sum(s^2) (attention)
   double activation_bytes_per_token = 0;  ///< bytes saved for backward per token (tp = 1)
+  /// Of `activation_bytes_per_token`, the bytes every TP rank holds whole unless
+  /// the stage runs sequence parallelism (Korthikanti et al. 2022): the inputs of
+  /// the norms and of the first GEMM of each block, which TP alone replicates.
+  double replicated_bytes_per_token = 0;
 };
 
 /// @brief Everything the costs need to know about a module, precomputed once.
@@ -100,8 +105,11 @@ struct transformer_layer_desc {
   s.flops_per_token = 2.0 * matmul;
   s.flops_per_token_sq = 4.0 * h;
   // bf16: attention saves norm input, QKV input, Q, K, V, attention output;
-  // MLP saves norm input, fc1 input, fc1 output(s), activation output.
+  // MLP saves norm input, fc1 input, fc1 output(s), activation output. Without
+  // sequence parallelism the two norm inputs and the QKV / fc1 inputs are whole
+  // on every TP rank (the rest is split by the column/row-parallel GEMMs).
   s.activation_bytes_per_token = 2.0 * (6.0 * h + 2.0 * kv + mlp_mats * d.mlp);
+  s.replicated_bytes_per_token = 2.0 * (4.0 * h);
   return s;
 }
 
@@ -218,6 +226,9 @@ inline int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a
       s.layer.flops_per_token = d.forward_flops_per_token / n;
       s.layer.flops_per_token_sq = d.forward_flops_per_token_sq / n;
       s.layer.activation_bytes_per_token = d.activation_bytes_per_token / n;
+      // Opaque layers: without sequence parallelism only the layer input (bf16,
+      // hidden wide) is assumed whole on every TP rank.
+      s.layer.replicated_bytes_per_token = std::min(2.0 * h, s.layer.activation_bytes_per_token);
       s.checkpoint_bytes_per_token = 2.0 * h;
       s.output_bytes_per_token = 4.0 * h;  // main path + one skip tensor (approximation)
       s.tp_collective_bytes_per_token = 2.0 * h;

@@ -93,6 +93,19 @@ struct evaluate_options {
   bool check_memory = true;  ///< throw `errc::infeasible` for a stage over the memory limit
 };
 
+/// @brief The cost query for layers `[first_layer, first_layer + num_layers)`
+/// of module plan `m` (model module `module`), replicated `dp` ways (a colocated
+/// module: the backbone's dp): `m`'s TP, recompute mode and sequence
+/// parallelism. `evaluate`, the planner and `simulate_plan` cost a plan's
+/// stages through it.
+/// @code auto s = disttrain::stage_config_of(p.modules[1], 1, 0, p.modules[1].layers[0], p.modules[1].dp); @endcode
+[[nodiscard]] inline stage_config stage_config_of(const module_plan& m, std::size_t module,
+                                                  int first_layer, int num_layers,
+                                                  int dp) noexcept {
+  return stage_config{module,      first_layer,           num_layers,         m.tp, dp,
+                      m.recompute, m.selective_recompute, m.sequence_parallel};
+}
+
 namespace detail {
 
 /// @brief Checks a plan against the model and cluster of a cost model: the
@@ -254,15 +267,13 @@ template <cost_model C>
       };
       auto colocated_part = [&](std::size_t mod) {
         const module_plan& cp = p.modules[mod];
-        add_part(mod,
-                 stage_config{mod, 0, model.modules[mod].layers(), cp.tp, bb.dp, cp.recompute,
-                              cp.selective_recompute},
+        add_part(mod, stage_config_of(cp, mod, 0, model.modules[mod].layers(), bb.dp),
                  sample_workload[mod] * static_cast<double>(kb));
       };
       if (i == bi && j == 0)
         for (std::size_t e = 0; e < bi; ++e)
           if (p.modules[e].colocated) colocated_part(e);
-      const stage_config cfg{i, first, c, mp.tp, mp.dp, mp.recompute, mp.selective_recompute};
+      const stage_config cfg = stage_config_of(mp, i, first, c, mp.dp);
       add_part(i, cfg, w);
       if (i == bi && j == mp.pp - 1)
         for (std::size_t e = bi + 1; e < p.modules.size(); ++e)
@@ -309,8 +320,7 @@ template <cost_model C>
     int first = 0;
     for (int c : mp.layers) {
       ev.model_flops +=
-          cost.flops(stage_config{i, first, c, mp.tp, mp.colocated ? bb.dp : mp.dp, false}, w)
-              .total();
+          cost.flops(stage_config_of(mp, i, first, c, mp.colocated ? bb.dp : mp.dp), w).total();
       first += c;
     }
   }

@@ -58,8 +58,9 @@ struct published_run {
   std::string attention = "flash";  ///< "flash" (fused) or "unfused" (score matrix in HBM)
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
-  double published = 0;  ///< the published figure in `metric`'s unit (MFU as a fraction)
-  std::string note;      ///< what the source leaves open and what we assumed
+  bool sequence_parallel = true;  ///< Megatron-LM `--sequence-parallel` (since 2022)
+  double published = 0;           ///< the published figure in `metric`'s unit (MFU as a fraction)
+  std::string note;               ///< what the source leaves open and what we assumed
 };
 
 /// @brief HBM bytes per attention-score element of an unfused (pre-flash)
@@ -119,9 +120,26 @@ inline void check_run(const published_run& r, std::string_view path) {
 
 [[nodiscard]] inline published_run read_published_run(const json& j, std::string_view path) {
   check_keys(j,
-             {"id", "source", "hardware", "metric", "split", "arch", "seq_len", "tp", "pp", "dp",
-              "microbatch", "global_batch", "virtual_stages", "recompute", "attention",
-              "overlap_grad_reduce", "overlap_param_gather", "published", "note"},
+             {"id",
+              "source",
+              "hardware",
+              "metric",
+              "split",
+              "arch",
+              "seq_len",
+              "tp",
+              "pp",
+              "dp",
+              "microbatch",
+              "global_batch",
+              "virtual_stages",
+              "recompute",
+              "attention",
+              "overlap_grad_reduce",
+              "overlap_param_gather",
+              "sequence_parallel",
+              "published",
+              "note"},
              path);
   published_run r;
   r.id = json_get<std::string>(j, "id", path);
@@ -143,6 +161,7 @@ inline void check_run(const published_run& r, std::string_view path) {
   r.attention = json_get_or<std::string>(j, "attention", "flash", path);
   r.overlap_grad_reduce = json_get_or<bool>(j, "overlap_grad_reduce", false, path);
   r.overlap_param_gather = json_get_or<bool>(j, "overlap_param_gather", false, path);
+  r.sequence_parallel = json_get_or<bool>(j, "sequence_parallel", true, path);
   r.published = json_get<double>(j, "published", path);
   r.note = json_get_or<std::string>(j, "note", "", path);
   bool known = false;
@@ -198,6 +217,7 @@ inline void check_run(const published_run& r, std::string_view path) {
   mp.recompute = r.recompute == "full";
   mp.selective_recompute = r.recompute == "selective";
   mp.virtual_stages = r.virtual_stages;
+  mp.sequence_parallel = r.sequence_parallel;
   p.modules.push_back(mp);
   p.global_batch = r.global_batch;
   p.num_microbatches = r.global_batch / (r.dp * r.microbatch);

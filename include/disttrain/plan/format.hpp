@@ -48,7 +48,8 @@ namespace disttrain {
 }
 
 /// @brief One line per module: role, GPUs, TP/PP/DP, samples per replica and
-/// microbatch, recompute, layers per stage; a header with the batch split.
+/// microbatch, recompute (on, selective, off), layers per stage (and whether a
+/// TP module runs without sequence parallelism); a header with the batch split.
 [[nodiscard]] inline std::string format_plan(const parallel_plan& p) {
   std::string out;
   int stages = 0;
@@ -72,10 +73,11 @@ namespace disttrain {
                                     : "  (on the backbone's last stage)";
     if (m.virtual_stages > 1)
       layers += fmt::format("  (interleaved: {} chunks per device)", m.virtual_stages);
+    if (m.tp > 1 && !m.sequence_parallel) layers += "  (no sequence parallelism)";
+    const char* recompute = m.recompute ? "on" : m.selective_recompute ? "selective" : "off";
     fmt::format_to(std::back_inserter(out),
                    "  {:<14} {:<10} {:>6} {:>3} {:>3} {:>5} {:>8} {:>9}  {}\n", m.name, m.role,
-                   gpus, m.tp, m.pp, m.dp, p.replica_samples(i), m.recompute ? "on" : "off",
-                   layers);
+                   gpus, m.tp, m.pp, m.dp, p.replica_samples(i), recompute, layers);
   }
   return out;
 }

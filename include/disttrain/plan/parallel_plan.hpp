@@ -78,6 +78,11 @@ struct module_plan {
   /// `"recompute": "selective"`). Exclusive with `recompute`. Last, so that
   /// positional initialisers of the fields above keep their meaning.
   bool selective_recompute = false;
+  /// Sequence parallelism (Megatron-LM `--sequence-parallel`; see
+  /// `stage_config::sequence_parallel`): with it, TP splits every saved
+  /// activation; without it, the norm and GEMM-input activations are whole on
+  /// each TP rank. No effect at tp = 1.
+  bool sequence_parallel = true;
 
   /// @brief GPUs this module owns: tp * pp * dp, or 0 when colocated.
   [[nodiscard]] long long gpus() const noexcept {
@@ -243,8 +248,8 @@ inline void validate(const parallel_plan& p) {
 
 // ---- JSON -------------------------------------------------------------------
 
-/// @brief `{"name","role","tp","pp","dp","layers","recompute","colocated","virtual_stages","gpus"}`
-/// ("gpus" is informative).
+/// @brief `{"name","role","tp","pp","dp","layers","recompute","colocated","virtual_stages",
+/// "sequence_parallel","gpus"}` ("gpus" is informative).
 inline void to_json(json& j, const module_plan& m) {
   j = json{{"name", m.name},
            {"role", m.role},
@@ -255,17 +260,19 @@ inline void to_json(json& j, const module_plan& m) {
            {"recompute", m.selective_recompute ? json("selective") : json(m.recompute)},
            {"colocated", m.colocated},
            {"virtual_stages", m.virtual_stages},
+           {"sequence_parallel", m.sequence_parallel},
            {"gpus", m.gpus()}};
 }
 /// @brief Reads a module plan; `recompute` (true/false, or "off", "selective",
-/// "full") and `colocated` default false, `pp` and `virtual_stages` 1;
+/// "full") and `colocated` default false, `pp` and `virtual_stages` 1,
+/// `sequence_parallel` true;
 /// `layers` is required. Errors name `plan.<module>.<field>`.
 inline void from_json(const json& j, module_plan& m) {
   m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
   const std::string p = "plan." + m.name;
   detail::check_keys(j,
                      {"name", "role", "tp", "pp", "dp", "layers", "recompute", "colocated",
-                      "virtual_stages", "gpus"},
+                      "virtual_stages", "sequence_parallel", "gpus"},
                      p);
   m.role = detail::json_get<std::string>(j, "role", p);
   m.tp = detail::json_get<int>(j, "tp", p);
@@ -284,6 +291,7 @@ inline void from_json(const json& j, module_plan& m) {
   }
   m.colocated = detail::json_get_or<bool>(j, "colocated", false, p);
   m.virtual_stages = detail::json_get_or<int>(j, "virtual_stages", 1, p);
+  m.sequence_parallel = detail::json_get_or<bool>(j, "sequence_parallel", true, p);
 }
 
 /// @brief `{"global_batch","num_microbatches","schedule","gpus_per_node",

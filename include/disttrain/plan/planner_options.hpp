@@ -93,6 +93,10 @@ struct planner_options {
   /// Megatron-LM `--overlap-param-gather`: plans (and the baseline) overlap the
   /// distributed optimizer's parameter all-gather with the first forward.
   bool overlap_param_gather = true;
+  /// Megatron-LM `--sequence-parallel` on every module of every plan (and the
+  /// baseline). Not searched: it moves the same bytes as plain TP and never
+  /// needs more memory, so it is off only to model runs without it.
+  bool sequence_parallel = true;
 };
 
 /// @brief Counters of one search (for benchmarks and docs).
@@ -119,7 +123,7 @@ struct planner_stats {
                      {"tp_candidates", "search_recompute", "max_backbone_pp", "min_backbone_pp",
                       "max_side_pp", "include_monolithic", "include_disaggregated", "include_mixed",
                       "max_virtual_stages", "overlap_grad_reduce", "overlap_param_gather",
-                      "objective", "within", "max_gpus", "max_frontier_plans"},
+                      "sequence_parallel", "objective", "within", "max_gpus", "max_frontier_plans"},
                      path);
   const auto get = [&](std::string_view key, auto& field) {
     field = detail::json_get_or<std::remove_reference_t<decltype(field)>>(j, key, field, path);
@@ -135,6 +139,7 @@ struct planner_stats {
   get("max_virtual_stages", o.max_virtual_stages);
   get("overlap_grad_reduce", o.overlap_grad_reduce);
   get("overlap_param_gather", o.overlap_param_gather);
+  get("sequence_parallel", o.sequence_parallel);
   get("within", o.within);
   get("max_gpus", o.max_gpus);
   get("max_frontier_plans", o.max_frontier_plans);

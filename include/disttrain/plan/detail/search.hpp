@@ -300,7 +300,7 @@ class plan_search {
     if (!std::isnan(slot)) return slot;
     const int first = first_layer_of(type, c, t.layers);
     if (first < 0) return slot = inf_;
-    const stage_config cfg{t.module, first, c, t.tp, 1, t.rc};
+    const stage_config cfg = stage(t.module, first, c, t.tp, 1, t.rc);
     return slot = cost_.stage_time(cfg, workload(t.module, t.k)).total_s();
   }
 
@@ -427,7 +427,7 @@ class plan_search {
           const module_workload w = workload(i, k);
           auto fits = [&](int d) {
             for (int j = 0; j < pp; ++j) {
-              const stage_config cfg{i, at(sp.first, j), at(sp.layers, j), tp, d, rc};
+              const stage_config cfg = stage(i, at(sp.first, j), at(sp.layers, j), tp, d, rc);
               memory_breakdown mem;
               add_memory(mem, cost_.stage_memory(cfg, w, at(in_flight, j)));
               if (mem.total() > limit_) {
@@ -510,7 +510,7 @@ class plan_search {
     L.ranks = static_cast<long long>(tp) * d;
     const int pp = static_cast<int>(sp.layers.size());
     for (int j = 0; j < pp; ++j) {
-      const stage_config cfg{i, at(sp.first, j), at(sp.layers, j), tp, d, rc};
+      const stage_config cfg = stage(i, at(sp.first, j), at(sp.layers, j), tp, d, rc);
       const bool more = j + 1 < pp;
       L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[i].dirs) : 0.0);
       L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[i].dirs) : 0.0);
@@ -568,6 +568,12 @@ class plan_search {
     best_.plan = std::move(p);
   }
 
+  /// @brief The cost query of a stage of this search (with its sequence-parallel switch).
+  [[nodiscard]] stage_config stage(std::size_t i, int first, int layers, int tp, int dp,
+                                   bool rc) const {
+    return stage_config{i, first, layers, tp, dp, rc, false, opt_.sequence_parallel};
+  }
+
   [[nodiscard]] parallel_plan base_plan(int n) const {
     parallel_plan p;
     p.global_batch = S_;
@@ -580,6 +586,7 @@ class plan_search {
     for (std::size_t i = 0; i < model_.modules.size(); ++i) {
       p.modules[i].name = model_.modules[i].name;
       p.modules[i].role = std::string(to_string(model_.modules[i].role));
+      p.modules[i].sequence_parallel = opt_.sequence_parallel;
     }
     return p;
   }
@@ -700,8 +707,8 @@ class plan_search {
     if (cg) yg = part_sync_both(cost_, colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k));
     for (int j = 0; j < b.pp; ++j) {
       const stage_type ty = type_of_stage(j, b.pp);
-      const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
-                             b.rc};
+      const stage_config cfg =
+          stage(bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc);
       const bool more = j + 1 < b.pp;
       L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[bi_].dirs) : 0.0);
       L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[bi_].dirs) : 0.0);
@@ -732,8 +739,8 @@ class plan_search {
     const module_workload w = workload(bi_, b.k);
     for (int j = 0; j < b.pp; ++j) {
       const stage_type ty = type_of_stage(j, b.pp);
-      const stage_config cfg{bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp,
-                             b.rc};
+      const stage_config cfg =
+          stage(bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc);
       const int f = b.v > 1 ? interleaved_in_flight(b.pp, j, b.v, m, P - pos0 - b.pp)
                             : one_f_one_b_in_flight(P, pos0 + j, m);
       const int fw = whole_microbatches(f, b.v);  // colocated parts keep whole microbatches
@@ -964,7 +971,7 @@ class plan_search {
     return best;
   }
   [[nodiscard]] stage_config colocated_cfg(std::size_t i, int tp_b, int dp, bool rc) const {
-    return stage_config{i, 0, mods_[i].layers, colocated_tp(i, tp_b), dp, rc};
+    return stage(i, 0, mods_[i].layers, colocated_tp(i, tp_b), dp, rc);
   }
 
   /// @brief Split of the backbone with the colocated encoder (`ce`) on stage 0
