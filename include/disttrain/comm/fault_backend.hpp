@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/unique_handle.hpp"
 #include "disttrain/core/error.hpp"
 #include "disttrain/model/rng.hpp"
@@ -133,7 +134,7 @@ struct fault_request_state {
 
 /// @brief A `comm_backend` injecting seeded faults into `B`'s sends (see the file comment).
 template <comm_backend B>
-class fault_backend {
+class fault_backend : public detail::deadline_waits<fault_backend<B>> {
   static_assert(B::memory == memory_space::host, "fault_backend copies and edits host buffers");
   static constexpr bool inner_keeps_buffers =
       requires(typename B::request & r, std::unique_ptr<send_buffer_owner> p) {
@@ -232,10 +233,8 @@ class fault_backend {
     r.state_.inner = inner_->irecv(data, peer, tag);
     return r;
   }
-  void wait(request& r) { wait(r, options().timeout); }
-  void wait(request& r, std::chrono::milliseconds timeout) {
-    wait(r, wait_deadline::after(timeout));
-  }
+  /// @brief `wait(r)` (the default timeout) and `wait(r, timeout)`.
+  using detail::deadline_waits<fault_backend>::wait;
   void wait(request& r, const wait_deadline& d) {
     if (consume_dropped(r)) return;
     check_alive_request();

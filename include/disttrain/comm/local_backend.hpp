@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/p2p_collectives.hpp"
 #include "disttrain/comm/detail/unique_handle.hpp"
 #include "disttrain/core/checked.hpp"
@@ -333,7 +334,7 @@ struct local_request_state {
 /// auto r = b.isend(std::as_bytes(std::span(data)), 1, 0);
 /// b.wait(r, std::chrono::milliseconds(100));
 /// @endcode
-class local_backend {
+class local_backend : public detail::deadline_waits<local_backend> {
  public:
   static constexpr memory_space memory = memory_space::host;
 
@@ -379,12 +380,9 @@ class local_backend {
     check_user_tag(peer, tag, data.size(), false);
     return post_recv(data, peer, tag);
   }
-  /// @brief Waits with the default timeout.
-  void wait(request& r) { wait(r, opts_.timeout); }
-  /// @brief Waits at most `timeout`; throws `errc::timeout` / `errc::comm_error`.
-  void wait(request& r, std::chrono::milliseconds timeout) {
-    wait(r, wait_deadline::after(timeout));
-  }
+  /// @brief `wait(r)` (the default timeout) and `wait(r, timeout)`; throw
+  /// `errc::timeout` / `errc::comm_error`.
+  using deadline_waits::wait;
   /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
   void wait(request& r, const wait_deadline& d) {
     detail::require(r.state_.op != nullptr, "local_backend.wait",
@@ -410,11 +408,8 @@ class local_backend {
     return true;
   }
   /// @brief No-op bracket (local transfers never need grouping); nesting is checked.
-  void group_start() { ++group_depth_; }
-  void group_end() {
-    detail::require(group_depth_ > 0, detail::cat("rank ", rank_), "group_end without group_start");
-    --group_depth_;
-  }
+  void group_start() { group_.start(); }
+  void group_end() { group_.end(detail::cat("rank ", rank_)); }
   void barrier() {
     internal_view v{*this};
     detail::p2p_barrier(v);
@@ -490,7 +485,7 @@ class local_backend {
   local_world* world_;
   int rank_;
   comm_options opts_;
-  int group_depth_ = 0;
+  detail::group_nesting group_;
 };
 
 inline local_backend local_world::endpoint(int rank) { return local_backend(*this, rank, opts_); }

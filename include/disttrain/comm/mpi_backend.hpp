@@ -63,6 +63,7 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/unique_handle.hpp"
 #include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
@@ -256,7 +257,7 @@ class mpi_session {
 };
 
 /// @brief The MPI backend (see the file comment).
-class mpi_backend {
+class mpi_backend : public detail::deadline_waits<mpi_backend> {
  public:
   static constexpr memory_space memory = memory_space::host;
 
@@ -373,10 +374,8 @@ class mpi_backend {
     if (!shared_->orphans.empty()) sweep_orphans(std::chrono::steady_clock::time_point{});
     return r;
   }
-  void wait(request& r) { wait(r, opts_.timeout); }
-  void wait(request& r, std::chrono::milliseconds timeout) {
-    wait(r, wait_deadline::after(timeout));
-  }
+  /// @brief `wait(r)` (the default timeout) and `wait(r, timeout)`.
+  using deadline_waits::wait;
   /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
   void wait(request& r, const wait_deadline& d) {
     detail::require(r.valid(), "mpi_backend.wait", "empty or already completed request");
@@ -415,11 +414,8 @@ class mpi_backend {
     return true;
   }
   /// @brief No-op bracket (MPI point-to-point is already non-blocking); nesting checked.
-  void group_start() { ++group_depth_; }
-  void group_end() {
-    detail::require(group_depth_ > 0, detail::cat("rank ", rank_), "group_end without group_start");
-    --group_depth_;
-  }
+  void group_start() { group_.start(); }
+  void group_end() { group_.end(detail::cat("rank ", rank_)); }
   void barrier() {
     MPI_Request q = MPI_REQUEST_NULL;
     check(MPI_Ibarrier(comm_, &q), where_collective("barrier"), "MPI_Ibarrier");
@@ -635,7 +631,7 @@ class mpi_backend {
   int tag_ub_ = 32767;
   comm_options opts_;
   std::shared_ptr<detail::mpi_shared> shared_ = std::make_shared<detail::mpi_shared>();
-  int group_depth_ = 0;
+  detail::group_nesting group_;
   bool timed_out_ = false;  // a wait timed out: the communicator is broken, never freed
 };
 

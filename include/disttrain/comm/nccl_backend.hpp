@@ -64,6 +64,7 @@
 
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/buffer.hpp"
+#include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/unique_handle.hpp"
 #include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
@@ -109,7 +110,7 @@ struct nccl_request_state {
 }  // namespace detail
 
 /// @brief The NCCL backend (see the file comment).
-class nccl_backend {
+class nccl_backend : public detail::deadline_waits<nccl_backend> {
  public:
   static constexpr memory_space memory = memory_space::device;
 
@@ -203,7 +204,7 @@ class nccl_backend {
         stream_(o.stream_),
         opts_(o.opts_),
         broken_(o.broken_),
-        group_depth_(o.group_depth_),
+        group_(o.group_),
         in_group_(std::move(o.in_group_)),
         scratch_(std::exchange(o.scratch_, nullptr)) {}
   ~nccl_backend() {
@@ -246,14 +247,13 @@ class nccl_backend {
     after_enqueue(r);
     return r;
   }
-  void wait(request& r) { wait(r, opts_.timeout); }
-  void wait(request& r, std::chrono::milliseconds timeout) {
-    wait(r, wait_deadline::after(timeout));
-  }
+  /// @brief `wait(r)` (the default timeout) and `wait(r, timeout)`.
+  using deadline_waits::wait;
   /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
   void wait(request& r, const wait_deadline& d) {
     detail::require(r.valid(), "nccl_backend.wait", "empty or already completed request");
-    detail::require(group_depth_ == 0, r.state_.info.where(), "wait inside group_start/group_end");
+    detail::require(group_.depth() == 0, r.state_.info.where(),
+                    "wait inside group_start/group_end");
     for (long spins = 0;; ++spins) {
       if (poll(r)) return;
       if (std::chrono::steady_clock::now() >= d.at) {
@@ -273,14 +273,13 @@ class nccl_backend {
   void group_start() {
     require_usable("group_start");
     detail::nccl_check(ncclGroupStart(), where(), "ncclGroupStart");
-    ++group_depth_;
+    group_.start();
   }
   void group_end() {
-    detail::require(group_depth_ > 0, where(), "group_end without group_start");
-    --group_depth_;
+    group_.end(where());
     const ncclResult_t rc = ncclGroupEnd();
     detail::nccl_check(rc, where(), "ncclGroupEnd");
-    if (group_depth_ == 0) {
+    if (group_.depth() == 0) {
       if (rc == ncclInProgress)
         wait_ready(detail::deadline_after(opts_.timeout), "group submission");
       for (cudaEvent_t ev : in_group_)
@@ -337,7 +336,7 @@ class nccl_backend {
     return r;
   }
   void after_enqueue(request& r) {
-    if (group_depth_ > 0)
+    if (group_.depth() > 0)
       in_group_.push_back(r.state_.ev);  // recorded at group_end, when NCCL launches
     else
       detail::cuda_check(cudaEventRecord(r.state_.ev, stream_), r.state_.info.where(),
@@ -408,7 +407,7 @@ class nccl_backend {
   cudaStream_t stream_ = nullptr;
   comm_options opts_;
   bool broken_ = false;
-  int group_depth_ = 0;
+  detail::group_nesting group_;
   std::vector<cudaEvent_t> in_group_;
   void* scratch_ = nullptr;
 };
