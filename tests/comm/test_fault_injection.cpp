@@ -124,8 +124,12 @@ TEST_CASE("fault_backend: seeded, reproducible, and validated options") {
   o.kinds = {fault_kind::drop};
   fault_backend<local_backend> fb(ep, o);
   std::vector<std::byte> buf(16);
-  auto r = fb.isend(buf, 1, 0);
+  auto dropped = fb.isend(buf, 1, 0);
+  auto r = std::move(dropped);   // the moved-from request is empty, not a second drop
+  CHECK_FALSE(dropped.valid());  // NOLINT(bugprone-use-after-move)
+  REQUIRE(r.valid());
   fb.wait(r);  // dropped: completes at once
+  CHECK_FALSE(r.valid());
   REQUIRE(fb.faults().size() == 1);
   CHECK(fb.faults()[0].kind == fault_kind::drop);
   CHECK(fb.faults()[0].send.where() == "rank 0 -> rank 1 tag 0");

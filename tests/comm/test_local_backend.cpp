@@ -219,6 +219,28 @@ TEST_CASE("destroying an unmatched request cancels it") {
   CHECK(buf[0] == std::byte{0});
 }
 
+TEST_CASE("moving a request empties the source; assigning over an unmatched one cancels it") {
+  local_world world(2, {30ms});
+  auto b0 = world.endpoint(0);
+  auto b1 = world.endpoint(1);
+  std::vector<std::byte> old_buf(16, std::byte{0}), new_buf(16, std::byte{0});
+  auto r = b1.irecv(old_buf, 0, 0);
+  auto moved = std::move(r);
+  CHECK_FALSE(r.valid());  // NOLINT(bugprone-use-after-move): the moved-from state is the point
+  REQUIRE(moved.valid());
+  CHECK(moved.info().where() == "rank 1 <- rank 0 tag 0");
+  moved = b1.irecv(new_buf, 0, 1);  // the receive on tag 0 is cancelled first
+  std::vector<std::byte> data(16, std::byte{7});
+  auto s0 = b0.isend(data, 1, 0);
+  DISTTRAIN_CHECK_ERROR(b0.wait(s0), errc::timeout, "rank 0 -> rank 1 tag 0");
+  CHECK(old_buf[0] == std::byte{0});
+  auto s1 = b0.isend(data, 1, 1);
+  b0.wait(s1);
+  b1.wait(moved);
+  CHECK_FALSE(moved.valid());
+  CHECK(new_buf[0] == std::byte{7});
+}
+
 TEST_CASE("many distinct tags: queues are recycled and matching stays correct") {
   local_world world(2, {5000ms});
   constexpr int n_tags = 300;

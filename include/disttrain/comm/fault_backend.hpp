@@ -50,6 +50,8 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/comm/detail/backend_parts.hpp"
+#include "disttrain/comm/detail/unique_handle.hpp"
 #include "disttrain/core/error.hpp"
 #include "disttrain/model/rng.hpp"
 
@@ -108,11 +110,31 @@ struct fault_copy final : send_buffer_owner {
   std::vector<std::byte> data;
   std::unique_ptr<send_buffer_owner> next;
 };
+
+/// What a `fault_backend<B>::request` owns: the inner backend's request
+/// (`Inner`), the copy it may send from and a buffer owner handed over with
+/// `keep_buffer`, or a dropped send. Releasing gives back the inner request
+/// first: it may still read the copy and the buffers.
+template <class Inner>
+struct fault_request_state {
+  std::unique_ptr<send_buffer_owner> owner;
+  std::unique_ptr<fault_copy> own_copy;  // the copy, unless handed to inner
+  fault_copy* copy = nullptr;            // the copy, wherever it lives
+  Inner inner;
+  bool dropped = false;
+  void release() noexcept {
+    inner = Inner{};  // first: the old inner request may read the old copy
+    own_copy.reset();
+    owner.reset();
+    copy = nullptr;
+    dropped = false;
+  }
+};
 }  // namespace detail
 
 /// @brief A `comm_backend` injecting seeded faults into `B`'s sends (see the file comment).
 template <comm_backend B>
-class fault_backend {
+class fault_backend : public detail::deadline_waits<fault_backend<B>> {
   static_assert(B::memory == memory_space::host, "fault_backend copies and edits host buffers");
   static constexpr bool inner_keeps_buffers =
       requires(typename B::request & r, std::unique_ptr<send_buffer_owner> p) {
@@ -123,43 +145,25 @@ class fault_backend {
   static constexpr memory_space memory = B::memory;
 
   /// @brief A request of the inner backend, or a dropped send (complete at once).
-  class request {
+  class request : public detail::unique_handle<detail::fault_request_state<typename B::request>> {
    public:
-    request() = default;
-    request(request&&) noexcept = default;
-    request& operator=(request&& o) noexcept {
-      if (this != &o) {
-        inner_ = std::move(o.inner_);  // first: the old inner request may read the old copy
-        owner_ = std::move(o.owner_);
-        own_copy_ = std::move(o.own_copy_);
-        copy_ = std::exchange(o.copy_, nullptr);
-        dropped_ = std::exchange(o.dropped_, false);
-      }
-      return *this;
+    [[nodiscard]] bool valid() const noexcept {
+      return this->state_.dropped || this->state_.inner.valid();
     }
-    request(const request&) = delete;
-    request& operator=(const request&) = delete;
-    ~request() = default;
-    [[nodiscard]] bool valid() const noexcept { return dropped_ || inner_.valid(); }
     /// @brief Hands the send's buffer owner on (to the inner request where it
     /// keeps buffers; call it right after `isend`, as `route_transfer` does).
     void keep_buffer(std::unique_ptr<send_buffer_owner> owner) noexcept {
-      if (copy_ != nullptr)
-        copy_->next = std::move(owner);
+      auto& st = this->state_;
+      if (st.copy != nullptr)
+        st.copy->next = std::move(owner);
       else if constexpr (inner_keeps_buffers)
-        inner_.keep_buffer(std::move(owner));
+        st.inner.keep_buffer(std::move(owner));
       else
-        owner_ = std::move(owner);
+        st.owner = std::move(owner);
     }
 
    private:
     friend class fault_backend;
-    // Declared before inner_: destroyed after it (the inner request may read them).
-    std::unique_ptr<send_buffer_owner> owner_;
-    std::unique_ptr<detail::fault_copy> own_copy_;  // the copy, unless handed to inner_
-    detail::fault_copy* copy_ = nullptr;            // the copy, wherever it lives
-    typename B::request inner_;
-    bool dropped_ = false;
   };
 
   /// @brief Wraps `inner` (which must outlive this object).
@@ -190,7 +194,7 @@ class fault_backend {
     const std::size_t index = sends_++;
     request r;
     if (!decide(index, data.size())) {
-      r.inner_ = inner_->isend(data, peer, tag);
+      r.state_.inner = inner_->isend(data, peer, tag);
       return r;
     }
     fault_record& f = faults_.back();
@@ -198,11 +202,11 @@ class fault_backend {
     switch (f.kind) {
       case fault_kind::delay:
         std::this_thread::sleep_for(f.delay);
-        r.inner_ = inner_->isend(data, peer, tag);
+        r.state_.inner = inner_->isend(data, peer, tag);
         break;
-      case fault_kind::drop: r.dropped_ = true; break;
+      case fault_kind::drop: r.state_.dropped = true; break;
       case fault_kind::duplicate:
-        r.inner_ = inner_->isend(data, peer, tag);
+        r.state_.inner = inner_->isend(data, peer, tag);
         duplicates_.push_back(post_copy({data.begin(), data.end()}, peer, tag));
         break;
       case fault_kind::truncate: {
@@ -226,22 +230,20 @@ class fault_backend {
   [[nodiscard]] request irecv(std::span<std::byte> data, int peer, int tag) {
     check_alive(peer, tag, data.size(), false);
     request r;
-    r.inner_ = inner_->irecv(data, peer, tag);
+    r.state_.inner = inner_->irecv(data, peer, tag);
     return r;
   }
-  void wait(request& r) { wait(r, options().timeout); }
-  void wait(request& r, std::chrono::milliseconds timeout) {
-    wait(r, wait_deadline::after(timeout));
-  }
+  /// @brief `wait(r)` (the default timeout) and `wait(r, timeout)`.
+  using detail::deadline_waits<fault_backend>::wait;
   void wait(request& r, const wait_deadline& d) {
     if (consume_dropped(r)) return;
     check_alive_request();
-    detail::wait_until(*inner_, r.inner_, d);
+    detail::wait_until(*inner_, r.state_.inner, d);
   }
   bool test(request& r) {
     if (consume_dropped(r)) return true;
     check_alive_request();
-    return inner_->test(r.inner_);
+    return inner_->test(r.state_.inner);
   }
   void group_start() { inner_->group_start(); }
   void group_end() { inner_->group_end(); }
@@ -293,12 +295,12 @@ class fault_backend {
   request post_copy(std::vector<std::byte> bytes, int peer, int tag) {
     request r;
     auto copy = std::make_unique<detail::fault_copy>(std::move(bytes));
-    r.copy_ = copy.get();
-    r.inner_ = inner_->isend(std::span<const std::byte>(copy->data), peer, tag);
+    r.state_.copy = copy.get();
+    r.state_.inner = inner_->isend(std::span<const std::byte>(copy->data), peer, tag);
     if constexpr (inner_keeps_buffers)
-      r.inner_.keep_buffer(std::move(copy));
+      r.state_.inner.keep_buffer(std::move(copy));
     else
-      r.own_copy_ = std::move(copy);
+      r.state_.own_copy = std::move(copy);
     return r;
   }
 
@@ -309,8 +311,8 @@ class fault_backend {
                  " was killed by fault injection (seed ", opts_.seed, ")");
   }
   bool consume_dropped(request& r) const {
-    if (!r.dropped_) return false;
-    r.dropped_ = false;
+    if (!r.state_.dropped) return false;
+    r.state_.dropped = false;
     return true;
   }
   void check_alive(int peer, int tag, std::size_t bytes, bool is_send) const {

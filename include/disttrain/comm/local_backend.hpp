@@ -47,7 +47,9 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/p2p_collectives.hpp"
+#include "disttrain/comm/detail/unique_handle.hpp"
 #include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
 
@@ -152,6 +154,9 @@ struct local_mailbox {
 }  // namespace detail
 
 class local_backend;
+namespace detail {
+struct local_request_state;
+}  // namespace detail
 
 /// @brief The shared state of an in-process world of `size` ranks; hands out
 /// one `local_backend` endpoint per rank (each used by one thread).
@@ -218,6 +223,7 @@ class local_world {
 
  private:
   friend class local_backend;
+  friend struct detail::local_request_state;  // cancels a released request
 
   void check_rank(int r, std::string_view where) const {
     detail::require(r >= 0 && r < size(), where, "rank ", r, " out of [0, ", size(), ")");
@@ -305,6 +311,22 @@ class local_world {
   std::unique_ptr<std::atomic<bool>[]> dead_;
 };
 
+namespace detail {
+/// What a `local_backend::request` owns: the posted op and the world it was
+/// posted to. Releasing an incomplete one cancels it if still unmatched, else
+/// waits for the copy in flight (the buffers must not go while the peer copies).
+struct local_request_state {
+  std::shared_ptr<local_op> op;
+  local_world* world = nullptr;
+  void release() noexcept {
+    if (!op || world == nullptr) return;
+    if (!world->try_cancel(op))  // matched: the copy is in flight, let it finish
+      (void)op->wait_until(std::chrono::steady_clock::time_point::max());
+    op.reset();
+  }
+};
+}  // namespace detail
+
 /// @brief One rank's endpoint of a `local_world`; satisfies `comm_backend`.
 ///
 /// @code
@@ -312,45 +334,23 @@ class local_world {
 /// auto r = b.isend(std::as_bytes(std::span(data)), 1, 0);
 /// b.wait(r, std::chrono::milliseconds(100));
 /// @endcode
-class local_backend {
+class local_backend : public detail::deadline_waits<local_backend> {
  public:
   static constexpr memory_space memory = memory_space::host;
 
   /// @brief Handle of one posted transfer; movable, not copyable.
-  class request {
+  class request : public detail::unique_handle<detail::local_request_state> {
    public:
-    request() = default;
-    request(request&&) noexcept = default;
-    request& operator=(request&& o) noexcept {
-      if (this != &o) {
-        release();
-        op_ = std::move(o.op_);
-        world_ = o.world_;
-      }
-      return *this;
-    }
-    request(const request&) = delete;
-    request& operator=(const request&) = delete;
-    ~request() { release(); }
     /// @brief The transfer this request stands for.
     [[nodiscard]] const transfer_info& info() const {
-      detail::require(op_ != nullptr, "local_backend.request", "empty request");
-      return op_->info;
+      detail::require(state_.op != nullptr, "local_backend.request", "empty request");
+      return state_.op->info;
     }
     /// @brief Whether the request refers to a posted transfer not yet waited for.
-    [[nodiscard]] bool valid() const noexcept { return op_ != nullptr; }
+    [[nodiscard]] bool valid() const noexcept { return state_.op != nullptr; }
 
    private:
     friend class local_backend;
-    request(std::shared_ptr<detail::local_op> op, local_world* w) : op_(std::move(op)), world_(w) {}
-    void release() noexcept {
-      if (!op_ || world_ == nullptr) return;
-      if (!world_->try_cancel(op_))  // matched: the copy is in flight, let it finish
-        (void)op_->wait_until(std::chrono::steady_clock::time_point::max());
-      op_.reset();
-    }
-    std::shared_ptr<detail::local_op> op_;
-    local_world* world_ = nullptr;
   };
 
   local_backend(local_world& world, int rank, comm_options opts)
@@ -380,40 +380,36 @@ class local_backend {
     check_user_tag(peer, tag, data.size(), false);
     return post_recv(data, peer, tag);
   }
-  /// @brief Waits with the default timeout.
-  void wait(request& r) { wait(r, opts_.timeout); }
-  /// @brief Waits at most `timeout`; throws `errc::timeout` / `errc::comm_error`.
-  void wait(request& r, std::chrono::milliseconds timeout) {
-    wait(r, wait_deadline::after(timeout));
-  }
+  /// @brief `wait(r)` (the default timeout) and `wait(r, timeout)`; throw
+  /// `errc::timeout` / `errc::comm_error`.
+  using deadline_waits::wait;
   /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
   void wait(request& r, const wait_deadline& d) {
-    detail::require(r.op_ != nullptr, "local_backend.wait", "empty or already completed request");
-    auto op = r.op_;
+    detail::require(r.state_.op != nullptr, "local_backend.wait",
+                    "empty or already completed request");
+    auto op = r.state_.op;
     if (!op->wait_until(d.at)) {
       if (world_->try_cancel(op)) {
-        r.op_.reset();
+        r.state_.op.reset();
         detail::fail_timeout(op->info, d.timeout);
       }
       // Matched meanwhile: the copy is in flight, let it finish.
       (void)op->wait_until(std::chrono::steady_clock::time_point::max());
     }
-    r.op_.reset();
+    r.state_.op.reset();
     if (op->state.load() == detail::local_op::failed) throw error(op->code, op->where, op->message);
   }
   /// @brief True if complete (then the request is consumed; a failure throws).
   bool test(request& r) {
-    detail::require(r.op_ != nullptr, "local_backend.test", "empty or already completed request");
-    if (r.op_->state.load() < detail::local_op::done) return false;
+    detail::require(r.state_.op != nullptr, "local_backend.test",
+                    "empty or already completed request");
+    if (r.state_.op->state.load() < detail::local_op::done) return false;
     wait(r, std::chrono::milliseconds(0));
     return true;
   }
   /// @brief No-op bracket (local transfers never need grouping); nesting is checked.
-  void group_start() { ++group_depth_; }
-  void group_end() {
-    detail::require(group_depth_ > 0, detail::cat("rank ", rank_), "group_end without group_start");
-    --group_depth_;
-  }
+  void group_start() { group_.start(); }
+  void group_end() { group_.end(detail::cat("rank ", rank_)); }
   void barrier() {
     internal_view v{*this};
     detail::p2p_barrier(v);
@@ -454,14 +450,18 @@ class local_backend {
   request post_send(std::span<const std::byte> data, int peer, int tag) {
     auto op = make_op(peer, tag, data.size(), true);
     op->src = data.data();
-    world_->post(op);
-    return request(std::move(op), world_);
+    return post(std::move(op));
   }
   request post_recv(std::span<std::byte> data, int peer, int tag) {
     auto op = make_op(peer, tag, data.size(), false);
     op->dst = data.data();
+    return post(std::move(op));
+  }
+  request post(std::shared_ptr<detail::local_op> op) {
     world_->post(op);
-    return request(std::move(op), world_);
+    request r;
+    r.state_ = {std::move(op), world_};
+    return r;
   }
   void check_user_tag(int peer, int tag, std::size_t bytes, bool is_send) const {
     if (tag < 0)  // the text is only built on failure (per-message hot path)
@@ -485,7 +485,7 @@ class local_backend {
   local_world* world_;
   int rank_;
   comm_options opts_;
-  int group_depth_ = 0;
+  detail::group_nesting group_;
 };
 
 inline local_backend local_world::endpoint(int rank) { return local_backend(*this, rank, opts_); }

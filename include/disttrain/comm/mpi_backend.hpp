@@ -63,6 +63,8 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/comm/detail/backend_parts.hpp"
+#include "disttrain/comm/detail/unique_handle.hpp"
 #include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
 
@@ -123,6 +125,102 @@ struct mpi_shared {
   /// Such sends, kept until MPI completes them (or the backend is destroyed).
   std::vector<detached_send> sends;
 };
+
+/// What an `mpi_backend::request` owns: a send's MPI request, or a receive's
+/// slot, with the backend's shared state that keeps what MPI may still touch.
+/// Releasing an incomplete one cancels it (`cancel`).
+struct mpi_request_state {
+  enum class cancel_result { none, cancelled, completed, detached };
+
+  MPI_Request req = MPI_REQUEST_NULL;   // sends
+  std::shared_ptr<mpi_recv_slot> slot;  // receives
+  std::shared_ptr<mpi_shared> shared;
+  std::unique_ptr<send_buffer_owner> owner;  // sends: keeps the buffer alive
+  transfer_info info;
+
+  void release() noexcept { (void)cancel(); }
+
+  // Cancels and completes the request. An unmatched receive is withdrawn
+  // (it will never take a message); a matched one is cancelled (MPI_Cancel).
+  // A send is cancelled with MPI_Cancel (checked with MPI_Test_cancelled);
+  // OpenMPI cannot cancel a send already in its rendezvous protocol, so
+  // after a short grace period such a send is *kept* by the backend, with
+  // its buffer owner, until MPI completes it (a late receiver then gets the
+  // intact bytes) or the backend is destroyed; the buffer is never freed
+  // while MPI may read it.
+  cancel_result cancel() noexcept {
+    if (!slot) return cancel_send();
+    mpi_recv_slot& s = *slot;
+    if (!s.matched) {
+      s.abandoned = true;
+    } else if (s.req != MPI_REQUEST_NULL && !cancel_request(s.req)) {
+      if (!s.drain) {
+        MPI_Request_free(&s.req);  // the caller's buffer: as for a send
+      } else {
+        // MPI may still write the message into the scratch buffer: the
+        // backend keeps it until MPI is done (or leaks it if it cannot).
+        bool kept = false;
+        if (shared) {
+          try {
+            shared->orphans.push_back(slot);
+            kept = true;
+          } catch (...) {}
+        }
+        if (!kept) {
+          MPI_Request_free(&s.req);
+          (void)s.drain.release();
+        }
+      }
+    }
+    slot.reset();
+    shared.reset();
+    return cancel_result::none;
+  }
+  cancel_result cancel_send() noexcept {
+    std::shared_ptr<mpi_shared> sh = std::move(shared);
+    shared.reset();
+    if (req == MPI_REQUEST_NULL) {
+      owner.reset();
+      return cancel_result::none;
+    }
+    MPI_Cancel(&req);
+    MPI_Status st{};
+    int rc = MPI_SUCCESS;
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    const bool done = poll_until(grace, [&] {
+      int flag = 0;
+      rc = MPI_Test(&req, &flag, &st);
+      return rc != MPI_SUCCESS || flag != 0;
+    });
+    if (done) {
+      int cancelled = 0;
+      if (rc == MPI_SUCCESS) MPI_Test_cancelled(&st, &cancelled);
+      req = MPI_REQUEST_NULL;
+      owner.reset();
+      return cancelled != 0 ? cancel_result::cancelled : cancel_result::completed;
+    }
+    if (owner) owner->detach();
+    mpi_shared::detached_send d{req, std::move(owner)};
+    req = MPI_REQUEST_NULL;
+    try {
+      if (!sh) throw std::bad_alloc();
+      sh->sends.push_back(std::move(d));
+    } catch (...) {  // cannot record it: detach from MPI and leak the buffer
+      MPI_Request_free(&d.req);
+      (void)d.owner.release();
+    }
+    return cancel_result::detached;
+  }
+  // MPI_Cancel and up to 50 ms for the request to complete; false if it did not.
+  static bool cancel_request(MPI_Request& q) noexcept {
+    MPI_Cancel(&q);
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    return poll_until(grace, [&] {
+      int flag = 0;
+      return MPI_Test(&q, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0;
+    });
+  }
+};
 }  // namespace detail
 
 /// @brief RAII MPI initialisation (`MPI_Init_thread` with `MPI_THREAD_FUNNELED`
@@ -159,132 +257,27 @@ class mpi_session {
 };
 
 /// @brief The MPI backend (see the file comment).
-class mpi_backend {
+class mpi_backend : public detail::deadline_waits<mpi_backend> {
  public:
   static constexpr memory_space memory = memory_space::host;
 
   /// @brief Handle of one posted transfer; destroying an incomplete one cancels it.
-  class request {
+  class request : public detail::unique_handle<detail::mpi_request_state> {
    public:
-    request() = default;
-    request(request&& o) noexcept
-        : req_(std::exchange(o.req_, MPI_REQUEST_NULL)),
-          slot_(std::move(o.slot_)),
-          shared_(std::move(o.shared_)),
-          owner_(std::move(o.owner_)),
-          info_(o.info_) {}
-    request& operator=(request&& o) noexcept {
-      if (this != &o) {
-        cancel();
-        req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
-        slot_ = std::move(o.slot_);
-        shared_ = std::move(o.shared_);
-        owner_ = std::move(o.owner_);
-        info_ = o.info_;
-      }
-      return *this;
+    [[nodiscard]] const transfer_info& info() const noexcept { return state_.info; }
+    [[nodiscard]] bool valid() const noexcept {
+      return state_.req != MPI_REQUEST_NULL || state_.slot;
     }
-    request(const request&) = delete;
-    request& operator=(const request&) = delete;
-    ~request() { cancel(); }
-    [[nodiscard]] const transfer_info& info() const noexcept { return info_; }
-    [[nodiscard]] bool valid() const noexcept { return req_ != MPI_REQUEST_NULL || slot_; }
     /// @brief Gives the request ownership of its send buffer (e.g. a staging
     /// lease): released when the send completes or is cancelled; if the send
     /// times out and MPI cannot cancel it, the backend keeps it (detached
     /// from its pool) until MPI is done reading it or the backend is destroyed.
     void keep_buffer(std::unique_ptr<send_buffer_owner> owner) noexcept {
-      owner_ = std::move(owner);
+      state_.owner = std::move(owner);
     }
 
    private:
     friend class mpi_backend;
-    enum class cancel_result { none, cancelled, completed, detached };
-    // Cancels and completes the request. An unmatched receive is withdrawn
-    // (it will never take a message); a matched one is cancelled (MPI_Cancel).
-    // A send is cancelled with MPI_Cancel (checked with MPI_Test_cancelled);
-    // OpenMPI cannot cancel a send already in its rendezvous protocol, so
-    // after a short grace period such a send is *kept* by the backend, with
-    // its buffer owner, until MPI completes it (a late receiver then gets the
-    // intact bytes) or the backend is destroyed; the buffer is never freed
-    // while MPI may read it.
-    cancel_result cancel() noexcept {
-      if (!slot_) return cancel_send();
-      detail::mpi_recv_slot& s = *slot_;
-      if (!s.matched) {
-        s.abandoned = true;
-      } else if (s.req != MPI_REQUEST_NULL && !cancel_request(s.req)) {
-        if (!s.drain) {
-          MPI_Request_free(&s.req);  // the caller's buffer: as for a send
-        } else {
-          // MPI may still write the message into the scratch buffer: the
-          // backend keeps it until MPI is done (or leaks it if it cannot).
-          bool kept = false;
-          if (shared_) {
-            try {
-              shared_->orphans.push_back(slot_);
-              kept = true;
-            } catch (...) {}
-          }
-          if (!kept) {
-            MPI_Request_free(&s.req);
-            (void)s.drain.release();
-          }
-        }
-      }
-      slot_.reset();
-      shared_.reset();
-      return cancel_result::none;
-    }
-    cancel_result cancel_send() noexcept {
-      std::shared_ptr<detail::mpi_shared> sh = std::move(shared_);
-      shared_.reset();
-      if (req_ == MPI_REQUEST_NULL) {
-        owner_.reset();
-        return cancel_result::none;
-      }
-      MPI_Cancel(&req_);
-      MPI_Status st{};
-      int rc = MPI_SUCCESS;
-      const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-      const bool done = detail::poll_until(grace, [&] {
-        int flag = 0;
-        rc = MPI_Test(&req_, &flag, &st);
-        return rc != MPI_SUCCESS || flag != 0;
-      });
-      if (done) {
-        int cancelled = 0;
-        if (rc == MPI_SUCCESS) MPI_Test_cancelled(&st, &cancelled);
-        req_ = MPI_REQUEST_NULL;
-        owner_.reset();
-        return cancelled != 0 ? cancel_result::cancelled : cancel_result::completed;
-      }
-      if (owner_) owner_->detach();
-      detail::mpi_shared::detached_send d{req_, std::move(owner_)};
-      req_ = MPI_REQUEST_NULL;
-      try {
-        if (!sh) throw std::bad_alloc();
-        sh->sends.push_back(std::move(d));
-      } catch (...) {  // cannot record it: detach from MPI and leak the buffer
-        MPI_Request_free(&d.req);
-        (void)d.owner.release();
-      }
-      return cancel_result::detached;
-    }
-    // MPI_Cancel and up to 50 ms for the request to complete; false if it did not.
-    static bool cancel_request(MPI_Request& q) noexcept {
-      MPI_Cancel(&q);
-      const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-      return detail::poll_until(grace, [&] {
-        int flag = 0;
-        return MPI_Test(&q, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0;
-      });
-    }
-    MPI_Request req_ = MPI_REQUEST_NULL;           // sends
-    std::shared_ptr<detail::mpi_recv_slot> slot_;  // receives
-    std::shared_ptr<detail::mpi_shared> shared_;
-    std::unique_ptr<send_buffer_owner> owner_;  // sends: keeps the buffer alive
-    transfer_info info_;
   };
 
   /// @brief Duplicates `comm` (collective over `comm`).
@@ -357,34 +350,32 @@ class mpi_backend {
 
   [[nodiscard]] request isend(std::span<const std::byte> data, int peer, int tag) {
     request r;
-    r.info_ = checked(peer, tag, data.size(), true);
+    r.state_.info = checked(peer, tag, data.size(), true);
     if (!shared_->sends.empty()) sweep_sends(std::chrono::steady_clock::time_point{});
-    check(
-        MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_, &r.req_),
-        r.info_, "MPI_Isend");
-    r.shared_ = shared_;
+    check(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_BYTE, peer, tag, comm_,
+                    &r.state_.req),
+          r.state_.info, "MPI_Isend");
+    r.state_.shared = shared_;
     return r;
   }
   /// @brief Posts a receive; the message is probed before any byte lands in
   /// `data` (see the file comment), matching in posting order per (peer, tag).
   [[nodiscard]] request irecv(std::span<std::byte> data, int peer, int tag) {
     request r;
-    r.info_ = checked(peer, tag, data.size(), false);
+    r.state_.info = checked(peer, tag, data.size(), false);
     auto slot = std::make_shared<detail::mpi_recv_slot>();
     slot->data = data.data();
     slot->bytes = data.size();
     slot->peer = peer;
     slot->tag = tag;
     shared_->waiting[{peer, tag}].push_back(slot);
-    r.slot_ = std::move(slot);
-    r.shared_ = shared_;
+    r.state_.slot = std::move(slot);
+    r.state_.shared = shared_;
     if (!shared_->orphans.empty()) sweep_orphans(std::chrono::steady_clock::time_point{});
     return r;
   }
-  void wait(request& r) { wait(r, opts_.timeout); }
-  void wait(request& r, std::chrono::milliseconds timeout) {
-    wait(r, wait_deadline::after(timeout));
-  }
+  /// @brief `wait(r)` (the default timeout) and `wait(r, timeout)`.
+  using deadline_waits::wait;
   /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
   void wait(request& r, const wait_deadline& d) {
     detail::require(r.valid(), "mpi_backend.wait", "empty or already completed request");
@@ -394,23 +385,23 @@ class mpi_backend {
     const bool done = detail::poll_until(d.at, [&] { return progress(r, rc, st); });
     if (!done) {
       timed_out_ = true;
-      switch (r.cancel()) {
-        case request::cancel_result::cancelled:
-          detail::fail_timeout(r.info_, timeout,
+      switch (r.state_.cancel()) {
+        case detail::mpi_request_state::cancel_result::cancelled:
+          detail::fail_timeout(r.state_.info, timeout,
                                "; the send was cancelled: the peer will never receive it");
-        case request::cancel_result::completed:
-          detail::fail_timeout(r.info_, timeout, "; it completed while being cancelled");
-        case request::cancel_result::detached:
+        case detail::mpi_request_state::cancel_result::completed:
+          detail::fail_timeout(r.state_.info, timeout, "; it completed while being cancelled");
+        case detail::mpi_request_state::cancel_result::detached:
           detail::fail_timeout(
-              r.info_, timeout,
+              r.state_.info, timeout,
               "; MPI cannot cancel the send and may still read its buffer until the peer "
               "receives it: the backend keeps the request (and a buffer handed to it with "
               "keep_buffer, e.g. a route's staging buffer) until then or until the backend is "
               "destroyed; a buffer of your own stays in use: do not reuse or free it while "
               "sends_in_flight() > 0");
-        case request::cancel_result::none: break;
+        case detail::mpi_request_state::cancel_result::none: break;
       }
-      detail::fail_timeout(r.info_, timeout);
+      detail::fail_timeout(r.state_.info, timeout);
     }
     finish(r, rc, st);
   }
@@ -423,11 +414,8 @@ class mpi_backend {
     return true;
   }
   /// @brief No-op bracket (MPI point-to-point is already non-blocking); nesting checked.
-  void group_start() { ++group_depth_; }
-  void group_end() {
-    detail::require(group_depth_ > 0, detail::cat("rank ", rank_), "group_end without group_start");
-    --group_depth_;
-  }
+  void group_start() { group_.start(); }
+  void group_end() { group_.end(detail::cat("rank ", rank_)); }
   void barrier() {
     MPI_Request q = MPI_REQUEST_NULL;
     check(MPI_Ibarrier(comm_, &q), where_collective("barrier"), "MPI_Ibarrier");
@@ -529,8 +517,8 @@ class mpi_backend {
 
   // One poll of `r`: true when it finished (rc / st describe how).
   bool progress(request& r, int& rc, MPI_Status& st) {
-    if (r.slot_) {
-      detail::mpi_recv_slot& s = *r.slot_;
+    if (r.state_.slot) {
+      detail::mpi_recv_slot& s = *r.state_.slot;
       if (!s.matched) match(s.peer, s.tag);
       if (!s.matched) return false;
       if (s.rc != MPI_SUCCESS) {
@@ -541,7 +529,7 @@ class mpi_backend {
       // kept until MPI is done with it.
       if (s.incoming != s.bytes) return true;
     }
-    MPI_Request& q = r.slot_ ? r.slot_->req : r.req_;
+    MPI_Request& q = r.state_.slot ? r.state_.slot->req : r.state_.req;
     int flag = 0;
     rc = MPI_Test(&q, &flag, &st);
     return rc != MPI_SUCCESS || flag != 0;
@@ -584,10 +572,10 @@ class mpi_backend {
   }
 
   void finish(request& r, int rc, const MPI_Status& st) {
-    const transfer_info t = r.info_;
-    if (r.slot_) {
-      std::shared_ptr<detail::mpi_recv_slot> slot = std::move(r.slot_);
-      r.shared_.reset();
+    const transfer_info t = r.state_.info;
+    if (r.state_.slot) {
+      std::shared_ptr<detail::mpi_recv_slot> slot = std::move(r.state_.slot);
+      r.state_.shared.reset();
       if (rc == MPI_SUCCESS && slot->incoming != slot->bytes) {
         if (slot->req != MPI_REQUEST_NULL) {
           int flag = 0;
@@ -599,9 +587,9 @@ class mpi_backend {
                      "; the message was discarded and the receive buffer left untouched");
       }
     }
-    r.req_ = MPI_REQUEST_NULL;
-    r.shared_.reset();
-    r.owner_.reset();
+    r.state_.req = MPI_REQUEST_NULL;
+    r.state_.shared.reset();
+    r.state_.owner.reset();
     if (rc != MPI_SUCCESS) {
       const int code = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : rc;
       int cls = 0;
@@ -643,7 +631,7 @@ class mpi_backend {
   int tag_ub_ = 32767;
   comm_options opts_;
   std::shared_ptr<detail::mpi_shared> shared_ = std::make_shared<detail::mpi_shared>();
-  int group_depth_ = 0;
+  detail::group_nesting group_;
   bool timed_out_ = false;  // a wait timed out: the communicator is broken, never freed
 };
 

@@ -64,6 +64,8 @@
 
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/buffer.hpp"
+#include "disttrain/comm/detail/backend_parts.hpp"
+#include "disttrain/comm/detail/unique_handle.hpp"
 #include "disttrain/core/checked.hpp"
 #include "disttrain/core/error.hpp"
 
@@ -95,40 +97,31 @@ inline void nccl_check(ncclResult_t rc, const std::string& where, const char* ca
 inline void cuda_check(cudaError_t rc, const std::string& where, const char* call) {
   if (rc != cudaSuccess) fail(errc::comm_error, where, call, " failed: ", cudaGetErrorString(rc));
 }
+/// What an `nccl_backend::request` owns: the CUDA event recorded after the
+/// transfer (destroyed at release) and the transfer's description.
+struct nccl_request_state {
+  cudaEvent_t ev = nullptr;
+  transfer_info info;
+  void release() noexcept {
+    if (ev != nullptr) cudaEventDestroy(ev);
+    ev = nullptr;
+  }
+};
 }  // namespace detail
 
 /// @brief The NCCL backend (see the file comment).
-class nccl_backend {
+class nccl_backend : public detail::deadline_waits<nccl_backend> {
  public:
   static constexpr memory_space memory = memory_space::device;
 
   /// @brief Handle of one transfer: a CUDA event recorded after it on the stream.
-  class request {
+  class request : public detail::unique_handle<detail::nccl_request_state> {
    public:
-    request() = default;
-    request(request&& o) noexcept : ev_(std::exchange(o.ev_, nullptr)), info_(o.info_) {}
-    request& operator=(request&& o) noexcept {
-      if (this != &o) {
-        destroy();
-        ev_ = std::exchange(o.ev_, nullptr);
-        info_ = o.info_;
-      }
-      return *this;
-    }
-    request(const request&) = delete;
-    request& operator=(const request&) = delete;
-    ~request() { destroy(); }
-    [[nodiscard]] const transfer_info& info() const noexcept { return info_; }
-    [[nodiscard]] bool valid() const noexcept { return ev_ != nullptr; }
+    [[nodiscard]] const transfer_info& info() const noexcept { return state_.info; }
+    [[nodiscard]] bool valid() const noexcept { return state_.ev != nullptr; }
 
    private:
     friend class nccl_backend;
-    void destroy() noexcept {
-      if (ev_ != nullptr) cudaEventDestroy(ev_);
-      ev_ = nullptr;
-    }
-    cudaEvent_t ev_ = nullptr;
-    transfer_info info_;
   };
 
   /// @brief Creates the communicator from a host-provided unique id
@@ -211,7 +204,7 @@ class nccl_backend {
         stream_(o.stream_),
         opts_(o.opts_),
         broken_(o.broken_),
-        group_depth_(o.group_depth_),
+        group_(o.group_),
         in_group_(std::move(o.in_group_)),
         scratch_(std::exchange(o.scratch_, nullptr)) {}
   ~nccl_backend() {
@@ -235,7 +228,7 @@ class nccl_backend {
   [[nodiscard]] request isend(std::span<const std::byte> data, int peer, int tag) {
     request r = make_request(peer, tag, data.size(), true);
     detail::nccl_check(ncclSend(data.data(), data.size(), ncclUint8, peer, comm_, stream_),
-                       r.info_.where(), "ncclSend");
+                       r.state_.info.where(), "ncclSend");
     after_enqueue(r);
     return r;
   }
@@ -243,7 +236,7 @@ class nccl_backend {
   [[nodiscard]] request irecv(std::span<std::byte> data, int peer, int tag) {
     request r = make_request(peer, tag, data.size(), false);
     detail::nccl_check(ncclRecv(data.data(), data.size(), ncclUint8, peer, comm_, stream_),
-                       r.info_.where(), "ncclRecv");
+                       r.state_.info.where(), "ncclRecv");
     after_enqueue(r);
     return r;
   }
@@ -254,21 +247,20 @@ class nccl_backend {
     after_enqueue(r);
     return r;
   }
-  void wait(request& r) { wait(r, opts_.timeout); }
-  void wait(request& r, std::chrono::milliseconds timeout) {
-    wait(r, wait_deadline::after(timeout));
-  }
+  /// @brief `wait(r)` (the default timeout) and `wait(r, timeout)`.
+  using deadline_waits::wait;
   /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
   void wait(request& r, const wait_deadline& d) {
     detail::require(r.valid(), "nccl_backend.wait", "empty or already completed request");
-    detail::require(group_depth_ == 0, r.info_.where(), "wait inside group_start/group_end");
+    detail::require(group_.depth() == 0, r.state_.info.where(),
+                    "wait inside group_start/group_end");
     for (long spins = 0;; ++spins) {
       if (poll(r)) return;
       if (std::chrono::steady_clock::now() >= d.at) {
         if (poll(r)) return;
         abort_comm();
-        const transfer_info t = r.info_;
-        r.destroy();
+        const transfer_info t = r.state_.info;
+        r.state_.release();
         detail::fail_timeout(t, d.timeout);
       }
       if (spins > 1000) std::this_thread::yield();
@@ -281,14 +273,13 @@ class nccl_backend {
   void group_start() {
     require_usable("group_start");
     detail::nccl_check(ncclGroupStart(), where(), "ncclGroupStart");
-    ++group_depth_;
+    group_.start();
   }
   void group_end() {
-    detail::require(group_depth_ > 0, where(), "group_end without group_start");
-    --group_depth_;
+    group_.end(where());
     const ncclResult_t rc = ncclGroupEnd();
     detail::nccl_check(rc, where(), "ncclGroupEnd");
-    if (group_depth_ == 0) {
+    if (group_.depth() == 0) {
       if (rc == ncclInProgress)
         wait_ready(detail::deadline_after(opts_.timeout), "group submission");
       for (cudaEvent_t ev : in_group_)
@@ -336,19 +327,20 @@ class nccl_backend {
 
   request make_request(int peer, int tag, std::size_t bytes, bool is_send) {
     request r;
-    r.info_ = transfer_info{rank_, peer, tag, bytes, is_send};
+    r.state_.info = transfer_info{rank_, peer, tag, bytes, is_send};
     require_usable(is_send ? "isend" : "irecv");
-    detail::require(peer >= 0 && peer < size_, r.info_.where(), "peer ", peer, " out of [0, ",
+    detail::require(peer >= 0 && peer < size_, r.state_.info.where(), "peer ", peer, " out of [0, ",
                     size_, ")");
-    detail::cuda_check(cudaEventCreateWithFlags(&r.ev_, cudaEventDisableTiming), r.info_.where(),
-                       "cudaEventCreateWithFlags");
+    detail::cuda_check(cudaEventCreateWithFlags(&r.state_.ev, cudaEventDisableTiming),
+                       r.state_.info.where(), "cudaEventCreateWithFlags");
     return r;
   }
   void after_enqueue(request& r) {
-    if (group_depth_ > 0)
-      in_group_.push_back(r.ev_);  // recorded at group_end, when NCCL launches
+    if (group_.depth() > 0)
+      in_group_.push_back(r.state_.ev);  // recorded at group_end, when NCCL launches
     else
-      detail::cuda_check(cudaEventRecord(r.ev_, stream_), r.info_.where(), "cudaEventRecord");
+      detail::cuda_check(cudaEventRecord(r.state_.ev, stream_), r.state_.info.where(),
+                         "cudaEventRecord");
   }
 
   // True when complete (then the request is consumed); throws on an asynchronous NCCL error.
@@ -358,15 +350,15 @@ class nccl_backend {
     ncclCommGetAsyncError(comm_, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
       abort_comm();
-      const transfer_info t = r.info_;
-      r.destroy();
+      const transfer_info t = r.state_.info;
+      r.state_.release();
       detail::fail(errc::comm_error, t.where(), t.what(), " failed: NCCL asynchronous error ",
                    ncclGetErrorString(async), "; communicator aborted");
     }
-    const cudaError_t q = cudaEventQuery(r.ev_);
+    const cudaError_t q = cudaEventQuery(r.state_.ev);
     if (q == cudaErrorNotReady) return false;
-    const transfer_info t = r.info_;
-    r.destroy();
+    const transfer_info t = r.state_.info;
+    r.state_.release();
     detail::cuda_check(q, t.where(), "cudaEventQuery");
     return true;
   }
@@ -391,7 +383,7 @@ class nccl_backend {
 
   void sync_collective(const char* what, std::size_t bytes) {
     request r = make_request(rank_, -1, bytes, true);
-    detail::cuda_check(cudaEventRecord(r.ev_, stream_), where(), "cudaEventRecord");
+    detail::cuda_check(cudaEventRecord(r.state_.ev, stream_), where(), "cudaEventRecord");
     const auto deadline = detail::deadline_after(opts_.timeout);
     while (!poll(r)) {
       if (std::chrono::steady_clock::now() >= deadline) {
@@ -415,7 +407,7 @@ class nccl_backend {
   cudaStream_t stream_ = nullptr;
   comm_options opts_;
   bool broken_ = false;
-  int group_depth_ = 0;
+  detail::group_nesting group_;
   std::vector<cudaEvent_t> in_group_;
   void* scratch_ = nullptr;
 };

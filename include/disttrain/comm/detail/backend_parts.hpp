@@ -1,0 +1,72 @@
+#pragma once
+/// @file backend_parts.hpp
+/// @brief Pieces every backend writes the same way: the two `wait`
+/// overloads that forward to the backend's `wait(request&, const
+/// wait_deadline&)`, and the nesting count of `group_start` / `group_end`.
+///
+/// @code
+/// class my_backend : public disttrain::detail::deadline_waits<my_backend> {
+///  public:
+///   using deadline_waits::wait;  // wait(r), wait(r, timeout)
+///   void wait(request& r, const disttrain::wait_deadline& d);
+///   void group_start() { group_.start(); }
+///   void group_end() { group_.end(disttrain::detail::cat("rank ", rank_)); }
+///  private:
+///   disttrain::detail::group_nesting group_;
+/// };
+/// @endcode
+
+#include <chrono>
+#include <concepts>
+#include <string_view>
+
+#include "disttrain/comm/backend.hpp"
+#include "disttrain/core/error.hpp"
+
+namespace disttrain::detail {
+
+/// @brief CRTP base giving `Backend` the `wait(r)` (default timeout,
+/// `options().timeout`) and `wait(r, timeout)` overloads of `comm_backend`
+/// on top of its own `wait(request&, const wait_deadline&)`. `Backend`
+/// brings them into scope with `using deadline_waits::wait;`.
+///
+/// They are templates only so that `Backend::request` is looked up at the
+/// call, when `Backend` is complete: the constraint admits exactly that type.
+/// (`B = Backend` defers the look-up; a constraint naming `Backend::request`
+/// directly is substituted by nvcc as soon as the base is instantiated.)
+template <class Backend>
+class deadline_waits {
+ public:
+  /// @brief Waits with the default timeout (`options().timeout`).
+  template <class Request, class B = Backend>
+  requires std::same_as<Request, typename B::request>
+  void wait(Request& r) { self().wait(r, wait_deadline::after(self().options().timeout)); }
+  /// @brief Waits at most `timeout`; a timeout error quotes it.
+  template <class Request, class B = Backend>
+  requires std::same_as<Request, typename B::request>
+  void wait(Request& r, std::chrono::milliseconds timeout) {
+    self().wait(r, wait_deadline::after(timeout));
+  }
+
+ private:
+  Backend& self() noexcept { return static_cast<Backend&>(*this); }
+};
+
+/// @brief Nesting count of a backend's `group_start` / `group_end` bracket:
+/// `end` without a matching `start` throws `errc::invalid_argument` with
+/// `where` (e.g. `"rank 3"`).
+class group_nesting {
+ public:
+  void start() noexcept { ++depth_; }
+  void end(std::string_view where) {
+    require(depth_ > 0, where, "group_end without group_start");
+    --depth_;
+  }
+  /// @brief Open brackets (0: outside any group).
+  [[nodiscard]] int depth() const noexcept { return depth_; }
+
+ private:
+  int depth_ = 0;
+};
+
+}  // namespace disttrain::detail
