@@ -128,9 +128,8 @@ class link_model_backend {
     }
     if (r.due > deadline) {
       wait_until(deadline);
-      disttrain::detail::fail(disttrain::errc::timeout,
-                              disttrain::detail::cat("rank ", rank(), " link"),
-                              "transfer does not complete within ", timeout.count(), " ms");
+      disttrain::fail(disttrain::errc::timeout, disttrain::cat("rank ", rank(), " link"),
+                      "transfer does not complete within ", timeout.count(), " ms");
     }
     wait_until(r.due);
     finish(r);

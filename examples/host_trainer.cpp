@@ -41,7 +41,7 @@ options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto value = [&] {
-      disttrain::detail::require(i + 1 < argc, a, "needs a value");
+      disttrain::require(i + 1 < argc, a, "needs a value");
       return std::atoi(argv[++i]);
     };
     if (a == "--frozen-encoder")
@@ -61,7 +61,7 @@ options parse(int argc, char** argv) {
     else if (a.rfind("--enc-", 0) == 0 || a.rfind("--bb-", 0) == 0 || a.rfind("--gen-", 0) == 0)
       o.degree[a.substr(2)] = value();
     else
-      disttrain::detail::fail(disttrain::errc::invalid_argument, a, "unknown flag");
+      disttrain::fail(disttrain::errc::invalid_argument, a, "unknown flag");
   }
   return o;
 }
@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
     // The last `producers` ranks of the job prepare samples; the others train.
     disttrain::mpi_backend job(MPI_COMM_WORLD, {std::chrono::seconds(60)});
     const int trainers = job.size() - o.producers;
-    disttrain::detail::require(o.producers >= 0 && trainers > 0, "--producers", "needs 0 <= P < ",
-                               job.size());
+    disttrain::require(o.producers >= 0 && trainers > 0, "--producers", "needs 0 <= P < ",
+                       job.size());
     disttrain::producer_ranks_config feed_cfg;
     for (int r = 0; r < job.size(); ++r)
       (r < trainers ? feed_cfg.consumers : feed_cfg.producers).push_back(r);
@@ -123,9 +123,9 @@ int main(int argc, char** argv) {
     std::optional<tiny_mllm::remote_samples<disttrain::mpi_backend>> remote;
     if (o.producers > 0) remote.emplace(job, cfg, feed_cfg, sampler);
     const disttrain::topology topo = layout(cfg, o, world.size());
-    disttrain::detail::require(
-        topo.world_size() == world.size(), "host_trainer", "the layout needs ", topo.world_size(),
-        " trainer ranks, mpirun started ", world.size(), " (plus ", o.producers, " producers)");
+    disttrain::require(topo.world_size() == world.size(), "host_trainer", "the layout needs ",
+                       topo.world_size(), " trainer ranks, mpirun started ", world.size(),
+                       " (plus ", o.producers, " producers)");
     const int me = world.rank();
     // Once: the chain program, the reorderer, this rank's model and executor.
     const auto chain = disttrain::chain_program(

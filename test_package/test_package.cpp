@@ -17,13 +17,13 @@
 int main() {
   int failures = 0;
   try {
-    disttrain::detail::require_in_range(9, 1, 8, "test_package.tp");
+    disttrain::require_in_range(9, 1, 8, "test_package.tp");
     ++failures;
   } catch (const disttrain::error& e) {
     if (e.code() != disttrain::errc::invalid_argument || e.where() != "test_package.tp") ++failures;
   }
   const auto j = disttrain::parse_json(R"({"tp": 8})", "test_package");
-  if (disttrain::detail::json_get<int>(j, "tp") != 8) ++failures;
+  if (j.at("tp").get<int>() != 8) ++failures;
 #if defined(TEST_PACKAGE_FORMAT)
   if (fmt::format("{}", disttrain::errc::infeasible) != "infeasible") ++failures;
 #endif

@@ -23,7 +23,7 @@
 
 #include "disttrain/bind/heterogeneity.hpp"
 #include "disttrain/bind/simulate_plan.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/cost/cost_params.hpp"
@@ -108,8 +108,8 @@ int parse_int(std::string_view flag, const char* v) {
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
   if (end == v || *end != '\0' || x <= 0 || x > 100000000)
-    disttrain::detail::fail(disttrain::errc::invalid_argument, flag,
-                            "expects a positive integer, got '", v, "'");
+    disttrain::fail(disttrain::errc::invalid_argument, flag, "expects a positive integer, got '", v,
+                    "'");
   return static_cast<int>(x);
 }
 
@@ -118,8 +118,8 @@ std::uint64_t parse_seed(const char* v) {
   errno = 0;
   const unsigned long long x = std::strtoull(v, &end, 10);
   if (end == v || *end != '\0' || *v == '-' || *v == '+' || errno == ERANGE)
-    disttrain::detail::fail(disttrain::errc::invalid_argument, "--seed",
-                            "expects an integer in [0, 2^64), got '", v, "'");
+    disttrain::fail(disttrain::errc::invalid_argument, "--seed",
+                    "expects an integer in [0, 2^64), got '", v, "'");
   return static_cast<std::uint64_t>(x);
 }
 
@@ -196,7 +196,7 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   using disttrain::json;
   namespace dd = disttrain::detail;
   json j = disttrain::read_json_file(path);
-  if (!j.is_object()) dd::fail(disttrain::errc::parse_error, path, "expected a JSON object");
+  if (!j.is_object()) disttrain::fail(disttrain::errc::parse_error, path, "expected a JSON object");
   dd::check_keys(
       j,
       {"name", "description", "model", "cluster", "data", "global_batch_size", "planner", "cost"},
@@ -210,7 +210,7 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
     dd::check_keys(j["cluster"], {"preset", "num_gpus"}, "cluster");
     const auto name = dd::json_get<std::string>(j["cluster"], "preset", "cluster");
     const int n = gpus ? *gpus : dd::json_get<int>(j["cluster"], "num_gpus", "cluster");
-    dd::require_positive(n, "cluster.num_gpus");
+    disttrain::require_positive(n, "cluster.num_gpus");
     j["cluster"] = json(disttrain::presets::cluster_preset(name, n));
   }
   if (gpus && j.contains("cluster") && j["cluster"].is_object()) j["cluster"]["num_gpus"] = *gpus;
@@ -243,12 +243,12 @@ void write_timeline(const args& a, const disttrain::parallel_plan& plan, const C
   if (a.svg_file) {
     std::FILE* f = std::fopen(a.svg_file->c_str(), "w");
     if (!f)
-      disttrain::detail::fail(disttrain::errc::invalid_argument, *a.svg_file,
-                              "cannot open file for writing");
+      disttrain::fail(disttrain::errc::invalid_argument, *a.svg_file,
+                      "cannot open file for writing");
     const std::string svg = disttrain::to_svg(sim.world, sim.result, &sim.topo);
     const bool ok = std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
     if (std::fclose(f) != 0 || !ok)
-      disttrain::detail::fail(disttrain::errc::invalid_argument, *a.svg_file, "write failed");
+      disttrain::fail(disttrain::errc::invalid_argument, *a.svg_file, "write failed");
   }
   if (out)
     (*out)["simulated_iteration_time_s"] = sim.result.iteration_time;
@@ -366,14 +366,14 @@ int run(const args& a) {
     char* end = nullptr;
     popt.within = std::strtod(a.within->c_str(), &end);
     if (end == a.within->c_str() || *end != '\0')
-      disttrain::detail::fail(disttrain::errc::invalid_argument, "--within",
-                              "expects a number, got '", *a.within, "'");
+      disttrain::fail(disttrain::errc::invalid_argument, "--within", "expects a number, got '",
+                      *a.within, "'");
   }
   if (a.sync_overlap) {
     const std::string& v = *a.sync_overlap;
     if (v != "all" && v != "grad" && v != "none")
-      disttrain::detail::fail(disttrain::errc::invalid_argument, "--sync-overlap",
-                              "expects all, grad or none, got '", v, "'");
+      disttrain::fail(disttrain::errc::invalid_argument, "--sync-overlap",
+                      "expects all, grad or none, got '", v, "'");
     popt.overlap_grad_reduce = v != "none";
     popt.overlap_param_gather = v == "all";
   }
@@ -390,10 +390,10 @@ int run(const args& a) {
     const auto plan = (pj.is_object() && pj.contains("plan") ? pj.at("plan") : pj)
                           .get<disttrain::parallel_plan>();
     if (plan.global_batch != sc.global_batch_size)
-      disttrain::detail::fail(disttrain::errc::invalid_argument, "plan.global_batch", "is ",
-                              plan.global_batch, ", but the scenario's global batch is ",
-                              sc.global_batch_size, " (give --batch ", plan.global_batch,
-                              " to evaluate it for that batch)");
+      disttrain::fail(disttrain::errc::invalid_argument, "plan.global_batch", "is ",
+                      plan.global_batch, ", but the scenario's global batch is ",
+                      sc.global_batch_size, " (give --batch ", plan.global_batch,
+                      " to evaluate it for that batch)");
     const auto e = disttrain::evaluate(plan, cm, req.sample_workload);
     if (a.json) {
       disttrain::json out{{"scenario", sc.name},

@@ -35,14 +35,14 @@ namespace {
 
 void check(ncclResult_t rc, const char* what) {
   if (rc != ncclSuccess)
-    disttrain::detail::fail(disttrain::errc::comm_error, "bench_nccl_mpi", what, ": ",
-                            ncclGetErrorString(rc));
+    disttrain::fail(disttrain::errc::comm_error, "bench_nccl_mpi", what, ": ",
+                    ncclGetErrorString(rc));
 }
 
 void cuda_ok(cudaError_t rc, const char* call) {
   if (rc != cudaSuccess)
-    disttrain::detail::fail(disttrain::errc::comm_error, "bench_nccl_mpi", call, ": ",
-                            cudaGetErrorString(rc));
+    disttrain::fail(disttrain::errc::comm_error, "bench_nccl_mpi", call, ": ",
+                    cudaGetErrorString(rc));
 }
 #define CUDA_OK(call) cuda_ok((call), #call)
 

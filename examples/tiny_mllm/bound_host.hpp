@@ -217,14 +217,14 @@ class bound_host {
   }
   matrix read(std::span<const double> buf, std::int64_t row, int rows) const {
     const auto D = static_cast<std::int64_t>(c_.model_dim);
-    disttrain::detail::ensure((row + rows) * D <= static_cast<std::int64_t>(buf.size()),
-                              "bound_host", "rows beyond the input buffer");
+    disttrain::ensure((row + rows) * D <= static_cast<std::int64_t>(buf.size()), "bound_host",
+                      "rows beyond the input buffer");
     return Eigen::Map<const rm_matrix>(buf.data() + row * D, rows, D);
   }
   std::int64_t write(std::span<double> buf, std::int64_t row, const matrix& m) const {
     const auto D = static_cast<std::int64_t>(c_.model_dim);
-    disttrain::detail::ensure((row + m.rows()) * D <= static_cast<std::int64_t>(buf.size()),
-                              "bound_host", "rows beyond the output buffer");
+    disttrain::ensure((row + m.rows()) * D <= static_cast<std::int64_t>(buf.size()), "bound_host",
+                      "rows beyond the output buffer");
     Eigen::Map<rm_matrix>(buf.data() + row * D, m.rows(), D) = m;
     return row + m.rows();
   }

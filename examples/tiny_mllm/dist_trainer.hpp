@@ -75,7 +75,7 @@ struct dist_plan {
 
   /// @brief Layers of each backbone stage: `bb_layers`, checked, or an even split.
   [[nodiscard]] std::vector<int> stage_layers(const config& c) const {
-    using disttrain::detail::require;
+    using disttrain::require;
     require(bb_pp <= c.layers, "dist_plan.bb_pp", "backbone stages ", bb_pp, " exceed its ",
             c.layers, " layers");
     std::vector<int> out;
@@ -86,8 +86,7 @@ struct dist_plan {
             bb_layers.size(), " entries, expected bb_pp = ", bb_pp);
     int total = 0;
     for (std::size_t i = 0; i < bb_layers.size(); ++i) {
-      disttrain::detail::require_positive(bb_layers[i],
-                                          disttrain::detail::cat("dist_plan.bb_layers[", i, "]"));
+      disttrain::require_positive(bb_layers[i], disttrain::cat("dist_plan.bb_layers[", i, "]"));
       total += bb_layers[i];
     }
     require(total == c.layers, "dist_plan.bb_layers", "sum to ", total, ", the backbone has ",
@@ -173,9 +172,8 @@ class rank_trainer {
     step_result res;
     host_.begin(map, mine_, [&](std::uint64_t id) {
       sample s = pipe_.next(0);
-      disttrain::detail::require(
-          s.meta.id == id, disttrain::detail::cat("rank ", b_->rank(), " data"),
-          "producers delivered sample ", s.meta.id, ", the sample map expects ", id);
+      disttrain::require(s.meta.id == id, disttrain::cat("rank ", b_->rank(), " data"),
+                         "producers delivered sample ", s.meta.id, ", the sample map expects ", id);
       res.consumed.push_back(id);
       return s;
     });
@@ -212,8 +210,8 @@ class rank_trainer {
 
  private:
   static int checked_rank(B& backend, const disttrain::topology& t) {
-    disttrain::detail::require(backend.size() == t.world_size(), "rank_trainer", "world has ",
-                               backend.size(), " ranks, the plan needs ", t.world_size());
+    disttrain::require(backend.size() == t.world_size(), "rank_trainer", "world has ",
+                       backend.size(), " ranks, the plan needs ", t.world_size());
     return backend.rank();
   }
 

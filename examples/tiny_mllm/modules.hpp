@@ -42,17 +42,16 @@ template <class Map>
 auto& cache_at(Map& m, std::uint64_t key, const char* module) {
   auto it = m.find(key);
   if (it == m.end())
-    disttrain::detail::fail(disttrain::errc::invalid_argument, module,
-                            "no forward activations for sample ", key,
-                            " (backward before forward, or twice)");
+    disttrain::fail(disttrain::errc::invalid_argument, module, "no forward activations for sample ",
+                    key, " (backward before forward, or twice)");
   return it->second;
 }
 /// Throws unless `key` has no cached activations (each sample once per iteration).
 template <class Map>
 void require_fresh(const Map& m, std::uint64_t key, const char* module) {
   if (m.find(key) != m.end())
-    disttrain::detail::fail(disttrain::errc::invalid_argument, module, "sample ", key,
-                            " forwarded twice before its backward");
+    disttrain::fail(disttrain::errc::invalid_argument, module, "sample ", key,
+                    " forwarded twice before its backward");
 }
 /// (M h)_i = mean_{j <= i} h_j (causal prefix mean over rows).
 inline matrix prefix_mean(const matrix& h) {
@@ -98,9 +97,9 @@ class encoder {
     e.images = images;
     e.pooled = matrix(static_cast<Eigen::Index>(images.size()), c_.enc_hidden);
     for (std::size_t i = 0; i < images.size(); ++i) {
-      disttrain::detail::require(images[i].cols() == c_.patch_dim && images[i].rows() > 0,
-                                 "encoder", "image ", i, " of sample ", key, " has shape ",
-                                 images[i].rows(), "x", images[i].cols());
+      disttrain::require(images[i].cols() == c_.patch_dim && images[i].rows() > 0, "encoder",
+                         "image ", i, " of sample ", key, " has shape ", images[i].rows(), "x",
+                         images[i].cols());
       matrix h = ((images[i] * w1).rowwise() + params_[1].value.row(0)).array().tanh().matrix();
       e.pooled.row(static_cast<Eigen::Index>(i)) = h.colwise().mean();
       e.hidden.push_back(std::move(h));
@@ -114,10 +113,9 @@ class encoder {
   /// gradient; stashes `d_tokens` for W.
   void backward_input(std::uint64_t key, const matrix& d_tokens) {
     entry& e = detail::cache_at(cache_, key, "encoder");
-    disttrain::detail::require(
-        d_tokens.rows() == e.pooled.rows() && d_tokens.cols() == c_.model_dim, "encoder",
-        "gradient for sample ", key, " has shape ", d_tokens.rows(), "x", d_tokens.cols(),
-        ", expected ", e.pooled.rows(), "x", c_.model_dim);
+    disttrain::require(d_tokens.rows() == e.pooled.rows() && d_tokens.cols() == c_.model_dim,
+                       "encoder", "gradient for sample ", key, " has shape ", d_tokens.rows(), "x",
+                       d_tokens.cols(), ", expected ", e.pooled.rows(), "x", c_.model_dim);
     e.d_tokens = d_tokens;
   }
 
@@ -161,10 +159,9 @@ class backbone_stage {
 
   backbone_stage(const config& c, int first_layer, int last_layer)
       : c_(c), first_(first_layer), last_(last_layer) {
-    disttrain::detail::require(
-        0 <= first_layer && first_layer < last_layer && last_layer <= c.layers, "backbone_stage",
-        "layers [", first_layer, ", ", last_layer, ") not a non-empty range of [0, ", c.layers,
-        ")");
+    disttrain::require(0 <= first_layer && first_layer < last_layer && last_layer <= c.layers,
+                       "backbone_stage", "layers [", first_layer, ", ", last_layer,
+                       ") not a non-empty range of [0, ", c.layers, ")");
     if (is_first())
       params_.push_back(make_param("bb.embed", c.vocab, c.model_dim, 0.6, c.init_seed));
     for (int l = first_; l < last_; ++l) {
@@ -199,9 +196,8 @@ class backbone_stage {
       h.topRows(x.rows()) = x;
       const matrix& emb = params_[0].value;
       for (std::size_t t = 0; t < text.size(); ++t) {
-        disttrain::detail::require(text[t] >= 0 && text[t] < c_.vocab, "backbone_stage", "token ",
-                                   text[t], " of sample ", key, " outside the vocabulary of ",
-                                   c_.vocab);
+        disttrain::require(text[t] >= 0 && text[t] < c_.vocab, "backbone_stage", "token ", text[t],
+                           " of sample ", key, " outside the vocabulary of ", c_.vocab);
         h.row(x.rows() + static_cast<Eigen::Index>(t)) = emb.row(text[t]);
       }
     } else {
@@ -235,10 +231,10 @@ class backbone_stage {
   /// stage: from the generator; its own LM gradient is added here).
   matrix backward_input(std::uint64_t key, const matrix& d_out) {
     entry& e = detail::cache_at(cache_, key, "backbone_stage");
-    disttrain::detail::require(d_out.rows() == e.out.rows() && d_out.cols() == c_.model_dim,
-                               "backbone_stage", "output gradient of sample ", key, " has shape ",
-                               d_out.rows(), "x", d_out.cols(), ", expected ", e.out.rows(), "x",
-                               c_.model_dim);
+    disttrain::require(d_out.rows() == e.out.rows() && d_out.cols() == c_.model_dim,
+                       "backbone_stage", "output gradient of sample ", key, " has shape ",
+                       d_out.rows(), "x", d_out.cols(), ", expected ", e.out.rows(), "x",
+                       c_.model_dim);
     matrix dh = d_out;
     if (is_last()) {
       const matrix& wo = params_[params_.size() - 2].value;
@@ -260,8 +256,8 @@ class backbone_stage {
   /// @brief W: accumulates the parameter gradients of sample `key`.
   void backward_weight(std::uint64_t key) {
     entry& e = detail::cache_at(cache_, key, "backbone_stage");
-    disttrain::detail::require(e.layers.empty() || e.layers.front().g.size() > 0, "backbone_stage",
-                               "weight gradient of sample ", key, " before its input gradient");
+    disttrain::require(e.layers.empty() || e.layers.front().g.size() > 0, "backbone_stage",
+                       "weight gradient of sample ", key, " before its input gradient");
     for (int l = first_; l < last_; ++l) {
       const std::size_t k = layer_index(l);
       const layer_cache& lc = e.layers[static_cast<std::size_t>(l - first_)];
@@ -300,15 +296,15 @@ class backbone_stage {
     return static_cast<std::size_t>((is_first() ? 1 : 0) + 3 * (l - first_));
   }
   void check_shape(const matrix& m, Eigen::Index rows, const char* what, std::uint64_t key) const {
-    disttrain::detail::require(m.rows() == rows && m.cols() == c_.model_dim && rows > 0,
-                               "backbone_stage", what, " ", key, " has shape ", m.rows(), "x",
-                               m.cols(), ", expected ", rows, "x", c_.model_dim);
+    disttrain::require(m.rows() == rows && m.cols() == c_.model_dim && rows > 0, "backbone_stage",
+                       what, " ", key, " has shape ", m.rows(), "x", m.cols(), ", expected ", rows,
+                       "x", c_.model_dim);
   }
 
   /// Cross-entropy of each text token predicted from the position before it.
   double lm_forward(const matrix& h, entry& e) {
-    disttrain::detail::require(e.num_images >= 1, "backbone_stage",
-                               "a sample needs at least one image token");
+    disttrain::require(e.num_images >= 1, "backbone_stage",
+                       "a sample needs at least one image token");
     const matrix& wo = params_[params_.size() - 2].value;
     const matrix& bo = params_[params_.size() - 1].value;
     const auto T = static_cast<Eigen::Index>(e.text.size());
@@ -351,11 +347,10 @@ class generator {
 
   /// @brief Scaled loss of sample `key` from the backbone output `hidden`.
   double forward(std::uint64_t key, const matrix& hidden, const row_vector& target) {
-    disttrain::detail::require(hidden.rows() > 0 && hidden.cols() == c_.model_dim, "generator",
-                               "hidden of sample ", key, " has shape ", hidden.rows(), "x",
-                               hidden.cols());
-    disttrain::detail::require(target.size() == c_.latent_dim, "generator", "target of sample ",
-                               key, " has ", target.size(), " values, expected ", c_.latent_dim);
+    disttrain::require(hidden.rows() > 0 && hidden.cols() == c_.model_dim, "generator",
+                       "hidden of sample ", key, " has shape ", hidden.rows(), "x", hidden.cols());
+    disttrain::require(target.size() == c_.latent_dim, "generator", "target of sample ", key,
+                       " has ", target.size(), " values, expected ", c_.latent_dim);
     detail::require_fresh(cache_, key, "generator");
     entry e;
     e.rows = hidden.rows();
@@ -379,8 +374,8 @@ class generator {
   /// @brief W: accumulates the parameter gradients of sample `key`.
   void backward_weight(std::uint64_t key) {
     entry& e = detail::cache_at(cache_, key, "generator");
-    disttrain::detail::require(e.d_a.size() > 0, "generator", "weight gradient of sample ", key,
-                               " before its input gradient");
+    disttrain::require(e.d_a.size() > 0, "generator", "weight gradient of sample ", key,
+                       " before its input gradient");
     params_[0].grad += e.pooled.transpose() * e.d_a;
     params_[1].grad += e.d_a;
     params_[2].grad += e.q.transpose() * e.d_pred;

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/data/producer_ranks.hpp"
 
@@ -77,9 +77,8 @@ struct sample_parts {
       s.target.resize(c.latent_dim);
       take(b, s.target.data(), static_cast<std::size_t>(s.target.size()));
     }
-    disttrain::detail::require(b.empty(),
-                               disttrain::detail::cat("sample ", s.meta.id, " part ", part),
-                               b.size(), " bytes left over: producer and trainer disagree");
+    disttrain::require(b.empty(), disttrain::cat("sample ", s.meta.id, " part ", part), b.size(),
+                       " bytes left over: producer and trainer disagree");
   }
 
  private:
@@ -90,8 +89,8 @@ struct sample_parts {
   }
   template <class T>
   static void take(std::span<const std::byte>& in, T* p, std::size_t n) {
-    disttrain::detail::require(in.size() >= n * sizeof(T), "sample_parts", "truncated part: need ",
-                               n * sizeof(T), " bytes, have ", in.size());
+    disttrain::require(in.size() >= n * sizeof(T), "sample_parts", "truncated part: need ",
+                       n * sizeof(T), " bytes, have ", in.size());
     std::memcpy(p, in.data(), n * sizeof(T));
     in = in.subspan(n * sizeof(T));
   }
@@ -126,9 +125,9 @@ class remote_samples {
     received_ = feed_.fetch(k, disttrain::requests_for(map, module, replica, std::span(&part, 1)));
     next_ = 0;
     return [this](std::uint64_t id) {
-      disttrain::detail::require(next_ < received_.size() && received_[next_].id == id,
-                                 "remote_samples", "the producers did not deliver sample ", id,
-                                 " next (the sample map's order)");
+      disttrain::require(next_ < received_.size() && received_[next_].id == id, "remote_samples",
+                         "the producers did not deliver sample ", id,
+                         " next (the sample map's order)");
       sample s;
       s.meta = meta_.at(id);
       source_.decode_part(s, received_[next_].part, received_[next_].bytes);

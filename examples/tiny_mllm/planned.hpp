@@ -117,8 +117,8 @@ inline disttrain::data_spec data_spec_of(const config& c, std::uint64_t count) {
 
 /// @brief `ranks` CPU ranks as one node of "GPUs" (figures in the file comment).
 inline disttrain::cluster_spec cluster_of(int ranks, double rank_memory_bytes) {
-  disttrain::detail::require_positive(ranks, "tiny_mllm.ranks");
-  disttrain::detail::require_positive(rank_memory_bytes, "tiny_mllm.rank_memory");
+  disttrain::require_positive(ranks, "tiny_mllm.ranks");
+  disttrain::require_positive(rank_memory_bytes, "tiny_mllm.rank_memory");
   return {.name = "cpu ranks",
           .gpu = {.name = "cpu core",
                   .peak_bf16_tflops = 2e-3,
@@ -162,7 +162,7 @@ inline disttrain::planner_options planner_options_of(int min_backbone_pp = 1) {
 /// nothing fits, `invalid_argument` for bad sizes.
 inline disttrain::plan_result plan_layout(const config& c, int ranks, int batch,
                                           double rank_memory_bytes = 1e9, int min_backbone_pp = 1) {
-  disttrain::detail::require_positive(batch, "tiny_mllm.batch");
+  disttrain::require_positive(batch, "tiny_mllm.batch");
   const auto model = model_spec_of(c);
   disttrain::analytic_cost_model cost(model, cluster_of(ranks, rank_memory_bytes),
                                       cost_params_of());
@@ -180,7 +180,7 @@ inline disttrain::plan_result plan_layout(const config& c, int ranks, int batch,
 inline dist_plan to_dist_plan(const disttrain::parallel_plan& p, const config& c,
                               dist_plan base = {}) {
   disttrain::validate(p);
-  using disttrain::detail::require;
+  using disttrain::require;
   require(p.modules.size() == 3, "plan.modules",
           "the tiny trainer needs an encoder, a backbone and a generator, got ", p.modules.size(),
           " modules");

@@ -32,7 +32,7 @@ class serial_trainer {
   /// @brief Zeroes the gradients, runs forward and backward over every sample
   /// of `batch` with loss scale 1/batch.size(), and returns the batch loss.
   double compute_gradients(std::span<const sample> batch) {
-    disttrain::detail::require(!batch.empty(), "serial_trainer", "empty batch");
+    disttrain::require(!batch.empty(), "serial_trainer", "empty batch");
     const double scale = 1.0 / static_cast<double>(batch.size());
     zero_grads(enc_.params());
     zero_grads(bb_.params());
@@ -91,11 +91,11 @@ inline double gradient_mismatch(const std::map<std::string, matrix>& got,
   double worst = 0.0;
   for (const auto& [name, g] : got) {
     auto it = want.find(name);
-    disttrain::detail::require(it != want.end(), "gradient_mismatch", "unknown parameter ", name);
+    disttrain::require(it != want.end(), "gradient_mismatch", "unknown parameter ", name);
     const matrix& w = it->second->grad;
-    disttrain::detail::require(g.rows() == w.rows() && g.cols() == w.cols(), "gradient_mismatch",
-                               name, " has shape ", g.rows(), "x", g.cols(), ", reference ",
-                               w.rows(), "x", w.cols());
+    disttrain::require(g.rows() == w.rows() && g.cols() == w.cols(), "gradient_mismatch", name,
+                       " has shape ", g.rows(), "x", g.cols(), ", reference ", w.rows(), "x",
+                       w.cols());
     worst = std::max(worst, (g - w).cwiseAbs().maxCoeff() / (1.0 + w.cwiseAbs().maxCoeff()));
   }
   return worst;

@@ -17,7 +17,7 @@
 
 #include <Eigen/Dense>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace tiny_mllm {
 
@@ -93,8 +93,8 @@ inline void zero_grads(std::span<param_tensor> ps) {
 
 /// @brief Copies the gradients of `ps` into `out` (column-major, in order).
 inline void pack_grads(std::span<const param_tensor> ps, std::span<double> out) {
-  disttrain::detail::require(out.size() == num_scalars(ps), "tiny_mllm.pack_grads", "buffer holds ",
-                             out.size(), " doubles, parameters ", num_scalars(ps));
+  disttrain::require(out.size() == num_scalars(ps), "tiny_mllm.pack_grads", "buffer holds ",
+                     out.size(), " doubles, parameters ", num_scalars(ps));
   std::size_t o = 0;
   for (const auto& p : ps)
     for (Eigen::Index k = 0; k < p.grad.size(); ++k) out[o++] = p.grad.data()[k];
@@ -102,8 +102,8 @@ inline void pack_grads(std::span<const param_tensor> ps, std::span<double> out) 
 
 /// @brief Overwrites the gradients of `ps` from `in` (inverse of pack_grads).
 inline void unpack_grads(std::span<const double> in, std::span<param_tensor> ps) {
-  disttrain::detail::require(in.size() == num_scalars(ps), "tiny_mllm.unpack_grads",
-                             "buffer holds ", in.size(), " doubles, parameters ", num_scalars(ps));
+  disttrain::require(in.size() == num_scalars(ps), "tiny_mllm.unpack_grads", "buffer holds ",
+                     in.size(), " doubles, parameters ", num_scalars(ps));
   std::size_t o = 0;
   for (auto& p : ps)
     for (Eigen::Index k = 0; k < p.grad.size(); ++k) p.grad.data()[k] = in[o++];
@@ -131,8 +131,8 @@ class adam {
         m_.push_back(matrix::Zero(p.value.rows(), p.value.cols()));
         v_.push_back(matrix::Zero(p.value.rows(), p.value.cols()));
       }
-    disttrain::detail::require(m_.size() == ps.size(), "tiny_mllm.adam", "state for ", m_.size(),
-                               " tensors, got ", ps.size());
+    disttrain::require(m_.size() == ps.size(), "tiny_mllm.adam", "state for ", m_.size(),
+                       " tensors, got ", ps.size());
     ++t_;
     const double c1 = 1.0 - std::pow(s_.beta1, static_cast<double>(t_));
     const double c2 = 1.0 - std::pow(s_.beta2, static_cast<double>(t_));

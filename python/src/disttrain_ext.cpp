@@ -26,7 +26,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "disttrain/bind/simulate_plan.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/core/version.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
@@ -90,9 +90,10 @@ disttrain::parallel_plan read_plan(const std::string& plan_json, const disttrain
   auto plan =
       (pj.is_object() && pj.contains("plan") ? pj.at("plan") : pj).get<disttrain::parallel_plan>();
   if (plan.global_batch != sc.global_batch_size)
-    dd::fail(disttrain::errc::invalid_argument, "plan.global_batch", "is ", plan.global_batch,
-             ", but the scenario's global batch is ", sc.global_batch_size,
-             " (set the scenario's global_batch_size to evaluate it for that batch)");
+    disttrain::fail(disttrain::errc::invalid_argument, "plan.global_batch", "is ",
+                    plan.global_batch, ", but the scenario's global batch is ",
+                    sc.global_batch_size,
+                    " (set the scenario's global_batch_size to evaluate it for that batch)");
   return plan;
 }
 
@@ -124,10 +125,10 @@ std::string evaluate_impl(const std::string& plan_json, const std::string& scena
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
-  if (!f) dd::fail(disttrain::errc::invalid_argument, path, "cannot open file for writing");
+  if (!f) disttrain::fail(disttrain::errc::invalid_argument, path, "cannot open file for writing");
   f.write(text.data(), static_cast<std::streamsize>(text.size()));
   f.close();
-  if (!f) dd::fail(disttrain::errc::invalid_argument, path, "write failed");
+  if (!f) disttrain::fail(disttrain::errc::invalid_argument, path, "write failed");
 }
 
 std::string simulate_impl(const std::string& plan_json, const std::string& scenario_json,
@@ -167,14 +168,14 @@ disttrain::reorder_options read_reorder_options(const std::string& options_json)
 void check_shapes(const costs_array& costs, const std::optional<ids_array>& ids,
                   const std::optional<tokens_array>& tokens = std::nullopt) {
   const std::size_t n = costs.shape(0), K = costs.shape(1);
-  dd::require(K >= 1 && K <= disttrain::max_reorder_modules, "costs", "must have 1..",
-              disttrain::max_reorder_modules, " columns (one per module), got ", K);
+  disttrain::require(K >= 1 && K <= disttrain::max_reorder_modules, "costs", "must have 1..",
+                     disttrain::max_reorder_modules, " columns (one per module), got ", K);
   if (ids)
-    dd::require(ids->shape(0) == n, "ids", "has ", ids->shape(0), " entries, costs has ", n,
-                " rows");
+    disttrain::require(ids->shape(0) == n, "ids", "has ", ids->shape(0), " entries, costs has ", n,
+                       " rows");
   if (tokens)
-    dd::require(tokens->shape(0) == n && tokens->shape(1) == K, "tokens", "has shape (",
-                tokens->shape(0), ", ", tokens->shape(1), "), costs has (", n, ", ", K, ")");
+    disttrain::require(tokens->shape(0) == n && tokens->shape(1) == K, "tokens", "has shape (",
+                       tokens->shape(0), ", ", tokens->shape(1), "), costs has (", n, ", ", K, ")");
 }
 
 // Costs (n, K), optional ids (n,) and optional tokens (n, K) into sample_meta
@@ -334,8 +335,8 @@ class py_reorderer {
 nb::dict bench_reorder_cpp(const costs_array& costs, const std::string& options_json, int reps,
                            const std::string& mode) {
   check_shapes(costs, std::nullopt);
-  dd::require(mode == "assign" || mode == "fill" || mode == "fresh", "mode",
-              "expects assign, fill or fresh, got '", mode, "'");
+  disttrain::require(mode == "assign" || mode == "fill" || mode == "fresh", "mode",
+                     "expects assign, fill or fresh, got '", mode, "'");
   std::vector<disttrain::sample_meta> meta;
   to_meta(costs, std::nullopt, std::nullopt, meta);
   const auto opt = read_reorder_options(options_json);
@@ -356,7 +357,7 @@ nb::dict bench_reorder_cpp(const costs_array& costs, const std::string& options_
         disttrain::reorderer<> r(opt);
         disttrain::reorder_result one = r.assign(meta);
         if (one.samples.size() != meta.size())
-          dd::fail(disttrain::errc::internal, "bench_reorder_cpp", "lost samples");
+          disttrain::fail(disttrain::errc::internal, "bench_reorder_cpp", "lost samples");
       } else {
         if (mode == "fill") to_meta(costs, std::nullopt, std::nullopt, meta);
         reused.assign(meta, res);

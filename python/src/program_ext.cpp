@@ -22,7 +22,7 @@
 
 #include "disttrain/bind/bind.hpp"
 #include "disttrain/bind/topology_views.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/model/model_spec.hpp"
@@ -43,10 +43,10 @@ disttrain::topology read_topology(const std::string& text) {
   const json j = disttrain::parse_json(text, "topology");
   dd::check_keys(j, {"modules"}, "topology");
   const json& ms = dd::json_get<json>(j, "modules", "topology");
-  dd::require(ms.is_array(), "topology.modules", "must be an array");
+  disttrain::require(ms.is_array(), "topology.modules", "must be an array");
   std::vector<disttrain::topology_module> mods;
   for (std::size_t i = 0; i < ms.size(); ++i) {
-    const std::string path = dd::cat("topology.modules[", i, "]");
+    const std::string path = disttrain::cat("topology.modules[", i, "]");
     const json& m = ms[i];
     dd::check_keys(m, {"name", "role", "tp", "pp", "dp", "trainable", "colocated"}, path);
     disttrain::topology_module g;
@@ -131,13 +131,13 @@ disttrain::reorder_result read_map(const u64_1d& id, const u32_1d& mb, const u32
                                    const std::vector<std::uint32_t>& dp,
                                    const std::vector<std::uint32_t>& order) {
   const std::size_t n = id.shape(0), K = dp.size();
-  dd::require(K >= 1 && K <= disttrain::max_reorder_modules, "map.dp", "needs 1..",
-              disttrain::max_reorder_modules, " modules, got ", K);
-  dd::require(mb.shape(0) == n, "map.microbatch", "has ", mb.shape(0), " entries, ids ", n);
-  dd::require(replica.shape(0) == n && replica.shape(1) == K, "map.replica", "must be (", n, ", ",
-              K, "), got (", replica.shape(0), ", ", replica.shape(1), ")");
-  dd::require(offset.shape(0) == n && offset.shape(1) == K, "map.offset", "must be (", n, ", ", K,
-              "), got (", offset.shape(0), ", ", offset.shape(1), ")");
+  disttrain::require(K >= 1 && K <= disttrain::max_reorder_modules, "map.dp", "needs 1..",
+                     disttrain::max_reorder_modules, " modules, got ", K);
+  disttrain::require(mb.shape(0) == n, "map.microbatch", "has ", mb.shape(0), " entries, ids ", n);
+  disttrain::require(replica.shape(0) == n && replica.shape(1) == K, "map.replica", "must be (", n,
+                     ", ", K, "), got (", replica.shape(0), ", ", replica.shape(1), ")");
+  disttrain::require(offset.shape(0) == n && offset.shape(1) == K, "map.offset", "must be (", n,
+                     ", ", K, "), got (", offset.shape(0), ", ", offset.shape(1), ")");
   disttrain::reorder_result r;
   r.modules = static_cast<std::uint32_t>(K);
   r.microbatches = microbatches;
@@ -168,7 +168,8 @@ void block_index(const std::vector<disttrain::kernels::copy_block>& blocks, bool
       for (std::int64_t c = 0; c < b.cols; ++c) {
         const std::int64_t s = b.src_offset + i * b.src_ld + c, d = b.dst_offset + i * b.dst_ld + c;
         const std::int64_t at = send ? d : s, value = send ? s : d;
-        dd::ensure(at >= 0 && at < elements, "bind_rank.index", "copy block outside the message");
+        disttrain::ensure(at >= 0 && at < elements, "bind_rank.index",
+                          "copy block outside the message");
         out[at] = value;
       }
 }
@@ -306,25 +307,27 @@ nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool spli
     const auto order = id_order(id);
     const auto map = read_map(id, mb, replica, offset, microbatches, dp, order);
     const std::size_t links = static_cast<std::size_t>(std::max(topo.num_chain_stages() - 1, 0));
-    dd::require(rows.shape(0) == links && rows.shape(1) == id.shape(0), "shapes.rows", "must be (",
-                links, ", ", id.shape(0), ") (one row per link, one column per sample), got (",
-                rows.shape(0), ", ", rows.shape(1), ")");
-    dd::require(hidden.size() == links, "shapes.hidden", "has ", hidden.size(), " entries, need ",
-                links);
-    dd::require(elem_size.size() == links, "shapes.elem_size", "has ", elem_size.size(),
-                " entries, need ", links);
+    disttrain::require(rows.shape(0) == links && rows.shape(1) == id.shape(0), "shapes.rows",
+                       "must be (", links, ", ", id.shape(0),
+                       ") (one row per link, one column per sample), got (", rows.shape(0), ", ",
+                       rows.shape(1), ")");
+    disttrain::require(hidden.size() == links, "shapes.hidden", "has ", hidden.size(),
+                       " entries, need ", links);
+    disttrain::require(elem_size.size() == links, "shapes.elem_size", "has ", elem_size.size(),
+                       " entries, need ", links);
     std::vector<disttrain::link_shape> shapes(links);
     for (std::size_t l = 0; l < links; ++l) {
-      dd::require(hidden[l] >= 1, dd::cat("shapes.hidden[", l, "]"), "must be >= 1, got ",
-                  hidden[l]);
-      dd::require(elem_size[l] >= 1, dd::cat("shapes.elem_size[", l, "]"), "must be >= 1");
+      disttrain::require(hidden[l] >= 1, disttrain::cat("shapes.hidden[", l, "]"),
+                         "must be >= 1, got ", hidden[l]);
+      disttrain::require(elem_size[l] >= 1, disttrain::cat("shapes.elem_size[", l, "]"),
+                         "must be >= 1");
       shapes[l].hidden = hidden[l];
       shapes[l].elem_size = elem_size[l];
       shapes[l].rows.resize(order.size());
       for (std::size_t i = 0; i < order.size(); ++i) {
         const std::int64_t r = rows.data()[l * order.size() + order[i]];
-        dd::require(r >= 0, dd::cat("shapes.rows[", l, "][", order[i], "]"), "must be >= 0, got ",
-                    r);
+        disttrain::require(r >= 0, disttrain::cat("shapes.rows[", l, "][", order[i], "]"),
+                           "must be >= 0, got ", r);
         shapes[l].rows[i] = r;
       }
     }

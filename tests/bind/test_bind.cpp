@@ -100,7 +100,7 @@ struct toy_host {
         for (std::int64_t k = 0; k < hidden; ++k, ++at) {
           if (c > 0 && x[at] != value(id, r, k, c - 1))
             throw std::runtime_error(
-                disttrain::detail::cat("stage ", c, " got ", x[at], " for sample ", id));
+                disttrain::cat("stage ", c, " got ", x[at], " for sample ", id));
           if (c + 1 < stages) y[at] = c == 0 ? value(id, r, k, 0) : 2.0 * x[at] + 1.0;
         }
     }
@@ -116,7 +116,7 @@ struct toy_host {
     for (double g : dy)
       if (g != expect)
         throw std::runtime_error(
-            disttrain::detail::cat("stage ", c, " gradient ", g, ", expected ", expect));
+            disttrain::cat("stage ", c, " gradient ", g, ", expected ", expect));
     bucket[0] += static_cast<double>(dy.size());
   }
   void weight(const disttrain::schedule_op& op) { ran.push_back(op); }

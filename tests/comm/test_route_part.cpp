@@ -72,9 +72,9 @@ random_route make_route(std::uint64_t seed) {
   } else {
     c.from = up, c.to = down;
   }
-  c.name = disttrain::detail::cat("seed ", seed, ": tp ", tp_a, "->", tp_b, " dp ", dp_a, "->",
-                                  dp_b, stage_route ? " (stage route)" : "", " n ", n,
-                                  c.opts.backward ? " backward" : "");
+  c.name = disttrain::cat("seed ", seed, ": tp ", tp_a, "->", tp_b, " dp ", dp_a, "->", dp_b,
+                          stage_route ? " (stage route)" : "", " n ", n,
+                          c.opts.backward ? " backward" : "");
   return c;
 }
 

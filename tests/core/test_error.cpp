@@ -14,17 +14,16 @@ TEST_CASE("error carries category, location and message") {
 }
 
 TEST_CASE("require helpers name the field and the value") {
-  DISTTRAIN_CHECK_ERROR(disttrain::detail::require_positive(0, "model.layers"),
-                        errc::invalid_argument, "model.layers");
-  DISTTRAIN_CHECK_ERROR(disttrain::detail::require_in_range(9, 1, 8, "tp"), errc::invalid_argument,
-                        "tp");
+  DISTTRAIN_CHECK_ERROR(disttrain::require_positive(0, "model.layers"), errc::invalid_argument,
+                        "model.layers");
+  DISTTRAIN_CHECK_ERROR(disttrain::require_in_range(9, 1, 8, "tp"), errc::invalid_argument, "tp");
   try {
-    disttrain::detail::require_non_negative(-2.5, "bytes");
+    disttrain::require_non_negative(-2.5, "bytes");
     FAIL("no throw");
   } catch (const disttrain::error& e) {
     CHECK(std::string(e.message()).find("-2.5") != std::string::npos);
   }
-  CHECK_NOTHROW(disttrain::detail::require_positive(1, "x"));
+  CHECK_NOTHROW(disttrain::require_positive(1, "x"));
 }
 
 TEST_CASE("json helpers report missing and mistyped fields with their path") {

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "disttrain/bind/bind.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
 
 namespace disttrain {
@@ -67,8 +67,8 @@ class activation_buffers {
   /// if the route's element size is not `sizeof(T)`.
   std::span<std::byte> payload(const bound_op& b) {
     const route_plan& r = rank().route_of(b);
-    detail::require(r.elem_size() == sizeof(T), "activation_buffers", "route of ", describe(b.op),
-                    " has ", r.elem_size(), "-byte elements, the buffers ", sizeof(T));
+    require(r.elem_size() == sizeof(T), "activation_buffers", "route of ", describe(b.op), " has ",
+            r.elem_size(), "-byte elements, the buffers ", sizeof(T));
     const route_message& m = rank().message_of(b);
     std::vector<T>& stage = staging_[key(b)];
     stage.assign(static_cast<std::size_t>(m.elements), T{});
@@ -82,8 +82,8 @@ class activation_buffers {
   void received(const bound_op& b) {
     const route_message& m = rank().message_of(b);
     auto it = staging_.find(key(b));
-    detail::require(it != staging_.end(), "activation_buffers", describe(b.op),
-                    " received without a payload");
+    require(it != staging_.end(), "activation_buffers", describe(b.op),
+            " received without a payload");
     mb_buf& buf = at(b.op.microbatch);
     std::vector<T>& dst = b.op.kind == op_kind::recv_act ? buf.x : buf.dy;
     kernels::copy_blocks_cpu(std::as_bytes(std::span(it->second)),
@@ -98,12 +98,11 @@ class activation_buffers {
   using op_key = std::tuple<int, int, int, int, int>;  // kind, mb, link, phase, message
 
   [[nodiscard]] const bound_rank& rank() const {
-    detail::require(rank_ != nullptr, "activation_buffers", "used before reset()");
+    require(rank_ != nullptr, "activation_buffers", "used before reset()");
     return *rank_;
   }
   mb_buf& at(int mb) {
-    detail::require_in_range(mb, 0, static_cast<int>(mb_.size()) - 1,
-                             "activation_buffers.microbatch");
+    require_in_range(mb, 0, static_cast<int>(mb_.size()) - 1, "activation_buffers.microbatch");
     return mb_[static_cast<std::size_t>(mb)];
   }
   static op_key key(const bound_op& b) {

@@ -45,7 +45,7 @@
 #include "disttrain/bind/placement.hpp"
 #include "disttrain/bind/topology_views.hpp"
 #include "disttrain/comm/route.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/exec/message_tags.hpp"
 #include "disttrain/reorder/assignment.hpp"
@@ -74,8 +74,8 @@ struct bound_rank {
 
   /// @brief The route a point-to-point op of the program belongs to.
   [[nodiscard]] const route_plan& route_of(const bound_op& b) const {
-    detail::require(is_p2p(b.op.kind) && b.op.microbatch >= 0, "bound_rank.route_of", "op ",
-                    describe(b.op), " is not point-to-point");
+    require(is_p2p(b.op.kind) && b.op.microbatch >= 0, "bound_rank.route_of", "op ", describe(b.op),
+            " is not point-to-point");
     const bool grad = b.op.kind == op_kind::send_grad || b.op.kind == op_kind::recv_grad;
     const bool out = b.link == program.chain_stage;
     const auto k = static_cast<std::size_t>((out ? 2 : 0) + (grad ? 1 : 0));
@@ -391,7 +391,7 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
                                           const reorder_result& map,
                                           const std::vector<link_shape>& shapes, int rank) {
   const detail::bind_context cx(topo, chain, map, shapes);
-  detail::require_in_range(rank, 0, topo.world_size() - 1, "bind.rank");
+  require_in_range(rank, 0, topo.world_size() - 1, "bind.rank");
   const topology_coord me = topo.coord(rank);
   const int c = topo.chain_stage(me.module, me.stage);
   const auto M = static_cast<std::size_t>(chain.num_microbatches);
@@ -436,8 +436,8 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
 /// events, `to_trace_json`, the SVG. Not a program to validate or run:
 /// `validate_bound` and the executor take the bound world itself.
 [[nodiscard]] inline pipeline_schedule as_schedule(const bound_world& w, const topology& t) {
-  detail::require(w.world_size() == t.world_size(), "as_schedule", "world of ", w.world_size(),
-                  " programs, the topology has ", t.world_size(), " ranks");
+  require(w.world_size() == t.world_size(), "as_schedule", "world of ", w.world_size(),
+          " programs, the topology has ", t.world_size(), " ranks");
   pipeline_schedule s;
   s.name = w.name;
   s.num_stages = t.num_chain_stages();

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "disttrain/bind/simulate_plan.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/model/data_spec.hpp"
@@ -90,7 +90,7 @@ struct iteration_time_stats {
 /// @brief Mean, median, p90 (nearest rank), min and max of `seconds`.
 /// Throws `invalid_argument` at `seconds` when it is empty.
 [[nodiscard]] inline iteration_time_stats summarize_times(std::vector<double> seconds) {
-  detail::require(!seconds.empty(), "seconds", "is empty");
+  require(!seconds.empty(), "seconds", "is empty");
   iteration_time_stats s;
   std::vector<double> sorted = seconds;
   std::sort(sorted.begin(), sorted.end());
@@ -141,15 +141,15 @@ template <cost_model C>
                                                           const parallel_plan& plan, const C& cost,
                                                           const data_spec& data,
                                                           const heterogeneity_options& opt = {}) {
-  detail::require_in_range(opt.iterations, 1, max_heterogeneity_iterations,
-                           "heterogeneity_options.iterations");
+  require_in_range(opt.iterations, 1, max_heterogeneity_iterations,
+                   "heterogeneity_options.iterations");
   detail::require_plain_1f1b(baseline);
   detail::require_plain_1f1b(plan);
   detail::check_plan_against(baseline, cost.model(), cost.cluster());
   detail::check_plan_against(plan, cost.model(), cost.cluster());
-  detail::require(baseline.global_batch == plan.global_batch, "baseline.global_batch", "is ",
-                  baseline.global_batch, ", the plan's ", plan.global_batch,
-                  ": both must run the same batches");
+  require(baseline.global_batch == plan.global_batch, "baseline.global_batch", "is ",
+          baseline.global_batch, ", the plan's ", plan.global_batch,
+          ": both must run the same batches");
   data_spec spec = data;
   if (opt.seed) spec.seed = *opt.seed;
   const data_sampler sampler(std::move(spec));

@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "disttrain/comm/sample_placement.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/reorder/assignment.hpp"
 
 namespace disttrain {
@@ -235,8 +235,8 @@ struct microbatch_placement {
     if (listed) mp.module[k] = detail::placement_over(res, k, microbatch, mp.samples);
   }
   for (const std::size_t k : modules)
-    detail::require(k < res.modules, "microbatch_placements.modules", "module ", k,
-                    " out of range: the result has ", res.modules, " modules");
+    require(k < res.modules, "microbatch_placements.modules", "module ", k,
+            " out of range: the result has ", res.modules, " modules");
   return mp;
 }
 

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "disttrain/bind/workload_cost.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/reorder/options.hpp"
@@ -69,8 +69,8 @@ inline plan_segments reorder_segments(const parallel_plan& p) {
     const module_plan& m = p.modules[i];
     if (m.colocated) continue;
     if (i == bb) bb_segment = static_cast<std::uint32_t>(out.options.modules.size());
-    detail::require(out.options.modules.size() < max_reorder_modules, "plan.modules",
-                    "has more than ", max_reorder_modules, " segments, the reorderer's limit");
+    require(out.options.modules.size() < max_reorder_modules, "plan.modules", "has more than ",
+            max_reorder_modules, " segments, the reorderer's limit");
     const auto k = static_cast<std::uint32_t>(out.options.modules.size());
     out.options.modules.push_back({m.name, static_cast<std::uint32_t>(m.dp)});
     long long total = 0;
@@ -122,15 +122,14 @@ plan_reorder<C> reorder_for_plan(const parallel_plan& p, const C& cm) {
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     std::size_t k = 0;
     while (k < mods.size() && mods[k].name != p.modules[i].name) ++k;
-    detail::require(k < mods.size(), detail::cat("plan.modules[", i, "].name"), "module '",
-                    p.modules[i].name, "' is not a module of the cost model's model");
+    require(k < mods.size(), cat("plan.modules[", i, "].name"), "module '", p.modules[i].name,
+            "' is not a module of the cost model's model");
     seen[k] = true;
     tp[k] = p.modules[i].tp;
     column_of[k] = seg.segment_of[i];
   }
   for (std::size_t k = 0; k < mods.size(); ++k)
-    detail::require(seen[k], "plan.modules", "the model's module '", mods[k].name,
-                    "' is not in the plan");
+    require(seen[k], "plan.modules", "the model's module '", mods[k].name, "' is not in the plan");
   return plan_reorder<C>{std::move(seg.options), std::move(seg.segment_of),
                          workload_cost<C>(cm, std::move(tp), std::move(column_of))};
 }

@@ -23,7 +23,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/reorder/pipeline_time.hpp"
 #include "disttrain/schedule/op.hpp"
 #include "disttrain/schedule/schedule.hpp"
@@ -50,10 +50,10 @@ class simulated_objective {
                                double transfer_s = 0.0, double sync_s = 0.0,
                                double optimizer_s = 0.0)
       : sim_(schedule) {
-    detail::require_in_range(weight_fraction, 0.0, 1.0, "simulated_objective.weight_fraction");
+    require_in_range(weight_fraction, 0.0, 1.0, "simulated_objective.weight_fraction");
     const auto finite_non_negative = [](double v, const char* where) {
       if (!(std::isfinite(v) && v >= 0.0))
-        detail::fail(errc::invalid_argument, where, "must be finite and >= 0, got ", v);
+        fail(errc::invalid_argument, where, "must be finite and >= 0, got ", v);
     };
     finite_non_negative(transfer_s, "simulated_objective.transfer_s");
     finite_non_negative(sync_s, "simulated_objective.sync_s");
@@ -76,9 +76,9 @@ class simulated_objective {
     const auto& meta = sim_.meta();
     if (t.microbatches != static_cast<std::size_t>(meta.num_microbatches) ||
         t.stages != static_cast<std::size_t>(meta.num_stages))
-      detail::fail(errc::invalid_argument, "simulated_objective", "times are ", t.microbatches,
-                   " microbatches x ", t.stages, " stages, the schedule has ",
-                   meta.num_microbatches, " x ", meta.num_stages);
+      fail(errc::invalid_argument, "simulated_objective", "times are ", t.microbatches,
+           " microbatches x ", t.stages, " stages, the schedule has ", meta.num_microbatches, " x ",
+           meta.num_stages);
     d_.t = &t;
     sim_.run(d_, res_);
     d_.t = nullptr;

@@ -49,7 +49,7 @@
 #include "disttrain/bind/bind.hpp"
 #include "disttrain/bind/plan_reorder.hpp"
 #include "disttrain/bind/topology_views.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/cost/stage.hpp"
@@ -91,8 +91,8 @@ class plan_bound_durations {
         m_(map.microbatches),
         overlap_rs_(p.overlap_grad_reduce),
         overlap_ag_(p.overlap_param_gather) {
-    detail::require(batch.size() == map.samples.size(), "plan_bound_durations.batch", "has ",
-                    batch.size(), " workloads, the sample map ", map.samples.size(), " samples");
+    require(batch.size() == map.samples.size(), "plan_bound_durations.batch", "has ", batch.size(),
+            " workloads, the sample map ", map.samples.size(), " samples");
     const std::size_t bi = p.backbone_index();
     const module_plan& bb = p.modules[bi];
     // Parts of every chain stage, as evaluate builds them.
@@ -230,8 +230,8 @@ template <cost_model C>
                                                        const topology& t, const reorder_result& map,
                                                        std::span<const model_workload> batch) {
   constexpr std::int64_t columns = 1024;  // >= lcm of any two TP degrees in a node
-  detail::require(batch.size() == map.samples.size(), "plan_link_shapes.batch", "has ",
-                  batch.size(), " workloads, the sample map ", map.samples.size(), " samples");
+  require(batch.size() == map.samples.size(), "plan_link_shapes.batch", "has ", batch.size(),
+          " workloads, the sample map ", map.samples.size(), " samples");
   std::vector<link_shape> out(static_cast<std::size_t>(t.num_chain_stages() - 1));
   for (std::size_t l = 0; l < out.size(); ++l) {
     const auto [ma, sa] = t.chain_at(static_cast<int>(l));
@@ -341,11 +341,11 @@ template <cost_model C>
   bool same = map.modules == mods.size() &&
               map.microbatches == static_cast<std::uint32_t>(p.num_microbatches);
   for (std::size_t k = 0; same && k < mods.size(); ++k) same = map.dp[k] == mods[k].dp;
-  detail::require(same, "simulate_plan.map", "has ", map.modules, " segments and ",
-                  map.microbatches, " microbatches; the plan has ", mods.size(), " and ",
-                  p.num_microbatches, " (or a DP degree differs)");
-  detail::require(map.samples.size() == batch.size(), "simulate_plan.map", "has ",
-                  map.samples.size(), " samples, the batch ", batch.size());
+  require(same, "simulate_plan.map", "has ", map.modules, " segments and ", map.microbatches,
+          " microbatches; the plan has ", mods.size(), " and ", p.num_microbatches,
+          " (or a DP degree differs)");
+  require(map.samples.size() == batch.size(), "simulate_plan.map", "has ", map.samples.size(),
+          " samples, the batch ", batch.size());
   validate(map);
   plan_simulation out;
   out.topo = topology_of(p, cost.model());
@@ -353,7 +353,7 @@ template <cost_model C>
   out.map = map;
   out.shapes = plan_link_shapes(p, cost, out.topo, out.map, batch);
   out.world = bind_world(out.topo, out.chain, out.map, out.shapes);
-  out.world.name = detail::cat(p.modules[p.backbone_index()].name, " plan");
+  out.world.name = cat(p.modules[p.backbone_index()].name, " plan");
   const plan_bound_durations<C> d(p, cost, out.topo, out.map, batch);
   out.result = simulate_bound(out.world, d);
   return out;
@@ -376,9 +376,9 @@ template <cost_model C>
 [[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
                                             const model_workload& sample_workload) {
   if (sample_workload.size != cost.model().modules.size())
-    detail::fail(errc::invalid_argument, "sample_workload", "has ", sample_workload.size,
-                 " modules, the model has ", cost.model().modules.size());
-  detail::require_positive(p.global_batch, "plan.global_batch");
+    fail(errc::invalid_argument, "sample_workload", "has ", sample_workload.size,
+         " modules, the model has ", cost.model().modules.size());
+  require_positive(p.global_batch, "plan.global_batch");
   const std::vector<model_workload> batch(static_cast<std::size_t>(p.global_batch),
                                           sample_workload);
   return simulate_plan(p, cost, std::span<const model_workload>(batch));

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/model/model_spec.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
@@ -65,8 +65,8 @@ struct chain_options {
 /// its share of each microbatch; `bind_rank` adds the messages. The chain
 /// with communication is validated here (order, matching, no deadlock).
 [[nodiscard]] inline pipeline_schedule chain_program(const topology& t, const chain_options& o) {
-  detail::require_positive(o.microbatches, "chain_options.microbatches");
-  detail::require_positive(o.buckets, "chain_options.buckets");
+  require_positive(o.microbatches, "chain_options.microbatches");
+  require_positive(o.buckets, "chain_options.buckets");
   multi_module_spec spec;
   for (const module_id m : t.owning_modules()) {
     const topology_module& g = t.module(m);
@@ -105,8 +105,8 @@ struct chain_options {
   std::vector<topology_module> mods;
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     const module_plan& m = p.modules[i];
-    mods.push_back({m.name, parse_module_role(m.role, detail::cat("plan.modules[", i, "].role")),
-                    m.tp, m.pp, m.dp, true, m.colocated});
+    mods.push_back({m.name, parse_module_role(m.role, cat("plan.modules[", i, "].role")), m.tp,
+                    m.pp, m.dp, true, m.colocated});
   }
   return topology(std::move(mods));
 }
@@ -124,8 +124,8 @@ struct chain_options {
         mods[i].trainable = !ms.frozen;
         found = true;
       }
-    detail::require(found, detail::cat("plan.modules[", i, "].name"), "module '", mods[i].name,
-                    "' is not in model '", model.name, "'");
+    require(found, cat("plan.modules[", i, "].name"), "module '", mods[i].name,
+            "' is not in model '", model.name, "'");
   }
   return topology(std::move(mods));
 }

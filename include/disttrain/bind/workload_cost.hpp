@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/cost/stage.hpp"
 #include "disttrain/model/sample.hpp"
@@ -65,25 +65,25 @@ class workload_cost {
       : cost_(&cost), column_of_(std::move(column_of)) {
     const auto& mods = cost.model().modules;
     if (tp.empty()) tp.assign(mods.size(), 1);
-    detail::require(tp.size() == mods.size(), "workload_cost.tp", "has ", tp.size(),
-                    " entries, the model has ", mods.size(), " modules");
+    require(tp.size() == mods.size(), "workload_cost.tp", "has ", tp.size(),
+            " entries, the model has ", mods.size(), " modules");
     if (column_of_.empty())
       for (std::size_t k = 0; k < mods.size(); ++k) column_of_.push_back(k);
-    detail::require(column_of_.size() == mods.size(), "workload_cost.column_of", "has ",
-                    column_of_.size(), " entries, the model has ", mods.size(), " modules");
+    require(column_of_.size() == mods.size(), "workload_cost.column_of", "has ", column_of_.size(),
+            " entries, the model has ", mods.size(), " modules");
     std::array<bool, max_reorder_modules> used{};
     for (std::size_t k = 0; k < mods.size(); ++k) {
-      detail::require(column_of_[k] < max_reorder_modules,
-                      detail::cat("workload_cost.column_of[", k, "]"), "column ", column_of_[k],
-                      " of module '", mods[k].name, "' exceeds the limit ", max_reorder_modules);
+      require(column_of_[k] < max_reorder_modules, cat("workload_cost.column_of[", k, "]"),
+              "column ", column_of_[k], " of module '", mods[k].name, "' exceeds the limit ",
+              max_reorder_modules);
       used[column_of_[k]] = true;
       columns_ = std::max(columns_, column_of_[k] + 1);
     }
     for (std::size_t c = 0; c < columns_; ++c)
-      detail::require(used[c], "workload_cost.column_of", "no module maps to column ", c,
-                      " (columns must be 0..", columns_ - 1, ")");
+      require(used[c], "workload_cost.column_of", "no module maps to column ", c,
+              " (columns must be 0..", columns_ - 1, ")");
     for (std::size_t k = 0; k < mods.size(); ++k) {
-      detail::require_positive(tp[k], detail::cat("workload_cost.tp[", k, "]"));
+      require_positive(tp[k], cat("workload_cost.tp[", k, "]"));
       stage_config s;
       s.module = k;
       s.first_layer = 0;

@@ -39,7 +39,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -73,11 +73,11 @@ struct transfer_info {
 
   /// @brief `"rank S -> rank P tag T"` for a send, `"rank S <- rank P tag T"` for a receive.
   [[nodiscard]] std::string where() const {
-    return detail::cat("rank ", self, is_send ? " -> " : " <- ", "rank ", peer, " tag ", tag);
+    return cat("rank ", self, is_send ? " -> " : " <- ", "rank ", peer, " tag ", tag);
   }
   /// @brief `"send of N bytes"` / `"receive of N bytes"`.
   [[nodiscard]] std::string what() const {
-    return detail::cat(is_send ? "send of " : "receive of ", bytes, " bytes");
+    return cat(is_send ? "send of " : "receive of ", bytes, " bytes");
   }
 };
 

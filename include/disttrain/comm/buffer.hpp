@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -52,8 +52,8 @@ struct buffer_ref {
   }
   /// @brief Bytes [offset, offset + count); throws if out of range.
   [[nodiscard]] buffer_ref subref(std::size_t offset, std::size_t count) const {
-    detail::require(offset <= size && count <= size - offset, "buffer_ref.subref", "range of ",
-                    count, " bytes at offset ", offset, " outside ", size, " bytes");
+    require(offset <= size && count <= size - offset, "buffer_ref.subref", "range of ", count,
+            " bytes at offset ", offset, " outside ", size, " bytes");
     return {data + offset, count};
   }
   [[nodiscard]] std::span<std::byte> span() const noexcept { return {data, size}; }
@@ -189,8 +189,8 @@ class basic_buffer_pool {
   }
   /// @brief The capacity an acquisition of `bytes` receives.
   [[nodiscard]] static std::size_t size_class(std::size_t bytes) {
-    detail::require(bytes <= (std::size_t{1} << 62), "buffer_pool.acquire", "request of ", bytes,
-                    " bytes too large");
+    require(bytes <= (std::size_t{1} << 62), "buffer_pool.acquire", "request of ", bytes,
+            " bytes too large");
     std::size_t c = 4096;
     while (c < bytes) c <<= 1;
     return c;

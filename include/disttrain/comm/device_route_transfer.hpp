@@ -54,13 +54,12 @@ class device_route_transfer {
   device_route_transfer(nccl_backend& backend, const route_plan& plan, pool_type& pool,
                         transfer_options opts = {})
       : b_(&backend), plan_(&plan), pool_(&pool), opts_(opts), me_(backend.rank()) {
-    detail::require(plan.for_rank() < 0 || plan.for_rank() == me_, "route_transfer.plan",
-                    "is rank ", plan.for_rank(), "'s part of the route (route_options::for_rank)",
-                    "; this is rank ", me_);
+    require(plan.for_rank() < 0 || plan.for_rank() == me_, "route_transfer.plan", "is rank ",
+            plan.for_rank(), "'s part of the route (route_options::for_rank)", "; this is rank ",
+            me_);
     if (opts.verify)
-      detail::fail(
-          errc::unsupported, detail::cat("rank ", me_, " route tag ", opts.tag),
-          "verify mode runs on host buffers only (route_transfer); disable it for device routes");
+      fail(errc::unsupported, cat("rank ", me_, " route tag ", opts.tag),
+           "verify mode runs on host buffers only (route_transfer); disable it for device routes");
     for (int phase = 0; phase < 2; ++phase) {
       for (int i : plan.sends_of(me_, phase)) add_step(i, phase, true);
       for (int i : plan.recvs_of(me_, phase)) add_step(i, phase, false);
@@ -76,11 +75,11 @@ class device_route_transfer {
         detail::element_bytes(plan_->source_elements(me_), es, "route.source_bytes");
     const auto want_dst =
         detail::element_bytes(plan_->destination_elements(me_), es, "route.destination_bytes");
-    const std::string w = detail::cat("rank ", me_, " route tag ", opts_.tag);
-    detail::require(source.size() == want_src, w, "source buffer has ", source.size(),
-                    " bytes, the route needs ", want_src);
-    detail::require(destination.size() == want_dst, w, "destination buffer has ",
-                    destination.size(), " bytes, the route needs ", want_dst);
+    const std::string w = cat("rank ", me_, " route tag ", opts_.tag);
+    require(source.size() == want_src, w, "source buffer has ", source.size(),
+            " bytes, the route needs ", want_src);
+    require(destination.size() == want_dst, w, "destination buffer has ", destination.size(),
+            " bytes, the route needs ", want_dst);
     reqs_.clear();
     for (int phase = 0; phase < 2; ++phase) {
       std::span<const std::byte> from =

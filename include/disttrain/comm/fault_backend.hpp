@@ -52,7 +52,7 @@
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/unique_handle.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/model/rng.hpp"
 
 namespace disttrain {
@@ -168,12 +168,12 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
 
   /// @brief Wraps `inner` (which must outlive this object).
   fault_backend(B& inner, fault_options opts) : inner_(&inner), opts_(std::move(opts)) {
-    detail::require(opts_.rate >= 0.0 && opts_.rate <= 1.0, "fault_options.rate",
-                    "must be in [0, 1], got ", opts_.rate);
-    detail::require(!opts_.kinds.empty() || opts_.rate == 0.0, "fault_options.kinds",
-                    "no kind to inject with rate ", opts_.rate);
-    detail::require(opts_.max_delay.count() >= 0, "fault_options.max_delay",
-                    "must be >= 0 ms, got ", opts_.max_delay.count());
+    require(opts_.rate >= 0.0 && opts_.rate <= 1.0, "fault_options.rate", "must be in [0, 1], got ",
+            opts_.rate);
+    require(!opts_.kinds.empty() || opts_.rate == 0.0, "fault_options.kinds",
+            "no kind to inject with rate ", opts_.rate);
+    require(opts_.max_delay.count() >= 0, "fault_options.max_delay", "must be >= 0 ms, got ",
+            opts_.max_delay.count());
   }
   fault_backend(const fault_backend&) = delete;
   fault_backend& operator=(const fault_backend&) = delete;
@@ -307,8 +307,8 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
   [[noreturn]] void kill(const transfer_info& t) {
     killed_ = true;
     if (opts_.on_kill) opts_.on_kill(rank());
-    detail::fail(errc::comm_error, t.where(), "rank ", rank(),
-                 " was killed by fault injection (seed ", opts_.seed, ")");
+    fail(errc::comm_error, t.where(), "rank ", rank(), " was killed by fault injection (seed ",
+         opts_.seed, ")");
   }
   bool consume_dropped(request& r) const {
     if (!r.state_.dropped) return false;
@@ -317,17 +317,16 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
   }
   void check_alive(int peer, int tag, std::size_t bytes, bool is_send) const {
     if (killed_)
-      detail::fail(errc::comm_error, transfer_info{rank(), peer, tag, bytes, is_send}.where(),
-                   "rank ", rank(), " was killed by fault injection");
+      fail(errc::comm_error, transfer_info{rank(), peer, tag, bytes, is_send}.where(), "rank ",
+           rank(), " was killed by fault injection");
   }
   void check_alive_request() const {
-    if (killed_)
-      detail::fail(errc::comm_error, detail::cat("rank ", rank()), "was killed by fault injection");
+    if (killed_) fail(errc::comm_error, cat("rank ", rank()), "was killed by fault injection");
   }
   void check_alive_collective(const char* what) const {
     if (killed_)
-      detail::fail(errc::comm_error, detail::cat("rank ", rank(), " ", what), "rank ", rank(),
-                   " was killed by fault injection");
+      fail(errc::comm_error, cat("rank ", rank(), " ", what), "rank ", rank(),
+           " was killed by fault injection");
   }
 
   B* inner_;

@@ -50,8 +50,8 @@
 #include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/p2p_collectives.hpp"
 #include "disttrain/comm/detail/unique_handle.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
-#include "disttrain/core/error.hpp"
 
 namespace disttrain {
 
@@ -168,9 +168,9 @@ struct local_request_state;
 class local_world {
  public:
   explicit local_world(int size, comm_options opts = {}) : opts_(opts) {
-    detail::require_positive(size, "local_world.size");
-    detail::require(opts.timeout.count() >= 0, "local_world.timeout", "must be >= 0 ms, got ",
-                    opts.timeout.count());
+    require_positive(size, "local_world.size");
+    require(opts.timeout.count() >= 0, "local_world.timeout", "must be >= 0 ms, got ",
+            opts.timeout.count());
     boxes_.reserve(static_cast<std::size_t>(size));
     for (int i = 0; i < size; ++i) boxes_.push_back(std::make_unique<detail::local_mailbox>());
     dead_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size));
@@ -226,10 +226,10 @@ class local_world {
   friend struct detail::local_request_state;  // cancels a released request
 
   void check_rank(int r, std::string_view where) const {
-    detail::require(r >= 0 && r < size(), where, "rank ", r, " out of [0, ", size(), ")");
+    require(r >= 0 && r < size(), where, "rank ", r, " out of [0, ", size(), ")");
   }
   static std::string dead_message(const transfer_info& t, int dead) {
-    return detail::cat(t.what(), " failed: rank ", dead, " is dead");
+    return cat(t.what(), " failed: rank ", dead, " is dead");
   }
 
   // Posts `op` (a send when op->info.is_send) and matches it if possible.
@@ -343,7 +343,7 @@ class local_backend : public detail::deadline_waits<local_backend> {
    public:
     /// @brief The transfer this request stands for.
     [[nodiscard]] const transfer_info& info() const {
-      detail::require(state_.op != nullptr, "local_backend.request", "empty request");
+      require(state_.op != nullptr, "local_backend.request", "empty request");
       return state_.op->info;
     }
     /// @brief Whether the request refers to a posted transfer not yet waited for.
@@ -356,8 +356,8 @@ class local_backend : public detail::deadline_waits<local_backend> {
   local_backend(local_world& world, int rank, comm_options opts)
       : world_(&world), rank_(rank), opts_(opts) {
     world.check_rank(rank, "local_world.endpoint");
-    detail::require(opts.timeout.count() >= 0, "local_backend.timeout", "must be >= 0 ms, got ",
-                    opts.timeout.count());
+    require(opts.timeout.count() >= 0, "local_backend.timeout", "must be >= 0 ms, got ",
+            opts.timeout.count());
   }
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
@@ -365,7 +365,7 @@ class local_backend : public detail::deadline_waits<local_backend> {
   [[nodiscard]] const comm_options& options() const noexcept { return opts_; }
   /// @brief Changes the default timeout of later waits.
   void set_timeout(std::chrono::milliseconds t) {
-    detail::require(t.count() >= 0, "local_backend.timeout", "must be >= 0 ms, got ", t.count());
+    require(t.count() >= 0, "local_backend.timeout", "must be >= 0 ms, got ", t.count());
     opts_.timeout = t;
   }
 
@@ -385,8 +385,7 @@ class local_backend : public detail::deadline_waits<local_backend> {
   using deadline_waits::wait;
   /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
   void wait(request& r, const wait_deadline& d) {
-    detail::require(r.state_.op != nullptr, "local_backend.wait",
-                    "empty or already completed request");
+    require(r.state_.op != nullptr, "local_backend.wait", "empty or already completed request");
     auto op = r.state_.op;
     if (!op->wait_until(d.at)) {
       if (world_->try_cancel(op)) {
@@ -401,30 +400,29 @@ class local_backend : public detail::deadline_waits<local_backend> {
   }
   /// @brief True if complete (then the request is consumed; a failure throws).
   bool test(request& r) {
-    detail::require(r.state_.op != nullptr, "local_backend.test",
-                    "empty or already completed request");
+    require(r.state_.op != nullptr, "local_backend.test", "empty or already completed request");
     if (r.state_.op->state.load() < detail::local_op::done) return false;
     wait(r, std::chrono::milliseconds(0));
     return true;
   }
   /// @brief No-op bracket (local transfers never need grouping); nesting is checked.
   void group_start() { group_.start(); }
-  void group_end() { group_.end(detail::cat("rank ", rank_)); }
+  void group_end() { group_.end(cat("rank ", rank_)); }
   void barrier() {
     internal_view v{*this};
     detail::p2p_barrier(v);
   }
   void broadcast(std::span<std::byte> data, int root) {
-    detail::require(root >= 0 && root < size(), "local_backend.broadcast.root", "root ", root,
-                    " out of [0, ", size(), ")");
+    require(root >= 0 && root < size(), "local_backend.broadcast.root", "root ", root,
+            " out of [0, ", size(), ")");
     internal_view v{*this};
     detail::p2p_broadcast(v, data, root);
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    detail::require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size())) &&
-                        all.size() == mine.size() * static_cast<std::size_t>(size()),
-                    "local_backend.allgather", "output of ", all.size(), " bytes, need ",
-                    mine.size(), " x ", size());
+    require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size())) &&
+                all.size() == mine.size() * static_cast<std::size_t>(size()),
+            "local_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(),
+            " x ", size());
     internal_view v{*this};
     detail::p2p_allgather(v, mine, all);
   }
@@ -465,18 +463,17 @@ class local_backend : public detail::deadline_waits<local_backend> {
   }
   void check_user_tag(int peer, int tag, std::size_t bytes, bool is_send) const {
     if (tag < 0)  // the text is only built on failure (per-message hot path)
-      detail::fail(errc::invalid_argument, transfer_info{rank_, peer, tag, bytes, is_send}.where(),
-                   "tag ", tag, " out of [0, ", INT_MAX,
-                   "]: negative tags are reserved for the backend's collectives (MPI rejects "
-                   "them too)");
+      fail(errc::invalid_argument, transfer_info{rank_, peer, tag, bytes, is_send}.where(), "tag ",
+           tag, " out of [0, ", INT_MAX,
+           "]: negative tags are reserved for the backend's collectives (MPI rejects "
+           "them too)");
   }
 
   std::shared_ptr<detail::local_op> make_op(int peer, int tag, std::size_t bytes, bool is_send) {
     const transfer_info info{rank_, peer, tag, bytes, is_send};
     // The error text is only built on failure (this is the per-message hot path).
     if (peer < 0 || peer >= size())
-      detail::fail(errc::invalid_argument, info.where(), "peer ", peer, " out of [0, ", size(),
-                   ")");
+      fail(errc::invalid_argument, info.where(), "peer ", peer, " out of [0, ", size(), ")");
     auto op = std::make_shared<detail::local_op>();
     op->info = info;
     return op;

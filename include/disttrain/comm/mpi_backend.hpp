@@ -65,8 +65,8 @@
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/unique_handle.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
-#include "disttrain/core/error.hpp"
 
 namespace disttrain {
 
@@ -75,7 +75,7 @@ namespace detail {
 [[nodiscard]] inline std::string mpi_error_string(int code) {
   char buf[MPI_MAX_ERROR_STRING];
   int len = 0;
-  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return detail::cat("MPI error ", code);
+  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return cat("MPI error ", code);
   return std::string(buf, static_cast<std::size_t>(len));
 }
 /// Polls `test` until it returns true or `deadline` passes. Like `MPI_Wait`
@@ -239,8 +239,8 @@ class mpi_session {
       int provided = 0;
       const int rc = MPI_Init_thread(&argc, &argv, required, &provided);
       if (rc != MPI_SUCCESS)
-        detail::fail(errc::comm_error, "mpi_session",
-                     "MPI_Init_thread failed: ", detail::mpi_error_string(rc));
+        fail(errc::comm_error, "mpi_session",
+             "MPI_Init_thread failed: ", detail::mpi_error_string(rc));
       owns_ = true;
     }
   }
@@ -282,8 +282,8 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
 
   /// @brief Duplicates `comm` (collective over `comm`).
   explicit mpi_backend(MPI_Comm comm = MPI_COMM_WORLD, comm_options opts = {}) : opts_(opts) {
-    detail::require(opts.timeout.count() >= 0, "mpi_backend.timeout", "must be >= 0 ms, got ",
-                    opts.timeout.count());
+    require(opts.timeout.count() >= 0, "mpi_backend.timeout", "must be >= 0 ms, got ",
+            opts.timeout.count());
     check(MPI_Comm_dup(comm, &comm_), "mpi_backend", "MPI_Comm_dup");
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "mpi_backend",
           "MPI_Comm_set_errhandler");
@@ -344,7 +344,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
     return shared_->sends.size();
   }
   void set_timeout(std::chrono::milliseconds t) {
-    detail::require(t.count() >= 0, "mpi_backend.timeout", "must be >= 0 ms, got ", t.count());
+    require(t.count() >= 0, "mpi_backend.timeout", "must be >= 0 ms, got ", t.count());
     opts_.timeout = t;
   }
 
@@ -378,7 +378,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
   using deadline_waits::wait;
   /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
   void wait(request& r, const wait_deadline& d) {
-    detail::require(r.valid(), "mpi_backend.wait", "empty or already completed request");
+    require(r.valid(), "mpi_backend.wait", "empty or already completed request");
     const std::chrono::milliseconds timeout = d.timeout;
     MPI_Status st{};
     int rc = MPI_SUCCESS;
@@ -406,7 +406,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
     finish(r, rc, st);
   }
   bool test(request& r) {
-    detail::require(r.valid(), "mpi_backend.test", "empty or already completed request");
+    require(r.valid(), "mpi_backend.test", "empty or already completed request");
     MPI_Status st{};
     int rc = MPI_SUCCESS;
     if (!progress(r, rc, st)) return false;
@@ -415,15 +415,15 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
   }
   /// @brief No-op bracket (MPI point-to-point is already non-blocking); nesting checked.
   void group_start() { group_.start(); }
-  void group_end() { group_.end(detail::cat("rank ", rank_)); }
+  void group_end() { group_.end(cat("rank ", rank_)); }
   void barrier() {
     MPI_Request q = MPI_REQUEST_NULL;
     check(MPI_Ibarrier(comm_, &q), where_collective("barrier"), "MPI_Ibarrier");
     wait_collective(q, "barrier", 0);
   }
   void broadcast(std::span<std::byte> data, int root) {
-    detail::require(root >= 0 && root < size_, "mpi_backend.broadcast.root", "root ", root,
-                    " out of [0, ", size_, ")");
+    require(root >= 0 && root < size_, "mpi_backend.broadcast.root", "root ", root, " out of [0, ",
+            size_, ")");
     require_int_count(data.size(), where_collective("broadcast"));
     MPI_Request q = MPI_REQUEST_NULL;
     check(MPI_Ibcast(data.data(), static_cast<int>(data.size()), MPI_BYTE, root, comm_, &q),
@@ -431,10 +431,10 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
     wait_collective(q, "broadcast", data.size());
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    detail::require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
-                        all.size() == mine.size() * static_cast<std::size_t>(size_),
-                    "mpi_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(),
-                    " x ", size_);
+    require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
+                all.size() == mine.size() * static_cast<std::size_t>(size_),
+            "mpi_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(), " x ",
+            size_);
     require_int_count(mine.size(), where_collective("allgather"));
     MPI_Request q = MPI_REQUEST_NULL;
     check(MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
@@ -445,14 +445,13 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
 
  private:
   [[nodiscard]] std::string where_collective(const char* what) const {
-    return detail::cat("rank ", rank_, " ", what);
+    return cat("rank ", rank_, " ", what);
   }
 
   static void require_int_count(std::size_t bytes, const std::string& where) {
     if (bytes > static_cast<std::size_t>(INT_MAX))
-      detail::fail(errc::unsupported, where, "message of ", bytes,
-                   " bytes exceeds MPI's int count (", INT_MAX,
-                   "); split the transfer (e.g. a smaller microbatch)");
+      fail(errc::unsupported, where, "message of ", bytes, " bytes exceeds MPI's int count (",
+           INT_MAX, "); split the transfer (e.g. a smaller microbatch)");
   }
 
   // Validates one point-to-point call. Per-message hot path: the error text
@@ -460,17 +459,17 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
   transfer_info checked(int peer, int tag, std::size_t bytes, bool is_send) const {
     const transfer_info t{rank_, peer, tag, bytes, is_send};
     if (peer < 0 || peer >= size_)
-      detail::fail(errc::invalid_argument, t.where(), "peer ", peer, " out of [0, ", size_, ")");
+      fail(errc::invalid_argument, t.where(), "peer ", peer, " out of [0, ", size_, ")");
     if (tag < 0 || tag > tag_ub_)
-      detail::fail(errc::invalid_argument, t.where(), "tag ", tag,
-                   " out of [0, MPI_TAG_UB = ", tag_ub_, "]");
+      fail(errc::invalid_argument, t.where(), "tag ", tag, " out of [0, MPI_TAG_UB = ", tag_ub_,
+           "]");
     if (bytes > static_cast<std::size_t>(INT_MAX)) require_int_count(bytes, t.where());
     return t;
   }
 
   static void check(int rc, const std::string& where, const char* call) {
     if (rc != MPI_SUCCESS)
-      detail::fail(errc::comm_error, where, call, " failed: ", detail::mpi_error_string(rc));
+      fail(errc::comm_error, where, call, " failed: ", detail::mpi_error_string(rc));
   }
   static void check(int rc, const transfer_info& t, const char* call) {
     if (rc != MPI_SUCCESS) check(rc, t.where(), call);
@@ -582,9 +581,9 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
           if (MPI_Test(&slot->req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag == 0)
             shared_->orphans.push_back(slot);  // MPI still writes the scratch buffer
         }
-        detail::fail(errc::comm_error, t.where(),
-                     detail::size_mismatch(t.peer, std::to_string(slot->incoming), t),
-                     "; the message was discarded and the receive buffer left untouched");
+        fail(errc::comm_error, t.where(),
+             detail::size_mismatch(t.peer, std::to_string(slot->incoming), t),
+             "; the message was discarded and the receive buffer left untouched");
       }
     }
     r.state_.req = MPI_REQUEST_NULL;
@@ -595,17 +594,16 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
       int cls = 0;
       MPI_Error_class(code, &cls);
       if (cls == MPI_ERR_TRUNCATE)
-        detail::fail(errc::comm_error, t.where(),
-                     detail::size_mismatch(t.peer, detail::cat("more than ", t.bytes), t),
-                     " (MPI reported truncation without the sender's size)");
-      detail::fail(errc::comm_error, t.where(), t.what(),
-                   " failed: ", detail::mpi_error_string(code));
+        fail(errc::comm_error, t.where(),
+             detail::size_mismatch(t.peer, cat("more than ", t.bytes), t),
+             " (MPI reported truncation without the sender's size)");
+      fail(errc::comm_error, t.where(), t.what(), " failed: ", detail::mpi_error_string(code));
     }
     if (!t.is_send) {
       int count = 0;
       MPI_Get_count(&st, MPI_BYTE, &count);
-      detail::ensure(static_cast<std::size_t>(count) == t.bytes, t.where(), "probed message of ",
-                     t.bytes, " bytes arrived with ", count);
+      ensure(static_cast<std::size_t>(count) == t.bytes, t.where(), "probed message of ", t.bytes,
+             " bytes arrived with ", count);
     }
   }
 
@@ -619,9 +617,9 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
     });
     if (!done) timed_out_ = true;
     if (!done)
-      detail::fail(errc::timeout, where_collective(what), what, " of ", bytes,
-                   " bytes did not complete within ", opts_.timeout.count(),
-                   " ms (a rank is silent or dead); this communicator can no longer be used");
+      fail(errc::timeout, where_collective(what), what, " of ", bytes,
+           " bytes did not complete within ", opts_.timeout.count(),
+           " ms (a rank is silent or dead); this communicator can no longer be used");
     check(rc, where_collective(what), what);
   }
 

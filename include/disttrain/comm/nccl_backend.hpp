@@ -66,8 +66,8 @@
 #include "disttrain/comm/buffer.hpp"
 #include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/unique_handle.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
-#include "disttrain/core/error.hpp"
 
 namespace disttrain {
 
@@ -82,8 +82,8 @@ struct device_allocator {
     void* p = nullptr;
     const cudaError_t rc = cudaMalloc(&p, bytes);
     if (rc != cudaSuccess)
-      detail::fail(errc::comm_error, "device_allocator", "cudaMalloc of ", bytes,
-                   " bytes failed: ", cudaGetErrorString(rc));
+      fail(errc::comm_error, "device_allocator", "cudaMalloc of ", bytes,
+           " bytes failed: ", cudaGetErrorString(rc));
     return static_cast<std::byte*>(p);
   }
   void deallocate(std::byte* p, std::size_t /*bytes*/) const noexcept { cudaFree(p); }
@@ -129,9 +129,9 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
   nccl_backend(const ncclUniqueId& id, int rank, int size, cudaStream_t stream,
                comm_options opts = {})
       : rank_(rank), size_(size), stream_(stream), opts_(opts) {
-    detail::require_positive(size, "nccl_backend.size");
-    detail::require(rank >= 0 && rank < size, "nccl_backend.rank", "rank ", rank, " out of [0, ",
-                    size, ")");
+    require_positive(size, "nccl_backend.size");
+    require(rank >= 0 && rank < size, "nccl_backend.rank", "rank ", rank, " out of [0, ", size,
+            ")");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;  // non-blocking: lets us time out and abort instead of hanging
     detail::nccl_check(ncclCommInitRankConfig(&comm_, size, id, rank, &cfg), where(),
@@ -158,11 +158,11 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
       {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         out.write(id.internal, sizeof(id.internal));
-        if (!out) detail::fail(errc::comm_error, path, "cannot write the NCCL unique id to ", tmp);
+        if (!out) fail(errc::comm_error, path, "cannot write the NCCL unique id to ", tmp);
       }
       std::error_code ec;
       std::filesystem::rename(tmp, path, ec);
-      if (ec) detail::fail(errc::comm_error, path, "cannot rename ", tmp, ": ", ec.message());
+      if (ec) fail(errc::comm_error, path, "cannot rename ", tmp, ": ", ec.message());
       return id;
     }
     const auto deadline = detail::deadline_after(timeout);
@@ -171,9 +171,8 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
       if (in && in.read(id.internal, sizeof(id.internal)) && in.gcount() == sizeof(id.internal))
         return id;
       if (std::chrono::steady_clock::now() >= deadline)
-        detail::fail(errc::timeout, path, "rank ", rank, " waited ", timeout.count(),
-                     " ms for rank 0 to write the NCCL unique id (", sizeof(id.internal),
-                     " bytes)");
+        fail(errc::timeout, path, "rank ", rank, " waited ", timeout.count(),
+             " ms for rank 0 to write the NCCL unique id (", sizeof(id.internal), " bytes)");
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
@@ -189,8 +188,7 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
       detail::nccl_check(ncclGetUniqueId(&id), "nccl_backend.from_mpi", "ncclGetUniqueId");
     if (MPI_Bcast(id.internal, static_cast<int>(sizeof(id.internal)), MPI_BYTE, 0, comm) !=
         MPI_SUCCESS)
-      detail::fail(errc::comm_error, "nccl_backend.from_mpi",
-                   "MPI_Bcast of the NCCL unique id failed");
+      fail(errc::comm_error, "nccl_backend.from_mpi", "MPI_Bcast of the NCCL unique id failed");
     return nccl_backend(id, rank, size, stream, opts);
   }
 #endif
@@ -251,9 +249,8 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
   using deadline_waits::wait;
   /// @brief Waits until `d.at`; a timeout error quotes `d.timeout`.
   void wait(request& r, const wait_deadline& d) {
-    detail::require(r.valid(), "nccl_backend.wait", "empty or already completed request");
-    detail::require(group_.depth() == 0, r.state_.info.where(),
-                    "wait inside group_start/group_end");
+    require(r.valid(), "nccl_backend.wait", "empty or already completed request");
+    require(group_.depth() == 0, r.state_.info.where(), "wait inside group_start/group_end");
     for (long spins = 0;; ++spins) {
       if (poll(r)) return;
       if (std::chrono::steady_clock::now() >= d.at) {
@@ -267,7 +264,7 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
     }
   }
   bool test(request& r) {
-    detail::require(r.valid(), "nccl_backend.test", "empty or already completed request");
+    require(r.valid(), "nccl_backend.test", "empty or already completed request");
     return poll(r);
   }
   void group_start() {
@@ -296,8 +293,8 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
   /// @brief Broadcast of device bytes from `root`.
   void broadcast(std::span<std::byte> data, int root) {
     require_usable("broadcast");
-    detail::require(root >= 0 && root < size_, "nccl_backend.broadcast.root", "root ", root,
-                    " out of [0, ", size_, ")");
+    require(root >= 0 && root < size_, "nccl_backend.broadcast.root", "root ", root, " out of [0, ",
+            size_, ")");
     detail::nccl_check(
         ncclBroadcast(data.data(), data.data(), data.size(), ncclUint8, root, comm_, stream_),
         where(), "ncclBroadcast");
@@ -306,10 +303,10 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
   /// @brief All-gather of device bytes.
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
     require_usable("allgather");
-    detail::require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
-                        all.size() == mine.size() * static_cast<std::size_t>(size_),
-                    "nccl_backend.allgather", "output of ", all.size(), " bytes, need ",
-                    mine.size(), " x ", size_);
+    require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
+                all.size() == mine.size() * static_cast<std::size_t>(size_),
+            "nccl_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(), " x ",
+            size_);
     detail::nccl_check(
         ncclAllGather(mine.data(), all.data(), mine.size(), ncclUint8, comm_, stream_), where(),
         "ncclAllGather");
@@ -317,20 +314,20 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
   }
 
  private:
-  [[nodiscard]] std::string where() const { return detail::cat("rank ", rank_, " (nccl)"); }
+  [[nodiscard]] std::string where() const { return cat("rank ", rank_, " (nccl)"); }
 
   void require_usable(const char* what) const {
     if (broken_)
-      detail::fail(errc::comm_error, where(), what,
-                   ": the NCCL communicator was aborted after an earlier failure");
+      fail(errc::comm_error, where(), what,
+           ": the NCCL communicator was aborted after an earlier failure");
   }
 
   request make_request(int peer, int tag, std::size_t bytes, bool is_send) {
     request r;
     r.state_.info = transfer_info{rank_, peer, tag, bytes, is_send};
     require_usable(is_send ? "isend" : "irecv");
-    detail::require(peer >= 0 && peer < size_, r.state_.info.where(), "peer ", peer, " out of [0, ",
-                    size_, ")");
+    require(peer >= 0 && peer < size_, r.state_.info.where(), "peer ", peer, " out of [0, ", size_,
+            ")");
     detail::cuda_check(cudaEventCreateWithFlags(&r.state_.ev, cudaEventDisableTiming),
                        r.state_.info.where(), "cudaEventCreateWithFlags");
     return r;
@@ -352,8 +349,8 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
       abort_comm();
       const transfer_info t = r.state_.info;
       r.state_.release();
-      detail::fail(errc::comm_error, t.where(), t.what(), " failed: NCCL asynchronous error ",
-                   ncclGetErrorString(async), "; communicator aborted");
+      fail(errc::comm_error, t.where(), t.what(), " failed: NCCL asynchronous error ",
+           ncclGetErrorString(async), "; communicator aborted");
     }
     const cudaError_t q = cudaEventQuery(r.state_.ev);
     if (q == cudaErrorNotReady) return false;
@@ -370,12 +367,12 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
       if (st == ncclSuccess) return;
       if (st != ncclInProgress) {
         abort_comm();
-        detail::fail(errc::comm_error, where(), what, " failed: ", ncclGetErrorString(st));
+        fail(errc::comm_error, where(), what, " failed: ", ncclGetErrorString(st));
       }
       if (std::chrono::steady_clock::now() >= deadline) {
         abort_comm();
-        detail::fail(errc::timeout, where(), what, " did not finish within ", opts_.timeout.count(),
-                     " ms (a rank is missing or silent); communicator aborted");
+        fail(errc::timeout, where(), what, " did not finish within ", opts_.timeout.count(),
+             " ms (a rank is missing or silent); communicator aborted");
       }
       std::this_thread::yield();
     }
@@ -388,8 +385,8 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
     while (!poll(r)) {
       if (std::chrono::steady_clock::now() >= deadline) {
         abort_comm();
-        detail::fail(errc::timeout, where(), what, " of ", bytes, " bytes did not complete within ",
-                     opts_.timeout.count(), " ms; communicator aborted");
+        fail(errc::timeout, where(), what, " of ", bytes, " bytes did not complete within ",
+             opts_.timeout.count(), " ms; communicator aborted");
       }
       std::this_thread::yield();
     }

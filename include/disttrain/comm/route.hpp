@@ -68,8 +68,8 @@
 #include <vector>
 
 #include "disttrain/comm/sample_placement.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
-#include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
 #include "disttrain/model/rng.hpp"
@@ -175,12 +175,12 @@ class route_plan {
   /// Throws `invalid_argument` at `route_plan.message` when out of range or,
   /// in a rank's part, not one of that rank's messages.
   [[nodiscard]] const route_message& message(int index) const {
-    detail::require_in_range(index, 0, total_messages_ - 1, "route_plan.message");
+    require_in_range(index, 0, total_messages_ - 1, "route_plan.message");
     auto it = std::lower_bound(messages_.begin(), messages_.end(), index,
                                [](const route_message& m, int v) { return m.index < v; });
     if (it == messages_.end() || it->index != index)
-      detail::fail(errc::invalid_argument, "route_plan.message", "message ", index,
-                   " is not one of rank ", for_rank_, "'s (the plan holds that rank's part only)");
+      fail(errc::invalid_argument, "route_plan.message", "message ", index, " is not one of rank ",
+           for_rank_, "'s (the plan holds that rank's part only)");
     return *it;
   }
   [[nodiscard]] route_endpoint from() const noexcept { return from_; }
@@ -394,12 +394,12 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
                                            const sample_placement& pb,
                                            const activation_shape& shape, route_options opts = {}) {
   // ---- validation
-  detail::require_in_range(from.segment, 0, L.num_segments() - 1, "route.from.segment");
-  detail::require_in_range(to.segment, 0, L.num_segments() - 1, "route.to.segment");
+  require_in_range(from.segment, 0, L.num_segments() - 1, "route.from.segment");
+  require_in_range(to.segment, 0, L.num_segments() - 1, "route.to.segment");
   const segment_spec& A = L.segment(from.segment);
   const segment_spec& B = L.segment(to.segment);
-  detail::require_in_range(from.stage, 0, A.pp - 1, "route.from.stage");
-  detail::require_in_range(to.stage, 0, B.pp - 1, "route.to.stage");
+  require_in_range(from.stage, 0, A.pp - 1, "route.from.stage");
+  require_in_range(to.stage, 0, B.pp - 1, "route.to.stage");
   {
     // The pipeline order of the two ends: (up, down); a backward route
     // (gradients, route_options::backward) runs down -> up.
@@ -411,48 +411,47 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
     // (Field names are built only on failure: routes are planned per microbatch.)
     if (up.segment == down.segment) {
       if (down.stage != up.stage + 1)
-        detail::fail(errc::invalid_argument, detail::cat(down_field, ".stage"), "within segment '",
-                     U.name, "' a route joins consecutive stages: stage ", up.stage, " and stage ",
-                     up.stage + 1, ", got ", down.stage);
+        fail(errc::invalid_argument, cat(down_field, ".stage"), "within segment '", U.name,
+             "' a route joins consecutive stages: stage ", up.stage, " and stage ", up.stage + 1,
+             ", got ", down.stage);
       // Consecutive stages of one module hold the same replicas' samples in the
       // same order (Megatron hands the activation on as is).
       if (!(pa == pb))
-        detail::fail(errc::invalid_argument, "route.placement_b",
-                     "consecutive stages of one module need the same placement: stage ", from.stage,
-                     " and stage ", to.stage, " of '", A.name,
-                     "' were given different ones (first difference: ",
-                     detail::first_placement_difference(pa, pb), ")");
+        fail(errc::invalid_argument, "route.placement_b",
+             "consecutive stages of one module need the same placement: stage ", from.stage,
+             " and stage ", to.stage, " of '", A.name,
+             "' were given different ones (first difference: ",
+             detail::first_placement_difference(pa, pb), ")");
     } else {
       const int step = opts.backward ? -1 : 1;
       if (down.segment != up.segment + 1)
-        detail::fail(
-            errc::invalid_argument, detail::cat(down_field, ".segment"),
-            opts.backward ? "a gradient route runs backward" : "a module boundary runs forward",
-            ", from segment ", from.segment, " ('", A.name, "') to segment ", from.segment + step,
-            ", got segment ", to.segment, " ('", B.name, "')",
-            !opts.backward && to.segment < from.segment
-                ? " (a backward route: set route_options::backward for gradients)"
-                : "");
+        fail(errc::invalid_argument, cat(down_field, ".segment"),
+             opts.backward ? "a gradient route runs backward" : "a module boundary runs forward",
+             ", from segment ", from.segment, " ('", A.name, "') to segment ", from.segment + step,
+             ", got segment ", to.segment, " ('", B.name, "')",
+             !opts.backward && to.segment < from.segment
+                 ? " (a backward route: set route_options::backward for gradients)"
+                 : "");
       if (up.stage != U.pp - 1)
-        detail::fail(errc::invalid_argument, detail::cat(up_field, ".stage"),
-                     "a module boundary joins the last stage ", U.pp - 1, " of '", U.name,
-                     "', got ", up.stage);
+        fail(errc::invalid_argument, cat(up_field, ".stage"),
+             "a module boundary joins the last stage ", U.pp - 1, " of '", U.name, "', got ",
+             up.stage);
       if (down.stage != 0)
-        detail::fail(errc::invalid_argument, detail::cat(down_field, ".stage"),
-                     "a module boundary joins stage 0 of '", D.name, "', got ", down.stage);
+        fail(errc::invalid_argument, cat(down_field, ".stage"),
+             "a module boundary joins stage 0 of '", D.name, "', got ", down.stage);
     }
   }
-  detail::require_in_range(opts.for_rank, -1, L.world_size() - 1, "route_options.for_rank");
-  detail::require(pa.dp() == A.dp, "route.placement_a", "has ", pa.dp(), " replicas but '", A.name,
-                  "' has dp ", A.dp);
-  detail::require(pb.dp() == B.dp, "route.placement_b", "has ", pb.dp(), " replicas but '", B.name,
-                  "' has dp ", B.dp);
+  require_in_range(opts.for_rank, -1, L.world_size() - 1, "route_options.for_rank");
+  require(pa.dp() == A.dp, "route.placement_a", "has ", pa.dp(), " replicas but '", A.name,
+          "' has dp ", A.dp);
+  require(pb.dp() == B.dp, "route.placement_b", "has ", pb.dp(), " replicas but '", B.name,
+          "' has dp ", B.dp);
   shape.validate();  // also: sum(rows) x hidden x elem_size fits in int64_t
   const auto n = static_cast<std::size_t>(shape.rows.size());
-  detail::require(static_cast<std::size_t>(pa.num_samples()) == n, "route.placement_a", "places ",
-                  pa.num_samples(), " samples but activation_shape has ", n);
-  detail::require(static_cast<std::size_t>(pb.num_samples()) == n, "route.placement_b", "places ",
-                  pb.num_samples(), " samples but activation_shape has ", n);
+  require(static_cast<std::size_t>(pa.num_samples()) == n, "route.placement_a", "places ",
+          pa.num_samples(), " samples but activation_shape has ", n);
+  require(static_cast<std::size_t>(pb.num_samples()) == n, "route.placement_b", "places ",
+          pb.num_samples(), " samples but activation_shape has ", n);
 
   route_plan plan;
   plan.from_ = from;
@@ -462,8 +461,8 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
   plan.total_rows_ = shape.total_rows();
   plan.for_rank_ = opts.for_rank;
   const std::int64_t lcm_tp = std::lcm(std::int64_t{A.tp}, std::int64_t{B.tp});
-  detail::require(lcm_tp <= INT_MAX, "route.slices", "lcm(tp ", A.tp, ", tp ", B.tp, ") = ", lcm_tp,
-                  " slices exceeds ", INT_MAX);
+  require(lcm_tp <= INT_MAX, "route.slices", "lcm(tp ", A.tp, ", tp ", B.tp, ") = ", lcm_tp,
+          " slices exceeds ", INT_MAX);
   const int S = static_cast<int>(lcm_tp);
   // The fan-out moves (TP_b - 1) more copies of everything: its totals must fit too.
   if (opts.fan_out)
@@ -648,7 +647,7 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
                                                     const sample_placement& pb,
                                                     const activation_shape& shape,
                                                     route_options opts = {}) {
-  detail::require_in_range(boundary, 0, L.num_boundaries() - 1, "route.boundary");
+  require_in_range(boundary, 0, L.num_boundaries() - 1, "route.boundary");
   const int a = boundary;
   return plan_route(L, {a, L.segment(a).pp - 1}, pa, {a + 1, 0}, pb, shape, opts);
 }

@@ -51,7 +51,7 @@
 #include "disttrain/comm/buffer.hpp"
 #include "disttrain/comm/detail/wire_header.hpp"
 #include "disttrain/comm/route.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
 
 namespace disttrain {
@@ -76,10 +76,10 @@ class route_transfer {
  public:
   route_transfer(B& backend, const route_plan& plan, buffer_pool& pool, transfer_options opts = {})
       : b_(&backend), plan_(&plan), pool_(&pool), opts_(opts), me_(backend.rank()) {
-    detail::require(opts.tag >= 0, "transfer_options.tag", "must be >= 0, got ", opts.tag);
-    detail::require(plan.for_rank() < 0 || plan.for_rank() == me_, "route_transfer.plan",
-                    "is rank ", plan.for_rank(), "'s part of the route (route_options::for_rank)",
-                    "; this is rank ", me_);
+    require(opts.tag >= 0, "transfer_options.tag", "must be >= 0, got ", opts.tag);
+    require(plan.for_rank() < 0 || plan.for_rank() == me_, "route_transfer.plan", "is rank ",
+            plan.for_rank(), "'s part of the route (route_options::for_rank)", "; this is rank ",
+            me_);
   }
   route_transfer(const route_transfer&) = delete;
   route_transfer& operator=(const route_transfer&) = delete;
@@ -152,13 +152,13 @@ class route_transfer {
   };
 
   [[nodiscard]] std::string where_self() const {
-    return detail::cat("rank ", me_, " route tag ", opts_.tag);
+    return cat("rank ", me_, " route tag ", opts_.tag);
   }
   // `invalid_argument` at where_self() unless `ok`; the text is only built on
   // failure (building it on every call cost ~0.5 us, a tenth of a 64 KiB route).
   template <class... Ts>
   void check(bool ok, const Ts&... parts) const {
-    if (!ok) detail::fail(errc::invalid_argument, where_self(), parts...);
+    if (!ok) fail(errc::invalid_argument, where_self(), parts...);
   }
   // Waits for `r` under the transfer's deadline (a timeout quotes the configured timeout).
   void wait_for(request& r) { detail::wait_until(*b_, r, deadline_); }
@@ -246,11 +246,11 @@ class route_transfer {
       if (opts_.verify) {
         const auto got = static_cast<std::int64_t>(detail::checksum64(in.landing));
         if (got != in.hdr.checksum)
-          detail::fail(errc::comm_error,
-                       transfer_info{me_, m.src, opts_.tag, in.landing.size(), false}.where(),
-                       "verify: payload checksum mismatch: sender rank ", m.src, " computed ",
-                       static_cast<std::uint64_t>(in.hdr.checksum), ", received bytes give ",
-                       static_cast<std::uint64_t>(got), " (", in.landing.size(), " bytes)");
+          fail(errc::comm_error,
+               transfer_info{me_, m.src, opts_.tag, in.landing.size(), false}.where(),
+               "verify: payload checksum mismatch: sender rank ", m.src, " computed ",
+               static_cast<std::uint64_t>(in.hdr.checksum), ", received bytes give ",
+               static_cast<std::uint64_t>(got), " (", in.landing.size(), " bytes)");
       }
       if (!m.contiguous_recv()) {
         kernels::copy_blocks_cpu(in.landing, dst_, m.recv_blocks, es);
@@ -268,16 +268,15 @@ class route_transfer {
     } catch (const error& e) {
       if (e.code() == errc::timeout) detail::fail_timeout(payload, deadline_.timeout);
       if (e.code() != errc::comm_error) throw;
-      detail::fail(errc::comm_error, e.where(), e.message(), " (this was the ",
-                   sizeof(detail::plan_stamp),
-                   "-byte plan stamp sent ahead of every message of a route: is the peer running "
-                   "route_transfer for this route?)");
+      fail(errc::comm_error, e.where(), e.message(), " (this was the ", sizeof(detail::plan_stamp),
+           "-byte plan stamp sent ahead of every message of a route: is the peer running "
+           "route_transfer for this route?)");
     }
     if (in.stamp.magic == detail::plan_stamp::abort_value)
-      detail::fail(errc::comm_error, payload.where(), "rank ", m.src,
-                   " aborted the route after its own error (",
-                   to_string(static_cast<errc>(in.stamp.plan % 64)), "): its message of ",
-                   payload.bytes, " bytes will not come");
+      fail(errc::comm_error, payload.where(), "rank ", m.src,
+           " aborted the route after its own error (",
+           to_string(static_cast<errc>(in.stamp.plan % 64)), "): its message of ", payload.bytes,
+           " bytes will not come");
   }
 
   // The always-on plan agreement check: the sender's stamp must be the one
@@ -285,23 +284,23 @@ class route_transfer {
   void check_stamp(const incoming& in, const route_message& m) const {
     const transfer_info t{me_, m.src, opts_.tag, in.landing.size(), false};
     if (in.stamp.magic != detail::plan_stamp::magic_value)
-      detail::fail(errc::comm_error, t.where(),
-                   "the first message of the pair is not a plan stamp (is the peer running "
-                   "route_transfer for this route?)");
+      fail(errc::comm_error, t.where(),
+           "the first message of the pair is not a plan stamp (is the peer running "
+           "route_transfer for this route?)");
     if (in.stamp.bytes != t.bytes)
-      detail::fail(errc::comm_error, t.where(),
-                   detail::size_mismatch(m.src, std::to_string(in.stamp.bytes), t),
-                   ": the two ranks planned this route differently (plan fingerprints ",
-                   detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()), ")");
+      fail(errc::comm_error, t.where(),
+           detail::size_mismatch(m.src, std::to_string(in.stamp.bytes), t),
+           ": the two ranks planned this route differently (plan fingerprints ",
+           detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()), ")");
     const std::uint64_t want = plan_->stamp(m);
     if (in.stamp.message != want)
-      detail::fail(errc::comm_error, t.where(), "plan disagreement: rank ", m.src, " and rank ",
-                   me_, " planned this route from different inputs (plan fingerprints ",
-                   detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()),
-                   ", message of ", m.elements, " elements, phase ", m.phase,
-                   "): different placements, sample orders, shapes, split axes or options; "
-                   "transfer_options::verify names both shapes. The destination buffer's "
-                   "content is unspecified");
+      fail(errc::comm_error, t.where(), "plan disagreement: rank ", m.src, " and rank ", me_,
+           " planned this route from different inputs (plan fingerprints ",
+           detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()),
+           ", message of ", m.elements, " elements, phase ", m.phase,
+           "): different placements, sample orders, shapes, split axes or options; "
+           "transfer_options::verify names both shapes. The destination buffer's "
+           "content is unspecified");
   }
 
   // After this rank failed in phase 0: an abort stamp in place of each
@@ -334,9 +333,9 @@ class route_transfer {
       wait_for(in.header);
     } catch (const error& e) {
       if (e.code() != errc::comm_error) throw;
-      detail::fail(errc::comm_error, e.where(), e.message(), " (verify: this was the ",
-                   sizeof(detail::wire_header),
-                   "-byte header of the message; is the sender in verify mode?)");
+      fail(errc::comm_error, e.where(), e.message(), " (verify: this was the ",
+           sizeof(detail::wire_header),
+           "-byte header of the message; is the sender in verify mode?)");
     }
     const detail::wire_header expect = detail::make_header(m, *plan_);
     const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
@@ -350,9 +349,9 @@ class route_transfer {
                       in.hdr.elem_size == expect.elem_size && in.hdr.hidden == expect.hidden &&
                       theirs == m.pieces;
     if (!same)
-      detail::fail(errc::comm_error, t.where(), "verify: shape mismatch: rank ", me_, " expects ",
-                   detail::describe_shape(expect, m.pieces), " but rank ", m.src, " sends ",
-                   detail::describe_shape(in.hdr, theirs));
+      fail(errc::comm_error, t.where(), "verify: shape mismatch: rank ", me_, " expects ",
+           detail::describe_shape(expect, m.pieces), " but rank ", m.src, " sends ",
+           detail::describe_shape(in.hdr, theirs));
     in.payload = b_->irecv(in.landing, m.src, opts_.tag);
   }
 

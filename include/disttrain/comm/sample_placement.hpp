@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
-#include "disttrain/core/error.hpp"
 #include "disttrain/core/json.hpp"
 
 namespace disttrain {
@@ -41,7 +41,7 @@ class sample_placement {
   /// 0..n-1 (n = total count). Throws `invalid_argument` naming the entry.
   explicit sample_placement(std::vector<std::vector<int>> samples_of_replica)
       : lists_(std::move(samples_of_replica)) {
-    detail::require(!lists_.empty(), "sample_placement", "needs at least one replica");
+    require(!lists_.empty(), "sample_placement", "needs at least one replica");
     std::size_t n = 0;
     for (const auto& l : lists_) n += l.size();
     replica_.assign(n, -1);
@@ -51,13 +51,11 @@ class sample_placement {
         const int s = lists_[d][p];
         // The field name is built only on failure (placements are built per microbatch).
         if (!(s >= 0 && static_cast<std::size_t>(s) < n))
-          detail::fail(errc::invalid_argument,
-                       detail::cat("sample_placement.replica[", d, "][", p, "]"), "sample id ", s,
-                       " out of [0, ", n, ")");
+          fail(errc::invalid_argument, cat("sample_placement.replica[", d, "][", p, "]"),
+               "sample id ", s, " out of [0, ", n, ")");
         if (replica_[static_cast<std::size_t>(s)] >= 0)
-          detail::fail(errc::invalid_argument,
-                       detail::cat("sample_placement.replica[", d, "][", p, "]"), "sample ", s,
-                       " placed twice (also replica ", replica_[static_cast<std::size_t>(s)], ")");
+          fail(errc::invalid_argument, cat("sample_placement.replica[", d, "][", p, "]"), "sample ",
+               s, " placed twice (also replica ", replica_[static_cast<std::size_t>(s)], ")");
         replica_[static_cast<std::size_t>(s)] = static_cast<int>(d);
         position_[static_cast<std::size_t>(s)] = static_cast<int>(p);
       }
@@ -67,20 +65,20 @@ class sample_placement {
   /// inside each replica.
   [[nodiscard]] static sample_placement from_replica_map(std::span<const int> replica_of_sample,
                                                          int dp) {
-    detail::require_positive(dp, "sample_placement.dp");
+    require_positive(dp, "sample_placement.dp");
     std::vector<std::vector<int>> lists(static_cast<std::size_t>(dp));
     for (std::size_t s = 0; s < replica_of_sample.size(); ++s) {
       const int d = replica_of_sample[s];
-      detail::require(d >= 0 && d < dp, detail::cat("sample_placement.replica_of[", s, "]"),
-                      "replica ", d, " out of [0, ", dp, ")");
+      require(d >= 0 && d < dp, cat("sample_placement.replica_of[", s, "]"), "replica ", d,
+              " out of [0, ", dp, ")");
       lists[static_cast<std::size_t>(d)].push_back(static_cast<int>(s));
     }
     return sample_placement(std::move(lists));
   }
   /// @brief Round-robin assignment of n samples on dp replicas (sample s on s % dp).
   [[nodiscard]] static sample_placement round_robin(int n, int dp) {
-    detail::require_non_negative(n, "sample_placement.n");
-    detail::require_positive(dp, "sample_placement.dp");
+    require_non_negative(n, "sample_placement.n");
+    require_positive(dp, "sample_placement.dp");
     std::vector<int> m(static_cast<std::size_t>(n));
     for (int s = 0; s < n; ++s) m[static_cast<std::size_t>(s)] = s % dp;
     return from_replica_map(m, dp);
@@ -92,7 +90,7 @@ class sample_placement {
   [[nodiscard]] int num_samples() const noexcept { return static_cast<int>(replica_.size()); }
   /// @brief Samples of `replica`, in buffer order.
   [[nodiscard]] const std::vector<int>& samples(int replica) const {
-    detail::require_in_range(replica, 0, dp() - 1, "sample_placement.replica");
+    require_in_range(replica, 0, dp() - 1, "sample_placement.replica");
     return lists_[static_cast<std::size_t>(replica)];
   }
   /// @brief Replica holding sample `s`.
@@ -111,8 +109,8 @@ class sample_placement {
 
  private:
   void check_sample(int s) const {
-    detail::require(s >= 0 && s < num_samples(), "sample_placement.sample", "sample ", s,
-                    " out of [0, ", num_samples(), ")");
+    require(s >= 0 && s < num_samples(), "sample_placement.sample", "sample ", s, " out of [0, ",
+            num_samples(), ")");
   }
   std::vector<std::vector<int>> lists_;
   std::vector<int> replica_;
@@ -136,22 +134,21 @@ struct activation_shape {
   /// `int64_t`: every offset, count and byte size derived from the shape fits then.
   void validate(std::string_view where = "activation_shape") const {
     // (Field names are built only on failure: a shape is checked per route.)
-    if (hidden <= 0) detail::require_positive(hidden, detail::cat(where, ".hidden"));
+    if (hidden <= 0) require_positive(hidden, cat(where, ".hidden"));
     if (elem_size == 0)
-      detail::fail(errc::invalid_argument, detail::cat(where, ".elem_size"), "must be > 0, got ",
-                   elem_size);
+      fail(errc::invalid_argument, cat(where, ".elem_size"), "must be > 0, got ", elem_size);
     if (elem_size > static_cast<std::size_t>(INT64_MAX))
-      detail::fail(errc::invalid_argument, detail::cat(where, ".elem_size"),
-                   "must be <= ", INT64_MAX, ", got ", elem_size);
+      fail(errc::invalid_argument, cat(where, ".elem_size"), "must be <= ", INT64_MAX, ", got ",
+           elem_size);
     for (std::size_t s = 0; s < rows.size(); ++s)
-      if (rows[s] < 0) detail::require_non_negative(rows[s], detail::cat(where, ".rows[", s, "]"));
+      if (rows[s] < 0) require_non_negative(rows[s], cat(where, ".rows[", s, "]"));
     (void)total_bytes(where);
   }
   /// @brief Rows of all samples together (overflow: `invalid_argument` at `<where>.rows`).
   [[nodiscard]] std::int64_t total_rows(std::string_view where = "activation_shape") const {
     std::int64_t r = 0;
     for (std::int64_t x : rows) {
-      if (detail::add_overflows(r, x)) (void)detail::checked_add(r, x, detail::cat(where, ".rows"));
+      if (detail::add_overflows(r, x)) (void)detail::checked_add(r, x, cat(where, ".rows"));
       r += x;
     }
     return r;
@@ -161,7 +158,7 @@ struct activation_shape {
   [[nodiscard]] std::int64_t total_elements(std::string_view where = "activation_shape") const {
     const std::int64_t r = total_rows(where);
     if (detail::mul_overflows(r, hidden))
-      (void)detail::checked_mul(r, hidden, detail::cat(where, ".hidden"));
+      (void)detail::checked_mul(r, hidden, cat(where, ".hidden"));
     return r * hidden;
   }
   /// @brief Bytes of all samples: `total_elements() x elem_size` (checked
@@ -170,8 +167,8 @@ struct activation_shape {
     const std::int64_t e = total_elements(where);
     const auto es = static_cast<std::int64_t>(elem_size);
     if (elem_size > static_cast<std::size_t>(INT64_MAX) || detail::mul_overflows(e, es))
-      detail::fail(errc::invalid_argument, detail::cat(where, ".elem_size"), "size overflow: ", e,
-                   " elements x ", elem_size, " bytes exceeds ", INT64_MAX, " bytes");
+      fail(errc::invalid_argument, cat(where, ".elem_size"), "size overflow: ", e, " elements x ",
+           elem_size, " bytes exceeds ", INT64_MAX, " bytes");
     return e * es;
   }
   /// @brief Rows of one replica's buffer under `p` (checked).

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain::detail {
 

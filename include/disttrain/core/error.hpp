@@ -1,6 +1,6 @@
 #pragma once
 /// @file error.hpp
-/// @brief The one exception type of disttrain and the checks that raise it.
+/// @brief The one exception type of disttrain (the checks that raise it: `core/check.hpp`).
 ///
 /// Error policy (the whole library, see docs/errors.md):
 /// - Every public function that receives bad input throws `disttrain::error`;
@@ -11,15 +11,16 @@
 ///   names the offending value and the limit it broke.
 /// - Programming errors inside disttrain itself are `errc::internal`.
 ///
+/// The checks that raise it are in `core/check.hpp`.
+///
 /// @code
 /// try {
-///   disttrain::detail::require_positive(layers, "model.backbone.num_layers");
+///   disttrain::require_positive(layers, "model.backbone.num_layers");
 /// } catch (const disttrain::error& e) {
 ///   // e.code() == errc::invalid_argument, e.where() == "model.backbone.num_layers"
 /// }
 /// @endcode
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -90,54 +91,4 @@ class error : public std::runtime_error {
   std::string message_;
 };
 
-namespace detail {
-
-/// @brief Concatenates streamable values into a string (fmt-free, so usable
-/// from headers that nvcc compiles).
-template <class... Ts>
-[[nodiscard]] std::string cat(const Ts&... parts) {
-  std::ostringstream os;
-  os.precision(10);
-  (os << ... << parts);
-  return os.str();
-}
-
-/// @brief Throws `error(code, where, cat(parts...))`.
-template <class... Ts>
-[[noreturn]] void fail(errc code, std::string_view where, const Ts&... parts) {
-  throw error(code, std::string(where), cat(parts...));
-}
-
-/// @brief Throws `errc::invalid_argument` at `where` unless `cond` holds.
-template <class... Ts>
-void require(bool cond, std::string_view where, const Ts&... parts) {
-  if (!cond) fail(errc::invalid_argument, where, parts...);
-}
-
-/// @brief Requires `value > 0`.
-template <class T>
-void require_positive(const T& value, std::string_view where) {
-  if (!(value > T{})) fail(errc::invalid_argument, where, "must be > 0, got ", value);
-}
-
-/// @brief Requires `value >= 0`.
-template <class T>
-void require_non_negative(const T& value, std::string_view where) {
-  if (!(value >= T{})) fail(errc::invalid_argument, where, "must be >= 0, got ", value);
-}
-
-/// @brief Requires `lo <= value <= hi`.
-template <class T>
-void require_in_range(const T& value, const T& lo, const T& hi, std::string_view where) {
-  if (!(value >= lo && value <= hi))
-    fail(errc::invalid_argument, where, "must be in [", lo, ", ", hi, "], got ", value);
-}
-
-/// @brief Throws `errc::internal`: an invariant of disttrain itself broke.
-template <class... Ts>
-void ensure(bool cond, std::string_view where, const Ts&... parts) {
-  if (!cond) fail(errc::internal, where, "internal invariant broken: ", parts...);
-}
-
-}  // namespace detail
 }  // namespace disttrain

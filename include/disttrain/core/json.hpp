@@ -29,7 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -41,14 +41,14 @@ using json = nlohmann::json;
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    detail::fail(errc::parse_error, source, "malformed JSON: ", e.what());
+    fail(errc::parse_error, source, "malformed JSON: ", e.what());
   }
 }
 
 /// @brief Reads and parses a JSON file.
 [[nodiscard]] inline json read_json_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) detail::fail(errc::parse_error, path, "cannot open file for reading");
+  if (!in) fail(errc::parse_error, path, "cannot open file for reading");
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_json(ss.str(), path);
@@ -57,9 +57,9 @@ using json = nlohmann::json;
 /// @brief Writes `j` to `path`, pretty-printed with `indent` spaces.
 inline void write_json_file(const std::string& path, const json& j, int indent = 2) {
   std::ofstream out(path);
-  if (!out) detail::fail(errc::invalid_argument, path, "cannot open file for writing");
+  if (!out) fail(errc::invalid_argument, path, "cannot open file for writing");
   out << j.dump(indent) << '\n';
-  if (!out) detail::fail(errc::invalid_argument, path, "write failed");
+  if (!out) fail(errc::invalid_argument, path, "write failed");
 }
 
 namespace detail {

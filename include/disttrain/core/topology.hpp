@@ -38,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -63,8 +63,8 @@ enum class module_role : std::uint8_t {
 [[nodiscard]] inline module_role parse_module_role(std::string_view s, std::string_view where) {
   for (auto r : {module_role::encoder, module_role::backbone, module_role::generator})
     if (to_string(r) == s) return r;
-  detail::fail(errc::invalid_argument, where, "unknown role '", s,
-               "' (expected encoder, backbone or generator)");
+  fail(errc::invalid_argument, where, "unknown role '", s,
+       "' (expected encoder, backbone or generator)");
 }
 
 /// @brief A strong integer id: a `module_id` never passes for a `stage_id`.
@@ -123,14 +123,14 @@ class topology {
   [[nodiscard]] const std::vector<topology_module>& modules() const noexcept { return modules_; }
   [[nodiscard]] int num_modules() const noexcept { return static_cast<int>(modules_.size()); }
   [[nodiscard]] const topology_module& module(module_id m) const {
-    detail::require_in_range(m.value, 0, num_modules() - 1, "topology.module");
+    require_in_range(m.value, 0, num_modules() - 1, "topology.module");
     return modules_[static_cast<std::size_t>(m.value)];
   }
   /// @brief The module named `name`; throws `invalid_argument` if none.
   [[nodiscard]] module_id find(std::string_view name) const {
     for (std::size_t i = 0; i < modules_.size(); ++i)
       if (modules_[i].name == name) return module_id{static_cast<int>(i)};
-    detail::fail(errc::invalid_argument, "topology.modules", "no module named '", name, "'");
+    fail(errc::invalid_argument, "topology.modules", "no module named '", name, "'");
   }
   /// @brief The backbone module.
   [[nodiscard]] module_id backbone() const noexcept { return backbone_; }
@@ -140,8 +140,8 @@ class topology {
   [[nodiscard]] int base(module_id m) const {
     // (Field names and texts are built only on failure: these are on hot paths.)
     if (module(m).colocated)
-      detail::fail(errc::invalid_argument, detail::cat("topology.modules[", m.value, "]"),
-                   "module '", module(m).name, "' is colocated and owns no ranks");
+      fail(errc::invalid_argument, cat("topology.modules[", m.value, "]"),
+           "module '" + module(m).name + "' is colocated and owns no ranks");
     return bases_[static_cast<std::size_t>(m.value)];
   }
 
@@ -150,16 +150,16 @@ class topology {
     const topology_module& g = module(c.module);
     if (c.stage.value < 0 || c.stage.value >= g.pp || c.replica.value < 0 ||
         c.replica.value >= g.dp || c.tp_rank < 0 || c.tp_rank >= g.tp) {
-      const std::string w = detail::cat("topology.", g.name);
-      detail::require_in_range(c.stage.value, 0, g.pp - 1, w + ".stage");
-      detail::require_in_range(c.replica.value, 0, g.dp - 1, w + ".replica");
-      detail::require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
+      const std::string w = cat("topology.", g.name);
+      require_in_range(c.stage.value, 0, g.pp - 1, w + ".stage");
+      require_in_range(c.replica.value, 0, g.dp - 1, w + ".replica");
+      require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
     }
     return base(c.module) + (c.stage.value * g.dp + c.replica.value) * g.tp + c.tp_rank;
   }
   /// @brief Coordinate of global rank `r` (in a module that owns ranks).
   [[nodiscard]] topology_coord coord(int r) const {
-    detail::require_in_range(r, 0, world_ - 1, "topology.rank");
+    require_in_range(r, 0, world_ - 1, "topology.rank");
     std::size_t m = 0;
     for (std::size_t i = 0; i < modules_.size(); ++i)
       if (!modules_[i].colocated && bases_[i] <= r) m = i;
@@ -185,15 +185,14 @@ class topology {
   [[nodiscard]] int num_chain_stages() const noexcept { return static_cast<int>(chain_.size()); }
   /// @brief (module, stage) of chain stage `c`.
   [[nodiscard]] std::pair<module_id, stage_id> chain_at(int c) const {
-    detail::require_in_range(c, 0, num_chain_stages() - 1, "topology.chain_stage");
+    require_in_range(c, 0, num_chain_stages() - 1, "topology.chain_stage");
     return chain_[static_cast<std::size_t>(c)];
   }
   /// @brief Chain stage of (module, stage); the module must own ranks.
   [[nodiscard]] int chain_stage(module_id m, stage_id s) const {
     (void)base(m);
     if (s.value < 0 || s.value >= module(m).pp)
-      detail::require_in_range(s.value, 0, module(m).pp - 1,
-                               detail::cat("topology.", module(m).name, ".stage"));
+      require_in_range(s.value, 0, module(m).pp - 1, cat("topology.", module(m).name, ".stage"));
     return chain_first_[static_cast<std::size_t>(m.value)] + s.value;
   }
   /// @brief Non-colocated modules in order: the modules a sample map (the
@@ -210,44 +209,41 @@ class topology {
 
  private:
   void index() {
-    using detail::cat;
-    detail::require(!modules_.empty(), "topology.modules", "must hold at least one module");
+    require(!modules_.empty(), "topology.modules", "must hold at least one module");
     int backbones = 0;
     long long world = 0;
     int last_role = 0;
     for (std::size_t i = 0; i < modules_.size(); ++i) {
       const topology_module& g = modules_[i];
       const std::string w = cat("topology.modules[", i, "]");
-      detail::require(!g.name.empty(), w + ".name", "must not be empty");
+      require(!g.name.empty(), w + ".name", "must not be empty");
       for (std::size_t j = 0; j < i; ++j)
-        detail::require(modules_[j].name != g.name, w + ".name", "duplicate module name '", g.name,
-                        "'");
-      detail::require_in_range(g.tp, 1, 1 << 20, w + ".tp");
-      detail::require_in_range(g.pp, 1, 1 << 20, w + ".pp");
-      detail::require_in_range(g.dp, 1, 1 << 20, w + ".dp");
+        require(modules_[j].name != g.name, w + ".name", "duplicate module name '", g.name, "'");
+      require_in_range(g.tp, 1, 1 << 20, w + ".tp");
+      require_in_range(g.pp, 1, 1 << 20, w + ".pp");
+      require_in_range(g.dp, 1, 1 << 20, w + ".dp");
       const int role = static_cast<int>(g.role);
-      detail::require(role >= last_role, w + ".role", "a ", to_string(g.role),
-                      " after a later role: modules must be in pipeline order (encoders, the "
-                      "backbone, generators)");
+      require(role >= last_role, w + ".role", "a ", to_string(g.role),
+              " after a later role: modules must be in pipeline order (encoders, the "
+              "backbone, generators)");
       last_role = role;
       if (g.role == module_role::backbone) {
         ++backbones;
         backbone_ = module_id{static_cast<int>(i)};
-        detail::require(!g.colocated, w + ".colocated", "the backbone cannot be colocated");
+        require(!g.colocated, w + ".colocated", "the backbone cannot be colocated");
       }
       bases_.push_back(static_cast<int>(world));
       chain_first_.push_back(static_cast<int>(chain_.size()));
       if (!g.colocated) {
         world += g.gpus();
-        detail::require(world <= (1LL << 30), w, "the world reaches ", world,
-                        " ranks, at most 2^30 supported");
+        require(world <= (1LL << 30), w, "the world reaches ", world,
+                " ranks, at most 2^30 supported");
         owning_.push_back(module_id{static_cast<int>(i)});
         for (int s = 0; s < g.pp; ++s)
           chain_.emplace_back(module_id{static_cast<int>(i)}, stage_id{s});
       }
     }
-    detail::require(backbones == 1, "topology.modules", "needs exactly one backbone, got ",
-                    backbones);
+    require(backbones == 1, "topology.modules", "needs exactly one backbone, got ", backbones);
     world_ = static_cast<int>(world);
   }
 
@@ -270,7 +266,7 @@ class topology {
       s += " (colocated)";
       continue;
     }
-    s += detail::cat(" TP", g.tp, " PP", g.pp, " DP", g.dp);
+    s += cat(" TP", g.tp, " PP", g.pp, " DP", g.dp);
     if (!g.trainable) s += " (frozen)";
   }
   return s;

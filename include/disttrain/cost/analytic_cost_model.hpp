@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/cost/collectives.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/cost/cost_params.hpp"
@@ -45,11 +45,10 @@ inline void require_fits(const memory_breakdown& m, double limit_bytes,
                          std::string_view module_name, int stage_index) {
   const double total = m.total();
   if (total <= limit_bytes) return;
-  detail::fail(errc::infeasible, detail::cat(module_name, "/stage ", stage_index), "needs ",
-               detail::gb(total), " per GPU (params ", detail::gb(m.params), ", grads ",
-               detail::gb(m.grads), ", optimizer ", detail::gb(m.optimizer), ", activations ",
-               detail::gb(m.activations), "), limit ", detail::gb(limit_bytes), ", over by ",
-               detail::gb(total - limit_bytes));
+  fail(errc::infeasible, cat(module_name, "/stage ", stage_index), "needs ", detail::gb(total),
+       " per GPU (params ", detail::gb(m.params), ", grads ", detail::gb(m.grads), ", optimizer ",
+       detail::gb(m.optimizer), ", activations ", detail::gb(m.activations), "), limit ",
+       detail::gb(limit_bytes), ", over by ", detail::gb(total - limit_bytes));
 }
 
 /// @brief Closed-form cost model of a model on a cluster (see the file comment).
@@ -184,8 +183,7 @@ class analytic_cost_model {
   [[nodiscard]] memory_breakdown stage_memory(const stage_config& s, const module_workload& w,
                                               int in_flight) const {
     const module_entry& e = check(s);
-    if (in_flight < 0)
-      detail::fail(errc::invalid_argument, "in_flight", "must be >= 0, got ", in_flight);
+    if (in_flight < 0) fail(errc::invalid_argument, "in_flight", "must be >= 0, got ", in_flight);
     const auto& sh = e.shape;
     const double tp = static_cast<double>(s.tp);
     const double p = stage_params_of(sh, s) / tp;
@@ -252,8 +250,7 @@ class analytic_cost_model {
     bool edge = false;
     for (const auto& c : edges_) edge = edge || (c.from == from && c.to == to);
     if (!edge)
-      detail::fail(errc::invalid_argument, "transfer", "modules ", from, " -> ", to,
-                   " are not connected");
+      fail(errc::invalid_argument, "transfer", "modules ", from, " -> ", to, " are not connected");
     const auto& src = modules_[from];
     const auto& dst = modules_[to];
     if (src.role == module_role::encoder && dst.role == module_role::backbone) {
@@ -323,8 +320,8 @@ class analytic_cost_model {
 
   const module_entry& entry(std::size_t i, std::string_view where) const {
     if (i >= modules_.size())
-      detail::fail(errc::invalid_argument, where, "module index ", i, " out of range (",
-                   modules_.size(), " modules)");
+      fail(errc::invalid_argument, where, "module index ", i, " out of range (", modules_.size(),
+           " modules)");
     return modules_[i];
   }
 
@@ -332,26 +329,25 @@ class analytic_cost_model {
   const module_entry& check(const stage_config& s) const {
     const module_entry& e = entry(s.module, "stage.module");
     if (s.tp < 1 || s.tp > cluster_.gpus_per_node || !e.shape.tp_supported(s.tp)) bad_tp(s, e);
-    if (s.dp < 1) detail::fail(errc::invalid_argument, where(s, "dp"), "must be >= 1, got ", s.dp);
+    if (s.dp < 1) fail(errc::invalid_argument, where(s, "dp"), "must be >= 1, got ", s.dp);
     if (s.first_layer < 0 || s.num_layers < 1 || s.first_layer + s.num_layers > e.shape.layers)
-      detail::fail(errc::invalid_argument, where(s, "layers"), "layer range [", s.first_layer, ", ",
-                   s.first_layer + s.num_layers, ") is not a non-empty part of [0, ",
-                   e.shape.layers, ")");
+      fail(errc::invalid_argument, where(s, "layers"), "layer range [", s.first_layer, ", ",
+           s.first_layer + s.num_layers, ") is not a non-empty part of [0, ", e.shape.layers, ")");
     return e;
   }
 
   [[noreturn]] void bad_tp(const stage_config& s, const module_entry& e) const {
-    if (s.tp < 1) detail::fail(errc::invalid_argument, where(s, "tp"), "must be >= 1, got ", s.tp);
+    if (s.tp < 1) fail(errc::invalid_argument, where(s, "tp"), "must be >= 1, got ", s.tp);
     if (s.tp > cluster_.gpus_per_node)
-      detail::fail(errc::invalid_argument, where(s, "tp"), "tp ", s.tp, " exceeds gpus_per_node ",
-                   cluster_.gpus_per_node, " (TP groups stay inside a node)");
-    detail::fail(errc::invalid_argument, where(s, "tp"), "tp ", s.tp,
-                 " does not split the module evenly (hidden ", e.shape.hidden, ", heads ",
-                 e.shape.heads, ", kv_heads ", e.shape.kv_heads, ", mlp ", e.shape.mlp, ")");
+      fail(errc::invalid_argument, where(s, "tp"), "tp ", s.tp, " exceeds gpus_per_node ",
+           cluster_.gpus_per_node, " (TP groups stay inside a node)");
+    fail(errc::invalid_argument, where(s, "tp"), "tp ", s.tp,
+         " does not split the module evenly (hidden ", e.shape.hidden, ", heads ", e.shape.heads,
+         ", kv_heads ", e.shape.kv_heads, ", mlp ", e.shape.mlp, ")");
   }
 
   std::string where(const stage_config& s, std::string_view field) const {
-    return detail::cat(model_.modules[s.module].name, ".", field);
+    return cat(model_.modules[s.module].name, ".", field);
   }
 
   static double stage_params_of(const module_shape& sh, const stage_config& s) noexcept {

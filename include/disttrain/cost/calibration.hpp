@@ -30,7 +30,7 @@
 
 #include <Eigen/Dense>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/efficiency.hpp"
 
@@ -78,22 +78,22 @@ struct fit_result {
 /// not grow with FLOPs, or a peak set too low).
 [[nodiscard]] inline fit_result fit_efficiency(std::span<const profile_sample> samples,
                                                double peak_flops) {
-  detail::require_positive(peak_flops, "peak_flops");
+  require_positive(peak_flops, "peak_flops");
   const std::size_t n = samples.size();
   for (std::size_t i = 0; i < n; ++i) {
     const auto& s = samples[i];
-    const std::string p = detail::cat("samples[", i, "]");
-    detail::require(s.flops > 0 && std::isfinite(s.flops), detail::join_path(p, "flops"),
-                    "must be > 0, got ", s.flops);
-    detail::require(s.seconds > 0 && std::isfinite(s.seconds), detail::join_path(p, "seconds"),
-                    "must be > 0, got ", s.seconds);
-    detail::require_positive(s.tp, detail::join_path(p, "tp"));
+    const std::string p = cat("samples[", i, "]");
+    require(s.flops > 0 && std::isfinite(s.flops), detail::join_path(p, "flops"),
+            "must be > 0, got ", s.flops);
+    require(s.seconds > 0 && std::isfinite(s.seconds), detail::join_path(p, "seconds"),
+            "must be > 0, got ", s.seconds);
+    require_positive(s.tp, detail::join_path(p, "tp"));
   }
   std::size_t distinct = 0;
   for (std::size_t i = 0; i < n && distinct < 2; ++i)
     if (i == 0 || samples[i].flops != samples[0].flops) ++distinct;
-  detail::require(distinct >= 2, "samples", "need samples of at least 2 distinct sizes, got ", n,
-                  " samples");
+  require(distinct >= 2, "samples", "need samples of at least 2 distinct sizes, got ", n,
+          " samples");
 
   // Columns: 0 = f, 1 = f (tp-1), 2 = 1. Active set: drop columns whose coefficient is negative.
   bool use[3] = {true, false, true};
@@ -130,8 +130,8 @@ struct fit_result {
   }
   for (int c = 1; c < 3; ++c)
     if (!use[c]) u[c] = 0;
-  detail::require(u[0] > 0 && std::isfinite(u[0]), "samples",
-                  "measured times do not grow with FLOPs (fitted 1/e_max = ", u[0], ")");
+  require(u[0] > 0 && std::isfinite(u[0]), "samples",
+          "measured times do not grow with FLOPs (fitted 1/e_max = ", u[0], ")");
   fit_result r;
   r.samples = n;
   r.tp_penalty_fitted = use[1];
@@ -139,8 +139,8 @@ struct fit_result {
   r.params.e_max = 1.0 / u[0];
   r.params.tp_penalty = u[1] / u[0];
   r.params.flops_half = u[2] / u[0];
-  detail::require(r.params.e_max <= 1.0, "samples", "fitted e_max ", r.params.e_max,
-                  " exceeds 1: measured times beat the peak; check peak_flops (", peak_flops, ")");
+  require(r.params.e_max <= 1.0, "samples", "fitted e_max ", r.params.e_max,
+          " exceeds 1: measured times beat the peak; check peak_flops (", peak_flops, ")");
 
   double mean = 0;
   for (const auto& s : samples) mean += s.seconds;

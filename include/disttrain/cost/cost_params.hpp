@@ -7,7 +7,7 @@
 #include <array>
 #include <string_view>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/efficiency.hpp"
 #include "disttrain/model/cluster_spec.hpp"
@@ -58,20 +58,20 @@ struct cost_params {
     static constexpr const char* names[3] = {"encoder", "backbone", "generator"};
     for (std::size_t i = 0; i < 3; ++i)
       efficiency[i].validate(join_path(join_path(path, "efficiency"), names[i]));
-    detail::require(intra_node_bw_efficiency > 0 && intra_node_bw_efficiency <= 1,
-                    join_path(path, "intra_node_bw_efficiency"), "must be in (0, 1], got ",
-                    intra_node_bw_efficiency);
-    detail::require(inter_node_bw_efficiency > 0 && inter_node_bw_efficiency <= 1,
-                    join_path(path, "inter_node_bw_efficiency"), "must be in (0, 1], got ",
-                    inter_node_bw_efficiency);
-    detail::require(memory_bw_efficiency > 0 && memory_bw_efficiency <= 1,
-                    join_path(path, "memory_bw_efficiency"), "must be in (0, 1], got ",
-                    memory_bw_efficiency);
-    detail::require_positive(param_bytes, join_path(path, "param_bytes"));
-    detail::require_non_negative(grad_bytes, join_path(path, "grad_bytes"));
-    detail::require_non_negative(optimizer_bytes, join_path(path, "optimizer_bytes"));
-    detail::require_non_negative(memory_reserve_bytes, join_path(path, "memory_reserve_bytes"));
-    detail::require_non_negative(attention_score_bytes, join_path(path, "attention_score_bytes"));
+    require(intra_node_bw_efficiency > 0 && intra_node_bw_efficiency <= 1,
+            join_path(path, "intra_node_bw_efficiency"), "must be in (0, 1], got ",
+            intra_node_bw_efficiency);
+    require(inter_node_bw_efficiency > 0 && inter_node_bw_efficiency <= 1,
+            join_path(path, "inter_node_bw_efficiency"), "must be in (0, 1], got ",
+            inter_node_bw_efficiency);
+    require(memory_bw_efficiency > 0 && memory_bw_efficiency <= 1,
+            join_path(path, "memory_bw_efficiency"), "must be in (0, 1], got ",
+            memory_bw_efficiency);
+    require_positive(param_bytes, join_path(path, "param_bytes"));
+    require_non_negative(grad_bytes, join_path(path, "grad_bytes"));
+    require_non_negative(optimizer_bytes, join_path(path, "optimizer_bytes"));
+    require_non_negative(memory_reserve_bytes, join_path(path, "memory_reserve_bytes"));
+    require_non_negative(attention_score_bytes, join_path(path, "attention_score_bytes"));
   }
 
   /// @brief `validate`, and the memory reserve must leave room on `gpu`:
@@ -79,10 +79,9 @@ struct cost_params {
   /// for a reason no module can fix).
   void validate_for(const gpu_spec& gpu, std::string_view path = "cost") const {
     validate(path);
-    detail::require(memory_reserve_bytes < gpu.hbm_bytes,
-                    detail::join_path(path, "memory_reserve_bytes"), "reserves ",
-                    memory_reserve_bytes, " bytes per GPU, but the ", gpu.name, " has only ",
-                    gpu.hbm_bytes, " bytes of HBM (must be less)");
+    require(memory_reserve_bytes < gpu.hbm_bytes, detail::join_path(path, "memory_reserve_bytes"),
+            "reserves ", memory_reserve_bytes, " bytes per GPU, but the ", gpu.name, " has only ",
+            gpu.hbm_bytes, " bytes of HBM (must be less)");
   }
 };
 

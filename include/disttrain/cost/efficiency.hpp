@@ -20,7 +20,7 @@
 
 #include <string_view>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 
 namespace disttrain {
@@ -36,10 +36,10 @@ struct efficiency_params {
   double tp_penalty = 0.02;  ///< fractional slowdown per extra TP rank, >= 0
 
   void validate(std::string_view path) const {
-    detail::require(e_max > 0 && e_max <= 1, detail::join_path(path, "e_max"),
-                    "must be in (0, 1], got ", e_max);
-    detail::require_non_negative(flops_half, detail::join_path(path, "flops_half"));
-    detail::require_non_negative(tp_penalty, detail::join_path(path, "tp_penalty"));
+    require(e_max > 0 && e_max <= 1, detail::join_path(path, "e_max"), "must be in (0, 1], got ",
+            e_max);
+    require_non_negative(flops_half, detail::join_path(path, "flops_half"));
+    require_non_negative(tp_penalty, detail::join_path(path, "tp_penalty"));
   }
   friend bool operator==(const efficiency_params&, const efficiency_params&) = default;
 };

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/cost/calibration.hpp"
 
 namespace disttrain {
@@ -78,7 +78,7 @@ class profiler {
   /// @brief Adds a measurement taken elsewhere (e.g. with CUDA events).
   void record(double flops, int tp, double seconds, std::string_view kind = {}) {
     check(flops, tp);
-    detail::require(seconds > 0, "profiler.seconds", "must be > 0, got ", seconds);
+    require(seconds > 0, "profiler.seconds", "must be > 0, got ", seconds);
     samples_.push_back(profile_sample{flops, tp, seconds, std::string(kind)});
   }
 
@@ -92,8 +92,8 @@ class profiler {
 
  private:
   static void check(double flops, int tp) {
-    detail::require(flops > 0, "profiler.flops", "must be > 0, got ", flops);
-    detail::require_positive(tp, "profiler.tp");
+    require(flops > 0, "profiler.flops", "must be > 0, got ", flops);
+    require_positive(tp, "profiler.tp");
   }
   std::vector<profile_sample> samples_;
 };

@@ -19,7 +19,7 @@
 #include <string>
 #include <utility>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -36,7 +36,7 @@ class bounded_queue {
   /// @param name     names the queue in errors, e.g. "trainer 3 samples"
   explicit bounded_queue(std::size_t capacity, std::string name = "queue")
       : capacity_(capacity), name_(std::move(name)) {
-    detail::require_positive(capacity, name_ + ".capacity");
+    require_positive(capacity, name_ + ".capacity");
   }
 
   bounded_queue(const bounded_queue&) = delete;
@@ -47,9 +47,9 @@ class bounded_queue {
   void push(T value, duration timeout = std::chrono::seconds(60)) {
     std::unique_lock lock(mutex_);
     if (!not_full_.wait_for(lock, timeout, [&] { return closed_ || items_.size() < capacity_; }))
-      detail::fail(errc::timeout, name_, "push waited ", seconds(timeout),
-                   " s: queue full (capacity ", capacity_, "), consumer not draining");
-    if (closed_) detail::fail(errc::invalid_argument, name_, "push on a closed queue");
+      fail(errc::timeout, name_, "push waited ", seconds(timeout), " s: queue full (capacity ",
+           capacity_, "), consumer not draining");
+    if (closed_) fail(errc::invalid_argument, name_, "push on a closed queue");
     items_.push_back(std::move(value));
     not_empty_.notify_one();
   }
@@ -60,8 +60,8 @@ class bounded_queue {
   [[nodiscard]] std::optional<T> pop(duration timeout = std::chrono::seconds(60)) {
     std::unique_lock lock(mutex_);
     if (!not_empty_.wait_for(lock, timeout, [&] { return closed_ || !items_.empty(); }))
-      detail::fail(errc::timeout, name_, "pop waited ", seconds(timeout),
-                   " s: no item arrived (producer stalled or dead)");
+      fail(errc::timeout, name_, "pop waited ", seconds(timeout),
+           " s: no item arrived (producer stalled or dead)");
     if (items_.empty()) return std::nullopt;  // closed and drained
     T v = std::move(items_.front());
     items_.pop_front();

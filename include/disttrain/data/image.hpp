@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
-#include "disttrain/core/error.hpp"
 
 namespace disttrain {
 
@@ -32,13 +32,13 @@ struct image_u8 {
 
   /// @brief Throws `errc::invalid_argument` at `where` if sizes and pixels disagree.
   void validate(std::string_view where) const {
-    detail::require(width > 0 && height > 0 && channels > 0, where, "image of ", width, "x", height,
-                    "x", channels, ": every dimension must be > 0");
+    require(width > 0 && height > 0 && channels > 0, where, "image of ", width, "x", height, "x",
+            channels, ": every dimension must be > 0");
     const auto n = detail::checked_mul(detail::checked_mul(static_cast<std::size_t>(width),
                                                            static_cast<std::size_t>(height), where),
                                        static_cast<std::size_t>(channels), where);
-    detail::require(pixels.size() == n, where, "image of ", width, "x", height, "x", channels,
-                    " needs ", n, " bytes, has ", pixels.size());
+    require(pixels.size() == n, where, "image of ", width, "x", height, "x", channels, " needs ", n,
+            " bytes, has ", pixels.size());
   }
 };
 
@@ -46,8 +46,7 @@ struct image_u8 {
 [[nodiscard]] inline image_u8 resize_bilinear(const image_u8& in, int width, int height,
                                               std::string_view where = "image") {
   in.validate(where);
-  detail::require(width > 0 && height > 0, where, "resize target ", width, "x", height,
-                  " must be > 0");
+  require(width > 0 && height > 0, where, "resize target ", width, "x", height, " must be > 0");
   image_u8 out{width, height, in.channels, {}};
   const auto ch = static_cast<std::size_t>(in.channels);
   out.pixels.resize(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * ch);
@@ -90,8 +89,8 @@ struct image_u8 {
 [[nodiscard]] inline std::vector<float> patchify(const image_u8& in, int patch,
                                                  std::string_view where = "image") {
   in.validate(where);
-  detail::require(patch > 0 && in.width % patch == 0 && in.height % patch == 0, where, "patch ",
-                  patch, " must divide the ", in.width, "x", in.height, " image");
+  require(patch > 0 && in.width % patch == 0 && in.height % patch == 0, where, "patch ", patch,
+          " must divide the ", in.width, "x", in.height, " image");
   const auto ch = static_cast<std::size_t>(in.channels);
   const auto p = static_cast<std::size_t>(patch);
   const auto w = static_cast<std::size_t>(in.width);

@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/data/image.hpp"
 #include "disttrain/data/tokenize.hpp"
 
@@ -54,22 +54,22 @@ inline tj_handle tj_make(bool decompress, std::string_view where) {
 /// that are not a decodable JPEG, with libturbojpeg's reason.
 [[nodiscard]] inline image_u8 decode_jpeg(std::span<const std::byte> jpeg,
                                           std::string_view where = "image") {
-  detail::require(!jpeg.empty(), where, "undecodable JPEG: 0 bytes");
+  require(!jpeg.empty(), where, "undecodable JPEG: 0 bytes");
   auto h = detail::tj_make(true, where);
   int w = 0, hgt = 0, subsamp = 0, colorspace = 0;
   const auto* src = reinterpret_cast<const unsigned char*>(jpeg.data());
   const auto n = static_cast<unsigned long>(jpeg.size());
   if (tjDecompressHeader3(h.get(), src, n, &w, &hgt, &subsamp, &colorspace) != 0)
-    detail::fail(errc::invalid_argument, where, "undecodable JPEG (", jpeg.size(),
-                 " bytes): ", tjGetErrorStr2(h.get()));
-  detail::require(w > 0 && hgt > 0 && w <= 1 << 14 && hgt <= 1 << 14, where, "JPEG of ", w, "x",
-                  hgt, " pixels: each side must be in [1, 16384]");
+    fail(errc::invalid_argument, where, "undecodable JPEG (", jpeg.size(),
+         " bytes): ", tjGetErrorStr2(h.get()));
+  require(w > 0 && hgt > 0 && w <= 1 << 14 && hgt <= 1 << 14, where, "JPEG of ", w, "x", hgt,
+          " pixels: each side must be in [1, 16384]");
   image_u8 img{w, hgt, 3, {}};
   img.pixels.resize(static_cast<std::size_t>(w) * static_cast<std::size_t>(hgt) * 3);
   if (tjDecompress2(h.get(), src, n, img.pixels.data(), w, 0, hgt, TJPF_RGB, 0) != 0 &&
       tjGetErrorCode(h.get()) == TJERR_FATAL)
-    detail::fail(errc::invalid_argument, where, "undecodable JPEG (", jpeg.size(),
-                 " bytes): ", tjGetErrorStr2(h.get()));
+    fail(errc::invalid_argument, where, "undecodable JPEG (", jpeg.size(),
+         " bytes): ", tjGetErrorStr2(h.get()));
   return img;
 }
 
@@ -78,9 +78,9 @@ inline tj_handle tj_make(bool decompress, std::string_view where) {
 [[nodiscard]] inline std::vector<std::byte> encode_jpeg(const image_u8& img, int quality = 90,
                                                         std::string_view where = "image") {
   img.validate(where);
-  detail::require(img.channels == 1 || img.channels == 3, where, "JPEG encode needs 1 or 3 ",
-                  "channels, got ", img.channels);
-  detail::require_in_range(quality, 1, 100, "encode_jpeg.quality");
+  require(img.channels == 1 || img.channels == 3, where, "JPEG encode needs 1 or 3 ",
+          "channels, got ", img.channels);
+  require_in_range(quality, 1, 100, "encode_jpeg.quality");
   auto h = detail::tj_make(false, where);
   unsigned char* out = nullptr;
   unsigned long size = 0;
@@ -88,7 +88,7 @@ inline tj_handle tj_make(bool decompress, std::string_view where) {
                              img.channels == 3 ? TJPF_RGB : TJPF_GRAY, &out, &size,
                              img.channels == 3 ? TJSAMP_420 : TJSAMP_GRAY, quality, 0);
   std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(out, tjFree);
-  if (rc != 0) detail::fail(errc::internal, where, "JPEG encode failed: ", tjGetErrorStr2(h.get()));
+  if (rc != 0) fail(errc::internal, where, "JPEG encode failed: ", tjGetErrorStr2(h.get()));
   const auto* b = reinterpret_cast<const std::byte*>(out);
   return {b, b + size};
 }
@@ -135,16 +135,16 @@ class image_text_source {
 
   image_text_source(fetch_fn fetch, image_text_config cfg = {})
       : fetch_(std::move(fetch)), cfg_(cfg), tok_(cfg.tokenizer) {
-    detail::require(static_cast<bool>(fetch_), "image_text_source.fetch", "empty function");
-    detail::require(cfg_.image_size > 0 && cfg_.patch > 0 && cfg_.image_size % cfg_.patch == 0,
-                    "image_text_config.patch", "patch ", cfg_.patch, " must divide image_size ",
-                    cfg_.image_size);
-    detail::require_positive(cfg_.target_size, "image_text_config.target_size");
+    require(static_cast<bool>(fetch_), "image_text_source.fetch", "empty function");
+    require(cfg_.image_size > 0 && cfg_.patch > 0 && cfg_.image_size % cfg_.patch == 0,
+            "image_text_config.patch", "patch ", cfg_.patch, " must divide image_size ",
+            cfg_.image_size);
+    require_positive(cfg_.target_size, "image_text_config.target_size");
   }
 
   [[nodiscard]] item_type load(std::uint64_t id) const {
     const raw_image_text raw = fetch_(id);
-    const auto where = detail::cat("sample ", id);
+    const auto where = cat("sample ", id);
     item_type it;
     it.id = id;
     it.tokens = tok_.encode(raw.text, where + ".text");
@@ -171,16 +171,16 @@ class image_text_source {
       case 1: append(x.tokens, out); return;
       case 2: append(x.target, out); return;
       default:
-        detail::fail(errc::invalid_argument, "image_text_source.encode_part", "part ", part,
-                     " out of range (3 parts)");
+        fail(errc::invalid_argument, "image_text_source.encode_part", "part ", part,
+             " out of range (3 parts)");
     }
   }
   void encode_meta(const meta_type& m, std::vector<std::byte>& out) const {
     append(std::span(&m, 1), out);
   }
   [[nodiscard]] meta_type decode_meta(std::span<const std::byte> b) const {
-    detail::require(b.size() == sizeof(meta_type), "image_text_source.decode_meta", "got ",
-                    b.size(), " bytes, want ", sizeof(meta_type));
+    require(b.size() == sizeof(meta_type), "image_text_source.decode_meta", "got ", b.size(),
+            " bytes, want ", sizeof(meta_type));
     meta_type m;
     std::memcpy(&m, b.data(), sizeof m);
     return m;
@@ -191,8 +191,8 @@ class image_text_source {
   /// (float for parts 0 and 2, int32 for part 1).
   template <class T>
   [[nodiscard]] static std::vector<T> decode_part(std::span<const std::byte> bytes) {
-    detail::require(bytes.size() % sizeof(T) == 0, "image_text_source.decode_part", bytes.size(),
-                    " bytes is not a whole number of ", sizeof(T), "-byte values");
+    require(bytes.size() % sizeof(T) == 0, "image_text_source.decode_part", bytes.size(),
+            " bytes is not a whole number of ", sizeof(T), "-byte values");
     std::vector<T> v(bytes.size() / sizeof(T));
     if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
     return v;

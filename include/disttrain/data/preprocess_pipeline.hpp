@@ -47,7 +47,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -78,10 +78,10 @@ class preprocess_pipeline {
   using meta_type = typename Source::meta_type;
 
   preprocess_pipeline(const Source& source, preprocess_config cfg) : source_(source), cfg_(cfg) {
-    detail::require_positive(cfg_.producers, "preprocess_config.producers");
-    detail::require_positive(cfg_.consumers, "preprocess_config.consumers");
-    detail::require_positive(cfg_.max_batches_ahead, "preprocess_config.max_batches_ahead");
-    detail::require(cfg_.timeout.count() > 0, "preprocess_config.timeout", "must be > 0 ms");
+    require_positive(cfg_.producers, "preprocess_config.producers");
+    require_positive(cfg_.consumers, "preprocess_config.consumers");
+    require_positive(cfg_.max_batches_ahead, "preprocess_config.max_batches_ahead");
+    require(cfg_.timeout.count() > 0, "preprocess_config.timeout", "must be > 0 ms");
     consumers_.resize(cfg_.consumers);
     workers_.reserve(cfg_.producers);
     for (std::size_t i = 0; i < cfg_.producers; ++i) workers_.emplace_back([this] { produce(); });
@@ -102,10 +102,10 @@ class preprocess_pipeline {
   /// @brief Starts preparing global batch `batch` (ids must be unique);
   /// blocks while `max_batches_ahead` batches are already staged.
   void submit(std::uint64_t batch, std::vector<std::uint64_t> sample_ids) {
-    detail::require(!sample_ids.empty(), "preprocess_pipeline.submit", "empty batch ", batch);
+    require(!sample_ids.empty(), "preprocess_pipeline.submit", "empty batch ", batch);
     std::unique_lock lock(mutex_);
-    detail::require(!batches_.contains(batch), "preprocess_pipeline.submit", "batch ", batch,
-                    " submitted twice");
+    require(!batches_.contains(batch), "preprocess_pipeline.submit", "batch ", batch,
+            " submitted twice");
     wait(
         lock, [&] { return batches_.size() < cfg_.max_batches_ahead; }, "submit of batch ", batch,
         ": staging full (", cfg_.max_batches_ahead, " batches), trainers not consuming");
@@ -117,8 +117,8 @@ class preprocess_pipeline {
       if (!fresh) {
         const std::uint64_t duplicate = it->first;  // read before erase frees the node
         batches_.erase(batch);
-        detail::fail(errc::invalid_argument, "preprocess_pipeline.submit", "sample id ", duplicate,
-                     " appears twice in batch ", batch);
+        fail(errc::invalid_argument, "preprocess_pipeline.submit", "sample id ", duplicate,
+             " appears twice in batch ", batch);
       }
     }
     for (std::size_t i = 0; i < b.ids.size(); ++i) tasks_.push_back({batch, i});
@@ -146,19 +146,19 @@ class preprocess_pipeline {
   void assign(std::uint64_t batch, const std::vector<std::vector<std::uint64_t>>& order) {
     std::unique_lock lock(mutex_);
     staged_batch& b = find(batch);
-    detail::require(order.size() == cfg_.consumers, "preprocess_pipeline.assign", "order has ",
-                    order.size(), " consumers, pipeline serves ", cfg_.consumers);
+    require(order.size() == cfg_.consumers, "preprocess_pipeline.assign", "order has ",
+            order.size(), " consumers, pipeline serves ", cfg_.consumers);
     std::vector<std::size_t> uses(b.ids.size(), 0);
     for (std::size_t c = 0; c < order.size(); ++c)
       for (std::uint64_t id : order[c]) {
         auto it = b.index.find(id);
-        detail::require(it != b.index.end(), "preprocess_pipeline.assign", "consumer ", c,
-                        " assigned sample ", id, " not in batch ", batch);
+        require(it != b.index.end(), "preprocess_pipeline.assign", "consumer ", c,
+                " assigned sample ", id, " not in batch ", batch);
         ++uses[it->second];
       }
     for (std::size_t i = 0; i < uses.size(); ++i)
-      detail::require(uses[i] > 0, "preprocess_pipeline.assign", "sample ", b.ids[i], " of batch ",
-                      batch, " assigned to no consumer");
+      require(uses[i] > 0, "preprocess_pipeline.assign", "sample ", b.ids[i], " of batch ", batch,
+              " assigned to no consumer");
     b.pending_uses = 0;
     for (std::size_t c = 0; c < order.size(); ++c) {
       for (std::uint64_t id : order[c]) consumers_[c].push_back({batch, b.index.at(id)});
@@ -170,8 +170,8 @@ class preprocess_pipeline {
   /// @brief The next sample of consumer `c` in its assigned order. Waits (and
   /// counts the wait as exposed data-wait) until one is assigned and prepared.
   [[nodiscard]] item_type next(std::size_t c) {
-    detail::require(c < cfg_.consumers, "preprocess_pipeline.next", "consumer ", c,
-                    " out of range (", cfg_.consumers, " consumers)");
+    require(c < cfg_.consumers, "preprocess_pipeline.next", "consumer ", c, " out of range (",
+            cfg_.consumers, " consumers)");
     std::unique_lock lock(mutex_);
     timed_wait(
         lock, [&] { return !consumers_[c].empty(); }, "consumer ", c, ": no sample assigned");
@@ -217,16 +217,16 @@ class preprocess_pipeline {
   staged_batch& find(std::uint64_t batch) {
     auto it = batches_.find(batch);
     if (it == batches_.end())
-      detail::fail(errc::invalid_argument, "preprocess_pipeline", "batch ", batch,
-                   " was not submitted or is already delivered");
+      fail(errc::invalid_argument, "preprocess_pipeline", "batch ", batch,
+           " was not submitted or is already delivered");
     return it->second;
   }
 
   template <class Pred, class... Ts>
   void wait(std::unique_lock<std::mutex>& lock, Pred pred, const Ts&... what) {
     if (!cv_.wait_for(lock, cfg_.timeout, pred))
-      detail::fail(errc::timeout, "preprocess_pipeline", what..., " (waited ", cfg_.timeout.count(),
-                   " ms)");
+      fail(errc::timeout, "preprocess_pipeline", what..., " (waited ", cfg_.timeout.count(),
+           " ms)");
   }
 
   template <class Pred, class... Ts>

@@ -76,7 +76,7 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/data/preprocess_pipeline.hpp"
 #include "disttrain/data/sample_requests.hpp"
 
@@ -162,7 +162,7 @@ struct received_part {
 [[nodiscard]] inline std::vector<std::size_t> producer_share(std::size_t n_ids, std::uint64_t batch,
                                                              std::size_t producers,
                                                              std::size_t producer_index) {
-  detail::require_positive(producers, "producer_ranks_config.producers");
+  require_positive(producers, "producer_ranks_config.producers");
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < n_ids; ++i)
     if ((i + batch % producers) % producers == producer_index) out.push_back(i);

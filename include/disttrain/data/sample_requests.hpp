@@ -20,7 +20,7 @@
 #include <span>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/reorder/assignment.hpp"
 
 namespace disttrain {
@@ -40,7 +40,7 @@ struct sample_request {
 [[nodiscard]] inline std::vector<sample_request> requests_for(
     const reorder_result& map, std::size_t module, std::size_t replica,
     std::span<const std::uint32_t> parts) {
-  detail::require(!parts.empty(), "requests_for.parts", "no part requested");
+  require(!parts.empty(), "requests_for.parts", "no part requested");
   std::vector<sample_request> out;
   for (std::size_t j = 0; j < map.microbatches; ++j)
     for (std::uint32_t s : map.cell(module, replica, j))

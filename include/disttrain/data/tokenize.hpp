@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -35,9 +35,9 @@ class hash_tokenizer {
   static constexpr std::int32_t pad = 0, bos = 1, eos = 2;
 
   explicit hash_tokenizer(tokenizer_config cfg = {}) : cfg_(cfg) {
-    detail::require(cfg_.vocab > 3, "tokenizer_config.vocab", "must be > 3, got ", cfg_.vocab);
-    detail::require(cfg_.max_tokens >= 3, "tokenizer_config.max_tokens", "must be >= 3, got ",
-                    cfg_.max_tokens);
+    require(cfg_.vocab > 3, "tokenizer_config.vocab", "must be > 3, got ", cfg_.vocab);
+    require(cfg_.max_tokens >= 3, "tokenizer_config.max_tokens", "must be >= 3, got ",
+            cfg_.max_tokens);
   }
 
   /// @brief BOS, the tokens of `text`, EOS. Throws `errc::invalid_argument`
@@ -67,7 +67,7 @@ class hash_tokenizer {
       }
     }
     flush();
-    detail::require(out.size() > 1, where, "empty text: no token in ", text.size(), " characters");
+    require(out.size() > 1, where, "empty text: no token in ", text.size(), " characters");
     out.push_back(eos);
     return out;
   }

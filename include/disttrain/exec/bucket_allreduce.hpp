@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -42,14 +42,14 @@ class bucket_allreduce {
   /// ranks including this one) with message tag `tag`. `data` must stay valid
   /// and unmodified until `finish` returns.
   void start(B& b, std::span<T> data, std::span<const int> group, int tag) {
-    detail::require(!active_, where(b, tag), "bucket reduction started twice");
-    detail::require(!group.empty(), where(b, tag), "empty data-parallel group");
-    detail::require(std::is_sorted(group.begin(), group.end()) &&
-                        std::adjacent_find(group.begin(), group.end()) == group.end(),
-                    where(b, tag), "group must list distinct ranks in ascending order");
+    require(!active_, where(b, tag), "bucket reduction started twice");
+    require(!group.empty(), where(b, tag), "empty data-parallel group");
+    require(std::is_sorted(group.begin(), group.end()) &&
+                std::adjacent_find(group.begin(), group.end()) == group.end(),
+            where(b, tag), "group must list distinct ranks in ascending order");
     const auto me = std::find(group.begin(), group.end(), b.rank());
-    detail::require(me != group.end(), where(b, tag), "rank ", b.rank(),
-                    " is not in its data-parallel group");
+    require(me != group.end(), where(b, tag), "rank ", b.rank(),
+            " is not in its data-parallel group");
     data_ = data;
     group_.assign(group.begin(), group.end());
     self_ = static_cast<std::size_t>(me - group.begin());
@@ -87,7 +87,7 @@ class bucket_allreduce {
   /// @brief Waits for every transfer (up to `timeout` in all), then overwrites
   /// the bucket with the sum over the group, added in group order.
   void finish(B& b, std::chrono::milliseconds timeout) {
-    detail::require(active_, "bucket_allreduce", "finish without start");
+    require(active_, "bucket_allreduce", "finish without start");
     const auto deadline = wait_deadline::after(timeout);
     for (std::size_t i = 0; i < requests_.size(); ++i)
       if (!done_[i]) {
@@ -123,7 +123,7 @@ class bucket_allreduce {
 
  private:
   static std::string where(const B& b, int tag) {
-    return detail::cat("rank ", b.rank(), " bucket tag ", tag);
+    return cat("rank ", b.rank(), " bucket tag ", tag);
   }
 
   std::span<T> data_;

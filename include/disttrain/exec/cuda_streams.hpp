@@ -36,7 +36,7 @@
 
 #include <string>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 

@@ -75,7 +75,7 @@
 
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/detail/plan_stamp.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/exec/bucket_allreduce.hpp"
 #include "disttrain/exec/host.hpp"
 #include "disttrain/exec/message_tags.hpp"
@@ -116,8 +116,8 @@ class executor {
   /// transfers, and whatever the host's callbacks throw.
   template <exec_host H>
   exec_stats run(std::span<const schedule_op> program, H& host) {
-    detail::require(tags_.has_value(), "executor",
-                    "schedule programs need message_tags (construct the executor with them)");
+    require(tags_.has_value(), "executor",
+            "schedule programs need message_tags (construct the executor with them)");
     return run_program(program, host);
   }
 
@@ -126,8 +126,8 @@ class executor {
   /// host's payload size differs from the op's bytes, and as `run` otherwise.
   template <bound_exec_host H>
   exec_stats run(const bound_program& program, H& host) {
-    detail::require(program.rank == b_->rank(), "executor.program.rank", "program of rank ",
-                    program.rank, " run on rank ", b_->rank());
+    require(program.rank == b_->rank(), "executor.program.rank", "program of rank ", program.rank,
+            " run on rank ", b_->rank());
     group_ = program.dp_group;
     return run_program(std::span<const bound_op>(program.ops), host);
   }
@@ -152,8 +152,8 @@ class executor {
         case op_kind::optimizer_step:
           for (const auto& [bucket, b] : st.buckets)
             if (b.reduce.active())
-              detail::fail(errc::schedule_error, st.where(op), "optimizer step while bucket ",
-                           bucket, " is still being reduced (grad_sync_finish must come first)");
+              fail(errc::schedule_error, st.where(op), "optimizer step while bucket ", bucket,
+                   " is still being reduced (grad_sync_finish must come first)");
           st.compute(op, [&] { host.optimizer_step(op); });
           break;
         case op_kind::recv_act:
@@ -207,9 +207,9 @@ class executor {
   template <class H>
   void collect(H& host, const bound_op& b, pending& p) const {
     const std::span<std::byte> bytes = host.payload(b);
-    detail::require(static_cast<std::int64_t>(bytes.size()) == b.bytes,
-                    detail::cat("rank ", b_->rank(), " ", describe(b.op)),
-                    "the host's payload has ", bytes.size(), " bytes, the bound program ", b.bytes);
+    require(static_cast<std::int64_t>(bytes.size()) == b.bytes,
+            cat("rank ", b_->rank(), " ", describe(b.op)), "the host's payload has ", bytes.size(),
+            " bytes, the bound program ", b.bytes);
     p.msgs.push_back({b.op.peer, bytes, 0});
     p.tags.push_back(b.tag);
     if constexpr (stamped<bound_op>) {
@@ -231,12 +231,12 @@ class executor {
     if (got.magic == detail::plan_stamp::magic_value && got.message == b.stamp &&
         got.bytes == static_cast<std::uint64_t>(b.bytes))
       return;
-    detail::fail(errc::comm_error, where, "plan disagreement: rank ", b.op.peer, " sent stamp ",
-                 detail::hex64(got.message), " (", got.bytes,
-                 " bytes) where this rank's program has ", detail::hex64(b.stamp), " (", b.bytes,
-                 " bytes): the two programs were bound from different inputs (topology, chain, "
-                 "sample map or activation shapes) or run out of order; the received bytes are "
-                 "not used");
+    fail(errc::comm_error, where, "plan disagreement: rank ", b.op.peer, " sent stamp ",
+         detail::hex64(got.message), " (", got.bytes, " bytes) where this rank's program has ",
+         detail::hex64(b.stamp), " (", b.bytes,
+         " bytes): the two programs were bound from different inputs (topology, chain, "
+         "sample map or activation shapes) or run out of order; the received bytes are "
+         "not used");
   }
   [[nodiscard]] int bucket_tag(const schedule_op& op) const { return tags_->bucket(op.bucket); }
   [[nodiscard]] static int bucket_tag(const bound_op& b) noexcept { return b.tag; }
@@ -271,7 +271,7 @@ class executor {
     std::map<int, bucket_state<T>> buckets;
 
     [[nodiscard]] std::string where(const schedule_op& op) const {
-      return detail::cat("rank ", ex.b_->rank(), " op #", current, " ", describe(op));
+      return cat("rank ", ex.b_->rank(), " op #", current, " ", describe(op));
     }
     [[nodiscard]] double now() const {
       return std::chrono::duration<double>(clock::now() - t0).count();
@@ -293,9 +293,8 @@ class executor {
       record(op, current, s, now(), exec_track::compute);
     }
     void check_peer(const schedule_op& op, const exec_message& m) const {
-      detail::require(m.peer >= 0 && m.peer < ex.b_->size() && m.peer != ex.b_->rank(), where(op),
-                      "message to peer ", m.peer, " is not another rank of the world of ",
-                      ex.b_->size());
+      require(m.peer >= 0 && m.peer < ex.b_->size() && m.peer != ex.b_->rank(), where(op),
+              "message to peer ", m.peer, " is not another rank of the world of ", ex.b_->size());
     }
     // Waits for every request of `p` not yet complete; the time is exposed communication.
     void wait_all_of(const schedule_op& op, pending& p) {
@@ -351,8 +350,7 @@ class executor {
       const schedule_op& op = op_of(item);
       const std::size_t k = static_cast<std::size_t>(
           std::lower_bound(recv_at.begin(), recv_at.end(), current) - recv_at.begin());
-      detail::ensure(k < recv_at.size() && recv_at[k] == current, "executor",
-                     "receive op not indexed");
+      ensure(k < recv_at.size() && recv_at[k] == current, "executor", "receive op not indexed");
       pending& p = recvs[k];
       if (!p.posted) post_receive(host, k);
       next_post = std::max(next_post, k + 1);
@@ -394,8 +392,8 @@ class executor {
       const schedule_op& op = op_of(item);
       auto& st = buckets[op.bucket];
       if (st.reduce.active() || st.reported)
-        detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket,
-                     " started twice in one iteration");
+        fail(errc::schedule_error, where(op), "bucket ", op.bucket,
+             " started twice in one iteration");
       const double s = now();
       grad_bucket<T> g = ex.ready(host, item);
       st.reduce.start(*ex.b_, g.data, g.group, ex.bucket_tag(item));
@@ -432,8 +430,7 @@ class executor {
     void sync_finish(H& host, const schedule_op& op) {
       auto it = buckets.find(op.bucket);
       if (it == buckets.end())
-        detail::fail(errc::schedule_error, where(op), "bucket ", op.bucket,
-                     " finished but never started");
+        fail(errc::schedule_error, where(op), "bucket ", op.bucket, " finished but never started");
       finish_bucket(op, it->second);
       compute(op, [&] { host.bucket_reduced(op); });
     }
@@ -473,9 +470,8 @@ class executor {
       sends.clear();
       for (const auto& [bucket, st] : buckets)
         if (st.reduce.active())
-          detail::fail(errc::schedule_error,
-                       detail::cat("rank ", ex.b_->rank(), " bucket ", bucket),
-                       "gradient reduction started but never finished (no grad_sync_finish)");
+          fail(errc::schedule_error, cat("rank ", ex.b_->rank(), " bucket ", bucket),
+               "gradient reduction started but never finished (no grad_sync_finish)");
       const double e = now();
       if (waited) {
         // Sends still in flight at the end of the program: exposed, attributed to no op.

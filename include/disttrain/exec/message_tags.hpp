@@ -27,7 +27,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/op.hpp"
 
 namespace disttrain {
@@ -46,13 +46,13 @@ class message_tags {
         m_(microbatches),
         sub_(max_sub),
         buckets_(max_buckets) {
-    detail::require_positive(stages, "message_tags.stages");
-    detail::require_positive(chunks, "message_tags.chunks");
-    detail::require_positive(microbatches, "message_tags.microbatches");
-    detail::require_positive(max_sub, "message_tags.max_sub");
-    detail::require_positive(max_buckets, "message_tags.max_buckets");
+    require_positive(stages, "message_tags.stages");
+    require_positive(chunks, "message_tags.chunks");
+    require_positive(microbatches, "message_tags.microbatches");
+    require_positive(max_sub, "message_tags.max_sub");
+    require_positive(max_buckets, "message_tags.max_buckets");
     const long long need = static_cast<long long>(m_) * v_ * 2 * sub_ + buckets_;
-    detail::require(need <= INT_MAX, "message_tags", "needs ", need, " tags, limit ", INT_MAX);
+    require(need <= INT_MAX, "message_tags", "needs ", need, " tags, limit ", INT_MAX);
     limit_ = static_cast<int>(need);
   }
 
@@ -60,18 +60,17 @@ class message_tags {
   /// receive carry the producing op's stage, chunk and microbatch, hence the same tag).
   [[nodiscard]] int p2p(const schedule_op& op, int sub = 0) const {
     if (!is_p2p(op.kind))  // (described only on failure: tags are looked up per message)
-      detail::fail(errc::invalid_argument, "message_tags", "op ", describe(op),
-                   " is not point-to-point");
+      fail(errc::invalid_argument, "message_tags", "op ", describe(op), " is not point-to-point");
     const int vs = op.chunk * stages_ + op.stage;
-    detail::require_in_range(vs, 0, v_ - 1, "message_tags.virtual_stage");
-    detail::require_in_range(op.microbatch, 0, m_ - 1, "message_tags.microbatch");
-    detail::require_in_range(sub, 0, sub_ - 1, "message_tags.sub");
+    require_in_range(vs, 0, v_ - 1, "message_tags.virtual_stage");
+    require_in_range(op.microbatch, 0, m_ - 1, "message_tags.microbatch");
+    require_in_range(sub, 0, sub_ - 1, "message_tags.sub");
     const int grad = op.kind == op_kind::send_grad || op.kind == op_kind::recv_grad ? 1 : 0;
     return ((op.microbatch * v_ + vs) * 2 + grad) * sub_ + sub;
   }
   /// @brief Tag of gradient bucket `bucket`.
   [[nodiscard]] int bucket(int b) const {
-    detail::require_in_range(b, 0, buckets_ - 1, "message_tags.bucket");
+    require_in_range(b, 0, buckets_ - 1, "message_tags.bucket");
     return m_ * v_ * 2 * sub_ + b;
   }
   /// @brief One past the largest tag.

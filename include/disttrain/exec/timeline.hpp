@@ -119,14 +119,14 @@ template <comm_backend B>
     const exec_event& e = events[i];
     res.iteration_time = std::max(res.iteration_time, e.end);
     if (e.index < 0) continue;
-    detail::require(e.rank >= 0 && static_cast<std::size_t>(e.rank) < s.ops.size(),
-                    detail::cat("events[", i, "].rank"), "rank ", e.rank,
-                    " is not a rank of schedule '", s.name, "' (", s.ops.size(), " ranks)");
+    require(e.rank >= 0 && static_cast<std::size_t>(e.rank) < s.ops.size(),
+            cat("events[", i, "].rank"), "rank ", e.rank, " is not a rank of schedule '", s.name,
+            "' (", s.ops.size(), " ranks)");
     const auto& prog = s.ops[static_cast<std::size_t>(e.rank)];
-    detail::require(static_cast<std::size_t>(e.index) < prog.size() &&
-                        prog[static_cast<std::size_t>(e.index)] == e.op,
-                    detail::cat("events[", i, "].index"), "op #", e.index, " of rank ", e.rank,
-                    " is not ", describe(e.op));
+    require(static_cast<std::size_t>(e.index) < prog.size() &&
+                prog[static_cast<std::size_t>(e.index)] == e.op,
+            cat("events[", i, "].index"), "op #", e.index, " of rank ", e.rank, " is not ",
+            describe(e.op));
     const std::size_t slot =
         res.rank_begin[static_cast<std::size_t>(e.rank)] + static_cast<std::size_t>(e.index);
     const op_kind k = e.op.kind;

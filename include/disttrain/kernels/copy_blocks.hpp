@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
-#include "disttrain/core/error.hpp"
 
 namespace disttrain::detail {
 /// `offset + (rows - 1) * pitch + cols` (one past the last element of a block), checked.
@@ -113,12 +113,11 @@ struct block_extent {
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const copy_block& b = blocks[i];
     if (!(b.src_offset >= 0 && b.dst_offset >= 0 && b.rows >= 0 && b.cols >= 0))
-      detail::fail(errc::invalid_argument, detail::cat("copy_block[", i, "]"),
-                   "offsets and sizes must be >= 0");
+      fail(errc::invalid_argument, cat("copy_block[", i, "]"), "offsets and sizes must be >= 0");
     if (b.empty()) continue;
     if (!(b.rows == 1 || (b.src_ld >= b.cols && b.dst_ld >= b.cols)))
-      detail::fail(errc::invalid_argument, detail::cat("copy_block[", i, "]"), "row pitch (",
-                   b.src_ld, ", ", b.dst_ld, ") below cols ", b.cols);
+      fail(errc::invalid_argument, cat("copy_block[", i, "]"), "row pitch (", b.src_ld, ", ",
+           b.dst_ld, ") below cols ", b.cols);
     const std::int64_t sl = b.rows == 1 ? b.cols : b.src_ld;
     const std::int64_t dl = b.rows == 1 ? b.cols : b.dst_ld;
     e.src = std::max(e.src, detail::block_end(b.src_offset, b.rows, sl, b.cols, "copy_block.src"));
@@ -140,17 +139,17 @@ struct block_extent {
 /// destinations and sources). Sizes are checked against the spans.
 inline void copy_blocks_cpu(std::span<const std::byte> src, std::span<std::byte> dst,
                             std::span<const copy_block> blocks, std::size_t elem_size) {
-  detail::require(elem_size > 0 && elem_size <= static_cast<std::size_t>(INT64_MAX),
-                  "copy_blocks.elem_size", "must be in [1, ", INT64_MAX, "], got ", elem_size);
+  require(elem_size > 0 && elem_size <= static_cast<std::size_t>(INT64_MAX),
+          "copy_blocks.elem_size", "must be in [1, ", INT64_MAX, "], got ", elem_size);
   const block_extent e = extent(blocks);
   const auto es = static_cast<std::int64_t>(elem_size);
   // Once the extents times the element size fit, every offset below does too.
   const std::int64_t src_end = detail::checked_mul(e.src, es, "copy_blocks.elem_size");
   const std::int64_t dst_end = detail::checked_mul(e.dst, es, "copy_blocks.elem_size");
-  detail::require(static_cast<std::uint64_t>(src_end) <= src.size(), "copy_blocks.src",
-                  "blocks reach byte ", src_end, " but the source has ", src.size());
-  detail::require(static_cast<std::uint64_t>(dst_end) <= dst.size(), "copy_blocks.dst",
-                  "blocks reach byte ", dst_end, " but the destination has ", dst.size());
+  require(static_cast<std::uint64_t>(src_end) <= src.size(), "copy_blocks.src",
+          "blocks reach byte ", src_end, " but the source has ", src.size());
+  require(static_cast<std::uint64_t>(dst_end) <= dst.size(), "copy_blocks.dst",
+          "blocks reach byte ", dst_end, " but the destination has ", dst.size());
   for (const copy_block& b : blocks) {
     if (b.empty()) continue;
     const auto row_bytes = static_cast<std::size_t>(b.cols * es);

@@ -32,17 +32,17 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
 
 /// Throws `disttrain::error(errc::comm_error)` naming the call if a CUDA runtime call fails.
-#define DISTTRAIN_CUDA_CHECK(call)                                                   \
-  do {                                                                               \
-    const cudaError_t disttrain_cuda_rc_ = (call);                                   \
-    if (disttrain_cuda_rc_ != cudaSuccess)                                           \
-      ::disttrain::detail::fail(::disttrain::errc::comm_error, #call, "CUDA error ", \
-                                cudaGetErrorName(disttrain_cuda_rc_), ": ",          \
-                                cudaGetErrorString(disttrain_cuda_rc_));             \
+#define DISTTRAIN_CUDA_CHECK(call)                                           \
+  do {                                                                       \
+    const cudaError_t disttrain_cuda_rc_ = (call);                           \
+    if (disttrain_cuda_rc_ != cudaSuccess)                                   \
+      ::disttrain::fail(::disttrain::errc::comm_error, #call, "CUDA error ", \
+                        cudaGetErrorName(disttrain_cuda_rc_), ": ",          \
+                        cudaGetErrorString(disttrain_cuda_rc_));             \
   } while (false)
 
 namespace disttrain::kernels {

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 
 namespace disttrain {
@@ -46,21 +46,20 @@ struct vit_encoder_arch {
 
   void validate(std::string_view path) const {
     using detail::join_path;
-    detail::require_positive(image_size, join_path(path, "image_size"));
-    detail::require_positive(patch_size, join_path(path, "patch_size"));
-    detail::require(patch_size <= image_size, join_path(path, "patch_size"),
-                    "must be <= image_size (", image_size, "), got ", patch_size);
-    detail::require_positive(layers, join_path(path, "layers"));
-    detail::require_positive(hidden, join_path(path, "hidden"));
-    detail::require_positive(heads, join_path(path, "heads"));
-    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden,
-                    "), got ", heads);
-    detail::require_positive(mlp, join_path(path, "mlp"));
-    detail::require_positive(channels, join_path(path, "channels"));
-    detail::require_non_negative(max_image_size, join_path(path, "max_image_size"));
-    detail::require(max_image_size == 0 || max_image_size >= patch_size,
-                    join_path(path, "max_image_size"), "must be 0 or >= patch_size (", patch_size,
-                    "), got ", max_image_size);
+    require_positive(image_size, join_path(path, "image_size"));
+    require_positive(patch_size, join_path(path, "patch_size"));
+    require(patch_size <= image_size, join_path(path, "patch_size"), "must be <= image_size (",
+            image_size, "), got ", patch_size);
+    require_positive(layers, join_path(path, "layers"));
+    require_positive(hidden, join_path(path, "hidden"));
+    require_positive(heads, join_path(path, "heads"));
+    require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden,
+            "), got ", heads);
+    require_positive(mlp, join_path(path, "mlp"));
+    require_positive(channels, join_path(path, "channels"));
+    require_non_negative(max_image_size, join_path(path, "max_image_size"));
+    require(max_image_size == 0 || max_image_size >= patch_size, join_path(path, "max_image_size"),
+            "must be 0 or >= patch_size (", patch_size, "), got ", max_image_size);
   }
 };
 
@@ -86,17 +85,17 @@ struct decoder_llm_arch {
 
   void validate(std::string_view path) const {
     using detail::join_path;
-    detail::require_positive(layers, join_path(path, "layers"));
-    detail::require_positive(hidden, join_path(path, "hidden"));
-    detail::require_positive(heads, join_path(path, "heads"));
-    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden,
-                    "), got ", heads);
-    detail::require_positive(kv_heads, join_path(path, "kv_heads"));
-    detail::require(heads % kv_heads == 0, join_path(path, "kv_heads"), "must divide heads (",
-                    heads, "), got ", kv_heads);
-    detail::require_positive(mlp, join_path(path, "mlp"));
-    detail::require_positive(vocab, join_path(path, "vocab"));
-    detail::require_positive(max_seq, join_path(path, "max_seq"));
+    require_positive(layers, join_path(path, "layers"));
+    require_positive(hidden, join_path(path, "hidden"));
+    require_positive(heads, join_path(path, "heads"));
+    require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden,
+            "), got ", heads);
+    require_positive(kv_heads, join_path(path, "kv_heads"));
+    require(heads % kv_heads == 0, join_path(path, "kv_heads"), "must divide heads (", heads,
+            "), got ", kv_heads);
+    require_positive(mlp, join_path(path, "mlp"));
+    require_positive(vocab, join_path(path, "vocab"));
+    require_positive(max_seq, join_path(path, "max_seq"));
   }
 };
 
@@ -144,27 +143,26 @@ struct diffusion_arch {
 
   void validate(std::string_view path) const {
     using detail::join_path;
-    detail::require_positive(resolution, join_path(path, "resolution"));
-    detail::require_positive(latent_downsample, join_path(path, "latent_downsample"));
-    detail::require_positive(latent_channels, join_path(path, "latent_channels"));
-    detail::require_positive(patch_size, join_path(path, "patch_size"));
-    detail::require_positive(layers, join_path(path, "layers"));
-    detail::require_positive(hidden, join_path(path, "hidden"));
-    detail::require_positive(heads, join_path(path, "heads"));
-    detail::require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden,
-                    "), got ", heads);
-    detail::require_non_negative(condition_params, join_path(path, "condition_params"));
+    require_positive(resolution, join_path(path, "resolution"));
+    require_positive(latent_downsample, join_path(path, "latent_downsample"));
+    require_positive(latent_channels, join_path(path, "latent_channels"));
+    require_positive(patch_size, join_path(path, "patch_size"));
+    require_positive(layers, join_path(path, "layers"));
+    require_positive(hidden, join_path(path, "hidden"));
+    require_positive(heads, join_path(path, "heads"));
+    require(hidden % heads == 0, join_path(path, "heads"), "must divide hidden (", hidden,
+            "), got ", heads);
+    require_non_negative(condition_params, join_path(path, "condition_params"));
     if (kind == diffusion_kind::dit) {
-      detail::require_positive(mlp, join_path(path, "mlp"));
+      require_positive(mlp, join_path(path, "mlp"));
     } else {
-      detail::require(patch_size == 1, join_path(path, "patch_size"), "must be 1 for a UNet, got ",
-                      patch_size);
-      detail::require_positive(params, join_path(path, "params"));
-      detail::require_positive(forward_flops_per_token, join_path(path, "forward_flops_per_token"));
-      detail::require_non_negative(forward_flops_per_token_sq,
-                                   join_path(path, "forward_flops_per_token_sq"));
-      detail::require_positive(activation_bytes_per_token,
-                               join_path(path, "activation_bytes_per_token"));
+      require(patch_size == 1, join_path(path, "patch_size"), "must be 1 for a UNet, got ",
+              patch_size);
+      require_positive(params, join_path(path, "params"));
+      require_positive(forward_flops_per_token, join_path(path, "forward_flops_per_token"));
+      require_non_negative(forward_flops_per_token_sq,
+                           join_path(path, "forward_flops_per_token_sq"));
+      require_positive(activation_bytes_per_token, join_path(path, "activation_bytes_per_token"));
     }
   }
 };

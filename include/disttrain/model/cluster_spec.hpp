@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 
 namespace disttrain {
@@ -32,12 +32,11 @@ struct gpu_spec {
 
   void validate(std::string_view path) const {
     using detail::join_path;
-    detail::require(!name.empty(), join_path(path, "name"), "must not be empty");
-    detail::require_positive(peak_bf16_tflops, join_path(path, "peak_bf16_tflops"));
-    detail::require_positive(peak_fp32_tflops, join_path(path, "peak_fp32_tflops"));
-    detail::require_positive(hbm_bytes, join_path(path, "hbm_bytes"));
-    detail::require_positive(hbm_bandwidth_bytes_per_s,
-                             join_path(path, "hbm_bandwidth_bytes_per_s"));
+    require(!name.empty(), join_path(path, "name"), "must not be empty");
+    require_positive(peak_bf16_tflops, join_path(path, "peak_bf16_tflops"));
+    require_positive(peak_fp32_tflops, join_path(path, "peak_fp32_tflops"));
+    require_positive(hbm_bytes, join_path(path, "hbm_bytes"));
+    require_positive(hbm_bandwidth_bytes_per_s, join_path(path, "hbm_bandwidth_bytes_per_s"));
   }
 };
 
@@ -71,14 +70,14 @@ struct cluster_spec {
   void validate(std::string_view path = "cluster") const {
     using detail::join_path;
     gpu.validate(join_path(path, "gpu"));
-    detail::require_positive(num_gpus, join_path(path, "num_gpus"));
-    detail::require_positive(gpus_per_node, join_path(path, "gpus_per_node"));
-    detail::require_positive(intra_node_bandwidth_bytes_per_s,
-                             join_path(path, "intra_node_bandwidth_bytes_per_s"));
-    detail::require_non_negative(intra_node_latency_s, join_path(path, "intra_node_latency_s"));
-    detail::require_positive(inter_node_bandwidth_bytes_per_s,
-                             join_path(path, "inter_node_bandwidth_bytes_per_s"));
-    detail::require_non_negative(inter_node_latency_s, join_path(path, "inter_node_latency_s"));
+    require_positive(num_gpus, join_path(path, "num_gpus"));
+    require_positive(gpus_per_node, join_path(path, "gpus_per_node"));
+    require_positive(intra_node_bandwidth_bytes_per_s,
+                     join_path(path, "intra_node_bandwidth_bytes_per_s"));
+    require_non_negative(intra_node_latency_s, join_path(path, "intra_node_latency_s"));
+    require_positive(inter_node_bandwidth_bytes_per_s,
+                     join_path(path, "inter_node_bandwidth_bytes_per_s"));
+    require_non_negative(inter_node_latency_s, join_path(path, "inter_node_latency_s"));
   }
 };
 

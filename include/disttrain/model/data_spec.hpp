@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/model/distribution.hpp"
 #include "disttrain/model/rng.hpp"
@@ -51,11 +51,11 @@ struct data_spec {
     if (!records.empty()) {
       bool any_text = false;
       for (std::size_t i = 0; i < records.size(); ++i) {
-        records[i].validate(detail::cat(join_path(path, "records"), "[", i, "]"));
+        records[i].validate(cat(join_path(path, "records"), "[", i, "]"));
         any_text = any_text || records[i].text_tokens > 0;
       }
-      detail::require(any_text, join_path(path, "records"), "every one of the ", records.size(),
-                      " records has 0 text_tokens: the workload is empty");
+      require(any_text, join_path(path, "records"), "every one of the ", records.size(),
+              " records has 0 text_tokens: the workload is empty");
       return;
     }
     text_tokens.validate(join_path(path, "text_tokens"));
@@ -67,8 +67,8 @@ struct data_spec {
     // Counts and sizes can be neither negative (a draw would be clamped
     // silently) nor all zero for the text (an empty workload plans in no time).
     auto non_negative = [&](const distribution& d, const char* key) {
-      detail::require(d.lowest() >= 0, join_path(path, key),
-                      "is a count or size and must be >= 0, can draw ", d.lowest());
+      require(d.lowest() >= 0, join_path(path, key),
+              "is a count or size and must be >= 0, can draw ", d.lowest());
     };
     non_negative(text_tokens, "text_tokens");
     non_negative(images_per_sample, "images_per_sample");
@@ -76,9 +76,9 @@ struct data_spec {
     non_negative(image_aspect, "image_aspect");
     non_negative(generated_per_sample, "generated_per_sample");
     non_negative(generated_side, "generated_side");
-    detail::require(text_tokens.highest() >= 0.5, join_path(path, "text_tokens"),
-                    "every sample has 0 text tokens (at most ", text_tokens.highest(),
-                    "): the workload is empty");
+    require(text_tokens.highest() >= 0.5, join_path(path, "text_tokens"),
+            "every sample has 0 text tokens (at most ", text_tokens.highest(),
+            "): the workload is empty");
   }
 };
 

@@ -16,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/model/rng.hpp"
 
@@ -80,34 +80,33 @@ class distribution {
         [&](const auto& d) {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {
-            detail::require(std::isfinite(d.value), detail::join_path(path, "value"),
-                            "must be finite, got ", d.value);
+            require(std::isfinite(d.value), detail::join_path(path, "value"),
+                    "must be finite, got ", d.value);
           } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
-            detail::require(d.min <= d.max, detail::join_path(path, "max"), "must be >= min (",
-                            d.min, "), got ", d.max);
+            require(d.min <= d.max, detail::join_path(path, "max"), "must be >= min (", d.min,
+                    "), got ", d.max);
           } else if constexpr (std::is_same_v<T, lognormal_dist>) {
-            detail::require(d.median > 0 && std::isfinite(d.median),
-                            detail::join_path(path, "median"), "must be > 0, got ", d.median);
-            detail::require(d.sigma >= 0 && std::isfinite(d.sigma),
-                            detail::join_path(path, "sigma"), "must be >= 0, got ", d.sigma);
-            detail::require(d.min <= d.max, detail::join_path(path, "max"), "must be >= min (",
-                            d.min, "), got ", d.max);
+            require(d.median > 0 && std::isfinite(d.median), detail::join_path(path, "median"),
+                    "must be > 0, got ", d.median);
+            require(d.sigma >= 0 && std::isfinite(d.sigma), detail::join_path(path, "sigma"),
+                    "must be >= 0, got ", d.sigma);
+            require(d.min <= d.max, detail::join_path(path, "max"), "must be >= min (", d.min,
+                    "), got ", d.max);
           } else {
-            detail::require(!d.values.empty(), detail::join_path(path, "values"),
-                            "histogram is empty");
-            detail::require(d.values.size() == d.weights.size(), detail::join_path(path, "weights"),
-                            "has ", d.weights.size(), " entries, values has ", d.values.size());
+            require(!d.values.empty(), detail::join_path(path, "values"), "histogram is empty");
+            require(d.values.size() == d.weights.size(), detail::join_path(path, "weights"), "has ",
+                    d.weights.size(), " entries, values has ", d.values.size());
             double total = 0;
             for (std::size_t i = 0; i < d.weights.size(); ++i) {
-              detail::require(d.weights[i] >= 0 && std::isfinite(d.weights[i]),
-                              detail::cat(detail::join_path(path, "weights"), "[", i, "]"),
-                              "must be >= 0, got ", d.weights[i]);
-              detail::require(std::isfinite(d.values[i]),
-                              detail::cat(detail::join_path(path, "values"), "[", i, "]"),
-                              "must be finite, got ", d.values[i]);
+              require(d.weights[i] >= 0 && std::isfinite(d.weights[i]),
+                      cat(detail::join_path(path, "weights"), "[", i, "]"), "must be >= 0, got ",
+                      d.weights[i]);
+              require(std::isfinite(d.values[i]),
+                      cat(detail::join_path(path, "values"), "[", i, "]"), "must be finite, got ",
+                      d.values[i]);
               total += d.weights[i];
             }
-            detail::require(total > 0, detail::join_path(path, "weights"), "sum to 0");
+            require(total > 0, detail::join_path(path, "weights"), "sum to 0");
           }
         },
         v_);

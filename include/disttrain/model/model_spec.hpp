@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/model/module_spec.hpp"
 
@@ -50,14 +50,14 @@ struct model_spec {
   [[nodiscard]] std::size_t backbone_index() const {
     for (std::size_t i = 0; i < modules.size(); ++i)
       if (modules[i].role == module_role::backbone) return i;
-    detail::fail(errc::invalid_argument, "model.modules", "the model has no backbone");
+    fail(errc::invalid_argument, "model.modules", "the model has no backbone");
   }
 
   /// @brief Index of the module called `module_name`; `invalid_argument` naming it if absent.
   [[nodiscard]] std::size_t index_of(std::string_view module_name) const {
     for (std::size_t i = 0; i < modules.size(); ++i)
       if (modules[i].name == module_name) return i;
-    detail::fail(errc::invalid_argument, "model.modules", "no module named '", module_name, "'");
+    fail(errc::invalid_argument, "model.modules", "no module named '", module_name, "'");
   }
 
   /// @brief The data edges (the default chain when `connections` is empty).
@@ -78,8 +78,8 @@ struct model_spec {
   /// @brief True when a trainable module lies upstream of module `i` (transitively),
   /// so `i` must compute gradients with respect to its input.
   [[nodiscard]] bool input_grad_required(std::size_t i) const {
-    detail::require(i < modules.size(), "module", "index ", i, " out of range (", modules.size(),
-                    " modules)");
+    require(i < modules.size(), "module", "index ", i, " out of range (", modules.size(),
+            " modules)");
     const auto e = edges();
     // Modules are topologically ordered (validate checks from < to): one pass.
     std::vector<char> upstream_trainable(modules.size(),
@@ -96,41 +96,39 @@ struct model_spec {
   void validate(std::string_view path = "model") const {
     using detail::join_path;
     const std::string mp = join_path(path, "modules");
-    detail::require(!modules.empty(), mp, "a model needs at least one module");
-    detail::require(modules.size() <= max_modules, mp, "has ", modules.size(), " modules, at most ",
-                    max_modules, " are supported");
+    require(!modules.empty(), mp, "a model needs at least one module");
+    require(modules.size() <= max_modules, mp, "has ", modules.size(), " modules, at most ",
+            max_modules, " are supported");
     int backbones = 0;
     int last_rank = -1;
     for (std::size_t i = 0; i < modules.size(); ++i) {
-      const std::string p = detail::cat(mp, "[", i, "]");
+      const std::string p = cat(mp, "[", i, "]");
       modules[i].validate(p);
       for (std::size_t k = 0; k < i; ++k)
-        detail::require(modules[k].name != modules[i].name, join_path(p, "name"),
-                        "duplicate module name '", modules[i].name, "'");
+        require(modules[k].name != modules[i].name, join_path(p, "name"), "duplicate module name '",
+                modules[i].name, "'");
       const int rank = static_cast<int>(modules[i].role);
-      detail::require(rank >= last_rank, join_path(p, "role"),
-                      "modules must be in pipeline order (encoders, backbone, generators); '",
-                      modules[i].name, "' is a ", to_string(modules[i].role), " after a ",
-                      to_string(static_cast<module_role>(last_rank)));
+      require(rank >= last_rank, join_path(p, "role"),
+              "modules must be in pipeline order (encoders, backbone, generators); '",
+              modules[i].name, "' is a ", to_string(modules[i].role), " after a ",
+              to_string(static_cast<module_role>(last_rank)));
       last_rank = rank;
       if (modules[i].role == module_role::backbone) ++backbones;
     }
-    detail::require(backbones == 1, mp, "needs exactly one backbone, got ", backbones);
+    require(backbones == 1, mp, "needs exactly one backbone, got ", backbones);
     for (std::size_t k = 0; k < connections.size(); ++k) {
-      const std::string p = detail::cat(join_path(path, "connections"), "[", k, "]");
-      detail::require(connections[k].from < modules.size(), join_path(p, "from"), "module index ",
-                      connections[k].from, " out of range (", modules.size(), " modules)");
-      detail::require(connections[k].to < modules.size(), join_path(p, "to"), "module index ",
-                      connections[k].to, " out of range (", modules.size(), " modules)");
-      detail::require(connections[k].from < connections[k].to, join_path(p, "to"),
-                      "edges must go forward in pipeline order, got ", connections[k].from, " -> ",
-                      connections[k].to);
+      const std::string p = cat(join_path(path, "connections"), "[", k, "]");
+      require(connections[k].from < modules.size(), join_path(p, "from"), "module index ",
+              connections[k].from, " out of range (", modules.size(), " modules)");
+      require(connections[k].to < modules.size(), join_path(p, "to"), "module index ",
+              connections[k].to, " out of range (", modules.size(), " modules)");
+      require(connections[k].from < connections[k].to, join_path(p, "to"),
+              "edges must go forward in pipeline order, got ", connections[k].from, " -> ",
+              connections[k].to);
     }
-    detail::require_non_negative(projector_tokens_per_image,
-                                 join_path(path, "projector_tokens_per_image"));
-    detail::require_positive(projector_patch_ratio, join_path(path, "projector_patch_ratio"));
-    detail::require_non_negative(generator_condition_tokens,
-                                 join_path(path, "generator_condition_tokens"));
+    require_non_negative(projector_tokens_per_image, join_path(path, "projector_tokens_per_image"));
+    require_positive(projector_patch_ratio, join_path(path, "projector_patch_ratio"));
+    require_non_negative(generator_condition_tokens, join_path(path, "generator_condition_tokens"));
   }
 };
 

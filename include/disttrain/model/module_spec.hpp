@@ -7,7 +7,7 @@
 #include <string_view>
 #include <variant>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/core/topology.hpp"  // module_role
 #include "disttrain/model/architecture.hpp"
@@ -44,14 +44,14 @@ struct module_spec {
 
   /// @brief Validates name, role/architecture agreement and the architecture.
   void validate(std::string_view path) const {
-    detail::require(!name.empty(), detail::join_path(path, "name"), "must not be empty");
+    require(!name.empty(), detail::join_path(path, "name"), "must not be empty");
     const std::string ap = detail::join_path(path, "arch");
     std::visit([&](const auto& a) { a.validate(ap); }, arch);
     const bool ok =
         (role == module_role::encoder && std::holds_alternative<vit_encoder_arch>(arch)) ||
         (role == module_role::backbone && std::holds_alternative<decoder_llm_arch>(arch)) ||
         (role == module_role::generator && std::holds_alternative<diffusion_arch>(arch));
-    detail::require(
+    require(
         ok, detail::join_path(path, "role"), "role '", to_string(role),
         "' does not match the architecture (encoder: vit, backbone: llm, generator: diffusion)");
   }

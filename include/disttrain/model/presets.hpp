@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/model/architecture.hpp"
 #include "disttrain/model/cluster_spec.hpp"
 #include "disttrain/model/data_spec.hpp"
@@ -421,8 +421,8 @@ template <class T, std::size_t N>
     if (!known.empty()) known += ", ";
     known += e.name;
   }
-  disttrain::detail::fail(errc::invalid_argument, "preset", "unknown ", kind, " preset '", name,
-                          "' (known: ", known, ")");
+  disttrain::fail(errc::invalid_argument, "preset", "unknown ", kind, " preset '", name,
+                  "' (known: ", known, ")");
 }
 template <class T, std::size_t N>
 [[nodiscard]] std::vector<std::string> names(const named<T> (&table)[N]) {
@@ -459,12 +459,12 @@ template <class T, std::size_t N>
 
 /// @brief Cluster preset by name (h100, h800, a100) with `num_gpus` GPUs.
 [[nodiscard]] inline cluster_spec cluster_preset(std::string_view name, int num_gpus) {
-  disttrain::detail::require_positive(num_gpus, "cluster.num_gpus");
+  disttrain::require_positive(num_gpus, "cluster.num_gpus");
   if (name == "h100") return h100_cluster(num_gpus);
   if (name == "h800") return h800_cluster(num_gpus);
   if (name == "a100") return a100_cluster(num_gpus);
-  disttrain::detail::fail(errc::invalid_argument, "preset", "unknown cluster preset '", name,
-                          "' (known: h100, h800, a100)");
+  disttrain::fail(errc::invalid_argument, "preset", "unknown cluster preset '", name,
+                  "' (known: h100, h800, a100)");
 }
 [[nodiscard]] inline std::vector<std::string> cluster_preset_names() {
   return {"h100", "h800", "a100"};
@@ -546,8 +546,8 @@ struct published_figures {
                 mllm_70b(), 512, 512, generation_heavy());
   std::string known;
   for (const auto& n : scenario_preset_names()) known += (known.empty() ? "" : ", ") + n;
-  disttrain::detail::fail(errc::invalid_argument, "preset", "unknown scenario preset '", name,
-                          "' (known: ", known, ")");
+  disttrain::fail(errc::invalid_argument, "preset", "unknown scenario preset '", name,
+                  "' (known: ", known, ")");
 }
 
 }  // namespace disttrain::presets

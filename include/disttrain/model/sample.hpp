@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 
 namespace disttrain {
@@ -35,19 +35,17 @@ struct sample {
 
   /// @brief Throws `invalid_argument` at `path.<field>` for negative counts or sizes.
   void validate(std::string_view path) const {
-    detail::require_non_negative(text_tokens, detail::join_path(path, "text_tokens"));
+    require_non_negative(text_tokens, detail::join_path(path, "text_tokens"));
     for (std::size_t i = 0; i < images.size(); ++i) {
-      detail::require_positive(images[i].height,
-                               detail::cat(detail::join_path(path, "images"), "[", i, "].height"));
-      detail::require_positive(images[i].width,
-                               detail::cat(detail::join_path(path, "images"), "[", i, "].width"));
+      require_positive(images[i].height,
+                       cat(detail::join_path(path, "images"), "[", i, "].height"));
+      require_positive(images[i].width, cat(detail::join_path(path, "images"), "[", i, "].width"));
     }
     for (std::size_t i = 0; i < generated.size(); ++i) {
-      detail::require_positive(
-          generated[i].height,
-          detail::cat(detail::join_path(path, "generated"), "[", i, "].height"));
-      detail::require_positive(
-          generated[i].width, detail::cat(detail::join_path(path, "generated"), "[", i, "].width"));
+      require_positive(generated[i].height,
+                       cat(detail::join_path(path, "generated"), "[", i, "].height"));
+      require_positive(generated[i].width,
+                       cat(detail::join_path(path, "generated"), "[", i, "].width"));
     }
   }
 };

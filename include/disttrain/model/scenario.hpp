@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/model/cluster_spec.hpp"
 #include "disttrain/model/data_spec.hpp"
@@ -37,7 +37,7 @@ struct scenario {
     model.validate(join_path(path, "model"));
     cluster.validate(join_path(path, "cluster"));
     data.validate(join_path(path, "data"));
-    detail::require_positive(global_batch_size, join_path(path, "global_batch_size"));
+    require_positive(global_batch_size, join_path(path, "global_batch_size"));
   }
 };
 

@@ -18,7 +18,7 @@
 #include <span>
 #include <variant>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/model_spec.hpp"
@@ -149,7 +149,7 @@ inline void add_workload(const model_spec& m, const sample& s, model_workload& w
 /// @code auto e = disttrain::expected_workload(model, data); auto mb = e * 8.0; @endcode
 [[nodiscard]] inline model_workload expected_workload(const model_spec& m, const data_spec& data,
                                                       std::size_t draws = 4096) {
-  detail::require_positive(draws, "draws");
+  require_positive(draws, "draws");
   data_sampler sampler(data);
   model_workload w;
   w.size = m.modules.size();
@@ -170,9 +170,9 @@ inline void from_json(const json& j, module_workload& w) {
   w.sequences = detail::json_get<double>(j, "sequences", "workload");
   w.tokens = detail::json_get<double>(j, "tokens", "workload");
   w.tokens_sq = detail::json_get<double>(j, "tokens_sq", "workload");
-  detail::require_non_negative(w.sequences, "workload.sequences");
-  detail::require_non_negative(w.tokens, "workload.tokens");
-  detail::require_non_negative(w.tokens_sq, "workload.tokens_sq");
+  require_non_negative(w.sequences, "workload.sequences");
+  require_non_negative(w.tokens, "workload.tokens");
+  require_non_negative(w.tokens_sq, "workload.tokens_sq");
 }
 
 /// @brief JSON: an array with one `{"sequences", "tokens", "tokens_sq"}` object per module.
@@ -185,11 +185,9 @@ inline void to_json(json& j, const model_workload& w) {
   }
 }
 inline void from_json(const json& j, model_workload& w) {
-  if (!j.is_array())
-    detail::fail(errc::parse_error, "workload", "expected an array, got ", j.type_name());
+  if (!j.is_array()) fail(errc::parse_error, "workload", "expected an array, got ", j.type_name());
   if (j.size() > max_modules)
-    detail::fail(errc::invalid_argument, "workload", "has ", j.size(), " modules, at most ",
-                 max_modules);
+    fail(errc::invalid_argument, "workload", "has ", j.size(), " modules, at most ", max_modules);
   w = model_workload{};
   w.size = j.size();
   for (std::size_t i = 0; i < j.size(); ++i) w.modules[i] = j[i].get<module_workload>();

@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/cost/stage.hpp"
@@ -181,8 +181,8 @@ template <cost_model C>
   const int g = cost.cluster().gpus_per_node;
   detail::check_plan_against(p, model, cost.cluster());
   if (sample_workload.size != model.modules.size())
-    detail::fail(errc::invalid_argument, "sample_workload", "has ", sample_workload.size,
-                 " modules, the model has ", model.modules.size());
+    fail(errc::invalid_argument, "sample_workload", "has ", sample_workload.size,
+         " modules, the model has ", model.modules.size());
   const int m = p.num_microbatches;
   const int n = p.microbatch_samples();
   const std::size_t bi = p.backbone_index();

@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/cost/cost_params.hpp"
@@ -183,11 +183,11 @@ inline void check_run(const published_run& r, std::string_view path) {
 /// @brief Reads `{"runs": [...]}`; errors name `runs[i].<field>`.
 [[nodiscard]] inline std::vector<published_run> read_published_runs(const json& j) {
   if (!j.is_object() || !j.contains("runs") || !j.at("runs").is_array())
-    detail::fail(errc::parse_error, "runs", "required array is missing");
+    fail(errc::parse_error, "runs", "required array is missing");
   std::vector<published_run> out;
   const json& a = j.at("runs");
   for (std::size_t i = 0; i < a.size(); ++i)
-    out.push_back(detail::read_published_run(a[i], detail::cat("runs[", i, "]")));
+    out.push_back(detail::read_published_run(a[i], cat("runs[", i, "]")));
   return out;
 }
 
@@ -264,7 +264,7 @@ inline void check_run(const published_run& r, std::string_view path) {
   std::vector<const published_run*> fit;
   for (const auto& r : runs)
     if (r.split == "fit") fit.push_back(&r);
-  detail::require(!fit.empty(), "runs", "no run has split \"fit\"");
+  require(!fit.empty(), "runs", "no run has split \"fit\"");
   auto loss = [&](const efficiency_params& e) {
     double sum = 0;
     for (const auto* r : fit) {

@@ -37,7 +37,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 
 namespace disttrain {
@@ -126,7 +126,7 @@ struct parallel_plan {
   /// microbatch: ceil(n / dp) (colocated modules use the backbone's dp).
   [[nodiscard]] int replica_samples(std::size_t i) const {
     if (!(i < modules.size()))
-      detail::fail(errc::invalid_argument, "plan.modules", "index ", i, " out of range");
+      fail(errc::invalid_argument, "plan.modules", "index ", i, " out of range");
     const int dp = modules[i].colocated ? modules[backbone_index()].dp : modules[i].dp;
     const int n = microbatch_samples();
     return dp > 0 ? (n + dp - 1) / dp : 0;
@@ -135,7 +135,7 @@ struct parallel_plan {
   [[nodiscard]] std::size_t backbone_index() const {
     for (std::size_t i = 0; i < modules.size(); ++i)
       if (modules[i].role == "backbone") return i;
-    detail::fail(errc::invalid_argument, "plan.modules", "no module has role \"backbone\"");
+    fail(errc::invalid_argument, "plan.modules", "no module has role \"backbone\"");
   }
   friend bool operator==(const parallel_plan&, const parallel_plan&) = default;
 };
@@ -147,102 +147,97 @@ struct parallel_plan {
 /// naming the field, e.g. `plan.llm.tp`.
 /// @code disttrain::validate(p); @endcode
 inline void validate(const parallel_plan& p) {
-  detail::require_positive(p.gpus_per_node, "plan.gpus_per_node");
-  detail::require_positive(p.global_batch, "plan.global_batch");
-  detail::require_positive(p.num_microbatches, "plan.num_microbatches");
+  require_positive(p.gpus_per_node, "plan.gpus_per_node");
+  require_positive(p.global_batch, "plan.global_batch");
+  require_positive(p.num_microbatches, "plan.num_microbatches");
   if (!(p.global_batch % p.num_microbatches == 0))
-    detail::fail(errc::invalid_argument, "plan.num_microbatches", "global_batch ", p.global_batch,
-                 " is not a multiple of num_microbatches ", p.num_microbatches);
+    fail(errc::invalid_argument, "plan.num_microbatches", "global_batch ", p.global_batch,
+         " is not a multiple of num_microbatches ", p.num_microbatches);
   if (!(!p.modules.empty()))
-    detail::fail(errc::invalid_argument, "plan.modules", "needs at least a backbone");
+    fail(errc::invalid_argument, "plan.modules", "needs at least a backbone");
   int backbones = 0, encoders = 0, generators = 0;
   const int n = p.microbatch_samples();
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     const module_plan& m = p.modules[i];
     if (!(!m.name.empty()))
-      detail::fail(errc::invalid_argument, detail::cat("plan.modules[", i, "].name"),
-                   "must not be empty");
+      fail(errc::invalid_argument, cat("plan.modules[", i, "].name"), "must not be empty");
     if (m.recompute && m.selective_recompute)
-      detail::fail(errc::invalid_argument, detail::cat("plan.", m.name, ".recompute"),
-                   "full and selective recomputation are exclusive");
+      fail(errc::invalid_argument, cat("plan.", m.name, ".recompute"),
+           "full and selective recomputation are exclusive");
     for (std::size_t j = 0; j < i; ++j)
       if (!(p.modules[j].name != m.name))
-        detail::fail(errc::invalid_argument, detail::cat("plan.modules[", i, "].name"),
-                     "duplicate module name '", m.name, "'");
+        fail(errc::invalid_argument, cat("plan.modules[", i, "].name"), "duplicate module name '",
+             m.name, "'");
     const std::string w = "plan." + m.name;
     if (m.role == "backbone") {
       ++backbones;
       if (!(backbones == 1))
-        detail::fail(errc::invalid_argument, w + ".role", "a plan has exactly one backbone");
+        fail(errc::invalid_argument, w + ".role", "a plan has exactly one backbone");
       if (!(!m.colocated))
-        detail::fail(errc::invalid_argument, w + ".colocated", "the backbone cannot be colocated");
+        fail(errc::invalid_argument, w + ".colocated", "the backbone cannot be colocated");
     } else if (m.role == "encoder") {
       ++encoders;
       if (!(backbones == 0 && encoders == 1))
-        detail::fail(errc::invalid_argument, w + ".role",
-                     "at most one encoder, placed before the backbone");
+        fail(errc::invalid_argument, w + ".role",
+             "at most one encoder, placed before the backbone");
     } else if (m.role == "generator") {
       ++generators;
       if (!(backbones == 1 && generators == 1))
-        detail::fail(errc::invalid_argument, w + ".role",
-                     "at most one generator, placed after the backbone");
+        fail(errc::invalid_argument, w + ".role",
+             "at most one generator, placed after the backbone");
     } else {
-      detail::fail(errc::invalid_argument, w + ".role", "unknown role '", m.role,
-                   "' (expected encoder, backbone or generator)");
+      fail(errc::invalid_argument, w + ".role", "unknown role '", m.role,
+           "' (expected encoder, backbone or generator)");
     }
     if (!(m.tp >= 1 && (m.tp & (m.tp - 1)) == 0 && p.gpus_per_node % m.tp == 0))
-      detail::fail(errc::invalid_argument, w + ".tp",
-                   "must be a power of two dividing gpus_per_node ", p.gpus_per_node, ", got ",
-                   m.tp);
-    detail::require_positive(m.pp, w + ".pp");
-    detail::require_positive(m.dp, w + ".dp");
+      fail(errc::invalid_argument, w + ".tp", "must be a power of two dividing gpus_per_node ",
+           p.gpus_per_node, ", got ", m.tp);
+    require_positive(m.pp, w + ".pp");
+    require_positive(m.dp, w + ".dp");
     if (!(m.dp <= n))
-      detail::fail(errc::invalid_argument, w + ".dp", "dp ", m.dp, " exceeds the ", n,
-                   " samples of a microbatch (a replica would idle)");
+      fail(errc::invalid_argument, w + ".dp", "dp ", m.dp, " exceeds the ", n,
+           " samples of a microbatch (a replica would idle)");
     if (!(m.layers.size() == static_cast<std::size_t>(m.pp)))
-      detail::fail(errc::invalid_argument, w + ".layers", "has ", m.layers.size(),
-                   " entries, expected pp = ", m.pp);
+      fail(errc::invalid_argument, w + ".layers", "has ", m.layers.size(),
+           " entries, expected pp = ", m.pp);
     for (std::size_t s = 0; s < m.layers.size(); ++s)
       if (!(m.layers[s] >= 1))
-        detail::fail(errc::invalid_argument, detail::cat(w, ".layers[", s, "]"),
-                     "must be >= 1, got ", m.layers[s]);
-    detail::require_positive(m.virtual_stages, w + ".virtual_stages");
+        fail(errc::invalid_argument, cat(w, ".layers[", s, "]"), "must be >= 1, got ", m.layers[s]);
+    require_positive(m.virtual_stages, w + ".virtual_stages");
     if (m.virtual_stages > 1) {
       if (m.role != "backbone")
-        detail::fail(errc::invalid_argument, w + ".virtual_stages",
-                     "only the backbone runs interleaved 1F1B, got ", m.virtual_stages);
+        fail(errc::invalid_argument, w + ".virtual_stages",
+             "only the backbone runs interleaved 1F1B, got ", m.virtual_stages);
       if (p.schedule != plan_schedule::one_f_one_b)
-        detail::fail(errc::invalid_argument, w + ".virtual_stages",
-                     "interleaving is a 1f1b schedule, the plan's schedule is ",
-                     to_string(p.schedule));
+        fail(errc::invalid_argument, w + ".virtual_stages",
+             "interleaving is a 1f1b schedule, the plan's schedule is ", to_string(p.schedule));
       if (m.pp < 2)
-        detail::fail(errc::invalid_argument, w + ".virtual_stages",
-                     "interleaving needs pp >= 2, got pp ", m.pp);
+        fail(errc::invalid_argument, w + ".virtual_stages", "interleaving needs pp >= 2, got pp ",
+             m.pp);
       if (p.num_microbatches % m.pp != 0)
-        detail::fail(errc::invalid_argument, w + ".virtual_stages",
-                     "interleaved 1F1B needs num_microbatches ", p.num_microbatches,
-                     " to be a multiple of pp ", m.pp, " (Megatron-LM's rule)");
+        fail(errc::invalid_argument, w + ".virtual_stages",
+             "interleaved 1F1B needs num_microbatches ", p.num_microbatches,
+             " to be a multiple of pp ", m.pp, " (Megatron-LM's rule)");
       for (std::size_t s = 0; s < m.layers.size(); ++s)
         if (m.layers[s] % m.virtual_stages != 0)
-          detail::fail(errc::invalid_argument, detail::cat(w, ".layers[", s, "]"), m.layers[s],
-                       " layers do not split into ", m.virtual_stages,
-                       " equal chunks (virtual_stages)");
+          fail(errc::invalid_argument, cat(w, ".layers[", s, "]"), m.layers[s],
+               " layers do not split into ", m.virtual_stages, " equal chunks (virtual_stages)");
     }
   }
   if (!(backbones == 1))
-    detail::fail(errc::invalid_argument, "plan.modules", "no module has role \"backbone\"");
+    fail(errc::invalid_argument, "plan.modules", "no module has role \"backbone\"");
   const module_plan& bb = p.modules[p.backbone_index()];
   for (const module_plan& m : p.modules) {
     if (!m.colocated) continue;
     const std::string w = "plan." + m.name;
     if (!(m.pp == 1))
-      detail::fail(errc::invalid_argument, w + ".pp", "a colocated module has pp 1, got ", m.pp);
+      fail(errc::invalid_argument, w + ".pp", "a colocated module has pp 1, got ", m.pp);
     if (!(m.dp == bb.dp))
-      detail::fail(errc::invalid_argument, w + ".dp", "a colocated module uses the backbone's dp ",
-                   bb.dp, ", got ", m.dp);
+      fail(errc::invalid_argument, w + ".dp", "a colocated module uses the backbone's dp ", bb.dp,
+           ", got ", m.dp);
     if (!(bb.tp % m.tp == 0))
-      detail::fail(errc::invalid_argument, w + ".tp",
-                   "a colocated module's tp must divide the backbone's tp ", bb.tp, ", got ", m.tp);
+      fail(errc::invalid_argument, w + ".tp",
+           "a colocated module's tp must divide the backbone's tp ", bb.tp, ", got ", m.tp);
   }
 }
 
@@ -282,8 +277,8 @@ inline void from_json(const json& j, module_plan& m) {
   if (j.contains("recompute") && j.at("recompute").is_string()) {
     const auto mode = j.at("recompute").get<std::string>();
     if (mode != "off" && mode != "selective" && mode != "full")
-      detail::fail(errc::parse_error, p + ".recompute",
-                   "expected true, false, \"off\", \"selective\" or \"full\", got \"", mode, "\"");
+      fail(errc::parse_error, p + ".recompute",
+           "expected true, false, \"off\", \"selective\" or \"full\", got \"", mode, "\"");
     m.recompute = mode == "full";
     m.selective_recompute = mode == "selective";
   } else {
@@ -322,13 +317,12 @@ inline void from_json(const json& j, parallel_plan& p) {
   else if (s == "gpipe")
     p.schedule = plan_schedule::gpipe;
   else
-    detail::fail(errc::parse_error, "plan.schedule", "unknown schedule '", s,
-                 "' (expected 1f1b or gpipe)");
+    fail(errc::parse_error, "plan.schedule", "unknown schedule '", s, "' (expected 1f1b or gpipe)");
   p.gpus_per_node = detail::json_get_or<int>(j, "gpus_per_node", 8, "plan");
   p.overlap_grad_reduce = detail::json_get_or<bool>(j, "overlap_grad_reduce", false, "plan");
   p.overlap_param_gather = detail::json_get_or<bool>(j, "overlap_param_gather", false, "plan");
   const json mods = detail::json_get<json>(j, "modules", "plan");
-  if (!mods.is_array()) detail::fail(errc::parse_error, "plan.modules", "expected an array");
+  if (!mods.is_array()) fail(errc::parse_error, "plan.modules", "expected an array");
   p.modules.clear();
   for (const json& e : mods) p.modules.push_back(e.get<module_plan>());
   validate(p);

@@ -24,7 +24,7 @@
 #include <cmath>
 #include <utility>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/plan/detail/search.hpp"

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 
 namespace disttrain {
@@ -49,8 +49,8 @@ constexpr std::string_view to_string(plan_objective o) noexcept {
   for (auto o :
        {plan_objective::time, plan_objective::throughput_per_gpu, plan_objective::min_gpus_within})
     if (name == to_string(o)) return o;
-  detail::fail(errc::parse_error, where, "unknown objective '", name,
-               "' (expected time, throughput_per_gpu or min_gpus_within)");
+  fail(errc::parse_error, where, "unknown objective '", name,
+       "' (expected time, throughput_per_gpu or min_gpus_within)");
 }
 
 /// @brief The planner's search space and switches.

@@ -55,7 +55,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 
 namespace disttrain {
@@ -137,7 +137,7 @@ class rank_layout {
   [[nodiscard]] int segment_index(std::string_view name) const {
     for (std::size_t i = 0; i < segments_.size(); ++i)
       if (segments_[i].name == name) return static_cast<int>(i);
-    detail::fail(errc::invalid_argument, "rank_layout.segments", "no segment named '", name, "'");
+    fail(errc::invalid_argument, "rank_layout.segments", "no segment named '", name, "'");
   }
   /// @brief GPUs per node (0 = unconstrained).
   [[nodiscard]] int gpus_per_node() const noexcept { return gpus_per_node_; }
@@ -157,8 +157,8 @@ class rank_layout {
   /// @brief Node of `rank` (rank / gpus_per_node); throws if unconstrained.
   [[nodiscard]] int node(int rank) const {
     check_rank(rank);
-    detail::require(gpus_per_node_ > 0, "rank_layout.gpus_per_node",
-                    "node placement needs gpus_per_node > 0");
+    require(gpus_per_node_ > 0, "rank_layout.gpus_per_node",
+            "node placement needs gpus_per_node > 0");
     return rank / gpus_per_node_;
   }
 
@@ -186,10 +186,10 @@ class rank_layout {
     if (c.stage < 0 || c.stage >= g.pp || c.replica < 0 || c.replica >= g.dp || c.tp_rank < 0 ||
         c.tp_rank >= g.tp) {
       // Build the field path only on failure (rank() is on hot paths).
-      const std::string w = detail::cat("rank_layout.", g.name);
-      detail::require_in_range(c.stage, 0, g.pp - 1, w + ".stage");
-      detail::require_in_range(c.replica, 0, g.dp - 1, w + ".replica");
-      detail::require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
+      const std::string w = cat("rank_layout.", g.name);
+      require_in_range(c.stage, 0, g.pp - 1, w + ".stage");
+      require_in_range(c.replica, 0, g.dp - 1, w + ".replica");
+      require_in_range(c.tp_rank, 0, g.tp - 1, w + ".tp_rank");
     }
     return bases_[static_cast<std::size_t>(c.segment)] + (c.stage * g.dp + c.replica) * g.tp +
            c.tp_rank;
@@ -226,7 +226,7 @@ class rank_layout {
   /// @brief Ranks of one whole stage of segment `s` (all replicas and TP ranks), ascending.
   [[nodiscard]] std::vector<int> stage_ranks(int s, int stage) const {
     const segment_spec& g = segment(s);
-    detail::require_in_range(stage, 0, g.pp - 1, detail::cat("rank_layout.", g.name, ".stage"));
+    require_in_range(stage, 0, g.pp - 1, cat("rank_layout.", g.name, ".stage"));
     const int first = rank(s, stage, 0, 0);
     std::vector<int> out(static_cast<std::size_t>(g.dp * g.tp));
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = first + static_cast<int>(i);
@@ -239,7 +239,7 @@ class rank_layout {
   /// @brief Boundary group `i`: last stage of segment i then first stage of
   /// segment i+1 (ascending ranks).
   [[nodiscard]] std::vector<int> boundary_group(int i) const {
-    detail::require_in_range(i, 0, num_boundaries() - 1, "rank_layout.boundary");
+    require_in_range(i, 0, num_boundaries() - 1, "rank_layout.boundary");
     return boundary_group(i, i + 1);
   }
   /// @brief Group of the last stage of segment `a` and the first stage of
@@ -248,7 +248,7 @@ class rank_layout {
   [[nodiscard]] std::vector<int> boundary_group(int a, int b) const {
     check_segment(a);
     check_segment(b);
-    detail::require(a != b, "rank_layout.boundary", "segments must differ, got ", a, " twice");
+    require(a != b, "rank_layout.boundary", "segments must differ, got ", a, " twice");
     std::vector<int> out = stage_ranks(a, segment(a).pp - 1);
     std::vector<int> tail = stage_ranks(b, 0);
     out.insert(out.end(), tail.begin(), tail.end());
@@ -296,8 +296,8 @@ class rank_layout {
       case group_kind::dp: return color + c.stage * g.tp + c.tp_rank;
       case group_kind::boundary: break;
     }
-    detail::fail(errc::invalid_argument, "rank_layout.group_color",
-                 "boundary groups overlap; use boundary_colors(rank)");
+    fail(errc::invalid_argument, "rank_layout.group_color",
+         "boundary groups overlap; use boundary_colors(rank)");
   }
   /// @brief Position of `rank` inside its group of `kind` (the `key` /
   /// group-local rank): tp_rank, stage or replica.
@@ -309,8 +309,8 @@ class rank_layout {
       case group_kind::dp: return c.replica;
       case group_kind::boundary: break;
     }
-    detail::fail(errc::invalid_argument, "rank_layout.group_rank",
-                 "boundary groups overlap; find the rank in boundary_group(i)");
+    fail(errc::invalid_argument, "rank_layout.group_rank",
+         "boundary groups overlap; find the rank in boundary_group(i)");
   }
   /// @brief Indices of the boundary groups `rank` belongs to (0, 1 or 2), ascending.
   [[nodiscard]] std::vector<int> boundary_colors(int r) const {
@@ -340,41 +340,39 @@ class rank_layout {
 
   void check_segment(int s) const {
     if (s < 0 || s >= num_segments())
-      detail::require_in_range(s, 0, num_segments() - 1, "rank_layout.segment");
+      require_in_range(s, 0, num_segments() - 1, "rank_layout.segment");
   }
   void check_rank(int r) const {
-    detail::require(r >= 0 && r < world_, "rank_layout.rank", "rank ", r, " out of [0, ", world_,
-                    ")");
+    require(r >= 0 && r < world_, "rank_layout.rank", "rank ", r, " out of [0, ", world_, ")");
   }
 
   void validate_and_index() {
-    detail::require(!segments_.empty(), "rank_layout.segments", "needs at least one segment");
-    detail::require_non_negative(gpus_per_node_, "rank_layout.gpus_per_node");
+    require(!segments_.empty(), "rank_layout.segments", "needs at least one segment");
+    require_non_negative(gpus_per_node_, "rank_layout.gpus_per_node");
     long long total = 0;
     bases_.clear();
     for (std::size_t i = 0; i < segments_.size(); ++i) {
       const segment_spec& g = segments_[i];
-      const std::string w = detail::cat("rank_layout.segments[", i, "]");
-      detail::require(!g.name.empty(), w + ".name", "must not be empty");
+      const std::string w = cat("rank_layout.segments[", i, "]");
+      require(!g.name.empty(), w + ".name", "must not be empty");
       for (std::size_t j = 0; j < i; ++j)
-        detail::require(segments_[j].name != g.name, w + ".name", "duplicate segment name '",
-                        g.name, "' (also segments[", j, "])");
-      const std::string wn = detail::cat("rank_layout.", g.name);
-      detail::require_positive(g.tp, wn + ".tp");
-      detail::require_positive(g.pp, wn + ".pp");
-      detail::require_positive(g.dp, wn + ".dp");
+        require(segments_[j].name != g.name, w + ".name", "duplicate segment name '", g.name,
+                "' (also segments[", j, "])");
+      const std::string wn = cat("rank_layout.", g.name);
+      require_positive(g.tp, wn + ".tp");
+      require_positive(g.pp, wn + ".pp");
+      require_positive(g.dp, wn + ".dp");
       if (gpus_per_node_ > 0) {
-        detail::require(gpus_per_node_ % g.tp == 0, wn + ".tp", "tp ", g.tp,
-                        " must divide gpus_per_node ", gpus_per_node_,
-                        " (TP groups stay inside a node)");
-        detail::require(total % g.tp == 0, wn + ".tp", "segment base rank ", total,
-                        " is not a multiple of tp ", g.tp,
-                        " (a TP group would straddle two nodes); reorder or pad segments");
+        require(gpus_per_node_ % g.tp == 0, wn + ".tp", "tp ", g.tp, " must divide gpus_per_node ",
+                gpus_per_node_, " (TP groups stay inside a node)");
+        require(total % g.tp == 0, wn + ".tp", "segment base rank ", total,
+                " is not a multiple of tp ", g.tp,
+                " (a TP group would straddle two nodes); reorder or pad segments");
       }
       bases_.push_back(static_cast<int>(total));
       total += g.size();
-      detail::require(total <= static_cast<long long>(INT_MAX), wn, "world size ", total,
-                      " exceeds INT_MAX");
+      require(total <= static_cast<long long>(INT_MAX), wn, "world size ", total,
+              " exceeds INT_MAX");
     }
     world_ = static_cast<int>(total);
   }
@@ -426,22 +424,21 @@ inline void to_json(json& j, const rank_layout& L) {
 }
 inline void from_json(const json& j, rank_layout& L) {
   const json segs = detail::json_get<json>(j, "segments", "rank_layout");
-  if (!segs.is_array())
-    detail::fail(errc::parse_error, "rank_layout.segments", "expected an array");
+  if (!segs.is_array()) fail(errc::parse_error, "rank_layout.segments", "expected an array");
   std::vector<segment_spec> v;
   for (const json& e : segs) v.push_back(e.get<segment_spec>());
   L = rank_layout(std::move(v), detail::json_get_or<int>(j, "gpus_per_node", 0, "rank_layout"));
   if (j.contains("world_size")) {
     const int w = detail::json_get<int>(j, "world_size", "rank_layout");
-    detail::require(w == L.world_size(), "rank_layout.world_size", "given ", w,
-                    " but the segments need ", L.world_size());
+    require(w == L.world_size(), "rank_layout.world_size", "given ", w, " but the segments need ",
+            L.world_size());
   }
   for (std::size_t i = 0; i < segs.size(); ++i)
     if (segs[i].contains("base")) {
       const int b = detail::json_get<int>(segs[i], "base", "rank_layout.segments");
-      detail::require(b == L.base(static_cast<int>(i)),
-                      detail::cat("rank_layout.", L.segment(static_cast<int>(i)).name, ".base"),
-                      "given ", b, " but contiguous numbering gives ", L.base(static_cast<int>(i)));
+      require(b == L.base(static_cast<int>(i)),
+              cat("rank_layout.", L.segment(static_cast<int>(i)).name, ".base"), "given ", b,
+              " but contiguous numbering gives ", L.base(static_cast<int>(i)));
     }
 }
 

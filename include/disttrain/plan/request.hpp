@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/model_spec.hpp"
@@ -33,7 +33,7 @@ struct plan_request {
 /// @code auto r = disttrain::make_request(model, data, 512); @endcode
 [[nodiscard]] inline plan_request make_request(const model_spec& model, const data_spec& data,
                                                int global_batch, std::size_t draws = 4096) {
-  detail::require_positive(global_batch, "global_batch_size");
+  require_positive(global_batch, "global_batch_size");
   return plan_request{global_batch, expected_workload(model, data, draws)};
 }
 

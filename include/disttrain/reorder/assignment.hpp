@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/reorder/sample_meta.hpp"
 
@@ -98,12 +98,10 @@ struct reorder_result {
   /// @brief Samples (indices into `samples`) of replica `r` of module `k` in microbatch `j`.
   [[nodiscard]] std::span<const std::uint32_t> cell(std::size_t k, std::size_t r,
                                                     std::size_t j) const {
-    detail::require(k < modules, "reorder_result.module", "module ", k,
-                    " out of range, modules=", modules);
-    detail::require(r < dp[k], "reorder_result.replica", "replica ", r,
-                    " out of range, dp=", dp[k]);
-    detail::require(j < microbatches, "reorder_result.microbatch", "microbatch ", j,
-                    " out of range, microbatches=", microbatches);
+    require(k < modules, "reorder_result.module", "module ", k, " out of range, modules=", modules);
+    require(r < dp[k], "reorder_result.replica", "replica ", r, " out of range, dp=", dp[k]);
+    require(j < microbatches, "reorder_result.microbatch", "microbatch ", j,
+            " out of range, microbatches=", microbatches);
     const std::size_t c = cell_index(k, j, r);
     return std::span<const std::uint32_t>(cell_samples)
         .subspan(cell_begin[c], cell_begin[c + 1] - cell_begin[c]);
@@ -156,13 +154,12 @@ inline void rebuild_cells(reorder_result& r) {
   r.cell_begin.assign(cells + 1, 0);
   for (std::size_t i = 0; i < r.samples.size(); ++i) {
     const sample_place& p = r.samples[i];
-    detail::require(p.microbatch < r.microbatches,
-                    detail::cat("reorder_result.samples[", i, "].microbatch"), "microbatch ",
-                    p.microbatch, " >= microbatches ", r.microbatches);
+    require(p.microbatch < r.microbatches, cat("reorder_result.samples[", i, "].microbatch"),
+            "microbatch ", p.microbatch, " >= microbatches ", r.microbatches);
     for (std::size_t k = 0; k < r.modules; ++k) {
-      detail::require(p.module[k].replica < r.dp[k],
-                      detail::cat("reorder_result.samples[", i, "].module[", k, "].replica"),
-                      "replica ", p.module[k].replica, " >= dp ", r.dp[k]);
+      require(p.module[k].replica < r.dp[k],
+              cat("reorder_result.samples[", i, "].module[", k, "].replica"), "replica ",
+              p.module[k].replica, " >= dp ", r.dp[k]);
       ++r.cell_begin[r.cell_index(k, p.microbatch, p.module[k].replica) + 1];
     }
   }
@@ -174,15 +171,13 @@ inline void rebuild_cells(reorder_result& r) {
     for (std::size_t k = 0; k < r.modules; ++k) {
       const std::size_t c = r.cell_index(k, p.microbatch, p.module[k].replica);
       const std::size_t size = r.cell_begin[c + 1] - r.cell_begin[c];
-      const std::string where =
-          detail::cat("reorder_result.samples[", i, "].module[", k, "].offset");
-      detail::require(p.module[k].offset < size, where, "offset ", p.module[k].offset,
-                      " >= cell size ", size);
+      const std::string where = cat("reorder_result.samples[", i, "].module[", k, "].offset");
+      require(p.module[k].offset < size, where, "offset ", p.module[k].offset, " >= cell size ",
+              size);
       std::uint32_t& slot = r.cell_samples[r.cell_begin[c] + p.module[k].offset];
-      detail::require(slot == unset, where, "sample id ", p.id, " and id ",
-                      slot == unset ? 0 : r.samples[slot].id, " share module ", k, " replica ",
-                      p.module[k].replica, " microbatch ", p.microbatch, " offset ",
-                      p.module[k].offset);
+      require(slot == unset, where, "sample id ", p.id, " and id ",
+              slot == unset ? 0 : r.samples[slot].id, " share module ", k, " replica ",
+              p.module[k].replica, " microbatch ", p.microbatch, " offset ", p.module[k].offset);
       slot = static_cast<std::uint32_t>(i);
     }
   }
@@ -199,24 +194,23 @@ inline void validate(const reorder_result& r) {
   detail::check_result_header(r);
   const std::size_t n = r.samples.size();
   for (std::size_t i = 1; i < n; ++i)
-    detail::require(
-        r.samples[i - 1].id < r.samples[i].id, detail::cat("reorder_result.samples[", i, "].id"),
-        "ids must be unique and ascending: ", r.samples[i - 1].id, " then ", r.samples[i].id);
+    require(r.samples[i - 1].id < r.samples[i].id, cat("reorder_result.samples[", i, "].id"),
+            "ids must be unique and ascending: ", r.samples[i - 1].id, " then ", r.samples[i].id);
   const std::size_t cells = r.cells();
-  detail::require(r.cell_begin.size() == cells + 1, "reorder_result.cell_begin", "has ",
-                  r.cell_begin.size(), " entries, need ", cells + 1);
-  detail::require(r.cell_samples.size() == n * r.modules, "reorder_result.cell_samples", "has ",
-                  r.cell_samples.size(), " entries, need samples x modules = ", n * r.modules);
-  detail::require(r.load.empty() || r.load.size() == cells, "reorder_result.load", "has ",
-                  r.load.size(), " entries, need ", cells);
-  detail::require(r.cell_begin[0] == 0 && r.cell_begin[cells] == n * r.modules,
-                  "reorder_result.cell_begin", "must start at 0 and end at ", n * r.modules);
+  require(r.cell_begin.size() == cells + 1, "reorder_result.cell_begin", "has ",
+          r.cell_begin.size(), " entries, need ", cells + 1);
+  require(r.cell_samples.size() == n * r.modules, "reorder_result.cell_samples", "has ",
+          r.cell_samples.size(), " entries, need samples x modules = ", n * r.modules);
+  require(r.load.empty() || r.load.size() == cells, "reorder_result.load", "has ", r.load.size(),
+          " entries, need ", cells);
+  require(r.cell_begin[0] == 0 && r.cell_begin[cells] == n * r.modules, "reorder_result.cell_begin",
+          "must start at 0 and end at ", n * r.modules);
   std::vector<std::uint32_t> seen(n, 0);
   std::vector<std::size_t> slot_count(r.microbatches, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    detail::require(r.samples[i].microbatch < r.microbatches,
-                    detail::cat("reorder_result.samples[", i, "].microbatch"), "microbatch ",
-                    r.samples[i].microbatch, " >= microbatches ", r.microbatches);
+    require(r.samples[i].microbatch < r.microbatches,
+            cat("reorder_result.samples[", i, "].microbatch"), "microbatch ",
+            r.samples[i].microbatch, " >= microbatches ", r.microbatches);
     ++slot_count[r.samples[i].microbatch];
   }
   for (std::size_t k = 0; k < r.modules; ++k) {
@@ -224,39 +218,35 @@ inline void validate(const reorder_result& r) {
     for (std::size_t j = 0; j < r.microbatches; ++j) {
       for (std::size_t rep = 0; rep < r.dp[k]; ++rep) {
         const std::size_t c = r.cell_index(k, j, rep);
-        detail::require(r.cell_begin[c] <= r.cell_begin[c + 1], "reorder_result.cell_begin",
-                        "must be non-decreasing at cell ", c);
+        require(r.cell_begin[c] <= r.cell_begin[c + 1], "reorder_result.cell_begin",
+                "must be non-decreasing at cell ", c);
         const std::size_t size = r.cell_begin[c + 1] - r.cell_begin[c];
         const std::string where =
-            detail::cat("reorder_result.module[", k, "].replica[", rep, "].microbatch[", j, "]");
+            cat("reorder_result.module[", k, "].replica[", rep, "].microbatch[", j, "]");
         if (r.equal_count)
-          detail::require(detail::near_equal(size, slot_count[j], r.dp[k]), where,
-                          "equal_count: ", size, " samples, microbatch has ", slot_count[j],
-                          " over ", r.dp[k], " replicas");
+          require(detail::near_equal(size, slot_count[j], r.dp[k]), where, "equal_count: ", size,
+                  " samples, microbatch has ", slot_count[j], " over ", r.dp[k], " replicas");
         for (std::size_t o = 0; o < size; ++o) {
           const std::uint32_t idx = r.cell_samples[r.cell_begin[c] + o];
-          detail::require(idx < n, where, "sample index ", idx, " >= samples ", n);
+          require(idx < n, where, "sample index ", idx, " >= samples ", n);
           const sample_place& p = r.samples[idx];
-          detail::require(
-              p.microbatch == j && p.module[k].replica == rep && p.module[k].offset == o, where,
-              "sample id ", p.id, " listed at offset ", o, " but placed at microbatch ",
-              p.microbatch, " replica ", p.module[k].replica, " offset ", p.module[k].offset);
-          detail::require(seen[idx] == 0, where, "sample id ", p.id, " appears twice in module ",
-                          k);
+          require(p.microbatch == j && p.module[k].replica == rep && p.module[k].offset == o, where,
+                  "sample id ", p.id, " listed at offset ", o, " but placed at microbatch ",
+                  p.microbatch, " replica ", p.module[k].replica, " offset ", p.module[k].offset);
+          require(seen[idx] == 0, where, "sample id ", p.id, " appears twice in module ", k);
           seen[idx] = 1;
         }
       }
     }
     for (std::size_t i = 0; i < n; ++i)
-      detail::require(seen[i] == 1, detail::cat("reorder_result.samples[", i, "]"), "sample id ",
-                      r.samples[i].id, " is missing from module ", k);
+      require(seen[i] == 1, cat("reorder_result.samples[", i, "]"), "sample id ", r.samples[i].id,
+              " is missing from module ", k);
   }
   if (r.equal_count)
     for (std::size_t j = 0; j < r.microbatches; ++j)
-      detail::require(detail::near_equal(slot_count[j], n, r.microbatches),
-                      detail::cat("reorder_result.microbatch[", j, "]"),
-                      "equal_count: ", slot_count[j], " samples, batch has ", n, " over ",
-                      r.microbatches, " microbatches");
+      require(detail::near_equal(slot_count[j], n, r.microbatches),
+              cat("reorder_result.microbatch[", j, "]"), "equal_count: ", slot_count[j],
+              " samples, batch has ", n, " over ", r.microbatches, " microbatches");
 }
 
 /// @brief JSON form: header, per-sample placements, loads and figures.
@@ -290,25 +280,25 @@ inline void to_json(json& j, const reorder_result& r) {
 inline void from_json(const json& j, reorder_result& r) {
   r = reorder_result{};
   r.modules = detail::json_get<std::uint32_t>(j, "modules", "reorder_result");
-  detail::require_in_range<std::uint32_t>(
-      r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules), "reorder_result.modules");
+  require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules),
+                                  "reorder_result.modules");
   r.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", "reorder_result");
   const auto dp = detail::json_get<std::vector<std::uint32_t>>(j, "dp", "reorder_result");
-  detail::require(dp.size() == r.modules, "reorder_result.dp", "has ", dp.size(),
-                  " entries, modules=", r.modules);
+  require(dp.size() == r.modules, "reorder_result.dp", "has ", dp.size(),
+          " entries, modules=", r.modules);
   std::copy(dp.begin(), dp.end(), r.dp.begin());
   r.equal_count = detail::json_get_or<bool>(j, "equal_count", false, "reorder_result");
   const json& s = detail::json_get<json>(j, "samples", "reorder_result");
-  detail::require(s.is_array(), "reorder_result.samples", "must be an array");
+  require(s.is_array(), "reorder_result.samples", "must be an array");
   for (std::size_t i = 0; i < s.size(); ++i) {
-    const std::string path = detail::cat("reorder_result.samples[", i, "]");
+    const std::string path = cat("reorder_result.samples[", i, "]");
     sample_place p;
     p.id = detail::json_get<std::uint64_t>(s[i], "id", path);
     p.microbatch = detail::json_get<std::uint32_t>(s[i], "microbatch", path);
     const auto rep = detail::json_get<std::vector<std::uint32_t>>(s[i], "replica", path);
     const auto off = detail::json_get<std::vector<std::uint32_t>>(s[i], "offset", path);
-    detail::require(rep.size() == r.modules && off.size() == r.modules, path,
-                    "replica/offset need one entry per module (", r.modules, ")");
+    require(rep.size() == r.modules && off.size() == r.modules, path,
+            "replica/offset need one entry per module (", r.modules, ")");
     for (std::size_t k = 0; k < r.modules; ++k) p.module[k] = module_place{rep[k], off[k]};
     r.samples.push_back(p);
   }

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/reorder/ordering.hpp"
 #include "disttrain/reorder/partition.hpp"
@@ -130,36 +130,31 @@ struct reorder_options {
 
   /// @brief Throws `errc::invalid_argument` naming the field.
   void validate() const {
-    detail::require(!modules.empty() && modules.size() <= max_reorder_modules,
-                    "reorder_options.modules", "needs 1..", max_reorder_modules, " modules, got ",
-                    modules.size());
+    require(!modules.empty() && modules.size() <= max_reorder_modules, "reorder_options.modules",
+            "needs 1..", max_reorder_modules, " modules, got ", modules.size());
     std::uint64_t dp_sum = 0;
     for (std::size_t k = 0; k < modules.size(); ++k) {
-      detail::require(modules[k].dp > 0 && modules[k].dp <= max_reorder_dp,
-                      detail::cat("reorder_options.modules[", k, "].dp"), "module '",
-                      modules[k].name, "': dp must be in [1, ", max_reorder_dp, "], got ",
-                      modules[k].dp);
+      require(modules[k].dp > 0 && modules[k].dp <= max_reorder_dp,
+              cat("reorder_options.modules[", k, "].dp"), "module '", modules[k].name,
+              "': dp must be in [1, ", max_reorder_dp, "], got ", modules[k].dp);
       dp_sum += modules[k].dp;
     }
-    detail::require_positive(microbatches, "reorder_options.microbatches");
-    detail::require(dp_sum * microbatches <= max_reorder_cells, "reorder_options.microbatches",
-                    microbatches, " microbatches x ", dp_sum,
-                    " replicas (all modules) = ", dp_sum * microbatches,
-                    " cells, exceeds the limit ", max_reorder_cells);
-    detail::require_positive(microbatch_group, "reorder_options.microbatch_group");
-    detail::require(microbatches % microbatch_group == 0, "reorder_options.microbatches",
-                    "microbatches ", microbatches, " must be a multiple of microbatch_group ",
-                    microbatch_group);
+    require_positive(microbatches, "reorder_options.microbatches");
+    require(dp_sum * microbatches <= max_reorder_cells, "reorder_options.microbatches",
+            microbatches, " microbatches x ", dp_sum,
+            " replicas (all modules) = ", dp_sum * microbatches, " cells, exceeds the limit ",
+            max_reorder_cells);
+    require_positive(microbatch_group, "reorder_options.microbatch_group");
+    require(microbatches % microbatch_group == 0, "reorder_options.microbatches", "microbatches ",
+            microbatches, " must be a multiple of microbatch_group ", microbatch_group);
     for (std::size_t s = 0; s < stages.size(); ++s) {
-      const std::string where = detail::cat("reorder_options.stages[", s, "]");
-      detail::require(stages[s].module < modules.size(), where + ".module", "module ",
-                      stages[s].module, " >= modules ", modules.size());
-      detail::require(std::isfinite(stages[s].forward_scale) && stages[s].forward_scale >= 0.0,
-                      where + ".forward_scale", "must be finite and >= 0, got ",
-                      stages[s].forward_scale);
-      detail::require(std::isfinite(stages[s].backward_scale) && stages[s].backward_scale >= 0.0,
-                      where + ".backward_scale", "must be finite and >= 0, got ",
-                      stages[s].backward_scale);
+      const std::string where = cat("reorder_options.stages[", s, "]");
+      require(stages[s].module < modules.size(), where + ".module", "module ", stages[s].module,
+              " >= modules ", modules.size());
+      require(std::isfinite(stages[s].forward_scale) && stages[s].forward_scale >= 0.0,
+              where + ".forward_scale", "must be finite and >= 0, got ", stages[s].forward_scale);
+      require(std::isfinite(stages[s].backward_scale) && stages[s].backward_scale >= 0.0,
+              where + ".backward_scale", "must be finite and >= 0, got ", stages[s].backward_scale);
     }
   }
 };
@@ -247,15 +242,14 @@ inline void from_json(const json& j, reorder_options& o) {
   const std::string_view p = "reorder_options";
   o = reorder_options{};
   const json& mods = detail::json_get<json>(j, "modules", p);
-  detail::require(mods.is_array(), "reorder_options.modules", "must be an array");
+  require(mods.is_array(), "reorder_options.modules", "must be an array");
   for (std::size_t k = 0; k < mods.size(); ++k) {
-    const std::string mp = detail::cat("reorder_options.modules[", k, "]");
+    const std::string mp = cat("reorder_options.modules[", k, "]");
     detail::check_keys(mods[k], {"name", "dp", "max_samples", "max_tokens"}, mp);
-    o.modules.push_back(
-        {detail::json_get_or<std::string>(mods[k], "name", detail::cat("module", k), mp),
-         detail::json_get<std::uint32_t>(mods[k], "dp", mp),
-         detail::json_get_or<std::uint32_t>(mods[k], "max_samples", 0, mp),
-         detail::json_get_or<std::uint64_t>(mods[k], "max_tokens", 0, mp)});
+    o.modules.push_back({detail::json_get_or<std::string>(mods[k], "name", cat("module", k), mp),
+                         detail::json_get<std::uint32_t>(mods[k], "dp", mp),
+                         detail::json_get_or<std::uint32_t>(mods[k], "max_samples", 0, mp),
+                         detail::json_get_or<std::uint64_t>(mods[k], "max_tokens", 0, mp)});
   }
   o.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", p);
   o.microbatch_group = detail::json_get_or<std::uint32_t>(j, "microbatch_group", 1, p);
@@ -272,10 +266,9 @@ inline void from_json(const json& j, reorder_options& o) {
       detail::json_get_or<std::uint32_t>(j, "cut_search_budget", o.cut_search_budget, p);
   if (j.contains("stages")) {
     const json& st = j.at("stages");
-    detail::require(st.is_array(), "reorder_options.stages", "must be an array, got ",
-                    st.type_name());
+    require(st.is_array(), "reorder_options.stages", "must be an array, got ", st.type_name());
     for (std::size_t s = 0; s < st.size(); ++s) {
-      const std::string sp = detail::cat("reorder_options.stages[", s, "]");
+      const std::string sp = cat("reorder_options.stages[", s, "]");
       o.stages.push_back({detail::json_get<std::uint32_t>(st[s], "module", sp),
                           detail::json_get_or<double>(st[s], "forward_scale", 1.0, sp),
                           detail::json_get_or<double>(st[s], "backward_scale", 2.0, sp)});

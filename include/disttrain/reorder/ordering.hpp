@@ -36,7 +36,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/reorder/pipeline_time.hpp"
 
 namespace disttrain {
@@ -83,7 +83,7 @@ class microbatch_orderer {
                std::span<std::uint32_t> perm) {
     t.validate();
     const std::size_t m = t.microbatches;
-    detail::require(perm.size() == m, "perm", "has ", perm.size(), " entries, need ", m);
+    require(perm.size() == m, "perm", "has ", perm.size(), " entries, need ", m);
     t_ = t;
     size_.assign(m, 0.0);
     for (std::size_t j = 0; j < m; ++j)
@@ -127,7 +127,7 @@ class microbatch_orderer {
     }
     const double v = static_cast<double>(objective(microbatch_times{order.size(), S, pf_, pb_}));
     if (!std::isfinite(v))
-      detail::fail(errc::invalid_argument, "order_objective", "returned non-finite ", v);
+      fail(errc::invalid_argument, "order_objective", "returned non-finite ", v);
     return v;
   }
 

@@ -44,7 +44,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/reorder/detail/radix_sort.hpp"
 
 namespace disttrain {
@@ -126,15 +126,14 @@ class partitioner {
   /// `errc::infeasible` at `bins` when `equal_count` and there are fewer items than bins.
   double partition(std::span<const double> costs, std::uint32_t bins, bool equal_count,
                    balance_method method, std::span<std::uint32_t> bin_of) {
-    detail::require(bins > 0, "bins", "number of bins must be > 0, got ", bins);
-    detail::require(bins <= max_partition_bins, "bins", "number of bins ", bins,
-                    " exceeds the limit ", max_partition_bins);
-    detail::require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
-                    " entries, need ", costs.size());
+    require(bins > 0, "bins", "number of bins must be > 0, got ", bins);
+    require(bins <= max_partition_bins, "bins", "number of bins ", bins, " exceeds the limit ",
+            max_partition_bins);
+    require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
+            " entries, need ", costs.size());
     if (equal_count && costs.size() < bins) {
-      detail::fail(errc::infeasible, "bins",
-                   "equal_count needs at least one item per bin: ", costs.size(), " items for ",
-                   bins, " bins");
+      fail(errc::infeasible, "bins", "equal_count needs at least one item per bin: ", costs.size(),
+           " items for ", bins, " bins");
     }
     const std::size_t n = costs.size();
     if (n == 0) return 0.0;
@@ -173,14 +172,13 @@ class partitioner {
   /// for a bin out of range.
   double improve_with_kk(std::span<const double> costs, std::uint32_t bins, bool equal_count,
                          std::span<std::uint32_t> bin_of) {
-    detail::require(bins > 0 && bins <= max_partition_bins, "bins",
-                    "number of bins must be in [1, ", max_partition_bins, "], got ", bins);
-    detail::require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
-                    " entries, need ", costs.size());
+    require(bins > 0 && bins <= max_partition_bins, "bins", "number of bins must be in [1, ",
+            max_partition_bins, "], got ", bins);
+    require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
+            " entries, need ", costs.size());
     for (std::size_t i = 0; i < bin_of.size(); ++i)
       if (bin_of[i] >= bins)
-        detail::fail(errc::invalid_argument, detail::cat("bin_of[", i, "]"), "bin ", bin_of[i],
-                     " >= bins ", bins);
+        fail(errc::invalid_argument, cat("bin_of[", i, "]"), "bin ", bin_of[i], " >= bins ", bins);
     const std::size_t n = costs.size();
     if (n == 0) return 0.0;
     const double total = check_costs(costs);
@@ -225,13 +223,13 @@ class partitioner {
     for (std::size_t i = 0; i < costs.size(); ++i) {
       const double c = costs[i];
       if (!(c >= 0.0 && c <= top))
-        detail::fail(errc::invalid_argument, detail::cat("costs[", i, "]"),
-                     "cost must be finite and >= 0, got ", c);
+        fail(errc::invalid_argument, cat("costs[", i, "]"), "cost must be finite and >= 0, got ",
+             c);
       total += c;
     }
     if (!(total <= top))
-      detail::fail(errc::invalid_argument, "costs", "the sum of the ", costs.size(),
-                   " costs overflows (exceeds ", top, ")");
+      fail(errc::invalid_argument, "costs", "the sum of the ", costs.size(),
+           " costs overflows (exceeds ", top, ")");
     return total;
   }
 

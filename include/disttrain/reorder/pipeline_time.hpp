@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -55,21 +55,20 @@ struct microbatch_times {
   /// @brief Throws `errc::invalid_argument` at `microbatch_times` for empty shapes,
   /// size mismatches and negative or non-finite durations.
   void validate() const {
-    detail::require(microbatches > 0, "microbatch_times.microbatches", "must be > 0, got ",
-                    microbatches);
-    detail::require(stages > 0, "microbatch_times.stages", "must be > 0, got ", stages);
+    require(microbatches > 0, "microbatch_times.microbatches", "must be > 0, got ", microbatches);
+    require(stages > 0, "microbatch_times.stages", "must be > 0, got ", stages);
     const std::size_t need = microbatches * stages;
-    detail::require(forward.size() == need, "microbatch_times.forward", "has ", forward.size(),
-                    " entries, need ", need);
-    detail::require(backward.size() == need, "microbatch_times.backward", "has ", backward.size(),
-                    " entries, need ", need);
+    require(forward.size() == need, "microbatch_times.forward", "has ", forward.size(),
+            " entries, need ", need);
+    require(backward.size() == need, "microbatch_times.backward", "has ", backward.size(),
+            " entries, need ", need);
     for (std::size_t i = 0; i < need; ++i) {
       if (!(std::isfinite(forward[i]) && forward[i] >= 0.0))
-        detail::fail(errc::invalid_argument, detail::cat("microbatch_times.forward[", i, "]"),
-                     "must be finite and >= 0, got ", forward[i]);
+        fail(errc::invalid_argument, cat("microbatch_times.forward[", i, "]"),
+             "must be finite and >= 0, got ", forward[i]);
       if (!(std::isfinite(backward[i]) && backward[i] >= 0.0))
-        detail::fail(errc::invalid_argument, detail::cat("microbatch_times.backward[", i, "]"),
-                     "must be finite and >= 0, got ", backward[i]);
+        fail(errc::invalid_argument, cat("microbatch_times.backward[", i, "]"),
+             "must be finite and >= 0, got ", backward[i]);
     }
   }
 };
@@ -111,8 +110,8 @@ class pipeline_time {
                          double p2p_latency = 0.0)
       : schedule_(schedule), latency_(p2p_latency) {
     if (!(std::isfinite(p2p_latency) && p2p_latency >= 0.0))
-      detail::fail(errc::invalid_argument, "pipeline_time.p2p_latency",
-                   "must be finite and >= 0, got ", p2p_latency);
+      fail(errc::invalid_argument, "pipeline_time.p2p_latency", "must be finite and >= 0, got ",
+           p2p_latency);
   }
 
   /// @brief Schedule this evaluator models.
@@ -199,7 +198,7 @@ class pipeline_time {
           progress = true;
         }
       }
-      detail::ensure(progress, "pipeline_time", "schedule deadlocks for m=", m, " S=", S);
+      ensure(progress, "pipeline_time", "schedule deadlocks for m=", m, " S=", S);
     }
   }
 

@@ -47,7 +47,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/reorder/assignment.hpp"
 #include "disttrain/reorder/detail/limited_split.hpp"
 #include "disttrain/reorder/detail/radix_sort.hpp"
@@ -117,19 +117,18 @@ class reorderer {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
-    detail::require(n > 0, "batch", "global batch is empty");
-    detail::require(n >= m, "batch", "has ", n, " samples, fewer than microbatches ", m,
-                    " (every microbatch needs a sample)");
-    detail::require(n <= 0xfffffffeu, "batch", "has ", n, " samples, limit 4294967294");
+    require(n > 0, "batch", "global batch is empty");
+    require(n >= m, "batch", "has ", n, " samples, fewer than microbatches ", m,
+            " (every microbatch needs a sample)");
+    require(n <= 0xfffffffeu, "batch", "has ", n, " samples, limit 4294967294");
     for (std::size_t i = 0; i < n; ++i) validate_sample_costs(batch[i], K, i);
     if (options_.equal_count) {
       for (std::size_t k = 0; k < K; ++k)
         if (n / m < options_.modules[k].dp)
-          detail::fail(errc::infeasible, detail::cat("reorder_options.modules[", k, "].dp"),
-                       "module '", options_.modules[k].name,
-                       "': equal_count needs >= dp = ", options_.modules[k].dp,
-                       " samples per microbatch, the smallest of ", m, " microbatches has ", n / m,
-                       " (batch of ", n, ")");
+          fail(errc::infeasible, cat("reorder_options.modules[", k, "].dp"), "module '",
+               options_.modules[k].name, "': equal_count needs >= dp = ", options_.modules[k].dp,
+               " samples per microbatch, the smallest of ", m, " microbatches has ", n / m,
+               " (batch of ", n, ")");
     }
     if (limited_) check_limits(batch);
     reserve(n);
@@ -163,32 +162,31 @@ class reorderer {
     for (std::size_t k = 0; k < options_.modules.size(); ++k) {
       const reorder_module& mod = options_.modules[k];
       const auto where = [k](std::string_view field) {  // built only to throw
-        return detail::cat("reorder_options.modules[", k, "].", field);
+        return cat("reorder_options.modules[", k, "].", field);
       };
       if (mod.max_samples != 0 && largest > std::uint64_t{mod.max_samples} * mod.dp)
-        detail::fail(errc::infeasible, where("max_samples"), "module '", mod.name,
-                     "': a microbatch holds up to ", largest, " samples (", n, " samples over ", m,
-                     " microbatches), more than dp ", mod.dp, " x max_samples ", mod.max_samples,
-                     "; use at least ",
-                     (n + std::uint64_t{mod.max_samples} * mod.dp - 1) /
-                         (std::uint64_t{mod.max_samples} * mod.dp),
-                     " microbatches, or raise the limit");
+        fail(errc::infeasible, where("max_samples"), "module '", mod.name,
+             "': a microbatch holds up to ", largest, " samples (", n, " samples over ", m,
+             " microbatches), more than dp ", mod.dp, " x max_samples ", mod.max_samples,
+             "; use at least ",
+             (n + std::uint64_t{mod.max_samples} * mod.dp - 1) /
+                 (std::uint64_t{mod.max_samples} * mod.dp),
+             " microbatches, or raise the limit");
       if (mod.max_tokens == 0) continue;
       std::uint64_t total = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const std::uint32_t t = batch[i].tokens[k];
         if (t > mod.max_tokens)
-          detail::fail(errc::infeasible, detail::cat("batch[", i, "].tokens[", k, "]"),
-                       "sample id ", batch[i].id, ": ", t, " tokens for module '", mod.name,
-                       "', above its max_tokens ", mod.max_tokens,
-                       " per replica per microbatch: no replica can hold it");
+          fail(errc::infeasible, cat("batch[", i, "].tokens[", k, "]"), "sample id ", batch[i].id,
+               ": ", t, " tokens for module '", mod.name, "', above its max_tokens ",
+               mod.max_tokens, " per replica per microbatch: no replica can hold it");
         total += t;
       }
       const std::uint64_t cells = std::uint64_t{mod.dp} * m;
       if (total / cells > mod.max_tokens || (total / cells == mod.max_tokens && total % cells != 0))
-        detail::fail(errc::infeasible, where("max_tokens"), "module '", mod.name,
-                     "': the batch has ", total, " tokens, more than ", m, " microbatches x dp ",
-                     mod.dp, " x max_tokens ", mod.max_tokens, " can hold");
+        fail(errc::infeasible, where("max_tokens"), "module '", mod.name, "': the batch has ",
+             total, " tokens, more than ", m, " microbatches x dp ", mod.dp, " x max_tokens ",
+             mod.max_tokens, " can hold");
     }
   }
 
@@ -204,15 +202,14 @@ class reorderer {
       std::uint64_t tokens = 0;
       for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
         tokens += batch[seq_[x]].tokens[k];
-      detail::fail(errc::infeasible, detail::cat("batch[", i, "].tokens[", k, "]"), "sample id ",
-                   batch[i].id, " (", batch[i].tokens[k], " tokens) finds no replica of module '",
-                   mod.name, "' with room in microbatch ", position_[j], " (",
-                   slot_begin(j + 1, n) - slot_begin(j, n), " samples, ", tokens,
-                   " tokens over dp ", mod.dp, "; limits: max_samples ", mod.max_samples,
-                   ", max_tokens ", mod.max_tokens,
-                   " per replica); use more microbatches, or raise the limit");
+      fail(errc::infeasible, cat("batch[", i, "].tokens[", k, "]"), "sample id ", batch[i].id, " (",
+           batch[i].tokens[k], " tokens) finds no replica of module '", mod.name,
+           "' with room in microbatch ", position_[j], " (",
+           slot_begin(j + 1, n) - slot_begin(j, n), " samples, ", tokens, " tokens over dp ",
+           mod.dp, "; limits: max_samples ", mod.max_samples, ", max_tokens ", mod.max_tokens,
+           " per replica); use more microbatches, or raise the limit");
     }
-    detail::fail(errc::internal, "reorderer", "infeasible plan without a failed cell");
+    fail(errc::internal, "reorderer", "infeasible plan without a failed cell");
   }
 
   // The primary plan is a new candidate, the saved one the incumbent:
@@ -340,8 +337,8 @@ class reorderer {
       if (batch[by_id_[r]].id == batch[by_id_[r - 1]].id) {
         const std::uint32_t a = std::min(by_id_[r], by_id_[r - 1]),
                             b = std::max(by_id_[r], by_id_[r - 1]);
-        detail::fail(errc::invalid_argument, detail::cat("batch[", b, "].id"),
-                     "duplicate sample id ", batch[b].id, " (also batch[", a, "])");
+        fail(errc::invalid_argument, cat("batch[", b, "].id"), "duplicate sample id ", batch[b].id,
+             " (also batch[", a, "])");
       }
     }
     total_.fill(0.0);
@@ -378,10 +375,10 @@ class reorderer {
       for (const std::uint32_t i : by_id_) {
         run += batch[i].cost[k];
         if (!(run <= top))
-          detail::fail(errc::invalid_argument, detail::cat("batch[", i, "].cost[", k, "]"),
-                       "module '", options_.modules[k].name, "': sample id ", batch[i].id,
-                       " (cost ", batch[i].cost[k], ") makes the batch's total cost[", k,
-                       "] overflow (exceed ", top, "); scale the costs down");
+          fail(errc::invalid_argument, cat("batch[", i, "].cost[", k, "]"), "module '",
+               options_.modules[k].name, "': sample id ", batch[i].id, " (cost ", batch[i].cost[k],
+               ") makes the batch's total cost[", k, "] overflow (exceed ", top,
+               "); scale the costs down");
       }
     }
     std::array<double, max_reorder_modules> scale{};
@@ -394,12 +391,11 @@ class reorderer {
       if (scale[k] * total_[k] > scale[worst] * total_[worst]) worst = k;
     }
     if (!(bound <= top / 4))
-      detail::fail(errc::invalid_argument, "batch",
-                   "the modelled iteration time overflows: sum over stages of (forward_scale + "
-                   "backward_scale) x the module's total cost is ",
-                   bound, ", limit ", top / 4, " (largest: module '", options_.modules[worst].name,
-                   "', total cost ", total_[worst], " x scales ", scale[worst],
-                   "); scale the costs down");
+      fail(errc::invalid_argument, "batch",
+           "the modelled iteration time overflows: sum over stages of (forward_scale + "
+           "backward_scale) x the module's total cost is ",
+           bound, ", limit ", top / 4, " (largest: module '", options_.modules[worst].name,
+           "', total cost ", total_[worst], " x scales ", scale[worst], "); scale the costs down");
   }
 
   // Grows every buffer any path may use for a batch of n samples, so a later

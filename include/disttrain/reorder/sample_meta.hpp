@@ -31,7 +31,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain {
 
@@ -132,25 +132,24 @@ struct default_sample_id {
 /// @endcode
 inline void validate_sample_costs(const sample_meta& s, std::size_t modules, std::size_t index) {
   if (s.modules != 0 && s.modules != modules) {
-    detail::fail(errc::invalid_argument, detail::cat("batch[", index, "].cost"), "sample id ", s.id,
-                 ": costs are indexed over ", s.modules, " modules, reorder_options.modules lists ",
-                 modules,
-                 " (cost index k must be reorder_options.modules[k]; a plan's colocated module "
-                 "belongs to its host segment, see reorder_for_plan)");
+    fail(errc::invalid_argument, cat("batch[", index, "].cost"), "sample id ", s.id,
+         ": costs are indexed over ", s.modules, " modules, reorder_options.modules lists ",
+         modules,
+         " (cost index k must be reorder_options.modules[k]; a plan's colocated module "
+         "belongs to its host segment, see reorder_for_plan)");
   }
   for (std::size_t k = modules; k < max_reorder_modules; ++k) {
     if (s.cost[k] != 0.0) {
-      detail::fail(errc::invalid_argument, detail::cat("batch[", index, "].cost[", k, "]"),
-                   "sample id ", s.id, ": cost ", s.cost[k], " for module ", k,
-                   ", but reorder_options.modules lists only ", modules,
-                   " (cost index k must be reorder_options.modules[k])");
+      fail(errc::invalid_argument, cat("batch[", index, "].cost[", k, "]"), "sample id ", s.id,
+           ": cost ", s.cost[k], " for module ", k, ", but reorder_options.modules lists only ",
+           modules, " (cost index k must be reorder_options.modules[k])");
     }
   }
   for (std::size_t k = 0; k < modules && k < max_reorder_modules; ++k) {
     const double c = s.cost[k];
     if (!std::isfinite(c) || c < 0.0) {
-      detail::fail(errc::invalid_argument, detail::cat("batch[", index, "].cost[", k, "]"),
-                   "sample id ", s.id, ": cost must be finite and >= 0, got ", c);
+      fail(errc::invalid_argument, cat("batch[", index, "].cost[", k, "]"), "sample id ", s.id,
+           ": cost must be finite and >= 0, got ", c);
     }
   }
 }
@@ -174,8 +173,8 @@ void describe_batch(R&& samples, const Cost& cost, std::vector<sample_meta>& out
     const auto c = std::invoke(cost, s);
     const std::size_t k = static_cast<std::size_t>(std::size(c));
     if (k > max_reorder_modules) {
-      detail::fail(errc::invalid_argument, detail::cat("batch[", i, "].cost"),
-                   "cost functor returned ", k, " module costs, limit ", max_reorder_modules);
+      fail(errc::invalid_argument, cat("batch[", i, "].cost"), "cost functor returned ", k,
+           " module costs, limit ", max_reorder_modules);
     }
     sample_meta m;
     m.id = id(s, i);

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/op.hpp"
 
 namespace disttrain {
@@ -92,8 +92,8 @@ struct bound_world {
 /// @brief "rank 5 op #12 recv_act(stage 1, mb 3 <- rank 2), 4096 B, tag 17".
 inline std::string describe(const bound_world& w, int rank, std::size_t i) {
   const bound_op& b = w.programs.at(static_cast<std::size_t>(rank)).ops.at(i);
-  std::string s = detail::cat("rank ", rank, " op #", i, " ", describe(b.op));
-  if (is_p2p(b.op.kind)) s += detail::cat(", ", b.bytes, " B, tag ", b.tag);
+  std::string s = cat("rank ", rank, " op #", i, " ", describe(b.op));
+  if (is_p2p(b.op.kind)) s += cat(", ", b.bytes, " B, tag ", b.tag);
   return s;
 }
 

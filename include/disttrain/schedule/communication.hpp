@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
 namespace disttrain {
@@ -73,9 +73,9 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
   for (std::size_t r = 0; r < s.ops.size(); ++r)
     for (const auto& o : s.ops[r])
       if (is_p2p(o.kind))
-        detail::fail(errc::schedule_error, s.rank_name(static_cast<int>(r)),
-                     "already has communication op ", describe(o),
-                     "; add_communication expects a compute-only schedule");
+        fail(errc::schedule_error, s.rank_name(static_cast<int>(r)),
+             "already has communication op ", describe(o),
+             "; add_communication expects a compute-only schedule");
   const auto owner = detail::forward_owners(s);
   const auto back = detail::backward_mask(s);
   const int V = s.num_virtual_stages();
@@ -129,15 +129,14 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
 /// Frozen stages get nothing. Throws if the schedule already has such ops.
 [[nodiscard]] inline pipeline_schedule add_grad_sync(pipeline_schedule s,
                                                      int buckets_per_chunk = 1) {
-  detail::require_positive(buckets_per_chunk, "grad_sync.buckets_per_chunk");
+  require_positive(buckets_per_chunk, "grad_sync.buckets_per_chunk");
   check_schedule_shape(s);
   for (std::size_t r = 0; r < s.ops.size(); ++r) {
     const int stage = s.ranks[r].stage;
     for (const auto& o : s.ops[r])
       if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish ||
           o.kind == op_kind::optimizer_step)
-        detail::fail(errc::schedule_error, s.rank_name(static_cast<int>(r)), "already has ",
-                     describe(o));
+        fail(errc::schedule_error, s.rank_name(static_cast<int>(r)), "already has ", describe(o));
     if (!s.stage_trainable(stage)) continue;
     const op_kind last_kind = s.split_backward ? op_kind::weight : op_kind::backward;
     auto& ops = s.ops[r];
@@ -149,9 +148,8 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
     for (int c = 0; c < s.num_chunks; ++c) {
       std::size_t i = last[static_cast<std::size_t>(c)];
       if (i == ops.size())
-        detail::fail(errc::schedule_error,
-                     detail::cat(s.rank_name(static_cast<int>(r)), " chunk ", c), "has no ",
-                     to_string(last_kind), " op to start its gradient synchronisation after");
+        fail(errc::schedule_error, cat(s.rank_name(static_cast<int>(r)), " chunk ", c), "has no ",
+             to_string(last_kind), " op to start its gradient synchronisation after");
       while (i + 1 < ops.size() && is_send(ops[i + 1].kind) &&
              ops[i + 1].microbatch == ops[i].microbatch)
         ++i;

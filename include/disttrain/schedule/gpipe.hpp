@@ -10,15 +10,15 @@
 /// s = disttrain::add_communication(std::move(s));
 /// @endcode
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
 namespace disttrain {
 
 /// @brief Compute-only GPipe schedule on `num_stages` ranks for `num_microbatches`.
 [[nodiscard]] inline pipeline_schedule make_gpipe(int num_stages, int num_microbatches) {
-  detail::require_positive(num_stages, "gpipe.num_stages");
-  detail::require_positive(num_microbatches, "gpipe.num_microbatches");
+  require_positive(num_stages, "gpipe.num_stages");
+  require_positive(num_microbatches, "gpipe.num_microbatches");
   auto s = detail::single_pipeline("gpipe", num_stages, num_microbatches);
   for (int r = 0; r < num_stages; ++r) {
     auto& ops = s.ops[static_cast<std::size_t>(r)];

@@ -19,7 +19,7 @@
 
 #include <algorithm>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
 namespace disttrain {
@@ -34,17 +34,16 @@ namespace disttrain {
 /// @brief Checks Megatron's constraint for interleaving: `m % p == 0`, `v >= 2`;
 /// throws `invalid_argument` naming the field, the value and the nearest valid counts.
 inline void check_interleaved(int num_stages, int num_microbatches, int num_chunks) {
-  detail::require_positive(num_stages, "interleaved.num_stages");
-  detail::require_positive(num_microbatches, "interleaved.num_microbatches");
-  detail::require(num_chunks >= 2, "interleaved.num_chunks",
-                  "must be >= 2 (use make_1f1b for one chunk), got ", num_chunks);
+  require_positive(num_stages, "interleaved.num_stages");
+  require_positive(num_microbatches, "interleaved.num_microbatches");
+  require(num_chunks >= 2, "interleaved.num_chunks",
+          "must be >= 2 (use make_1f1b for one chunk), got ", num_chunks);
   if (num_microbatches % num_stages != 0) {
     const int lo = num_microbatches / num_stages * num_stages;
-    detail::fail(errc::invalid_argument, "interleaved.num_microbatches",
-                 "must be a multiple of the pipeline size ", num_stages,
-                 " for the interleaved schedule, got ", num_microbatches,
-                 " (nearest valid: ", lo > 0 ? detail::cat(lo, " or ") : std::string(),
-                 lo + num_stages, ")");
+    fail(errc::invalid_argument, "interleaved.num_microbatches",
+         "must be a multiple of the pipeline size ", num_stages,
+         " for the interleaved schedule, got ", num_microbatches,
+         " (nearest valid: ", lo > 0 ? cat(lo, " or ") : std::string(), lo + num_stages, ")");
   }
 }
 

@@ -47,7 +47,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/detail/list_scheduler.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
@@ -89,10 +89,8 @@ struct multi_module_spec {
 
 /// @brief Compute-only multi-module schedule (see the file comment).
 [[nodiscard]] inline pipeline_schedule make_multi_module(const multi_module_spec& spec) {
-  using detail::cat;
-  detail::require(!spec.segments.empty(), "multi_module.segments",
-                  "must hold at least one segment");
-  detail::require_positive(spec.num_microbatches, "multi_module.num_microbatches");
+  require(!spec.segments.empty(), "multi_module.segments", "must hold at least one segment");
+  require_positive(spec.num_microbatches, "multi_module.num_microbatches");
   const int M = spec.num_microbatches;
   pipeline_schedule s;
   s.name = "multi_module";
@@ -102,23 +100,22 @@ struct multi_module_spec {
   for (std::size_t g = 0; g < spec.segments.size(); ++g) {
     const auto& seg = spec.segments[g];
     const std::string w = cat("multi_module.segments[", g, "] (", seg.name, ")");
-    detail::require_positive(seg.num_stages, w + ".num_stages");
-    detail::require_positive(seg.dp, w + ".dp");
-    detail::require_non_negative(seg.max_inflight, w + ".max_inflight");
-    detail::require(seg.dp <= M, w + ".dp", "dp ", seg.dp, " exceeds the ", M,
-                    " microbatches: a replica would get none");
+    require_positive(seg.num_stages, w + ".num_stages");
+    require_positive(seg.dp, w + ".dp");
+    require_non_negative(seg.max_inflight, w + ".max_inflight");
+    require(seg.dp <= M, w + ".dp", "dp ", seg.dp, " exceeds the ", M,
+            " microbatches: a replica would get none");
     if (!seg.replica_of.empty()) {
-      detail::require(seg.replica_of.size() == static_cast<std::size_t>(M), w + ".replica_of",
-                      "has ", seg.replica_of.size(), " entries, need one per microbatch (", M, ")");
+      require(seg.replica_of.size() == static_cast<std::size_t>(M), w + ".replica_of", "has ",
+              seg.replica_of.size(), " entries, need one per microbatch (", M, ")");
       std::vector<int> count(static_cast<std::size_t>(seg.dp), 0);
       for (std::size_t mb = 0; mb < seg.replica_of.size(); ++mb) {
         const int rep = seg.replica_of[mb];
-        detail::require_in_range(rep, 0, seg.dp - 1, cat(w, ".replica_of[", mb, "]"));
+        require_in_range(rep, 0, seg.dp - 1, cat(w, ".replica_of[", mb, "]"));
         ++count[static_cast<std::size_t>(rep)];
       }
       for (std::size_t rep = 0; rep < count.size(); ++rep)
-        detail::require(count[rep] > 0, w + ".replica_of", "replica ", rep,
-                        " receives no microbatch");
+        require(count[rep] > 0, w + ".replica_of", "replica ", rep, " receives no microbatch");
     }
     s.segments.push_back({seg.name, stage, seg.num_stages, seg.dp, seg.trainable});
     for (int st = stage; st < stage + seg.num_stages; ++st)

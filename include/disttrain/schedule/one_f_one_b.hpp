@@ -14,7 +14,7 @@
 
 #include <algorithm>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
 namespace disttrain {
@@ -27,8 +27,8 @@ namespace disttrain {
 
 /// @brief Compute-only 1F1B schedule on `num_stages` ranks for `num_microbatches`.
 [[nodiscard]] inline pipeline_schedule make_1f1b(int num_stages, int num_microbatches) {
-  detail::require_positive(num_stages, "1f1b.num_stages");
-  detail::require_positive(num_microbatches, "1f1b.num_microbatches");
+  require_positive(num_stages, "1f1b.num_stages");
+  require_positive(num_microbatches, "1f1b.num_microbatches");
   auto s = detail::single_pipeline("1f1b", num_stages, num_microbatches);
   for (int r = 0; r < num_stages; ++r) {
     auto& ops = s.ops[static_cast<std::size_t>(r)];

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 
 namespace disttrain {
@@ -68,9 +68,9 @@ inline op_kind parse_op_kind(std::string_view name, std::string_view where) {
     const auto k = static_cast<op_kind>(i);
     if (to_string(k) == name) return k;
   }
-  detail::fail(errc::parse_error, where, "unknown op kind '", name,
-               "' (expected F, B, W, send_act, recv_act, send_grad, recv_grad, grad_sync_start, "
-               "grad_sync_finish or optimizer_step)");
+  fail(errc::parse_error, where, "unknown op kind '", name,
+       "' (expected F, B, W, send_act, recv_act, send_grad, recv_grad, grad_sync_start, "
+       "grad_sync_finish or optimizer_step)");
 }
 
 /// @brief True for F, B, W and the optimizer step (work on the compute stream).

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/schedule/op.hpp"
 
@@ -106,7 +106,7 @@ struct pipeline_schedule {
       if (stage >= g.first_stage && stage < g.first_stage + g.num_stages)
         return static_cast<int>(i);
     }
-    detail::fail(errc::schedule_error, detail::cat("stage ", stage), "no segment holds this stage");
+    fail(errc::schedule_error, cat("stage ", stage), "no segment holds this stage");
   }
   /// @brief Whether the stage's module receives weight gradients.
   [[nodiscard]] bool stage_trainable(int stage) const {
@@ -125,11 +125,10 @@ struct pipeline_schedule {
   }
   /// @brief Readable name of rank `r`, e.g. "rank 4 (backbone stage 2 replica 1)".
   [[nodiscard]] std::string rank_name(int r) const {
-    if (r < 0 || r >= num_ranks()) return detail::cat("rank ", r);
+    if (r < 0 || r >= num_ranks()) return cat("rank ", r);
     const auto& info = ranks[static_cast<std::size_t>(r)];
     const auto& seg = segments.at(static_cast<std::size_t>(info.segment));
-    return detail::cat("rank ", r, " (", seg.name, " stage ", info.stage, " replica ", info.replica,
-                       ")");
+    return cat("rank ", r, " (", seg.name, " stage ", info.stage, " replica ", info.replica, ")");
   }
 };
 
@@ -137,8 +136,6 @@ struct pipeline_schedule {
 /// fields in range); throws `schedule_error` naming the offending item. Does
 /// not check ordering or matching; `validate_schedule` does (and calls this).
 inline void check_schedule_shape(const pipeline_schedule& s) {
-  using detail::cat;
-  using detail::fail;
   const auto bad = [](const std::string& where, const auto&... parts) {
     fail(errc::schedule_error, where, parts...);
   };
@@ -267,36 +264,34 @@ inline void from_json(const json& j, pipeline_schedule& s) {
   s.num_microbatches = detail::json_get<int>(j, "num_microbatches", "schedule");
   s.split_backward = detail::json_get_or<bool>(j, "split_backward", false, "schedule");
   const auto segs = detail::json_get<json>(j, "segments", "schedule");
-  if (!segs.is_array()) detail::fail(errc::parse_error, "schedule.segments", "expected an array");
+  if (!segs.is_array()) fail(errc::parse_error, "schedule.segments", "expected an array");
   s.segments.clear();
   for (std::size_t i = 0; i < segs.size(); ++i) {
     try {
       s.segments.push_back(segs[i].get<segment_info>());
     } catch (const error& e) {
-      detail::fail(errc::parse_error, detail::cat("schedule.segments[", i, "].", e.where()),
-                   e.message());
+      fail(errc::parse_error, cat("schedule.segments[", i, "].", e.where()), e.message());
     }
   }
   const auto ranks = detail::json_get<json>(j, "ranks", "schedule");
-  if (!ranks.is_array()) detail::fail(errc::parse_error, "schedule.ranks", "expected an array");
+  if (!ranks.is_array()) fail(errc::parse_error, "schedule.ranks", "expected an array");
   s.ranks.clear();
   s.ops.clear();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const std::string path = detail::cat("schedule.ranks[", r, "]");
+    const std::string path = cat("schedule.ranks[", r, "]");
     const auto& jr = ranks[r];
     s.ranks.push_back({detail::json_get<int>(jr, "segment", path),
                        detail::json_get<int>(jr, "stage", path),
                        detail::json_get_or<int>(jr, "replica", 0, path)});
     const auto jops = detail::json_get<json>(jr, "ops", path);
-    if (!jops.is_array()) detail::fail(errc::parse_error, path + ".ops", "expected an array");
+    if (!jops.is_array()) fail(errc::parse_error, path + ".ops", "expected an array");
     std::vector<schedule_op> ops;
     ops.reserve(jops.size());
     for (std::size_t i = 0; i < jops.size(); ++i) {
       try {
         ops.push_back(jops[i].get<schedule_op>());
       } catch (const error& e) {
-        detail::fail(errc::parse_error, detail::cat(path, ".ops[", i, "].", e.where()),
-                     e.message());
+        fail(errc::parse_error, cat(path, ".ops[", i, "].", e.where()), e.message());
       }
     }
     s.ops.push_back(std::move(ops));

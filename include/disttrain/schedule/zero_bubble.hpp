@@ -23,7 +23,7 @@
 
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/one_f_one_b.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
@@ -31,8 +31,8 @@ namespace disttrain {
 
 /// @brief Compute-only ZB-H1 on `num_stages` ranks for `num_microbatches`.
 [[nodiscard]] inline pipeline_schedule make_zb_h1(int num_stages, int num_microbatches) {
-  detail::require_positive(num_stages, "zb_h1.num_stages");
-  detail::require_positive(num_microbatches, "zb_h1.num_microbatches");
+  require_positive(num_stages, "zb_h1.num_stages");
+  require_positive(num_microbatches, "zb_h1.num_microbatches");
   const int p = num_stages;
   const int m = num_microbatches;
   auto s = detail::single_pipeline("zb_h1", p, m);

@@ -40,7 +40,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/detail/bound_replay.hpp"
 #include "disttrain/sim/simulator.hpp"

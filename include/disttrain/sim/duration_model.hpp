@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/op.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
@@ -100,15 +100,15 @@ struct table_durations {
   static double at(const std::vector<double>& v, int stage, std::string_view where) {
     if (v.size() == 1) return v.front();
     if (stage < 0 || static_cast<std::size_t>(stage) >= v.size())
-      detail::fail(errc::invalid_argument, where, "has ", v.size(), " entries, no entry for stage ",
-                   stage, " (give one value for all stages or one per stage)");
+      fail(errc::invalid_argument, where, "has ", v.size(), " entries, no entry for stage ", stage,
+           " (give one value for all stages or one per stage)");
     return v[static_cast<std::size_t>(stage)];
   }
   [[nodiscard]] double scale(const schedule_op& o) const {
     if (microbatch_scale.empty() || o.microbatch < 0) return 1.0;
     if (static_cast<std::size_t>(o.microbatch) >= microbatch_scale.size())
-      detail::fail(errc::invalid_argument, "table_durations.microbatch_scale", "has ",
-                   microbatch_scale.size(), " entries, no entry for microbatch ", o.microbatch);
+      fail(errc::invalid_argument, "table_durations.microbatch_scale", "has ",
+           microbatch_scale.size(), " entries, no entry for microbatch ", o.microbatch);
     return microbatch_scale[static_cast<std::size_t>(o.microbatch)];
   }
 };

@@ -32,8 +32,8 @@ namespace disttrain {
 /// and composition.
 [[nodiscard]] inline std::string format_sim_summary(const pipeline_schedule& s,
                                                     const sim_result& res) {
-  detail::require(res.busy.size() == s.ranks.size(), "format_sim_summary.result", "result has ",
-                  res.busy.size(), " ranks, schedule has ", s.ranks.size());
+  require(res.busy.size() == s.ranks.size(), "format_sim_summary.result", "result has ",
+          res.busy.size(), " ranks, schedule has ", s.ranks.size());
   std::string out = fmt::format("{}: iteration {:.6g} s, mean bubble {:.1f}%\n",
                                 s.name.empty() ? "schedule" : s.name, res.iteration_time,
                                 100.0 * res.mean_bubble_fraction());
@@ -63,9 +63,9 @@ namespace disttrain {
 /// midpoint and '.' where the rank is idle or waiting.
 [[nodiscard]] inline std::string format_timeline(const pipeline_schedule& s, const sim_result& res,
                                                  int columns = 100) {
-  detail::require_positive(columns, "format_timeline.columns");
-  detail::require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
-                  "format_timeline.result", "simulation result does not belong to this schedule");
+  require_positive(columns, "format_timeline.columns");
+  require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
+          "format_timeline.result", "simulation result does not belong to this schedule");
   const double T = res.iteration_time > 0.0 ? res.iteration_time : 1.0;
   const auto cols = static_cast<std::size_t>(columns);
   std::string out;

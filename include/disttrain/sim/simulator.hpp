@@ -27,7 +27,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/detail/compiled.hpp"
 #include "disttrain/schedule/detail/replay.hpp"
 #include "disttrain/schedule/schedule.hpp"
@@ -96,9 +96,9 @@ struct sim_result {
   /// @brief Model FLOPs utilisation: `model_flops` (one iteration, all GPUs) /
   /// (`iteration_time` x `peak_flops_per_s`, the sum of every GPU's peak).
   [[nodiscard]] double mfu(double model_flops, double peak_flops_per_s) const {
-    detail::require_non_negative(model_flops, "mfu.model_flops");
-    detail::require_positive(peak_flops_per_s, "mfu.peak_flops_per_s");
-    detail::require_positive(iteration_time, "mfu.iteration_time");
+    require_non_negative(model_flops, "mfu.model_flops");
+    require_positive(peak_flops_per_s, "mfu.peak_flops_per_s");
+    require_positive(iteration_time, "mfu.iteration_time");
     return model_flops / (iteration_time * peak_flops_per_s);
   }
   /// @brief Per pipeline stage: the largest peak activation bytes over its replicas.

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/schedule.hpp"
@@ -173,20 +173,19 @@ std::string render_svg(const std::string& title, std::size_t rows, double iterat
 /// @brief Renders the timeline as an SVG document (see the file comment).
 [[nodiscard]] inline std::string to_svg(const pipeline_schedule& s, const sim_result& res,
                                         const svg_options& opt = {}) {
-  detail::require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
-                  "svg.result", "simulation result has ", res.times.size(), " ops, schedule has ",
-                  s.num_ops());
+  require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
+          "svg.result", "simulation result has ", res.times.size(), " ops, schedule has ",
+          s.num_ops());
   const auto R = s.ranks.size();
   return detail::render_svg(
-      detail::cat(s.name, ": ", R, " ranks, ", s.num_microbatches, " microbatches, iteration ",
-                  res.iteration_time, " s"),
+      cat(s.name, ": ", R, " ranks, ", s.num_microbatches, " microbatches, iteration ",
+          res.iteration_time, " s"),
       R, res.iteration_time, opt,
       [&](std::size_t r) {
         const auto& info = s.ranks[r];
         const auto& seg = s.segments.at(static_cast<std::size_t>(info.segment));
-        return detail::cat("rank ", r, " ", seg.name, " s", info.stage, " r", info.replica, " (",
-                           static_cast<int>(std::lround(100.0 * res.bubble_fraction.at(r))),
-                           "% idle)");
+        return cat("rank ", r, " ", seg.name, " s", info.stage, " r", info.replica, " (",
+                   static_cast<int>(std::lround(100.0 * res.bubble_fraction.at(r))), "% idle)");
       },
       [&](std::size_t r) { return s.rank_name(static_cast<int>(r)); },
       [&](std::size_t r) { return s.ops[r].size(); },
@@ -207,16 +206,15 @@ std::string render_svg(const std::string& title, std::size_t rows, double iterat
   detail::require_bound_result(w, res, t, "svg.result");
   const auto R = w.programs.size();
   return detail::render_svg(
-      detail::cat(w.name, " (bound): ", R, " ranks, ", w.num_microbatches,
-                  " microbatches, iteration ", res.iteration_time, " s"),
+      cat(w.name, " (bound): ", R, " ranks, ", w.num_microbatches, " microbatches, iteration ",
+          res.iteration_time, " s"),
       R, res.iteration_time, opt,
       [&](std::size_t r) {
-        return detail::cat(
-            detail::bound_track_name(w, t, r), " (",
-            static_cast<int>(std::lround(100.0 * res.busy_fraction(static_cast<int>(r)))),
-            "% busy)");
+        return cat(detail::bound_track_name(w, t, r), " (",
+                   static_cast<int>(std::lround(100.0 * res.busy_fraction(static_cast<int>(r)))),
+                   "% busy)");
       },
-      [&](std::size_t r) { return detail::cat("rank ", r); },
+      [&](std::size_t r) { return cat("rank ", r); },
       [&](std::size_t r) { return w.programs[r].ops.size(); },
       [&](std::size_t r, std::size_t i) -> const schedule_op& { return w.programs[r].ops[i].op; },
       [&](std::size_t r, std::size_t i) -> const op_interval& { return res.times[r][i]; });

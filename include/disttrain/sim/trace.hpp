@@ -22,7 +22,7 @@
 #include <cstddef>
 #include <string>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/schedule/bound_program.hpp"
@@ -131,17 +131,16 @@ void append_trace_track(json& events, int pid, const std::string& name, std::siz
 /// @brief Builds the trace (`{"traceEvents": [...], "displayTimeUnit": "ms"}`).
 /// Throws `invalid_argument` if `res` does not belong to `s` (op counts differ).
 [[nodiscard]] inline json to_trace_json(const pipeline_schedule& s, const sim_result& res) {
-  detail::require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
-                  "trace.result", "simulation result has ", res.times.size(), " ops, schedule has ",
-                  s.num_ops());
+  require(res.rank_begin.size() == s.ranks.size() + 1 && res.times.size() == s.num_ops(),
+          "trace.result", "simulation result has ", res.times.size(), " ops, schedule has ",
+          s.num_ops());
   json events = json::array();
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
     const auto& info = s.ranks[r];
     const auto& seg = s.segments.at(static_cast<std::size_t>(info.segment));
     detail::append_trace_track(
         events, static_cast<int>(r),
-        detail::cat("rank ", r, " \xC2\xB7 ", seg.name, " stage ", info.stage, " replica ",
-                    info.replica),
+        cat("rank ", r, " \xC2\xB7 ", seg.name, " stage ", info.stage, " replica ", info.replica),
         s.ops[r].size(), [&](std::size_t i) -> const schedule_op& { return s.ops[r][i]; },
         [&](std::size_t i) -> const op_interval& { return res.times[res.rank_begin[r] + i]; },
         [](std::size_t, json&) {});

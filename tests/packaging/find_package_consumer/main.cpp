@@ -29,7 +29,7 @@ int main() {
 
   // Error policy: a bad value throws disttrain::error naming field and value.
   try {
-    disttrain::detail::require_positive(-3, "consumer.layers");
+    disttrain::require_positive(-3, "consumer.layers");
     check(false, "require_positive(-3) must throw");
   } catch (const disttrain::error& e) {
     check(e.code() == disttrain::errc::invalid_argument, "error code");

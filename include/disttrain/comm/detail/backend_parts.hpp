@@ -10,7 +10,7 @@
 ///   using deadline_waits::wait;  // wait(r), wait(r, timeout)
 ///   void wait(request& r, const disttrain::wait_deadline& d);
 ///   void group_start() { group_.start(); }
-///   void group_end() { group_.end(disttrain::detail::cat("rank ", rank_)); }
+///   void group_end() { group_.end(disttrain::cat("rank ", rank_)); }
 ///  private:
 ///   disttrain::detail::group_nesting group_;
 /// };
@@ -21,7 +21,7 @@
 #include <string_view>
 
 #include "disttrain/comm/backend.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain::detail {
 

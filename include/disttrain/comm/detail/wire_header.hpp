@@ -15,7 +15,7 @@
 
 #include "disttrain/comm/detail/plan_stamp.hpp"
 #include "disttrain/comm/route.hpp"
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 
 namespace disttrain::detail {
 

@@ -191,8 +191,8 @@ void sample_producer<B, S>::prepare(std::uint64_t batch) {
       w.put_string(reason);
       if (cfg_.on_bad_sample == bad_sample_policy::fail && !st.failure)
         st.failure = std::make_unique<error>(
-            errc::invalid_argument, detail::cat("sample ", id),
-            detail::cat("batch ", batch, ", producer rank ", b_.rank(), ": ", reason));
+            errc::invalid_argument, cat("sample ", id),
+            cat("batch ", batch, ", producer rank ", b_.rank(), ": ", reason));
       continue;
     }
     w.put(static_cast<std::uint32_t>(n_parts));
@@ -215,7 +215,7 @@ void sample_producer<B, S>::prepare(std::uint64_t batch) {
 template <comm_backend B, part_source S>
 void sample_producer<B, S>::serve(staged& st) {
   const auto deadline = wait_deadline::after(cfg_.timeout);
-  const auto consumer_name = [](int c) { return detail::cat("consumer rank ", c); };
+  const auto consumer_name = [](int c) { return cat("consumer rank ", c); };
   for (std::size_t i = 0; i < st.meta_sends.size(); ++i)
     detail::wait_naming(b_, st.meta_sends[i], deadline, consumer_name(cfg_.consumers[i / 2]),
                         "metadata of batch ", st.batch, " not received");
@@ -233,8 +233,8 @@ void sample_producer<B, S>::serve(staged& st) {
     detail::wait_naming(b_, head_reqs[c], deadline, consumer_name(rank), "requests for batch ",
                         st.batch, " never arrived");
     if (heads[c][0] != st.batch)
-      detail::fail(errc::comm_error, consumer_name(rank), "requested batch ", heads[c][0],
-                   " while producer rank ", b_.rank(), " serves batch ", st.batch);
+      fail(errc::comm_error, consumer_name(rank), "requested batch ", heads[c][0],
+           " while producer rank ", b_.rank(), " serves batch ", st.batch);
     std::vector<std::uint64_t> wanted(static_cast<std::size_t>(2 * heads[c][1]));
     if (!wanted.empty()) {
       auto r =
@@ -245,16 +245,16 @@ void sample_producer<B, S>::serve(staged& st) {
     for (std::size_t q = 0; q < wanted.size(); q += 2) {
       const auto it = st.parts.find(wanted[q]);
       if (it == st.parts.end() || wanted[q + 1] >= it->second.size())
-        detail::fail(errc::comm_error, consumer_name(rank), "requested sample ", wanted[q],
-                     " part ", wanted[q + 1], " of batch ", st.batch, ", which producer rank ",
-                     b_.rank(), " does not hold");
+        fail(errc::comm_error, consumer_name(rank), "requested sample ", wanted[q], " part ",
+             wanted[q + 1], " of batch ", st.batch, ", which producer rank ", b_.rank(),
+             " does not hold");
       const auto& bytes = it->second[static_cast<std::size_t>(wanted[q + 1])];
       if (bytes->empty()) continue;  // both sides know the size: nothing to send
       sends.push_back(detail::send_shared(b_, bytes, rank, cfg_.tag + detail::part_data));
     }
   }
   for (auto& r : sends)
-    detail::wait_naming(b_, r, deadline, detail::cat("producer rank ", b_.rank()),
+    detail::wait_naming(b_, r, deadline, cat("producer rank ", b_.rank()),
                         "a sample part of batch ", st.batch, " was not received by its consumer");
 }
 
@@ -271,9 +271,9 @@ template <comm_backend B, part_source S>
 void sample_feed<B, S>::expect(std::uint64_t batch, phase ph, const char* call) const {
   static constexpr const char* names[] = {"metadata", "request", "receive"};
   if (phase_ == ph && (batch == next_ || (ph == phase::metadata && !started_))) return;
-  detail::fail(errc::invalid_argument, detail::cat("sample_feed.", call), "called for batch ",
-               batch, " while batch ", next_, " awaits ", names[static_cast<int>(phase_)],
-               " (per batch, in increasing order: metadata, request, receive)");
+  fail(errc::invalid_argument, cat("sample_feed.", call), "called for batch ", batch,
+       " while batch ", next_, " awaits ", names[static_cast<int>(phase_)],
+       " (per batch, in increasing order: metadata, request, receive)");
 }
 
 template <comm_backend B, part_source S>
@@ -289,10 +289,10 @@ const batch_metadata<typename S::meta_type>& sample_feed<B, S>::metadata(std::ui
   for (std::size_t p = 0; p < np; ++p)
     for (std::size_t i : producer_share(ids.size(), batch, np, p)) held_[p].push_back(ids[i]);
   const auto producer_name = [&](std::size_t p) {
-    return detail::cat("producer rank ", cfg_.producers[p]);
+    return cat("producer rank ", cfg_.producers[p]);
   };
   const auto held_text = [&](std::size_t p) {
-    return detail::cat("; it holds samples ", detail::id_list(held_[p]), " of batch ", batch);
+    return cat("; it holds samples ", detail::id_list(held_[p]), " of batch ", batch);
   };
 
   std::vector<std::array<std::uint64_t, 2>> heads(np);
@@ -307,28 +307,28 @@ const batch_metadata<typename S::meta_type>& sample_feed<B, S>::metadata(std::ui
     detail::wait_naming(b_, reqs[p], deadline, producer_name(p), "metadata of batch ", batch,
                         " did not arrive", held_text(p));
     if (heads[p][0] != batch)
-      detail::fail(errc::comm_error, producer_name(p), "sent metadata of batch ", heads[p][0],
-                   " where batch ", batch, " was expected");
+      fail(errc::comm_error, producer_name(p), "sent metadata of batch ", heads[p][0],
+           " where batch ", batch, " was expected");
     std::vector<std::byte> body(static_cast<std::size_t>(heads[p][1]));
     auto r = b_.irecv(std::span<std::byte>(body), cfg_.producers[p], cfg_.tag + detail::meta_body);
     detail::wait_naming(b_, r, deadline, producer_name(p), "metadata of batch ", batch,
                         " did not arrive", held_text(p));
-    detail::byte_reader in(body, detail::cat(producer_name(p), " metadata of batch ", batch));
+    detail::byte_reader in(body, cat(producer_name(p), " metadata of batch ", batch));
     const auto got_batch = in.get<std::uint64_t>();
     const auto n = in.get<std::uint64_t>();
     if (got_batch != batch || n != held_[p].size())
-      detail::fail(errc::comm_error, producer_name(p), "metadata describes batch ", got_batch,
-                   " with ", n, " samples; expected batch ", batch, " with ", held_[p].size());
+      fail(errc::comm_error, producer_name(p), "metadata describes batch ", got_batch, " with ", n,
+           " samples; expected batch ", batch, " with ", held_[p].size());
     for (std::uint64_t id : held_[p]) {
       const auto got_id = in.get<std::uint64_t>();
       if (got_id != id)
-        detail::fail(errc::comm_error, producer_name(p), "metadata of batch ", batch,
-                     " lists sample ", got_id, " where sample ", id, " was expected");
+        fail(errc::comm_error, producer_name(p), "metadata of batch ", batch, " lists sample ",
+             got_id, " where sample ", id, " was expected");
       if (in.get<std::uint8_t>() == 0) {
         skipped_sample bad{id, cfg_.producers[p], in.get_string()};
         if (cfg_.on_bad_sample == bad_sample_policy::fail)
-          detail::fail(errc::invalid_argument, detail::cat("sample ", id), "batch ", batch,
-                       ", producer rank ", bad.producer, ": ", bad.reason);
+          fail(errc::invalid_argument, cat("sample ", id), "batch ", batch, ", producer rank ",
+               bad.producer, ": ", bad.reason);
         md.skipped.push_back(std::move(bad));
         continue;
       }
@@ -337,15 +337,14 @@ const batch_metadata<typename S::meta_type>& sample_feed<B, S>::metadata(std::ui
       rec.producer = cfg_.producers[p];
       const auto parts = in.get<std::uint32_t>();
       if (parts != n_parts)
-        detail::fail(errc::comm_error, producer_name(p), "sample ", id, " has ", parts,
-                     " parts, the source on this rank has ", n_parts);
+        fail(errc::comm_error, producer_name(p), "sample ", id, " has ", parts,
+             " parts, the source on this rank has ", n_parts);
       for (std::size_t q = 0; q < n_parts; ++q) rec.part_bytes.push_back(in.get<std::uint64_t>());
       rec.meta = source_.decode_meta(in.get_bytes());
       md.samples.push_back(std::move(rec));
     }
     if (!in.done())
-      detail::fail(errc::comm_error, producer_name(p), "metadata of batch ", batch,
-                   " has trailing bytes");
+      fail(errc::comm_error, producer_name(p), "metadata of batch ", batch, " has trailing bytes");
   }
   const auto by_id = [](const auto& a, const auto& b) { return a.id < b.id; };
   std::sort(md.samples.begin(), md.samples.end(), by_id);
@@ -369,15 +368,15 @@ void sample_feed<B, S>::request(std::uint64_t batch, std::span<const sample_requ
   pending_.clear();
   for (std::size_t i = 0; i < order.size(); ++i) {
     const auto& q = order[i];
-    const auto where = detail::cat("sample_feed.request[", i, "]");
+    const auto where = cat("sample_feed.request[", i, "]");
     const auto it = index_.find(q.id);
-    detail::require(it != index_.end(), where, "sample ", q.id, " is not in batch ", batch,
-                    " (or was skipped)");
+    require(it != index_.end(), where, "sample ", q.id, " is not in batch ", batch,
+            " (or was skipped)");
     const auto& rec = current_.samples[it->second];
-    detail::require(q.part < rec.part_bytes.size(), where, "part ", q.part, " of sample ", q.id,
-                    " out of range (", rec.part_bytes.size(), " parts)");
-    detail::require(seen.emplace(q.id, q.part).second, where, "sample ", q.id, " part ", q.part,
-                    " requested twice");
+    require(q.part < rec.part_bytes.size(), where, "part ", q.part, " of sample ", q.id,
+            " out of range (", rec.part_bytes.size(), " parts)");
+    require(seen.emplace(q.id, q.part).second, where, "sample ", q.id, " part ", q.part,
+            " requested twice");
     const std::size_t p = producer_index.at(rec.producer);
     lists[p].push_back(q.id);
     lists[p].push_back(q.part);
@@ -412,18 +411,18 @@ std::vector<received_part> sample_feed<B, S>::receive(std::uint64_t batch) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto deadline = wait_deadline::after(cfg_.timeout);
   const auto held_text = [&](std::size_t p) {
-    return detail::cat("; it holds samples ", detail::id_list(held_[p]), " of batch ", batch);
+    return cat("; it holds samples ", detail::id_list(held_[p]), " of batch ", batch);
   };
   for (auto& [p, req] : request_sends_)
-    detail::wait_naming(b_, req, deadline, detail::cat("producer rank ", cfg_.producers[p]),
+    detail::wait_naming(b_, req, deadline, cat("producer rank ", cfg_.producers[p]),
                         "the request list of batch ", batch, " was not taken", held_text(p));
   std::vector<received_part> out;
   out.reserve(pending_.size());
   for (auto& pp : pending_) {
     if (!pp.part.bytes.empty()) {
       const std::size_t p = pp.producer_index;
-      detail::wait_naming(b_, pp.req, deadline, detail::cat("producer rank ", cfg_.producers[p]),
-                          "sample ", pp.part.id, " part ", pp.part.part, " of batch ", batch,
+      detail::wait_naming(b_, pp.req, deadline, cat("producer rank ", cfg_.producers[p]), "sample ",
+                          pp.part.id, " part ", pp.part.part, " of batch ", batch,
                           " did not arrive", held_text(p));
     }
     out.push_back(std::move(pp.part));

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/bound_program.hpp"
 
 namespace disttrain::detail {

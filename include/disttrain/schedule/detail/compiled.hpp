@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/schedule.hpp"
 

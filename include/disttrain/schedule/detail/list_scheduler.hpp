@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "disttrain/core/error.hpp"
+#include "disttrain/core/check.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/schedule.hpp"
 

@@ -1,0 +1,89 @@
+#pragma once
+/// @file check.hpp
+/// @brief The checks that raise `disttrain::error`, for the library and for
+/// host code: a custom cost model, a sample source or a tool reports bad input
+/// the way disttrain does, with a category, a location and a message.
+///
+/// | check | throws |
+/// |---|---|
+/// | `require(cond, where, parts...)` | `errc::invalid_argument` unless `cond` |
+/// | `require_positive(v, where)` | `invalid_argument` unless `v > 0` |
+/// | `require_non_negative(v, where)` | `invalid_argument` unless `v >= 0` |
+/// | `require_in_range(v, lo, hi, where)` | `invalid_argument` unless `lo <= v <= hi` |
+/// | `ensure(cond, where, parts...)` | `errc::internal` unless `cond` (a broken invariant: a bug) |
+/// | `fail(code, where, parts...)` | always: `error(code, where, cat(parts...))` |
+///
+/// `parts` are streamed into the message by `cat` (precision 10, no fmt, so
+/// the header compiles under nvcc). A NaN fails every comparison check.
+///
+/// @code
+/// disttrain::require_positive(layers, "model.backbone.num_layers");
+/// disttrain::require(tp <= gpus_per_node, "plan.llm.tp", "tp ", tp, " exceeds the node's ",
+///                    gpus_per_node, " GPUs");
+/// if (bytes.size() % 4 != 0)
+///   disttrain::fail(disttrain::errc::parse_error, "payload", bytes.size(), " bytes is not whole floats");
+/// @endcode
+
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "disttrain/core/error.hpp"
+
+namespace disttrain {
+
+/// @brief Concatenates streamable values into a string (precision 10).
+/// @code std::string where = disttrain::cat("batch[", i, "].tokens"); @endcode
+template <class... Ts>
+[[nodiscard]] std::string cat(const Ts&... parts) {
+  std::ostringstream os;
+  os.precision(10);
+  (os << ... << parts);
+  return os.str();
+}
+
+/// @brief Throws `error(code, where, cat(parts...))`.
+/// @code disttrain::fail(disttrain::errc::unsupported, "--trace", "needs a 1f1b plan"); @endcode
+template <class... Ts>
+[[noreturn]] void fail(errc code, std::string_view where, const Ts&... parts) {
+  throw error(code, std::string(where), cat(parts...));
+}
+
+/// @brief Throws `errc::invalid_argument` at `where` unless `cond` holds.
+/// @code disttrain::require(n % dp == 0, "batch", n, " samples do not split over dp ", dp); @endcode
+template <class... Ts>
+void require(bool cond, std::string_view where, const Ts&... parts) {
+  if (!cond) fail(errc::invalid_argument, where, parts...);
+}
+
+/// @brief Requires `value > 0`.
+/// @code disttrain::require_positive(gpus, "cluster.num_gpus"); @endcode
+template <class T>
+void require_positive(const T& value, std::string_view where) {
+  if (!(value > T{})) fail(errc::invalid_argument, where, "must be > 0, got ", value);
+}
+
+/// @brief Requires `value >= 0`.
+/// @code disttrain::require_non_negative(reserve, "cost.memory_reserve_bytes"); @endcode
+template <class T>
+void require_non_negative(const T& value, std::string_view where) {
+  if (!(value >= T{})) fail(errc::invalid_argument, where, "must be >= 0, got ", value);
+}
+
+/// @brief Requires `lo <= value <= hi`.
+/// @code disttrain::require_in_range(p, 0.0, 1.0, "dropout"); @endcode
+template <class T>
+void require_in_range(const T& value, const T& lo, const T& hi, std::string_view where) {
+  if (!(value >= lo && value <= hi))
+    fail(errc::invalid_argument, where, "must be in [", lo, ", ", hi, "], got ", value);
+}
+
+/// @brief Throws `errc::internal` unless `cond`: an invariant of disttrain (or
+/// of the host's own code) broke.
+/// @code disttrain::ensure(sent == expected, "router", "sent ", sent, " of ", expected); @endcode
+template <class... Ts>
+void ensure(bool cond, std::string_view where, const Ts&... parts) {
+  if (!cond) fail(errc::internal, where, "internal invariant broken: ", parts...);
+}
+
+}  // namespace disttrain
