@@ -98,7 +98,8 @@ TEST_CASE("consecutive stages of one module must share the placement") {
 }
 
 TEST_CASE("a size mismatch names both sizes, the same text on both sides, either direction") {
-  for (const auto& [sent, posted] : {std::pair{64, 100}, std::pair{100, 64}}) {
+  for (const auto& sizes : {std::pair{64, 100}, std::pair{100, 64}}) {
+    const int sent = sizes.first, posted = sizes.second;  // (clang 14 cannot capture bindings)
     local_world world(2, {2000ms});
     auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
       std::vector<std::byte> buf(static_cast<std::size_t>(b.rank() == 0 ? sent : posted));

@@ -175,7 +175,9 @@ class preprocess_pipeline {
     std::unique_lock lock(mutex_);
     timed_wait(
         lock, [&] { return !consumers_[c].empty(); }, "consumer ", c, ": no sample assigned");
-    auto [batch, index] = consumers_[c].front();
+    // Plain copies, not structured bindings: clang 14 cannot capture bindings in a lambda.
+    const std::uint64_t batch = consumers_[c].front().batch;
+    const std::size_t index = consumers_[c].front().index;
     consumers_[c].pop_front();
     staged_batch& b = find(batch);
     timed_wait(
