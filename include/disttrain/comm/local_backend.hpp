@@ -407,7 +407,7 @@ class local_backend : public detail::deadline_waits<local_backend> {
   }
   /// @brief No-op bracket (local transfers never need grouping); nesting is checked.
   void group_start() { group_.start(); }
-  void group_end() { group_.end(cat("rank ", rank_)); }
+  void group_end() { group_.end(rank_); }
   void barrier() {
     internal_view v{*this};
     detail::p2p_barrier(v);

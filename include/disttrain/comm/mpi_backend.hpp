@@ -415,7 +415,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
   }
   /// @brief No-op bracket (MPI point-to-point is already non-blocking); nesting checked.
   void group_start() { group_.start(); }
-  void group_end() { group_.end(cat("rank ", rank_)); }
+  void group_end() { group_.end(rank_); }
   void barrier() {
     MPI_Request q = MPI_REQUEST_NULL;
     check(MPI_Ibarrier(comm_, &q), where_collective("barrier"), "MPI_Ibarrier");

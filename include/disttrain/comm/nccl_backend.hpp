@@ -273,7 +273,7 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
     group_.start();
   }
   void group_end() {
-    group_.end(where());
+    group_.end(rank_, " (nccl)");
     const ncclResult_t rc = ncclGroupEnd();
     detail::nccl_check(rc, where(), "ncclGroupEnd");
     if (group_.depth() == 0) {

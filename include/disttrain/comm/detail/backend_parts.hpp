@@ -10,7 +10,7 @@
 ///   using deadline_waits::wait;  // wait(r), wait(r, timeout)
 ///   void wait(request& r, const disttrain::wait_deadline& d);
 ///   void group_start() { group_.start(); }
-///   void group_end() { group_.end(disttrain::cat("rank ", rank_)); }
+///   void group_end() { group_.end(rank_); }
 ///  private:
 ///   disttrain::detail::group_nesting group_;
 /// };
@@ -53,13 +53,15 @@ class deadline_waits {
 };
 
 /// @brief Nesting count of a backend's `group_start` / `group_end` bracket:
-/// `end` without a matching `start` throws `errc::invalid_argument` with
-/// `where` (e.g. `"rank 3"`).
+/// `end` without a matching `start` throws `errc::invalid_argument` at
+/// `"rank <rank><suffix>"` (e.g. `"rank 3 (nccl)"`), built only then: `end`
+/// runs once per transfer group.
 class group_nesting {
  public:
   void start() noexcept { ++depth_; }
-  void end(std::string_view where) {
-    require(depth_ > 0, where, "group_end without group_start");
+  void end(int rank, std::string_view suffix = {}) {
+    if (depth_ <= 0)
+      fail(errc::invalid_argument, cat("rank ", rank, suffix), "group_end without group_start");
     --depth_;
   }
   /// @brief Open brackets (0: outside any group).
