@@ -1,3 +1,4 @@
+// disttrain-test: own executable (see tests/CMakeLists.txt)
 // The CUDA copy_blocks kernel against the CPU reference, byte by byte, for
 // pack/unpack of column slices with variable row counts, unaligned offsets and
 // element sizes 1..16. Compiled twice: as a plain unit test (no CUDA: it only

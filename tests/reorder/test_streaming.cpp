@@ -1,3 +1,4 @@
+// disttrain-test: own executable (see tests/CMakeLists.txt)
 // Streaming use: a reorderer handles successive global batches without
 // allocating once its buffers (and the output's) have grown. Counted with a
 // replaced global operator new, so this test is its own executable.
