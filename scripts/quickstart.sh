@@ -7,14 +7,14 @@
 #                                72B preset (until the planner exists: every
 #                                example program)
 #   scripts/quickstart.sh test   build (dev preset: Debug, warnings as errors,
-#                                MPI on) and run every test but the exhaustive
-#                                per-header checks (.ci/run runs those), print
-#                                the slowest tests, then the Python package's
-#                                tests: a venv in build/python-venv, pip
-#                                install of the repository and of PyTorch's
-#                                CPU wheel, pytest (SKIPPED when PyPI cannot
-#                                be reached; the torch tests alone SKIP when
-#                                only PyTorch cannot be installed)
+#                                MPI on) and run every test but the ones
+#                                labelled exhaustive (.ci/run runs those),
+#                                print the slowest tests, then the Python
+#                                package's tests: a venv in build/python-venv
+#                                with PyTorch's CPU wheel (downloaded while
+#                                the C++ build runs), pip install ., pytest
+#                                (SKIPPED when PyPI cannot be reached; the
+#                                torch tests alone SKIP without PyTorch)
 #   scripts/quickstart.sh test-python   the Python tests alone
 #
 # Missing Debian packages are installed with apt-get when running as root or
@@ -29,7 +29,11 @@ DEB_PACKAGES=(cmake ninja-build g++ pkg-config libeigen3-dev libfmt-dev catch2
 JOBS="$(nproc 2>/dev/null || echo 2)"
 
 say() { printf '\033[1m[quickstart]\033[0m %s\n' "$*"; }
-die() { printf '\033[1;31m[quickstart]\033[0m %s\n' "$*" >&2; exit 1; }
+die() {
+  printf '\033[1;31m[quickstart]\033[0m %s\n' "$*" >&2
+  [ -z "${PY_DEPS_PID:-}" ] || kill "$PY_DEPS_PID" 2>/dev/null || true
+  exit 1
+}
 
 ensure_packages() {
   if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
@@ -99,6 +103,7 @@ run_main_job() {
 
 run_tests() {
   export CTEST_PARALLEL_LEVEL="${CTEST_PARALLEL_LEVEL:-$JOBS}"
+  python_deps_start
   local status=0
   cmake --workflow --preset dev || status=$?
   slowest_tests "$ROOT/build/dev/ctest-junit.xml"
@@ -129,44 +134,54 @@ raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"
 # The Python package (docs/python.md): pip install . into a venv, then pytest
 # against the dev build's disttrain-plan. A machine that cannot reach PyPI (or
 # apt, for python3-venv / python3-dev) prints SKIPPED with the reason.
-run_python_tests() {
-  local venv="$ROOT/build/python-venv"
-  if ! python_ready; then
-    local pkgs=(python3 python3-venv python3-dev) sudo=()
-    if [ "$(id -u)" -ne 0 ]; then
-      if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo=(sudo); else
-        say "SKIPPED: Python tests: python3 with venv and headers is missing; install ${pkgs[*]} as root"
-        return 0
-      fi
-    fi
-    say "installing ${pkgs[*]} for the Python tests"
-    if ! { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update &&
-           "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-             "${pkgs[@]}"; } || ! python_ready; then
-      say "SKIPPED: Python tests: could not install ${pkgs[*]} (no network?)"
+# Three phases, so `test` can download the Python dependencies (PyTorch's
+# wheel is the largest download of the whole command) while the C++ build
+# runs: python_prepare (apt, foreground), python_deps (venv + pip; `test`
+# runs it in the background, logging to build/python-deps.log) and
+# python_build_and_test.
+PY_VENV="$ROOT/build/python-venv"
+PY_SKIP=""  # why the Python tests are skipped, once known
+
+python_prepare() {
+  python_ready && return 0
+  local pkgs=(python3 python3-venv python3-dev) sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo=(sudo); else
+      PY_SKIP="python3 with venv and headers is missing; install ${pkgs[*]} as root"
       return 0
     fi
   fi
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  say "installing ${pkgs[*]} for the Python tests"
+  if ! { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update &&
+         "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+           "${pkgs[@]}"; } || ! python_ready; then
+    PY_SKIP="could not install ${pkgs[*]} (no network?)"
+  fi
+}
+
+# Exit status 3: the build requirements could not be installed (PyPI unreachable).
+python_deps() {
+  [ -x "$PY_VENV/bin/python" ] || python3 -m venv "$PY_VENV"
   # Build requirements installed up front (so the build below needs no network
   # and is incremental in build/python/): a failure here is the network's.
-  if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-      "scikit-build-core>=0.10" "nanobind>=2.0" "numpy>=1.21" "pytest>=7"; then
-    say "SKIPPED: Python tests: scikit-build-core, nanobind, numpy and pytest could not be installed from PyPI (no network?)"
-    return 0
-  fi
+  "$PY_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "scikit-build-core>=0.10" "nanobind>=2.0" "numpy>=1.21" "pytest>=7" || return 3
   # PyTorch for the disttrain.torch tests (examples/python/torch_mllm.py under
   # torchrun, gloo on CPU): the CPU wheel from download.pytorch.org, else PyPI's
   # (larger: CUDA libraries). Without either, those tests SKIP with the reason.
-  if ! "$venv/bin/python" -c 'import torch' >/dev/null 2>&1; then
-    say "installing PyTorch (CPU wheel) for the disttrain.torch tests"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --retries 1 \
+  if ! "$PY_VENV/bin/python" -c 'import torch' >/dev/null 2>&1; then
+    echo "installing PyTorch (CPU wheel) for the disttrain.torch tests"
+    "$PY_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --retries 1 \
         --timeout 30 torch --index-url https://download.pytorch.org/whl/cpu ||
-      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check torch ||
-      say "PyTorch could not be installed: the disttrain.torch tests will be SKIPPED"
+      "$PY_VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch ||
+      echo "PyTorch could not be installed: the disttrain.torch tests will be SKIPPED"
   fi
+  return 0
+}
+
+python_build_and_test() {
   say "pip install . (the disttrain Python package, build/python)"
-  CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$venv/bin/python" -m pip install --quiet \
+  CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$PY_VENV/bin/python" -m pip install --quiet \
     --disable-pip-version-check --no-build-isolation --no-deps "$ROOT"
   say "pytest python/tests"
   # The CLI-agreement tests use the dev build's disttrain-plan (`test` builds
@@ -176,8 +191,52 @@ run_python_tests() {
   [ -x "$ROOT/build/dev/tools/disttrain-plan" ] &&
     plan_tool=(DISTTRAIN_PLAN="$ROOT/build/dev/tools/disttrain-plan")
   (cd "$ROOT" && env "${plan_tool[@]}" \
-     "$venv/bin/python" -m pytest -q -rs --durations=5 -p no:cacheprovider python/tests)
+     "$PY_VENV/bin/python" -m pytest -q -rs --durations=5 -p no:cacheprovider python/tests)
   say "all Python tests passed (build/python-venv)"
+}
+
+# python_deps_start: python_prepare, then python_deps in the background.
+# python_deps_finish: waits for it and sets PY_SKIP when it failed.
+PY_DEPS_PID=""
+PY_DEPS_LOG="$ROOT/build/python-deps.log"
+python_deps_start() {
+  python_prepare
+  [ -z "$PY_SKIP" ] || return 0
+  mkdir -p "$ROOT/build"
+  say "installing the Python test dependencies in the background (log: ${PY_DEPS_LOG#"$ROOT"/})"
+  python_deps >"$PY_DEPS_LOG" 2>&1 &
+  PY_DEPS_PID=$!
+}
+python_deps_finish() {
+  [ -n "$PY_DEPS_PID" ] || return 0
+  local rc=0
+  wait "$PY_DEPS_PID" || rc=$?
+  PY_DEPS_PID=""
+  cat "$PY_DEPS_LOG"
+  if [ "$rc" -eq 3 ]; then
+    PY_SKIP="scikit-build-core, nanobind, numpy and pytest could not be installed from PyPI (no network?)"
+  elif [ "$rc" -ne 0 ]; then
+    die "installing the Python test dependencies failed (exit status $rc; log above)"
+  fi
+}
+
+run_python_tests() {
+  if [ -n "$PY_DEPS_PID" ]; then
+    python_deps_finish
+  else
+    python_prepare
+    if [ -z "$PY_SKIP" ]; then
+      local rc=0
+      python_deps || rc=$?
+      [ "$rc" -ne 3 ] || PY_SKIP="scikit-build-core, nanobind, numpy and pytest could not be installed from PyPI (no network?)"
+      [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || die "installing the Python test dependencies failed"
+    fi
+  fi
+  if [ -n "$PY_SKIP" ]; then
+    say "SKIPPED: Python tests: $PY_SKIP"
+    return 0
+  fi
+  python_build_and_test
 }
 
 case "$MODE" in
