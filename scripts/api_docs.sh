@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The API reference: Doxygen over the public headers (docs/Doxyfile), HTML
 # only, with every Doxygen warning an error (a wrong @param name, an unknown
-# command, an unbalanced @code, ...).
+# command, a @snippet that names no snippet in examples/snippets/, ...).
 #
 #   scripts/api_docs.sh [OUTPUT_DIR]
 #
