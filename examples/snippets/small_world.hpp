@@ -5,9 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "disttrain/bind/activation_buffers.hpp"
 #include "disttrain/bind/bind.hpp"
+#include "disttrain/exec/host.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 
 namespace snippets {
@@ -39,5 +42,37 @@ struct small_world {
     }
   }
 };
+
+// A host of bound programs (a bound_exec_host) for small_world: F copies
+// its input to its output (chain stage 0 writes ones), B sends back the
+// gradient it received (the last stage writes ones); one gradient bucket.
+struct bound_host {
+  using grad_type = float;
+  disttrain::activation_buffers<float> buf;
+  std::vector<float> bucket = std::vector<float>(1, 0.0f);
+  int forwards = 0;
+
+  void forward(const disttrain::schedule_op& op) {
+    ++forwards;
+    auto x = buf.input(op.microbatch);
+    auto y = buf.output(op.microbatch);
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = i < x.size() ? x[i] : 1.0f;
+  }
+  void backward(const disttrain::schedule_op& op) {
+    auto dx = buf.input_grad(op.microbatch);
+    auto dy = buf.output_grad(op.microbatch);
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = i < dy.size() ? dy[i] : 1.0f;
+    bucket[0] += 1.0f;
+  }
+  void weight(const disttrain::schedule_op&) {}
+  void optimizer_step(const disttrain::schedule_op&) {}
+  disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op&) {
+    return {std::span(bucket), {}};
+  }
+  void bucket_reduced(const disttrain::schedule_op&) {}
+  std::span<std::byte> payload(const disttrain::bound_op& b) { return buf.payload(b); }
+  void received(const disttrain::bound_op& b) { buf.received(b); }
+};
+static_assert(disttrain::bound_exec_host<bound_host>);
 
 }  // namespace snippets
