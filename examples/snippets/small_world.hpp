@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "disttrain/bind/activation_buffers.hpp"
@@ -43,26 +44,31 @@ struct small_world {
   }
 };
 
-// A host of bound programs (a bound_exec_host) for small_world: F copies
-// its input to its output (chain stage 0 writes ones), B sends back the
-// gradient it received (the last stage writes ones); one gradient bucket.
-struct bound_host {
+// A host of bound programs (a bound_exec_host) whose activations are
+// elements of type T: F copies its input to its output (chain stage 0 writes
+// ones), B sends back the gradient it received (the last stage writes ones);
+// one gradient bucket. Byte activations (plan_link_shapes' rows) are left as
+// they are: only their transfer matters.
+template <class T>
+struct basic_bound_host {
   using grad_type = float;
-  disttrain::activation_buffers<float> buf;
+  disttrain::activation_buffers<T> buf;
   std::vector<float> bucket = std::vector<float>(1, 0.0f);
   int forwards = 0;
 
   void forward(const disttrain::schedule_op& op) {
     ++forwards;
+    if constexpr (std::is_same_v<T, std::byte>) return;
     auto x = buf.input(op.microbatch);
     auto y = buf.output(op.microbatch);
-    for (std::size_t i = 0; i < y.size(); ++i) y[i] = i < x.size() ? x[i] : 1.0f;
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = i < x.size() ? x[i] : T{1};
   }
   void backward(const disttrain::schedule_op& op) {
+    bucket[0] += 1.0f;
+    if constexpr (std::is_same_v<T, std::byte>) return;
     auto dx = buf.input_grad(op.microbatch);
     auto dy = buf.output_grad(op.microbatch);
-    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = i < dy.size() ? dy[i] : 1.0f;
-    bucket[0] += 1.0f;
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = i < dy.size() ? dy[i] : T{1};
   }
   void weight(const disttrain::schedule_op&) {}
   void optimizer_step(const disttrain::schedule_op&) {}
@@ -73,6 +79,8 @@ struct bound_host {
   std::span<std::byte> payload(const disttrain::bound_op& b) { return buf.payload(b); }
   void received(const disttrain::bound_op& b) { buf.received(b); }
 };
+// small_world's links carry floats.
+using bound_host = basic_bound_host<float>;
 static_assert(disttrain::bound_exec_host<bound_host>);
 
 }  // namespace snippets

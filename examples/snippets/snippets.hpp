@@ -7,6 +7,7 @@
 // is a -Wunused-function error) through `runner`; ctest runs each file as
 // snippets.<part> (examples/snippets/CMakeLists.txt).
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string_view>
@@ -37,6 +38,7 @@ class runner {
   explicit runner(const char* part) : part_(part) {}
   template <class F>
   void run(const char* name, F&& example) {
+    const auto start = std::chrono::steady_clock::now();
     try {
       example();
       ++passed_;
@@ -44,6 +46,9 @@ class runner {
       ++failed_;
       std::fprintf(stderr, "FAIL %s.%s: %s\n", part_, name, e.what());
     }
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s > 0.5) std::printf("slow: %s.%s took %.1f s\n", part_, name, s);
   }
   [[nodiscard]] int finish() const {
     std::printf("snippets.%s: %d examples passed, %d failed\n", part_, passed_, failed_);
