@@ -1,4 +1,10 @@
-// The examples of the bind part (disttrain/bind/*.hpp): see snippets.hpp.
+// The examples of the bind part (disttrain/bind/*.hpp), and of the umbrella
+// header disttrain/disttrain.hpp: see snippets.hpp.
+//! [umbrella]
+#include <disttrain/disttrain.hpp>
+static_assert(DISTTRAIN_VERSION_MAJOR == disttrain::version_major);
+//! [umbrella]
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
