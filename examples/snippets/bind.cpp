@@ -133,7 +133,10 @@ void activation_buffers() {
 
 void bind_file() {
   const small_plan sp;
-  const auto& [sc, model, cm, plan, samples, batch] = sp;
+  const auto& model = sp.model;
+  const auto& cm = sp.cm;
+  const auto& plan = sp.plan;
+  const auto& batch = sp.batch;
   const auto map = disttrain::plan_sample_map(plan, cm, batch);
   std::vector<int> forwards(5);
   run_ranks(5, [&](disttrain::local_backend& backend) {
@@ -221,7 +224,8 @@ void microbatch_samples() {
 
 void to_sample_placement() {
   const two_module_map m;
-  const auto& [res, layout, hidden] = std::tie(m.res, m.layout, m.hidden);
+  const auto& res = m.res;
+  const auto& layout = m.layout;
   const std::uint32_t j = 1;
   const auto shape = m.shape_of(j);
   //! [to_sample_placement]
@@ -230,7 +234,6 @@ void to_sample_placement() {
   auto route = disttrain::plan_boundary_route(layout, 0, enc, llm, shape);
   //! [to_sample_placement]
   check(enc.dp() == 2 && llm.dp() == 3 && route.total_messages() > 0, "placements and route");
-  (void)hidden;
 }
 
 void route_placements() {
@@ -283,7 +286,8 @@ void microbatch_placements() {
 
 void plan_reorder_file() {
   const small_plan sp;
-  const auto& [sc, model0, cm0, plan, samples, batch] = sp;
+  const auto& sc = sp.sc;
+  const auto& plan = sp.plan;
   const auto& model = sc.model;
   const auto& cluster = sc.cluster;
   const disttrain::data_sampler sampler(sc.data);
@@ -325,7 +329,9 @@ void reorder_segments() {
 
 void reorder_for_plan() {
   const small_plan sp;
-  const auto& [sc, model, cm, plan, samples, batch] = sp;
+  const auto& cm = sp.cm;
+  const auto& plan = sp.plan;
+  const auto& samples = sp.samples;
   std::vector<disttrain::sample_meta> meta;
   //! [reorder_for_plan]
   auto pr = disttrain::reorder_for_plan(plan, cm);
@@ -382,7 +388,10 @@ void simulate_plan_file() {
 
 void plan_link_shapes() {
   const small_plan sp;
-  const auto& [sc, model, cm, plan, samples, workloads] = sp;
+  const auto& model = sp.model;
+  const auto& cm = sp.cm;
+  const auto& plan = sp.plan;
+  const auto& workloads = sp.batch;
   const auto topo = disttrain::topology_of(plan, model);
   const auto chain = disttrain::chain_program(topo, {.microbatches = 8});
   const auto map = disttrain::plan_sample_map(plan, cm, workloads);
@@ -395,7 +404,9 @@ void plan_link_shapes() {
 
 void plan_sample_map() {
   const small_plan sp;
-  const auto& [sc, model, cm, plan, samples, batch] = sp;
+  const auto& cm = sp.cm;
+  const auto& plan = sp.plan;
+  const auto& batch = sp.batch;
   //! [plan_sample_map]
   auto as_loaded = disttrain::plan_sample_map(plan, cm, batch, disttrain::sample_order::arrival);
   auto sim = disttrain::simulate_plan(plan, cm, batch, as_loaded);
@@ -405,7 +416,9 @@ void plan_sample_map() {
 
 void simulate_plan() {
   const small_plan sp;
-  const auto& [sc, model, cm, plan, samples, batch] = sp;
+  const auto& cm = sp.cm;
+  const auto& plan = sp.plan;
+  const auto& batch = sp.batch;
   //! [simulate_plan]
   auto map = disttrain::plan_sample_map(plan, cm, batch);  // or any reorder_result
   double t = disttrain::simulate_plan(plan, cm, batch, map).result.iteration_time;

@@ -135,7 +135,10 @@ void executor_file() {
 
 void executor_bound() {
   const snippets::small_world sw;
-  const auto& [topo, chain, map, shapes] = sw;
+  const auto& topo = sw.topo;
+  const auto& chain = sw.chain;
+  const auto& map = sw.map;
+  const auto& shapes = sw.shapes;
   std::vector<int> forwards(5);
   run_ranks(5, [&](disttrain::local_backend& backend) {
     // The host's buffers, sized from the same bound rank (they keep its routes).

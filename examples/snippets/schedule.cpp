@@ -27,7 +27,10 @@ std::string tokens(const disttrain::pipeline_schedule& s, std::size_t rank) {
 
 void bound_program() {
   const snippets::small_world sw;
-  const auto& [topo, chain, map, shapes] = sw;
+  const auto& topo = sw.topo;
+  const auto& chain = sw.chain;
+  const auto& map = sw.map;
+  const auto& shapes = sw.shapes;
   const std::size_t my_rank = 2;
   //! [bound_program]
   disttrain::bound_world w = disttrain::bind_world(topo, chain, map, shapes);
@@ -181,7 +184,10 @@ void validation_report() {
 
 void validate_bound() {
   const snippets::small_world sw;
-  const auto& [topo, chain, map, shapes] = sw;
+  const auto& topo = sw.topo;
+  const auto& chain = sw.chain;
+  const auto& map = sw.map;
+  const auto& shapes = sw.shapes;
   //! [validate_bound]
   auto world = disttrain::bind_world(topo, chain, map, shapes);
   auto rep = disttrain::validate_bound(world);  // rep.messages, rep.bytes

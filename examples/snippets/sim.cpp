@@ -32,7 +32,10 @@ std::string take_file(const char* path) {
 
 void bound_simulator() {
   const snippets::small_world sw;
-  const auto& [topo, chain, map, shapes] = sw;
+  const auto& topo = sw.topo;
+  const auto& chain = sw.chain;
+  const auto& map = sw.map;
+  const auto& shapes = sw.shapes;
   //! [bound_simulator]
   disttrain::bound_world w = disttrain::bind_world(topo, chain, map, shapes);
   disttrain::uniform_bound_durations d{.forward = 1.0, .backward = 2.0, .bytes_per_s = 1e9};
