@@ -12,9 +12,10 @@
 # caller re-configures when a file changes (CMAKE_CONFIGURE_DEPENDS), since
 # its includes are read here.
 #
-# DISPATCH_MAIN: every file has its own `int main(int, char**)` (now in its
-# namespace); the TU gets a main that runs the one named by its first
-# argument: `<exe> <name> [args...]`, <name> = the file's name without .cpp.
+# DISPATCH_MAIN: every file has its own `int main(int, char**)` or
+# `int main()` (now in its namespace); the TU gets a main that runs the one
+# named by its first argument: `<exe> <name> [args...]`, <name> = the file's
+# name without .cpp.
 function(disttrain_unity_source out)
   cmake_parse_arguments(arg "DISPATCH_MAIN" "" "SOURCES" ${ARGN})
   set(includes "")
@@ -27,7 +28,7 @@ function(disttrain_unity_source out)
     list(APPEND includes ${lines})
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${src})
     string(APPEND bodies "namespace disttrain_unity_${name} {\n#include \"${src}\"\n}  // namespace disttrain_unity_${name}\n")
-    string(APPEND dispatch "    if (std::strcmp(name, \"${name}\") == 0) return disttrain_unity_${name}::main(argc - 1, argv + 1);\n")
+    string(APPEND dispatch "    if (std::strcmp(name, \"${name}\") == 0)\n      return disttrain_unity_call(&disttrain_unity_${name}::main, argc - 1, argv + 1);\n")
     string(APPEND names " ${name}")
   endforeach()
   list(REMOVE_DUPLICATES includes)
@@ -38,6 +39,15 @@ function(disttrain_unity_source out)
     string(APPEND text "
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
+
+template <class Main>
+int disttrain_unity_call(Main main_of_file, int argc, char** argv) {
+  if constexpr (std::is_invocable_v<Main, int, char**>)
+    return main_of_file(argc, argv);
+  else
+    return main_of_file();
+}
 
 int main(int argc, char** argv) {
   if (argc >= 2) {

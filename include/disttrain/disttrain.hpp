@@ -9,10 +9,7 @@
 ///   `disttrain::mpi`), `disttrain/comm/nccl_backend.hpp` (`disttrain::nccl`),
 ///   `disttrain/kernels/copy_blocks_cuda.hpp` (`disttrain::kernels`).
 ///
-/// @code
-/// #include <disttrain/disttrain.hpp>
-/// static_assert(DISTTRAIN_VERSION_MAJOR == disttrain::version_major);
-/// @endcode
+/// @snippet bind.cpp umbrella
 
 #include "disttrain/core.hpp"
 

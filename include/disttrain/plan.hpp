@@ -5,11 +5,8 @@
 /// as it would run by `simulate_plan` in `disttrain/bind/simulate_plan.hpp`.
 /// The readable tables are in the host-only `disttrain/plan/format.hpp`.
 ///
-/// @code
-/// #include <disttrain/plan.hpp>
-/// auto result = disttrain::plan_parallelism(cost_model, disttrain::make_request(scenario));
-/// auto layout = disttrain::to_rank_layout(result.plan);
-/// @endcode
+/// @snippet plan.cpp umbrella_include
+/// @snippet plan.cpp umbrella
 #include "disttrain/plan/evaluate.hpp"
 #include "disttrain/plan/fidelity.hpp"
 #include "disttrain/plan/layout.hpp"

@@ -17,12 +17,7 @@
 /// send forwards the slices it received (from `input` / `output_grad`), and
 /// every receive lands in `input` / `output_grad`.
 ///
-/// @code
-/// disttrain::activation_buffers<float> buf;
-/// buf.reset(mine);                        // mine: the bound_rank of this iteration
-/// // in the host: payload(op) -> buf.payload(op); received(op) -> buf.received(op)
-/// std::span<float> x = buf.input(3);      // microbatch 3's input, for F
-/// @endcode
+/// @snippet bind.cpp activation_buffers
 
 #include <cstddef>
 #include <cstdint>

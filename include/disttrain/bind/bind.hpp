@@ -27,13 +27,7 @@
 /// index. A message's `bound_op::message` is its index in the whole route
 /// either way, so `bind_rank(..., r).program == bind_world(...).programs[r]`.
 ///
-/// @code
-/// auto topo = disttrain::topology_of(plan, model);
-/// auto chain = disttrain::chain_program(topo, {.microbatches = 8});
-/// std::vector<disttrain::link_shape> shapes = ...;   // one per link: hidden, bytes, rows per sample
-/// disttrain::bound_rank mine = disttrain::bind_rank(topo, chain, map, shapes, my_rank);
-/// executor.run(mine.program, host);                  // host packs with mine.route_of(op)
-/// @endcode
+/// @snippet bind.cpp bind_file
 
 #include <algorithm>
 #include <cstddef>

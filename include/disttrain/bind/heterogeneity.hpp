@@ -24,18 +24,7 @@
 /// Interleaved plans (`virtual_stages > 1`) are refused (`errc::unsupported`):
 /// the bound chain program is plain 1F1B; plan with `max_virtual_stages = 1`.
 ///
-/// @code
-/// auto sc = disttrain::presets::scenario_preset("mllm-7b");
-/// disttrain::analytic_cost_model cm(sc.model, sc.cluster);
-/// disttrain::planner_options o;
-/// o.max_virtual_stages = 1;                    // simulate_plan runs plain 1F1B
-/// auto req = disttrain::make_request(sc);
-/// auto ours = disttrain::plan_parallelism(cm, req, o);
-/// auto base = disttrain::plan_megatron_baseline(cm, req, o);
-/// auto h = disttrain::simulate_heterogeneity(base.plan, ours.plan, cm, sc.data, {.iterations = 4});
-/// double reordering = h.reordering_gain;      // (b) / (c)
-/// disttrain::json j = h;
-/// @endcode
+/// @snippet bind.cpp heterogeneity_file
 
 #include <algorithm>
 #include <array>
@@ -64,9 +53,7 @@ namespace disttrain {
 inline constexpr int max_heterogeneity_iterations = 100000;
 
 /// @brief What `simulate_heterogeneity` samples.
-/// @code
-/// disttrain::heterogeneity_options o{.iterations = 16, .seed = 7};
-/// @endcode
+/// @snippet bind.cpp heterogeneity_options
 struct heterogeneity_options {
   int iterations = 8;  ///< sampled global batches, 1..max_heterogeneity_iterations
   /// The data stream's seed (`data_spec::seed`); empty: the data spec's own.
@@ -75,9 +62,7 @@ struct heterogeneity_options {
 };
 
 /// @brief Iteration times of one case over the sampled batches.
-/// @code
-/// auto s = disttrain::summarize_times({1.0, 3.0, 2.0});   // median 2, p90 3
-/// @endcode
+/// @snippet bind.cpp summarize_times
 struct iteration_time_stats {
   std::vector<double> seconds;  ///< per sampled batch, in batch order
   double mean_s = 0;            ///< mean

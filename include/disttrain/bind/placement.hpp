@@ -17,15 +17,7 @@
 /// Cost: O(n_j log n_j) for a microbatch of n_j samples (reads the cells, not
 /// the whole batch).
 ///
-/// @code
-/// disttrain::reorder_result res = reorderer.assign(batch);
-/// for (std::uint32_t j = 0; j < res.microbatches; ++j) {
-///   auto rp = disttrain::placements_for_route(res, j, /*from*/ 0, /*to*/ 1);
-///   disttrain::activation_shape shape{{}, hidden, 2};
-///   for (std::uint32_t idx : rp.samples) shape.rows.push_back(tokens_of(res.samples[idx].id));
-///   auto route = disttrain::plan_boundary_route(layout, 0, rp.from, rp.to, shape);
-/// }
-/// @endcode
+/// @snippet bind.cpp placement_file
 
 #include <algorithm>
 #include <cstddef>
@@ -136,10 +128,7 @@ inline sample_placement placement_over(const reorder_result& r, std::size_t k, s
 /// `res.samples`, ascending (so by ascending id): entry l is local id l of
 /// every placement of that microbatch. Throws `errc::invalid_argument` at
 /// `microbatch_samples.microbatch` when out of range.
-/// @code
-/// auto idx = disttrain::microbatch_samples(res, 2);
-/// std::uint64_t id_of_local_0 = res.samples[idx[0]].id;
-/// @endcode
+/// @snippet bind.cpp microbatch_samples
 [[nodiscard]] inline std::vector<std::uint32_t> microbatch_samples(const reorder_result& res,
                                                                    std::size_t microbatch) {
   detail::check_placement_args(res, 0, microbatch, "microbatch_samples", "module");
@@ -152,11 +141,7 @@ inline sample_placement placement_over(const reorder_result& r, std::size_t k, s
 /// it. Throws `errc::invalid_argument` at `to_sample_placement.module` /
 /// `.microbatch` when out of range, and at the offending cell when the result
 /// is inconsistent (a sample lost or duplicated).
-/// @code
-/// disttrain::sample_placement enc = disttrain::to_sample_placement(res, 0, j);
-/// disttrain::sample_placement llm = disttrain::to_sample_placement(res, 1, j);
-/// auto route = disttrain::plan_boundary_route(layout, 0, enc, llm, shape);
-/// @endcode
+/// @snippet bind.cpp to_sample_placement
 [[nodiscard]] inline sample_placement to_sample_placement(const reorder_result& res,
                                                           std::size_t module,
                                                           std::size_t microbatch) {
@@ -168,10 +153,7 @@ inline sample_placement placement_over(const reorder_result& r, std::size_t k, s
 /// @brief Both ends of a route in one microbatch: the placements of the
 /// sending and the receiving module over one local numbering, and that
 /// numbering (`samples[l]` = index into `reorder_result::samples` of local id l).
-/// @code
-/// disttrain::route_placements rp = disttrain::placements_for_route(res, j, 0, 1);
-/// auto plan = disttrain::plan_boundary_route(layout, 0, rp.from, rp.to, shape);
-/// @endcode
+/// @snippet bind.cpp route_placements
 struct route_placements {
   std::vector<std::uint32_t> samples;  ///< local id -> index into reorder_result::samples
   sample_placement from;               ///< placement of the sending module
@@ -184,9 +166,7 @@ struct route_placements {
 /// `errc::invalid_argument` at `placements_for_route.from_module`,
 /// `.to_module` or `.microbatch` when out of range, and at the offending cell
 /// when the two modules do not hold the same samples.
-/// @code
-/// auto rp = disttrain::placements_for_route(res, j, /*encoder*/ 0, /*backbone*/ 1);
-/// @endcode
+/// @snippet bind.cpp placements_for_route
 [[nodiscard]] inline route_placements placements_for_route(const reorder_result& res,
                                                            std::size_t microbatch,
                                                            std::size_t from_module,
@@ -205,10 +185,7 @@ struct route_placements {
 /// numbering: what a rank needs to plan all its routes of microbatch j. The
 /// members are read and sorted once (calling `to_sample_placement` per module
 /// would redo that per call).
-/// @code
-/// auto mp = disttrain::microbatch_placements(res, j);
-/// auto route = disttrain::plan_boundary_route(layout, 0, mp.module[0], mp.module[1], shape);
-/// @endcode
+/// @snippet bind.cpp microbatch_placement
 struct microbatch_placement {
   std::vector<std::uint32_t> samples;    ///< local id -> index into reorder_result::samples
   std::vector<sample_placement> module;  ///< one per module of the result
@@ -219,10 +196,7 @@ struct microbatch_placement {
 /// others stay empty: `dp() == 0`), e.g. the modules around one rank. Throws
 /// `errc::invalid_argument` like `to_sample_placement`, and at
 /// `microbatch_placements.modules` for a module out of range.
-/// @code
-/// const std::size_t mine[] = {0, 1};
-/// auto mp = disttrain::microbatch_placements(res, j, mine);  // modules 0 and 1 only
-/// @endcode
+/// @snippet bind.cpp microbatch_placements
 [[nodiscard]] inline microbatch_placement microbatch_placements(
     const reorder_result& res, std::size_t microbatch, std::span<const std::size_t> modules = {}) {
   detail::check_placement_args(res, 0, microbatch, "microbatch_placements", "module");

@@ -18,14 +18,7 @@
 /// load. (A colocated module's time is spread over the host's stages in the
 /// same proportion, not put on the first/last stage alone.)
 ///
-/// @code
-/// disttrain::analytic_cost_model cm(model, cluster);
-/// auto pr = disttrain::reorder_for_plan(plan, cm);   // plan: a parallel_plan
-/// disttrain::reorderer<> r(pr.options);
-/// std::vector<disttrain::sample_meta> meta;
-/// disttrain::describe_batch(sampler.draw_batch(0, plan.global_batch), pr.cost, meta);
-/// disttrain::reorder_result res = r.assign(meta);    // res module k = pr.options.modules[k]
-/// @endcode
+/// @snippet bind.cpp plan_reorder_file
 
 #include <cstddef>
 #include <cstdint>
@@ -43,10 +36,7 @@
 namespace disttrain {
 
 /// @brief A plan's segments as the reorderer sees them.
-/// @code
-/// disttrain::plan_segments s = disttrain::reorder_segments(plan);
-/// std::uint32_t k = s.segment_of[0];  // reorder module of plan module 0
-/// @endcode
+/// @snippet bind.cpp plan_segments
 struct plan_segments {
   reorder_options options;  ///< one module per segment, stages, microbatches
   std::vector<std::uint32_t>
@@ -57,9 +47,7 @@ struct plan_segments {
 /// modules = the non-colocated plan modules with their DP, `microbatches =
 /// num_microbatches`, stages weighted by layers. Other fields keep their
 /// defaults. Validates the plan (`invalid_argument` naming `plan....`).
-/// @code
-/// disttrain::reorderer<> r(disttrain::reorder_segments(plan).options);
-/// @endcode
+/// @snippet bind.cpp reorder_segments
 inline plan_segments reorder_segments(const parallel_plan& p) {
   validate(p);
   plan_segments out;
@@ -108,10 +96,7 @@ struct plan_reorder {
 /// Throws `invalid_argument` at `plan.modules[i].name` for a plan module the
 /// model does not have, and at `plan.modules` for a model module the plan
 /// leaves out.
-/// @code
-/// auto pr = disttrain::reorder_for_plan(plan, cm);
-/// disttrain::describe_batch(samples, pr.cost, meta);   // meta[i].cost[k]: segment k
-/// @endcode
+/// @snippet bind.cpp reorder_for_plan
 template <cost_model C>
 plan_reorder<C> reorder_for_plan(const parallel_plan& p, const C& cm) {
   plan_segments seg = reorder_segments(p);

@@ -12,12 +12,7 @@
 /// `sync_s`, the optimizer `optimizer_s`. Every DP replica of a stage gets the
 /// same times (the reorderer passes the slowest replica's load).
 ///
-/// @code
-/// auto sched = disttrain::add_communication(disttrain::make_interleaved_1f1b(4, 8, 2));
-/// disttrain::simulated_objective sim(sched);
-/// disttrain::reorder_options o{...};          // o.microbatches = 8, o.microbatch_group = 4, 4 stages
-/// disttrain::reorderer<disttrain::simulated_objective> r(o, sim);
-/// @endcode
+/// @snippet bind.cpp sim_objective_file
 
 #include <cmath>
 #include <cstddef>
@@ -35,10 +30,7 @@ namespace disttrain {
 /// @brief Scores orders by simulating one iteration of `schedule`; an
 /// `order_objective`. Reuses the simulator's buffers (no allocation per call
 /// after the first). Not thread-safe.
-/// @code
-/// disttrain::simulated_objective sim(disttrain::add_communication(disttrain::make_zb_h1(4, 8)), 0.5);
-/// double T = sim(times);   // times: 8 microbatches x 4 stages
-/// @endcode
+/// @snippet bind.cpp simulated_objective
 class simulated_objective {
  public:
   /// @param schedule         validated by the simulator (throws `schedule_error`)

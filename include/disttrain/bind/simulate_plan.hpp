@@ -31,12 +31,7 @@
 ///   the rank's actual DP group (spanning nodes or not); the optimizer step
 ///   is a compute op.
 ///
-/// @code
-/// auto sim = disttrain::simulate_plan(result.plan, cm, req.sample_workload);
-/// disttrain::write_json_file("plan.trace.json",
-///                            disttrain::to_trace_json(sim.world, sim.result, &sim.topo));
-/// double t = sim.result.iteration_time;
-/// @endcode
+/// @snippet bind.cpp simulate_plan_file
 
 #include <algorithm>
 #include <cmath>
@@ -221,10 +216,7 @@ class plan_bound_durations {
 /// `bind_world` takes it: the cost model's bytes per sample (`transfer_bytes`
 /// across modules, `stage_output_bytes` inside one) as rows of 1024 one-byte
 /// columns, rounded up.
-/// @code
-/// auto shapes = disttrain::plan_link_shapes(plan, cm, topo, map, workloads);
-/// auto world = disttrain::bind_world(topo, chain, map, shapes);
-/// @endcode
+/// @snippet bind.cpp plan_link_shapes
 template <cost_model C>
 [[nodiscard]] std::vector<link_shape> plan_link_shapes(const parallel_plan& p, const C& cost,
                                                        const topology& t, const reorder_result& map,
@@ -294,10 +286,7 @@ enum class sample_order : std::uint8_t {
 /// deals). Throws like `reorder_for_plan` and `reorderer::assign`, and
 /// `invalid_argument` at `simulate_plan.batch` for an empty batch or
 /// workloads over another model.
-/// @code
-/// auto as_loaded = disttrain::plan_sample_map(plan, cm, batch, disttrain::sample_order::arrival);
-/// auto sim = disttrain::simulate_plan(plan, cm, batch, as_loaded);
-/// @endcode
+/// @snippet bind.cpp plan_sample_map
 template <cost_model C>
 [[nodiscard]] reorder_result plan_sample_map(const parallel_plan& p, const C& cost,
                                              std::span<const model_workload> batch,
@@ -325,10 +314,7 @@ template <cost_model C>
 /// segments, DP degrees, microbatches or sample count are not the plan's and
 /// batch's, and `errc::unsupported` for an interleaved backbone
 /// (`virtual_stages > 1`): the chain program is plain 1F1B.
-/// @code
-/// auto map = disttrain::plan_sample_map(plan, cm, batch);      // or any reorder_result
-/// double t = disttrain::simulate_plan(plan, cm, batch, map).result.iteration_time;
-/// @endcode
+/// @snippet bind.cpp simulate_plan
 template <cost_model C>
 [[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
                                             std::span<const model_workload> batch,

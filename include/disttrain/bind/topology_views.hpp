@@ -15,12 +15,7 @@
 /// (`topology::owning_modules`), so a sample map indexes the same modules as
 /// the routes and the schedule.
 ///
-/// @code
-/// disttrain::topology topo = disttrain::topology_of(plan, model);
-/// disttrain::rank_layout L = disttrain::layout_of(topo);
-/// disttrain::pipeline_schedule chain = disttrain::chain_program(topo, {.microbatches = 8});
-/// disttrain::reorderer<> r(disttrain::reorder_options_of(topo, 8));
-/// @endcode
+/// @snippet bind.cpp topology_views
 
 #include <cstddef>
 #include <cstdint>

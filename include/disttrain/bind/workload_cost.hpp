@@ -13,12 +13,7 @@
 /// needs the ranking and proportions to be right, and the objective's stage
 /// times scale with them.
 ///
-/// @code
-/// disttrain::analytic_cost_model cm(disttrain::presets::mllm_7b(), disttrain::presets::h800_cluster(64));
-/// disttrain::workload_cost cost(cm, {/*tp per module*/ 1, 4, 1});
-/// std::vector<disttrain::sample_meta> meta;
-/// disttrain::describe_batch(sampler.draw_batch(0, 1024), cost, meta);
-/// @endcode
+/// @snippet bind.cpp workload_cost_file
 
 #include <algorithm>
 #include <array>
@@ -48,11 +43,7 @@ static_assert(max_reorder_modules == max_modules,
 /// segment's replicas (`reorder_for_plan` in bind/ derives both from a plan).
 /// `describe_batch` records the column count in `sample_meta::modules`, so
 /// costs indexed over other modules than the reorder options are an error.
-/// @code
-/// disttrain::workload_cost cost(cm);                    // TP 1 everywhere, column = model module
-/// disttrain::module_costs c = cost(sample);             // c.size() == cost.columns()
-/// disttrain::workload_cost seg(cm, {1, 4, 1}, {0, 0, 1});  // encoder folded into the backbone
-/// @endcode
+/// @snippet bind.cpp workload_cost
 template <cost_model C>
 class workload_cost {
  public:

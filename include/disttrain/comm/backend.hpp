@@ -23,13 +23,7 @@
 /// Buffers live in `B::memory` (`memory_space::host` for local and MPI,
 /// `memory_space::device` for NCCL).
 ///
-/// @code
-/// template <disttrain::comm_backend B>
-/// void ping(B& b, std::span<std::byte> buf) {
-///   if (b.rank() == 0) b.wait(b.isend(buf, 1, 7));
-///   else if (b.rank() == 1) b.wait(b.irecv(buf, 0, 7));
-/// }
-/// @endcode
+/// @snippet comm.cpp backend
 
 #include <chrono>
 #include <concepts>
@@ -48,10 +42,7 @@ enum class memory_space { host, device };
 
 /// @brief Options shared by every backend.
 ///
-/// @code
-/// disttrain::comm_options o;
-/// o.timeout = std::chrono::milliseconds(200);  // short, for tests
-/// @endcode
+/// @snippet comm.cpp comm_options
 struct comm_options {
   /// Deadline of every wait (point-to-point and collectives). Default 5 minutes.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
@@ -60,10 +51,7 @@ struct comm_options {
 /// @brief One point-to-point transfer as seen from `self`: used to name the
 /// peer, tag and byte count in errors.
 ///
-/// @code
-/// disttrain::transfer_info t{0, 3, 12, 4096, true};
-/// // t.where() == "rank 0 -> rank 3 tag 12"
-/// @endcode
+/// @snippet comm.cpp transfer_info
 struct transfer_info {
   int self = -1;          ///< this rank
   int peer = -1;          ///< the other rank
@@ -141,10 +129,7 @@ namespace detail {
 /// `detail::wait_until` falls back to `wait(request, remaining())` for a
 /// backend without that overload.
 ///
-/// @code
-/// const auto d = disttrain::wait_deadline::after(std::chrono::milliseconds(2000));
-/// for (auto& r : reqs) backend.wait(r, d);  // a timeout says "within 2000 ms"
-/// @endcode
+/// @snippet comm.cpp wait_deadline
 struct wait_deadline {
   std::chrono::steady_clock::time_point at{};  ///< when the waits give up
   std::chrono::milliseconds timeout{0};        ///< the configured timeout `at` was set from
@@ -203,10 +188,7 @@ void wait_all(B& b, std::span<typename B::request> reqs, std::chrono::millisecon
 /// the backend's default), in order; throws at the first failure or when the
 /// deadline passes (a request already complete at the deadline still counts).
 ///
-/// @code
-/// std::vector<disttrain::local_backend::request> reqs = ...;
-/// disttrain::wait_all(backend, reqs);
-/// @endcode
+/// @snippet comm.cpp wait_all
 template <comm_backend B>
 void wait_all(B& b, std::span<typename B::request> reqs) {
   wait_all(b, reqs, b.options().timeout);

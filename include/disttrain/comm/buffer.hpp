@@ -6,15 +6,7 @@
 /// Transfers of contiguous slices go straight from/to the caller's buffers
 /// (zero copy); only non-contiguous messages are packed into pool buffers.
 ///
-/// @code
-/// disttrain::buffer_pool pool;
-/// {
-///   auto b = pool.acquire(1 << 20);   // >= 1 MiB, 64-byte aligned
-///   disttrain::buffer_ref r = b.ref();
-///   std::memset(r.data, 0, r.size);
-/// }                                   // returned to the pool here
-/// // pool.stats().allocations == 1; the next acquire(1 << 20) reuses it
-/// @endcode
+/// @snippet comm.cpp buffer_file
 
 #include <cstddef>
 #include <cstdint>
@@ -35,11 +27,7 @@ namespace disttrain {
 /// @brief Non-owning view of bytes (host or device memory): a pointer and a
 /// size, trivially copyable so it can be passed to kernels and threads.
 ///
-/// @code
-/// std::vector<float> v(8);
-/// auto r = disttrain::buffer_ref::of(std::span(v));  // r.size == 32
-/// auto tail = r.subref(16, 16);
-/// @endcode
+/// @snippet comm.cpp buffer_ref
 struct buffer_ref {
   std::byte* data = nullptr;
   std::size_t size = 0;

@@ -25,17 +25,10 @@
 /// handed them, so they are never freed while the transport may read them.
 /// Buffers must be host memory.
 ///
-/// @code
-/// disttrain::local_world world(3, {std::chrono::milliseconds(100)});
-/// auto ep = world.endpoint(1);
-/// disttrain::fault_options fo;
-/// fo.seed = 7;
-/// fo.rate = 0.2;
-/// fo.on_kill = [&](int r) { world.mark_dead(r); };
-/// disttrain::fault_backend<disttrain::local_backend> fb(ep, fo);
-/// disttrain::run_route(fb, plan, src, dst, pool, {.verify = true});
-/// for (const auto& f : fb.faults()) std::puts(disttrain::to_string(f.kind));
-/// @endcode
+/// Rank 1 of `disttrain::local_world world(3, {std::chrono::milliseconds(100)})`
+/// behind a fault backend, while ranks 0 and 2 run their part of the route
+/// on other threads:
+/// @snippet comm.cpp fault_backend
 
 #include <array>
 #include <chrono>
@@ -73,12 +66,7 @@ inline constexpr int fault_kind_count = 6;
 
 /// @brief Settings of a `fault_backend`.
 ///
-/// @code
-/// disttrain::fault_options o;
-/// o.seed = 42;
-/// o.rate = 0.1;  // one send in ten
-/// o.kinds = {disttrain::fault_kind::drop, disttrain::fault_kind::corrupt};
-/// @endcode
+/// @snippet comm.cpp fault_options
 struct fault_options {
   std::uint64_t seed = 0;  ///< with the rank and the send's index, decides every fault
   double rate = 0.1;       ///< probability that a send is faulted, in [0, 1]

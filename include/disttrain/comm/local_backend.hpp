@@ -16,18 +16,7 @@
 /// with `errc::comm_error`; a size mismatch fails both sides with
 /// `errc::comm_error` naming both sizes.
 ///
-/// @code
-/// disttrain::local_world world(2);
-/// std::thread t([&] {
-///   auto b = world.endpoint(1);
-///   std::vector<std::byte> in(16);
-///   b.wait(b.irecv(in, 0, 5));
-/// });
-/// auto b = world.endpoint(0);
-/// std::vector<std::byte> out(16);
-/// b.wait(b.isend(out, 1, 5));
-/// t.join();
-/// @endcode
+/// @snippet comm.cpp local_backend_file
 
 #include <algorithm>
 #include <atomic>
@@ -161,10 +150,7 @@ struct local_request_state;
 /// @brief The shared state of an in-process world of `size` ranks; hands out
 /// one `local_backend` endpoint per rank (each used by one thread).
 ///
-/// @code
-/// disttrain::local_world world(4, {std::chrono::milliseconds(500)});
-/// auto ep = world.endpoint(2);  // ep.rank() == 2, ep.size() == 4
-/// @endcode
+/// @snippet comm.cpp local_world
 class local_world {
  public:
   explicit local_world(int size, comm_options opts = {}) : opts_(opts) {
@@ -329,11 +315,7 @@ struct local_request_state {
 
 /// @brief One rank's endpoint of a `local_world`; satisfies `comm_backend`.
 ///
-/// @code
-/// auto b = world.endpoint(0);
-/// auto r = b.isend(std::as_bytes(std::span(data)), 1, 0);
-/// b.wait(r, std::chrono::milliseconds(100));
-/// @endcode
+/// @snippet comm.cpp local_backend
 class local_backend : public detail::deadline_waits<local_backend> {
  public:
   static constexpr memory_space memory = memory_space::host;

@@ -37,11 +37,7 @@
 /// send can complete even though the peer never receives it; the receiver's
 /// wait is what detects a silent peer.
 ///
-/// @code
-/// disttrain::mpi_session session(argc, argv);   // MPI_Init_thread / MPI_Finalize
-/// disttrain::mpi_backend b(MPI_COMM_WORLD, {std::chrono::seconds(30)});
-/// if (b.rank() == 0) b.wait(b.isend(bytes, 1, 0));
-/// @endcode
+/// @snippet comm_mpi.cpp mpi_backend
 
 #if !defined(DISTTRAIN_HAS_MPI)
 #error \
@@ -227,9 +223,7 @@ struct mpi_request_state {
 /// unless MPI is already initialised; `MPI_Finalize` at destruction if it
 /// initialised MPI).
 ///
-/// @code
-/// int main(int argc, char** argv) { disttrain::mpi_session s(argc, argv); ... }
-/// @endcode
+/// @snippet comm_mpi.cpp mpi_session
 class mpi_session {
  public:
   mpi_session(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED) {

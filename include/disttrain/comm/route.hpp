@@ -44,16 +44,7 @@
 /// O(n S TP_b) pieces for n samples (phase 1 dominates), O(log) per lookup;
 /// for one rank (`for_rank`), O(n S log(n S)) plus its own pieces.
 ///
-/// @code
-/// disttrain::rank_layout L({{"vit", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 1, 3}});
-/// auto pa = disttrain::sample_placement::round_robin(6, 2);
-/// auto pb = disttrain::sample_placement::round_robin(6, 3);
-/// disttrain::activation_shape shape{{5, 7, 1, 9, 3, 4}, 1024, 2};
-/// auto plan = disttrain::plan_boundary_route(L, 0, pa, pb, shape);
-/// for (int i : plan.sends_of(0, 0)) { const auto& m = plan.messages()[static_cast<std::size_t>(i)]; }
-/// // rank 4's part only; mine.message(i) == plan.messages()[i] for each of its messages
-/// auto mine = disttrain::plan_boundary_route(L, 0, pa, pb, shape, {.for_rank = 4});
-/// @endcode
+/// @snippet comm.cpp route
 
 #include <algorithm>
 #include <climits>
@@ -92,9 +83,7 @@ enum class split_axis {
 
 /// @brief Options of `plan_route`.
 ///
-/// @code
-/// disttrain::route_options o{disttrain::split_axis::rows, true};
-/// @endcode
+/// @snippet comm.cpp route_options
 struct route_options {
   split_axis split = split_axis::hidden;
   bool fan_out = true;  ///< add phase 1 so every receiving TP rank gets the full activation

@@ -32,11 +32,7 @@
 /// tag and bytes (see backend.hpp); a wrong buffer size is `invalid_argument`
 /// naming the rank and both sizes.
 ///
-/// @code
-/// disttrain::buffer_pool pool;
-/// disttrain::run_route(backend, plan, std::as_bytes(std::span(src)),
-///                      std::as_writable_bytes(std::span(dst)), pool, {.tag = 3});
-/// @endcode
+/// @snippet comm.cpp route_transfer
 
 #include <chrono>
 #include <cstddef>
@@ -58,9 +54,7 @@ namespace disttrain {
 
 /// @brief Options of one route transfer.
 ///
-/// @code
-/// disttrain::transfer_options o{.tag = 7, .verify = true, .timeout = std::chrono::milliseconds(500)};
-/// @endcode
+/// @snippet comm.cpp transfer_options
 struct transfer_options {
   int tag = 0;                            ///< message tag (>= 0), e.g. the microbatch id
   bool verify = false;                    ///< send and check headers (shapes, samples, checksum)

@@ -8,11 +8,7 @@
 /// sample -> replica map); routes between segments are derived from the two
 /// placements, so no shape or sample list ever travels on the wire.
 ///
-/// @code
-/// // 5 samples on 2 replicas: replica 0 gets {0, 3}, replica 1 gets {1, 2, 4}.
-/// auto p = disttrain::sample_placement::from_replica_map(std::vector<int>{0, 1, 1, 0, 1}, 2);
-/// // p.samples(1) == {1, 2, 4}; p.replica_of(3) == 0; p.position_of(4) == 2
-/// @endcode
+/// @snippet comm.cpp sample_placement_file
 
 #include <cstddef>
 #include <cstdint>
@@ -30,9 +26,7 @@ namespace disttrain {
 /// @brief Assignment of samples 0..n-1 to the DP replicas of one segment,
 /// with the order of the samples inside each replica's buffer.
 ///
-/// @code
-/// disttrain::sample_placement p({{2, 0}, {1}});  // replica 0 holds sample 2 then 0
-/// @endcode
+/// @snippet comm.cpp sample_placement
 class sample_placement {
  public:
   sample_placement() = default;
@@ -121,9 +115,7 @@ class sample_placement {
 /// `rows[s] x hidden` matrix of `elem_size`-byte elements; a replica's buffer
 /// concatenates its samples along the rows in placement order.
 ///
-/// @code
-/// disttrain::activation_shape a{{128, 64, 300}, 4096, 2};  // 3 samples, bf16
-/// @endcode
+/// @snippet comm.cpp activation_shape
 struct activation_shape {
   std::vector<std::int64_t> rows;  ///< per-sample rows (tokens), >= 0
   std::int64_t hidden = 1;         ///< elements per row, > 0

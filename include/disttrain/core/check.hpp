@@ -16,13 +16,7 @@
 /// `parts` are streamed into the message by `cat` (precision 10, no fmt, so
 /// the header compiles under nvcc). A NaN fails every comparison check.
 ///
-/// @code
-/// disttrain::require_positive(layers, "model.backbone.num_layers");
-/// disttrain::require(tp <= gpus_per_node, "plan.llm.tp", "tp ", tp, " exceeds the node's ",
-///                    gpus_per_node, " GPUs");
-/// if (bytes.size() % 4 != 0)
-///   disttrain::fail(disttrain::errc::parse_error, "payload", bytes.size(), " bytes is not whole floats");
-/// @endcode
+/// @snippet core.cpp check_header
 
 #include <sstream>
 #include <string>
@@ -33,7 +27,7 @@
 namespace disttrain {
 
 /// @brief Concatenates streamable values into a string (precision 10).
-/// @code std::string where = disttrain::cat("batch[", i, "].tokens"); @endcode
+/// @snippet core.cpp cat
 template <class... Ts>
 [[nodiscard]] std::string cat(const Ts&... parts) {
   std::ostringstream os;
@@ -43,35 +37,35 @@ template <class... Ts>
 }
 
 /// @brief Throws `error(code, where, cat(parts...))`.
-/// @code disttrain::fail(disttrain::errc::unsupported, "--trace", "needs a 1f1b plan"); @endcode
+/// @snippet core.cpp fail
 template <class... Ts>
 [[noreturn]] void fail(errc code, std::string_view where, const Ts&... parts) {
   throw error(code, std::string(where), cat(parts...));
 }
 
 /// @brief Throws `errc::invalid_argument` at `where` unless `cond` holds.
-/// @code disttrain::require(n % dp == 0, "batch", n, " samples do not split over dp ", dp); @endcode
+/// @snippet core.cpp require
 template <class... Ts>
 void require(bool cond, std::string_view where, const Ts&... parts) {
   if (!cond) fail(errc::invalid_argument, where, parts...);
 }
 
 /// @brief Requires `value > 0`.
-/// @code disttrain::require_positive(gpus, "cluster.num_gpus"); @endcode
+/// @snippet core.cpp require_positive
 template <class T>
 void require_positive(const T& value, std::string_view where) {
   if (!(value > T{})) fail(errc::invalid_argument, where, "must be > 0, got ", value);
 }
 
 /// @brief Requires `value >= 0`.
-/// @code disttrain::require_non_negative(reserve, "cost.memory_reserve_bytes"); @endcode
+/// @snippet core.cpp require_non_negative
 template <class T>
 void require_non_negative(const T& value, std::string_view where) {
   if (!(value >= T{})) fail(errc::invalid_argument, where, "must be >= 0, got ", value);
 }
 
 /// @brief Requires `lo <= value <= hi`.
-/// @code disttrain::require_in_range(p, 0.0, 1.0, "dropout"); @endcode
+/// @snippet core.cpp require_in_range
 template <class T>
 void require_in_range(const T& value, const T& lo, const T& hi, std::string_view where) {
   if (!(value >= lo && value <= hi))
@@ -80,7 +74,7 @@ void require_in_range(const T& value, const T& lo, const T& hi, std::string_view
 
 /// @brief Throws `errc::internal` unless `cond`: an invariant of disttrain (or
 /// of the host's own code) broke.
-/// @code disttrain::ensure(sent == expected, "router", "sent ", sent, " of ", expected); @endcode
+/// @snippet core.cpp ensure
 template <class... Ts>
 void ensure(bool cond, std::string_view where, const Ts&... parts) {
   if (!cond) fail(errc::internal, where, "internal invariant broken: ", parts...);

@@ -8,9 +8,7 @@
 /// field concerned) instead of wrapping to a small or negative count. Portable
 /// (no compiler builtins, fmt-free), so it compiles under nvcc as well.
 ///
-/// @code
-/// const std::int64_t elems = disttrain::detail::checked_mul(rows, hidden, "activation_shape.hidden");
-/// @endcode
+/// @snippet core.cpp checked
 
 #include <limits>
 #include <string_view>

@@ -13,13 +13,7 @@
 ///
 /// The checks that raise it are in `core/check.hpp`.
 ///
-/// @code
-/// try {
-///   disttrain::require_positive(layers, "model.backbone.num_layers");
-/// } catch (const disttrain::error& e) {
-///   // e.code() == errc::invalid_argument, e.where() == "model.backbone.num_layers"
-/// }
-/// @endcode
+/// @snippet core.cpp error
 
 #include <stdexcept>
 #include <string>

@@ -3,9 +3,7 @@
 /// @brief fmt support for core types (host-only: fmt does not compile under
 /// nvcc in C++20 mode, see docs/errors.md).
 ///
-/// @code
-/// fmt::print("{}\n", disttrain::errc::timeout);  // prints "timeout"
-/// @endcode
+/// @snippet core.cpp format
 
 #include "disttrain/core/config.hpp"
 DISTTRAIN_HOST_ONLY_HEADER("disttrain/core/format.hpp");

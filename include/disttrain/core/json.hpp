@@ -9,10 +9,7 @@
 /// or mistyped field is reported as `errc::parse_error` naming the field path,
 /// e.g. `cluster.gpu.hbm_bytes`.
 ///
-/// @code
-/// auto j = disttrain::parse_json(R"({"layers": 32})", "config.json");
-/// int layers = disttrain::detail::json_get<int>(j, "layers", "model.backbone");
-/// @endcode
+/// @snippet core.cpp json
 
 #include <algorithm>
 #include <cmath>

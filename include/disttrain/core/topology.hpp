@@ -22,13 +22,7 @@
 /// order. Chain stage c runs on the ranks of `(module, stage) = chain_at(c)`;
 /// link c joins chain stage c to c + 1.
 ///
-/// @code
-/// disttrain::topology t({{"vit", disttrain::module_role::encoder, 2, 1, 2},
-///                        {"llm", disttrain::module_role::backbone, 2, 2, 3},
-///                        {"unet", disttrain::module_role::generator, 1, 1, 2}});
-/// int r = t.rank({disttrain::module_id{1}, disttrain::stage_id{0},
-///                 disttrain::replica_id{2}, 1});  // 4 + (0 * 3 + 2) * 2 + 1 = 9
-/// @endcode
+/// @snippet core.cpp topology
 
 #include <algorithm>
 #include <cstddef>

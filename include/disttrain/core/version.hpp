@@ -2,9 +2,7 @@
 /// @file version.hpp
 /// @brief Library version macros and a constexpr accessor.
 ///
-/// @code
-/// static_assert(disttrain::version_major == DISTTRAIN_VERSION_MAJOR);
-/// @endcode
+/// @snippet core.cpp version
 
 #define DISTTRAIN_VERSION_MAJOR 0
 #define DISTTRAIN_VERSION_MINOR 1

@@ -40,7 +40,7 @@ namespace detail {
 /// @brief Throws `errc::infeasible` at `"<module_name>/stage <stage_index>"` when
 /// `m.total()` exceeds `limit_bytes`; the message gives the bytes needed (with
 /// the breakdown), the limit and the bytes over.
-/// @code disttrain::require_fits(mem, 76e9, "backbone", 3); @endcode
+/// @snippet cost.cpp require_fits
 inline void require_fits(const memory_breakdown& m, double limit_bytes,
                          std::string_view module_name, int stage_index) {
   const double total = m.total();
@@ -63,15 +63,7 @@ inline void require_fits(const memory_breakdown& m, double limit_bytes,
 /// TP comm per layer and pass: `tp_collectives_per_layer` ring all-reduces of
 /// `2 * hidden * T` bytes over NVLink (Megatron TP with sequence parallelism).
 ///
-/// @code
-/// auto sc = disttrain::presets::scenario_preset("paper-72b");
-/// disttrain::analytic_cost_model cm(sc.model, sc.cluster);
-/// auto w = disttrain::expected_workload(sc.model, sc.data) * 4.0;   // 4 samples per microbatch
-/// disttrain::stage_config s{.module = 1, .first_layer = 0, .num_layers = 10, .tp = 8, .dp = 16};
-/// auto t = cm.stage_time(s, w[1]);          // {forward_s, backward_s, weight_grad_s}
-/// auto m = cm.stage_memory(s, w[1], 8);     // 8 microbatches in flight
-/// cm.check_stage_memory(s, w[1], 8, 0);     // throws errc::infeasible if over
-/// @endcode
+/// @snippet cost.cpp analytic_cost_model
 class analytic_cost_model {
  public:
   /// @brief Validates the specs and parameters and precomputes every module's shape.

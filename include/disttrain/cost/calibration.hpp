@@ -14,12 +14,7 @@
 /// or no TP > 1 samples), it is fixed to 0 and the rest refitted. Then
 /// `e_max = 1/u1`, `tp_penalty = u2/u1`, `flops_half = u3/u1`.
 ///
-/// @code
-/// disttrain::profiler prof;
-/// { auto t = prof.time(2.0 * m * n * k, /*tp=*/1); run_gemm(); sync(); }
-/// auto fit = disttrain::fit_efficiency(prof.samples(), 989e12);
-/// if (fit.r_squared > 0.99) params.efficiency_for(disttrain::module_role::backbone) = fit.params;
-/// @endcode
+/// @snippet cost.cpp calibration
 
 #include <cmath>
 #include <cstddef>

@@ -19,7 +19,7 @@
 namespace disttrain {
 
 /// @brief Effective latency and bandwidth of one hop.
-/// @code disttrain::link_spec l{.bandwidth_bytes_per_s = 200e9, .latency_s = 3e-6}; @endcode
+/// @snippet cost.cpp link_spec
 struct link_spec {
   double bandwidth_bytes_per_s = 1;
   double latency_s = 0;

@@ -32,12 +32,7 @@ namespace disttrain {
 /// | *optional* `dp_sync(stage_config, spans_nodes) -> dp_sync_times` | the sync by collective, with the parameters per GPU; without it the sync is one bucket and never overlaps compute |
 /// | `peak_flops() -> double` | per-GPU peak FLOP/s (MFU denominator) |
 ///
-/// @code
-/// template <disttrain::cost_model C>
-/// double one_stage(const C& c, const disttrain::stage_config& s, const disttrain::module_workload& w) {
-///   return c.stage_time(s, w).total_s();
-/// }
-/// @endcode
+/// @snippet cost.cpp cost_model
 template <class C>
 concept cost_model = requires(const C& c, const stage_config& s, const module_workload& w,
                               const model_workload& mw, std::size_t module, double bytes,
@@ -65,7 +60,7 @@ concept splits_dp_sync = requires(const C& c, const stage_config& s, bool flag) 
 
 /// @brief The sync of stage `s` by collective: `c.dp_sync` where `C` has it,
 /// else all of `dp_sync_time` as one reduce-scatter bucket (no overlap credit).
-/// @code auto t = disttrain::dp_sync_of(cm, s, false); @endcode
+/// @snippet cost.cpp dp_sync_of
 template <cost_model C>
 [[nodiscard]] dp_sync_times dp_sync_of(const C& c, const stage_config& s, bool spans_nodes) {
   if constexpr (splits_dp_sync<C>) {

@@ -23,11 +23,7 @@ namespace disttrain {
 /// on every DP rank; fp32 master weights, momentum and variance (12 bytes)
 /// sharded over DP. That is Megatron's "6 + 12/d bytes per parameter".
 ///
-/// @code
-/// disttrain::cost_params p;
-/// p.efficiency_for(disttrain::module_role::encoder).e_max = 0.6;
-/// p.memory_reserve_bytes = 6e9;
-/// @endcode
+/// @snippet cost.cpp cost_params
 struct cost_params {
   std::array<efficiency_params, 3> efficiency{};  ///< indexed by module_role
   double intra_node_bw_efficiency = 0.80;         ///< achievable fraction of NVLink bandwidth
@@ -91,7 +87,7 @@ struct cost_params {
 /// runs"). `hardware` is a cluster preset name ("a100", "h100", "h800") or a
 /// GPU name from the presets ("A100-SXM-80GB", ...). Hardware without cited
 /// runs (H100, H800 today) keeps the uncalibrated defaults.
-/// @code auto p = disttrain::calibrated_cost_params(cluster.gpu.name); @endcode
+/// @snippet cost.cpp calibrated_cost_params
 [[nodiscard]] inline cost_params calibrated_cost_params(std::string_view hardware) {
   cost_params p;
   if (hardware == "a100" || hardware == "A100-SXM-80GB") {

@@ -26,10 +26,7 @@
 namespace disttrain {
 
 /// @brief Parameters of the efficiency curve (see the file comment).
-/// @code
-/// disttrain::efficiency_params e{.e_max = 0.8, .flops_half = 3e10, .tp_penalty = 0.02};
-/// double t = disttrain::compute_time(1e12, 4, 989e12, e);
-/// @endcode
+/// @snippet cost.cpp efficiency_params
 struct efficiency_params {
   double e_max = 0.80;       ///< asymptotic fraction of peak, in (0, 1]
   double flops_half = 3e10;  ///< FLOPs per GPU at which a TP=1 op reaches e_max / 2

@@ -2,10 +2,7 @@
 /// @file format.hpp
 /// @brief fmt formatters for cost results (host-only: uses fmt).
 ///
-/// @code
-/// fmt::print("{}\n", cm.stage_time(s, w));    // F 12.345 ms  B 13.000 ms  W 6.100 ms
-/// fmt::print("{}\n", cm.stage_memory(s, w, 8)); // 61.23 GB (params 18.1, grads 18.1, optimizer 6.8, activations 18.2)
-/// @endcode
+/// @snippet cost.cpp format
 
 #include "disttrain/core/config.hpp"
 DISTTRAIN_HOST_ONLY_HEADER("disttrain/cost/format.hpp");

@@ -21,14 +21,7 @@ namespace disttrain {
 
 /// @brief Records timing samples.
 ///
-/// @code
-/// disttrain::profiler prof;
-/// for (int m : {512, 1024, 2048, 4096}) {
-///   auto t = prof.time(disttrain::gemm_flops(m, 8192, 8192), 1, "gemm");
-///   launch_gemm(m); cudaDeviceSynchronize();
-/// }                                     // each scope records on destruction
-/// disttrain::write_json_file("profile.json", prof.to_profile("H800", 989e12));
-/// @endcode
+/// @snippet cost.cpp profiler
 class profiler {
  public:
   /// @brief RAII timer: records `(flops, tp, elapsed)` when destroyed unless cancelled.

@@ -14,9 +14,7 @@ namespace disttrain {
 /// The stage holding layer 0 also holds the module's `pre` block (embeddings);
 /// the stage holding the last layer holds `post` (final norm, LM head).
 ///
-/// @code
-/// disttrain::stage_config s{.module = 1, .first_layer = 0, .num_layers = 10, .tp = 8, .dp = 4};
-/// @endcode
+/// @snippet cost.cpp stage_config
 struct stage_config {
   std::size_t module = 0;  ///< index in model_spec::modules
   int first_layer = 0;
@@ -68,7 +66,7 @@ struct stage_flops {
 /// reduce-scatter and the all-gather of the updated parameters, and the
 /// parameters the GPU holds (they decide how many DDP buckets the collectives
 /// are issued in, and so how much of them can overlap compute).
-/// @code double t = cm.dp_sync(s, true).total_s(); @endcode
+/// @snippet cost.cpp dp_sync_times
 struct dp_sync_times {
   double reduce_scatter_s = 0;  ///< gradient reduce-scatter over the DP group
   double all_gather_s = 0;      ///< updated-parameter all-gather over the DP group

@@ -3,12 +3,7 @@
 /// @brief A bounded multi-producer multi-consumer queue with backpressure,
 /// timeouts and close, the channel between preprocessing producers and trainers.
 ///
-/// @code
-/// disttrain::bounded_queue<int> q(4, "rank3.samples");
-/// q.push(1);                                   // blocks while full
-/// int v = q.pop(std::chrono::seconds(5));      // errc::timeout after 5 s of silence
-/// q.close();                                   // pop() on an empty closed queue -> std::nullopt via try_pop_for
-/// @endcode
+/// @snippet data.cpp bounded_queue
 
 #include <chrono>
 #include <condition_variable>

@@ -5,11 +5,7 @@
 /// Decoding is in `data/jpeg.hpp` (optional, libturbojpeg); this header has
 /// no dependency.
 ///
-/// @code
-/// disttrain::image_u8 img = disttrain::decode_jpeg(bytes, "sample 3.image");
-/// auto small = disttrain::resize_bilinear(img, 224, 224);
-/// std::vector<float> patches = disttrain::patchify(small, 14);  // 256 patches x 14*14*3
-/// @endcode
+/// @snippet data_jpeg.cpp image
 
 #include <algorithm>
 #include <cmath>

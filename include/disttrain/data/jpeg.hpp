@@ -10,11 +10,7 @@
 /// `DISTTRAIN_HAS_TURBOJPEG`. No other disttrain header includes this one, so
 /// nothing else (in particular nothing nvcc compiles) depends on libjpeg.
 ///
-/// @code
-/// disttrain::image_u8 img{64, 48, 3, pixels};
-/// auto bytes = disttrain::encode_jpeg(img, 90);
-/// auto back = disttrain::decode_jpeg(bytes, "sample 3.image");   // 64x48 RGB
-/// @endcode
+/// @snippet data_jpeg.cpp jpeg
 
 #if !defined(DISTTRAIN_HAS_TURBOJPEG)
 #error "disttrain/data/jpeg.hpp needs libturbojpeg: link the CMake target disttrain::jpeg"

@@ -17,20 +17,8 @@
 ///     encoder rank and a backbone rank).
 ///  4. `next(c)`: consumer c receives its samples one by one in that order.
 ///
-/// @code
-/// struct my_source {
-///   using item_type = std::vector<float>;
-///   using meta_type = std::size_t;                 // e.g. tokens of the sample
-///   item_type load(std::uint64_t id) const;        // thread-safe
-///   meta_type meta(const item_type& x) const { return x.size(); }
-/// };
-/// my_source src;
-/// disttrain::preprocess_pipeline<my_source> pipe(src, {.producers = 4, .consumers = 2});
-/// pipe.submit(0, {10, 11, 12});
-/// auto metas = pipe.metadata(0);                   // feed the reorderer
-/// pipe.assign(0, {{12, 10}, {11}});
-/// auto first = pipe.next(0);                       // sample 12
-/// @endcode
+/// @snippet data.cpp preprocess_source
+/// @snippet data.cpp preprocess_pipeline
 
 #include <chrono>
 #include <concepts>

@@ -43,24 +43,7 @@
 /// reaches batch k; `skip` drops the sample from the batch on every rank and
 /// reports it in `batch_metadata::skipped`.
 ///
-/// @code
-/// disttrain::producer_ranks_config cfg;
-/// cfg.producers = {4, 5};
-/// cfg.consumers = {0, 1, 2, 3};
-/// auto sampler = [](std::uint64_t k) { return ids_of_batch(k); };   // same on every rank
-/// if (is_producer) {
-///   disttrain::sample_producer prod(backend, source, cfg, sampler);
-///   prod.run(0, batches);
-/// } else {
-///   disttrain::sample_feed feed(backend, source, cfg, sampler);
-///   for (std::uint64_t k = 0; k < batches; ++k) {
-///     const auto& md = feed.metadata(k);              // same on every trainer
-///     auto map = reorderer.assign(costs_of(md));      // same on every trainer
-///     feed.request(k, disttrain::requests_for(map, my_module, my_replica, {my_part}));
-///     auto parts = feed.receive(k);                   // my samples, in the map's order
-///   }
-/// }
-/// @endcode
+/// @snippet data.cpp producer_ranks
 
 #include <chrono>
 #include <concepts>
@@ -110,12 +93,7 @@ using batch_sampler = std::function<std::vector<std::uint64_t>(std::uint64_t bat
 
 /// @brief Settings shared by every producer and consumer rank of one feed.
 ///
-/// @code
-/// disttrain::producer_ranks_config cfg;
-/// cfg.producers = {2};          // rank 2 prepares
-/// cfg.consumers = {0, 1};       // ranks 0 and 1 train
-/// cfg.prefetch = 2;
-/// @endcode
+/// @snippet data.cpp producer_ranks_config
 struct producer_ranks_config {
   std::vector<int> producers;  ///< ranks that prepare samples (non-empty, disjoint from consumers)
   std::vector<int> consumers;  ///< trainer ranks that receive metadata and samples (non-empty)

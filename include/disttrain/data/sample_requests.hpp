@@ -9,11 +9,7 @@
 /// `rank_layout`; typically the first pipeline stage takes the inputs and the
 /// last stage the targets) asks for exactly what its module trains on:
 ///
-/// @code
-/// auto map = reorderer.assign(costs);          // identical on every trainer
-/// auto mine = disttrain::requests_for(map, 1, replica, std::array<std::uint32_t, 1>{1});
-/// feed.request(k, mine);                       // token ids of backbone replica `replica`
-/// @endcode
+/// @snippet data.cpp sample_requests
 
 #include <cstddef>
 #include <cstdint>

@@ -7,11 +7,7 @@
 /// token) without a vocabulary file; plug a real tokenizer into your own
 /// `sample_source` for training.
 ///
-/// @code
-/// disttrain::hash_tokenizer tok({.vocab = 32000, .max_tokens = 512});
-/// std::vector<std::int32_t> ids = tok.encode("A cat, on a mat.", "sample 7.text");
-/// // ids.front() == tok.bos, ids.back() == tok.eos
-/// @endcode
+/// @snippet data.cpp tokenize
 
 #include <cctype>
 #include <cstddef>

@@ -14,12 +14,7 @@
 /// of module segments; a ring reduce-scatter/all-gather (2 n (g-1)/g) would
 /// need a progress engine and is future work.
 ///
-/// @code
-/// disttrain::bucket_allreduce<disttrain::local_backend, double> ar;
-/// ar.start(backend, grads, group, tag);   // right after the bucket's last backward
-/// // ... more backward work ...
-/// ar.finish(backend);                     // before the optimizer step: grads = sum over group
-/// @endcode
+/// @snippet exec.cpp bucket_allreduce
 
 #include <algorithm>
 #include <chrono>

@@ -34,12 +34,7 @@
 /// a silent peer is an error naming the rank, tag and bytes, never a hang.
 /// Each op is timed; `exec_stats::events` feeds `exec_trace_json`.
 ///
-/// @code
-/// disttrain::message_tags tags(sched.num_stages, sched.num_chunks, sched.num_microbatches);
-/// disttrain::executor<disttrain::local_backend> exec(backend, tags);
-/// disttrain::exec_stats st = exec.run(sched.ops[my_schedule_rank], host);
-/// // st.exposed_comm_seconds: time this rank waited for data
-/// @endcode
+/// @snippet exec.cpp executor_file
 ///
 /// ## Bound programs
 /// `run(const bound_program&, host)` runs a program from the bind step
@@ -54,11 +49,7 @@
 /// programs bound from different inputs fail with `errc::comm_error` (plan
 /// disagreement) instead of exchanging wrong data of the right size.
 ///
-/// @code
-/// disttrain::executor<disttrain::local_backend> exec(backend);
-/// disttrain::bound_rank mine = disttrain::bind_rank(topo, chain, map, shapes, backend.rank());
-/// exec.run(mine.program, host);  // host: a bound_exec_host
-/// @endcode
+/// @snippet exec.cpp executor_bound
 
 #include <algorithm>
 #include <chrono>
@@ -87,9 +78,7 @@ namespace disttrain {
 
 /// @brief Settings of an `executor`.
 ///
-/// @code
-/// disttrain::exec_options o{.overlap = true, .recv_lookahead = 4};
-/// @endcode
+/// @snippet exec.cpp exec_options
 struct exec_options {
   bool overlap = true;                    ///< false: naive baseline (see the file comment)
   int recv_lookahead = -1;                ///< receive ops kept posted ahead; < 0: all, at the start

@@ -25,20 +25,7 @@
 /// own peer; `exec_message::sub` tells apart several messages between the
 /// same two ranks for one op (both sides must number them alike).
 ///
-/// @code
-/// struct my_host {
-///   using grad_type = float;
-///   void forward(const disttrain::schedule_op& op);
-///   void backward(const disttrain::schedule_op& op);
-///   void weight(const disttrain::schedule_op& op);
-///   void optimizer_step(const disttrain::schedule_op& op);
-///   void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out);
-///   void received(const disttrain::schedule_op& op);
-///   disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op& op);
-///   void bucket_reduced(const disttrain::schedule_op& op);
-/// };
-/// static_assert(disttrain::exec_host<my_host>);
-/// @endcode
+/// @snippet exec.cpp host
 
 #include <concepts>
 #include <cstddef>
@@ -53,9 +40,7 @@ namespace disttrain {
 
 /// @brief One message of a point-to-point op.
 ///
-/// @code
-/// disttrain::exec_message m{/*peer*/ 3, std::as_writable_bytes(std::span(buffer))};
-/// @endcode
+/// @snippet exec.cpp exec_message
 struct exec_message {
   int peer = -1;               ///< the other rank (global rank of the backend)
   std::span<std::byte> bytes;  ///< send: read until the iteration ends; receive: written
@@ -64,9 +49,7 @@ struct exec_message {
 
 /// @brief A gradient bucket handed to the executor for data-parallel reduction.
 ///
-/// @code
-/// disttrain::grad_bucket<double> b{std::span(grads), std::span(dp_ranks)};
-/// @endcode
+/// @snippet exec.cpp grad_bucket
 template <class T>
 struct grad_bucket {
   std::span<T> data;           ///< summed in place over `group`; valid until `bucket_reduced`

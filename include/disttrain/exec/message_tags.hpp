@@ -18,11 +18,7 @@
 /// must not exceed the transport's tag bound (MPI guarantees 32767; OpenMPI
 /// allows 2^31 - 1).
 ///
-/// @code
-/// disttrain::message_tags tags(/*stages*/ 4, /*chunks*/ 1, /*microbatches*/ 8);
-/// int t = tags.p2p(disttrain::schedule_op::send(disttrain::op_kind::send_act, 1, 0, 3, 2));
-/// // the matching recv_act(stage 1, mb 3) on the peer gets the same tag
-/// @endcode
+/// @snippet exec.cpp message_tags
 
 #include <climits>
 #include <cstdint>

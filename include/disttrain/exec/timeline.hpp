@@ -14,11 +14,7 @@
 /// exported by the simulator's own trace writer (`exec_trace_json`) and opens
 /// side by side with a simulated one in ui.perfetto.dev.
 ///
-/// @code
-/// disttrain::exec_stats st = exec.run(program, host);
-/// auto all = disttrain::gather_events(backend, st.events);   // every rank's events
-/// if (backend.rank() == 0) disttrain::write_json_file("iter.trace.json", disttrain::exec_trace_json(sched, all));
-/// @endcode
+/// @snippet exec.cpp timeline
 
 #include <algorithm>
 #include <cstddef>
@@ -47,10 +43,7 @@ enum class exec_track : std::uint8_t {
 
 /// @brief One interval of one op on one rank.
 ///
-/// @code
-/// disttrain::exec_event e{disttrain::schedule_op::forward(0, 0, 2), /*rank*/ 1, /*index*/ 4, 0.010, 0.012,
-///                         disttrain::exec_track::compute};
-/// @endcode
+/// @snippet exec.cpp exec_event
 struct exec_event {
   schedule_op op;                          ///< the op
   int rank = 0;                            ///< global rank that ran it

@@ -11,12 +11,7 @@
 /// - unpack: the same with src and dst swapped;
 /// - gather/scatter of variable-length samples: one block per sample.
 ///
-/// @code
-/// using disttrain::kernels::copy_block;
-/// // column slice [2, 4) of a 3 x 8 row-major matrix, packed contiguously:
-/// std::vector<copy_block> blocks{{2, 0, 3, 2, 8, 2}};
-/// disttrain::kernels::copy_blocks_cpu(src, packed, blocks, sizeof(float));
-/// @endcode
+/// @snippet kernels.cpp copy_blocks
 
 #include <algorithm>
 #include <cstddef>
@@ -42,9 +37,7 @@ namespace disttrain::kernels {
 
 /// @brief One strided 2-D block (all quantities in elements).
 ///
-/// @code
-/// disttrain::kernels::copy_block b{0, 0, 4, 16, 16, 16};  // 64 contiguous elements
-/// @endcode
+/// @snippet kernels.cpp copy_block
 struct copy_block {
   std::int64_t src_offset = 0;  ///< first element in the source
   std::int64_t dst_offset = 0;  ///< first element in the destination

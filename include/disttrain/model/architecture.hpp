@@ -26,11 +26,7 @@ namespace disttrain {
 /// `ceil(h/patch) * ceil(w/patch)` patch tokens (native resolution, the source
 /// of the encoder's data heterogeneity).
 ///
-/// @code
-/// disttrain::vit_encoder_arch a{.image_size = 224, .patch_size = 14, .layers = 32,
-///                               .hidden = 1280, .heads = 16, .mlp = 5120};
-/// a.validate("encoder");
-/// @endcode
+/// @snippet model.cpp vit_encoder_arch
 struct vit_encoder_arch {
   int image_size = 224;     ///< native (pre-training) side in pixels
   int patch_size = 14;      ///< patch side in pixels
@@ -67,10 +63,7 @@ struct vit_encoder_arch {
 /// pre-norm layers with RMSNorm, grouped-query attention and an MLP (SwiGLU when
 /// `gated_mlp`), final norm and LM head.
 ///
-/// @code
-/// disttrain::decoder_llm_arch a{.layers = 32, .hidden = 4096, .heads = 32, .kv_heads = 8,
-///                               .mlp = 14336, .vocab = 128256, .max_seq = 8192};
-/// @endcode
+/// @snippet model.cpp decoder_llm_arch
 struct decoder_llm_arch {
   int layers = 32;
   int hidden = 4096;
@@ -118,10 +111,7 @@ enum class diffusion_kind {
 /// token counts), `activation_bytes_per_token`; `layers` then only says in how
 /// many equal slices it may be cut into pipeline stages.
 ///
-/// @code
-/// auto dit = disttrain::diffusion_arch{.kind = disttrain::diffusion_kind::dit, .resolution = 256,
-///                                      .layers = 28, .hidden = 1152, .heads = 16, .mlp = 4608};
-/// @endcode
+/// @snippet model.cpp diffusion_arch
 struct diffusion_arch {
   diffusion_kind kind = diffusion_kind::dit;
   int resolution = 256;       ///< default side of generated images (pixels)

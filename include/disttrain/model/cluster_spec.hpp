@@ -15,11 +15,7 @@ namespace disttrain {
 
 /// @brief One GPU type.
 ///
-/// @code
-/// disttrain::gpu_spec g{.name = "H800", .peak_bf16_tflops = 989, .peak_fp32_tflops = 67,
-///                       .hbm_bytes = 80e9, .hbm_bandwidth_bytes_per_s = 3.35e12};
-/// double peak = g.peak_bf16_flops();  // 9.89e14
-/// @endcode
+/// @snippet model.cpp gpu_spec
 struct gpu_spec {
   std::string name{};
   double peak_bf16_tflops = 0;           ///< dense bf16 tensor-core peak
@@ -44,10 +40,7 @@ struct gpu_spec {
 /// (the last node may be partial), an intra-node fabric (NVLink) and per-GPU
 /// inter-node bandwidth (one NIC per GPU). Rank r lives on node r / gpus_per_node.
 ///
-/// @code
-/// auto c = disttrain::presets::h800_cluster(1172);
-/// int nodes = c.num_nodes();  // 147 (the last one holds 4 GPUs)
-/// @endcode
+/// @snippet model.cpp cluster_spec
 struct cluster_spec {
   std::string name{};
   gpu_spec gpu{};

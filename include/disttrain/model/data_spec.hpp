@@ -29,12 +29,7 @@ namespace disttrain {
 ///    round(`generated_side`).
 /// Records mode: sample `id` is `records[id % records.size()]` with its id set to `id`.
 ///
-/// @code
-/// auto d = disttrain::presets::laion400m_like();
-/// disttrain::data_sampler s(d);
-/// disttrain::sample x = s.draw(12345);        // the same on every rank
-/// auto batch = s.draw_batch(0, 1024);         // ids 0..1023
-/// @endcode
+/// @snippet model.cpp data_sampler
 struct data_spec {
   std::string name{};
   distribution text_tokens = constant_dist{128};

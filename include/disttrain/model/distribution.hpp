@@ -22,12 +22,14 @@
 
 namespace disttrain {
 
-/// @brief Always `value`. @code constant_dist{77} @endcode
+/// @brief Always `value`.
+/// @snippet model.cpp constant_dist
 struct constant_dist {
   double value = 0;
 };
 
-/// @brief An integer uniform on [min, max] inclusive. @code uniform_int_dist{1, 8} @endcode
+/// @brief An integer uniform on [min, max] inclusive.
+/// @snippet model.cpp uniform_int_dist
 struct uniform_int_dist {
   std::int64_t min = 0;
   std::int64_t max = 0;
@@ -35,7 +37,7 @@ struct uniform_int_dist {
 
 /// @brief `clamp(median * exp(sigma * Z), min, max)` with Z standard normal
 /// (drawn by Box–Muller from two `uniform01` values; the cosine branch).
-/// @code lognormal_dist{.median = 512, .sigma = 0.6, .min = 64, .max = 4096} @endcode
+/// @snippet model.cpp lognormal_dist
 struct lognormal_dist {
   double median = 1;
   double sigma = 0;
@@ -45,7 +47,7 @@ struct lognormal_dist {
 
 /// @brief `values[i]` with probability `weights[i] / sum(weights)`
 /// (inverse CDF over the cumulative weights; ties go to the lower index).
-/// @code histogram_dist{{224, 448, 896}, {0.5, 0.3, 0.2}} @endcode
+/// @snippet model.cpp histogram_dist
 struct histogram_dist {
   std::vector<double> values{};
   std::vector<double> weights{};
@@ -53,12 +55,7 @@ struct histogram_dist {
 
 /// @brief One of the scalar distributions above, validated, with `draw` and `mean`.
 ///
-/// @code
-/// disttrain::distribution d = disttrain::lognormal_dist{300, 0.8, 8, 4096};
-/// d.validate("data.text_tokens");
-/// disttrain::splitmix64 rng(7);
-/// double x = d.draw(rng);
-/// @endcode
+/// @snippet model.cpp distribution
 class distribution {
  public:
   using variant_type =

@@ -2,15 +2,7 @@
 /// @file format.hpp
 /// @brief Readable summaries of specs (host-only: uses fmt).
 ///
-/// @code
-/// fmt::print("{}", disttrain::format_model(disttrain::presets::paper_72b()));
-/// // model paper-72b: 3 modules
-/// //   #  name          role       arch       layers  hidden   params  flags
-/// //   0  vit-h-14      encoder    vit            32    1280    0.63B
-/// //   1  qwen2-72b     backbone   llm            80    8192   72.71B
-/// //   2  sd-2.1-unet   generator  unet           25     320    0.87B
-/// fmt::print("{}\n", disttrain::module_role::backbone);  // backbone
-/// @endcode
+/// @snippet model.cpp format
 
 #include "disttrain/core/config.hpp"
 DISTTRAIN_HOST_ONLY_HEADER("disttrain/model/format.hpp");

@@ -33,11 +33,7 @@ struct connection {
 ///   generate, whose hidden states condition the generator.
 /// - `connections` lists the data edges; empty means encoders -> backbone -> generators.
 ///
-/// @code
-/// disttrain::model_spec m{.name = "tiny", .modules = {enc, llm, gen}};
-/// m.validate("model");
-/// bool b = m.input_grad_required(1);  // does the backbone need input gradients?
-/// @endcode
+/// @snippet model.cpp model_spec
 struct model_spec {
   std::string name{};
   std::vector<module_spec> modules{};

@@ -44,10 +44,7 @@ struct layer_shape {
 /// last layer). `post.activation_bytes_per_token` is transient (logits), not
 /// kept per in-flight microbatch.
 ///
-/// @code
-/// auto s = disttrain::shape_of(disttrain::presets::llama3_70b());
-/// double n = s.total_params();  // ~70.55e9
-/// @endcode
+/// @snippet model.cpp module_shape
 struct module_shape {
   int layers = 0;
   int hidden = 0;
@@ -129,7 +126,7 @@ inline int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a
 /// resizes every image, else `ceil(h'/p) * ceil(w'/p)` where the image is scaled
 /// down (integer arithmetic, rounding up) so its longer side is at most
 /// `max_image_size`; plus one class token if present.
-/// @code int t = disttrain::encoder_tokens(disttrain::vit_encoder_arch{}, {224, 224});  // 257 @endcode
+/// @snippet model.cpp encoder_tokens
 [[nodiscard]] inline int encoder_tokens(const vit_encoder_arch& a, image_size img) {
   const int cls = a.class_token ? 1 : 0;
   if (a.max_image_size == 0) {

@@ -25,11 +25,7 @@ using module_arch = std::variant<vit_encoder_arch, decoder_llm_arch, diffusion_a
 /// the default for full activation recomputation (the planner may choose it per
 /// plan).
 ///
-/// @code
-/// disttrain::module_spec enc{.name = "vit", .role = disttrain::module_role::encoder,
-///                            .arch = disttrain::vit_encoder_arch{}, .frozen = true};
-/// enc.validate("model.modules[0]");
-/// @endcode
+/// @snippet model.cpp module_spec
 struct module_spec {
   std::string name{};
   module_role role = module_role::backbone;

@@ -7,11 +7,7 @@
 /// `scenario_preset("paper-72b")`, ...) throw `invalid_argument` at "preset" listing
 /// the known names when a name is unknown.
 ///
-/// @code
-/// auto llm = disttrain::presets::llama3_70b();
-/// auto sc = disttrain::presets::scenario_preset("paper-72b");
-/// for (auto n : disttrain::presets::scenario_preset_names()) { /* ... */ }
-/// @endcode
+/// @snippet model.cpp presets
 
 #include <optional>
 #include <string>

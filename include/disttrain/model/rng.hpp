@@ -14,12 +14,7 @@ namespace disttrain {
 /// @brief SplitMix64 (Steele, Lea, Flood 2014): 64-bit state, one add, two
 /// xor-shift-multiplies per draw; passes BigCrush; random access by seeding.
 ///
-/// @code
-/// disttrain::splitmix64 rng(42);
-/// std::uint64_t x = rng.next();
-/// double u = rng.uniform01();          // in [0, 1)
-/// std::uint64_t k = rng.below(10);     // in [0, 10)
-/// @endcode
+/// @snippet model.cpp splitmix64
 class splitmix64 {
  public:
   /// @brief Seeds the generator; equal seeds give equal sequences everywhere.

@@ -14,7 +14,7 @@
 namespace disttrain {
 
 /// @brief An image resolution in pixels.
-/// @code disttrain::image_size s{.height = 480, .width = 640}; @endcode
+/// @snippet model.cpp image_size
 struct image_size {
   int height = 0;
   int width = 0;
@@ -23,9 +23,7 @@ struct image_size {
 
 /// @brief Metadata of one multimodal sample.
 ///
-/// @code
-/// disttrain::sample s{.id = 7, .text_tokens = 120, .images = {{448, 448}}, .generated = {{512, 512}}};
-/// @endcode
+/// @snippet model.cpp sample
 struct sample {
   std::uint64_t id = 0;                 ///< global sample id (stable across ranks)
   int text_tokens = 0;                  ///< text tokens in the backbone sequence

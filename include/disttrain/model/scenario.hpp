@@ -19,11 +19,7 @@ namespace disttrain {
 /// JSON: `{"name": ..., "description": ..., "model": {...}, "cluster": {...},
 /// "data": {...}, "global_batch_size": 1024}`.
 ///
-/// @code
-/// auto sc = disttrain::presets::scenario_preset("paper-72b");
-/// sc.validate();
-/// disttrain::json j = sc;  // round-trips through from_json
-/// @endcode
+/// @snippet model.cpp scenario
 struct scenario {
   std::string name{};
   std::string description{};

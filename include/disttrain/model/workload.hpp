@@ -29,10 +29,7 @@ namespace disttrain {
 
 /// @brief One module's work in a microbatch (or its expectation per sample).
 ///
-/// @code
-/// disttrain::module_workload w{.sequences = 2, .tokens = 600, .tokens_sq = 180000};
-/// w += w;  // tokens == 1200
-/// @endcode
+/// @snippet model.cpp module_workload
 struct module_workload {
   double sequences = 0;  ///< independent sequences (attention does not cross them)
   double tokens = 0;     ///< sum of sequence lengths
@@ -125,7 +122,7 @@ inline void add_workload(const model_spec& m, const sample& s, model_workload& w
 }
 
 /// @brief The workload of one sample.
-/// @code auto w = disttrain::workload_of(model, s); double enc_tokens = w[0].tokens; @endcode
+/// @snippet model.cpp workload_of
 [[nodiscard]] inline model_workload workload_of(const model_spec& m, const sample& s) {
   model_workload w;
   add_workload(m, s, w);
@@ -146,7 +143,7 @@ inline void add_workload(const model_spec& m, const sample& s, model_workload& w
 /// estimate; in records mode with `draws >= records.size()`, the mean over the
 /// first `draws` records cyclically). Multiply by a microbatch size for the
 /// expected microbatch workload.
-/// @code auto e = disttrain::expected_workload(model, data); auto mb = e * 8.0; @endcode
+/// @snippet model.cpp expected_workload
 [[nodiscard]] inline model_workload expected_workload(const model_spec& m, const data_spec& data,
                                                       std::size_t draws = 4096) {
   require_positive(draws, "draws");

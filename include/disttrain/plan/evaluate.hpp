@@ -24,12 +24,7 @@
 /// transfer between two stages iff both stages' ranks do; else the NIC
 /// (`detail/stage_cost.hpp`).
 ///
-/// @code
-/// disttrain::analytic_cost_model cm(sc.model, sc.cluster);
-/// auto req = disttrain::make_request(sc);
-/// disttrain::plan_evaluation e = disttrain::evaluate(plan, cm, req.sample_workload);
-/// double mfu = e.mfu;   // throws errc::infeasible naming "module/stage j" if a GPU is over memory
-/// @endcode
+/// @snippet plan.cpp evaluate
 
 #include <algorithm>
 #include <cstddef>
@@ -50,8 +45,7 @@
 namespace disttrain {
 
 /// @brief One pipeline stage of an evaluated plan.
-/// @code for (const auto& s : eval.stages) if (s.memory_bytes > eval.memory_limit_bytes) { /* ...
-/// */ } @endcode
+/// @snippet plan.cpp stage_report
 struct stage_report {
   std::string module;       ///< module owning the stage
   int stage = 0;            ///< stage index within the module
@@ -72,7 +66,7 @@ struct stage_report {
 };
 
 /// @brief Modelled figures of a plan.
-/// @code std::printf("%.3f s, MFU %.1f%%\n", e.iteration_time_s, 100 * e.mfu); @endcode
+/// @snippet plan.cpp plan_evaluation
 struct plan_evaluation {
   double iteration_time_s = 0;    ///< pipeline + non-overlapped sync
   double pipeline_time_s = 0;     ///< (m-1) * max stage + fill/drain path
@@ -98,7 +92,7 @@ struct evaluate_options {
 /// module: the backbone's dp): `m`'s TP, recompute mode and sequence
 /// parallelism. `evaluate`, the planner and `simulate_plan` cost a plan's
 /// stages through it.
-/// @code auto s = disttrain::stage_config_of(p.modules[1], 1, 0, p.modules[1].layers[0], p.modules[1].dp); @endcode
+/// @snippet plan.cpp stage_config_of
 [[nodiscard]] inline stage_config stage_config_of(const module_plan& m, std::size_t module,
                                                   int first_layer, int num_layers,
                                                   int dp) noexcept {

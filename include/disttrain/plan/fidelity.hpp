@@ -14,11 +14,7 @@
 /// `fit_runs` fits one `efficiency_params` (all roles) to a set of runs by a
 /// deterministic pattern search on the sum of squared log errors.
 ///
-/// @code
-/// auto runs = disttrain::read_published_runs(disttrain::read_json_file("published_runs.json"));
-/// auto s = disttrain::score_run(runs[0], disttrain::cost_params{});
-/// double err = s.relative_error;   // (predicted - published) / published
-/// @endcode
+/// @snippet plan.cpp fidelity
 
 #include <cmath>
 #include <cstddef>

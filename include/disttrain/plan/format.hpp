@@ -3,11 +3,7 @@
 /// @brief Readable tables of plans and their evaluations (host-only: fmt does
 /// not compile under nvcc in C++20 mode, see docs/errors.md).
 ///
-/// @code
-/// std::fputs(disttrain::format_plan(result.plan).c_str(), stdout);
-/// std::fputs(disttrain::format_evaluation(result.evaluation).c_str(), stdout);
-/// fmt::print("{}\n", disttrain::plan_schedule::one_f_one_b);  // "1f1b"
-/// @endcode
+/// @snippet plan.cpp format
 
 #include "disttrain/core/config.hpp"
 DISTTRAIN_HOST_ONLY_HEADER("disttrain/plan/format.hpp");

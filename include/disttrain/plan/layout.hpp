@@ -20,10 +20,7 @@ namespace disttrain {
 
 /// @brief The rank layout of `p` (validates `p`; a segment whose base rank is
 /// not a multiple of its TP degree throws `invalid_argument` naming it).
-/// @code
-/// disttrain::rank_layout L = disttrain::to_rank_layout(result.plan);
-/// auto tp_groups = L.groups(disttrain::group_kind::tp);
-/// @endcode
+/// @snippet plan.cpp to_rank_layout
 [[nodiscard]] inline rank_layout to_rank_layout(const parallel_plan& p) {
   validate(p);
   std::vector<segment_spec> segs;

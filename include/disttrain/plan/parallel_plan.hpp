@@ -21,16 +21,7 @@
 /// num_microbatches` samples each. A module with DP degree `dp` gives each
 /// replica at most `ceil(n / dp)` samples of every microbatch (so `dp <= n`).
 ///
-/// @code
-/// disttrain::parallel_plan p;
-/// p.global_batch = 64;
-/// p.num_microbatches = 8;                  // 8 samples per pipeline microbatch
-/// p.modules = {{"vit", "encoder", 1, 1, 2, {32}},
-///              {"llm", "backbone", 4, 2, 2, {16, 16}},
-///              {"sd", "generator", 2, 1, 2, {1}}};
-/// disttrain::validate(p);                   // structure only (no model needed)
-/// disttrain::json j = p;                    // and back: j.get<parallel_plan>()
-/// @endcode
+/// @snippet plan.cpp parallel_plan_file
 
 #include <cstddef>
 #include <string>
@@ -48,7 +39,7 @@ namespace disttrain {
 /// microbatches' activations in flight, 1F1B at most `P - s` at stage `s`, so
 /// the planner only ever returns 1F1B (GPipe is dominated). GPipe is accepted
 /// by `evaluate` so its memory can be compared.
-/// @code auto k = disttrain::plan_schedule::one_f_one_b; @endcode
+/// @snippet plan.cpp plan_schedule
 enum class plan_schedule { one_f_one_b, gpipe };
 
 /// @brief Name of a schedule in JSON and tables: "1f1b" or "gpipe".
@@ -58,9 +49,7 @@ constexpr std::string_view to_string(plan_schedule s) noexcept {
 
 /// @brief Layout of one module.
 ///
-/// @code
-/// disttrain::module_plan m{"llm", "backbone", 8, 4, 3, {20, 20, 20, 20}};  // 96 GPUs
-/// @endcode
+/// @snippet plan.cpp module_plan
 struct module_plan {
   std::string name;         ///< the module's name in the model spec
   std::string role;         ///< "encoder", "backbone" or "generator"
@@ -93,12 +82,7 @@ struct module_plan {
 
 /// @brief A complete parallelisation plan (see the file comment).
 ///
-/// @code
-/// disttrain::parallel_plan p = planner_result.plan;
-/// long long used = p.total_gpus();
-/// int n = p.microbatch_samples();            // samples per pipeline microbatch
-/// int per_replica = p.replica_samples(1);    // the backbone's microbatch size
-/// @endcode
+/// @snippet plan.cpp parallel_plan
 struct parallel_plan {
   std::vector<module_plan> modules;  ///< pipeline order: [encoder], backbone, [generator]
   int global_batch = 1;              ///< samples per iteration
@@ -145,7 +129,7 @@ struct parallel_plan {
 /// `global_batch % num_microbatches == 0`, `dp <= samples per microbatch`,
 /// colocated modules consistent with the backbone. Throws `invalid_argument`
 /// naming the field, e.g. `plan.llm.tp`.
-/// @code disttrain::validate(p); @endcode
+/// @snippet plan.cpp validate
 inline void validate(const parallel_plan& p) {
   require_positive(p.gpus_per_node, "plan.gpus_per_node");
   require_positive(p.global_batch, "plan.global_batch");

@@ -11,14 +11,7 @@
 /// configurations, monotone per-module option lists, bounded pairing of the
 /// encoder and generator) and its complexity are in docs/planner.md.
 ///
-/// @code
-/// auto sc = disttrain::presets::scenario_preset("paper-72b");
-/// disttrain::analytic_cost_model cm(sc.model, sc.cluster);
-/// auto req = disttrain::make_request(sc);
-/// disttrain::plan_result ours = disttrain::plan_parallelism(cm, req);
-/// disttrain::plan_result base = disttrain::plan_megatron_baseline(cm, req);
-/// double speedup = base.evaluation.iteration_time_s / ours.evaluation.iteration_time_s;
-/// @endcode
+/// @snippet plan.cpp planner
 
 #include <chrono>
 #include <cmath>
@@ -37,7 +30,7 @@ namespace disttrain {
 
 /// @brief A planner's answer: the plan, its evaluation, and how long the
 /// search took (wall clock; the plan itself never depends on timing).
-/// @code std::printf("%.2f ms\n", result.solve_ms); @endcode
+/// @snippet plan.cpp plan_result
 struct plan_result {
   parallel_plan plan;
   plan_evaluation evaluation;

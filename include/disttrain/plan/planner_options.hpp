@@ -18,8 +18,7 @@ namespace disttrain {
 ///   head on the last stage;
 /// - `even`: Megatron-LM's default: every stage gets layers / pp (pp must divide
 ///   the layer count).
-/// @code disttrain::planner_options o; o.monolithic_splits = {disttrain::layer_split_rule::even};
-/// @endcode
+/// @snippet plan.cpp layer_split_rule
 enum class layer_split_rule { balanced, even };
 
 /// @brief What the planner minimises.
@@ -30,7 +29,7 @@ enum class layer_split_rule { balanced, even };
 ///   `planner_options::within` of the best time on all GPUs.
 /// The last two walk the exact time-vs-GPUs frontier (one exact search per
 /// frontier point, at most `max_frontier_plans`), so they are exact as well.
-/// @code disttrain::planner_options o; o.objective = disttrain::plan_objective::min_gpus_within; @endcode
+/// @snippet plan.cpp plan_objective
 enum class plan_objective { time, throughput_per_gpu, min_gpus_within };
 
 /// @brief Name of an objective: "time", "throughput_per_gpu", "min_gpus_within".
@@ -55,11 +54,7 @@ constexpr std::string_view to_string(plan_objective o) noexcept {
 
 /// @brief The planner's search space and switches.
 ///
-/// @code
-/// disttrain::planner_options o;
-/// o.max_side_pp = 1;              // never pipeline the encoder / generator
-/// o.tp_candidates = {1, 2, 4, 8};
-/// @endcode
+/// @snippet plan.cpp planner_options
 struct planner_options {
   std::vector<int> tp_candidates{1, 2, 4,
                                  8};  ///< TP degrees tried (powers of two dividing the node size)
@@ -114,7 +109,7 @@ struct planner_stats {
 /// names above (`objective` as its name), over the defaults in `o`. Unknown
 /// keys, fractions for integers and unknown objectives are `errc::parse_error`
 /// naming `<path>.<key>`. `monolithic_splits` is not read (a code-level switch).
-/// @code auto o = disttrain::read_planner_options(config["planner"], "planner"); @endcode
+/// @snippet plan.cpp read_planner_options
 [[nodiscard]] inline planner_options read_planner_options(const json& j,
                                                           std::string_view path = "planner",
                                                           planner_options o = {}) {

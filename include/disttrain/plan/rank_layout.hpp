@@ -37,14 +37,7 @@
 /// next), so create boundary i with its own split: color 0 for members and
 /// `MPI_UNDEFINED` for the others (or `MPI_Comm_create_group`).
 ///
-/// @code
-/// disttrain::rank_layout L({{"vit", "encoder", 2, 1, 2},
-///                           {"llm", "backbone", 4, 2, 3},
-///                           {"sd", "generator", 1, 1, 4}}, 8);
-/// // L.world_size() == 4 + 24 + 4; L.coord(5) == {1, 0, 0, 1}
-/// auto tp = L.tp_group(1, 0, 2);   // {12, 13, 14, 15}
-/// auto b  = L.boundary_group(0);   // vit ranks 0..3 and llm stage-0 ranks 4..15
-/// @endcode
+/// @snippet plan.cpp rank_layout_file
 
 #include <algorithm>
 #include <climits>
@@ -63,9 +56,7 @@ namespace disttrain {
 /// @brief One module segment of the pipeline: a name, a free-form role
 /// ("encoder", "backbone", "generator", ...) and its TP/PP/DP degrees.
 ///
-/// @code
-/// disttrain::segment_spec s{"llm", "backbone", 8, 4, 2};  // 64 GPUs
-/// @endcode
+/// @snippet plan.cpp segment_spec
 struct segment_spec {
   std::string name;  ///< unique, non-empty
   std::string role;  ///< informative only (e.g. "encoder"); may be empty
@@ -80,9 +71,7 @@ struct segment_spec {
 
 /// @brief Coordinates of one rank.
 ///
-/// @code
-/// disttrain::rank_coord c{1, 0, 2, 3};  // segment 1, stage 0, replica 2, tp_rank 3
-/// @endcode
+/// @snippet plan.cpp rank_coord
 struct rank_coord {
   int segment = 0;  ///< index into rank_layout::segments()
   int stage = 0;    ///< PP stage within the segment
@@ -108,11 +97,7 @@ constexpr std::string_view to_string(group_kind k) noexcept {
 /// @brief The rank layout of a disaggregated pipeline (see the file comment
 /// for the numbering and the group order).
 ///
-/// @code
-/// disttrain::rank_layout L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 2, 1}});
-/// int r = L.rank({1, 1, 0, 1});          // 2 + (1*1+0)*2 + 1 == 5
-/// auto dp = L.dp_group(0, 0, 0);         // {0, 1}
-/// @endcode
+/// @snippet plan.cpp rank_layout
 class rank_layout {
  public:
   rank_layout() = default;

@@ -19,10 +19,7 @@ namespace disttrain {
 /// expected per-module work is `sample_workload` (costs are affine in the
 /// workload, so a replica holding k samples costs the cost of k times it).
 ///
-/// @code
-/// auto sc = disttrain::presets::scenario_preset("paper-72b");
-/// disttrain::plan_request req = disttrain::make_request(sc);   // batch 1024
-/// @endcode
+/// @snippet plan.cpp plan_request
 struct plan_request {
   int global_batch = 0;            ///< samples per iteration
   model_workload sample_workload;  ///< expected workload of one sample
@@ -30,7 +27,7 @@ struct plan_request {
 
 /// @brief Request for `global_batch` samples of `data` (expected workload over
 /// `draws` fixed, seeded draws).
-/// @code auto r = disttrain::make_request(model, data, 512); @endcode
+/// @snippet plan.cpp make_request
 [[nodiscard]] inline plan_request make_request(const model_spec& model, const data_spec& data,
                                                int global_batch, std::size_t draws = 4096) {
   require_positive(global_batch, "global_batch_size");

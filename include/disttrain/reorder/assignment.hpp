@@ -11,14 +11,7 @@
 /// `cell(k, r, j)` lists the samples replica `r` of module `k` gets in
 /// microbatch `j`, in offset order.
 ///
-/// @code
-/// disttrain::reorder_result res = reorderer.assign(batch);
-/// for (std::uint32_t j = 0; j < res.microbatches; ++j)
-///   for (std::uint32_t idx : res.cell(/*module*/1, /*replica*/my_dp_rank, j))
-///     load_sample(res.samples[idx].id);
-/// disttrain::validate(res);                 // throws if any sample is lost or duplicated
-/// disttrain::json j = res;                  // to_json
-/// @endcode
+/// @snippet reorder.cpp assignment
 
 #include <algorithm>
 #include <array>
@@ -36,9 +29,7 @@ namespace disttrain {
 
 /// @brief Where one module processes a sample: its DP replica and the
 /// sample's position inside that replica's share of the microbatch.
-/// @code
-/// disttrain::module_place p{.replica = 2, .offset = 0};
-/// @endcode
+/// @snippet reorder.cpp module_place
 struct module_place {
   std::uint32_t replica = 0;  ///< DP replica of the module, < dp
   std::uint32_t offset = 0;   ///< position within (replica, microbatch)
@@ -46,10 +37,7 @@ struct module_place {
 };
 
 /// @brief Placement of one sample: its microbatch and, per module, its place.
-/// @code
-/// const disttrain::sample_place& p = res.samples[0];
-/// std::uint32_t enc_replica = p.module[0].replica;
-/// @endcode
+/// @snippet reorder.cpp sample_place
 struct sample_place {
   std::uint64_t id = 0;          ///< the sample's id
   std::uint32_t microbatch = 0;  ///< execution position of its microbatch (0 runs first)
@@ -65,11 +53,7 @@ struct sample_place {
 /// independent of the order the batch arrived in. Cells are indexed
 /// (module, microbatch, replica); `cell_begin`/`cell_samples` list each
 /// cell's samples (indices into `samples`) in offset order.
-/// @code
-/// auto span = res.cell(0, 1, 3);          // encoder replica 1, microbatch 3
-/// double t = res.slowest(1, 3);           // slowest backbone replica's load in microbatch 3
-/// const auto* p = res.find(42);           // placement of sample id 42 (or nullptr)
-/// @endcode
+/// @snippet reorder.cpp reorder_result
 struct reorder_result {
   std::uint32_t modules = 0;                            ///< module count K
   std::uint32_t microbatches = 0;                       ///< microbatch count m
@@ -187,9 +171,7 @@ inline void rebuild_cells(reorder_result& r) {
 /// sample exactly once in each module's cells at its recorded offset, loads
 /// sized per cell, and (equal-count mode) near-equal counts per microbatch and
 /// per replica. Throws `errc::invalid_argument` at the offending field.
-/// @code
-/// disttrain::validate(res);
-/// @endcode
+/// @snippet reorder.cpp validate
 inline void validate(const reorder_result& r) {
   detail::check_result_header(r);
   const std::size_t n = r.samples.size();

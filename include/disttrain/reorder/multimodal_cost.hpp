@@ -15,14 +15,7 @@
 /// token and `quadratic ~ 4 * layers * hidden / (peak * efficiency)`; the cost
 /// model supplies calibrated values, tests use simple ones.
 ///
-/// @code
-/// disttrain::multimodal_cost cost{.encoder = {0, 1e-6, 1e-10},
-///                                 .backbone = {0, 4e-6, 2e-10},
-///                                 .generator = {5e-3, 0, 0}};
-/// disttrain::multimodal_sample s{.id = 1, .text_tokens = 300, .image_tokens = {256, 1024},
-///                                .generated_tokens = {4096}};
-/// std::array<double, 3> c = cost(s);  // {encoder, backbone, generator}
-/// @endcode
+/// @snippet reorder.cpp multimodal_cost_file
 
 #include <array>
 #include <cstdint>
@@ -32,9 +25,7 @@ namespace disttrain {
 
 /// @brief A multimodal sample's shape: text tokens, input images' patch
 /// tokens, generated images' latent tokens.
-/// @code
-/// disttrain::multimodal_sample s{.id = 3, .text_tokens = 512, .image_tokens = {576}};
-/// @endcode
+/// @snippet reorder.cpp multimodal_sample
 struct multimodal_sample {
   std::uint64_t id = 0;                         ///< unique id within the global batch
   std::uint32_t text_tokens = 0;                ///< text tokens in the backbone sequence
@@ -43,10 +34,7 @@ struct multimodal_sample {
 };
 
 /// @brief Cost of one item of `t` tokens: `per_item + linear * t + quadratic * t^2`.
-/// @code
-/// disttrain::token_cost c{.per_item = 0, .linear = 1, .quadratic = 0.5};
-/// c(4.0);  // 12
-/// @endcode
+/// @snippet reorder.cpp token_cost
 struct token_cost {
   double per_item = 0.0;   ///< fixed cost per item (kernel launches, per-image overhead)
   double linear = 0.0;     ///< cost per token (dense layers)
@@ -57,10 +45,7 @@ struct token_cost {
 };
 
 /// @brief `sample_cost` for `multimodal_sample`: {encoder, backbone, generator}.
-/// @code
-/// disttrain::multimodal_cost cost{.backbone = {0, 1.0, 0.0}};
-/// cost(disttrain::multimodal_sample{.text_tokens = 8})[1];  // 8
-/// @endcode
+/// @snippet reorder.cpp multimodal_cost
 struct multimodal_cost {
   token_cost encoder;             ///< per input image, t = patch tokens
   token_cost backbone;            ///< per sample, t = sequence length

@@ -3,13 +3,7 @@
 /// @brief `reorder_options`: modules and their DP degrees, microbatch count and
 /// its constraints, algorithms, and the pipeline the order is scored on.
 ///
-/// @code
-/// disttrain::reorder_options o;
-/// o.modules = {{"encoder", 2}, {"backbone", 3}, {"generator", 2}};
-/// o.microbatches = 8;
-/// o.stages = disttrain::chain_stages(std::vector<std::uint32_t>{1, 4, 1});
-/// o.validate();
-/// @endcode
+/// @snippet reorder.cpp options_file
 
 #include <cmath>
 #include <cstdint>
@@ -35,10 +29,7 @@ inline constexpr std::uint64_t max_reorder_cells = std::uint64_t{1} << 24;
 /// @brief A module as the reorderer sees it: a name (for messages), its DP
 /// degree, and the per-microbatch limits of one replica (hard constraints: the
 /// memory a replica has for one microbatch, a trainer's fixed micro-batch size).
-/// @code
-/// disttrain::reorder_module m{"backbone", 3};
-/// disttrain::reorder_module e{.name = "encoder", .dp = 2, .max_samples = 4, .max_tokens = 16384};
-/// @endcode
+/// @snippet reorder.cpp reorder_module
 struct reorder_module {
   std::string name;      ///< e.g. "encoder"; errors name it
   std::uint32_t dp = 1;  ///< data-parallel replicas, 1..max_reorder_dp
@@ -53,9 +44,7 @@ struct reorder_module {
 
 /// @brief One pipeline stage for scoring orders: its module and the share of
 /// the module's per-microbatch cost it runs forward and backward.
-/// @code
-/// disttrain::pipeline_stage s{.module = 1, .forward_scale = 0.25, .backward_scale = 0.5};
-/// @endcode
+/// @snippet reorder.cpp pipeline_stage
 struct pipeline_stage {
   std::uint32_t module = 0;     ///< index into reorder_options::modules
   double forward_scale = 1.0;   ///< forward time = scale x slowest replica's load
@@ -65,9 +54,7 @@ struct pipeline_stage {
 
 /// @brief Stages of a chain: module k split into `stages_per_module[k]` equal
 /// stages (forward `fwd/n`, backward `bwd/n` of the load each).
-/// @code
-/// auto st = disttrain::chain_stages(std::vector<std::uint32_t>{1, 4, 1});  // 6 stages
-/// @endcode
+/// @snippet reorder.cpp chain_stages
 inline std::vector<pipeline_stage> chain_stages(std::span<const std::uint32_t> stages_per_module,
                                                 double fwd = 1.0, double bwd = 2.0) {
   std::vector<pipeline_stage> out;
@@ -106,9 +93,7 @@ constexpr std::string_view to_string(slot_policy p) noexcept {
 }
 
 /// @brief Everything the reorderer needs besides the batch.
-/// @code
-/// disttrain::reorder_options o{.modules = {{"encoder", 2}, {"backbone", 3}}, .microbatches = 4};
-/// @endcode
+/// @snippet reorder.cpp reorder_options
 struct reorder_options {
   std::vector<reorder_module> modules;  ///< 1..max_reorder_modules; index = cost index
   std::uint32_t microbatches = 1;       ///< microbatch slots per global batch
@@ -168,10 +153,7 @@ struct reorder_options {
 /// ..`, as Megatron's sampler deals them); microbatches run in input order
 /// (`order_method::identity`); no slot search. Modules, microbatches, stages
 /// and `equal_count` are kept, so the result's cells match `o`'s.
-/// @code
-/// disttrain::reorderer<> plain(disttrain::arrival_order(opts));
-/// disttrain::reorder_result as_loaded = plain.assign(meta);   // meta in arrival order
-/// @endcode
+/// @snippet reorder.cpp arrival_order
 [[nodiscard]] inline reorder_options arrival_order(reorder_options o) {
   o.slots = slot_policy::arrival;
   o.balance = balance_method::arrival;

@@ -21,12 +21,7 @@
 /// Tie rule: sizes tie by original index; an order replaces the incumbent only
 /// if its time is lower by more than a relative 1e-12.
 ///
-/// @code
-/// disttrain::pipeline_time eval;
-/// disttrain::microbatch_orderer ord;
-/// std::vector<std::uint32_t> perm(m);       // perm[position] = original microbatch
-/// double T = ord.order(times, eval, disttrain::order_method::search, perm);
-/// @endcode
+/// @snippet reorder.cpp ordering
 
 #include <algorithm>
 #include <cmath>
@@ -42,9 +37,7 @@
 namespace disttrain {
 
 /// @brief How microbatches are ordered.
-/// @code
-/// auto m = disttrain::order_method::paper;
-/// @endcode
+/// @snippet reorder.cpp order_method
 enum class order_method : std::uint8_t {
   identity,  ///< keep the slot order (baseline)
   paper,     ///< DistTrain's smallest-first / small-tail / best-fit rule
@@ -63,11 +56,7 @@ constexpr std::string_view to_string(order_method m) noexcept {
 
 /// @brief Orders microbatches; owns scratch buffers (no allocation after
 /// warm-up for a given size). Not thread-safe.
-/// @code
-/// disttrain::microbatch_orderer ord;
-/// ord.budget = 500;
-/// double T = ord.order(times, eval, disttrain::order_method::search, perm);
-/// @endcode
+/// @snippet reorder.cpp microbatch_orderer
 class microbatch_orderer {
  public:
   /// Most objective evaluations the local search may spend per call.

@@ -27,13 +27,7 @@
 /// Tie rule: items are ranked by (cost descending, index ascending), bins by
 /// (load, bin index); the result depends only on the cost sequence.
 ///
-/// @code
-/// disttrain::partitioner p;
-/// std::vector<double> costs{5, 4, 3, 3, 2, 1};
-/// std::vector<std::uint32_t> bin(costs.size());
-/// double max_load = p.partition(costs, 2, /*equal_count=*/false,
-///                               disttrain::balance_method::refined, bin);  // 9
-/// @endcode
+/// @snippet reorder.cpp partition
 
 #include <algorithm>
 #include <bit>
@@ -50,9 +44,7 @@
 namespace disttrain {
 
 /// @brief How the samples of a slot are split over a module's DP replicas.
-/// @code
-/// auto m = disttrain::balance_method::karmarkar_karp;
-/// @endcode
+/// @snippet reorder.cpp balance_method
 enum class balance_method : std::uint8_t {
   none,            ///< given order, contiguous chunks (reorderer: cost-sorted chunks)
   lpt,             ///< longest processing time first (DistTrain)
@@ -81,12 +73,7 @@ constexpr std::string_view to_string(balance_method m) noexcept {
 /// do not allocate once the buffers have grown to the largest problem seen.
 ///
 /// Not thread-safe: use one partitioner per thread.
-/// @code
-/// disttrain::partitioner p;
-/// std::vector<std::uint32_t> bin(3);
-/// p.partition(std::vector<double>{3, 2, 1}, 2, false, disttrain::balance_method::lpt, bin);
-/// // bin == {0, 1, 1}
-/// @endcode
+/// @snippet reorder.cpp partitioner
 class partitioner {
  public:
   /// Local search stops after this many improving steps per call times (items + bins).

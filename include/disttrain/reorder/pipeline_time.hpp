@@ -12,12 +12,7 @@
 /// topological order computed once per (microbatches, stages, schedule) and
 /// cached, so an evaluation is O(m * S): one max and one add per op.
 ///
-/// @code
-/// std::vector<double> f{1, 1, 1, 1}, b{2, 2, 2, 2};        // 2 microbatches x 2 stages
-/// disttrain::microbatch_times t{2, 2, f, b};
-/// disttrain::pipeline_time eval;                              // 1F1B
-/// double T = eval(t);                                         // (m + S - 1) * (f + b) = 9
-/// @endcode
+/// @snippet reorder.cpp pipeline_time_file
 
 #include <algorithm>
 #include <cmath>
@@ -35,10 +30,7 @@ namespace disttrain {
 /// @brief Forward and backward durations of each microbatch (in execution
 /// order) on each pipeline stage; row-major `[microbatch * stages + stage]`.
 /// A non-owning view.
-/// @code
-/// disttrain::microbatch_times t{m, S, forward, backward};
-/// double f = t.forward_at(0, S - 1);
-/// @endcode
+/// @snippet reorder.cpp microbatch_times
 struct microbatch_times {
   std::size_t microbatches = 0;      ///< m
   std::size_t stages = 0;            ///< S
@@ -76,10 +68,7 @@ struct microbatch_times {
 /// @brief Scores a microbatch order: `o(times)` returns the iteration time of
 /// running the microbatches in the row order of `times`. Lower is better.
 /// May keep mutable scratch state (called through a non-const reference).
-/// @code
-/// auto makespan = [](const disttrain::microbatch_times& t) { return my_simulate(t); };
-/// static_assert(disttrain::order_objective<decltype(makespan)>);
-/// @endcode
+/// @snippet reorder.cpp order_objective
 template <class O>
 concept order_objective = requires(O& o, const microbatch_times& t) {
   { o(t) } -> std::convertible_to<double>;
@@ -100,10 +89,7 @@ constexpr std::string_view to_string(pipeline_kind s) noexcept {
 ///
 /// Reuses its buffers: after the first call for a shape, calls for the same or
 /// smaller shapes do not allocate. Not thread-safe (one per thread).
-/// @code
-/// disttrain::pipeline_time eval{disttrain::pipeline_kind::one_f_one_b};
-/// double T = eval(times);
-/// @endcode
+/// @snippet reorder.cpp pipeline_time
 class pipeline_time {
  public:
   explicit pipeline_time(pipeline_kind schedule = pipeline_kind::one_f_one_b,

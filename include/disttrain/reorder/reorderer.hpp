@@ -25,15 +25,7 @@
 /// budgets); after the first batch of a given size, no allocation except
 /// growing `out` when the batch is larger than any before.
 ///
-/// @code
-/// disttrain::reorder_options o{.modules = {{"encoder", 2}, {"backbone", 3}}, .microbatches = 4};
-/// disttrain::reorderer<> r(o);
-/// disttrain::reorder_result res;
-/// for (auto& batch : loader) {           // std::vector<disttrain::sample_meta>
-///   r.assign(batch, res);                // reuses res's buffers
-///   feed(res);
-/// }
-/// @endcode
+/// @snippet reorder.cpp reorderer_file
 
 #include <algorithm>
 #include <array>
@@ -69,10 +61,7 @@ namespace disttrain {
 /// `balance_method::arrival` follow the input order: every rank must pass the
 /// loader's one order.
 /// Not thread-safe: one reorderer per thread.
-/// @code
-/// disttrain::reorderer<> r(opts);
-/// disttrain::reorder_result res = r.assign(meta);
-/// @endcode
+/// @snippet reorder.cpp reorderer
 template <order_objective Objective = pipeline_time>
 class reorderer {
  public:

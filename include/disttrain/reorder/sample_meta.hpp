@@ -10,13 +10,7 @@
 /// that satisfies `sample_cost` (see `multimodal_cost` for the built-in one) or
 /// from the cost model.
 ///
-/// @code
-/// struct my_sample { std::uint64_t id; double vit, llm; };
-/// auto cost = [](const my_sample& s) { return std::array<double, 2>{s.vit, s.llm}; };
-/// std::vector<my_sample> batch = load();
-/// std::vector<disttrain::sample_meta> meta;
-/// disttrain::describe_batch(batch, cost, meta);   // ids taken from my_sample::id
-/// @endcode
+/// @snippet reorder.cpp sample_meta_file
 
 #include <array>
 #include <cmath>
@@ -52,10 +46,7 @@ inline constexpr std::size_t max_reorder_modules = 8;
 /// `tokens[k]` is the sample's size in module k's memory unit (tokens, image
 /// patches, latent tokens): only read for a module with a token limit
 /// (`reorder_module::max_tokens`); the host fills it, e.g. after `describe_batch`.
-/// @code
-/// disttrain::sample_meta s{.id = 7, .cost = {2.0e-3, 9.5e-3, 0.0, 0.0}};
-/// s.tokens = {1024, 4096};  // encoder patches, backbone sequence length
-/// @endcode
+/// @snippet reorder.cpp sample_meta
 struct sample_meta {
   std::uint64_t id = 0;                            ///< unique within a global batch
   std::array<double, max_reorder_modules> cost{};  ///< non-negative cost per module
@@ -67,11 +58,7 @@ struct sample_meta {
 /// @brief A fixed-capacity cost vector of `size()` modules: what a
 /// `sample_cost` whose module count is known at run time returns (e.g.
 /// `workload_cost`). Allocation-free; a `module_cost_vector`.
-/// @code
-/// disttrain::module_costs c;
-/// c.count = 2;
-/// c[1] = 0.5;
-/// @endcode
+/// @snippet reorder.cpp module_costs
 struct module_costs {
   std::array<double, max_reorder_modules> value{};  ///< entries past `count` are 0
   std::size_t count = 0;                            ///< modules, <= max_reorder_modules
@@ -83,9 +70,7 @@ struct module_costs {
 
 /// @brief A per-module cost vector: `std::array<double, K>`, `std::vector<double>`,
 /// or anything with `std::size(v)` and `v[i]` convertible to double.
-/// @code
-/// static_assert(disttrain::module_cost_vector<std::array<double, 3>>);
-/// @endcode
+/// @snippet reorder.cpp module_cost_vector
 template <class V>
 concept module_cost_vector = requires(const V& v, std::size_t i) {
   { std::size(v) } -> std::convertible_to<std::size_t>;
@@ -95,19 +80,14 @@ concept module_cost_vector = requires(const V& v, std::size_t i) {
 /// @brief A host functor mapping a sample to its per-module costs.
 ///
 /// `f(sample)` returns a `module_cost_vector` with at most `max_reorder_modules` entries.
-/// @code
-/// auto cost = [](const my_sample& s) { return std::array<double, 3>{enc(s), llm(s), gen(s)}; };
-/// static_assert(disttrain::sample_cost<decltype(cost), my_sample>);
-/// @endcode
+/// @snippet reorder.cpp sample_cost
 template <class F, class Sample>
 concept sample_cost = std::regular_invocable<const F&, const Sample&> &&
     module_cost_vector<std::invoke_result_t<const F&, const Sample&>>;
 
 /// @brief The default id of a sample: its `id` member if it has one, else its
 /// position in the batch.
-/// @code
-/// disttrain::default_sample_id{}(my_sample{.id = 9}, 0);  // 9
-/// @endcode
+/// @snippet reorder.cpp default_sample_id
 struct default_sample_id {
   template <class Sample>
   [[nodiscard]] std::uint64_t operator()(const Sample& s, std::size_t index) const {
@@ -127,9 +107,7 @@ struct default_sample_id {
 /// to `modules` (errors name `batch[index].cost`: the costs are indexed over
 /// other modules than the options, e.g. model modules against segments).
 /// Allocation-free unless it throws.
-/// @code
-/// disttrain::validate_sample_costs(meta[3], 3, 3);
-/// @endcode
+/// @snippet reorder.cpp validate_sample_costs
 inline void validate_sample_costs(const sample_meta& s, std::size_t modules, std::size_t index) {
   if (s.modules != 0 && s.modules != modules) {
     fail(errc::invalid_argument, cat("batch[", index, "].cost"), "sample id ", s.id,
@@ -160,10 +138,7 @@ inline void validate_sample_costs(const sample_meta& s, std::size_t modules, std
 /// Throws `errc::invalid_argument` at `batch[i].cost[k]` for a negative or
 /// non-finite cost, and at `batch[i].cost` when the functor returns more than
 /// `max_reorder_modules` entries.
-/// @code
-/// std::vector<disttrain::sample_meta> meta;
-/// disttrain::describe_batch(samples, disttrain::multimodal_cost{coeffs}, meta);
-/// @endcode
+/// @snippet reorder.cpp describe_batch
 template <std::ranges::input_range R, class Cost, class IdFn = default_sample_id>
 requires sample_cost<Cost, std::ranges::range_value_t<R>>
 void describe_batch(R&& samples, const Cost& cost, std::vector<sample_meta>& out, IdFn id = {}) {

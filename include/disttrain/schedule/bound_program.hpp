@@ -19,11 +19,7 @@
 /// A send and its receive carry the same (tag, bytes); messages between two
 /// ranks are matched in program order, as MPI and NCCL match them.
 ///
-/// @code
-/// disttrain::bound_world w = disttrain::bind_world(topo, chain, map, shapes);
-/// disttrain::validate_bound(w);                  // matching, sizes, no deadlock
-/// const disttrain::bound_program& mine = w.programs[my_rank];
-/// @endcode
+/// @snippet schedule.cpp bound_program
 
 #include <cstddef>
 #include <cstdint>

@@ -14,9 +14,7 @@
 /// - gradients are sent upstream only where the upstream stage runs a backward
 ///   pass (frozen leading modules get none).
 ///
-/// @code
-/// auto s = disttrain::add_grad_sync(disttrain::add_communication(disttrain::make_1f1b(4, 8)));
-/// @endcode
+/// @snippet schedule.cpp communication
 
 #include <algorithm>
 #include <cstddef>

@@ -9,12 +9,7 @@
 /// activation of microbatch 3 from/to rank 1/2), `rg`/`sg` for gradients,
 /// `gs0`/`gf0` for bucket 0's sync start/finish and `opt` for the step.
 ///
-/// @code
-/// fmt::print("{}", disttrain::format_schedule(disttrain::make_interleaved_1f1b(4, 8, 2)));
-/// // interleaved_1f1b: 4 ranks, 4 stages x 2 chunks, 8 microbatches
-/// // rank  where           F<1st B  ops
-/// //    0  pipeline s0 r0       11  F0 F1 F2 F3 F0c1 F1c1 F2c1 F3c1 F4 F5 F6 B0c1 ...
-/// @endcode
+/// @snippet schedule.cpp format
 
 #include "disttrain/core/config.hpp"
 DISTTRAIN_HOST_ONLY_HEADER("disttrain/schedule/format.hpp");

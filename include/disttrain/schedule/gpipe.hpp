@@ -5,10 +5,7 @@
 /// With uniform stage times the bubble fraction is (p-1)/(m+p-1), like 1F1B,
 /// but every stage holds all m microbatches' activations at the peak (1F1B: p-s).
 ///
-/// @code
-/// auto s = disttrain::make_gpipe(/*stages*/ 4, /*microbatches*/ 8);  // compute-only
-/// s = disttrain::add_communication(std::move(s));
-/// @endcode
+/// @snippet schedule.cpp gpipe
 
 #include "disttrain/core/check.hpp"
 #include "disttrain/schedule/schedule.hpp"

@@ -13,9 +13,7 @@
 /// original schedule): m must be a multiple of p. With uniform times the bubble
 /// fraction is (p-1)/(v*m+p-1).
 ///
-/// @code
-/// auto s = disttrain::make_interleaved_1f1b(/*p*/ 4, /*m*/ 8, /*v*/ 2);
-/// @endcode
+/// @snippet schedule.cpp interleaved
 
 #include <algorithm>
 

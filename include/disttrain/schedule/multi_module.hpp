@@ -34,12 +34,7 @@
 /// Rank numbering: segment by segment, then stage, then replica:
 /// rank = offset(segment) + (stage - first_stage) * dp + replica.
 ///
-/// @code
-/// disttrain::multi_module_spec spec;
-/// spec.segments = {{"encoder", 1, 2}, {"backbone", 4, 3}, {"generator", 1, 1}};
-/// spec.num_microbatches = 3 * 8;  // 8 per backbone replica
-/// auto s = disttrain::add_communication(disttrain::make_multi_module(spec));
-/// @endcode
+/// @snippet schedule.cpp multi_module_file
 
 #include <algorithm>
 #include <cstddef>
@@ -55,9 +50,7 @@ namespace disttrain {
 
 /// @brief One module of the chained pipeline.
 ///
-/// @code
-/// disttrain::module_segment enc{"encoder", /*num_stages*/ 1, /*dp*/ 2, /*trainable*/ false};
-/// @endcode
+/// @snippet schedule.cpp module_segment
 struct module_segment {
   module_segment() = default;
   /// @brief A segment named `n` with `stages` stages, `dp_degree` replicas, trainable or frozen.
@@ -74,11 +67,7 @@ struct module_segment {
 
 /// @brief Input of `make_multi_module`.
 ///
-/// @code
-/// disttrain::multi_module_spec spec;
-/// spec.segments = {{"encoder", 1, 2}, {"backbone", 2, 3}};
-/// spec.num_microbatches = 12;
-/// @endcode
+/// @snippet schedule.cpp multi_module_spec
 struct multi_module_spec {
   std::vector<module_segment> segments;  ///< in pipeline order
   int num_microbatches = 0;              ///< global microbatches

@@ -7,10 +7,7 @@
 /// fraction is (p-1)/(m+p-1) and rank r holds at most min(p-r, m)
 /// microbatches' activations.
 ///
-/// @code
-/// auto s = disttrain::make_1f1b(4, 8);
-/// // s.ops[0] = F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7
-/// @endcode
+/// @snippet schedule.cpp one_f_one_b
 
 #include <algorithm>
 

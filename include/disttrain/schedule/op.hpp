@@ -7,11 +7,7 @@
 /// schedule.hpp). The same value type is executed by the executor, scored by
 /// the simulator and rewritten by the reorderer.
 ///
-/// @code
-/// using disttrain::schedule_op;
-/// schedule_op f = schedule_op::forward(/*stage*/ 1, /*chunk*/ 0, /*microbatch*/ 3);
-/// // f.kind == op_kind::forward, f.peer == -1, f.bucket == -1
-/// @endcode
+/// @snippet schedule.cpp op_file
 
 #include <cstdint>
 #include <string>
@@ -103,9 +99,7 @@ constexpr bool is_recv(op_kind k) noexcept {
 /// - `peer`: the other rank of a point-to-point op (-1 otherwise).
 /// - `bucket`: the gradient bucket of grad-sync ops (-1 otherwise).
 ///
-/// @code
-/// auto s = disttrain::schedule_op::send(disttrain::op_kind::send_act, 0, 0, 5, /*peer*/ 1);
-/// @endcode
+/// @snippet schedule.cpp schedule_op
 struct schedule_op {
   op_kind kind = op_kind::forward;
   int stage = 0;

@@ -19,11 +19,7 @@
 /// The schedule is a plain value: copy it, edit it, write it as JSON. Check it
 /// with `validate_schedule` (validate.hpp) before running it.
 ///
-/// @code
-/// auto s = disttrain::make_1f1b(4, 8);          // compute-only, 4 ranks
-/// s = disttrain::add_communication(std::move(s)); // + send/recv ops
-/// auto report = disttrain::validate_schedule(s);  // throws schedule_error if broken
-/// @endcode
+/// @snippet schedule.cpp schedule_file
 
 #include <cstddef>
 #include <string>
@@ -37,9 +33,7 @@ namespace disttrain {
 
 /// @brief A segment of the chained pipeline: one module with its own DP degree.
 ///
-/// @code
-/// disttrain::segment_info enc{"encoder", /*first_stage*/ 0, /*num_stages*/ 1, /*dp*/ 2, /*trainable*/ false};
-/// @endcode
+/// @snippet schedule.cpp segment_info
 struct segment_info {
   std::string name = "pipeline";  ///< module name, e.g. "encoder", "backbone", "generator"
   int first_stage = 0;            ///< first pipeline stage of the segment
@@ -52,9 +46,7 @@ struct segment_info {
 
 /// @brief Where a schedule rank sits: its segment, pipeline stage and DP replica.
 ///
-/// @code
-/// disttrain::schedule_rank r{/*segment*/ 1, /*stage*/ 2, /*replica*/ 0};
-/// @endcode
+/// @snippet schedule.cpp schedule_rank
 struct schedule_rank {
   int segment = 0;  ///< index into `pipeline_schedule::segments`
   int stage = 0;    ///< pipeline stage (0-based, over the whole chain)
@@ -65,11 +57,7 @@ struct schedule_rank {
 
 /// @brief One training iteration of a chained pipeline, per rank an op list.
 ///
-/// @code
-/// disttrain::pipeline_schedule s = disttrain::make_gpipe(2, 4);
-/// for (std::size_t r = 0; r < s.ranks.size(); ++r)
-///   for (const auto& op : s.ops[r]) { /* run op */ }
-/// @endcode
+/// @snippet schedule.cpp pipeline_schedule
 struct pipeline_schedule {
   std::string name;                           ///< generator name, e.g. "1f1b"
   int num_stages = 0;                         ///< pipeline stages (rank positions)

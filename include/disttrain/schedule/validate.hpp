@@ -19,11 +19,7 @@
 /// It also reports the activations each rank holds at its peak (counted in
 /// microbatch-chunks, held from F until B, or until W when split).
 ///
-/// @code
-/// auto s = disttrain::add_communication(disttrain::make_1f1b(4, 8));
-/// auto rep = disttrain::validate_schedule(s);
-/// // rep.peak_inflight == {4, 3, 2, 1}
-/// @endcode
+/// @snippet schedule.cpp validate_file
 
 #include <algorithm>
 #include <cstddef>
@@ -37,10 +33,7 @@ namespace disttrain {
 
 /// @brief What `validate_schedule` measured on a valid schedule.
 ///
-/// @code
-/// auto rep = disttrain::validate_schedule(s);
-/// int worst = rep.max_peak_inflight();
-/// @endcode
+/// @snippet schedule.cpp validation_report
 struct validation_report {
   std::vector<int> peak_inflight;   ///< per rank: microbatch-chunks of activations held at the peak
   std::size_t num_ops = 0;          ///< ops over all ranks

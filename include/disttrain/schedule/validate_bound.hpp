@@ -10,10 +10,7 @@
 /// (schedule/detail/bound_replay.hpp) at zero durations; the compute order of
 /// each rank was already validated on the chain schedule it was bound from.
 ///
-/// @code
-/// auto world = disttrain::bind_world(topo, chain, map, shapes);
-/// auto rep = disttrain::validate_bound(world);  // rep.messages, rep.bytes
-/// @endcode
+/// @snippet schedule.cpp validate_bound
 
 #include <cstddef>
 #include <cstdint>

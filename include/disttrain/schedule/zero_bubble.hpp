@@ -16,10 +16,7 @@
 /// against 1F1B's (p-1)/(m+p-1) (Qi et al., "Zero Bubble Pipeline
 /// Parallelism", ICLR 2024, schedule ZB-H1).
 ///
-/// @code
-/// auto s = disttrain::add_communication(disttrain::make_zb_h1(4, 8));
-/// auto res = disttrain::simulate(s, disttrain::table_durations::uniform(1, 1, 1));
-/// @endcode
+/// @snippet schedule.cpp zero_bubble
 
 #include <vector>
 

@@ -24,12 +24,7 @@
 /// `exposed_sync`) and `idle` (after its last op). Cost: O(ops + messages)
 /// per sweep of the replay (see the engine).
 ///
-/// @code
-/// disttrain::bound_world w = disttrain::bind_world(topo, chain, map, shapes);
-/// disttrain::uniform_bound_durations d{.forward = 1.0, .backward = 2.0, .bytes_per_s = 1e9};
-/// disttrain::bound_sim_result res = disttrain::simulate_bound(w, d);
-/// double t = res.iteration_time, waited = res.exposed(3);
-/// @endcode
+/// @snippet sim.cpp bound_simulator
 
 #include <algorithm>
 #include <cmath>
@@ -60,10 +55,7 @@ concept bound_duration_model = requires(const D& d, int rank, const bound_op& b,
 /// per microbatch regardless of its samples, messages `latency_s + bytes /
 /// bytes_per_s` (per pair, its own bytes), each bucket reduction `reduce_s`.
 ///
-/// @code
-/// disttrain::uniform_bound_durations d{.forward = 1.0, .backward = 2.0};
-/// static_assert(disttrain::bound_duration_model<disttrain::uniform_bound_durations>);
-/// @endcode
+/// @snippet sim.cpp uniform_bound_durations
 struct uniform_bound_durations {
   double forward = 1.0;      ///< seconds of F
   double backward = 2.0;     ///< seconds of B
@@ -97,11 +89,7 @@ static_assert(bound_duration_model<uniform_bound_durations>);
 /// `grad_sync_start` the bucket's reduction (last member joined to reduced);
 /// `grad_sync_finish` the rank's wait for it.
 ///
-/// @code
-/// auto res = disttrain::simulate_bound(world, durations);
-/// auto iv = res.interval(/*rank*/ 2, /*op*/ 5);
-/// double f = res.busy_fraction(2);   // busy / iteration_time
-/// @endcode
+/// @snippet sim.cpp bound_sim_result
 struct bound_sim_result {
   double iteration_time = 0.0;                  ///< start (0) to the last op's end, seconds
   std::vector<std::vector<op_interval>> times;  ///< per rank, per op of its program

@@ -19,10 +19,7 @@
 /// (`split_backward`), in which case B is the activation-gradient part and W
 /// the weight-gradient part.
 ///
-/// @code
-/// auto d = disttrain::table_durations::uniform(/*F*/ 1.0, /*B*/ 2.0);
-/// static_assert(disttrain::duration_model<disttrain::table_durations>);
-/// @endcode
+/// @snippet sim.cpp duration_model
 
 #include <concepts>
 #include <cstddef>
@@ -52,13 +49,7 @@ concept duration_model = requires(const D& d, const schedule_rank& r, const sche
 /// (empty = all 1) multiplies compute, transfer and activation bytes of each
 /// microbatch, e.g. to model a long-sequence straggler.
 ///
-/// @code
-/// disttrain::table_durations d;
-/// d.forward = {1.0, 1.5};          // two stages
-/// d.backward = {2.0, 3.0};
-/// d.microbatch_scale = {1, 1, 3};  // microbatch 2 is three times larger
-/// d.transfer = 0.1;
-/// @endcode
+/// @snippet sim.cpp table_durations
 struct table_durations {
   std::vector<double> forward{1.0};      ///< seconds of F per stage
   std::vector<double> backward{2.0};     ///< seconds of B per stage

@@ -3,12 +3,7 @@
 /// @brief Text views of a simulation (host-only: uses fmt): a per-rank summary
 /// table and an ASCII timeline.
 ///
-/// @code
-/// auto res = disttrain::simulate(s, d);
-/// fmt::print("{}", disttrain::format_sim_summary(s, res));
-/// fmt::print("{}", disttrain::format_timeline(s, res, 80));
-/// // rank 0 |FFFF...B.F.B.F.B.F.B.F.B.F.B.F.B.F.B....|
-/// @endcode
+/// @snippet sim.cpp format
 
 #include "disttrain/core/config.hpp"
 DISTTRAIN_HOST_ONLY_HEADER("disttrain/sim/format.hpp");

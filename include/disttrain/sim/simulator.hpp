@@ -15,12 +15,7 @@
 /// ops); each `run` is O(n) with no allocation once its buffers are sized, so planners and reorderers can score many duration
 /// models (or microbatch orders priced through them) against one schedule.
 ///
-/// @code
-/// auto s = disttrain::add_communication(disttrain::make_1f1b(4, 8));
-/// disttrain::simulator sim(s);
-/// auto res = sim.run(disttrain::table_durations::uniform(1.0, 2.0));
-/// // res.iteration_time == (8 + 4 - 1) * 3, res.bubble_fraction[r] == 3/11
-/// @endcode
+/// @snippet sim.cpp simulator_file
 
 #include <algorithm>
 #include <cmath>
@@ -37,10 +32,7 @@ namespace disttrain {
 
 /// @brief Simulation switches.
 ///
-/// @code
-/// disttrain::sim_options o;
-/// o.overlap_comm = false;  // a send blocks its rank until the transfer ends
-/// @endcode
+/// @snippet sim.cpp sim_options
 struct sim_options {
   bool overlap_comm = true;  ///< sends run on the link while the rank keeps computing
 };
@@ -62,12 +54,7 @@ struct op_interval {
 
 /// @brief Result of simulating one iteration.
 ///
-/// @code
-/// auto res = disttrain::simulate(s, disttrain::table_durations::uniform(1, 2));
-/// double t = res.iteration_time;
-/// auto iv = res.interval(/*rank*/ 0, /*op index*/ 3);
-/// double mfu = res.mfu(/*model FLOPs*/ 1e15, /*sum of GPU peaks*/ 8 * 989e12);
-/// @endcode
+/// @snippet sim.cpp sim_result
 struct sim_result {
   double iteration_time = 0.0;     ///< first op start (0) to the last op's end, seconds
   std::vector<op_interval> times;  ///< all ops, rank after rank (see `interval`)
@@ -222,15 +209,7 @@ void simulate_compiled(const compiled_schedule& c, const op_lists& ops, const D&
 /// `reset` validates another schedule into the same storage, so scoring many
 /// candidate schedules allocates nothing once the buffers are sized.
 ///
-/// @code
-/// disttrain::simulator sim(schedule);
-/// for (const auto& candidate : duration_models) best = std::min(best, sim.run(candidate).iteration_time);
-/// disttrain::sim_result res;
-/// for (const auto& s : candidate_schedules) {
-///   sim.reset(s);  // validates s (throws schedule_error)
-///   sim.run(durations, res);
-/// }
-/// @endcode
+/// @snippet sim.cpp simulator
 class simulator {
  public:
   explicit simulator(const pipeline_schedule& s) : c_(detail::compile_schedule(s)), ops_(s.ops) {}

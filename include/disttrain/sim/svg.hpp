@@ -9,10 +9,7 @@
 ///
 /// A simulated bound world renders the same way, one row per global rank.
 ///
-/// @code
-/// std::string svg = disttrain::to_svg(s, disttrain::simulate(s, durations));
-/// std::ofstream("iteration.svg") << svg;
-/// @endcode
+/// @snippet sim.cpp svg_file
 
 #include <algorithm>
 #include <cmath>
@@ -33,11 +30,7 @@ namespace disttrain {
 
 /// @brief Layout of `to_svg`.
 ///
-/// @code
-/// disttrain::svg_options o;
-/// o.width = 1600;
-/// o.show_comm = false;
-/// @endcode
+/// @snippet sim.cpp svg_options
 struct svg_options {
   int width = 1200;       ///< total width in pixels
   int row_height = 22;    ///< pixels per rank
@@ -198,9 +191,7 @@ std::string render_svg(const std::string& title, std::size_t rows, double iterat
 /// @brief The timeline of a simulated bound world (`simulate_bound`): one row
 /// per global rank, labelled from `t` when given, with its busy share. Throws
 /// `invalid_argument` at `svg.result` if `res` does not belong to `w`.
-/// @code
-/// std::string svg = disttrain::to_svg(world, disttrain::simulate_bound(world, d), &topo);
-/// @endcode
+/// @snippet sim.cpp svg_bound
 [[nodiscard]] inline std::string to_svg(const bound_world& w, const bound_sim_result& res,
                                         const topology* t = nullptr, const svg_options& opt = {}) {
   detail::require_bound_result(w, res, t, "svg.result");

@@ -14,10 +14,7 @@
 /// A simulated bound world (sim/bound_simulator.hpp) exports the same way,
 /// one track per global rank, messages with their bytes and tags.
 ///
-/// @code
-/// auto res = disttrain::simulate(s, durations);
-/// disttrain::write_json_file("iteration.trace.json", disttrain::to_trace_json(s, res));
-/// @endcode
+/// @snippet sim.cpp trace_file
 
 #include <cstddef>
 #include <string>
@@ -176,10 +173,7 @@ inline void require_bound_result(const bound_world& w, const bound_sim_result& r
 /// per global rank, named from `t` when given; each message's event carries
 /// its bytes, tag, link and route phase. Throws `invalid_argument` at
 /// `trace.result` if `res` does not belong to `w` (or `t` to `w`).
-/// @code
-/// auto res = disttrain::simulate_bound(world, durations);
-/// disttrain::write_json_file("bound.trace.json", disttrain::to_trace_json(world, res, &topo));
-/// @endcode
+/// @snippet sim.cpp trace_bound
 [[nodiscard]] inline json to_trace_json(const bound_world& w, const bound_sim_result& res,
                                         const topology* t = nullptr) {
   detail::require_bound_result(w, res, t, "trace.result");
