@@ -22,6 +22,7 @@ static_assert(DISTTRAIN_VERSION_MAJOR == disttrain::version_major);
 #include "disttrain/model.hpp"
 #include "disttrain/plan.hpp"
 #include "disttrain/schedule.hpp"
+#include "local_ranks.hpp"
 #include "small_world.hpp"
 #include "snippets.hpp"
 
@@ -63,24 +64,7 @@ const disttrain::plan_result& mllm_7b_result() {
   return r;
 }
 
-// Runs body(rank's endpoint) on one thread per rank; rethrows the first error.
-void run_ranks(int ranks, const std::function<void(disttrain::local_backend&)>& body) {
-  disttrain::local_world world(ranks, {5000ms});
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto b = world.endpoint(r);
-        body(b);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+using snippets::run_ranks;
 
 // An encoder (DP 2) and a backbone (DP 3): 18 samples in 3 microbatches;
 // `layout` places their ranks, `hidden` and `tokens_of` shape a sample's activation.

@@ -13,6 +13,7 @@
 
 #include "disttrain/comm.hpp"
 #include "disttrain/comm/fault_backend.hpp"
+#include "local_ranks.hpp"
 #include "snippets.hpp"
 
 namespace {
@@ -20,25 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using snippets::check;
 
-// Runs body(rank's endpoint) on one thread per rank of `world`; rethrows the
-// first rank's exception.
-void run_ranks(disttrain::local_world& world,
-               const std::function<void(disttrain::local_backend&)>& body) {
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(world.size()));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world.size(); ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto b = world.endpoint(r);
-        body(b);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+using snippets::run_ranks;
 
 // A route of 4 samples from an encoder (DP 2, ranks 0 and 1) to a backbone
 // (rank 2), `rows` x 8 floats per sample, and every rank's buffers for it.

@@ -19,6 +19,7 @@
 #include "disttrain/data/sample_requests.hpp"
 #include "disttrain/data/tokenize.hpp"
 #include "disttrain/reorder/reorderer.hpp"
+#include "local_ranks.hpp"
 #include "snippets.hpp"
 
 namespace {
@@ -121,21 +122,7 @@ disttrain::reorder_options feed_options() {
 
 // Runs body(rank's endpoint) for ranks 0..5 on their own threads.
 void run_feed_world(const std::function<void(disttrain::local_backend&)>& body) {
-  disttrain::local_world world(6, {5000ms});
-  std::vector<std::exception_ptr> errors(6);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 6; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto b = world.endpoint(r);
-        body(b);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  snippets::run_ranks(6, body);
 }
 
 void producer_ranks() {

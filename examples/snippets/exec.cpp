@@ -13,6 +13,7 @@
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/exec.hpp"
 #include "disttrain/schedule.hpp"
+#include "local_ranks.hpp"
 #include "small_world.hpp"
 #include "snippets.hpp"
 
@@ -23,24 +24,7 @@ using disttrain::op_kind;
 using disttrain::schedule_op;
 using snippets::check;
 
-// Runs body(rank's endpoint) on one thread per rank; rethrows the first error.
-void run_ranks(int ranks, const std::function<void(disttrain::local_backend&)>& body) {
-  disttrain::local_world world(ranks, {5000ms});
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto b = world.endpoint(r);
-        body(b);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+using snippets::run_ranks;
 
 // An encoder (DP 2) and a 2-stage backbone, 4 microbatches, with
 // communication and gradient sync: 4 ranks.
