@@ -43,6 +43,7 @@
 #include "disttrain/reorder/assignment.hpp"
 #include "disttrain/reorder/detail/limited_split.hpp"
 #include "disttrain/reorder/detail/radix_sort.hpp"
+#include "disttrain/reorder/detail/reorder_plan.hpp"
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/reorder/ordering.hpp"
 #include "disttrain/reorder/partition.hpp"
@@ -127,7 +128,7 @@ class reorderer {
       choose_cut(batch);
     else
       plan(batch, start_of(options_.slots));
-    if (bad_slots_ != 0) fail_packing(batch);
+    if (plan_.bad_slots != 0) fail_packing(batch);
     write_result(batch, out);
   }
 
@@ -183,17 +184,17 @@ class reorderer {
   // one): names the first such slot's unplaced sample.
   [[noreturn]] void fail_packing(std::span<const sample_meta> batch) const {
     const std::size_t n = batch.size();
-    for (std::size_t j = 0; j < bad_.size(); ++j) {
-      if (bad_[j].sample == 0) continue;
-      const std::uint32_t i = bad_[j].sample - 1;
-      const std::size_t k = bad_[j].module;
+    for (std::size_t j = 0; j < plan_.bad.size(); ++j) {
+      if (plan_.bad[j].sample == 0) continue;
+      const std::uint32_t i = plan_.bad[j].sample - 1;
+      const std::size_t k = plan_.bad[j].module;
       const reorder_module& mod = options_.modules[k];
       std::uint64_t tokens = 0;
       for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
-        tokens += batch[seq_[x]].tokens[k];
+        tokens += batch[plan_.seq[x]].tokens[k];
       fail(errc::infeasible, cat("batch[", i, "].tokens[", k, "]"), "sample id ", batch[i].id, " (",
            batch[i].tokens[k], " tokens) finds no replica of module '", mod.name,
-           "' with room in microbatch ", position_[j], " (",
+           "' with room in microbatch ", plan_.position[j], " (",
            slot_begin(j + 1, n) - slot_begin(j, n), " samples, ", tokens, " tokens over dp ",
            mod.dp, "; limits: max_samples ", mod.max_samples, ", max_tokens ", mod.max_tokens,
            " per replica); use more microbatches, or raise the limit");
@@ -204,7 +205,7 @@ class reorderer {
   // The primary plan is a new candidate, the saved one the incumbent:
   // afterwards the saved plan is the better of the two.
   void keep_better() noexcept {
-    if (better(time_, saved_time_)) swap_plan();
+    if (better(plan_.time, saved_.time)) swap_plan();
   }
 
   // slot_policy::best / objective (m > 1): the objective decides the cut.
@@ -275,29 +276,29 @@ class reorderer {
         orderer_.budget = guard.budget;
         if (at_bounds) {  // the winner's cells
           split_cells(batch, options_.balance);
-          if (bad_slots_ != 0) repair_cut(batch, options_.balance);
+          if (plan_.bad_slots != 0) repair_cut(batch, options_.balance);
         }
       };
       screen_cuts(estimate);
       // Under per-replica limits, a winner chosen at its lower bounds may not
       // pack: then every candidate is split (and repaired) and compared again.
-      if (estimate && bad_slots_ != 0) screen_cuts(false);
+      if (estimate && plan_.bad_slots != 0) screen_cuts(false);
       order_slots(options_.order, true);  // the full order search, from the current order
       search_cut(batch);
     }
     if (screen && (kk_bins > screen_kk_max_bins || kk_items > screen_kk_max_items)) {
       copy_plan();  // the winner as searched, in case KK's cells score worse
       improve_cells(batch);
-      if (!(time_ <= saved_time_)) swap_plan();
+      if (!(plan_.time <= saved_.time)) swap_plan();
     }
     if (!by_objective) return;
     // The baselines replace the searched cut when lower by any amount, so the
     // result is never above either, not even by a rounding difference.
     swap_plan();  // incumbent: the searched cut
     plan(batch, start::arrival, options_.balance, options_.order, false);
-    if (time_ < saved_time_) swap_plan();
+    if (plan_.time < saved_.time) swap_plan();
     plan(batch, start::arrival, balance_method::arrival, order_method::identity, false);
-    if (time_ < saved_time_) swap_plan();
+    if (plan_.time < saved_.time) swap_plan();
     swap_plan();
   }
 
@@ -400,26 +401,27 @@ class reorderer {
     const auto grow = [](auto& v, std::size_t size) {
       if (v.capacity() < size) v.reserve(size);
     };
-    for (auto* v : {&by_id_, &rank_, &seq_, &bins_, &sorted_index_, &slot_, &best_seq_,
-                    &saved_slot_, &saved_seq_})
+    for (auto* v : {&by_id_, &rank_, &plan_.seq, &bins_, &sorted_index_, &plan_.slot, &best_seq_,
+                    &saved_.slot, &saved_.seq})
       grow(*v, n);
-    for (auto* v : {&replica_, &offset_, &saved_replica_, &saved_offset_}) grow(*v, n * K);
+    for (auto* v : {&plan_.replica, &plan_.offset, &saved_.replica, &saved_.offset})
+      grow(*v, n * K);
     grow(fill_, std::max({n, m, dp_max}));
-    for (auto* v :
-         {&perm_, &position_, &relabel_, &slot_order_, &saved_perm_, &saved_position_, &order_tmp_})
+    for (auto* v : {&plan_.perm, &plan_.position, &relabel_, &slot_order_, &saved_.perm,
+                    &saved_.position, &order_tmp_})
       grow(*v, m);
     grow(load_base_, K + 1);
     grow(key_, n);
     grow(radix_, n);
     grow(radix_tmp_, n);
     grow(costs_, n);
-    grow(slot_load_, dp_sum * m);
-    grow(saved_slot_load_, dp_sum * m);
-    for (auto* v : {&slowest_, &saved_slowest_, &slot_time_, &vec_load_, &lpt_, &trial_})
+    grow(plan_.slot_load, dp_sum * m);
+    grow(saved_.slot_load, dp_sum * m);
+    for (auto* v : {&plan_.slowest, &saved_.slowest, &slot_time_, &vec_load_, &lpt_, &trial_})
       grow(*v, K * m);
     grow(excess_, m);
-    grow(bad_, m);
-    grow(saved_bad_, m);
+    grow(plan_.bad, m);
+    grow(saved_.bad, m);
     if (limited_) {
       grow(tokens_, n);
       grow(slot_tokens_, m * K);
@@ -455,7 +457,7 @@ class reorderer {
       estimate_cells(batch);
     } else {
       split_cells(batch, balance);
-      if (bad_slots_ != 0) repair_cut(batch, balance);
+      if (plan_.bad_slots != 0) repair_cut(batch, balance);
     }
     order_slots(order, false);
   }
@@ -474,7 +476,8 @@ class reorderer {
     slot_tokens_.assign(m * K, 0);
     for (std::size_t j = 0; j < m; ++j)
       for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
-        for (std::size_t k = 0; k < K; ++k) slot_tokens_[j * K + k] += batch[seq_[x]].tokens[k];
+        for (std::size_t k = 0; k < K; ++k)
+          slot_tokens_[j * K + k] += batch[plan_.seq[x]].tokens[k];
     const auto over = [&](std::size_t j) {
       std::uint64_t sum = 0;
       for (std::size_t k = 0; k < K; ++k) {
@@ -494,15 +497,15 @@ class reorderer {
     // Position of input index u in slot j (split_slot may reorder a slot's members).
     const auto find = [&](std::uint32_t u, std::size_t j) {
       std::size_t x = slot_begin(j, n);
-      while (seq_[x] != u) ++x;
+      while (plan_.seq[x] != u) ++x;
       return x;
     };
     std::size_t tries = 4 * m + 64;
-    while (bad_slots_ != 0 && tries > 0) {
+    while (plan_.bad_slots != 0 && tries > 0) {
       bool kept = false;
       for (std::size_t a = 0; a < m && !kept && tries > 0; ++a) {
-        if (bad_[a].sample == 0) continue;
-        const std::size_t k = bad_[a].module;
+        if (plan_.bad[a].sample == 0) continue;
+        const std::size_t k = plan_.bad[a].module;
         excess_.resize(m);
         for (std::size_t b = 0; b < m; ++b)
           excess_[b] = -static_cast<double>(slot_tokens_[b * K + k]);
@@ -512,25 +515,25 @@ class reorderer {
           if (b == a || slot_tokens_[b * K + k] >= slot_tokens_[a * K + k]) continue;
           const auto [xa, yb] = balancing_pair(batch, a, b, k);
           if (xa == n) continue;
-          const std::uint32_t u = seq_[xa], v = seq_[yb];
+          const std::uint32_t u = plan_.seq[xa], v = plan_.seq[yb];
           --tries;
-          const std::size_t bad_before = bad_slots_;
+          const std::size_t bad_before = plan_.bad_slots;
           const std::uint64_t a_tokens = slot_tokens_[a * K + k];
           const std::uint64_t rest = excess - over(a) - over(b);
-          std::swap(seq_[xa], seq_[yb]);
+          std::swap(plan_.seq[xa], plan_.seq[yb]);
           move(u, a, b);
           move(v, b, a);
           split_slot(batch, a, balance);
           split_slot(batch, b, balance);
           const std::uint64_t now = rest + over(a) + over(b);
-          if (bad_slots_ < bad_before || (bad_slots_ == bad_before && now < excess) ||
-              (bad_slots_ == bad_before && now == excess && bad_[b].sample == 0 &&
+          if (plan_.bad_slots < bad_before || (plan_.bad_slots == bad_before && now < excess) ||
+              (plan_.bad_slots == bad_before && now == excess && plan_.bad[b].sample == 0 &&
                slot_tokens_[a * K + k] < a_tokens)) {
             excess = now;
             kept = true;
             break;
           }
-          std::swap(seq_[find(v, a)], seq_[find(u, b)]);
+          std::swap(plan_.seq[find(v, a)], plan_.seq[find(u, b)]);
           move(u, b, a);
           move(v, a, b);
           split_slot(batch, a, balance);
@@ -560,7 +563,9 @@ class reorderer {
     const std::size_t K = options_.modules.size();
     const std::size_t ab = slot_begin(a, n), ae = slot_begin(a + 1, n);
     const std::size_t bb = slot_begin(b, n), be = slot_begin(b + 1, n);
-    const auto t = [&](std::size_t x) { return static_cast<double>(batch[seq_[x]].tokens[k]); };
+    const auto t = [&](std::size_t x) {
+      return static_cast<double>(batch[plan_.seq[x]].tokens[k]);
+    };
     const double half = (static_cast<double>(slot_tokens_[a * K + k]) -
                          static_cast<double>(slot_tokens_[b * K + k])) /
                         2;
@@ -595,47 +600,48 @@ class reorderer {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
-    slowest_.resize(K * m);
-    bad_.assign(m, cell_failure{});
-    bad_slots_ = 0;
+    plan_.slowest.resize(K * m);
+    plan_.bad.assign(m, detail::cell_failure{});
+    plan_.bad_slots = 0;
     for (std::size_t j = 0; j < m; ++j) {
       std::array<double, max_reorder_modules> sum{}, largest{};
       std::array<std::uint64_t, max_reorder_modules> tokens{};
       for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
         for (std::size_t k = 0; k < K; ++k) {
-          const double c = batch[seq_[x]].cost[k];
+          const double c = batch[plan_.seq[x]].cost[k];
           sum[k] += c;
           largest[k] = std::max(largest[k], c);
-          if (limited_) tokens[k] += batch[seq_[x]].tokens[k];
+          if (limited_) tokens[k] += batch[plan_.seq[x]].tokens[k];
         }
       for (std::size_t k = 0; k < K; ++k) {
-        slowest_[k * m + j] =
+        plan_.slowest[k * m + j] =
             std::max(sum[k] / static_cast<double>(options_.modules[k].dp), largest[k]);
         // Under a token limit, a slot with more tokens than its cells hold
         // cannot be split: the candidate is infeasible as cut.
         const std::uint64_t cap = slot_token_capacity(k);
-        if (cap != 0 && bad_[j].sample == 0 && tokens[k] > cap) {
-          bad_[j] = cell_failure{seq_[slot_begin(j, n)] + 1, static_cast<std::uint32_t>(k)};
-          ++bad_slots_;
+        if (cap != 0 && plan_.bad[j].sample == 0 && tokens[k] > cap) {
+          plan_.bad[j] =
+              detail::cell_failure{plan_.seq[slot_begin(j, n)] + 1, static_cast<std::uint32_t>(k)};
+          ++plan_.bad_slots;
         }
       }
     }
   }
 
-  // Step 2: seq_ = input indices grouped by slot (slot j = seq_[slot_begin(j) ..)).
+  // Step 2: plan_.seq = input indices grouped by slot (slot j = plan_.seq[slot_begin(j) ..)).
   void form_slots(std::span<const sample_meta> batch, start how, std::size_t module = 0) {
     const std::size_t n = batch.size();
     const std::size_t m = options_.microbatches;
-    seq_.resize(n);
+    plan_.seq.resize(n);
     switch (how) {
       case start::arrival:
-        for (std::size_t i = 0; i < n; ++i) seq_[i] = static_cast<std::uint32_t>(i);
+        for (std::size_t i = 0; i < n; ++i) plan_.seq[i] = static_cast<std::uint32_t>(i);
         break;
-      case start::size_sorted: std::copy(rank_.begin(), rank_.end(), seq_.begin()); break;
-      case start::by_id: std::copy(by_id_.begin(), by_id_.end(), seq_.begin()); break;
+      case start::size_sorted: std::copy(rank_.begin(), rank_.end(), plan_.seq.begin()); break;
+      case start::by_id: std::copy(by_id_.begin(), by_id_.end(), plan_.seq.begin()); break;
       case start::by_module:  // consecutive by one module's cost (descending, ties by rank)
-        std::copy(rank_.begin(), rank_.end(), seq_.begin());
-        std::sort(seq_.begin(), seq_.end(),
+        std::copy(rank_.begin(), rank_.end(), plan_.seq.begin());
+        std::sort(plan_.seq.begin(), plan_.seq.end(),
                   [this, batch, module](std::uint32_t x, std::uint32_t y) {
                     const double cx = batch[x].cost[module], cy = batch[y].cost[module];
                     if (cx != cy) return cx > cy;
@@ -648,7 +654,7 @@ class reorderer {
         std::size_t j = 0;
         for (std::size_t r = 0; r < n; ++r) {
           while (fill_[j] == slot_begin(j + 1, n) - slot_begin(j, n)) j = (j + 1) % m;
-          seq_[slot_begin(j, n) + fill_[j]++] = rank_[r];
+          plan_.seq[slot_begin(j, n) + fill_[j]++] = rank_[r];
           j = (j + 1) % m;
         }
         break;
@@ -670,7 +676,7 @@ class reorderer {
         fill_.assign(m, 0);
         for (std::size_t r = 0; r < n; ++r) {
           const std::uint32_t j = relabel_[bins_[r]];
-          seq_[slot_begin(j, n) + fill_[j]++] = rank_[r];
+          plan_.seq[slot_begin(j, n) + fill_[j]++] = rank_[r];
         }
         break;
       }
@@ -729,12 +735,12 @@ class reorderer {
     const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
     if (e - b <= options_.modules[k].dp) {  // one sample per replica at most: the largest decides
       double mx = 0.0;
-      for (std::size_t x = b; x < e; ++x) mx = std::max(mx, batch[seq_[x]].cost[k]);
+      for (std::size_t x = b; x < e; ++x) mx = std::max(mx, batch[plan_.seq[x]].cost[k]);
       return mx;
     }
     costs_.resize(e - b);
     bins_.resize(e - b);
-    for (std::size_t x = b; x < e; ++x) costs_[x - b] = batch[seq_[x]].cost[k];
+    for (std::size_t x = b; x < e; ++x) costs_[x - b] = batch[plan_.seq[x]].cost[k];
     // Scored with LPT (cheap); the final split uses the configured method.
     return partitioner_.partition(costs_, options_.modules[k].dp, options_.equal_count,
                                   balance_method::lpt, bins_);
@@ -799,10 +805,10 @@ class reorderer {
       const potential_t p = search_slots(batch, per_start_swaps);
       if (si == 0 || lower(p, best)) {
         best = p;
-        best_seq_.assign(seq_.begin(), seq_.end());
+        best_seq_.assign(plan_.seq.begin(), plan_.seq.end());
       }
     }
-    seq_.assign(best_seq_.begin(), best_seq_.end());
+    plan_.seq.assign(best_seq_.begin(), best_seq_.end());
   }
 
   potential_t search_slots(std::span<const sample_meta> batch, std::uint32_t budget) {
@@ -836,7 +842,7 @@ class reorderer {
       for (std::size_t j = 0; j < m; ++j) {
         double tot = 0.0;
         for (std::size_t x = slot_begin(j, n); x < slot_begin(j + 1, n); ++x)
-          tot += batch[seq_[x]].cost[kw];
+          tot += batch[plan_.seq[x]].cost[kw];
         excess_[j] = slot_time_[kw * m + j] - tot / static_cast<double>(options_.modules[kw].dp);
       }
       order_slots_by_excess(m);
@@ -848,8 +854,8 @@ class reorderer {
           for (std::size_t xa = slot_begin(a, n); xa < slot_begin(a + 1, n) && !improved; ++xa) {
             for (std::size_t yb = slot_begin(b, n); yb < slot_begin(b + 1, n); ++yb) {
               if (tried >= budget) break;
-              if (batch[seq_[yb]].cost == batch[seq_[xa]].cost) continue;  // a no-op swap
-              std::swap(seq_[xa], seq_[yb]);
+              if (batch[plan_.seq[yb]].cost == batch[plan_.seq[xa]].cost) continue;  // a no-op swap
+              std::swap(plan_.seq[xa], plan_.seq[yb]);
               ++tried;
               std::array<double, max_reorder_modules> next = sum;
               for (std::size_t k = 0; k < K; ++k) {
@@ -871,7 +877,7 @@ class reorderer {
                 improved = true;
                 break;
               }
-              std::swap(seq_[xa], seq_[yb]);
+              std::swap(plan_.seq[xa], plan_.seq[yb]);
             }
           }
         }
@@ -898,35 +904,24 @@ class reorderer {
   }
 
   // Exchanges the plan that write_result reads (steps 3-4) with the saved one.
-  void swap_plan() noexcept {
-    std::swap(time_, saved_time_);
-    seq_.swap(saved_seq_);
-    for (auto [a, b] : {std::pair{&slot_, &saved_slot_}, std::pair{&replica_, &saved_replica_},
-                        std::pair{&offset_, &saved_offset_}, std::pair{&perm_, &saved_perm_},
-                        std::pair{&position_, &saved_position_}})
-      a->swap(*b);
-    slot_load_.swap(saved_slot_load_);
-    slowest_.swap(saved_slowest_);
-    bad_.swap(saved_bad_);
-    std::swap(bad_slots_, saved_bad_slots_);
-  }
+  void swap_plan() noexcept { std::swap(plan_, saved_); }
 
-  // Step 3: replica_/offset_ per (input index, module); load_ per (module, slot, replica).
+  // Step 3: plan_.replica/plan_.offset per (input index, module); load_ per (module, slot, replica).
   void split_cells(std::span<const sample_meta> batch, balance_method balance) {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
-    replica_.resize(n * K);
-    offset_.resize(n * K);
+    plan_.replica.resize(n * K);
+    plan_.offset.resize(n * K);
     load_base_.resize(K + 1);
     load_base_[0] = 0;
     for (std::size_t k = 0; k < K; ++k)
       load_base_[k + 1] = load_base_[k] + m * options_.modules[k].dp;
-    slot_load_.assign(load_base_[K], 0.0);
-    slowest_.assign(K * m, 0.0);
-    slot_.resize(n);
-    bad_.assign(m, cell_failure{});
-    bad_slots_ = 0;
+    plan_.slot_load.assign(load_base_[K], 0.0);
+    plan_.slowest.assign(K * m, 0.0);
+    plan_.slot.resize(n);
+    plan_.bad.assign(m, detail::cell_failure{});
+    plan_.bad_slots = 0;
     for (std::size_t j = 0; j < m; ++j) split_slot(batch, j, balance);
   }
 
@@ -937,24 +932,24 @@ class reorderer {
     const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
     // balance_method::arrival: the slot's members in arrival (input) order.
     if (balance == balance_method::arrival)
-      std::sort(seq_.begin() + static_cast<std::ptrdiff_t>(b),
-                seq_.begin() + static_cast<std::ptrdiff_t>(e));
-    const std::span<const std::uint32_t> members(seq_.data() + b, e - b);
-    for (std::uint32_t i : members) slot_[i] = static_cast<std::uint32_t>(j);
+      std::sort(plan_.seq.begin() + static_cast<std::ptrdiff_t>(b),
+                plan_.seq.begin() + static_cast<std::ptrdiff_t>(e));
+    const std::span<const std::uint32_t> members(plan_.seq.data() + b, e - b);
+    for (std::uint32_t i : members) plan_.slot[i] = static_cast<std::uint32_t>(j);
     costs_.resize(members.size());
     bins_.resize(members.size());
-    if (bad_[j].sample != 0) {
-      bad_[j] = cell_failure{};
-      --bad_slots_;
+    if (plan_.bad[j].sample != 0) {
+      plan_.bad[j] = detail::cell_failure{};
+      --plan_.bad_slots;
     }
     for (std::size_t k = 0; k < K; ++k) {
       const std::uint32_t dp = options_.modules[k].dp;
       for (std::size_t x = 0; x < members.size(); ++x) costs_[x] = batch[members[x]].cost[k];
       partitioner_.partition(costs_, dp, options_.equal_count, balance, bins_);
       const std::size_t failed = keep_limits(batch, members, k);
-      if (failed != detail::limited_split::npos && bad_[j].sample == 0) {
-        bad_[j] = cell_failure{members[failed] + 1, static_cast<std::uint32_t>(k)};
-        ++bad_slots_;
+      if (failed != detail::limited_split::npos && plan_.bad[j].sample == 0) {
+        plan_.bad[j] = detail::cell_failure{members[failed] + 1, static_cast<std::uint32_t>(k)};
+        ++plan_.bad_slots;
       }
       write_cell(members, j, k);
     }
@@ -984,7 +979,7 @@ class reorderer {
     bool changed = false;
     for (std::size_t j = 0; j < m; ++j) {
       const std::size_t b = slot_begin(j, n), e = slot_begin(j + 1, n);
-      const std::span<const std::uint32_t> members(seq_.data() + b, e - b);
+      const std::span<const std::uint32_t> members(plan_.seq.data() + b, e - b);
       for (std::size_t k = 0; k < K; ++k) {
         const std::uint32_t dp = options_.modules[k].dp;
         if (dp <= 1 || (dp <= screen_kk_max_bins && members.size() <= screen_kk_max_items) ||
@@ -995,36 +990,36 @@ class reorderer {
         bins_.resize(members.size());
         for (std::size_t x = 0; x < members.size(); ++x) {
           costs_[x] = batch[members[x]].cost[k];
-          bins_[x] = replica_[members[x] * K + k];
+          bins_[x] = plan_.replica[members[x] * K + k];
         }
         partitioner_.improve_with_kk(costs_, dp, options_.equal_count, bins_);
         if (keep_limits(batch, members, k) != detail::limited_split::npos)
           continue;  // KK's split cannot be made to fit: the cell stays as it was
-        const double before = slowest_[k * m + j];
+        const double before = plan_.slowest[k * m + j];
         write_cell(members, j, k);
-        changed = changed || slowest_[k * m + j] != before;
+        changed = changed || plan_.slowest[k * m + j] != before;
       }
     }
     if (changed) order_slots(options_.order, true);
   }
 
   // Module k's split of slot j from bins_ (costs_ = the members' costs):
-  // replica_/offset_ of the members, the cells' loads, the slot's slowest.
+  // plan_.replica/plan_.offset of the members, the cells' loads, the slot's slowest.
   void write_cell(std::span<const std::uint32_t> members, std::size_t j, std::size_t k) {
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
     const std::uint32_t dp = options_.modules[k].dp;
     fill_.assign(dp, 0);
-    double* load = slot_load_.data() + load_base_[k] + j * dp;
+    double* load = plan_.slot_load.data() + load_base_[k] + j * dp;
     std::fill(load, load + dp, 0.0);
     for (std::size_t x = 0; x < members.size(); ++x) {
       const std::uint32_t i = members[x];
       const std::uint32_t r = bins_[x];
-      replica_[i * K + k] = r;
-      offset_[i * K + k] = fill_[r]++;
+      plan_.replica[i * K + k] = r;
+      plan_.offset[i * K + k] = fill_[r]++;
       load[r] += costs_[x];
     }
-    slowest_[k * m + j] = *std::max_element(load, load + dp);
+    plan_.slowest[k * m + j] = *std::max_element(load, load + dp);
   }
 
   // Stage times of slowest (K x m) into fwd_/bwd_, row p = slot rows[p].
@@ -1044,54 +1039,46 @@ class reorderer {
     }
   }
 
-  // Step 4: perm_[position] = slot. from_current (search only): the search
-  // starts from the current perm_ (never worse than it) instead of slot order.
+  // Step 4: plan_.perm[position] = slot. from_current (search only): the search
+  // starts from the current plan_.perm (never worse than it) instead of slot order.
   void order_slots(order_method method, bool from_current) {
     const std::size_t m = options_.microbatches;
     const std::size_t S = options_.stages.size();
     const bool seeded = from_current && method == order_method::search;
-    stage_times(slowest_,
-                seeded ? std::span<const std::uint32_t>(perm_) : std::span<const std::uint32_t>());
-    position_.resize(m);
+    stage_times(plan_.slowest, seeded ? std::span<const std::uint32_t>(plan_.perm)
+                                      : std::span<const std::uint32_t>());
+    plan_.position.resize(m);
     if (seeded) {
       order_tmp_.resize(m);
-      time_ = orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_, method, order_tmp_);
-      for (std::size_t p = 0; p < m; ++p) position_[p] = perm_[order_tmp_[p]];
-      std::copy(position_.begin(), position_.end(), perm_.begin());
+      plan_.time =
+          orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_, method, order_tmp_);
+      for (std::size_t p = 0; p < m; ++p) plan_.position[p] = plan_.perm[order_tmp_[p]];
+      std::copy(plan_.position.begin(), plan_.position.end(), plan_.perm.begin());
     } else {
-      perm_.resize(m);
-      time_ = orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_, method, perm_);
+      plan_.perm.resize(m);
+      plan_.time =
+          orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_, method, plan_.perm);
     }
-    for (std::size_t p = 0; p < m; ++p) position_[perm_[p]] = static_cast<std::uint32_t>(p);
-    if (bad_slots_ != 0) time_ = infeasible_;
+    for (std::size_t p = 0; p < m; ++p)
+      plan_.position[plan_.perm[p]] = static_cast<std::uint32_t>(p);
+    if (plan_.bad_slots != 0) plan_.time = infeasible_;
   }
 
-  // The objective of the current perm_ (search) or of the method's order of
+  // The objective of the current plan_.perm (search) or of the method's order of
   // the slots, for slot times `slowest` (K x m).
   double score_slots(std::span<const double> slowest) {
     const std::size_t m = options_.microbatches;
     const std::size_t S = options_.stages.size();
     const bool fixed = options_.order == order_method::search;
-    stage_times(slowest,
-                fixed ? std::span<const std::uint32_t>(perm_) : std::span<const std::uint32_t>());
+    stage_times(slowest, fixed ? std::span<const std::uint32_t>(plan_.perm)
+                               : std::span<const std::uint32_t>());
     order_tmp_.resize(m);
     return orderer_.order(microbatch_times{m, S, fwd_, bwd_}, objective_,
                           fixed ? order_method::identity : options_.order, order_tmp_);
   }
 
   // Copies the primary plan into the saved buffers (capacity reserved: no allocation).
-  void copy_plan() {
-    saved_time_ = time_;
-    saved_seq_.assign(seq_.begin(), seq_.end());
-    for (auto [a, b] : {std::pair{&slot_, &saved_slot_}, std::pair{&replica_, &saved_replica_},
-                        std::pair{&offset_, &saved_offset_}, std::pair{&perm_, &saved_perm_},
-                        std::pair{&position_, &saved_position_}})
-      b->assign(a->begin(), a->end());
-    saved_slot_load_.assign(slot_load_.begin(), slot_load_.end());
-    saved_slowest_.assign(slowest_.begin(), slowest_.end());
-    saved_bad_.assign(bad_.begin(), bad_.end());
-    saved_bad_slots_ = bad_slots_;
-  }
+  void copy_plan() { saved_.copy_from(plan_); }
 
   // Step 2c (best / objective): slot swaps scored by the objective. From the
   // heaviest slot a (stage-time sum) to the lightest b, swap a's largest or
@@ -1134,7 +1121,7 @@ class reorderer {
       for (std::size_t j = 0; j < m; ++j) {
         double w = 0.0;
         for (const pipeline_stage& st : options_.stages)
-          w += (st.forward_scale + st.backward_scale) * slowest_[st.module * m + j];
+          w += (st.forward_scale + st.backward_scale) * plan_.slowest[st.module * m + j];
         excess_[j] = w;
       }
       order_slots_by_excess(m);
@@ -1144,7 +1131,7 @@ class reorderer {
         for (std::size_t bi = m; bi-- > ai + 1 && !improved && tried < tries;) {
           const std::size_t b = slot_order_[bi];
           // Reference: slots a and b at their LPT screens, the rest as split.
-          std::copy(slowest_.begin(), slowest_.end(), trial_.begin());
+          std::copy(plan_.slowest.begin(), plan_.slowest.end(), trial_.begin());
           for (std::size_t k = 0; k < K; ++k) {
             trial_[k * m + a] = lpt_[k * m + a];
             trial_[k * m + b] = lpt_[k * m + b];
@@ -1153,8 +1140,8 @@ class reorderer {
           // a's two largest members by key, b's smallest (ties: lower id).
           const std::size_t ab = slot_begin(a, n), ae = slot_begin(a + 1, n);
           const std::size_t bb = slot_begin(b, n), be = slot_begin(b + 1, n);
-          const auto larger = [&](std::size_t x, std::size_t y) {  // seq_ positions
-            const std::uint32_t u = seq_[x], v = seq_[y];
+          const auto larger = [&](std::size_t x, std::size_t y) {  // plan_.seq positions
+            const std::uint32_t u = plan_.seq[x], v = plan_.seq[y];
             return key_[u] > key_[v] || (key_[u] == key_[v] && batch[u].id < batch[v].id);
           };
           std::size_t x1 = ab, x2 = ae, y = bb;
@@ -1172,21 +1159,21 @@ class reorderer {
             if (xa == ae || improved || tried >= tries) continue;
             if (!larger(xa, y)) continue;  // swapping would not lighten a
             ++tried;
-            std::swap(seq_[xa], seq_[y]);
+            std::swap(plan_.seq[xa], plan_.seq[y]);
             std::array<double, 2 * max_reorder_modules> fresh{};
             for (std::size_t k = 0; k < K; ++k) {
               fresh[2 * k] = trial_[k * m + a] = slot_time(batch, a, k);
               fresh[2 * k + 1] = trial_[k * m + b] = slot_time(batch, b, k);
             }
             if (!better(score_slots(trial_), reference)) {
-              std::swap(seq_[xa], seq_[y]);
+              std::swap(plan_.seq[xa], plan_.seq[y]);
               continue;
             }
             split_slot(batch, a, options_.balance);
             split_slot(batch, b, options_.balance);
-            const double t = bad_slots_ != 0 ? infeasible_ : score_slots(slowest_);
-            if (better(t, time_)) {
-              time_ = t;
+            const double t = plan_.bad_slots != 0 ? infeasible_ : score_slots(plan_.slowest);
+            if (better(t, plan_.time)) {
+              plan_.time = t;
               for (std::size_t k = 0; k < K; ++k) {
                 lpt_[k * m + a] = fresh[2 * k];
                 lpt_[k * m + b] = fresh[2 * k + 1];
@@ -1194,7 +1181,7 @@ class reorderer {
               improved = any = true;
               continue;
             }
-            std::swap(seq_[xa], seq_[y]);
+            std::swap(plan_.seq[xa], plan_.seq[y]);
             split_slot(batch, a, options_.balance);  // the slots' cells as they were
             split_slot(batch, b, options_.balance);
           }
@@ -1214,11 +1201,11 @@ class reorderer {
     out.dp.fill(0);
     for (std::size_t k = 0; k < K; ++k) out.dp[k] = options_.modules[k].dp;
     out.equal_count = options_.equal_count;
-    out.iteration_time = time_;
+    out.iteration_time = plan_.time;
     out.imbalance.fill(0.0);
     for (std::size_t k = 0; k < K; ++k) {
       double sum = 0.0;
-      for (std::size_t j = 0; j < m; ++j) sum += slowest_[k * m + j];
+      for (std::size_t j = 0; j < m; ++j) sum += plan_.slowest[k * m + j];
       const double ideal = total_[k] / static_cast<double>(options_.modules[k].dp);
       out.imbalance[k] = ideal > 0.0 ? sum / ideal : 1.0;
     }
@@ -1230,10 +1217,10 @@ class reorderer {
       sorted_index_[i] = static_cast<std::uint32_t>(r);
       sample_place& p = out.samples[r];
       p.id = batch[i].id;
-      p.microbatch = position_[slot_of(i)];
+      p.microbatch = plan_.position[slot_of(i)];
       p.module = {};
       for (std::size_t k = 0; k < K; ++k)
-        p.module[k] = module_place{replica_[i * K + k], offset_[i * K + k]};
+        p.module[k] = module_place{plan_.replica[i * K + k], plan_.offset[i * K + k]};
     }
     // Cells ordered (module, position, replica).
     const std::size_t cells = load_base_[K];
@@ -1243,25 +1230,25 @@ class reorderer {
     for (std::size_t k = 0; k < K; ++k) {
       const std::size_t dp = options_.modules[k].dp;
       for (std::size_t p = 0; p < m; ++p) {
-        const std::size_t j = perm_[p];
+        const std::size_t j = plan_.perm[p];
         for (std::size_t r = 0; r < dp; ++r, ++c)
-          out.load[c] = slot_load_[load_base_[k] + j * dp + r];
+          out.load[c] = plan_.slot_load[load_base_[k] + j * dp + r];
       }
     }
     // Cell sizes, then prefix sums.
     std::fill(out.cell_begin.begin(), out.cell_begin.end(), 0u);
     for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t pos = position_[slot_of(i)];
+      const std::size_t pos = plan_.position[slot_of(i)];
       for (std::size_t k = 0; k < K; ++k)
-        ++out.cell_begin[cell_of(k, pos, replica_[i * K + k]) + 1];
+        ++out.cell_begin[cell_of(k, pos, plan_.replica[i * K + k]) + 1];
     }
     for (std::size_t x = 0; x < cells; ++x) out.cell_begin[x + 1] += out.cell_begin[x];
     out.cell_samples.resize(n * K);
     for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t pos = position_[slot_of(i)];
+      const std::size_t pos = plan_.position[slot_of(i)];
       for (std::size_t k = 0; k < K; ++k)
-        out.cell_samples[out.cell_begin[cell_of(k, pos, replica_[i * K + k])] +
-                         offset_[i * K + k]] = sorted_index_[i];
+        out.cell_samples[out.cell_begin[cell_of(k, pos, plan_.replica[i * K + k])] +
+                         plan_.offset[i * K + k]] = sorted_index_[i];
     }
   }
 
@@ -1270,13 +1257,7 @@ class reorderer {
   }
 
   // Slot of input index i (recorded by split_cells).
-  [[nodiscard]] std::size_t slot_of(std::size_t i) const noexcept { return slot_[i]; }
-
-  // A slot with a cell no split could fit: the unplaced sample (input index
-  // + 1; 0: none) and its module.
-  struct cell_failure {
-    std::uint32_t sample = 0, module = 0;
-  };
+  [[nodiscard]] std::size_t slot_of(std::size_t i) const noexcept { return plan_.slot[i]; }
 
   reorder_options options_;
   Objective objective_;
@@ -1285,23 +1266,16 @@ class reorderer {
   detail::limited_split limiter_;
   std::vector<std::uint32_t> tokens_;
   std::vector<std::uint64_t> slot_tokens_;
-  std::vector<cell_failure> bad_, saved_bad_;
-  std::size_t bad_slots_ = 0, saved_bad_slots_ = 0;
   microbatch_orderer orderer_;
   std::array<double, max_reorder_modules> total_{};
-  double time_ = 0.0, saved_time_ = 0.0;
-  // The plan set aside by swap_plan() (slot_best: the balanced cut's plan).
-  std::vector<std::uint32_t> saved_slot_, saved_replica_, saved_offset_, saved_perm_,
-      saved_position_, saved_seq_;
-  std::vector<double> saved_slot_load_, saved_slowest_;
-  std::vector<std::uint32_t> by_id_, rank_, seq_, bins_, fill_, replica_, offset_, perm_, position_,
-      sorted_index_, slot_, relabel_;
+  detail::reorder_plan plan_;   // the primary plan: the one being built, scored, written
+  detail::reorder_plan saved_;  // the plan set aside by swap_plan() (the incumbent)
+  std::vector<std::uint32_t> by_id_, rank_, bins_, fill_, sorted_index_, relabel_;
   std::vector<std::size_t> load_base_;
   std::vector<std::uint32_t> slot_order_, best_seq_, order_tmp_;
   std::vector<std::pair<start, std::size_t>> starts_;
   std::vector<detail::radix_item> radix_, radix_tmp_;
-  std::vector<double> vec_load_, key_, costs_, slot_load_, slowest_, fwd_, bwd_, slot_time_,
-      excess_, lpt_, trial_;
+  std::vector<double> vec_load_, key_, costs_, fwd_, bwd_, slot_time_, excess_, lpt_, trial_;
 };
 
 }  // namespace disttrain

@@ -1,0 +1,174 @@
+#pragma once
+/// @file local_search.hpp
+/// @brief Internal: the local search of the `refined` balance method of
+/// `partitioner`: moves and pairwise swaps between the heaviest bin and the
+/// lightest ones while that lowers the heavier of the two.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "disttrain/reorder/detail/partition_workspace.hpp"
+
+namespace disttrain::detail {
+
+/// @brief Local search on an assignment; owns the items grouped by bin and
+/// the bins sorted by load.
+class local_search {
+ public:
+  /// @brief Grows the buffers for n items and k bins.
+  void reserve(std::size_t n, std::size_t bins) {
+    if (flat_.capacity() < n + 1) flat_.reserve(n + 1);
+    if (start_.capacity() < bins + 1) start_.reserve(bins + 1);
+    if (by_load_.capacity() < bins) by_load_.reserve(bins);
+  }
+
+  // Local search on an assignment; returns its max load. Each bin keeps its
+  // items sorted by (cost ascending, index descending), so the best partner of
+  // an item is found by binary search.
+  double run(partition_workspace& ws, std::span<std::uint32_t> bin_of,
+             std::uint32_t refine_steps_per_item, double refine_min_gain,
+             std::uint32_t refine_width) {
+    const std::size_t n = ws.costs.size();
+    if (ws.k == 1) return ws.max_load(bin_of);
+    // Items grouped by bin in flat_ (bin b = flat_[start_[b] .. start_[b+1])),
+    // each group in before() order: a counting sort of the ascending ranking.
+    ws.load.assign(ws.k, 0.0);
+    start_.assign(ws.k + 1, 0);
+    double total = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      ++start_[bin_of[i] + 1];
+      ws.load[bin_of[i]] += ws.costs[i];
+      total += ws.costs[i];
+    }
+    // Nothing beats max(mean load, largest item): stop once there (at once
+    // when the start is there already, e.g. one item per bin: no O(k log k)
+    // sort of the bins).
+    const double lower = std::max(total / static_cast<double>(ws.k), ws.costs[ws.order[0]]);
+    const double start_max = *std::max_element(ws.load.begin(), ws.load.end());
+    if (start_max <= lower * (1 + 1e-9)) return start_max;
+    for (std::uint32_t b = 0; b < ws.k; ++b) start_[b + 1] += start_[b];
+    flat_.resize(n);
+    ws.count.assign(ws.k, 0);
+    for (std::size_t r = n; r-- > 0;) {
+      const std::uint32_t item = ws.order[r];
+      const std::uint32_t b = bin_of[item];
+      flat_[start_[b] + ws.count[b]++] = item;
+    }
+    // Bins by (load, index) ascending, kept sorted across steps (a step
+    // changes two loads): the heaviest bin and the lightest candidates are read
+    // off its ends instead of being searched for.
+    const auto lighter = [&ws](std::uint32_t x, std::uint32_t y) {
+      return ws.load[x] < ws.load[y] || (ws.load[x] == ws.load[y] && x < y);
+    };
+    by_load_.resize(ws.k);
+    for (std::uint32_t b = 0; b < ws.k; ++b) by_load_[b] = b;
+    std::sort(by_load_.begin(), by_load_.end(), lighter);
+    ws.cand.resize(ws.k);
+    const std::size_t max_steps = static_cast<std::size_t>(refine_steps_per_item) * (n + ws.k);
+    const std::size_t width = std::min<std::size_t>(refine_width, ws.k - 1);
+    const auto cost_below = [&ws](std::uint32_t item, double v) { return ws.costs[item] < v; };
+    for (std::size_t step = 0; step < max_steps; ++step) {
+      // Heaviest: the lowest index among the bins of maximal load.
+      std::size_t top = ws.k - 1;
+      while (top > 0 && ws.load[by_load_[top - 1]] == ws.load[by_load_[ws.k - 1]]) --top;
+      const std::uint32_t a = by_load_[top];
+      const double la = ws.load[a];
+      if (la <= lower * (1 + 1e-9)) break;
+      const double tol = la * refine_min_gain;
+      // Candidates: the `width` lightest other bins, lightest first.
+      for (std::size_t x = 0, c = 0; c < width; ++x)
+        if (x != top) ws.cand[c++] = by_load_[x];
+      bool improved = false;
+      for (std::size_t ci = 0; ci < width && !improved; ++ci) {
+        const std::uint32_t b = ws.cand[ci];
+        const double lb = ws.load[b];
+        const double gap = la - lb;
+        if (gap <= tol) break;
+        double best = la - tol;
+        std::uint32_t bx = nil, by = nil;
+        const std::span<const std::uint32_t> A(flat_.data() + start_[a], start_[a + 1] - start_[a]);
+        const std::span<const std::uint32_t> B(flat_.data() + start_[b], start_[b + 1] - start_[b]);
+        const auto consider = [&](std::uint32_t x, std::uint32_t y, double d) {
+          if (d > tol && d < gap) {
+            const double nm = std::max(la - d, lb + d);
+            if (nm < best) {
+              best = nm;
+              bx = x;
+              by = y;
+            }
+          }
+        };
+        if (!ws.equal) {  // move the item of `a` closest to gap / 2
+          const auto it = std::lower_bound(A.begin(), A.end(), gap / 2, cost_below);
+          if (it != A.end()) consider(*it, nil, ws.costs[*it]);
+          if (it != A.begin()) consider(*(it - 1), nil, ws.costs[*(it - 1)]);
+        }
+        for (std::uint32_t x : A) {  // swap x with the item of `b` closest to cost(x) - gap / 2
+          const double cx = ws.costs[x];
+          const auto it = std::lower_bound(B.begin(), B.end(), cx - gap / 2, cost_below);
+          if (it != B.end()) consider(x, *it, cx - ws.costs[*it]);
+          if (it != B.begin()) consider(x, *(it - 1), cx - ws.costs[*(it - 1)]);
+        }
+        if (bx != nil) {
+          move(ws, bx, a, b, bin_of);
+          if (by != nil) move(ws, by, b, a, bin_of);
+          resort_bins(ws, a, b);
+          improved = true;
+        }
+      }
+      if (!improved) break;
+    }
+    return *std::max_element(ws.load.begin(), ws.load.end());
+  }
+
+ private:
+  static constexpr std::uint32_t nil = std::numeric_limits<std::uint32_t>::max();
+
+  // Restores by_load_'s order after the loads of bins a and b changed: both
+  // are taken out, then put back at their places (O(k) moves, k = bins).
+  void resort_bins(const partition_workspace& ws, std::uint32_t a, std::uint32_t b) {
+    const auto lighter = [&ws](std::uint32_t x, std::uint32_t y) {
+      return ws.load[x] < ws.load[y] || (ws.load[x] == ws.load[y] && x < y);
+    };
+    by_load_.erase(std::remove_if(by_load_.begin(), by_load_.end(),
+                                  [a, b](std::uint32_t x) { return x == a || x == b; }),
+                   by_load_.end());
+    for (const std::uint32_t x : {a, b})
+      by_load_.insert(std::lower_bound(by_load_.begin(), by_load_.end(), x, lighter), x);
+  }
+
+  // Bin order: cost ascending, then index descending (the reverse of the ranking).
+  [[nodiscard]] static bool before(const partition_workspace& ws, std::uint32_t x,
+                                   std::uint32_t y) noexcept {
+    return ws.costs[x] < ws.costs[y] || (ws.costs[x] == ws.costs[y] && x > y);
+  }
+  // Moves `item` between bins in flat_, shifting the items in between: O(n).
+  void move(partition_workspace& ws, std::uint32_t item, std::uint32_t from, std::uint32_t to,
+            std::span<std::uint32_t> bin_of) {
+    const auto cmp = [&ws](std::uint32_t x, std::uint32_t y) { return before(ws, x, y); };
+    const auto base = flat_.begin();
+    const auto pos = std::lower_bound(base + start_[from], base + start_[from + 1], item, cmp);
+    const auto ins = std::lower_bound(base + start_[to], base + start_[to + 1], item, cmp);
+    if (from < to) {
+      std::copy(pos + 1, ins, pos);
+      *(ins - 1) = item;
+      for (std::uint32_t b = from + 1; b <= to; ++b) --start_[b];
+    } else {
+      std::copy_backward(ins, pos, pos + 1);
+      *ins = item;
+      for (std::uint32_t b = to + 1; b <= from; ++b) ++start_[b];
+    }
+    ws.load[from] -= ws.costs[item];
+    ws.load[to] += ws.costs[item];
+    bin_of[item] = to;
+  }
+
+  std::vector<std::uint32_t> flat_, start_;  // items grouped by bin, see before()
+  std::vector<std::uint32_t> by_load_;       // bins by (load, index)
+};
+
+}  // namespace disttrain::detail
