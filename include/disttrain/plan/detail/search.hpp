@@ -63,8 +63,11 @@
 #include "disttrain/model/module_shape.hpp"
 #include "disttrain/model/workload.hpp"
 #include "disttrain/plan/detail/closed_form.hpp"
+#include "disttrain/plan/detail/incumbent.hpp"
 #include "disttrain/plan/detail/layer_split.hpp"
+#include "disttrain/plan/detail/search_space.hpp"
 #include "disttrain/plan/detail/stage_cost.hpp"
+#include "disttrain/plan/detail/stage_time_cache.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/plan/planner_options.hpp"
 #include "disttrain/plan/request.hpp"
@@ -73,74 +76,12 @@ namespace disttrain {
 
 namespace detail {
 
-/// @brief Tie-break key of a plan: [any colocated, n, backbone tp, recompute,
-/// dp, pp, virtual stages, then per side module: colocated, pp, tp, recompute, dp, then every
-/// module's layers per stage].
-[[nodiscard]] inline std::vector<long long> tie_key(const parallel_plan& p) {
-  std::vector<long long> k;
-  bool col = false;
-  for (const auto& m : p.modules) col = col || m.colocated;
-  k.push_back(col ? 1 : 0);
-  k.push_back(p.microbatch_samples());
-  const module_plan& b = p.modules[p.backbone_index()];
-  k.insert(k.end(), {b.tp, b.recompute ? 1 : 0, b.dp, b.pp, b.virtual_stages});
-  for (const auto& m : p.modules)
-    if (m.role != "backbone")
-      k.insert(k.end(), {m.colocated ? 1 : 0, m.pp, m.tp, m.recompute ? 1 : 0, m.dp});
-  for (const auto& m : p.modules) k.insert(k.end(), m.layers.begin(), m.layers.end());
-  return k;
-}
-
-/// @brief A scored plan and the total order the planner minimises.
-struct ranked_plan {
-  double time = std::numeric_limits<double>::infinity();
-  long long gpus = 0;
-  std::vector<long long> key;
-  parallel_plan plan;
-};
-/// @brief (time, gpus, key) lexicographic.
-[[nodiscard]] inline bool ranks_before(double t, long long g, const std::vector<long long>& k,
-                                       const ranked_plan& b) {
-  if (t != b.time) return t < b.time;
-  if (g != b.gpus) return g < b.gpus;
-  return k < b.key;
-}
-
-/// @brief Divisors of `x`, ascending.
-[[nodiscard]] inline std::vector<int> divisors(int x) {
-  std::vector<int> lo, hi;
-  for (int d = 1; static_cast<long long>(d) * d <= x; ++d)
-    if (x % d == 0) {
-      lo.push_back(d);
-      if (d != x / d) hi.push_back(x / d);
-    }
-  lo.insert(lo.end(), hi.rbegin(), hi.rend());
-  return lo;
-}
-
-/// @brief Distinct values of ceil(n / d) for d in [1, n], ascending.
-[[nodiscard]] inline std::vector<int> replica_loads(int n) {
-  std::vector<int> ks;
-  for (int d = 1; d <= n;) {
-    const int k = (n + d - 1) / d;
-    ks.push_back(k);
-    d = k == 1 ? n + 1 : (n - 1) / (k - 1) + 1;
-  }
-  std::reverse(ks.begin(), ks.end());
-  return ks;
-}
-
 /// @brief Field-wise sum (the order `evaluate` uses for stages with several parts).
 inline void add_memory(memory_breakdown& acc, const memory_breakdown& x) noexcept {
   acc.params += x.params;
   acc.grads += x.grads;
   acc.optimizer += x.optimizer;
   acc.activations += x.activations;
-}
-
-template <class T>
-[[nodiscard]] const T& at(const std::vector<T>& v, int i) {
-  return v[static_cast<std::size_t>(i)];
 }
 
 /// @brief Memory violation closest to fitting (for the "no plan" error).
@@ -153,66 +94,10 @@ struct violation {
 
 /// @brief The branch-and-bound search (see the file comment and docs/planner.md).
 template <cost_model C>
-class plan_search {
+class plan_search : private search_space {
  public:
   plan_search(const C& cost, const plan_request& req, const planner_options& opt)
-      : cost_(cost), model_(cost.model()), req_(req), opt_(opt) {
-    check_request(req, model_);
-    const auto& cl = cost.cluster();
-    require(opt.max_gpus >= 0, "planner.max_gpus", "must be >= 0, got ", opt.max_gpus);
-    N_ = opt.max_gpus > 0 ? std::min<long long>(cl.num_gpus, opt.max_gpus) : cl.num_gpus;
-    g_ = cl.gpus_per_node;
-    S_ = req.global_batch;
-    limit_ = cost.memory_limit();
-    require(opt.max_side_pp >= 1, "planner.max_side_pp", "must be >= 1, got ", opt.max_side_pp);
-    require(opt.max_virtual_stages >= 1, "planner.max_virtual_stages", "must be >= 1, got ",
-            opt.max_virtual_stages);
-    require(opt.max_backbone_pp >= 0, "planner.max_backbone_pp", "must be >= 0, got ",
-            opt.max_backbone_pp);
-    require(!opt.tp_candidates.empty(), "planner.tp_candidates", "must not be empty");
-    for (int t : opt.tp_candidates)
-      require(t >= 1 && (t & (t - 1)) == 0, "planner.tp_candidates",
-              "TP degrees are powers of two, got ", t);
-    require(opt.include_monolithic || opt.include_disaggregated, "planner",
-            "no layout family enabled");
-    require(!opt.include_monolithic || !opt.monolithic_splits.empty(), "planner.monolithic_splits",
-            "must not be empty when monolithic layouts are searched");
-    int encoders = 0, generators = 0;
-    bi_ = model_.backbone_index();
-    for (std::size_t i = 0; i < model_.modules.size(); ++i) {
-      if (model_.modules[i].role == module_role::encoder) ++encoders, ei_ = i;
-      if (model_.modules[i].role == module_role::generator) ++generators, gi_ = i;
-    }
-    if (encoders > 1 || generators > 1)
-      fail(errc::unsupported, "model.modules",
-           "the planner supports at most one encoder and one generator, got ", encoders, " and ",
-           generators);
-    has_e_ = encoders == 1;
-    has_g_ = generators == 1;
-    for (std::size_t i = 0; i < model_.modules.size(); ++i) {
-      mods_.push_back(module_info{});
-      auto& mi = mods_.back();
-      mi.layers = model_.modules[i].layers();
-      mi.dirs = transfer_directions(model_, i);
-      const module_shape sh = shape_of(model_.modules[i]);
-      for (int t : opt.tp_candidates)
-        if (t <= g_ && g_ % t == 0 && sh.tp_supported(t)) mi.tps.push_back(t);
-      std::sort(mi.tps.begin(), mi.tps.end());
-      mi.tps.erase(std::unique(mi.tps.begin(), mi.tps.end()), mi.tps.end());
-      for (int t = 1; t <= g_; t *= 2)
-        if (g_ % t == 0 && sh.tp_supported(t)) mi.colocated_tps.push_back(t);
-    }
-    rcs_ = opt.search_recompute ? std::vector<bool>{false, true} : std::vector<bool>{false};
-    max_pp_b_ = opt.max_backbone_pp > 0 ? std::min(opt.max_backbone_pp, mods_[bi_].layers)
-                                        : mods_[bi_].layers;
-    max_pp_b_ = std::min(max_pp_b_, 65535);
-    require(opt.min_backbone_pp >= 1, "planner.min_backbone_pp", "must be >= 1, got ",
-            opt.min_backbone_pp);
-    require(opt.min_backbone_pp <= max_pp_b_, "planner.min_backbone_pp", "is ", opt.min_backbone_pp,
-            ", above the most backbone stages ", max_pp_b_,
-            " (max_backbone_pp, or the backbone's layer count)");
-    min_pp_b_ = opt.min_backbone_pp;
-  }
+      : search_space(cost, req, opt), cost_(cost), model_(cost.model()), req_(req), opt_(opt) {}
 
   /// @brief Runs the search; returns the best plan or throws `errc::infeasible`.
   ranked_plan run() {
@@ -220,43 +105,19 @@ class plan_search {
     stats_.backbone_configs = static_cast<long long>(nodes_.size());
     if (opt_.include_monolithic) search_monolithic();
     if (opt_.include_disaggregated) search_disaggregated();
-    if (!best_.plan.modules.empty()) return best_;
+    if (!best_.empty()) return best_.best();
     no_plan();
   }
 
   [[nodiscard]] const planner_stats& stats() const noexcept { return stats_; }
 
  private:
-  struct module_info {
-    int layers = 0;
-    double dirs = 2;
-    std::vector<int> tps;            // TP candidates the module supports
-    std::vector<int> colocated_tps;  // powers of two it supports, for colocation
-  };
-
   static constexpr double nan_ = std::numeric_limits<double>::quiet_NaN();
   static constexpr double inf_ = std::numeric_limits<double>::infinity();
 
   // ---- stage-time tables: time(type, c) of module i at (tp, rc, k), lazily filled ----
-  struct time_table {
-    std::size_t module = 0;
-    int tp = 1, k = 1, layers = 0;
-    bool rc = false;
-    std::vector<double> v;  // 4 * (layers + 1), NaN = not yet computed
-    double rho = std::numeric_limits<double>::quiet_NaN();
-  };
-
-  static std::uint64_t pack(unsigned family, std::size_t module, int tp, bool rc, int pp,
-                            int k) noexcept {
-    return (static_cast<std::uint64_t>(family) << 61) ^ (static_cast<std::uint64_t>(module) << 57) ^
-           (static_cast<std::uint64_t>(tp & 0xff) << 49) ^
-           (static_cast<std::uint64_t>(rc ? 1 : 0) << 48) ^
-           (static_cast<std::uint64_t>(pp & 0xffff) << 32) ^
-           static_cast<std::uint64_t>(static_cast<std::uint32_t>(k));
-  }
-
   time_table& table(std::size_t i, int tp, bool rc, int k) {
-    const std::uint64_t key = pack(0, i, tp, rc, 0, k);
+    const time_table_key key{i, tp, rc, k};
     auto it = tables_.find(key);
     if (it != tables_.end()) return it->second;
     time_table t;
@@ -280,17 +141,6 @@ class plan_search {
          {stage_type::first, stage_type::middle, stage_type::last, stage_type::whole})
       for (int c = 1; c <= t.layers; ++c) r = std::min(r, tt(t, ty, c) / static_cast<double>(c));
     return t.rho = r;
-  }
-
-  /// @brief First layer of a stage of `type` holding `c` layers (-1 if impossible).
-  [[nodiscard]] static int first_layer_of(stage_type type, int c, int L) noexcept {
-    switch (type) {
-      case stage_type::first: return c <= L - 1 ? 0 : -1;
-      case stage_type::middle: return c <= L - 2 ? 1 : -1;
-      case stage_type::last: return c <= L - 1 ? L - c : -1;
-      case stage_type::whole: return c == L ? 0 : -1;
-    }
-    return -1;
   }
 
   /// @brief Forward+backward seconds of a stage of `type` with `c` layers (+inf if impossible).
@@ -317,50 +167,23 @@ class plan_search {
   }
 
   // ---- layer splits with their stage times ----
-  struct split_info {
-    std::vector<int> layers, first;
-    std::vector<double> times;  // stage times as evaluate() sums them
-    double tmax = 0, tsum = 0;  // tsum accumulated in stage order (a lower bound of the path)
-  };
-
-  /// @brief Split of `L` layers into `pp` stages by `rule`, with stage times
-  /// `fn(type, c)`; cached under `key`. Empty `layers` when impossible.
-  /// With `v > 1` (interleaved) every stage gets a multiple of `v` layers: the
-  /// even rule needs `pp * v | L`, the balanced rule splits `L / v` units of `v` layers.
+  /// @brief Split of `L` layers into `pp` stages by `rule` (`make_split`),
+  /// with stage times `fn(type, c)`, `v` chunks per stage; cached under `key`.
   template <class Fn>
-  const split_info& get_split(std::uint64_t key, int v, int L, int pp, layer_split_rule rule,
-                              const Fn& fn) {
-    const split_key sk{key, v};
-    auto it = splits_.find(sk);
+  const split_info& get_split(const split_key& key, int L, layer_split_rule rule, const Fn& fn) {
+    auto it = splits_.find(key);
     if (it != splits_.end()) return *it->second;
     auto s = std::make_unique<split_info>();
-    if (rule == layer_split_rule::even) {
-      if (pp <= L && L % (pp * v) == 0) s->layers.assign(static_cast<std::size_t>(pp), L / pp);
-    } else if (v <= 1) {
-      s->layers = balanced_split(L, pp, fn);
-    } else if (L % v == 0) {
-      s->layers = balanced_split(L / v, pp, [&](stage_type t, int u) { return fn(t, u * v); });
-      for (int& c : s->layers) c *= v;
-    }
-    int f = 0;
-    for (int j = 0; j < static_cast<int>(s->layers.size()); ++j) {
-      const int c = at(s->layers, j);
-      s->first.push_back(f);
-      f += c;
-      const double t = fn(type_of_stage(j, pp), c);
-      s->times.push_back(t);
-      s->tmax = std::max(s->tmax, t);
-      s->tsum += t;
-    }
-    return *splits_.emplace(sk, std::move(s)).first->second;
+    make_split(*s, key.v, L, key.pp, rule, fn);
+    return *splits_.emplace(key, std::move(s)).first->second;
   }
 
   /// @brief Split of a disaggregated module (no colocated parts), `v` chunks per stage.
   const split_info& plain_split(std::size_t i, int tp, bool rc, int k, int pp, int v = 1) {
     time_table& T = table(i, tp, rc, k);
     auto fn = [&](stage_type t, int c) { return 0.0 + tt(T, t, c); };
-    return get_split(pack(1, i, tp, rc, pp, k), v, mods_[i].layers, pp, layer_split_rule::balanced,
-                     fn);
+    return get_split(split_key{split_family::plain, i, tp, rc, pp, k, v}, mods_[i].layers,
+                     layer_split_rule::balanced, fn);
   }
 
   /// @brief The link-dependent per-stage costs of a module's stages (hop
@@ -552,20 +375,6 @@ class plan_search {
            " GB); use more GPUs or GPUs with more memory");
     fail(errc::infeasible, "cluster.num_gpus", "no layout of the model fits on ", N_,
          " GPUs within the search space (global batch ", S_, ", tp/pp/dp limits)");
-  }
-
-  // ---- candidates ----
-  [[nodiscard]] bool may_improve(double time, long long gpus) const noexcept {
-    return time < best_.time || (time == best_.time && gpus <= best_.gpus);
-  }
-  void consider(double time, long long gpus, parallel_plan&& p) {
-    if (!may_improve(time, gpus)) return;
-    auto key = tie_key(p);
-    if (!ranks_before(time, gpus, key, best_)) return;
-    best_.time = time;
-    best_.gpus = gpus;
-    best_.key = std::move(key);
-    best_.plan = std::move(p);
   }
 
   /// @brief The cost query of a stage of this search (with its sequence-parallel switch).
@@ -775,14 +584,14 @@ class plan_search {
     }
     for (std::size_t at = 0; backbone_cfg* node = config(at); ++at) {
       backbone_cfg& b = *node;
-      if (b.lb > best_.time) break;
+      if (b.lb > best_.time()) break;
       for (const side_mode& md : modes) {
         const long long side_min = (has_e_ && !md.ce ? 1 : 0) + (has_g_ && !md.cg ? 1 : 0);
         if (static_cast<long long>(b.tp) * b.pp * b.dp + side_min > N_) continue;
         b.layout = md.ce || md.cg ? &mono_split(layer_split_rule::balanced, b.tp, b.rc, b.k, b.pp,
                                                 b.v, md.ce, md.cg)
                                   : &plain_split(bi_, b.tp, b.rc, b.k, b.pp, b.v);
-        if (b.layout->layers.empty() || split_bound(b) > best_.time) continue;
+        if (b.layout->layers.empty() || split_bound(b) > best_.time()) continue;
         expand(b, md);
       }
     }
@@ -813,7 +622,7 @@ class plan_search {
     {
       const module_terms arr[3] = {
           module_terms{}, backbone_terms(b, bctx_.links, 0, link_case::best), module_terms{}};
-      if (combine_bound(m, arr).iteration_s > best_.time) return;
+      if (combine_bound(m, arr).iteration_s > best_.time()) return;
     }
     ++stats_.backbone_expanded;
     const bool se = has_e_ && !md.ce, sg = has_g_ && !md.cg;  // separate side modules
@@ -915,7 +724,7 @@ class plan_search {
         {
           const module_terms arr[3] = {
               et, bt, module_terms{pmin_t_[i], pmin_path_[i], 0.0, ppg, pmin_path_[i]}};
-          if (combine(m, arr).iteration_s > best_.time) break;  // bounds every option in [0, i]
+          if (combine(m, arr).iteration_s > best_.time()) break;  // bounds every option in [0, i]
         }
         const side_option& go = G->options[i];
         if (sg && base_g % go.tp != 0) continue;
@@ -933,14 +742,14 @@ class plan_search {
         const module_terms arr[3] = {et, bt, gt};
         const double time = combine(m, arr).iteration_s;
         const long long gpus = gb + e.gpus + go.gpus;
-        if (!may_improve(time, gpus)) continue;
+        if (!best_.may_improve(time, gpus)) continue;
         parallel_plan p = base_plan(b.n);
         set_module(p, bi_, b.tp, b.pp, b.dp, b.rc, b.layout->layers, b.v);
         if (se) set_module(p, ei_, e.tp, e.pp, e.dp, e.rc, e.layout->layers);
         if (sg) set_module(p, gi_, go.tp, go.pp, go.dp, go.rc, go.layout->layers);
         if (md.ce) set_colocated(p, ei_, b);
         if (md.cg) set_colocated(p, gi_, b);
-        consider(time, gpus, std::move(p));
+        best_.consider(time, gpus, std::move(p));
       }
     }
   }
@@ -996,14 +805,14 @@ class plan_search {
       }
       return 0.0 + x;
     };
-    // Cache families: 2/3 balanced/even with every side module colocated, 4/5/6 balanced with
-    // (encoder, generator) colocated as (yes, no) / (no, yes) / (no, no).
     const bool all = ce == has_e_ && cg == has_g_;
-    const unsigned family = all  ? (rule == layer_split_rule::even ? 3u : 2u)
-                            : ce ? 4u
-                            : cg ? 5u
-                                 : 6u;
-    return get_split(pack(family, bi_, tp, rc, pp, k), v, mods_[bi_].layers, pp, rule, fn);
+    const split_family family =
+        all  ? (rule == layer_split_rule::even ? split_family::all_colocated_even
+                                               : split_family::all_colocated_balanced)
+        : ce ? split_family::encoder_colocated
+        : cg ? split_family::generator_colocated
+             : split_family::none_colocated;
+    return get_split(split_key{family, bi_, tp, rc, pp, k, v}, mods_[bi_].layers, rule, fn);
   }
 
   void search_monolithic() {
@@ -1013,22 +822,22 @@ class plan_search {
     std::sort(rules.begin(), rules.end());
     for (std::size_t at = 0; backbone_cfg* node = config(at); ++at) {
       backbone_cfg& c = *node;
-      if (c.lb > best_.time) break;
+      if (c.lb > best_.time()) break;
       for (layer_split_rule rule : rules) {
         c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
-        if (c.layout->layers.empty() || split_bound(c) > best_.time) continue;
+        if (c.layout->layers.empty() || split_bound(c) > best_.time()) continue;
         ++stats_.monolithic_configs;
         backbone_links(c, has_e_, has_g_, mlinks_);
         const module_terms arr[1] = {backbone_terms(c, mlinks_, 0, link_case::placed)};
         const double time = combine(S_ / c.n, arr).iteration_s;
         const long long gpus = static_cast<long long>(c.tp) * c.pp * c.dp;
-        if (!may_improve(time, gpus) || !backbone_fits(c, 0, c.pp, S_ / c.n, has_e_, has_g_))
+        if (!best_.may_improve(time, gpus) || !backbone_fits(c, 0, c.pp, S_ / c.n, has_e_, has_g_))
           continue;
         parallel_plan p = base_plan(c.n);
         set_module(p, bi_, c.tp, c.pp, c.dp, c.rc, c.layout->layers, c.v);
         for (std::size_t i = 0; i < p.modules.size(); ++i)
           if (i != bi_) set_colocated(p, i, c);
-        consider(time, gpus, std::move(p));
+        best_.consider(time, gpus, std::move(p));
       }
     }
   }
@@ -1037,28 +846,8 @@ class plan_search {
   const model_spec& model_;
   plan_request req_;
   planner_options opt_;
-  long long N_ = 0;
-  int g_ = 8;
-  int S_ = 1;
-  double limit_ = 0;
-  std::size_t bi_ = 0, ei_ = 0, gi_ = 0;
-  bool has_e_ = false, has_g_ = false;
-  int max_pp_b_ = 1;
-  int min_pp_b_ = 1;
-  std::vector<module_info> mods_;
-  std::vector<bool> rcs_;
   // Caches (looked up, never iterated, so their order cannot leak into results).
-  std::unordered_map<std::uint64_t, time_table> tables_;
-  struct split_key {
-    std::uint64_t key = 0;
-    int v = 1;
-    friend bool operator==(const split_key&, const split_key&) = default;
-  };
-  struct split_key_hash {
-    std::size_t operator()(const split_key& k) const noexcept {
-      return std::hash<std::uint64_t>{}(k.key ^ (static_cast<std::uint64_t>(k.v) << 58));
-    }
-  };
+  std::unordered_map<time_table_key, time_table, time_table_key_hash> tables_;
   std::unordered_map<split_key, std::unique_ptr<split_info>, split_key_hash> splits_;
   std::map<std::vector<long long>, side_list> side_cache_;
   std::vector<backbone_cfg> nodes_;                      // generation order
@@ -1069,7 +858,7 @@ class plan_search {
   backbone_ctx bctx_;
   stage_links mlinks_;  // a monolithic configuration's links
   std::vector<double> pmin_t_, pmin_path_;
-  ranked_plan best_;
+  incumbent best_;
   violation viol_;
   planner_stats stats_;
 };
