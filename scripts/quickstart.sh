@@ -213,11 +213,15 @@ python_deps_finish() {
   wait "$PY_DEPS_PID" || rc=$?
   PY_DEPS_PID=""
   cat "$PY_DEPS_LOG"
-  if [ "$rc" -eq 3 ]; then
-    PY_SKIP="scikit-build-core, nanobind, numpy and pytest could not be installed from PyPI (no network?)"
-  elif [ "$rc" -ne 0 ]; then
-    die "installing the Python test dependencies failed (exit status $rc; log above)"
-  fi
+  python_deps_status "$rc"
+}
+# python_deps_status <python_deps' exit status>: sets PY_SKIP or dies.
+python_deps_status() {
+  case "$1" in
+    0) ;;
+    3) PY_SKIP="scikit-build-core, nanobind, numpy and pytest could not be installed from PyPI (no network?)" ;;
+    *) die "installing the Python test dependencies failed (exit status $1)" ;;
+  esac
 }
 
 run_python_tests() {
@@ -228,8 +232,7 @@ run_python_tests() {
     if [ -z "$PY_SKIP" ]; then
       local rc=0
       python_deps || rc=$?
-      [ "$rc" -ne 3 ] || PY_SKIP="scikit-build-core, nanobind, numpy and pytest could not be installed from PyPI (no network?)"
-      [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || die "installing the Python test dependencies failed"
+      python_deps_status "$rc"
     fi
   fi
   if [ -n "$PY_SKIP" ]; then
