@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "disttrain/model/module_shape.hpp"
@@ -25,6 +27,7 @@ struct exhaustive_result {
   std::optional<parallel_plan> plan;
   double time = std::numeric_limits<double>::infinity();
   long long plans_scored = 0;
+  bool capped_split = false;  // the best plan's backbone split is capped by memory
 };
 
 template <class C>
@@ -76,15 +79,75 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                     req.sample_workload[i] * static_cast<double>(k))
         .total_s();
   };
-  // The balanced split with v interleaved chunks per stage: L / v units of v layers.
-  auto balanced_v = [](int L, int pp, int v, const auto& fn) {
-    if (v <= 1) return detail::balanced_split(L, pp, fn);
+  // The balanced split with v interleaved chunks per stage: L / v units of v layers, each stage
+  // capped at caps[j] units if caps are given.
+  auto balanced_v = [](int L, int pp, int v, const auto& fn, std::span<const int> caps = {}) {
+    if (v <= 1) return detail::balanced_split(L, pp, fn, caps);
     std::vector<int> out;
     if (L % v != 0) return out;
-    out = detail::balanced_split(L / v, pp,
-                                 [&](detail::stage_type t, int u) { return fn(t, u * v); });
+    out = detail::balanced_split(
+        L / v, pp, [&](detail::stage_type t, int u) { return fn(t, u * v); }, caps);
     for (int& c : out) c *= v;
     return out;
+  };
+  // Stage times of the backbone with the colocated encoder (ce) / generator (cg) parts.
+  auto backbone_fn = [&](bool ce, bool cg, int tpb, bool rcb, int kb) {
+    const double te = ce ? type_time(*ei, colocated_tp(*ei, tpb), rcb, kb,
+                                     detail::stage_type::whole, model.modules[*ei].layers())
+                         : 0.0;
+    const double tg = cg ? type_time(*gi, colocated_tp(*gi, tpb), rcb, kb,
+                                     detail::stage_type::whole, model.modules[*gi].layers())
+                         : 0.0;
+    return [=, &type_time](detail::stage_type t, int c) {
+      const double x = type_time(bi, tpb, rcb, kb, t, c);
+      if (t == detail::stage_type::first) return (0.0 + te) + x;
+      if (t == detail::stage_type::last) return (0.0 + x) + tg;
+      if (t == detail::stage_type::whole) return ((0.0 + te) + x) + tg;
+      return 0.0 + x;
+    };
+  };
+  // Memory per GPU of the backbone's stage j in plan q, as evaluate() reports it.
+  auto backbone_memory = [&](const parallel_plan& q, int j) {
+    const auto ev = evaluate(q, cost, req.sample_workload, evaluate_options{false});
+    for (const auto& st : ev.stages)
+      if (st.module == model.modules[bi].name && st.stage == j) return st.memory_bytes;
+    return std::numeric_limits<double>::infinity();
+  };
+  const double limit = cost.memory_limit();
+  // The split rule for the backbone of plan p (docs/planner.md, "Layer split"): the balanced
+  // split `bal` if every backbone stage fits memory; else the balanced split with each stage
+  // capped at the most units that fit it, found by scoring probe plans in which only that stage's
+  // layer count varies (a stage's memory depends on its own layers only); empty if none fits.
+  auto fitted = [&](parallel_plan p, const std::vector<int>& bal, const auto& fn) {
+    module_plan& mb = p.modules[bi];
+    const int pp = mb.pp, v = mb.virtual_stages, units = Lb / v;
+    mb.layers = bal;
+    const auto ev = evaluate(p, cost, req.sample_workload, evaluate_options{false});
+    bool fits = true;
+    for (const auto& st : ev.stages)
+      if (st.module == model.modules[bi].name && st.memory_bytes > limit) fits = false;
+    if (fits) return bal;
+    if (pp < 2) return std::vector<int>{};
+    std::vector<int> caps(static_cast<std::size_t>(pp), 0);
+    for (int j = 0; j < pp; ++j) {
+      auto fits_units = [&](int u) {
+        std::vector<int> probe(static_cast<std::size_t>(pp), v);
+        probe[static_cast<std::size_t>(j)] = u * v;
+        probe[j == 0 ? 1u : 0u] += (units - u - (pp - 1)) * v;
+        mb.layers = probe;
+        return backbone_memory(p, j) <= limit;
+      };
+      int lo = 0, hi = units - (pp - 1);
+      while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (fits_units(mid))
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      caps[static_cast<std::size_t>(j)] = lo;
+    }
+    return balanced_v(Lb, pp, v, fn, caps);
   };
   auto plain_split = [&](std::size_t i, int tp, bool rc, int k, int pp, int v = 1) {
     return balanced_v(model.modules[i].layers(), pp, v, [&](detail::stage_type t, int c) {
@@ -94,15 +157,21 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
 
   exhaustive_result best;
   detail::ranked_plan rb;
-  auto score = [&](parallel_plan&& p) {
-    ++best.plans_scored;
-    if (p.total_gpus() > N) return;
-    long long first_rank = 0;  // rank_layout's rule: each segment starts at a multiple of its tp
+  // Whether p is within the GPU budget and every segment starts at a multiple of its tp
+  // (rank_layout's rule).
+  auto admissible = [&](const parallel_plan& p) {
+    if (p.total_gpus() > N) return false;
+    long long first_rank = 0;
     for (const auto& m : p.modules) {
       if (m.colocated) continue;
-      if (first_rank % m.tp != 0) return;
+      if (first_rank % m.tp != 0) return false;
       first_rank += m.gpus();
     }
+    return true;
+  };
+  auto score = [&](parallel_plan&& p, bool capped = false) {
+    ++best.plans_scored;
+    if (!admissible(p)) return;
     const auto ev = evaluate(p, cost, req.sample_workload, evaluate_options{false});
     if (ev.max_memory_bytes > ev.memory_limit_bytes) return;
     auto key = detail::tie_key(p);
@@ -112,6 +181,7 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
       rb.key = std::move(key);
       best.plan = p;
       best.time = ev.iteration_time_s;
+      best.capped_split = capped;
     }
   };
   auto base = [&](int n) {
@@ -154,27 +224,14 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
               if (gb > N) break;
               // Monolithic layouts.
               if (opt.include_monolithic) {
-                const double te =
-                    ei ? type_time(*ei, colocated_tp(*ei, tpb), rcb, kb, detail::stage_type::whole,
-                                   model.modules[*ei].layers())
-                       : 0.0;
-                const double tg =
-                    gi ? type_time(*gi, colocated_tp(*gi, tpb), rcb, kb, detail::stage_type::whole,
-                                   model.modules[*gi].layers())
-                       : 0.0;
+                const auto fn = backbone_fn(ei.has_value(), gi.has_value(), tpb, rcb, kb);
                 for (layer_split_rule rule : opt.monolithic_splits) {
                   std::vector<int> layers;
                   if (rule == layer_split_rule::even) {
                     if (Lb % (ppb * vb) == 0)
                       layers.assign(static_cast<std::size_t>(ppb), Lb / ppb);
                   } else {
-                    layers = balanced_v(Lb, ppb, vb, [&](detail::stage_type t, int c) {
-                      const double x = type_time(bi, tpb, rcb, kb, t, c);
-                      if (t == detail::stage_type::first) return (0.0 + te) + x;
-                      if (t == detail::stage_type::last) return (0.0 + x) + tg;
-                      if (t == detail::stage_type::whole) return ((0.0 + te) + x) + tg;
-                      return 0.0 + x;
-                    });
+                    layers = balanced_v(Lb, ppb, vb, fn);
                   }
                   if (layers.empty()) continue;
                   parallel_plan p = base(n);
@@ -186,7 +243,12 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                           {model.modules[i].layers()});
                       p.modules[i].colocated = true;
                     }
-                  score(std::move(p));
+                  if (rule == layer_split_rule::balanced && admissible(p)) {
+                    p.modules[bi].layers = fitted(p, layers, fn);
+                    if (p.modules[bi].layers.empty()) continue;
+                  }
+                  const bool capped = p.modules[bi].layers != layers;
+                  score(std::move(p), capped);
                 }
               }
               if (!opt.include_disaggregated) continue;
@@ -222,29 +284,13 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                 return v;
               };
               for (const mode& md : modes) {
-                std::vector<int> lb;
-                if (!md.ce && !md.cg) {
-                  lb = plain_split(bi, tpb, rcb, kb, ppb, vb);
-                } else {
-                  const double te =
-                      md.ce ? type_time(*ei, colocated_tp(*ei, tpb), rcb, kb,
-                                        detail::stage_type::whole, model.modules[*ei].layers())
-                            : 0.0;
-                  const double tg =
-                      md.cg ? type_time(*gi, colocated_tp(*gi, tpb), rcb, kb,
-                                        detail::stage_type::whole, model.modules[*gi].layers())
-                            : 0.0;
-                  lb = balanced_v(Lb, ppb, vb, [&](detail::stage_type t, int c) {
-                    const double x = type_time(bi, tpb, rcb, kb, t, c);
-                    if (t == detail::stage_type::first) return (0.0 + te) + x;
-                    if (t == detail::stage_type::last) return (0.0 + x) + tg;
-                    if (t == detail::stage_type::whole) return ((0.0 + te) + x) + tg;
-                    return 0.0 + x;
-                  });
-                }
+                const auto fn = backbone_fn(md.ce, md.cg, tpb, rcb, kb);
+                const std::vector<int> lb = balanced_v(Lb, ppb, vb, fn);
                 if (lb.empty()) continue;
                 const auto E = sides(md.ce ? std::nullopt : ei);
                 const auto G = sides(md.cg ? std::nullopt : gi);
+                std::map<int, std::vector<int>>
+                    split_by_ppg;  // the backbone's split per generator depth
                 for (const auto& e : E)
                   for (const auto& gg : G) {
                     if (gb + static_cast<long long>(e.tp) * e.pp * e.dp +
@@ -266,7 +312,14 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                     };
                     side_of(ei, md.ce, e);
                     side_of(gi, md.cg, gg);
-                    score(std::move(p));
+                    if (!admissible(p)) continue;
+                    const int ppg = gi && !md.cg ? gg.pp : 0;
+                    auto it = split_by_ppg.find(ppg);
+                    if (it == split_by_ppg.end())
+                      it = split_by_ppg.emplace(ppg, fitted(p, lb, fn)).first;
+                    if (it->second.empty()) continue;
+                    p.modules[bi].layers = it->second;
+                    score(std::move(p), it->second != lb);
                   }
               }
             }

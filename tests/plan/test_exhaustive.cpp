@@ -33,6 +33,7 @@ int interleaved_optima = 0;  // how many optima (plan or baseline) interleave th
 int mixed_optima = 0;        // how many planner optima colocate exactly one side module
 int placed_optima = 0;       // optima whose placement prices a link unlike the layout-free rules
 int sp_decided = 0;          // cases whose optimum without sequence parallelism differs
+int capped_optima = 0;       // optima whose backbone split is capped by memory
 
 // Whether the placement (to_rank_layout's numbering) puts a stage of at most a node's GPUs across
 // two nodes, or a module boundary inside one node: links the old layout-independent rules
@@ -99,6 +100,7 @@ void compare(const case_spec& c) {
   if (r.plan.modules[r.plan.backbone_index()].virtual_stages > 1) ++interleaved_optima;
   if (mixed(r.plan)) ++mixed_optima;
   if (placement_matters(r.plan)) ++placed_optima;
+  if (ex.capped_split) ++capped_optima;
   if (!c.sequence_parallel) {
     auto with = opt;
     with.sequence_parallel = true;
@@ -153,6 +155,11 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       {"mllm-70b", "h800", 16, 4, 2, 2, variant::as_is, 1, true, true, 0, false},
       {"mllm-13b", "a100", 8, 8, 4, 1, variant::as_is, 1, true, true, 0, false},
       {"mllm-13b", "h100", 8, 8, 4, 1, variant::as_is, 1, true, true, 0, false},
+      // Memory-bound on few GPUs: the balanced split does not fit, a split capped by memory does
+      // (and beats recompute or fewer stages).
+      {"mllm-13b", "h800", 4, 8, 4, 1},
+      {"mllm-13b", "h800", 4, 16, 4, 2, variant::as_is, 1, true, true, 0, false},
+      {"paper-72b", "h800", 24, 8, 4, 1},
   };
   for (const auto& c : cases) compare(c);
   // The space includes interleaved 1F1B (max_virtual_stages 4 by default), and it wins somewhere.
@@ -164,4 +171,6 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
   CHECK(placed_optima > 0);
   // Turning sequence parallelism off changes an optimum: the switch reaches the search.
   CHECK(sp_decided > 0);
+  // And optima whose backbone split the memory caps decide (docs/planner.md, "Layer split").
+  CHECK(capped_optima > 0);
 }

@@ -86,7 +86,8 @@ TEST_CASE("sequence_parallel in plan and planner-option JSON") {
 
 TEST_CASE("the planner without sequence parallelism: its plans run without it, never faster") {
   // Memory-bound: a 13B backbone on one A100 / H100 node (where SP decides the optimum), a 72B
-  // one on 32 H800s (where it does too) and a 7B one on 16 H800s (where it does not).
+  // one on 32 H800s (where it does not: without SP the layer split capped by memory keeps the
+  // same layout and time) and a 7B one on 16 H800s (where it does not either).
   int decided = 0;
   for (const auto& [preset, cluster, gpus, batch] :
        {std::tuple{"mllm-13b", "a100", 8, 8}, std::tuple{"mllm-13b", "h100", 8, 8},
@@ -127,7 +128,7 @@ TEST_CASE("the planner without sequence parallelism: its plans run without it, n
     CHECK(more.iteration_time_s == on.evaluation.iteration_time_s);
     CHECK(more.max_memory_bytes > on.evaluation.max_memory_bytes);
   }
-  CHECK(decided == 3);
+  CHECK(decided == 2);
 }
 
 TEST_CASE("a plan that fits only with sequence parallelism is infeasible without it") {

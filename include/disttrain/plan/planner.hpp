@@ -146,6 +146,7 @@ inline void to_json(json& j, const planner_stats& s) {
            {"side_options", s.side_options},
            {"pairs_evaluated", s.pairs_evaluated},
            {"monolithic_configs", s.monolithic_configs},
+           {"capped_splits", s.capped_splits},
            {"frontier_plans", s.frontier_plans}};
 }
 

@@ -102,7 +102,8 @@ struct planner_stats {
   long long side_options = 0;        ///< options in those lists
   long long pairs_evaluated = 0;     ///< full objective evaluations of disaggregated candidates
   long long monolithic_configs = 0;  ///< monolithic candidates scored
-  long long frontier_plans = 0;      ///< exact searches along the GPU frontier (objectives)
+  long long capped_splits = 0;  ///< backbone splits capped by memory (the balanced one did not fit)
+  long long frontier_plans = 0;  ///< exact searches along the GPU frontier (objectives)
 };
 
 /// @brief Reads planner options from a JSON object whose keys are the field

@@ -5,18 +5,26 @@
 /// Stage 0 (type `first`) holds the module's pre block, the last stage (type
 /// `last`) its post block, the others (`middle`) only layers; with one stage
 /// the type is `whole`. Given `time(type, c)`, the time of a stage of that type
-/// holding `c` layers (non-decreasing in `c`), the split
+/// holding `c` layers (non-decreasing in `c`), and optionally `caps[j]`, the
+/// most layers stage `j` may hold (the planner passes the most that fit its
+/// memory), the split
 /// 1. minimises the largest stage time tau (binary search over the candidate
 ///    values of each type: O(log^2 L) evaluations of cheap table lookups), then
-/// 2. gives every stage the most layers that keep it within tau and removes the
-///    surplus from the earliest stages first (stage 0, then 1, ...), keeping
-///    at least one layer each: early stages hold the most in-flight
-///    microbatches under 1F1B, so they get the fewest layers.
+/// 2. gives every stage the most layers that keep it within tau and within its
+///    cap, and removes the surplus from the earliest stages first (stage 0,
+///    then 1, ...), keeping at least one layer each: early stages hold the
+///    most in-flight microbatches under 1F1B, so they get the fewest layers.
+///
+/// Caps that the uncapped split already keeps change nothing: the uncapped
+/// split is then returned bit for bit (tau is the same, and so is every stage
+/// after the surplus removal). With caps, the split exists iff every cap is at
+/// least 1 and the caps sum to at least `layers`.
 /// The rule is deterministic and is part of the planner's search space (the
 /// exhaustive reference enumerator uses the same function).
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 namespace disttrain::detail {
@@ -33,11 +41,25 @@ enum class stage_type { first = 0, middle = 1, last = 2, whole = 3 };
 }
 
 /// @brief Splits `layers` over `pp` stages (see the file comment); `time(type,
-/// c)` for c in [1, layers]. Returns an empty vector if `pp > layers`.
+/// c)` for c in [1, layers]; `caps` empty (no caps) or one cap per stage.
+/// Returns an empty vector if no split exists (`pp > layers`, or the caps
+/// cannot hold the layers).
 template <class TimeFn>
-[[nodiscard]] std::vector<int> balanced_split(int layers, int pp, const TimeFn& time) {
+[[nodiscard]] std::vector<int> balanced_split(int layers, int pp, const TimeFn& time,
+                                              std::span<const int> caps = {}) {
   std::vector<int> out;
   if (pp < 1 || pp > layers) return out;
+  const bool capped = !caps.empty();
+  if (capped) {
+    if (caps.size() != static_cast<std::size_t>(pp)) return out;
+    long long room = 0;
+    for (int c : caps) {
+      if (c < 1) return out;
+      room += std::min(c, layers);
+    }
+    if (room < layers) return out;
+  }
+  auto stage_cap = [&](int j) { return capped ? caps[static_cast<std::size_t>(j)] : layers; };
   if (pp == 1) {
     out.push_back(layers);
     return out;
@@ -57,8 +79,21 @@ template <class TimeFn>
   auto feasible = [&](double tau) {
     const long long f = cap(stage_type::first, tau), l = cap(stage_type::last, tau);
     const long long mid = pp > 2 ? cap(stage_type::middle, tau) : 1;
-    if (f < 1 || l < 1 || mid < 1) return false;
-    return f + l + static_cast<long long>(pp - 2) * mid >= layers;
+    if (!capped) {
+      if (f < 1 || l < 1 || mid < 1) return false;
+      return f + l + static_cast<long long>(pp - 2) * mid >= layers;
+    }
+    long long total = 0;
+    for (int j = 0; j < pp; ++j) {
+      const stage_type t = type_of_stage(j, pp);
+      const long long c = std::min<long long>(t == stage_type::first  ? f
+                                              : t == stage_type::last ? l
+                                                                      : mid,
+                                              stage_cap(j));
+      if (c < 1) return false;
+      total += c;
+    }
+    return total >= layers;
   };
   // Smallest feasible tau among time(t, c), c in [1, layers], for each type.
   double best = 0;
@@ -82,7 +117,7 @@ template <class TimeFn>
   out.assign(static_cast<std::size_t>(pp), 0);
   long long total = 0;
   for (int j = 0; j < pp; ++j) {
-    out[static_cast<std::size_t>(j)] = cap(type_of_stage(j, pp), best);
+    out[static_cast<std::size_t>(j)] = std::min(cap(type_of_stage(j, pp), best), stage_cap(j));
     total += out[static_cast<std::size_t>(j)];
   }
   long long surplus = total - layers;

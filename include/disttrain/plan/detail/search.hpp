@@ -12,7 +12,9 @@
 /// - *monolithic* layouts (Megatron-style, `include_monolithic`): every side
 ///   module colocated on the backbone's first/last stage, one recompute flag,
 ///   layers split by the rules in `monolithic_splits`;
-/// - disaggregated modules' layers split by `balanced_split`; schedule 1F1B;
+/// - layers split by `balanced_split`; where a backbone split does not fit
+///   memory, by the same rule under per-stage memory caps (`fitted_split`,
+///   docs/planner.md "Layer split"); schedule 1F1B;
 /// - constraints: total GPUs <= N, every stage fits memory, each segment's
 ///   first rank is a multiple of its TP degree (TP groups inside nodes).
 /// Objective: the closed-form iteration time of `evaluate`; ties broken by
@@ -26,7 +28,12 @@
 /// - A3: DP sync + optimizer time of a stage is non-decreasing in dp;
 /// - A4: a transfer or a DP sync inside a node is no slower than the same one
 ///   over the NIC;
-/// - stage time is non-decreasing in the number of layers.
+/// - stage time is non-decreasing in the number of layers;
+/// - A5: stage memory is non-decreasing in the number of layers (the memory
+///   caps; a capped split is checked again, so breaking A5 loses plans only).
+/// A configuration is pruned by the bound of its uncapped split's slowest
+/// stage (no capped split has a faster one) with rho * L for the stage-time
+/// sum (`any_split_bound`), and by its exact split bound once its split is known.
 /// Links follow the rank placement (`detail/stage_cost.hpp`), so a module's
 /// hops, sync and boundary depend on its first rank modulo the node size:
 /// the encoder starts at rank 0, the backbone at the encoder's GPU count, the
@@ -167,23 +174,58 @@ class plan_search : private search_space {
   }
 
   // ---- layer splits with their stage times ----
-  /// @brief Split of `L` layers into `pp` stages by `rule` (`make_split`),
-  /// with stage times `fn(type, c)`, `v` chunks per stage; cached under `key`.
-  template <class Fn>
-  const split_info& get_split(const split_key& key, int L, layer_split_rule rule, const Fn& fn) {
+  /// @brief Calls `use(fn)` with the stage-time function `fn(type, c)` of the
+  /// splits cached under `key`: the module's own stage times (`plain`), or the
+  /// backbone's with its colocated parts' whole time added to its first
+  /// (encoder) / last (generator) stage, in model-module order from 0 (as
+  /// `evaluate` sums them).
+  template <class Use>
+  void split_times(const split_key& key, const Use& use) {
+    time_table& T = table(key.module, key.tp, key.rc, key.k);
+    if (key.family == split_family::plain) {
+      use([&](stage_type t, int c) { return 0.0 + tt(T, t, c); });
+      return;
+    }
+    const bool all = key.family == split_family::all_colocated_balanced ||
+                     key.family == split_family::all_colocated_even;
+    const bool ce = all ? has_e_ : key.family == split_family::encoder_colocated;
+    const bool cg = all ? has_g_ : key.family == split_family::generator_colocated;
+    const double te = ce ? tt(table(ei_, colocated_tp(ei_, key.tp), key.rc, key.k),
+                              stage_type::whole, mods_[ei_].layers)
+                         : 0.0;
+    const double tg = cg ? tt(table(gi_, colocated_tp(gi_, key.tp), key.rc, key.k),
+                              stage_type::whole, mods_[gi_].layers)
+                         : 0.0;
+    use([&](stage_type t, int c) {
+      const double x = tt(T, t, c);
+      switch (t) {
+        case stage_type::first: return (0.0 + te) + x;
+        case stage_type::last: return (0.0 + x) + tg;
+        case stage_type::whole: return ((0.0 + te) + x) + tg;
+        case stage_type::middle: break;
+      }
+      return 0.0 + x;
+    });
+  }
+
+  /// @brief The split cached under `key` (`make_split`: the even rule for
+  /// `all_colocated_even`, else the balanced rule; no memory caps).
+  const split_info& get_split(const split_key& key) {
     auto it = splits_.find(key);
     if (it != splits_.end()) return *it->second;
     auto s = std::make_unique<split_info>();
-    make_split(*s, key.v, L, key.pp, rule, fn);
+    const layer_split_rule rule = key.family == split_family::all_colocated_even
+                                      ? layer_split_rule::even
+                                      : layer_split_rule::balanced;
+    split_times(key, [&](const auto& fn) {
+      make_split(*s, key.v, mods_[key.module].layers, key.pp, rule, fn);
+    });
     return *splits_.emplace(key, std::move(s)).first->second;
   }
 
   /// @brief Split of a disaggregated module (no colocated parts), `v` chunks per stage.
   const split_info& plain_split(std::size_t i, int tp, bool rc, int k, int pp, int v = 1) {
-    time_table& T = table(i, tp, rc, k);
-    auto fn = [&](stage_type t, int c) { return 0.0 + tt(T, t, c); };
-    return get_split(split_key{split_family::plain, i, tp, rc, pp, k, v}, mods_[i].layers,
-                     layer_split_rule::balanced, fn);
+    return get_split(split_key{split_family::plain, i, tp, rc, pp, k, v});
   }
 
   /// @brief The link-dependent per-stage costs of a module's stages (hop
@@ -464,10 +506,25 @@ class plan_search : private search_space {
     return i < sorted_.size() ? &nodes_[sorted_[i]] : nullptr;
   }
 
-  /// @brief (m-1) * max stage + sum of stage times of a split: a lower bound of
-  /// the iteration time of every layout with this backbone configuration.
-  [[nodiscard]] double split_bound(const backbone_cfg& b) const {
-    const double tmax = b.layout->tmax, tsum = b.layout->tsum;
+  /// @brief (m-1) * max stage + fill/drain stage times of split `sp` of `b`: a
+  /// lower bound of the iteration time of every layout with this backbone
+  /// configuration and split.
+  [[nodiscard]] double split_bound(const backbone_cfg& b, const split_info& sp) const {
+    return pipeline_bound(b, sp.tmax, sp.tsum);
+  }
+
+  /// @brief A lower bound over every split of `b`, memory-capped ones
+  /// included, from its balanced split `bal`: no split has a smaller largest
+  /// stage than `bal` (it minimises it), and no split's stage times sum to less
+  /// than rho * L (`rho`) or than its largest stage.
+  double any_split_bound(const backbone_cfg& b, const split_info& bal) {
+    const double r = rho(table(bi_, b.tp, b.rc, b.k)) * static_cast<double>(mods_[bi_].layers);
+    return pipeline_bound(b, bal.tmax, std::max(r * (1.0 - 1e-9), bal.tmax));
+  }
+
+  /// @brief (m-1) * tmax + the fill/drain of stage times summing to tsum with
+  /// largest tmax (interleaved: (tsum - tmax) / v + tmax), monotone in both.
+  [[nodiscard]] double pipeline_bound(const backbone_cfg& b, double tmax, double tsum) const {
     const double fill =
         b.v <= 1 ? tsum : (tsum - tmax) / static_cast<double>(b.v) * (1.0 - 1e-9) + tmax;
     return static_cast<double>(S_ / b.n - 1) * tmax + fill;
@@ -542,31 +599,90 @@ class plan_search : private search_space {
     return t;
   }
 
-  /// @brief Whether every backbone stage fits memory at chain position `pos0 +
-  /// j` of `P` stages, with the colocated encoder / generator parts (`ce`, `cg`).
-  bool backbone_fits(const backbone_cfg& b, int pos0, int P, int m, bool ce, bool cg) {
-    const module_workload w = workload(bi_, b.k);
+  /// @brief Microbatches (chunk-microbatches if interleaved) backbone stage `j`
+  /// of `b` keeps in flight in a chain of `P` stages whose first `b.pp` are the backbone's.
+  [[nodiscard]] static int backbone_in_flight(const backbone_cfg& b, int j, int P, int m) noexcept {
+    return b.v > 1 ? interleaved_in_flight(b.pp, j, b.v, m, P - b.pp)
+                   : one_f_one_b_in_flight(P, j, m);
+  }
+
+  /// @brief Memory per GPU of backbone stage `j` of `b` holding `c` layers from
+  /// `first` with `f` in flight, with the colocated encoder / generator parts
+  /// (`ce`, `cg`) on its first / last stage, summed in model-module order.
+  double backbone_stage_memory(const backbone_cfg& b, int j, int first, int c, int f, bool ce,
+                               bool cg) {
+    const stage_type ty = type_of_stage(j, b.pp);
+    const int fw = whole_microbatches(f, b.v);  // colocated parts keep whole microbatches
+    memory_breakdown mem;
+    if ((ty == stage_type::first || ty == stage_type::whole) && ce)
+      add_memory(mem,
+                 cost_.stage_memory(colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k), fw));
+    add_memory(mem, device_memory(cost_, stage(bi_, first, c, b.tp, b.dp, b.rc), workload(bi_, b.k),
+                                  f, b.v));
+    if ((ty == stage_type::last || ty == stage_type::whole) && cg)
+      add_memory(mem,
+                 cost_.stage_memory(colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k), fw));
+    return mem.total();
+  }
+
+  /// @brief Whether every stage of the backbone split `sp` of `b` fits memory
+  /// in a chain of `P` stages (the backbone's first), with the colocated parts.
+  bool backbone_fits(const backbone_cfg& b, const split_info& sp, int P, int m, bool ce, bool cg) {
     for (int j = 0; j < b.pp; ++j) {
-      const stage_type ty = type_of_stage(j, b.pp);
-      const stage_config cfg =
-          stage(bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc);
-      const int f = b.v > 1 ? interleaved_in_flight(b.pp, j, b.v, m, P - pos0 - b.pp)
-                            : one_f_one_b_in_flight(P, pos0 + j, m);
-      const int fw = whole_microbatches(f, b.v);  // colocated parts keep whole microbatches
-      memory_breakdown mem;
-      if ((ty == stage_type::first || ty == stage_type::whole) && ce)
-        add_memory(
-            mem, cost_.stage_memory(colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k), fw));
-      add_memory(mem, device_memory(cost_, cfg, w, f, b.v));
-      if ((ty == stage_type::last || ty == stage_type::whole) && cg)
-        add_memory(
-            mem, cost_.stage_memory(colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k), fw));
-      if (mem.total() > limit_) {
-        note_violation(model_.modules[bi_].name, j, mem.total());
+      const double need = backbone_stage_memory(b, j, at(sp.first, j), at(sp.layers, j),
+                                                backbone_in_flight(b, j, P, m), ce, cg);
+      if (need > limit_) {
+        note_violation(model_.modules[bi_].name, j, need);
         return false;
       }
     }
     return true;
+  }
+
+  /// @brief The backbone split of `b` in a chain of `P` stages (the split rule
+  /// of docs/planner.md, "Layer split"): `bal` (the balanced split, key `key`)
+  /// if every stage fits memory; else the balanced split with each stage
+  /// capped at the most layers that fit it (`balanced_split`'s caps), which
+  /// gives `bal` back whenever `bal` fits; nullptr if no split fits.
+  /// Memory caps assume A5 (stage memory non-decreasing in the layer count);
+  /// the capped split is checked again, so a model breaking A5 loses plans,
+  /// never fits a plan that does not.
+  const split_info* fitted_split(const backbone_cfg& b, const split_info& bal, const split_key& key,
+                                 int P, int m, bool ce, bool cg) {
+    if (bal.layers.empty()) return nullptr;
+    if (backbone_fits(b, bal, P, m, ce, cg)) return &bal;
+    if (b.pp < 2) return nullptr;
+    const std::array<long long, 3> ckey{b.dp, P, m};
+    auto it = capped_.find({key, ckey});
+    if (it != capped_.end()) return it->second->layers.empty() ? nullptr : it->second.get();
+    const int L = mods_[bi_].layers, units = L / b.v;
+    std::vector<int> caps(static_cast<std::size_t>(b.pp), 0);
+    for (int j = 0; j < b.pp; ++j) {
+      const stage_type ty = type_of_stage(j, b.pp);
+      const int f = backbone_in_flight(b, j, P, m);
+      auto fits = [&](int u) {
+        const int c = u * b.v;
+        return backbone_stage_memory(b, j, first_layer_of(ty, c, L), c, f, ce, cg) <= limit_;
+      };
+      int lo = 0, hi = units - (b.pp - 1);  // invariant: lo units fit (0: none)
+      while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (fits(mid))
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      caps[static_cast<std::size_t>(j)] = lo;
+    }
+    ++stats_.capped_splits;
+    auto sp = std::make_unique<split_info>();
+    split_times(key, [&](const auto& fn) {
+      make_split(*sp, b.v, L, b.pp, layer_split_rule::balanced, fn, caps);
+    });
+    if (!sp->layers.empty() && !backbone_fits(b, *sp, P, m, ce, cg)) *sp = split_info{};
+    const split_info* out = sp->layers.empty() ? nullptr : sp.get();
+    capped_.emplace(std::make_pair(key, ckey), std::move(sp));
+    return out;
   }
 
   // ---- disaggregated layouts ----
@@ -588,11 +704,13 @@ class plan_search : private search_space {
       for (const side_mode& md : modes) {
         const long long side_min = (has_e_ && !md.ce ? 1 : 0) + (has_g_ && !md.cg ? 1 : 0);
         if (static_cast<long long>(b.tp) * b.pp * b.dp + side_min > N_) continue;
-        b.layout = md.ce || md.cg ? &mono_split(layer_split_rule::balanced, b.tp, b.rc, b.k, b.pp,
-                                                b.v, md.ce, md.cg)
-                                  : &plain_split(bi_, b.tp, b.rc, b.k, b.pp, b.v);
-        if (b.layout->layers.empty() || split_bound(b) > best_.time()) continue;
-        expand(b, md);
+        const split_key key =
+            md.ce || md.cg
+                ? mono_key(layer_split_rule::balanced, b.tp, b.rc, b.k, b.pp, b.v, md.ce, md.cg)
+                : split_key{split_family::plain, bi_, b.tp, b.rc, b.pp, b.k, b.v};
+        const split_info& bal = get_split(key);
+        if (bal.layers.empty() || any_split_bound(b, bal) > best_.time()) continue;
+        expand(b, md, key, bal);
       }
     }
   }
@@ -614,24 +732,41 @@ class plan_search : private search_space {
     return c.at[r];
   }
 
-  void expand(const backbone_cfg& b, side_mode md) {
-    const int m = S_ / b.n;
+  /// @brief Whether the backbone configuration `b` with split `sp` (made
+  /// `b.layout`, its links into `bctx_`) can beat the incumbent at all.
+  bool prepare_backbone(backbone_cfg& b, const split_info& sp, side_mode md) {
+    b.layout = &sp;
+    if (split_bound(b, sp) > best_.time()) return false;
     backbone_links(b, md.ce, md.cg, bctx_.links);
     bctx_.at.assign(static_cast<std::size_t>(g_), module_terms{});
     bctx_.done.assign(static_cast<std::size_t>(g_), 0);
-    {
-      const module_terms arr[3] = {
-          module_terms{}, backbone_terms(b, bctx_.links, 0, link_case::best), module_terms{}};
-      if (combine_bound(m, arr).iteration_s > best_.time()) return;
-    }
+    const module_terms arr[3] = {module_terms{}, backbone_terms(b, bctx_.links, 0, link_case::best),
+                                 module_terms{}};
+    if (combine_bound(S_ / b.n, arr).iteration_s > best_.time()) return false;
     ++stats_.backbone_expanded;
+    return true;
+  }
+
+  /// @brief Pairs the backbone configuration `b` (balanced split `bal`, cached
+  /// under `key`) with the side modules' options, per generator depth `ppg`
+  /// (which fixes the backbone's in-flight counts, hence its split).
+  void expand(backbone_cfg& b, side_mode md, const split_key& key, const split_info& bal) {
+    const int m = S_ / b.n;
     const bool se = has_e_ && !md.ce, sg = has_g_ && !md.cg;  // separate side modules
     const long long gb = static_cast<long long>(b.tp) * b.pp * b.dp;
     const int max_e = se ? opt_.max_side_pp : 0;
     const int max_g = sg ? opt_.max_side_pp : 0;
+    const split_info* prepared = nullptr;
+    bool usable = false;
     for (int ppg = sg ? 1 : 0; ppg <= max_g; ++ppg) {
       // The backbone's in-flight counts depend on ppg only (stage j keeps min(ppg + pp - j, m)).
-      if (!backbone_fits(b, 0, b.pp + ppg, m, md.ce, md.cg)) continue;
+      const split_info* sp = fitted_split(b, bal, key, b.pp + ppg, m, md.ce, md.cg);
+      if (sp == nullptr) continue;
+      if (sp != prepared) {
+        prepared = sp;
+        usable = prepare_backbone(b, *sp, md);
+      }
+      if (!usable) continue;
       for (int ppe = se ? 1 : 0; ppe <= max_e; ++ppe) {
         if (gb + ppe + ppg > N_) break;
         pair_search(b, gb, ppe, ppg, ppe + b.pp + ppg, m, md);
@@ -783,28 +918,10 @@ class plan_search : private search_space {
     return stage(i, 0, mods_[i].layers, colocated_tp(i, tp_b), dp, rc);
   }
 
-  /// @brief Split of the backbone with the colocated encoder (`ce`) on stage 0
-  /// and the colocated generator (`cg`) on the last stage, by `rule`.
-  const split_info& mono_split(layer_split_rule rule, int tp, bool rc, int k, int pp, int v,
-                               bool ce, bool cg) {
-    const double te =
-        ce ? tt(table(ei_, colocated_tp(ei_, tp), rc, k), stage_type::whole, mods_[ei_].layers)
-           : 0.0;
-    const double tg =
-        cg ? tt(table(gi_, colocated_tp(gi_, tp), rc, k), stage_type::whole, mods_[gi_].layers)
-           : 0.0;
-    time_table& T = table(bi_, tp, rc, k);
-    // Stage time with the colocated parts, summed in model-module order from 0 (as evaluate does).
-    auto fn = [&](stage_type t, int c) {
-      const double x = tt(T, t, c);
-      switch (t) {
-        case stage_type::first: return (0.0 + te) + x;
-        case stage_type::last: return (0.0 + x) + tg;
-        case stage_type::whole: return ((0.0 + te) + x) + tg;
-        case stage_type::middle: break;
-      }
-      return 0.0 + x;
-    };
+  /// @brief Key of the backbone's splits with the colocated encoder (`ce`) on
+  /// stage 0 and the colocated generator (`cg`) on the last stage, by `rule`.
+  [[nodiscard]] split_key mono_key(layer_split_rule rule, int tp, bool rc, int k, int pp, int v,
+                                   bool ce, bool cg) const {
     const bool all = ce == has_e_ && cg == has_g_;
     const split_family family =
         all  ? (rule == layer_split_rule::even ? split_family::all_colocated_even
@@ -812,7 +929,7 @@ class plan_search : private search_space {
         : ce ? split_family::encoder_colocated
         : cg ? split_family::generator_colocated
              : split_family::none_colocated;
-    return get_split(split_key{family, bi_, tp, rc, pp, k, v}, mods_[bi_].layers, rule, fn);
+    return split_key{family, bi_, tp, rc, pp, k, v};
   }
 
   void search_monolithic() {
@@ -823,16 +940,25 @@ class plan_search : private search_space {
     for (std::size_t at = 0; backbone_cfg* node = config(at); ++at) {
       backbone_cfg& c = *node;
       if (c.lb > best_.time()) break;
+      const int m = S_ / c.n;
       for (layer_split_rule rule : rules) {
-        c.layout = &mono_split(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
-        if (c.layout->layers.empty() || split_bound(c) > best_.time()) continue;
+        const split_key key = mono_key(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
+        const split_info& given = get_split(key);
+        if (given.layers.empty()) continue;
+        // The even rule is fixed; the balanced one is capped by memory where it does not fit.
+        const bool capped = rule == layer_split_rule::balanced;
+        if ((capped ? any_split_bound(c, given) : split_bound(c, given)) > best_.time()) continue;
+        const split_info* sp = capped ? fitted_split(c, given, key, c.pp, m, has_e_, has_g_)
+                               : backbone_fits(c, given, c.pp, m, has_e_, has_g_) ? &given
+                                                                                  : nullptr;
+        if (sp == nullptr || split_bound(c, *sp) > best_.time()) continue;
+        c.layout = sp;
         ++stats_.monolithic_configs;
         backbone_links(c, has_e_, has_g_, mlinks_);
         const module_terms arr[1] = {backbone_terms(c, mlinks_, 0, link_case::placed)};
-        const double time = combine(S_ / c.n, arr).iteration_s;
+        const double time = combine(m, arr).iteration_s;
         const long long gpus = static_cast<long long>(c.tp) * c.pp * c.dp;
-        if (!best_.may_improve(time, gpus) || !backbone_fits(c, 0, c.pp, S_ / c.n, has_e_, has_g_))
-          continue;
+        if (!best_.may_improve(time, gpus)) continue;
         parallel_plan p = base_plan(c.n);
         set_module(p, bi_, c.tp, c.pp, c.dp, c.rc, c.layout->layers, c.v);
         for (std::size_t i = 0; i < p.modules.size(); ++i)
@@ -849,6 +975,8 @@ class plan_search : private search_space {
   // Caches (looked up, never iterated, so their order cannot leak into results).
   std::unordered_map<time_table_key, time_table, time_table_key_hash> tables_;
   std::unordered_map<split_key, std::unique_ptr<split_info>, split_key_hash> splits_;
+  // Memory-capped backbone splits by (balanced split's key, {dp, chain stages, microbatches}).
+  std::map<std::pair<split_key, std::array<long long, 3>>, std::unique_ptr<split_info>> capped_;
   std::map<std::vector<long long>, side_list> side_cache_;
   std::vector<backbone_cfg> nodes_;                      // generation order
   std::vector<std::pair<double, std::size_t>> pending_;  // (bound, index) min-heap, unsorted rest

@@ -6,10 +6,12 @@
 /// of a module's layers into stages with the stage times.
 
 #include <algorithm>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "disttrain/cost/stage.hpp"
@@ -91,7 +93,7 @@ struct split_key {
   int pp = 1;
   int k = 1;
   int v = 1;
-  friend bool operator==(const split_key&, const split_key&) = default;
+  friend auto operator<=>(const split_key&, const split_key&) = default;
 };
 /// @brief Hash of a `split_key` (the fields packed into one word).
 struct split_key_hash {
@@ -117,14 +119,18 @@ struct split_info {
 /// `fn(type, c)` (into `s`, empty `layers` when impossible).
 /// With `v > 1` (interleaved) every stage gets a multiple of `v` layers: the
 /// even rule needs `pp * v | L`, the balanced rule splits `L / v` units of `v` layers.
+/// `unit_caps` (balanced rule only; empty: none) caps stage j at `unit_caps[j]`
+/// units (layers when `v <= 1`), as `balanced_split`'s caps.
 template <class Fn>
-void make_split(split_info& s, int v, int L, int pp, layer_split_rule rule, const Fn& fn) {
+void make_split(split_info& s, int v, int L, int pp, layer_split_rule rule, const Fn& fn,
+                std::span<const int> unit_caps = {}) {
   if (rule == layer_split_rule::even) {
     if (pp <= L && L % (pp * v) == 0) s.layers.assign(static_cast<std::size_t>(pp), L / pp);
   } else if (v <= 1) {
-    s.layers = balanced_split(L, pp, fn);
+    s.layers = balanced_split(L, pp, fn, unit_caps);
   } else if (L % v == 0) {
-    s.layers = balanced_split(L / v, pp, [&](stage_type t, int u) { return fn(t, u * v); });
+    s.layers = balanced_split(
+        L / v, pp, [&](stage_type t, int u) { return fn(t, u * v); }, unit_caps);
     for (int& c : s.layers) c *= v;
   }
   int f = 0;
