@@ -728,3 +728,16 @@ TEST_CASE("reorderer: never worse than the arrival cut with large cells (estimat
     CHECK(res.iteration_time <= best.assign(batch).iteration_time);
   }
 }
+
+TEST_CASE("options and samples take designated initializers that name only some fields") {
+  // Compiled with -Wextra -Werror: a member without a default initializer that the
+  // initializer leaves out would be a missing-field-initializers error here.
+  const disttrain::reorder_module encoder{.dp = 2};
+  const disttrain::reorder_options o{.modules = {encoder}, .microbatches = 2};
+  const disttrain::multimodal_sample s{.id = 7, .text_tokens = 100};
+  const disttrain::multimodal_cost c{.backbone = {.linear = 1e-6}};
+  CHECK_NOTHROW(o.validate());
+  CHECK(s.image_tokens.empty());
+  CHECK(c.encoder.linear == 0.0);
+  CHECK(c.backbone.linear == 1e-6);
+}

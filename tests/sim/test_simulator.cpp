@@ -1,6 +1,7 @@
 // Simulator: closed forms with uniform costs and hand-computed timelines.
 #include <cmath>
 #include <numeric>
+#include <vector>
 
 #include "disttrain/schedule.hpp"
 #include "disttrain/sim.hpp"
@@ -230,4 +231,11 @@ TEST_CASE("crossed messages on both links name the first crossed receive in prog
     CHECK(std::string(e.message()).find("is receive #1 from rank 1") != std::string::npos);
     CHECK(std::string(e.message()).find("send #2 on this link") != std::string::npos);
   }
+}
+
+TEST_CASE("table_durations takes designated initializers that name only some fields") {
+  // Compiled with -Wextra -Werror (missing-field-initializers).
+  const disttrain::table_durations d{.forward = {1.0}, .backward = {2.0}};
+  CHECK(d.microbatch_scale.empty());
+  CHECK(d.weight == std::vector<double>{0.0});
 }

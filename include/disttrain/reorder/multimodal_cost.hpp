@@ -27,10 +27,10 @@ namespace disttrain {
 /// tokens, generated images' latent tokens.
 /// @snippet reorder.cpp multimodal_sample
 struct multimodal_sample {
-  std::uint64_t id = 0;                         ///< unique id within the global batch
-  std::uint32_t text_tokens = 0;                ///< text tokens in the backbone sequence
-  std::vector<std::uint32_t> image_tokens;      ///< patch tokens of each input image
-  std::vector<std::uint32_t> generated_tokens;  ///< latent tokens of each generated image
+  std::uint64_t id = 0;                           ///< unique id within the global batch
+  std::uint32_t text_tokens = 0;                  ///< text tokens in the backbone sequence
+  std::vector<std::uint32_t> image_tokens{};      ///< patch tokens of each input image
+  std::vector<std::uint32_t> generated_tokens{};  ///< latent tokens of each generated image
 };
 
 /// @brief Cost of one item of `t` tokens: `per_item + linear * t + quadratic * t^2`.
@@ -47,9 +47,9 @@ struct token_cost {
 /// @brief `sample_cost` for `multimodal_sample`: {encoder, backbone, generator}.
 /// @snippet reorder.cpp multimodal_cost
 struct multimodal_cost {
-  token_cost encoder;             ///< per input image, t = patch tokens
-  token_cost backbone;            ///< per sample, t = sequence length
-  token_cost generator;           ///< per generated image, t = latent tokens
+  token_cost encoder{};           ///< per input image, t = patch tokens
+  token_cost backbone{};          ///< per sample, t = sequence length
+  token_cost generator{};         ///< per generated image, t = latent tokens
   double tokens_per_patch = 1.0;  ///< backbone tokens per encoder patch (projector merge ratio)
 
   [[nodiscard]] std::array<double, 3> operator()(const multimodal_sample& s) const {

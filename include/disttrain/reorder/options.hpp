@@ -31,7 +31,7 @@ inline constexpr std::uint64_t max_reorder_cells = std::uint64_t{1} << 24;
 /// memory a replica has for one microbatch, a trainer's fixed micro-batch size).
 /// @snippet reorder.cpp reorder_module
 struct reorder_module {
-  std::string name;      ///< e.g. "encoder"; errors name it
+  std::string name{};    ///< e.g. "encoder"; errors name it
   std::uint32_t dp = 1;  ///< data-parallel replicas, 1..max_reorder_dp
   /// Most samples one replica takes in one microbatch (0: no limit).
   std::uint32_t max_samples = 0;
@@ -95,10 +95,10 @@ constexpr std::string_view to_string(slot_policy p) noexcept {
 /// @brief Everything the reorderer needs besides the batch.
 /// @snippet reorder.cpp reorder_options
 struct reorder_options {
-  std::vector<reorder_module> modules;  ///< 1..max_reorder_modules; index = cost index
-  std::uint32_t microbatches = 1;       ///< microbatch slots per global batch
-  std::uint32_t microbatch_group = 1;   ///< microbatches must be a multiple (interleaving group)
-  bool equal_count = false;             ///< near-equal sample counts per slot and per replica
+  std::vector<reorder_module> modules{};  ///< 1..max_reorder_modules; index = cost index
+  std::uint32_t microbatches = 1;         ///< microbatch slots per global batch
+  std::uint32_t microbatch_group = 1;     ///< microbatches must be a multiple (interleaving group)
+  bool equal_count = false;               ///< near-equal sample counts per slot and per replica
   slot_policy slots = slot_policy::objective;        ///< slot formation
   balance_method balance = balance_method::refined;  ///< split of a slot over a module's replicas
   order_method order = order_method::search;         ///< microbatch order
@@ -109,7 +109,7 @@ struct reorder_options {
       4;  ///< ... only if some module has < this many samples per replica per slot
   std::uint32_t cut_search_budget =
       256;  ///< best/objective: slot swaps scored by the objective (0: candidates only)
-  std::vector<pipeline_stage> stages;  ///< scoring pipeline; empty: one stage per module
+  std::vector<pipeline_stage> stages{};  ///< scoring pipeline; empty: one stage per module
 
   friend bool operator==(const reorder_options&, const reorder_options&) = default;
 

@@ -51,14 +51,14 @@ concept duration_model = requires(const D& d, const schedule_rank& r, const sche
 ///
 /// @snippet sim.cpp table_durations
 struct table_durations {
-  std::vector<double> forward{1.0};      ///< seconds of F per stage
-  std::vector<double> backward{2.0};     ///< seconds of B per stage
-  std::vector<double> weight{0.0};       ///< seconds of W per stage (split schedules)
-  std::vector<double> activation{1.0};   ///< bytes held per microbatch per stage
-  std::vector<double> microbatch_scale;  ///< per microbatch factor (empty: 1)
-  double transfer = 0.0;                 ///< seconds per point-to-point message
-  double sync = 0.0;                     ///< seconds per gradient-bucket reduction
-  double optimizer = 0.0;                ///< seconds of the optimizer step
+  std::vector<double> forward{1.0};        ///< seconds of F per stage
+  std::vector<double> backward{2.0};       ///< seconds of B per stage
+  std::vector<double> weight{0.0};         ///< seconds of W per stage (split schedules)
+  std::vector<double> activation{1.0};     ///< bytes held per microbatch per stage
+  std::vector<double> microbatch_scale{};  ///< per microbatch factor (empty: 1)
+  double transfer = 0.0;                   ///< seconds per point-to-point message
+  double sync = 0.0;                       ///< seconds per gradient-bucket reduction
+  double optimizer = 0.0;                  ///< seconds of the optimizer step
 
   /// @brief The same F, B (and W) time on every stage, free communication.
   [[nodiscard]] static table_durations uniform(double f, double b, double w = 0.0) {
