@@ -711,13 +711,15 @@ class reorderer {
     std::size_t big = 0;
     for (std::size_t r = 0; r < n; ++r) {
       const sample_meta& smp = batch[rank_[r]];
+      std::array<double, max_reorder_modules> add{};  // the sample's normalised costs
+      for (std::size_t k = 0; k < K; ++k) add[k] = smp.cost[k] * scale[k];
       std::size_t best = m;
       double best_max = 0.0, best_sum = 0.0;
       for (std::size_t j = 0; j < m; ++j) {
         if (fill_[j] == q + 1 || (fill_[j] == q && big == rem)) continue;
         double mx = 0.0, sm = 0.0;
         for (std::size_t k = 0; k < K; ++k) {
-          const double v = vec_load_[j * K + k] + smp.cost[k] * scale[k];
+          const double v = vec_load_[j * K + k] + add[k];
           mx = std::max(mx, v);
           sm += v;
         }
@@ -727,7 +729,7 @@ class reorderer {
           best_sum = sm;
         }
       }
-      for (std::size_t k = 0; k < K; ++k) vec_load_[best * K + k] += smp.cost[k] * scale[k];
+      for (std::size_t k = 0; k < K; ++k) vec_load_[best * K + k] += add[k];
       if (++fill_[best] == q + 1) ++big;
       bins_[r] = static_cast<std::uint32_t>(best);
     }
