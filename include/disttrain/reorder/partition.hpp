@@ -111,12 +111,17 @@ class partitioner {
   /// @param equal_count  every bin gets floor(n/k) or ceil(n/k) items
   /// @param method       algorithm
   /// @param bin_of       output, one entry per item
+  /// @param hint         optional: the items' ranking (cost descending, index
+  ///                     ascending), e.g. `ranking()` after an earlier call on
+  ///                     the same costs; used (not re-sorted) when it is that
+  ///                     ranking, which is checked in O(n), else ignored
   /// Throws `errc::invalid_argument` at `bins` for zero or more than
   /// `max_partition_bins` bins, at `bin_of` for a size mismatch, at `costs[i]`
   /// for a negative or non-finite cost, at `costs` when their sum overflows;
   /// `errc::infeasible` at `bins` when `equal_count` and there are fewer items than bins.
   double partition(std::span<const double> costs, std::uint32_t bins, bool equal_count,
-                   balance_method method, std::span<std::uint32_t> bin_of) {
+                   balance_method method, std::span<std::uint32_t> bin_of,
+                   std::span<const std::uint32_t> hint = {}) {
     require(bins > 0, "bins", "number of bins must be > 0, got ", bins);
     require(bins <= max_partition_bins, "bins", "number of bins ", bins, " exceeds the limit ",
             max_partition_bins);
@@ -127,17 +132,21 @@ class partitioner {
            " items for ", bins, " bins");
     }
     const std::size_t n = costs.size();
-    if (n == 0) return 0.0;
+    if (n == 0) {
+      ws_.order.clear();
+      return 0.0;
+    }
     const double total = detail::partition_workspace::check_costs(costs);
     reserve(n, bins, method);
     ws_.costs = costs;
     ws_.k = bins;
     ws_.equal = equal_count;
     if (method == balance_method::none || method == balance_method::arrival) {
+      ws_.order.clear();  // not ranked: ranking() is empty
       ws_.chunk(bin_of);
       return ws_.max_load(bin_of);
     }
-    ws_.sort_items();
+    ws_.sort_items(hint);
     if (method == balance_method::lpt) {
       lpt_.run(ws_, bin_of);
       return ws_.max_load(bin_of);
@@ -160,10 +169,11 @@ class partitioner {
   /// refine_kk_skip_gap of the lower bound) and keeps it, with local search
   /// when KK alone is better, if that lowers the max load: the KK step
   /// `refined` applies after LPT + local search. Returns the
-  /// max load. Errors as `partition`, plus `invalid_argument` at `bin_of[i]`
-  /// for a bin out of range.
+  /// max load. `hint` as in `partition`. Errors as `partition`, plus
+  /// `invalid_argument` at `bin_of[i]` for a bin out of range.
   double improve_with_kk(std::span<const double> costs, std::uint32_t bins, bool equal_count,
-                         std::span<std::uint32_t> bin_of) {
+                         std::span<std::uint32_t> bin_of,
+                         std::span<const std::uint32_t> hint = {}) {
     require(bins > 0 && bins <= max_partition_bins, "bins", "number of bins must be in [1, ",
             max_partition_bins, "], got ", bins);
     require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
@@ -172,15 +182,23 @@ class partitioner {
       if (bin_of[i] >= bins)
         fail(errc::invalid_argument, cat("bin_of[", i, "]"), "bin ", bin_of[i], " >= bins ", bins);
     const std::size_t n = costs.size();
-    if (n == 0) return 0.0;
+    if (n == 0) {
+      ws_.order.clear();
+      return 0.0;
+    }
     const double total = detail::partition_workspace::check_costs(costs);
     reserve(n, bins, balance_method::karmarkar_karp);
     ws_.costs = costs;
     ws_.k = bins;
     ws_.equal = equal_count;
-    ws_.sort_items();
+    ws_.sort_items(hint);
     return try_kk(bin_of, ws_.max_load(bin_of), total);
   }
+
+  /// @brief The ranking of the items of the last call (indexes by cost
+  /// descending, index ascending), to pass back as a `hint` for the same
+  /// costs; empty after `none` / `arrival` and calls without items.
+  [[nodiscard]] std::span<const std::uint32_t> ranking() const noexcept { return ws_.order; }
 
  private:
   // `refined`'s KK step: KK cannot beat max(mean, largest item), so it is

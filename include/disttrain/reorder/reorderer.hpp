@@ -122,6 +122,9 @@ class reorderer {
     }
     if (limited_) check_limits(batch);
     reserve(n);
+    // No cell ranking carries over from an earlier batch (zeros: not a ranking).
+    plan_.ranking.assign(n * K, 0);
+    saved_.ranking.assign(n * K, 0);
     rank_samples(batch);
     check_sums(batch);
     if ((options_.slots == slot_policy::best || options_.slots == slot_policy::objective) && m > 1)
@@ -404,7 +407,8 @@ class reorderer {
     for (auto* v : {&by_id_, &rank_, &plan_.seq, &bins_, &sorted_index_, &plan_.slot, &best_seq_,
                     &saved_.slot, &saved_.seq})
       grow(*v, n);
-    for (auto* v : {&plan_.replica, &plan_.offset, &saved_.replica, &saved_.offset})
+    for (auto* v : {&plan_.replica, &plan_.offset, &plan_.ranking, &saved_.replica, &saved_.offset,
+                    &saved_.ranking})
       grow(*v, n * K);
     grow(fill_, std::max({n, m, dp_max}));
     for (auto* v : {&plan_.perm, &plan_.position, &relabel_, &slot_order_, &saved_.perm,
@@ -707,13 +711,15 @@ class reorderer {
     std::size_t big = 0;
     for (std::size_t r = 0; r < n; ++r) {
       const sample_meta& smp = batch[rank_[r]];
+      std::array<double, max_reorder_modules> add{};  // the sample's normalised costs
+      for (std::size_t k = 0; k < K; ++k) add[k] = smp.cost[k] * scale[k];
       std::size_t best = m;
       double best_max = 0.0, best_sum = 0.0;
       for (std::size_t j = 0; j < m; ++j) {
         if (fill_[j] == q + 1 || (fill_[j] == q && big == rem)) continue;
         double mx = 0.0, sm = 0.0;
         for (std::size_t k = 0; k < K; ++k) {
-          const double v = vec_load_[j * K + k] + smp.cost[k] * scale[k];
+          const double v = vec_load_[j * K + k] + add[k];
           mx = std::max(mx, v);
           sm += v;
         }
@@ -723,7 +729,7 @@ class reorderer {
           best_sum = sm;
         }
       }
-      for (std::size_t k = 0; k < K; ++k) vec_load_[best * K + k] += smp.cost[k] * scale[k];
+      for (std::size_t k = 0; k < K; ++k) vec_load_[best * K + k] += add[k];
       if (++fill_[best] == q + 1) ++big;
       bins_[r] = static_cast<std::uint32_t>(best);
     }
@@ -743,7 +749,7 @@ class reorderer {
     for (std::size_t x = b; x < e; ++x) costs_[x - b] = batch[plan_.seq[x]].cost[k];
     // Scored with LPT (cheap); the final split uses the configured method.
     return partitioner_.partition(costs_, options_.modules[k].dp, options_.equal_count,
-                                  balance_method::lpt, bins_);
+                                  balance_method::lpt, bins_, cell_ranking(j, k));
   }
 
   using potential_t = std::pair<double, double>;  // (max_k imbalance_k, sum_k imbalance_k)
@@ -945,7 +951,12 @@ class reorderer {
     for (std::size_t k = 0; k < K; ++k) {
       const std::uint32_t dp = options_.modules[k].dp;
       for (std::size_t x = 0; x < members.size(); ++x) costs_[x] = batch[members[x]].cost[k];
-      partitioner_.partition(costs_, dp, options_.equal_count, balance, bins_);
+      const std::span<std::uint32_t> ranked = cell_ranking(j, k);
+      partitioner_.partition(costs_, dp, options_.equal_count, balance, bins_, ranked);
+      // The cell's ranking, kept for the later passes over the same cell
+      // (slot_time, improve_cells) while the slot's members stay as they are.
+      const std::span<const std::uint32_t> found = partitioner_.ranking();
+      if (found.size() == ranked.size()) std::copy(found.begin(), found.end(), ranked.begin());
       const std::size_t failed = keep_limits(batch, members, k);
       if (failed != detail::limited_split::npos && plan_.bad[j].sample == 0) {
         plan_.bad[j] = detail::cell_failure{members[failed] + 1, static_cast<std::uint32_t>(k)};
@@ -953,6 +964,16 @@ class reorderer {
       }
       write_cell(members, j, k);
     }
+  }
+
+  // Module k's cell of slot j in plan_.ranking: the ranking of the slot's
+  // members by module k's cost that the last split of the cell found (a hint:
+  // the partitioner checks it, so a stale one costs only the check).
+  [[nodiscard]] std::span<std::uint32_t> cell_ranking(std::size_t j, std::size_t k) noexcept {
+    const std::size_t K = options_.modules.size();
+    const std::size_t n = plan_.ranking.size() / K;  // n x K entries: cell (j, k) at b K + k size
+    const std::size_t b = slot_begin(j, n), size = slot_begin(j + 1, n) - b;
+    return {plan_.ranking.data() + b * K + k * size, size};
   }
 
   // Module k's split in bins_ (costs_ = the members' costs) made to keep the
@@ -992,7 +1013,7 @@ class reorderer {
           costs_[x] = batch[members[x]].cost[k];
           bins_[x] = plan_.replica[members[x] * K + k];
         }
-        partitioner_.improve_with_kk(costs_, dp, options_.equal_count, bins_);
+        partitioner_.improve_with_kk(costs_, dp, options_.equal_count, bins_, cell_ranking(j, k));
         if (keep_limits(batch, members, k) != detail::limited_split::npos)
           continue;  // KK's split cannot be made to fit: the cell stays as it was
         const double before = plan_.slowest[k * m + j];

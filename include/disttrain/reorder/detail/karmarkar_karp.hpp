@@ -27,8 +27,10 @@ namespace disttrain::detail {
 // p parts with q: the first min(p, k-q) parts of one and the first
 // min(q, k-p) of the other stay alone, the last p + q - k of each are summed
 // in pairs. The longer lone run stays in place in its segment; the other
-// run and the sums (at most 2 min(p, q) parts) are sorted and inserted into
-// it from the back (binary search + block moves). A segment that must grow
+// run (already in part order) and the sums (at most 2 min(p, q) parts) are
+// put in part order and inserted into it from the back (binary search +
+// block moves). The merged state waits outside the heap for the next pop,
+// which often takes it at once. A segment that must grow
 // moves to the pool's end with twice the room (at most k); a full pool is
 // compacted. Singletons (the non-equal start) wait in rank order, which is
 // their (spread desc, id asc) order, so the heap holds merged states only.
@@ -44,7 +46,7 @@ class karmarkar_karp_partition {
       if (v->capacity() < n + 1) v->reserve(n + 1);
     if (kk_node_.capacity() < n) kk_node_.reserve(n);
     for (auto* v : {&kk_size_, &kk_cap_, &kk_new_})
-      if (v->capacity() < n) v->reserve(n);
+      if (v->capacity() < n) v->reserve(n);  // kk_new_: at most min(n, k) parts
     if (kk_off_.capacity() < n) kk_off_.reserve(n);
     for (auto* v : {&kk_pool_, &kk_spare_})
       if (v->capacity() < 4 * n) v->reserve(4 * n);
@@ -64,6 +66,7 @@ class karmarkar_karp_partition {
     }
     if (kk_pool_.size() < 4 * n) kk_pool_.resize(4 * n);
     if (kk_spare_.size() < 4 * n) kk_spare_.resize(4 * n);
+    if (kk_new_.size() < n) kk_new_.resize(n);
     for (std::size_t r = 0; r < n; ++r) kk_pool_[r] = static_cast<std::uint32_t>(r);
     kk_used_ = n;
     // Initial states: one item each, or (equal count) k consecutive ranked
@@ -92,7 +95,20 @@ class karmarkar_karp_partition {
       for (std::size_t s = 0; s < states; ++s) kk_heap_.push_back(static_cast<std::uint32_t>(s));
       std::make_heap(kk_heap_.begin(), kk_heap_.end(), heap_less);
     }
+    // The state just merged waits outside the heap: the next pop takes it
+    // directly when it beats the heap's top and the next singleton (a push
+    // and a pop saved), else it goes into the heap first.
+    std::uint32_t merged = nil;
     const auto pop = [&]() -> std::uint32_t {
+      if (merged != nil) {
+        const std::uint32_t x = merged;
+        merged = nil;
+        if ((kk_heap_.empty() || better(x, kk_heap_.front())) &&
+            (single == singles || better(x, static_cast<std::uint32_t>(single))))
+          return x;
+        kk_heap_.push_back(x);
+        std::push_heap(kk_heap_.begin(), kk_heap_.end(), heap_less);
+      }
       if (single < singles &&
           (kk_heap_.empty() || better(static_cast<std::uint32_t>(single), kk_heap_.front())))
         return static_cast<std::uint32_t>(single++);
@@ -117,7 +133,12 @@ class karmarkar_karp_partition {
       }
       const std::uint32_t* A = kk_pool_.data() + kk_off_[a];
       const std::uint32_t* B = kk_pool_.data() + kk_off_[b];
-      kk_new_.clear();
+      // The new parts, in part order: the other state's lone run (already in
+      // part order) and the sums, each put at its place when they are few.
+      std::uint32_t* const fresh = kk_new_.data();
+      std::size_t fresh_size = keep_a ? b_only : a_only;
+      std::copy_n(keep_a ? B : A, fresh_size, fresh);
+      const bool few_sums = p + q <= k + few_parts;
       for (std::size_t i = k - q; i < p; ++i) {  // sums: part i of a with part k-1-i of b
         kk_node& x = kk_node_[A[i]];
         const kk_node& y = kk_node_[B[k - 1 - i]];
@@ -125,28 +146,35 @@ class karmarkar_karp_partition {
         x.count += y.count;
         next_[x.tail] = y.head;
         x.tail = y.tail;
-        kk_new_.push_back(A[i]);
+        std::uint32_t* at = fresh + fresh_size;
+        if (few_sums) {
+          at = std::partition_point(fresh, at, [&](std::uint32_t e) { return before(e, A[i]); });
+          std::copy_backward(at, fresh + fresh_size, fresh + fresh_size + 1);
+        }
+        *at = A[i];
+        ++fresh_size;
       }
-      if (keep_a)
-        kk_new_.insert(kk_new_.end(), B, B + b_only);
-      else
-        kk_new_.insert(kk_new_.end(), A, A + a_only);
-      std::sort(kk_new_.begin(), kk_new_.end(), before);
+      if (!few_sums) std::sort(fresh, fresh + fresh_size, before);
       std::uint32_t* seg = kk_pool_.data() + kk_off_[t];
       if (r > kk_cap_[t]) {  // move: merge the kept run and the new parts into a new segment
         const std::size_t cap = std::min(k, 2 * r);
         std::uint32_t* out = kk_pool_.data() + kk_used_;
-        std::merge(seg, seg + kept, kk_new_.begin(), kk_new_.end(), out, before);
+        std::merge(seg, seg + kept, fresh, fresh + fresh_size, out, before);
         kk_off_[t] = kk_used_;
         kk_cap_[t] = static_cast<std::uint32_t>(cap);
         kk_used_ += cap;
       } else {  // in place, from the back: each new part after the kept parts that precede it
         std::size_t i = kept, w = r;
-        for (std::size_t j = kk_new_.size(); j-- > 0;) {
-          const std::uint32_t x = kk_new_[j];
-          const std::size_t pos = static_cast<std::size_t>(
-              std::partition_point(seg, seg + i, [&](std::uint32_t e) { return before(e, x); }) -
-              seg);
+        for (std::size_t j = fresh_size; j-- > 0;) {
+          const std::uint32_t x = fresh[j];
+          // (often the new part goes after every kept part: one comparison)
+          const std::size_t pos =
+              i == 0 || before(seg[i - 1], x)
+                  ? i
+                  : static_cast<std::size_t>(
+                        std::partition_point(seg, seg + i - 1,
+                                             [&](std::uint32_t e) { return before(e, x); }) -
+                        seg);
           std::copy_backward(seg + pos, seg + i, seg + w);
           w -= i - pos;
           seg[--w] = x;
@@ -157,11 +185,11 @@ class karmarkar_karp_partition {
       kk_cap_[a] = kk_cap_[t];
       kk_size_[a] = static_cast<std::uint32_t>(r);
       kk_spread_[a] = kk_spread(kk_off_[a], r);
-      kk_heap_.push_back(a);
-      std::push_heap(kk_heap_.begin(), kk_heap_.end(), heap_less);
+      merged = a;
     }
-    const std::uint32_t root =
-        kk_heap_.empty() ? static_cast<std::uint32_t>(single) : kk_heap_.front();
+    const std::uint32_t root = merged != nil      ? merged
+                               : kk_heap_.empty() ? static_cast<std::uint32_t>(single)
+                                                  : kk_heap_.front();
     for (std::size_t i = 0; i < kk_size_[root]; ++i)
       for (std::uint32_t item = kk_node_[kk_pool_[kk_off_[root] + i]].head; item != nil;
            item = next_[item])
@@ -170,6 +198,8 @@ class karmarkar_karp_partition {
 
  private:
   static constexpr std::uint32_t nil = std::numeric_limits<std::uint32_t>::max();
+  // A merge's sums are put in place one by one up to this many, else sorted.
+  static constexpr std::size_t few_parts = 16;
 
   // A non-empty part of a KK state: its sum, item count and item list
   // (head .. tail through next_).

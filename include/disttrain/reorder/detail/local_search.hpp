@@ -116,7 +116,7 @@ class local_search {
         if (bx != nil) {
           move(ws, bx, a, b, bin_of);
           if (by != nil) move(ws, by, b, a, bin_of);
-          resort_bins(ws, a, b);
+          resort_bins(ws, top, ci < top ? ci : ci + 1);
           improved = true;
         }
       }
@@ -128,15 +128,18 @@ class local_search {
  private:
   static constexpr std::uint32_t nil = std::numeric_limits<std::uint32_t>::max();
 
-  // Restores by_load_'s order after the loads of bins a and b changed: both
-  // are taken out, then put back at their places (O(k) moves, k = bins).
-  void resort_bins(const partition_workspace& ws, std::uint32_t a, std::uint32_t b) {
+  // Restores by_load_'s order after the loads of the bins at positions ia and
+  // ib changed: both are taken out, then put back at their places (O(k)
+  // block moves, k = bins).
+  void resort_bins(const partition_workspace& ws, std::size_t ia, std::size_t ib) {
     const auto lighter = [&ws](std::uint32_t x, std::uint32_t y) {
       return ws.load[x] < ws.load[y] || (ws.load[x] == ws.load[y] && x < y);
     };
-    by_load_.erase(std::remove_if(by_load_.begin(), by_load_.end(),
-                                  [a, b](std::uint32_t x) { return x == a || x == b; }),
-                   by_load_.end());
+    const std::uint32_t a = by_load_[ia], b = by_load_[ib];
+    const auto lo = by_load_.begin() + static_cast<std::ptrdiff_t>(std::min(ia, ib));
+    const auto hi = by_load_.begin() + static_cast<std::ptrdiff_t>(std::max(ia, ib));
+    std::copy(hi + 1, by_load_.end(), std::copy(lo + 1, hi, lo));
+    by_load_.resize(by_load_.size() - 2);
     for (const std::uint32_t x : {a, b})
       by_load_.insert(std::lower_bound(by_load_.begin(), by_load_.end(), x, lighter), x);
   }

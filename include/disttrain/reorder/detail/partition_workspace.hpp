@@ -87,12 +87,30 @@ struct partition_workspace {
     }
   }
 
-  // order = items by (cost descending, index ascending). Already ordered
-  // input (the reorderer hands slots in rank order) is detected in O(n); large
-  // inputs use a stable radix sort, small ones a comparison sort: both give
-  // this unique order.
-  void sort_items() {
+  /// @brief Whether `ranked` is the ranking of the items, i.e. the n items
+  /// by (cost descending, index ascending): O(n), no scratch (n strictly
+  /// ordered entries below n are all the items).
+  [[nodiscard]] bool is_ranking(std::span<const std::uint32_t> ranked) const noexcept {
     const std::size_t n = costs.size();
+    if (ranked.size() != n || (n > 0 && ranked[0] >= n)) return false;
+    for (std::size_t r = 1; r < n; ++r) {
+      const std::uint32_t x = ranked[r - 1], y = ranked[r];
+      if (y >= n || !(costs[x] > costs[y] || (costs[x] == costs[y] && x < y))) return false;
+    }
+    return true;
+  }
+
+  // order = items by (cost descending, index ascending). A `hint` (e.g. the
+  // order a previous call found for the same costs) is taken when
+  // is_ranking() confirms it; already ordered input (the reorderer hands
+  // slots in rank order) is detected in O(n); large inputs use a stable radix
+  // sort, small ones a comparison sort: all give this unique order.
+  void sort_items(std::span<const std::uint32_t> hint = {}) {
+    const std::size_t n = costs.size();
+    if (n > 1 && is_ranking(hint)) {
+      order.assign(hint.begin(), hint.end());
+      return;
+    }
     order.resize(n);
     for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
     bool sorted = true;

@@ -29,6 +29,7 @@ struct reorder_plan {
   std::vector<std::uint32_t> position;  ///< position[j] = position of slot j
   std::vector<double> slot_load;        ///< load per (module, slot, replica)
   std::vector<double> slowest;          ///< slowest replica's load per (k, j), at k * m + j
+  std::vector<std::uint32_t> ranking;   ///< per cell: its members by cost (a partitioner hint)
   std::vector<cell_failure> bad;        ///< per slot: the cell no split could fit
   std::size_t bad_slots = 0;            ///< slots with such a cell
 
@@ -44,6 +45,7 @@ struct reorder_plan {
     position.assign(other.position.begin(), other.position.end());
     slot_load.assign(other.slot_load.begin(), other.slot_load.end());
     slowest.assign(other.slowest.begin(), other.slowest.end());
+    ranking.assign(other.ranking.begin(), other.ranking.end());
     bad.assign(other.bad.begin(), other.bad.end());
     bad_slots = other.bad_slots;
   }
