@@ -61,3 +61,17 @@ ${dispatch}  }
   endif()
   file(GENERATE OUTPUT ${out} CONTENT "${text}")
 endfunction()
+
+# disttrain_unity_program(<target> SOURCES <file>...)
+#
+# One executable, <target>, that compiles every <file> (each a program with
+# its own main) as one TU (disttrain_unity_source with DISPATCH_MAIN):
+# `<target> <name> [args...]` runs <name>.cpp's main. The files' quoted
+# includes resolve from the calling directory.
+function(disttrain_unity_program target)
+  cmake_parse_arguments(arg "" "" "SOURCES" ${ARGN})
+  disttrain_unity_source(${CMAKE_CURRENT_BINARY_DIR}/unity/${target}.cpp SOURCES ${arg_SOURCES}
+                         DISPATCH_MAIN)
+  add_executable(${target} ${CMAKE_CURRENT_BINARY_DIR}/unity/${target}.cpp)
+  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+endfunction()
