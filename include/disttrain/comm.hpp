@@ -11,6 +11,7 @@
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/buffer.hpp"
 #include "disttrain/comm/fault_backend.hpp"
+#include "disttrain/comm/json.hpp"
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/comm/route_transfer.hpp"

@@ -8,3 +8,4 @@
 #include "disttrain/exec/host.hpp"
 #include "disttrain/exec/message_tags.hpp"
 #include "disttrain/exec/timeline.hpp"
+#include "disttrain/exec/trace.hpp"

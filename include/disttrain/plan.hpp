@@ -9,6 +9,7 @@
 /// @snippet plan.cpp umbrella
 #include "disttrain/plan/evaluate.hpp"
 #include "disttrain/plan/fidelity.hpp"
+#include "disttrain/plan/json.hpp"
 #include "disttrain/plan/layout.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/plan/planner.hpp"

@@ -7,6 +7,7 @@
 /// for comm/'s routes, the simulator as an objective, cost-model sample
 /// costs, options from a plan) are in `disttrain/bind.hpp`.
 #include "disttrain/reorder/assignment.hpp"
+#include "disttrain/reorder/json.hpp"
 #include "disttrain/reorder/multimodal_cost.hpp"
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/reorder/ordering.hpp"

@@ -4,6 +4,7 @@
 #include <tuple>
 #include <vector>
 
+#include "disttrain/comm/json.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain_catch.hpp"
 #include "route_cases.hpp"

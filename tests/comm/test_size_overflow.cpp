@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "disttrain/comm/json.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/core/checked.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"

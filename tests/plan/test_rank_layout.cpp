@@ -3,6 +3,7 @@
 #include <tuple>
 #include <vector>
 
+#include "disttrain/plan/json.hpp"
 #include "disttrain/plan/rank_layout.hpp"
 #include "disttrain_catch.hpp"
 

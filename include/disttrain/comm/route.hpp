@@ -61,7 +61,6 @@
 #include "disttrain/comm/sample_placement.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
 #include "disttrain/model/rng.hpp"
 #include "disttrain/plan/rank_layout.hpp"
@@ -647,31 +646,6 @@ inline void add_piece(route_message& m, const route_piece& pc, std::int64_t src_
                                                  const activation_shape& shape,
                                                  route_options opts = {}) {
   return plan_route(L, {segment, stage}, p, {segment, stage + 1}, p, shape, opts);
-}
-
-/// @brief `{"sample", "slice", "row0", "rows", "col0", "cols"}`.
-inline void to_json(json& j, const route_piece& p) {
-  j = json{{"sample", p.sample}, {"slice", p.slice}, {"row0", p.row0},
-           {"rows", p.rows},     {"col0", p.col0},   {"cols", p.cols}};
-}
-/// @brief Summary of a plan for tools: messages with their pieces and element counts.
-inline void to_json(json& j, const route_plan& p) {
-  json ms = json::array();
-  for (const auto& m : p.messages())
-    ms.push_back(json{{"src", m.src},
-                      {"dst", m.dst},
-                      {"phase", m.phase},
-                      {"elements", m.elements},
-                      {"pieces", m.pieces}});
-  j = json{{"from", {{"segment", p.from().segment}, {"stage", p.from().stage}}},
-           {"to", {{"segment", p.to().segment}, {"stage", p.to().stage}}},
-           {"hidden", p.hidden()},
-           {"elem_size", p.elem_size()},
-           {"slices", p.slices()},
-           {"crossing_elements", p.phase_elements(0)},
-           {"fan_out_elements", p.phase_elements(1)},
-           {"minimum_crossing_elements", p.minimum_crossing_elements()},
-           {"messages", std::move(ms)}};
 }
 
 }  // namespace disttrain

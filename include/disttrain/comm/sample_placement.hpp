@@ -19,7 +19,6 @@
 
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
-#include "disttrain/core/json.hpp"
 
 namespace disttrain {
 
@@ -172,26 +171,5 @@ struct activation_shape {
   }
   friend bool operator==(const activation_shape&, const activation_shape&) = default;
 };
-
-/// @brief `{"replicas": [[ids...], ...]}`.
-inline void to_json(json& j, const sample_placement& p) {
-  json r = json::array();
-  for (int d = 0; d < p.dp(); ++d) r.push_back(p.samples(d));
-  j = json{{"replicas", std::move(r)}};
-}
-inline void from_json(const json& j, sample_placement& p) {
-  p = sample_placement(
-      detail::json_get<std::vector<std::vector<int>>>(j, "replicas", "sample_placement"));
-}
-/// @brief `{"rows": [...], "hidden", "elem_size"}`.
-inline void to_json(json& j, const activation_shape& a) {
-  j = json{{"rows", a.rows}, {"hidden", a.hidden}, {"elem_size", a.elem_size}};
-}
-inline void from_json(const json& j, activation_shape& a) {
-  a.rows = detail::json_get<std::vector<std::int64_t>>(j, "rows", "activation_shape");
-  a.hidden = detail::json_get<std::int64_t>(j, "hidden", "activation_shape");
-  a.elem_size = detail::json_get<std::size_t>(j, "elem_size", "activation_shape");
-  a.validate();
-}
 
 }  // namespace disttrain

@@ -1,6 +1,7 @@
 #pragma once
 /// @file json.hpp
-/// @brief JSON input/output for every disttrain value type.
+/// @brief The JSON value type, parsing and file helpers, and the field
+/// readers every part's JSON input/output is written with.
 ///
 /// disttrain reads and writes specs, plans, profiles and traces as JSON through
 /// nlohmann/json (a well-kept, header-only library that every C++ package
@@ -8,6 +9,14 @@
 /// dependency costs). Reading goes through the helpers below so that a missing
 /// or mistyped field is reported as `errc::parse_error` naming the field path,
 /// e.g. `cluster.gpu.hbm_bytes`.
+///
+/// A part's `to_json`/`from_json` live in `<part>/json.hpp` (comm, plan,
+/// reorder, schedule; exec's trace in exec/trace.hpp, the simulator's in
+/// sim/trace.hpp), apart from the value types, so that a trainer including
+/// the reorderer, the routes, the executor or the simulator parses no JSON
+/// library. The model, cost and bind parts, and the planner's plan, request
+/// and evaluation types, still carry theirs in the value headers. Each
+/// part's umbrella header includes its JSON header.
 ///
 /// @snippet core.cpp json
 

@@ -11,8 +11,9 @@
 /// sends): the exposed communication. `transfer` events span a send or a
 /// bucket reduction from its post to its completion. `measured_result` turns
 /// the events into the simulator's `sim_result`, so a real iteration is
-/// exported by the simulator's own trace writer (`exec_trace_json`) and opens
-/// side by side with a simulated one in ui.perfetto.dev.
+/// exported by the simulator's own trace writer (`exec_trace_json`, in
+/// exec/trace.hpp) and opens side by side with a simulated one in
+/// ui.perfetto.dev.
 ///
 /// @snippet exec.cpp timeline
 
@@ -26,11 +27,9 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/schedule/op.hpp"
 #include "disttrain/schedule/schedule.hpp"
 #include "disttrain/sim/simulator.hpp"
-#include "disttrain/sim/trace.hpp"
 
 namespace disttrain {
 
@@ -139,15 +138,6 @@ template <comm_backend B>
     }
   }
   return res;
-}
-
-/// @brief Chrome/Perfetto trace JSON of a measured iteration, written by the
-/// simulator's writer (`to_trace_json`): the same tracks, names and colours
-/// as a simulated iteration of `s`, so both open side by side in
-/// ui.perfetto.dev.
-[[nodiscard]] inline json exec_trace_json(const pipeline_schedule& s,
-                                          std::span<const exec_event> events) {
-  return to_trace_json(s, measured_result(s, events));
 }
 
 }  // namespace disttrain

@@ -14,7 +14,6 @@
 #include <string_view>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 
 namespace disttrain {
 
@@ -162,25 +161,6 @@ inline std::string describe(const schedule_op& o) {
   }
   s += ')';
   return s;
-}
-
-/// @brief JSON: `{"kind":"F","stage":1,"chunk":0,"mb":3}` plus `peer`/`bucket` when set.
-inline void to_json(json& j, const schedule_op& o) {
-  j = json{{"kind", std::string(to_string(o.kind))}, {"stage", o.stage}, {"chunk", o.chunk}};
-  if (o.microbatch >= 0) j["mb"] = o.microbatch;
-  if (o.peer >= 0) j["peer"] = o.peer;
-  if (o.bucket >= 0) j["bucket"] = o.bucket;
-}
-
-/// @brief Reads an op written by `to_json`; field errors name the field.
-inline void from_json(const json& j, schedule_op& o) {
-  const auto kind = detail::json_get<std::string>(j, "kind");
-  o.kind = parse_op_kind(kind, "kind");
-  o.stage = detail::json_get<int>(j, "stage");
-  o.chunk = detail::json_get_or<int>(j, "chunk", 0);
-  o.microbatch = detail::json_get_or<int>(j, "mb", -1);
-  o.peer = detail::json_get_or<int>(j, "peer", -1);
-  o.bucket = detail::json_get_or<int>(j, "bucket", -1);
 }
 
 }  // namespace disttrain

@@ -1,0 +1,174 @@
+#pragma once
+/// @file json.hpp
+/// @brief JSON input/output of the reorder part's value types.
+///
+/// Kept apart from the value headers, so that a program including them parses
+/// no JSON library (docs/header_cost.md); `disttrain/reorder.hpp` includes it.
+
+#include "disttrain/core/json.hpp"
+#include "disttrain/reorder/assignment.hpp"
+#include "disttrain/reorder/options.hpp"
+
+namespace disttrain {
+
+// ---- reorder_options (options.hpp) ----
+NLOHMANN_JSON_SERIALIZE_ENUM(balance_method, {{balance_method::none, "none"},
+                                              {balance_method::lpt, "lpt"},
+                                              {balance_method::karmarkar_karp, "karmarkar_karp"},
+                                              {balance_method::refined, "refined"},
+                                              {balance_method::arrival, "arrival"}})
+NLOHMANN_JSON_SERIALIZE_ENUM(order_method, {{order_method::identity, "identity"},
+                                            {order_method::paper, "paper"},
+                                            {order_method::search, "search"}})
+NLOHMANN_JSON_SERIALIZE_ENUM(slot_policy, {{slot_policy::arrival, "arrival"},
+                                           {slot_policy::size_sorted, "size_sorted"},
+                                           {slot_policy::balanced, "balanced"},
+                                           {slot_policy::best, "best"},
+                                           {slot_policy::objective, "objective"}})
+
+namespace detail {
+template <class E>
+E json_enum(const json& j, std::string_view key, E fallback, std::string_view path) {
+  if (!j.contains(std::string(key))) return fallback;
+  const json& v = j.at(std::string(key));
+  if (!v.is_string())
+    fail(errc::parse_error, join_path(path, key), "expected a string, got ", v.type_name());
+  const E e = v.get<E>();
+  // nlohmann maps unknown strings to the first enumerator; reject them instead.
+  if (json(e) != v) fail(errc::parse_error, join_path(path, key), "unknown value ", v.dump());
+  return e;
+}
+}  // namespace detail
+
+/// @brief JSON form of the options (enums as their names).
+inline void to_json(json& j, const reorder_options& o) {
+  j = json::object();
+  json mods = json::array();
+  for (const auto& m : o.modules) {
+    json jm{{"name", m.name}, {"dp", m.dp}};
+    if (m.max_samples != 0) jm["max_samples"] = m.max_samples;
+    if (m.max_tokens != 0) jm["max_tokens"] = m.max_tokens;
+    mods.push_back(std::move(jm));
+  }
+  j["modules"] = std::move(mods);
+  j["microbatches"] = o.microbatches;
+  j["microbatch_group"] = o.microbatch_group;
+  j["equal_count"] = o.equal_count;
+  j["slots"] = o.slots;
+  j["balance"] = o.balance;
+  j["order"] = o.order;
+  j["order_budget"] = o.order_budget;
+  j["slot_search_budget"] = o.slot_search_budget;
+  j["slot_search_below"] = o.slot_search_below;
+  j["cut_search_budget"] = o.cut_search_budget;
+  json st = json::array();
+  for (const auto& s : o.stages)
+    st.push_back({{"module", s.module},
+                  {"forward_scale", s.forward_scale},
+                  {"backward_scale", s.backward_scale}});
+  j["stages"] = std::move(st);
+}
+
+/// @brief Reads options (missing optional fields keep their defaults) and validates them.
+inline void from_json(const json& j, reorder_options& o) {
+  const std::string_view p = "reorder_options";
+  o = reorder_options{};
+  const json& mods = detail::json_get<json>(j, "modules", p);
+  require(mods.is_array(), "reorder_options.modules", "must be an array");
+  for (std::size_t k = 0; k < mods.size(); ++k) {
+    const std::string mp = cat("reorder_options.modules[", k, "]");
+    detail::check_keys(mods[k], {"name", "dp", "max_samples", "max_tokens"}, mp);
+    o.modules.push_back({detail::json_get_or<std::string>(mods[k], "name", cat("module", k), mp),
+                         detail::json_get<std::uint32_t>(mods[k], "dp", mp),
+                         detail::json_get_or<std::uint32_t>(mods[k], "max_samples", 0, mp),
+                         detail::json_get_or<std::uint64_t>(mods[k], "max_tokens", 0, mp)});
+  }
+  o.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", p);
+  o.microbatch_group = detail::json_get_or<std::uint32_t>(j, "microbatch_group", 1, p);
+  o.equal_count = detail::json_get_or<bool>(j, "equal_count", false, p);
+  o.slots = detail::json_enum(j, "slots", o.slots, p);
+  o.balance = detail::json_enum(j, "balance", o.balance, p);
+  o.order = detail::json_enum(j, "order", o.order, p);
+  o.order_budget = detail::json_get_or<std::uint32_t>(j, "order_budget", o.order_budget, p);
+  o.slot_search_budget =
+      detail::json_get_or<std::uint32_t>(j, "slot_search_budget", o.slot_search_budget, p);
+  o.slot_search_below =
+      detail::json_get_or<std::uint32_t>(j, "slot_search_below", o.slot_search_below, p);
+  o.cut_search_budget =
+      detail::json_get_or<std::uint32_t>(j, "cut_search_budget", o.cut_search_budget, p);
+  if (j.contains("stages")) {
+    const json& st = j.at("stages");
+    require(st.is_array(), "reorder_options.stages", "must be an array, got ", st.type_name());
+    for (std::size_t s = 0; s < st.size(); ++s) {
+      const std::string sp = cat("reorder_options.stages[", s, "]");
+      o.stages.push_back({detail::json_get<std::uint32_t>(st[s], "module", sp),
+                          detail::json_get_or<double>(st[s], "forward_scale", 1.0, sp),
+                          detail::json_get_or<double>(st[s], "backward_scale", 2.0, sp)});
+    }
+  }
+  o.validate();
+}
+
+// ---- reorder_result (assignment.hpp) ----
+/// @brief JSON form: header, per-sample placements, loads and figures.
+inline void to_json(json& j, const reorder_result& r) {
+  j = json::object();
+  j["modules"] = r.modules;
+  j["microbatches"] = r.microbatches;
+  j["dp"] = std::vector<std::uint32_t>(r.dp.begin(), r.dp.begin() + r.modules);
+  j["equal_count"] = r.equal_count;
+  json s = json::array();
+  for (const sample_place& p : r.samples) {
+    json e = json::object();
+    e["id"] = p.id;
+    e["microbatch"] = p.microbatch;
+    json rep = json::array(), off = json::array();
+    for (std::size_t k = 0; k < r.modules; ++k) {
+      rep.push_back(p.module[k].replica);
+      off.push_back(p.module[k].offset);
+    }
+    e["replica"] = std::move(rep);
+    e["offset"] = std::move(off);
+    s.push_back(std::move(e));
+  }
+  j["samples"] = std::move(s);
+  j["load"] = r.load;
+  j["iteration_time"] = r.iteration_time;
+  j["imbalance"] = std::vector<double>(r.imbalance.begin(), r.imbalance.begin() + r.modules);
+}
+
+/// @brief Reads the JSON form, rebuilds the cells and validates the result.
+inline void from_json(const json& j, reorder_result& r) {
+  r = reorder_result{};
+  r.modules = detail::json_get<std::uint32_t>(j, "modules", "reorder_result");
+  require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules),
+                                  "reorder_result.modules");
+  r.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", "reorder_result");
+  const auto dp = detail::json_get<std::vector<std::uint32_t>>(j, "dp", "reorder_result");
+  require(dp.size() == r.modules, "reorder_result.dp", "has ", dp.size(),
+          " entries, modules=", r.modules);
+  std::copy(dp.begin(), dp.end(), r.dp.begin());
+  r.equal_count = detail::json_get_or<bool>(j, "equal_count", false, "reorder_result");
+  const json& s = detail::json_get<json>(j, "samples", "reorder_result");
+  require(s.is_array(), "reorder_result.samples", "must be an array");
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const std::string path = cat("reorder_result.samples[", i, "]");
+    sample_place p;
+    p.id = detail::json_get<std::uint64_t>(s[i], "id", path);
+    p.microbatch = detail::json_get<std::uint32_t>(s[i], "microbatch", path);
+    const auto rep = detail::json_get<std::vector<std::uint32_t>>(s[i], "replica", path);
+    const auto off = detail::json_get<std::vector<std::uint32_t>>(s[i], "offset", path);
+    require(rep.size() == r.modules && off.size() == r.modules, path,
+            "replica/offset need one entry per module (", r.modules, ")");
+    for (std::size_t k = 0; k < r.modules; ++k) p.module[k] = module_place{rep[k], off[k]};
+    r.samples.push_back(p);
+  }
+  r.load = detail::json_get_or<std::vector<double>>(j, "load", {}, "reorder_result");
+  r.iteration_time = detail::json_get_or<double>(j, "iteration_time", 0.0, "reorder_result");
+  const auto imb = detail::json_get_or<std::vector<double>>(j, "imbalance", {}, "reorder_result");
+  for (std::size_t k = 0; k < imb.size() && k < max_reorder_modules; ++k) r.imbalance[k] = imb[k];
+  rebuild_cells(r);
+  validate(r);
+}
+
+}  // namespace disttrain
