@@ -241,6 +241,43 @@ TEST_CASE("a sender that never sends: receiver times out naming peer, tag and by
       errc::invalid_argument, "transfer_options.tag");
 }
 
+TEST_CASE("a rank whose start fails aborts every message it owes: receivers fail at once") {
+  // 1 -> TP 2, as below. Rank 1 starts with a destination of the wrong size:
+  // start throws invalid_argument before posting anything, and rank 2, which
+  // expects rank 1's phase-1 slice, must learn it from rank 1's abort stamp,
+  // not from its own 3 s timeout. Rank 0's send to rank 1 is not aborted
+  // (only a receiver can learn of an abort): it completes or times out.
+  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 2, 1, 1}});
+  const disttrain::sample_placement p({{0, 1}});
+  const disttrain::activation_shape shape{{4, 4}, 8, 4};
+  local_world world(3, {3000ms});
+  std::vector<double> seconds(3, 0.0);
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4 +
+                               (b.rank() == 1 ? 4 : 0));
+    disttrain::buffer_pool pool;
+    try {
+      disttrain::run_route(b, plan, src, dst, pool, {.tag = 9});
+    } catch (...) {
+      seconds[static_cast<std::size_t>(b.rank())] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      throw;
+    }
+  });
+  errc code{};
+  CHECK(error_text(errors, 1, &code).find("destination buffer has") != std::string::npos);
+  CHECK(code == errc::invalid_argument);
+  const std::string w = error_text(errors, 2, &code);
+  CHECK(code == errc::comm_error);
+  CHECK(w.find("rank 2 <- rank 1 tag 9") != std::string::npos);
+  CHECK(w.find("rank 1 aborted the route after its own error (invalid_argument)") !=
+        std::string::npos);
+  CHECK(seconds[2] < 1.5);  // not its 3 s timeout
+}
+
 TEST_CASE("a rank that fails before its fan-out aborts it: its TP peers fail at once, naming it") {
   // 1 -> TP 2: rank 0 sends slice k to rank 1 + k; then ranks 1 and 2 swap
   // their slices (phase 1). Rank 1 plans with another sample order (same

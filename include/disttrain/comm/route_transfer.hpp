@@ -78,26 +78,19 @@ class route_transfer {
   route_transfer(const route_transfer&) = delete;
   route_transfer& operator=(const route_transfer&) = delete;
 
-  /// @brief Posts every receive and the phase-0 sends.
+  /// @brief Posts every receive and the phase-0 sends. If this fails, every
+  /// message this rank has not sent yet is replaced by an abort stamp, so its
+  /// receivers fail at once, naming this rank, rather than at their timeout.
   void start(std::span<const std::byte> source, std::span<std::byte> destination) {
     check(!started_, "route_transfer started twice");
     started_ = true;
-    const std::size_t es = plan_->elem_size();
-    const auto want_src =
-        detail::element_bytes(plan_->source_elements(me_), es, "route.source_bytes");
-    const auto want_dst =
-        detail::element_bytes(plan_->destination_elements(me_), es, "route.destination_bytes");
-    check(source.size() == want_src, "source buffer has ", source.size(),
-          " bytes, the route needs ", want_src);
-    check(destination.size() == want_dst, "destination buffer has ", destination.size(),
-          " bytes, the route needs ", want_dst);
-    src_ = source;
-    dst_ = destination;
-    deadline_ =
-        wait_deadline::after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
-    for (int phase = 0; phase < 2; ++phase)
-      for (int i : plan_->recvs_of(me_, phase)) post_receive(i);
-    for (int i : plan_->sends_of(me_, 0)) post_send(i, source);
+    try {
+      post_all(source, destination);
+    } catch (const error& e) {
+      send_aborts(e.code(), 0, sent0_);
+      send_aborts(e.code(), 1, 0);
+      throw;
+    }
   }
 
   /// @brief Completes this rank's part (phase 0, then the fan-out).
@@ -107,7 +100,7 @@ class route_transfer {
     try {
       complete_receives(0);
     } catch (const error& e) {
-      send_aborts(e.code());  // the fan-out this rank owes its TP peers will not come
+      send_aborts(e.code(), 1, 0);  // the fan-out this rank owes its TP peers will not come
       throw;
     }
     for (int i : plan_->sends_of(me_, 1)) post_send(i, std::span<const std::byte>(dst_));
@@ -126,6 +119,28 @@ class route_transfer {
   [[nodiscard]] std::size_t packed_send_bytes() const noexcept { return packed_send_bytes_; }
 
  private:
+  void post_all(std::span<const std::byte> source, std::span<std::byte> destination) {
+    const std::size_t es = plan_->elem_size();
+    const auto want_src =
+        detail::element_bytes(plan_->source_elements(me_), es, "route.source_bytes");
+    const auto want_dst =
+        detail::element_bytes(plan_->destination_elements(me_), es, "route.destination_bytes");
+    check(source.size() == want_src, "source buffer has ", source.size(),
+          " bytes, the route needs ", want_src);
+    check(destination.size() == want_dst, "destination buffer has ", destination.size(),
+          " bytes, the route needs ", want_dst);
+    src_ = source;
+    dst_ = destination;
+    deadline_ =
+        wait_deadline::after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
+    for (int phase = 0; phase < 2; ++phase)
+      for (int i : plan_->recvs_of(me_, phase)) post_receive(i);
+    for (int i : plan_->sends_of(me_, 0)) {
+      post_send(i, source);
+      ++sent0_;
+    }
+  }
+
   using request = typename B::request;
   // Requests are declared last so that they are destroyed (cancelled or
   // finished) before the buffers they point into.
@@ -297,16 +312,17 @@ class route_transfer {
            "content is unspecified");
   }
 
-  // After this rank failed in phase 0: an abort stamp in place of each
-  // fan-out message it owes, so its TP peers fail now rather than at their
-  // timeout. Best effort: a peer that is gone already is not waited for long.
-  void send_aborts(errc code) noexcept {
+  // After this rank failed: an abort stamp in place of each message of
+  // `phase` it owes from its `from`-th send of that phase on, so their
+  // receivers fail now rather than at their timeout. Best effort: a peer that
+  // is gone already is not waited for long.
+  void send_aborts(errc code, int phase, std::size_t from) noexcept {
     try {
-      const auto sends = plan_->sends_of(me_, 1);
-      if (sends.empty()) return;
+      const auto sends = plan_->sends_of(me_, phase);
+      if (sends.size() <= from) return;
       std::vector<detail::plan_stamp> stamps(sends.size());
       std::vector<request> reqs;
-      for (std::size_t k = 0; k < sends.size(); ++k) {
+      for (std::size_t k = from; k < sends.size(); ++k) {
         stamps[k].magic = detail::plan_stamp::abort_value;
         stamps[k].plan = static_cast<std::uint64_t>(code);
         reqs.push_back(
@@ -356,6 +372,7 @@ class route_transfer {
   int me_;
   bool started_ = false;
   bool done_ = false;
+  std::size_t sent0_ = 0;  // phase-0 sends posted
   std::span<const std::byte> src_;
   std::span<std::byte> dst_;
   wait_deadline deadline_{};
