@@ -18,6 +18,7 @@
 
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/model/presets.hpp"
+#include "disttrain/plan/json.hpp"
 #include "disttrain/plan/planner.hpp"
 #include "harness.hpp"
 

@@ -9,6 +9,7 @@
 /// (`heterogeneity.hpp`). Every other part includes only the parts
 /// before it in the data flow; bind/ may include any part.
 #include "disttrain/bind/heterogeneity.hpp"
+#include "disttrain/bind/json.hpp"
 #include "disttrain/bind/placement.hpp"
 #include "disttrain/bind/plan_reorder.hpp"
 #include "disttrain/bind/sim_objective.hpp"

@@ -11,4 +11,5 @@
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/cost/cost_params.hpp"
 #include "disttrain/cost/efficiency.hpp"
+#include "disttrain/cost/json.hpp"
 #include "disttrain/cost/stage.hpp"

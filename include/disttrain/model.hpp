@@ -5,6 +5,7 @@
 #include "disttrain/model/cluster_spec.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/distribution.hpp"
+#include "disttrain/model/json.hpp"
 #include "disttrain/model/model_spec.hpp"
 #include "disttrain/model/module_shape.hpp"
 #include "disttrain/model/module_spec.hpp"

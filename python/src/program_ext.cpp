@@ -25,8 +25,11 @@
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/core/topology.hpp"
+#include "disttrain/model/json.hpp"
 #include "disttrain/model/model_spec.hpp"
+#include "disttrain/plan/json.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
+#include "disttrain/reorder/json.hpp"
 #include "program_ext.hpp"
 
 namespace nb = nanobind;

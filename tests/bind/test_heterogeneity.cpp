@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "disttrain/bind/heterogeneity.hpp"
+#include "disttrain/bind/json.hpp"
 #include "disttrain/bind/simulate_plan.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/model/data_spec.hpp"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "disttrain/cost/cost_params.hpp"
+#include "disttrain/cost/json.hpp"
 #include "disttrain/model.hpp"
 #include "disttrain_catch.hpp"
 

@@ -7,6 +7,7 @@
 
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/cost_params.hpp"
+#include "disttrain/cost/json.hpp"
 #include "disttrain/plan/fidelity.hpp"
 #include "disttrain_catch.hpp"
 

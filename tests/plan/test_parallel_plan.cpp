@@ -2,6 +2,7 @@
 #include <string>
 
 #include "disttrain/plan/format.hpp"
+#include "disttrain/plan/json.hpp"
 #include "disttrain/plan/layout.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain_catch.hpp"

@@ -6,6 +6,7 @@
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/model/presets.hpp"
 #include "disttrain/plan/evaluate.hpp"
+#include "disttrain/plan/json.hpp"
 #include "disttrain/plan/planner.hpp"
 #include "disttrain/plan/request.hpp"
 #include "disttrain_catch.hpp"

@@ -39,7 +39,6 @@
 
 #include "disttrain/bind/simulate_plan.hpp"
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/sample.hpp"
@@ -200,35 +199,6 @@ template <cost_model C>
   out.reordering_gain = out.plan_arrival.times.mean_s / out.plan_reordered.times.mean_s;
   out.total_gain = out.baseline_arrival.times.mean_s / out.plan_reordered.times.mean_s;
   return out;
-}
-
-/// @brief JSON form of the statistics.
-inline void to_json(json& j, const iteration_time_stats& s) {
-  j = json{{"mean_s", s.mean_s}, {"median_s", s.median_s}, {"p90_s", s.p90_s},
-           {"min_s", s.min_s},   {"max_s", s.max_s},       {"seconds", s.seconds}};
-}
-
-/// @brief JSON form of one case.
-inline void to_json(json& j, const heterogeneity_case& c) {
-  j = json(c.times);
-  j["expected_batch_s"] = c.expected_s;
-  j["mfu"] = c.mfu;
-  j["gpus"] = c.gpus;
-}
-
-/// @brief JSON form: `{"iterations", "seed", "global_batch", "baseline_arrival",
-/// "plan_arrival", "plan_reordered", "orchestration_gain", "reordering_gain",
-/// "total_gain"}`.
-inline void to_json(json& j, const heterogeneity_result& r) {
-  j = json{{"iterations", r.iterations},
-           {"seed", r.seed},
-           {"global_batch", r.global_batch},
-           {"baseline_arrival", r.baseline_arrival},
-           {"plan_arrival", r.plan_arrival},
-           {"plan_reordered", r.plan_reordered},
-           {"orchestration_gain", r.orchestration_gain},
-           {"reordering_gain", r.reordering_gain},
-           {"total_gain", r.total_gain}};
 }
 
 }  // namespace disttrain

@@ -80,4 +80,16 @@ void ensure(bool cond, std::string_view where, const Ts&... parts) {
   if (!cond) fail(errc::internal, where, "internal invariant broken: ", parts...);
 }
 
+namespace detail {
+/// @brief Joins a parent path and a key: `join_path("model", "layers") == "model.layers"`
+/// (the field paths errors name).
+[[nodiscard]] inline std::string join_path(std::string_view parent, std::string_view key) {
+  if (parent.empty()) return std::string(key);
+  std::string s(parent);
+  s += '.';
+  s += key;
+  return s;
+}
+}  // namespace detail
+
 }  // namespace disttrain

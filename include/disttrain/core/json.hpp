@@ -10,13 +10,12 @@
 /// or mistyped field is reported as `errc::parse_error` naming the field path,
 /// e.g. `cluster.gpu.hbm_bytes`.
 ///
-/// A part's `to_json`/`from_json` live in `<part>/json.hpp` (comm, plan,
-/// reorder, schedule; exec's trace in exec/trace.hpp, the simulator's in
-/// sim/trace.hpp), apart from the value types, so that a trainer including
-/// the reorderer, the routes, the executor or the simulator parses no JSON
-/// library. The model, cost and bind parts, and the planner's plan, request
-/// and evaluation types, still carry theirs in the value headers. Each
-/// part's umbrella header includes its JSON header.
+/// A part's `to_json`/`from_json` live in `<part>/json.hpp` (model, cost,
+/// plan, reorder, comm, schedule, bind; traces in sim/trace.hpp and
+/// exec/trace.hpp), apart from the value types, so that a program including
+/// value headers (the reorderer, the routes, the executor, the planner)
+/// parses no JSON library. Each part's umbrella header includes its JSON
+/// header.
 ///
 /// @snippet core.cpp json
 
@@ -69,15 +68,6 @@ inline void write_json_file(const std::string& path, const json& j, int indent =
 }
 
 namespace detail {
-
-/// @brief Joins a parent path and a key: `join_path("model", "layers") == "model.layers"`.
-[[nodiscard]] inline std::string join_path(std::string_view parent, std::string_view key) {
-  if (parent.empty()) return std::string(key);
-  std::string s(parent);
-  s += '.';
-  s += key;
-  return s;
-}
 
 /// @brief True for the integer types `json_get` range-checks (not bool).
 template <class T>

@@ -26,8 +26,8 @@
 #include <Eigen/Dense>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/cost/efficiency.hpp"
+#include "disttrain/cost/json.hpp"
 
 namespace disttrain {
 

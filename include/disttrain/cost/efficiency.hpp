@@ -21,7 +21,6 @@
 #include <string_view>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 
 namespace disttrain {
 
@@ -56,25 +55,6 @@ struct efficiency_params {
   if (!(flops_per_gpu > 0)) return 0.0;
   return e.e_max * flops_per_gpu /
          (flops_per_gpu * (1.0 + e.tp_penalty * static_cast<double>(tp - 1)) + e.flops_half);
-}
-
-inline void to_json(json& j, const efficiency_params& e) {
-  j = json{{"e_max", e.e_max}, {"flops_half", e.flops_half}, {"tp_penalty", e.tp_penalty}};
-}
-namespace detail {
-[[nodiscard]] inline efficiency_params read_efficiency_params(const json& j,
-                                                              std::string_view path) {
-  check_keys(j, {"e_max", "flops_half", "tp_penalty"}, path);
-  efficiency_params e;
-  e.e_max = json_get<double>(j, "e_max", path);
-  e.flops_half = json_get<double>(j, "flops_half", path);
-  e.tp_penalty = json_get_or<double>(j, "tp_penalty", 0.0, path);
-  e.validate(path);
-  return e;
-}
-}  // namespace detail
-inline void from_json(const json& j, efficiency_params& e) {
-  e = detail::read_efficiency_params(j, "efficiency");
 }
 
 }  // namespace disttrain

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 
-#include "disttrain/core/json.hpp"
 
 namespace disttrain {
 
@@ -87,27 +86,5 @@ struct memory_breakdown {
     return params + grads + optimizer + activations;
   }
 };
-
-inline void to_json(json& j, const stage_config& s) {
-  j = json{{"module", s.module},
-           {"first_layer", s.first_layer},
-           {"num_layers", s.num_layers},
-           {"tp", s.tp},
-           {"dp", s.dp},
-           {"recompute", s.recompute},
-           {"selective_recompute", s.selective_recompute},
-           {"sequence_parallel", s.sequence_parallel}};
-}
-inline void to_json(json& j, const stage_times& t) {
-  j = json{
-      {"forward_s", t.forward_s}, {"backward_s", t.backward_s}, {"weight_grad_s", t.weight_grad_s}};
-}
-inline void to_json(json& j, const memory_breakdown& m) {
-  j = json{{"params", m.params},
-           {"grads", m.grads},
-           {"optimizer", m.optimizer},
-           {"activations", m.activations},
-           {"total", m.total()}};
-}
 
 }  // namespace disttrain

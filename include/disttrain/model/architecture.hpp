@@ -2,7 +2,7 @@
 /// @file architecture.hpp
 /// @brief The three module architectures: ViT-style image encoder, decoder-only
 /// LLM backbone, diffusion generator (UNet or DiT). Plain values; `validate`
-/// names the offending field; JSON in/out.
+/// names the offending field; JSON in/out in model/json.hpp.
 ///
 /// These describe *what a module is*; `module_shape.hpp` turns one into the
 /// per-layer parameter, FLOP and activation coefficients the costs use.
@@ -12,7 +12,6 @@
 #include <string_view>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 
 namespace disttrain {
 
@@ -157,153 +156,11 @@ struct diffusion_arch {
   }
 };
 
-// ---- JSON ---------------------------------------------------------------------
+// ---- names -------------------------------------------------------------------
 
 /// @brief Name of a diffusion kind ("unet" / "dit").
 [[nodiscard]] constexpr std::string_view to_string(diffusion_kind k) noexcept {
   return k == diffusion_kind::unet ? "unet" : "dit";
 }
-
-inline void to_json(json& j, const vit_encoder_arch& a) {
-  j = json{{"type", "vit"},
-           {"image_size", a.image_size},
-           {"patch_size", a.patch_size},
-           {"layers", a.layers},
-           {"hidden", a.hidden},
-           {"heads", a.heads},
-           {"mlp", a.mlp},
-           {"channels", a.channels},
-           {"class_token", a.class_token},
-           {"qkv_bias", a.qkv_bias},
-           {"max_image_size", a.max_image_size}};
-}
-inline void to_json(json& j, const decoder_llm_arch& a) {
-  j = json{{"type", "llm"},
-           {"layers", a.layers},
-           {"hidden", a.hidden},
-           {"heads", a.heads},
-           {"kv_heads", a.kv_heads},
-           {"mlp", a.mlp},
-           {"vocab", a.vocab},
-           {"max_seq", a.max_seq},
-           {"gated_mlp", a.gated_mlp},
-           {"qkv_bias", a.qkv_bias},
-           {"tied_embeddings", a.tied_embeddings}};
-}
-inline void to_json(json& j, const diffusion_arch& a) {
-  j = json{{"type", "diffusion"},
-           {"kind", std::string(to_string(a.kind))},
-           {"resolution", a.resolution},
-           {"latent_downsample", a.latent_downsample},
-           {"latent_channels", a.latent_channels},
-           {"patch_size", a.patch_size},
-           {"layers", a.layers},
-           {"hidden", a.hidden},
-           {"heads", a.heads},
-           {"mlp", a.mlp},
-           {"learn_sigma", a.learn_sigma},
-           {"condition_params", a.condition_params}};
-  if (a.kind == diffusion_kind::unet) {
-    j["params"] = a.params;
-    j["forward_flops_per_token"] = a.forward_flops_per_token;
-    j["forward_flops_per_token_sq"] = a.forward_flops_per_token_sq;
-    j["activation_bytes_per_token"] = a.activation_bytes_per_token;
-  }
-}
-
-namespace detail {
-/// @brief Reads a ViT encoder at `path` (missing optional fields keep defaults).
-[[nodiscard]] inline vit_encoder_arch read_vit_encoder_arch(const json& j, std::string_view path) {
-  check_keys(j,
-             {"type", "image_size", "patch_size", "layers", "hidden", "heads", "mlp", "channels",
-              "class_token", "qkv_bias", "max_image_size"},
-             path);
-  vit_encoder_arch a;
-  a.image_size = json_get<int>(j, "image_size", path);
-  a.patch_size = json_get<int>(j, "patch_size", path);
-  a.layers = json_get<int>(j, "layers", path);
-  a.hidden = json_get<int>(j, "hidden", path);
-  a.heads = json_get<int>(j, "heads", path);
-  a.mlp = json_get<int>(j, "mlp", path);
-  a.channels = json_get_or<int>(j, "channels", a.channels, path);
-  a.class_token = json_get_or<bool>(j, "class_token", a.class_token, path);
-  a.qkv_bias = json_get_or<bool>(j, "qkv_bias", a.qkv_bias, path);
-  a.max_image_size = json_get_or<int>(j, "max_image_size", a.max_image_size, path);
-  a.validate(path);
-  return a;
-}
-/// @brief Reads a decoder LLM at `path`.
-[[nodiscard]] inline decoder_llm_arch read_decoder_llm_arch(const json& j, std::string_view path) {
-  check_keys(j,
-             {"type", "layers", "hidden", "heads", "kv_heads", "mlp", "vocab", "max_seq",
-              "gated_mlp", "qkv_bias", "tied_embeddings"},
-             path);
-  decoder_llm_arch a;
-  a.layers = json_get<int>(j, "layers", path);
-  a.hidden = json_get<int>(j, "hidden", path);
-  a.heads = json_get<int>(j, "heads", path);
-  a.kv_heads = json_get_or<int>(j, "kv_heads", a.heads, path);
-  a.mlp = json_get<int>(j, "mlp", path);
-  a.vocab = json_get<int>(j, "vocab", path);
-  a.max_seq = json_get<int>(j, "max_seq", path);
-  a.gated_mlp = json_get_or<bool>(j, "gated_mlp", a.gated_mlp, path);
-  a.qkv_bias = json_get_or<bool>(j, "qkv_bias", a.qkv_bias, path);
-  a.tied_embeddings = json_get_or<bool>(j, "tied_embeddings", a.tied_embeddings, path);
-  a.validate(path);
-  return a;
-}
-/// @brief Reads a diffusion generator at `path`.
-[[nodiscard]] inline diffusion_arch read_diffusion_arch(const json& j, std::string_view path) {
-  diffusion_arch a;
-  const auto kind = json_get<std::string>(j, "kind", path);
-  if (kind == "unet")
-    a.kind = diffusion_kind::unet;
-  else if (kind == "dit")
-    a.kind = diffusion_kind::dit;
-  else
-    fail(errc::parse_error, join_path(path, "kind"), "unknown diffusion kind '", kind,
-         "' (expected unet or dit)");
-  // The U-Net's cost fields are only read (and allowed) for kind "unet".
-  if (a.kind == diffusion_kind::unet)
-    check_keys(
-        j,
-        {"type", "kind", "resolution", "latent_downsample", "latent_channels", "patch_size",
-         "layers", "hidden", "heads", "mlp", "learn_sigma", "condition_params", "params",
-         "forward_flops_per_token", "forward_flops_per_token_sq", "activation_bytes_per_token"},
-        path);
-  else
-    check_keys(j,
-               {"type", "kind", "resolution", "latent_downsample", "latent_channels", "patch_size",
-                "layers", "hidden", "heads", "mlp", "learn_sigma", "condition_params"},
-               path);
-  a.resolution = json_get<int>(j, "resolution", path);
-  a.latent_downsample = json_get_or<int>(j, "latent_downsample", a.latent_downsample, path);
-  a.latent_channels = json_get_or<int>(j, "latent_channels", a.latent_channels, path);
-  a.patch_size =
-      json_get_or<int>(j, "patch_size", a.kind == diffusion_kind::unet ? 1 : a.patch_size, path);
-  a.layers = json_get<int>(j, "layers", path);
-  a.hidden = json_get<int>(j, "hidden", path);
-  a.heads = json_get<int>(j, "heads", path);
-  a.mlp = json_get_or<int>(j, "mlp", a.mlp, path);
-  a.learn_sigma = json_get_or<bool>(j, "learn_sigma", a.learn_sigma, path);
-  a.condition_params = json_get_or<double>(j, "condition_params", 0.0, path);
-  if (a.kind == diffusion_kind::unet) {
-    a.params = json_get<double>(j, "params", path);
-    a.forward_flops_per_token = json_get<double>(j, "forward_flops_per_token", path);
-    a.forward_flops_per_token_sq = json_get_or<double>(j, "forward_flops_per_token_sq", 0.0, path);
-    a.activation_bytes_per_token = json_get<double>(j, "activation_bytes_per_token", path);
-  }
-  a.validate(path);
-  return a;
-}
-}  // namespace detail
-
-inline void from_json(const json& j, vit_encoder_arch& a) {
-  a = detail::read_vit_encoder_arch(j, "");
-}
-inline void from_json(const json& j, decoder_llm_arch& a) {
-  a = detail::read_decoder_llm_arch(j, "");
-}
-inline void from_json(const json& j, diffusion_arch& a) { a = detail::read_diffusion_arch(j, ""); }
 
 }  // namespace disttrain

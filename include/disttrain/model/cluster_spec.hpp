@@ -9,7 +9,6 @@
 #include <string_view>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 
 namespace disttrain {
 
@@ -73,69 +72,5 @@ struct cluster_spec {
     require_non_negative(inter_node_latency_s, join_path(path, "inter_node_latency_s"));
   }
 };
-
-inline void to_json(json& j, const gpu_spec& g) {
-  j = json{{"name", g.name},
-           {"peak_bf16_tflops", g.peak_bf16_tflops},
-           {"peak_fp32_tflops", g.peak_fp32_tflops},
-           {"hbm_bytes", g.hbm_bytes},
-           {"hbm_bandwidth_bytes_per_s", g.hbm_bandwidth_bytes_per_s}};
-}
-inline void to_json(json& j, const cluster_spec& c) {
-  json g;
-  to_json(g, c.gpu);
-  j = json{{"name", c.name},
-           {"gpu", g},
-           {"num_gpus", c.num_gpus},
-           {"gpus_per_node", c.gpus_per_node},
-           {"intra_node_bandwidth_bytes_per_s", c.intra_node_bandwidth_bytes_per_s},
-           {"intra_node_latency_s", c.intra_node_latency_s},
-           {"inter_node_bandwidth_bytes_per_s", c.inter_node_bandwidth_bytes_per_s},
-           {"inter_node_latency_s", c.inter_node_latency_s}};
-}
-
-namespace detail {
-[[nodiscard]] inline gpu_spec read_gpu_spec(const json& j, std::string_view path) {
-  check_keys(
-      j, {"name", "peak_bf16_tflops", "peak_fp32_tflops", "hbm_bytes", "hbm_bandwidth_bytes_per_s"},
-      path);
-  gpu_spec g;
-  g.name = json_get<std::string>(j, "name", path);
-  g.peak_bf16_tflops = json_get<double>(j, "peak_bf16_tflops", path);
-  g.peak_fp32_tflops = json_get<double>(j, "peak_fp32_tflops", path);
-  g.hbm_bytes = json_get<double>(j, "hbm_bytes", path);
-  g.hbm_bandwidth_bytes_per_s = json_get<double>(j, "hbm_bandwidth_bytes_per_s", path);
-  g.validate(path);
-  return g;
-}
-/// @brief Reads a cluster at `path` and validates it.
-[[nodiscard]] inline cluster_spec read_cluster_spec(const json& j, std::string_view path) {
-  check_keys(j,
-             {"name", "gpu", "num_gpus", "gpus_per_node", "intra_node_bandwidth_bytes_per_s",
-              "intra_node_latency_s", "inter_node_bandwidth_bytes_per_s", "inter_node_latency_s"},
-             path);
-  cluster_spec c;
-  c.name = json_get_or<std::string>(j, "name", "", path);
-  const std::string gp = join_path(path, "gpu");
-  if (!j.is_object() || !j.contains("gpu"))
-    fail(errc::parse_error, gp, "required field is missing");
-  c.gpu = read_gpu_spec(j.at("gpu"), gp);
-  c.num_gpus = json_get<int>(j, "num_gpus", path);
-  c.gpus_per_node = json_get<int>(j, "gpus_per_node", path);
-  c.intra_node_bandwidth_bytes_per_s =
-      json_get<double>(j, "intra_node_bandwidth_bytes_per_s", path);
-  c.intra_node_latency_s = json_get<double>(j, "intra_node_latency_s", path);
-  c.inter_node_bandwidth_bytes_per_s =
-      json_get<double>(j, "inter_node_bandwidth_bytes_per_s", path);
-  c.inter_node_latency_s = json_get<double>(j, "inter_node_latency_s", path);
-  c.validate(path);
-  return c;
-}
-}  // namespace detail
-
-inline void from_json(const json& j, gpu_spec& g) { g = detail::read_gpu_spec(j, "gpu"); }
-inline void from_json(const json& j, cluster_spec& c) {
-  c = detail::read_cluster_spec(j, "cluster");
-}
 
 }  // namespace disttrain

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/model/distribution.hpp"
 #include "disttrain/model/rng.hpp"
 #include "disttrain/model/sample.hpp"
@@ -141,63 +140,5 @@ class data_sampler {
   }
   data_spec spec_;
 };
-
-inline void to_json(json& j, const data_spec& d) {
-  j = json{{"name", d.name}, {"seed", d.seed}};
-  if (!d.records.empty()) {
-    j["records"] = d.records;
-    return;
-  }
-  j["text_tokens"] = d.text_tokens;
-  j["images_per_sample"] = d.images_per_sample;
-  j["image_side"] = d.image_side;
-  j["image_aspect"] = d.image_aspect;
-  j["generated_per_sample"] = d.generated_per_sample;
-  j["generated_side"] = d.generated_side;
-}
-
-namespace detail {
-/// @brief Reads a data spec at `path`. `"records_file": "x.json"` (an array of
-/// samples) may replace `"records"`; distributions not given keep defaults.
-[[nodiscard]] inline data_spec read_data_spec(const json& j, std::string_view path) {
-  check_keys(j,
-             {"name", "seed", "records", "records_file", "text_tokens", "images_per_sample",
-              "image_side", "image_aspect", "generated_per_sample", "generated_side"},
-             path);
-  data_spec d;
-  d.name = json_get_or<std::string>(j, "name", "", path);
-  d.seed = json_get_or<std::uint64_t>(j, "seed", 0, path);
-  auto read_records = [&](const json& arr, const std::string& p) {
-    if (!arr.is_array())
-      fail(errc::parse_error, p, "expected an array of samples, got ", arr.type_name());
-    for (std::size_t i = 0; i < arr.size(); ++i) {
-      auto s = read_sample(arr[i], cat(p, "[", i, "]"));
-      s.id = i;
-      d.records.push_back(std::move(s));
-    }
-    if (d.records.empty()) fail(errc::invalid_argument, p, "records must not be empty");
-  };
-  if (j.contains("records")) {
-    read_records(j.at("records"), join_path(path, "records"));
-  } else if (j.contains("records_file")) {
-    const auto file = json_get<std::string>(j, "records_file", path);
-    read_records(read_json_file(file), file);
-  } else {
-    auto dist = [&](const char* key, distribution& target) {
-      if (j.contains(key)) target = read_distribution(j.at(key), join_path(path, key));
-    };
-    dist("text_tokens", d.text_tokens);
-    dist("images_per_sample", d.images_per_sample);
-    dist("image_side", d.image_side);
-    dist("image_aspect", d.image_aspect);
-    dist("generated_per_sample", d.generated_per_sample);
-    dist("generated_side", d.generated_side);
-  }
-  d.validate(path);
-  return d;
-}
-}  // namespace detail
-
-inline void from_json(const json& j, data_spec& d) { d = detail::read_data_spec(j, "data"); }
 
 }  // namespace disttrain

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/model/rng.hpp"
 
 namespace disttrain {
@@ -218,60 +217,5 @@ class distribution {
 
   variant_type v_ = constant_dist{};
 };
-
-/// @brief JSON: `{"kind": "constant", "value": 1}`, `{"kind": "uniform_int", "min": 0,
-/// "max": 4}`, `{"kind": "lognormal", "median": 300, "sigma": 0.8, "min": 8, "max":
-/// 4096}` (min/max optional), `{"kind": "histogram", "values": [...], "weights": [...]}`.
-inline void to_json(json& j, const distribution& d) {
-  std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, constant_dist>) {
-          j = json{{"kind", "constant"}, {"value", x.value}};
-        } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
-          j = json{{"kind", "uniform_int"}, {"min", x.min}, {"max", x.max}};
-        } else if constexpr (std::is_same_v<T, lognormal_dist>) {
-          j = json{{"kind", "lognormal"}, {"median", x.median}, {"sigma", x.sigma}, {"min", x.min}};
-          if (x.max < 1e300) j["max"] = x.max;
-        } else {
-          j = json{{"kind", "histogram"}, {"values", x.values}, {"weights", x.weights}};
-        }
-      },
-      d.get());
-}
-
-namespace detail {
-/// @brief Reads a distribution at `path`; errors name `path.<field>`.
-[[nodiscard]] inline distribution read_distribution(const json& j, std::string_view path) {
-  // A bare number is a constant.
-  if (j.is_number()) return constant_dist{j.get<double>()};
-  const auto kind = json_get<std::string>(j, "kind", path);
-  distribution d;
-  if (kind == "constant") {
-    check_keys(j, {"kind", "value"}, path);
-    d = constant_dist{json_get<double>(j, "value", path)};
-  } else if (kind == "uniform_int") {
-    check_keys(j, {"kind", "min", "max"}, path);
-    d = uniform_int_dist{json_get<std::int64_t>(j, "min", path),
-                         json_get<std::int64_t>(j, "max", path)};
-  } else if (kind == "lognormal") {
-    check_keys(j, {"kind", "median", "sigma", "min", "max"}, path);
-    d = lognormal_dist{json_get<double>(j, "median", path), json_get<double>(j, "sigma", path),
-                       json_get_or<double>(j, "min", 0.0, path),
-                       json_get_or<double>(j, "max", 1e300, path)};
-  } else if (kind == "histogram") {
-    check_keys(j, {"kind", "values", "weights"}, path);
-    d = histogram_dist{json_get<std::vector<double>>(j, "values", path),
-                       json_get<std::vector<double>>(j, "weights", path)};
-  } else {
-    fail(errc::parse_error, join_path(path, "kind"), "unknown distribution kind '", kind,
-         "' (expected constant, uniform_int, lognormal or histogram)");
-  }
-  d.validate(path);
-  return d;
-}
-}  // namespace detail
-
-inline void from_json(const json& j, distribution& d) { d = detail::read_distribution(j, ""); }
 
 }  // namespace disttrain

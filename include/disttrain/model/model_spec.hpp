@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/model/module_spec.hpp"
 
 namespace disttrain {
@@ -127,63 +126,5 @@ struct model_spec {
     require_non_negative(generator_condition_tokens, join_path(path, "generator_condition_tokens"));
   }
 };
-
-inline void to_json(json& j, const connection& c) { j = json{{"from", c.from}, {"to", c.to}}; }
-
-inline void to_json(json& j, const model_spec& m) {
-  json mods = json::array();
-  for (const auto& x : m.modules) {
-    json e;
-    to_json(e, x);
-    mods.push_back(std::move(e));
-  }
-  j = json{{"name", m.name},
-           {"modules", mods},
-           {"projector_tokens_per_image", m.projector_tokens_per_image},
-           {"projector_patch_ratio", m.projector_patch_ratio},
-           {"generator_condition_tokens", m.generator_condition_tokens}};
-  if (!m.connections.empty()) {
-    json c = json::array();
-    for (const auto& x : m.connections) c.push_back(json{{"from", x.from}, {"to", x.to}});
-    j["connections"] = c;
-  }
-}
-
-namespace detail {
-/// @brief Reads a model at `path` and validates it.
-[[nodiscard]] inline model_spec read_model_spec(const json& j, std::string_view path) {
-  check_keys(j,
-             {"name", "modules", "connections", "projector_tokens_per_image",
-              "projector_patch_ratio", "generator_condition_tokens"},
-             path);
-  model_spec m;
-  m.name = json_get_or<std::string>(j, "name", "", path);
-  const std::string mp = join_path(path, "modules");
-  if (!j.is_object() || !j.contains("modules"))
-    fail(errc::parse_error, mp, "required field is missing");
-  const json& mods = j.at("modules");
-  if (!mods.is_array()) fail(errc::parse_error, mp, "expected an array, got ", mods.type_name());
-  for (std::size_t i = 0; i < mods.size(); ++i)
-    m.modules.push_back(read_module_spec(mods[i], cat(mp, "[", i, "]")));
-  if (j.contains("connections")) {
-    const json& cs = j.at("connections");
-    const std::string cp = join_path(path, "connections");
-    if (!cs.is_array()) fail(errc::parse_error, cp, "expected an array, got ", cs.type_name());
-    for (std::size_t i = 0; i < cs.size(); ++i) {
-      const std::string p = cat(cp, "[", i, "]");
-      check_keys(cs[i], {"from", "to"}, p);
-      m.connections.push_back(
-          {json_get<std::size_t>(cs[i], "from", p), json_get<std::size_t>(cs[i], "to", p)});
-    }
-  }
-  m.projector_tokens_per_image = json_get_or<int>(j, "projector_tokens_per_image", 0, path);
-  m.projector_patch_ratio = json_get_or<int>(j, "projector_patch_ratio", 1, path);
-  m.generator_condition_tokens = json_get_or<int>(j, "generator_condition_tokens", 64, path);
-  m.validate(path);
-  return m;
-}
-}  // namespace detail
-
-inline void from_json(const json& j, model_spec& m) { m = detail::read_model_spec(j, "model"); }
 
 }  // namespace disttrain

@@ -19,7 +19,6 @@
 #include <variant>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/model_spec.hpp"
 #include "disttrain/model/module_shape.hpp"
@@ -158,36 +157,6 @@ inline void add_workload(const model_spec& m, const sample& s, model_workload& w
   w = w * (1.0 / static_cast<double>(draws));
   w.size = m.modules.size();
   return w;
-}
-
-inline void to_json(json& j, const module_workload& w) {
-  j = json{{"sequences", w.sequences}, {"tokens", w.tokens}, {"tokens_sq", w.tokens_sq}};
-}
-inline void from_json(const json& j, module_workload& w) {
-  w.sequences = detail::json_get<double>(j, "sequences", "workload");
-  w.tokens = detail::json_get<double>(j, "tokens", "workload");
-  w.tokens_sq = detail::json_get<double>(j, "tokens_sq", "workload");
-  require_non_negative(w.sequences, "workload.sequences");
-  require_non_negative(w.tokens, "workload.tokens");
-  require_non_negative(w.tokens_sq, "workload.tokens_sq");
-}
-
-/// @brief JSON: an array with one `{"sequences", "tokens", "tokens_sq"}` object per module.
-inline void to_json(json& j, const model_workload& w) {
-  j = json::array();
-  for (std::size_t i = 0; i < w.size; ++i) {
-    json e;
-    to_json(e, w.modules[i]);
-    j.push_back(std::move(e));
-  }
-}
-inline void from_json(const json& j, model_workload& w) {
-  if (!j.is_array()) fail(errc::parse_error, "workload", "expected an array, got ", j.type_name());
-  if (j.size() > max_modules)
-    fail(errc::invalid_argument, "workload", "has ", j.size(), " modules, at most ", max_modules);
-  w = model_workload{};
-  w.size = j.size();
-  for (std::size_t i = 0; i < j.size(); ++i) w.modules[i] = j[i].get<module_workload>();
 }
 
 }  // namespace disttrain

@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/cost/stage.hpp"
 #include "disttrain/model/workload.hpp"
@@ -326,43 +325,6 @@ template <cost_model C>
     for (const auto& s : ev.stages)
       if (s.memory_bytes > ev.memory_limit_bytes) detail::fail_memory(s, ev.memory_limit_bytes);
   return ev;
-}
-
-// ---- JSON -------------------------------------------------------------------
-
-inline void to_json(json& j, const stage_report& s) {
-  json mem;
-  to_json(mem, s.memory);
-  j = json{{"module", s.module},
-           {"stage", s.stage},
-           {"chain_stage", s.chain_stage},
-           {"first_layer", s.first_layer},
-           {"num_layers", s.num_layers},
-           {"tp", s.tp},
-           {"dp", s.dp},
-           {"replica_samples", s.replica_samples},
-           {"in_flight", s.in_flight},
-           {"virtual_stages", s.virtual_stages},
-           {"colocated", s.colocated},
-           {"time_s", s.time_s},
-           {"sync_s", s.sync_s},
-           {"sync_total_s", s.sync_total_s},
-           {"memory_bytes", s.memory_bytes},
-           {"memory", mem}};
-}
-inline void to_json(json& j, const plan_evaluation& e) {
-  j = json{{"iteration_time_s", e.iteration_time_s},
-           {"pipeline_time_s", e.pipeline_time_s},
-           {"sync_time_s", e.sync_time_s},
-           {"bubble_fraction", e.bubble_fraction},
-           {"mfu", e.mfu},
-           {"model_flops", e.model_flops},
-           {"samples_per_s", e.samples_per_s},
-           {"gpus", e.gpus},
-           {"num_stages", e.num_stages},
-           {"max_memory_bytes", e.max_memory_bytes},
-           {"memory_limit_bytes", e.memory_limit_bytes},
-           {"stages", e.stages}};
 }
 
 }  // namespace disttrain

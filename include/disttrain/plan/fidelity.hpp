@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
 #include "disttrain/cost/cost_params.hpp"
 #include "disttrain/cost/efficiency.hpp"
 #include "disttrain/model/architecture.hpp"
+#include "disttrain/model/json.hpp"
 #include "disttrain/model/model_spec.hpp"
 #include "disttrain/model/presets.hpp"
 #include "disttrain/model/workload.hpp"

@@ -6,11 +6,17 @@
 /// no JSON library (docs/header_cost.md); `disttrain/plan.hpp` includes it.
 
 #include "disttrain/core/json.hpp"
+#include "disttrain/cost/json.hpp"
+#include "disttrain/model/json.hpp"
+#include "disttrain/plan/evaluate.hpp"
+#include "disttrain/plan/parallel_plan.hpp"
+#include "disttrain/plan/planner.hpp"
+#include "disttrain/plan/planner_options.hpp"
 #include "disttrain/plan/rank_layout.hpp"
 
 namespace disttrain {
 
-// ---- rank_layout (rank_layout.hpp) ----
+// ---- rank_layout.hpp ----
 
 /// @brief `{"name", "role", "tp", "pp", "dp"}`.
 inline void to_json(json& j, const segment_spec& s) {
@@ -76,6 +82,199 @@ inline void from_json(const json& j, rank_layout& L) {
   for (group_kind k : {group_kind::tp, group_kind::pp, group_kind::dp, group_kind::boundary})
     j[std::string(to_string(k))] = L.groups(k);
   return j;
+}
+
+// ---- parallel_plan.hpp ----
+/// @brief `{"name","role","tp","pp","dp","layers","recompute","colocated","virtual_stages",
+/// "sequence_parallel","gpus"}` ("gpus" is informative).
+inline void to_json(json& j, const module_plan& m) {
+  j = json{{"name", m.name},
+           {"role", m.role},
+           {"tp", m.tp},
+           {"pp", m.pp},
+           {"dp", m.dp},
+           {"layers", m.layers},
+           {"recompute", m.selective_recompute ? json("selective") : json(m.recompute)},
+           {"colocated", m.colocated},
+           {"virtual_stages", m.virtual_stages},
+           {"sequence_parallel", m.sequence_parallel},
+           {"gpus", m.gpus()}};
+}
+/// @brief Reads a module plan; `recompute` (true/false, or "off", "selective",
+/// "full") and `colocated` default false, `pp` and `virtual_stages` 1,
+/// `sequence_parallel` true;
+/// `layers` is required. Errors name `plan.<module>.<field>`.
+inline void from_json(const json& j, module_plan& m) {
+  m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
+  const std::string p = "plan." + m.name;
+  detail::check_keys(j,
+                     {"name", "role", "tp", "pp", "dp", "layers", "recompute", "colocated",
+                      "virtual_stages", "sequence_parallel", "gpus"},
+                     p);
+  m.role = detail::json_get<std::string>(j, "role", p);
+  m.tp = detail::json_get<int>(j, "tp", p);
+  m.pp = detail::json_get_or<int>(j, "pp", 1, p);
+  m.dp = detail::json_get<int>(j, "dp", p);
+  m.layers = detail::json_get<std::vector<int>>(j, "layers", p);
+  if (j.contains("recompute") && j.at("recompute").is_string()) {
+    const auto mode = j.at("recompute").get<std::string>();
+    if (mode != "off" && mode != "selective" && mode != "full")
+      fail(errc::parse_error, p + ".recompute",
+           "expected true, false, \"off\", \"selective\" or \"full\", got \"", mode, "\"");
+    m.recompute = mode == "full";
+    m.selective_recompute = mode == "selective";
+  } else {
+    m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
+  }
+  m.colocated = detail::json_get_or<bool>(j, "colocated", false, p);
+  m.virtual_stages = detail::json_get_or<int>(j, "virtual_stages", 1, p);
+  m.sequence_parallel = detail::json_get_or<bool>(j, "sequence_parallel", true, p);
+}
+
+/// @brief `{"global_batch","num_microbatches","schedule","gpus_per_node",
+/// "overlap_grad_reduce","overlap_param_gather","total_gpus","modules"}`.
+inline void to_json(json& j, const parallel_plan& p) {
+  j = json{{"global_batch", p.global_batch},
+           {"num_microbatches", p.num_microbatches},
+           {"schedule", std::string(to_string(p.schedule))},
+           {"gpus_per_node", p.gpus_per_node},
+           {"overlap_grad_reduce", p.overlap_grad_reduce},
+           {"overlap_param_gather", p.overlap_param_gather},
+           {"total_gpus", p.total_gpus()},
+           {"modules", p.modules}};
+}
+/// @brief Reads and validates a plan (`schedule` defaults to "1f1b",
+/// `gpus_per_node` to 8, the overlap switches to false). Structure errors are `invalid_argument`, missing or
+/// mistyped fields `parse_error`, both naming the field.
+inline void from_json(const json& j, parallel_plan& p) {
+  detail::check_keys(j,
+                     {"global_batch", "num_microbatches", "schedule", "gpus_per_node",
+                      "overlap_grad_reduce", "overlap_param_gather", "total_gpus", "modules"},
+                     "plan");
+  p.global_batch = detail::json_get<int>(j, "global_batch", "plan");
+  p.num_microbatches = detail::json_get<int>(j, "num_microbatches", "plan");
+  const auto s = detail::json_get_or<std::string>(j, "schedule", "1f1b", "plan");
+  if (s == "1f1b")
+    p.schedule = plan_schedule::one_f_one_b;
+  else if (s == "gpipe")
+    p.schedule = plan_schedule::gpipe;
+  else
+    fail(errc::parse_error, "plan.schedule", "unknown schedule '", s, "' (expected 1f1b or gpipe)");
+  p.gpus_per_node = detail::json_get_or<int>(j, "gpus_per_node", 8, "plan");
+  p.overlap_grad_reduce = detail::json_get_or<bool>(j, "overlap_grad_reduce", false, "plan");
+  p.overlap_param_gather = detail::json_get_or<bool>(j, "overlap_param_gather", false, "plan");
+  const json mods = detail::json_get<json>(j, "modules", "plan");
+  if (!mods.is_array()) fail(errc::parse_error, "plan.modules", "expected an array");
+  p.modules.clear();
+  for (const json& e : mods) p.modules.push_back(e.get<module_plan>());
+  validate(p);
+}
+
+// ---- planner_options.hpp ----
+/// @brief Reads planner options from a JSON object whose keys are the field
+/// names above (`objective` as its name), over the defaults in `o`. Unknown
+/// keys, fractions for integers and unknown objectives are `errc::parse_error`
+/// naming `<path>.<key>`. `monolithic_splits` is not read (a code-level switch).
+/// @snippet plan.cpp read_planner_options
+[[nodiscard]] inline planner_options read_planner_options(const json& j,
+                                                          std::string_view path = "planner",
+                                                          planner_options o = {}) {
+  if (j.is_null()) return o;
+  detail::check_keys(j,
+                     {"tp_candidates", "search_recompute", "max_backbone_pp", "min_backbone_pp",
+                      "max_side_pp", "include_monolithic", "include_disaggregated", "include_mixed",
+                      "max_virtual_stages", "overlap_grad_reduce", "overlap_param_gather",
+                      "sequence_parallel", "objective", "within", "max_gpus", "max_frontier_plans"},
+                     path);
+  const auto get = [&](std::string_view key, auto& field) {
+    field = detail::json_get_or<std::remove_reference_t<decltype(field)>>(j, key, field, path);
+  };
+  get("tp_candidates", o.tp_candidates);
+  get("search_recompute", o.search_recompute);
+  get("max_backbone_pp", o.max_backbone_pp);
+  get("min_backbone_pp", o.min_backbone_pp);
+  get("max_side_pp", o.max_side_pp);
+  get("include_monolithic", o.include_monolithic);
+  get("include_disaggregated", o.include_disaggregated);
+  get("include_mixed", o.include_mixed);
+  get("max_virtual_stages", o.max_virtual_stages);
+  get("overlap_grad_reduce", o.overlap_grad_reduce);
+  get("overlap_param_gather", o.overlap_param_gather);
+  get("sequence_parallel", o.sequence_parallel);
+  get("within", o.within);
+  get("max_gpus", o.max_gpus);
+  get("max_frontier_plans", o.max_frontier_plans);
+  if (j.contains("objective")) {
+    const auto name = detail::json_get<std::string>(j, "objective", path);
+    o.objective = parse_objective(name, detail::join_path(path, "objective"));
+  }
+  return o;
+}
+
+// ---- evaluate.hpp ----
+
+inline void to_json(json& j, const stage_report& s) {
+  json mem;
+  to_json(mem, s.memory);
+  j = json{{"module", s.module},
+           {"stage", s.stage},
+           {"chain_stage", s.chain_stage},
+           {"first_layer", s.first_layer},
+           {"num_layers", s.num_layers},
+           {"tp", s.tp},
+           {"dp", s.dp},
+           {"replica_samples", s.replica_samples},
+           {"in_flight", s.in_flight},
+           {"virtual_stages", s.virtual_stages},
+           {"colocated", s.colocated},
+           {"time_s", s.time_s},
+           {"sync_s", s.sync_s},
+           {"sync_total_s", s.sync_total_s},
+           {"memory_bytes", s.memory_bytes},
+           {"memory", mem}};
+}
+inline void to_json(json& j, const plan_evaluation& e) {
+  j = json{{"iteration_time_s", e.iteration_time_s},
+           {"pipeline_time_s", e.pipeline_time_s},
+           {"sync_time_s", e.sync_time_s},
+           {"bubble_fraction", e.bubble_fraction},
+           {"mfu", e.mfu},
+           {"model_flops", e.model_flops},
+           {"samples_per_s", e.samples_per_s},
+           {"gpus", e.gpus},
+           {"num_stages", e.num_stages},
+           {"max_memory_bytes", e.max_memory_bytes},
+           {"memory_limit_bytes", e.memory_limit_bytes},
+           {"stages", e.stages}};
+}
+
+// ---- planner.hpp ----
+inline void to_json(json& j, const planner_stats& s) {
+  j = json{{"backbone_configs", s.backbone_configs},
+           {"backbone_expanded", s.backbone_expanded},
+           {"side_lists", s.side_lists},
+           {"side_options", s.side_options},
+           {"pairs_evaluated", s.pairs_evaluated},
+           {"monolithic_configs", s.monolithic_configs},
+           {"capped_splits", s.capped_splits},
+           {"frontier_plans", s.frontier_plans}};
+}
+
+/// @brief `{"plan", "iteration_time_s", "mfu", "gpus", "bubble_fraction",
+/// "max_memory_bytes", "samples_per_s", "solve_ms", "stats", "evaluation"}`: the
+/// headline figures at the top level, the full evaluation (per stage) under
+/// "evaluation". What `disttrain-plan --json` and the Python `plan()` return.
+inline void to_json(json& j, const plan_result& r) {
+  j = json{{"plan", r.plan},
+           {"iteration_time_s", r.evaluation.iteration_time_s},
+           {"mfu", r.evaluation.mfu},
+           {"gpus", r.evaluation.gpus},
+           {"bubble_fraction", r.evaluation.bubble_fraction},
+           {"max_memory_bytes", r.evaluation.max_memory_bytes},
+           {"samples_per_s", r.evaluation.samples_per_s},
+           {"solve_ms", r.solve_ms},
+           {"stats", r.stats},
+           {"evaluation", r.evaluation}};
 }
 
 }  // namespace disttrain

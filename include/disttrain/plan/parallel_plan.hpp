@@ -2,7 +2,7 @@
 /// @file parallel_plan.hpp
 /// @brief The plan value type: how every module of a multimodal model is laid
 /// out on the cluster (GPUs, TP, PP, DP, layers per stage, recompute), plus the
-/// microbatching and the pipeline schedule. JSON in and out.
+/// microbatching and the pipeline schedule. JSON in and out: plan/json.hpp.
 ///
 /// A plan lists the modules in **pipeline order**: at most one encoder, exactly
 /// one backbone, at most one generator (roles "encoder", "backbone",
@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 
 namespace disttrain {
 
@@ -226,90 +225,5 @@ inline void validate(const parallel_plan& p) {
 }
 
 // ---- JSON -------------------------------------------------------------------
-
-/// @brief `{"name","role","tp","pp","dp","layers","recompute","colocated","virtual_stages",
-/// "sequence_parallel","gpus"}` ("gpus" is informative).
-inline void to_json(json& j, const module_plan& m) {
-  j = json{{"name", m.name},
-           {"role", m.role},
-           {"tp", m.tp},
-           {"pp", m.pp},
-           {"dp", m.dp},
-           {"layers", m.layers},
-           {"recompute", m.selective_recompute ? json("selective") : json(m.recompute)},
-           {"colocated", m.colocated},
-           {"virtual_stages", m.virtual_stages},
-           {"sequence_parallel", m.sequence_parallel},
-           {"gpus", m.gpus()}};
-}
-/// @brief Reads a module plan; `recompute` (true/false, or "off", "selective",
-/// "full") and `colocated` default false, `pp` and `virtual_stages` 1,
-/// `sequence_parallel` true;
-/// `layers` is required. Errors name `plan.<module>.<field>`.
-inline void from_json(const json& j, module_plan& m) {
-  m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
-  const std::string p = "plan." + m.name;
-  detail::check_keys(j,
-                     {"name", "role", "tp", "pp", "dp", "layers", "recompute", "colocated",
-                      "virtual_stages", "sequence_parallel", "gpus"},
-                     p);
-  m.role = detail::json_get<std::string>(j, "role", p);
-  m.tp = detail::json_get<int>(j, "tp", p);
-  m.pp = detail::json_get_or<int>(j, "pp", 1, p);
-  m.dp = detail::json_get<int>(j, "dp", p);
-  m.layers = detail::json_get<std::vector<int>>(j, "layers", p);
-  if (j.contains("recompute") && j.at("recompute").is_string()) {
-    const auto mode = j.at("recompute").get<std::string>();
-    if (mode != "off" && mode != "selective" && mode != "full")
-      fail(errc::parse_error, p + ".recompute",
-           "expected true, false, \"off\", \"selective\" or \"full\", got \"", mode, "\"");
-    m.recompute = mode == "full";
-    m.selective_recompute = mode == "selective";
-  } else {
-    m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
-  }
-  m.colocated = detail::json_get_or<bool>(j, "colocated", false, p);
-  m.virtual_stages = detail::json_get_or<int>(j, "virtual_stages", 1, p);
-  m.sequence_parallel = detail::json_get_or<bool>(j, "sequence_parallel", true, p);
-}
-
-/// @brief `{"global_batch","num_microbatches","schedule","gpus_per_node",
-/// "overlap_grad_reduce","overlap_param_gather","total_gpus","modules"}`.
-inline void to_json(json& j, const parallel_plan& p) {
-  j = json{{"global_batch", p.global_batch},
-           {"num_microbatches", p.num_microbatches},
-           {"schedule", std::string(to_string(p.schedule))},
-           {"gpus_per_node", p.gpus_per_node},
-           {"overlap_grad_reduce", p.overlap_grad_reduce},
-           {"overlap_param_gather", p.overlap_param_gather},
-           {"total_gpus", p.total_gpus()},
-           {"modules", p.modules}};
-}
-/// @brief Reads and validates a plan (`schedule` defaults to "1f1b",
-/// `gpus_per_node` to 8, the overlap switches to false). Structure errors are `invalid_argument`, missing or
-/// mistyped fields `parse_error`, both naming the field.
-inline void from_json(const json& j, parallel_plan& p) {
-  detail::check_keys(j,
-                     {"global_batch", "num_microbatches", "schedule", "gpus_per_node",
-                      "overlap_grad_reduce", "overlap_param_gather", "total_gpus", "modules"},
-                     "plan");
-  p.global_batch = detail::json_get<int>(j, "global_batch", "plan");
-  p.num_microbatches = detail::json_get<int>(j, "num_microbatches", "plan");
-  const auto s = detail::json_get_or<std::string>(j, "schedule", "1f1b", "plan");
-  if (s == "1f1b")
-    p.schedule = plan_schedule::one_f_one_b;
-  else if (s == "gpipe")
-    p.schedule = plan_schedule::gpipe;
-  else
-    fail(errc::parse_error, "plan.schedule", "unknown schedule '", s, "' (expected 1f1b or gpipe)");
-  p.gpus_per_node = detail::json_get_or<int>(j, "gpus_per_node", 8, "plan");
-  p.overlap_grad_reduce = detail::json_get_or<bool>(j, "overlap_grad_reduce", false, "plan");
-  p.overlap_param_gather = detail::json_get_or<bool>(j, "overlap_param_gather", false, "plan");
-  const json mods = detail::json_get<json>(j, "modules", "plan");
-  if (!mods.is_array()) fail(errc::parse_error, "plan.modules", "expected an array");
-  p.modules.clear();
-  for (const json& e : mods) p.modules.push_back(e.get<module_plan>());
-  validate(p);
-}
 
 }  // namespace disttrain

@@ -18,7 +18,6 @@
 #include <utility>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/plan/detail/search.hpp"
 #include "disttrain/plan/evaluate.hpp"
@@ -137,34 +136,6 @@ template <cost_model C>
   opt.include_disaggregated = false;
   opt.monolithic_splits = {layer_split_rule::even};
   return detail::run_objective(cost, req, opt);
-}
-
-inline void to_json(json& j, const planner_stats& s) {
-  j = json{{"backbone_configs", s.backbone_configs},
-           {"backbone_expanded", s.backbone_expanded},
-           {"side_lists", s.side_lists},
-           {"side_options", s.side_options},
-           {"pairs_evaluated", s.pairs_evaluated},
-           {"monolithic_configs", s.monolithic_configs},
-           {"capped_splits", s.capped_splits},
-           {"frontier_plans", s.frontier_plans}};
-}
-
-/// @brief `{"plan", "iteration_time_s", "mfu", "gpus", "bubble_fraction",
-/// "max_memory_bytes", "samples_per_s", "solve_ms", "stats", "evaluation"}`: the
-/// headline figures at the top level, the full evaluation (per stage) under
-/// "evaluation". What `disttrain-plan --json` and the Python `plan()` return.
-inline void to_json(json& j, const plan_result& r) {
-  j = json{{"plan", r.plan},
-           {"iteration_time_s", r.evaluation.iteration_time_s},
-           {"mfu", r.evaluation.mfu},
-           {"gpus", r.evaluation.gpus},
-           {"bubble_fraction", r.evaluation.bubble_fraction},
-           {"max_memory_bytes", r.evaluation.max_memory_bytes},
-           {"samples_per_s", r.evaluation.samples_per_s},
-           {"solve_ms", r.solve_ms},
-           {"stats", r.stats},
-           {"evaluation", r.evaluation}};
 }
 
 }  // namespace disttrain

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 
 namespace disttrain {
 
@@ -105,45 +104,5 @@ struct planner_stats {
   long long capped_splits = 0;  ///< backbone splits capped by memory (the balanced one did not fit)
   long long frontier_plans = 0;  ///< exact searches along the GPU frontier (objectives)
 };
-
-/// @brief Reads planner options from a JSON object whose keys are the field
-/// names above (`objective` as its name), over the defaults in `o`. Unknown
-/// keys, fractions for integers and unknown objectives are `errc::parse_error`
-/// naming `<path>.<key>`. `monolithic_splits` is not read (a code-level switch).
-/// @snippet plan.cpp read_planner_options
-[[nodiscard]] inline planner_options read_planner_options(const json& j,
-                                                          std::string_view path = "planner",
-                                                          planner_options o = {}) {
-  if (j.is_null()) return o;
-  detail::check_keys(j,
-                     {"tp_candidates", "search_recompute", "max_backbone_pp", "min_backbone_pp",
-                      "max_side_pp", "include_monolithic", "include_disaggregated", "include_mixed",
-                      "max_virtual_stages", "overlap_grad_reduce", "overlap_param_gather",
-                      "sequence_parallel", "objective", "within", "max_gpus", "max_frontier_plans"},
-                     path);
-  const auto get = [&](std::string_view key, auto& field) {
-    field = detail::json_get_or<std::remove_reference_t<decltype(field)>>(j, key, field, path);
-  };
-  get("tp_candidates", o.tp_candidates);
-  get("search_recompute", o.search_recompute);
-  get("max_backbone_pp", o.max_backbone_pp);
-  get("min_backbone_pp", o.min_backbone_pp);
-  get("max_side_pp", o.max_side_pp);
-  get("include_monolithic", o.include_monolithic);
-  get("include_disaggregated", o.include_disaggregated);
-  get("include_mixed", o.include_mixed);
-  get("max_virtual_stages", o.max_virtual_stages);
-  get("overlap_grad_reduce", o.overlap_grad_reduce);
-  get("overlap_param_gather", o.overlap_param_gather);
-  get("sequence_parallel", o.sequence_parallel);
-  get("within", o.within);
-  get("max_gpus", o.max_gpus);
-  get("max_frontier_plans", o.max_frontier_plans);
-  if (j.contains("objective")) {
-    const auto name = detail::json_get<std::string>(j, "objective", path);
-    o.objective = parse_objective(name, detail::join_path(path, "objective"));
-  }
-  return o;
-}
 
 }  // namespace disttrain

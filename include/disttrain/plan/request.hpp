@@ -7,7 +7,6 @@
 #include <cstddef>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/json.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/model_spec.hpp"
 #include "disttrain/model/scenario.hpp"

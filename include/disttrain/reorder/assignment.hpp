@@ -2,7 +2,7 @@
 /// @file assignment.hpp
 /// @brief `reorder_result`: the one sample -> (module replica, microbatch,
 /// position) map that the data loader, the communicator's routes and the
-/// executor all read, with its validation and JSON form.
+/// executor all read, with its validation (JSON form: reorder/json.hpp).
 ///
 /// Every module sees every sample exactly once: sample `i` is processed in
 /// microbatch `samples[i].microbatch` (an execution position: 0 runs first) by

@@ -16,8 +16,9 @@
 /// - `num_microbatches`: global microbatch ids `0 .. num_microbatches-1`; each
 ///   microbatch passes through exactly one replica of every stage.
 ///
-/// The schedule is a plain value: copy it, edit it, write it as JSON. Check it
-/// with `validate_schedule` (validate.hpp) before running it.
+/// The schedule is a plain value: copy it, edit it, write it as JSON
+/// (schedule/json.hpp). Check it with `validate_schedule` (validate.hpp)
+/// before running it.
 ///
 /// @snippet schedule.cpp schedule_file
 

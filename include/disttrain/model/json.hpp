@@ -1,0 +1,577 @@
+#pragma once
+/// @file json.hpp
+/// @brief JSON input/output of the model part's value types.
+///
+/// Kept apart from the value headers, so that a program including them parses
+/// no JSON library (docs/header_cost.md); `disttrain/model.hpp` includes it.
+
+#include "disttrain/core/json.hpp"
+#include "disttrain/model/architecture.hpp"
+#include "disttrain/model/cluster_spec.hpp"
+#include "disttrain/model/data_spec.hpp"
+#include "disttrain/model/distribution.hpp"
+#include "disttrain/model/model_spec.hpp"
+#include "disttrain/model/module_spec.hpp"
+#include "disttrain/model/sample.hpp"
+#include "disttrain/model/scenario.hpp"
+#include "disttrain/model/workload.hpp"
+
+namespace disttrain {
+
+// ---- distribution.hpp ----
+/// @brief JSON: `{"kind": "constant", "value": 1}`, `{"kind": "uniform_int", "min": 0,
+/// "max": 4}`, `{"kind": "lognormal", "median": 300, "sigma": 0.8, "min": 8, "max":
+/// 4096}` (min/max optional), `{"kind": "histogram", "values": [...], "weights": [...]}`.
+inline void to_json(json& j, const distribution& d) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, constant_dist>) {
+          j = json{{"kind", "constant"}, {"value", x.value}};
+        } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
+          j = json{{"kind", "uniform_int"}, {"min", x.min}, {"max", x.max}};
+        } else if constexpr (std::is_same_v<T, lognormal_dist>) {
+          j = json{{"kind", "lognormal"}, {"median", x.median}, {"sigma", x.sigma}, {"min", x.min}};
+          if (x.max < 1e300) j["max"] = x.max;
+        } else {
+          j = json{{"kind", "histogram"}, {"values", x.values}, {"weights", x.weights}};
+        }
+      },
+      d.get());
+}
+
+namespace detail {
+/// @brief Reads a distribution at `path`; errors name `path.<field>`.
+[[nodiscard]] inline distribution read_distribution(const json& j, std::string_view path) {
+  // A bare number is a constant.
+  if (j.is_number()) return constant_dist{j.get<double>()};
+  const auto kind = json_get<std::string>(j, "kind", path);
+  distribution d;
+  if (kind == "constant") {
+    check_keys(j, {"kind", "value"}, path);
+    d = constant_dist{json_get<double>(j, "value", path)};
+  } else if (kind == "uniform_int") {
+    check_keys(j, {"kind", "min", "max"}, path);
+    d = uniform_int_dist{json_get<std::int64_t>(j, "min", path),
+                         json_get<std::int64_t>(j, "max", path)};
+  } else if (kind == "lognormal") {
+    check_keys(j, {"kind", "median", "sigma", "min", "max"}, path);
+    d = lognormal_dist{json_get<double>(j, "median", path), json_get<double>(j, "sigma", path),
+                       json_get_or<double>(j, "min", 0.0, path),
+                       json_get_or<double>(j, "max", 1e300, path)};
+  } else if (kind == "histogram") {
+    check_keys(j, {"kind", "values", "weights"}, path);
+    d = histogram_dist{json_get<std::vector<double>>(j, "values", path),
+                       json_get<std::vector<double>>(j, "weights", path)};
+  } else {
+    fail(errc::parse_error, join_path(path, "kind"), "unknown distribution kind '", kind,
+         "' (expected constant, uniform_int, lognormal or histogram)");
+  }
+  d.validate(path);
+  return d;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, distribution& d) { d = detail::read_distribution(j, ""); }
+
+// ---- architecture.hpp ----
+inline void to_json(json& j, const vit_encoder_arch& a) {
+  j = json{{"type", "vit"},
+           {"image_size", a.image_size},
+           {"patch_size", a.patch_size},
+           {"layers", a.layers},
+           {"hidden", a.hidden},
+           {"heads", a.heads},
+           {"mlp", a.mlp},
+           {"channels", a.channels},
+           {"class_token", a.class_token},
+           {"qkv_bias", a.qkv_bias},
+           {"max_image_size", a.max_image_size}};
+}
+inline void to_json(json& j, const decoder_llm_arch& a) {
+  j = json{{"type", "llm"},
+           {"layers", a.layers},
+           {"hidden", a.hidden},
+           {"heads", a.heads},
+           {"kv_heads", a.kv_heads},
+           {"mlp", a.mlp},
+           {"vocab", a.vocab},
+           {"max_seq", a.max_seq},
+           {"gated_mlp", a.gated_mlp},
+           {"qkv_bias", a.qkv_bias},
+           {"tied_embeddings", a.tied_embeddings}};
+}
+inline void to_json(json& j, const diffusion_arch& a) {
+  j = json{{"type", "diffusion"},
+           {"kind", std::string(to_string(a.kind))},
+           {"resolution", a.resolution},
+           {"latent_downsample", a.latent_downsample},
+           {"latent_channels", a.latent_channels},
+           {"patch_size", a.patch_size},
+           {"layers", a.layers},
+           {"hidden", a.hidden},
+           {"heads", a.heads},
+           {"mlp", a.mlp},
+           {"learn_sigma", a.learn_sigma},
+           {"condition_params", a.condition_params}};
+  if (a.kind == diffusion_kind::unet) {
+    j["params"] = a.params;
+    j["forward_flops_per_token"] = a.forward_flops_per_token;
+    j["forward_flops_per_token_sq"] = a.forward_flops_per_token_sq;
+    j["activation_bytes_per_token"] = a.activation_bytes_per_token;
+  }
+}
+
+namespace detail {
+/// @brief Reads a ViT encoder at `path` (missing optional fields keep defaults).
+[[nodiscard]] inline vit_encoder_arch read_vit_encoder_arch(const json& j, std::string_view path) {
+  check_keys(j,
+             {"type", "image_size", "patch_size", "layers", "hidden", "heads", "mlp", "channels",
+              "class_token", "qkv_bias", "max_image_size"},
+             path);
+  vit_encoder_arch a;
+  a.image_size = json_get<int>(j, "image_size", path);
+  a.patch_size = json_get<int>(j, "patch_size", path);
+  a.layers = json_get<int>(j, "layers", path);
+  a.hidden = json_get<int>(j, "hidden", path);
+  a.heads = json_get<int>(j, "heads", path);
+  a.mlp = json_get<int>(j, "mlp", path);
+  a.channels = json_get_or<int>(j, "channels", a.channels, path);
+  a.class_token = json_get_or<bool>(j, "class_token", a.class_token, path);
+  a.qkv_bias = json_get_or<bool>(j, "qkv_bias", a.qkv_bias, path);
+  a.max_image_size = json_get_or<int>(j, "max_image_size", a.max_image_size, path);
+  a.validate(path);
+  return a;
+}
+/// @brief Reads a decoder LLM at `path`.
+[[nodiscard]] inline decoder_llm_arch read_decoder_llm_arch(const json& j, std::string_view path) {
+  check_keys(j,
+             {"type", "layers", "hidden", "heads", "kv_heads", "mlp", "vocab", "max_seq",
+              "gated_mlp", "qkv_bias", "tied_embeddings"},
+             path);
+  decoder_llm_arch a;
+  a.layers = json_get<int>(j, "layers", path);
+  a.hidden = json_get<int>(j, "hidden", path);
+  a.heads = json_get<int>(j, "heads", path);
+  a.kv_heads = json_get_or<int>(j, "kv_heads", a.heads, path);
+  a.mlp = json_get<int>(j, "mlp", path);
+  a.vocab = json_get<int>(j, "vocab", path);
+  a.max_seq = json_get<int>(j, "max_seq", path);
+  a.gated_mlp = json_get_or<bool>(j, "gated_mlp", a.gated_mlp, path);
+  a.qkv_bias = json_get_or<bool>(j, "qkv_bias", a.qkv_bias, path);
+  a.tied_embeddings = json_get_or<bool>(j, "tied_embeddings", a.tied_embeddings, path);
+  a.validate(path);
+  return a;
+}
+/// @brief Reads a diffusion generator at `path`.
+[[nodiscard]] inline diffusion_arch read_diffusion_arch(const json& j, std::string_view path) {
+  diffusion_arch a;
+  const auto kind = json_get<std::string>(j, "kind", path);
+  if (kind == "unet")
+    a.kind = diffusion_kind::unet;
+  else if (kind == "dit")
+    a.kind = diffusion_kind::dit;
+  else
+    fail(errc::parse_error, join_path(path, "kind"), "unknown diffusion kind '", kind,
+         "' (expected unet or dit)");
+  // The U-Net's cost fields are only read (and allowed) for kind "unet".
+  if (a.kind == diffusion_kind::unet)
+    check_keys(
+        j,
+        {"type", "kind", "resolution", "latent_downsample", "latent_channels", "patch_size",
+         "layers", "hidden", "heads", "mlp", "learn_sigma", "condition_params", "params",
+         "forward_flops_per_token", "forward_flops_per_token_sq", "activation_bytes_per_token"},
+        path);
+  else
+    check_keys(j,
+               {"type", "kind", "resolution", "latent_downsample", "latent_channels", "patch_size",
+                "layers", "hidden", "heads", "mlp", "learn_sigma", "condition_params"},
+               path);
+  a.resolution = json_get<int>(j, "resolution", path);
+  a.latent_downsample = json_get_or<int>(j, "latent_downsample", a.latent_downsample, path);
+  a.latent_channels = json_get_or<int>(j, "latent_channels", a.latent_channels, path);
+  a.patch_size =
+      json_get_or<int>(j, "patch_size", a.kind == diffusion_kind::unet ? 1 : a.patch_size, path);
+  a.layers = json_get<int>(j, "layers", path);
+  a.hidden = json_get<int>(j, "hidden", path);
+  a.heads = json_get<int>(j, "heads", path);
+  a.mlp = json_get_or<int>(j, "mlp", a.mlp, path);
+  a.learn_sigma = json_get_or<bool>(j, "learn_sigma", a.learn_sigma, path);
+  a.condition_params = json_get_or<double>(j, "condition_params", 0.0, path);
+  if (a.kind == diffusion_kind::unet) {
+    a.params = json_get<double>(j, "params", path);
+    a.forward_flops_per_token = json_get<double>(j, "forward_flops_per_token", path);
+    a.forward_flops_per_token_sq = json_get_or<double>(j, "forward_flops_per_token_sq", 0.0, path);
+    a.activation_bytes_per_token = json_get<double>(j, "activation_bytes_per_token", path);
+  }
+  a.validate(path);
+  return a;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, vit_encoder_arch& a) {
+  a = detail::read_vit_encoder_arch(j, "");
+}
+inline void from_json(const json& j, decoder_llm_arch& a) {
+  a = detail::read_decoder_llm_arch(j, "");
+}
+inline void from_json(const json& j, diffusion_arch& a) { a = detail::read_diffusion_arch(j, ""); }
+
+// ---- module_spec.hpp ----
+inline void to_json(json& j, const module_spec& m) {
+  json a;
+  std::visit([&](const auto& x) { to_json(a, x); }, m.arch);
+  j = json{{"name", m.name},
+           {"role", std::string(to_string(m.role))},
+           {"arch", a},
+           {"frozen", m.frozen},
+           {"recompute", m.recompute}};
+}
+
+namespace detail {
+/// @brief Reads a module at `path`; `arch.type` is "vit", "llm" or "diffusion".
+[[nodiscard]] inline module_spec read_module_spec(const json& j, std::string_view path) {
+  check_keys(j, {"name", "role", "arch", "frozen", "recompute"}, path);
+  module_spec m;
+  m.name = json_get<std::string>(j, "name", path);
+  const auto role = json_get<std::string>(j, "role", path);
+  if (role == "encoder")
+    m.role = module_role::encoder;
+  else if (role == "backbone")
+    m.role = module_role::backbone;
+  else if (role == "generator")
+    m.role = module_role::generator;
+  else
+    fail(errc::parse_error, join_path(path, "role"), "unknown role '", role,
+         "' (expected encoder, backbone or generator)");
+  const std::string ap = join_path(path, "arch");
+  const json& a = [&]() -> const json& {
+    if (!j.is_object() || !j.contains("arch"))
+      fail(errc::parse_error, ap, "required field is missing");
+    return j.at("arch");
+  }();
+  const auto type = json_get<std::string>(a, "type", ap);
+  if (type == "vit")
+    m.arch = read_vit_encoder_arch(a, ap);
+  else if (type == "llm")
+    m.arch = read_decoder_llm_arch(a, ap);
+  else if (type == "diffusion")
+    m.arch = read_diffusion_arch(a, ap);
+  else
+    fail(errc::parse_error, join_path(ap, "type"), "unknown architecture type '", type,
+         "' (expected vit, llm or diffusion)");
+  m.frozen = json_get_or<bool>(j, "frozen", false, path);
+  m.recompute = json_get_or<bool>(j, "recompute", false, path);
+  m.validate(path);
+  return m;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, module_spec& m) { m = detail::read_module_spec(j, ""); }
+
+// ---- model_spec.hpp ----
+inline void to_json(json& j, const connection& c) { j = json{{"from", c.from}, {"to", c.to}}; }
+
+inline void to_json(json& j, const model_spec& m) {
+  json mods = json::array();
+  for (const auto& x : m.modules) {
+    json e;
+    to_json(e, x);
+    mods.push_back(std::move(e));
+  }
+  j = json{{"name", m.name},
+           {"modules", mods},
+           {"projector_tokens_per_image", m.projector_tokens_per_image},
+           {"projector_patch_ratio", m.projector_patch_ratio},
+           {"generator_condition_tokens", m.generator_condition_tokens}};
+  if (!m.connections.empty()) {
+    json c = json::array();
+    for (const auto& x : m.connections) c.push_back(json{{"from", x.from}, {"to", x.to}});
+    j["connections"] = c;
+  }
+}
+
+namespace detail {
+/// @brief Reads a model at `path` and validates it.
+[[nodiscard]] inline model_spec read_model_spec(const json& j, std::string_view path) {
+  check_keys(j,
+             {"name", "modules", "connections", "projector_tokens_per_image",
+              "projector_patch_ratio", "generator_condition_tokens"},
+             path);
+  model_spec m;
+  m.name = json_get_or<std::string>(j, "name", "", path);
+  const std::string mp = join_path(path, "modules");
+  if (!j.is_object() || !j.contains("modules"))
+    fail(errc::parse_error, mp, "required field is missing");
+  const json& mods = j.at("modules");
+  if (!mods.is_array()) fail(errc::parse_error, mp, "expected an array, got ", mods.type_name());
+  for (std::size_t i = 0; i < mods.size(); ++i)
+    m.modules.push_back(read_module_spec(mods[i], cat(mp, "[", i, "]")));
+  if (j.contains("connections")) {
+    const json& cs = j.at("connections");
+    const std::string cp = join_path(path, "connections");
+    if (!cs.is_array()) fail(errc::parse_error, cp, "expected an array, got ", cs.type_name());
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+      const std::string p = cat(cp, "[", i, "]");
+      check_keys(cs[i], {"from", "to"}, p);
+      m.connections.push_back(
+          {json_get<std::size_t>(cs[i], "from", p), json_get<std::size_t>(cs[i], "to", p)});
+    }
+  }
+  m.projector_tokens_per_image = json_get_or<int>(j, "projector_tokens_per_image", 0, path);
+  m.projector_patch_ratio = json_get_or<int>(j, "projector_patch_ratio", 1, path);
+  m.generator_condition_tokens = json_get_or<int>(j, "generator_condition_tokens", 64, path);
+  m.validate(path);
+  return m;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, model_spec& m) { m = detail::read_model_spec(j, "model"); }
+
+// ---- cluster_spec.hpp ----
+inline void to_json(json& j, const gpu_spec& g) {
+  j = json{{"name", g.name},
+           {"peak_bf16_tflops", g.peak_bf16_tflops},
+           {"peak_fp32_tflops", g.peak_fp32_tflops},
+           {"hbm_bytes", g.hbm_bytes},
+           {"hbm_bandwidth_bytes_per_s", g.hbm_bandwidth_bytes_per_s}};
+}
+inline void to_json(json& j, const cluster_spec& c) {
+  json g;
+  to_json(g, c.gpu);
+  j = json{{"name", c.name},
+           {"gpu", g},
+           {"num_gpus", c.num_gpus},
+           {"gpus_per_node", c.gpus_per_node},
+           {"intra_node_bandwidth_bytes_per_s", c.intra_node_bandwidth_bytes_per_s},
+           {"intra_node_latency_s", c.intra_node_latency_s},
+           {"inter_node_bandwidth_bytes_per_s", c.inter_node_bandwidth_bytes_per_s},
+           {"inter_node_latency_s", c.inter_node_latency_s}};
+}
+
+namespace detail {
+[[nodiscard]] inline gpu_spec read_gpu_spec(const json& j, std::string_view path) {
+  check_keys(
+      j, {"name", "peak_bf16_tflops", "peak_fp32_tflops", "hbm_bytes", "hbm_bandwidth_bytes_per_s"},
+      path);
+  gpu_spec g;
+  g.name = json_get<std::string>(j, "name", path);
+  g.peak_bf16_tflops = json_get<double>(j, "peak_bf16_tflops", path);
+  g.peak_fp32_tflops = json_get<double>(j, "peak_fp32_tflops", path);
+  g.hbm_bytes = json_get<double>(j, "hbm_bytes", path);
+  g.hbm_bandwidth_bytes_per_s = json_get<double>(j, "hbm_bandwidth_bytes_per_s", path);
+  g.validate(path);
+  return g;
+}
+/// @brief Reads a cluster at `path` and validates it.
+[[nodiscard]] inline cluster_spec read_cluster_spec(const json& j, std::string_view path) {
+  check_keys(j,
+             {"name", "gpu", "num_gpus", "gpus_per_node", "intra_node_bandwidth_bytes_per_s",
+              "intra_node_latency_s", "inter_node_bandwidth_bytes_per_s", "inter_node_latency_s"},
+             path);
+  cluster_spec c;
+  c.name = json_get_or<std::string>(j, "name", "", path);
+  const std::string gp = join_path(path, "gpu");
+  if (!j.is_object() || !j.contains("gpu"))
+    fail(errc::parse_error, gp, "required field is missing");
+  c.gpu = read_gpu_spec(j.at("gpu"), gp);
+  c.num_gpus = json_get<int>(j, "num_gpus", path);
+  c.gpus_per_node = json_get<int>(j, "gpus_per_node", path);
+  c.intra_node_bandwidth_bytes_per_s =
+      json_get<double>(j, "intra_node_bandwidth_bytes_per_s", path);
+  c.intra_node_latency_s = json_get<double>(j, "intra_node_latency_s", path);
+  c.inter_node_bandwidth_bytes_per_s =
+      json_get<double>(j, "inter_node_bandwidth_bytes_per_s", path);
+  c.inter_node_latency_s = json_get<double>(j, "inter_node_latency_s", path);
+  c.validate(path);
+  return c;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, gpu_spec& g) { g = detail::read_gpu_spec(j, "gpu"); }
+inline void from_json(const json& j, cluster_spec& c) {
+  c = detail::read_cluster_spec(j, "cluster");
+}
+
+// ---- sample.hpp ----
+/// @brief JSON: `[height, width]`.
+inline void to_json(json& j, const image_size& s) { j = json::array({s.height, s.width}); }
+
+namespace detail {
+/// @brief Reads `[height, width]` at `path`; errors name `path[0]` or `path[1]`.
+[[nodiscard]] inline image_size read_image_size(const json& j, std::string_view path) {
+  if (!j.is_array() || j.size() != 2)
+    fail(errc::parse_error, path, "an image size is [height, width], got ", j.dump());
+  return {json_to_integer<int>(j[0], cat(path, "[0]")),
+          json_to_integer<int>(j[1], cat(path, "[1]"))};
+}
+/// @brief Reads optional array `key` of image sizes; errors name `path.key[i]`.
+[[nodiscard]] inline std::vector<image_size> read_image_sizes(const json& j, std::string_view key,
+                                                              std::string_view path) {
+  const std::string where = join_path(path, key);
+  const auto it = j.find(std::string(key));
+  if (it == j.end()) return {};
+  if (!it->is_array()) fail(errc::parse_error, where, "expected an array, got ", it->type_name());
+  std::vector<image_size> out;
+  out.reserve(it->size());
+  for (std::size_t i = 0; i < it->size(); ++i)
+    out.push_back(read_image_size((*it)[i], cat(where, "[", i, "]")));
+  return out;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, image_size& s) {
+  s = detail::read_image_size(j, "image_size");
+}
+
+/// @brief JSON: `{"id": 7, "text_tokens": 120, "images": [[448, 448]], "generated": [[512, 512]]}`.
+inline void to_json(json& j, const sample& s) {
+  j = json{{"id", s.id},
+           {"text_tokens", s.text_tokens},
+           {"images", s.images},
+           {"generated", s.generated}};
+}
+
+namespace detail {
+/// @brief Reads a sample at `path` ("images" and "generated" optional, "id" optional).
+[[nodiscard]] inline sample read_sample(const json& j, std::string_view path) {
+  check_keys(j, {"id", "text_tokens", "images", "generated"}, path);
+  sample s;
+  s.id = json_get_or<std::uint64_t>(j, "id", 0, path);
+  s.text_tokens = json_get<int>(j, "text_tokens", path);
+  s.images = read_image_sizes(j, "images", path);
+  s.generated = read_image_sizes(j, "generated", path);
+  s.validate(path);
+  return s;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, sample& s) { s = detail::read_sample(j, ""); }
+
+// ---- data_spec.hpp ----
+inline void to_json(json& j, const data_spec& d) {
+  j = json{{"name", d.name}, {"seed", d.seed}};
+  if (!d.records.empty()) {
+    j["records"] = d.records;
+    return;
+  }
+  j["text_tokens"] = d.text_tokens;
+  j["images_per_sample"] = d.images_per_sample;
+  j["image_side"] = d.image_side;
+  j["image_aspect"] = d.image_aspect;
+  j["generated_per_sample"] = d.generated_per_sample;
+  j["generated_side"] = d.generated_side;
+}
+
+namespace detail {
+/// @brief Reads a data spec at `path`. `"records_file": "x.json"` (an array of
+/// samples) may replace `"records"`; distributions not given keep defaults.
+[[nodiscard]] inline data_spec read_data_spec(const json& j, std::string_view path) {
+  check_keys(j,
+             {"name", "seed", "records", "records_file", "text_tokens", "images_per_sample",
+              "image_side", "image_aspect", "generated_per_sample", "generated_side"},
+             path);
+  data_spec d;
+  d.name = json_get_or<std::string>(j, "name", "", path);
+  d.seed = json_get_or<std::uint64_t>(j, "seed", 0, path);
+  auto read_records = [&](const json& arr, const std::string& p) {
+    if (!arr.is_array())
+      fail(errc::parse_error, p, "expected an array of samples, got ", arr.type_name());
+    for (std::size_t i = 0; i < arr.size(); ++i) {
+      auto s = read_sample(arr[i], cat(p, "[", i, "]"));
+      s.id = i;
+      d.records.push_back(std::move(s));
+    }
+    if (d.records.empty()) fail(errc::invalid_argument, p, "records must not be empty");
+  };
+  if (j.contains("records")) {
+    read_records(j.at("records"), join_path(path, "records"));
+  } else if (j.contains("records_file")) {
+    const auto file = json_get<std::string>(j, "records_file", path);
+    read_records(read_json_file(file), file);
+  } else {
+    auto dist = [&](const char* key, distribution& target) {
+      if (j.contains(key)) target = read_distribution(j.at(key), join_path(path, key));
+    };
+    dist("text_tokens", d.text_tokens);
+    dist("images_per_sample", d.images_per_sample);
+    dist("image_side", d.image_side);
+    dist("image_aspect", d.image_aspect);
+    dist("generated_per_sample", d.generated_per_sample);
+    dist("generated_side", d.generated_side);
+  }
+  d.validate(path);
+  return d;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, data_spec& d) { d = detail::read_data_spec(j, "data"); }
+
+// ---- workload.hpp ----
+inline void to_json(json& j, const module_workload& w) {
+  j = json{{"sequences", w.sequences}, {"tokens", w.tokens}, {"tokens_sq", w.tokens_sq}};
+}
+inline void from_json(const json& j, module_workload& w) {
+  w.sequences = detail::json_get<double>(j, "sequences", "workload");
+  w.tokens = detail::json_get<double>(j, "tokens", "workload");
+  w.tokens_sq = detail::json_get<double>(j, "tokens_sq", "workload");
+  require_non_negative(w.sequences, "workload.sequences");
+  require_non_negative(w.tokens, "workload.tokens");
+  require_non_negative(w.tokens_sq, "workload.tokens_sq");
+}
+
+/// @brief JSON: an array with one `{"sequences", "tokens", "tokens_sq"}` object per module.
+inline void to_json(json& j, const model_workload& w) {
+  j = json::array();
+  for (std::size_t i = 0; i < w.size; ++i) {
+    json e;
+    to_json(e, w.modules[i]);
+    j.push_back(std::move(e));
+  }
+}
+inline void from_json(const json& j, model_workload& w) {
+  if (!j.is_array()) fail(errc::parse_error, "workload", "expected an array, got ", j.type_name());
+  if (j.size() > max_modules)
+    fail(errc::invalid_argument, "workload", "has ", j.size(), " modules, at most ", max_modules);
+  w = model_workload{};
+  w.size = j.size();
+  for (std::size_t i = 0; i < j.size(); ++i) w.modules[i] = j[i].get<module_workload>();
+}
+
+// ---- scenario.hpp ----
+inline void to_json(json& j, const scenario& s) {
+  json m, c, d;
+  to_json(m, s.model);
+  to_json(c, s.cluster);
+  to_json(d, s.data);
+  j = json{{"name", s.name}, {"description", s.description},
+           {"model", m},     {"cluster", c},
+           {"data", d},      {"global_batch_size", s.global_batch_size}};
+}
+
+namespace detail {
+[[nodiscard]] inline const json& json_child(const json& j, std::string_view key,
+                                            std::string_view path) {
+  if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
+  auto it = j.find(std::string(key));
+  if (it == j.end()) fail(errc::parse_error, join_path(path, key), "required field is missing");
+  return *it;
+}
+/// @brief Reads a scenario at `path` (fields are `path.model...`, `path.cluster...`).
+[[nodiscard]] inline scenario read_scenario(const json& j, std::string_view path) {
+  check_keys(j, {"name", "description", "model", "cluster", "data", "global_batch_size"}, path);
+  scenario s;
+  s.name = json_get_or<std::string>(j, "name", "", path);
+  s.description = json_get_or<std::string>(j, "description", "", path);
+  s.model = read_model_spec(json_child(j, "model", path), join_path(path, "model"));
+  s.cluster = read_cluster_spec(json_child(j, "cluster", path), join_path(path, "cluster"));
+  s.data = read_data_spec(json_child(j, "data", path), join_path(path, "data"));
+  s.global_batch_size = json_get<int>(j, "global_batch_size", path);
+  s.validate(path);
+  return s;
+}
+}  // namespace detail
+
+inline void from_json(const json& j, scenario& s) { s = detail::read_scenario(j, ""); }
+
+}  // namespace disttrain
