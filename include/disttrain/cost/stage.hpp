@@ -5,7 +5,6 @@
 
 #include <cstddef>
 
-
 namespace disttrain {
 
 /// @brief A pipeline stage of one module: layers `[first_layer, first_layer +
