@@ -9,7 +9,8 @@
 /// most layers stage `j` may hold (the planner passes the most that fit its
 /// memory), the split
 /// 1. minimises the largest stage time tau (binary search over the candidate
-///    values of each type: O(log^2 L) evaluations of cheap table lookups), then
+///    values of each type: O(log^2 L) probes of the stage times, which are
+///    tabulated first: `time` is called once per type and layer count), then
 /// 2. gives every stage the most layers that keep it within tau and within its
 ///    cap, and removes the surplus from the earliest stages first (stage 0,
 ///    then 1, ...), keeping at least one layer each: early stages hold the
@@ -23,6 +24,7 @@
 /// exhaustive reference enumerator uses the same function).
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -64,12 +66,24 @@ template <class TimeFn>
     out.push_back(layers);
     return out;
   }
+  // Stage times by type (first, middle, last) and layer count 1..layers,
+  // tabulated once: the nested binary searches below probe each many times.
+  std::array<std::vector<double>, 3> table;
+  for (stage_type t : {stage_type::first, stage_type::middle, stage_type::last}) {
+    if (t == stage_type::middle && pp == 2) continue;
+    auto& row = table[static_cast<std::size_t>(t)];
+    row.resize(static_cast<std::size_t>(layers) + 1);
+    for (int c = 1; c <= layers; ++c) row[static_cast<std::size_t>(c)] = time(t, c);
+  }
+  auto stage_time = [&](stage_type t, int c) {
+    return table[static_cast<std::size_t>(t)][static_cast<std::size_t>(c)];
+  };
   // Most layers a stage of type `t` can hold within tau (0 if none).
   auto cap = [&](stage_type t, double tau) {
-    int lo = 0, hi = layers;  // invariant: time(t, lo) <= tau (lo = 0 means none)
+    int lo = 0, hi = layers;  // invariant: stage_time(t, lo) <= tau (lo = 0 means none)
     while (lo < hi) {
       const int mid = lo + (hi - lo + 1) / 2;
-      if (time(t, mid) <= tau)
+      if (stage_time(t, mid) <= tau)
         lo = mid;
       else
         hi = mid - 1;
@@ -100,16 +114,16 @@ template <class TimeFn>
   bool found = false;
   for (stage_type t : {stage_type::first, stage_type::middle, stage_type::last}) {
     if (t == stage_type::middle && pp == 2) continue;
-    if (!feasible(time(t, layers))) continue;
+    if (!feasible(stage_time(t, layers))) continue;
     int lo = 1, hi = layers;
     while (lo < hi) {
       const int mid = lo + (hi - lo) / 2;
-      if (feasible(time(t, mid)))
+      if (feasible(stage_time(t, mid)))
         hi = mid;
       else
         lo = mid + 1;
     }
-    const double tau = time(t, lo);
+    const double tau = stage_time(t, lo);
     if (!found || tau < best) best = tau;
     found = true;
   }
