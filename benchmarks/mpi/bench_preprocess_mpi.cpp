@@ -23,8 +23,8 @@
 // to 224 px, 14 px patches (256 x 588 floats), a 16 x 16 grey target, hashed
 // tokens. The trainer's compute per iteration is a fixed number of passes of
 // a multiply-add over a 256 KiB float array (the core's private L2),
-// calibrated once to ~60 ms (quick: 20 ms) on an idle trainer CPU. A warm-up iteration is not counted; per-iteration times are
-// medians.
+// calibrated once to ~60 ms (quick: 20 ms) on an idle trainer CPU. A warm-up
+// iteration is not counted; per-iteration times are medians.
 #include <sched.h>
 
 #include <algorithm>
