@@ -3,10 +3,13 @@
 // the same byte count (swapped samples, a reshape, another split axis).
 #include <chrono>
 #include <functional>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "disttrain/comm/local_backend.hpp"
+#include "disttrain/comm/detail/plan_stamp.hpp"
 #include "disttrain/comm/route_transfer.hpp"
 #include "disttrain_catch.hpp"
 #include "local_harness.hpp"
@@ -24,6 +27,37 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A local backend that pauses after posting each plan stamp, so the payload
+// behind it is posted only after the receiver has seen the stamp: the
+// interleaving in which a receiver that rejects the stamp used to cancel the
+// payload's receive and leave its sender to time out.
+struct slow_after_stamp {
+  using request = local_backend::request;
+  static constexpr auto memory = local_backend::memory;
+  local_backend* b;
+  [[nodiscard]] int rank() const { return b->rank(); }
+  [[nodiscard]] int size() const { return b->size(); }
+  [[nodiscard]] const disttrain::comm_options& options() const { return b->options(); }
+  request isend(std::span<const std::byte> out, int peer, int tag) {
+    auto r = b->isend(out, peer, tag);
+    if (out.size() == sizeof(disttrain::detail::plan_stamp)) std::this_thread::sleep_for(100ms);
+    return r;
+  }
+  request irecv(std::span<std::byte> in, int peer, int tag) { return b->irecv(in, peer, tag); }
+  void wait(request& r) { b->wait(r); }
+  void wait(request& r, std::chrono::milliseconds ms) { b->wait(r, ms); }
+  void wait(request& r, const disttrain::wait_deadline& d) { b->wait(r, d); }
+  bool test(request& r) { return b->test(r); }
+  void group_start() { b->group_start(); }
+  void group_end() { b->group_end(); }
+  void barrier() { b->barrier(); }
+  void broadcast(std::span<std::byte> data, int root) { b->broadcast(data, root); }
+  void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
+    b->allgather(mine, all);
+  }
+};
+static_assert(disttrain::comm_backend<slow_after_stamp>);
+
 struct side {
   sample_placement pa, pb;
   activation_shape shape;
@@ -39,7 +73,7 @@ struct result {
   std::vector<bool> correct;
 };
 result run(const rank_layout& L, const side& ref, const std::function<side(int)>& plan_of,
-           bool verify) {
+           bool verify, bool slow_sender = false) {
   local_world world(L.world_size(), {2000ms});
   result res{std::vector<std::string>(static_cast<std::size_t>(L.world_size())),
              std::vector<bool>(static_cast<std::size_t>(L.world_size()), true)};
@@ -54,8 +88,13 @@ result run(const rank_layout& L, const side& ref, const std::function<side(int)>
     bufs.destination.resize(static_cast<std::size_t>(plan.destination_elements(b.rank())) *
                             mine.shape.elem_size);
     disttrain::buffer_pool pool;
-    disttrain::run_route(b, plan, bufs.source, bufs.destination, pool,
-                         {.tag = 5, .verify = verify, .timeout = 1000ms});
+    const disttrain::transfer_options opts{.tag = 5, .verify = verify, .timeout = 1000ms};
+    if (slow_sender && b.rank() == 0) {
+      slow_after_stamp slow{&b};
+      disttrain::run_route(slow, plan, bufs.source, bufs.destination, pool, opts);
+    } else {
+      disttrain::run_route(b, plan, bufs.source, bufs.destination, pool, opts);
+    }
     res.correct[static_cast<std::size_t>(b.rank())] =
         disttrain::test::count_mismatches(rc, b.rank(), bufs) == 0;
   });
@@ -118,6 +157,23 @@ TEST_CASE("plan agreement without verify: same byte count, different plan -> err
       CHECK(res.errors[r].empty());
       CHECK(res.correct[r]);
     }
+  }
+}
+
+TEST_CASE("plan agreement: the receiver that rejects a stamp still takes the payload behind it") {
+  // The sender cannot tell that its receiver disagreed: it must complete, not
+  // time out, also when it posts the payload only after the receiver failed.
+  const rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const side ref{sample_placement({{0, 1, 2}}), sample_placement({{0, 1, 2}}),
+                 activation_shape{{4, 4, 4}, 8, 4}, {}};
+  const side swapped{ref.pa, sample_placement({{1, 0, 2}}), ref.shape, ref.opts};
+  for (const bool verify : {false, true}) {
+    INFO("verify " << verify);
+    const auto res = run(
+        L, ref, [&](int r) { return r == 0 ? ref : swapped; }, verify, true);
+    CHECK(res.errors[0].empty());
+    INFO("rank 1: " << res.errors[1]);
+    CHECK(contains(res.errors[1], "comm_error"));
   }
 }
 

@@ -34,6 +34,7 @@
 ///
 /// @snippet comm.cpp route_transfer
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -101,10 +102,16 @@ class route_transfer {
       complete_receives(0);
     } catch (const error& e) {
       send_aborts(e.code(), 1, 0);  // the fan-out this rank owes its TP peers will not come
+      drain(0);
       throw;
     }
     for (int i : plan_->sends_of(me_, 1)) post_send(i, std::span<const std::byte>(dst_));
-    complete_receives(1);
+    try {
+      complete_receives(1);
+    } catch (const error&) {
+      drain(1);
+      throw;
+    }
     for (auto& o : out_) {
       wait_for(o.stamp_req);
       if (o.header.valid()) wait_for(o.header);
@@ -156,8 +163,10 @@ class route_transfer {
     buffer_pool::lease staging;
     detail::plan_stamp stamp;
     detail::wire_header hdr;
-    std::span<std::byte> landing;  // where the payload arrives
-    request stamp_req, header, payload;
+    std::vector<std::int64_t> piece_words;  // verify: the sender's pieces
+    std::span<std::byte> landing;           // where the payload arrives
+    bool stamped = false, pieces_posted = false, finished = false;
+    request stamp_req, header, pieces, payload;
   };
 
   [[nodiscard]] std::string where_self() const {
@@ -265,7 +274,51 @@ class route_transfer {
         kernels::copy_blocks_cpu(in.landing, dst_, m.recv_blocks, es);
         in.staging.reset();
       }
+      in.finished = true;
     }
+  }
+
+  // After this rank failed in `phase`: takes in the messages of that phase
+  // that its live senders have committed to, as far as they fit this rank's
+  // plan. A sender cannot tell that its receiver disagreed, so without this
+  // its sends, left unmatched by the failed receiver's cancelled receives,
+  // would time out or not depending on which rank ran first. A sender is live
+  // if one of its stamps of the phase has arrived: it posts all its messages
+  // of a phase in one go, so the rest follow at once. Others (a dead or slow
+  // peer) are not waited for. Errors here are dropped (the caller rethrows its own).
+  void drain(int phase) noexcept {
+    std::vector<int> live;
+    for (auto& in : in_)
+      if (msg(in.msg).phase == phase && stamp_arrived(in)) live.push_back(msg(in.msg).src);
+    for (auto& in : in_) {
+      const route_message& m = msg(in.msg);
+      if (in.finished || m.phase != phase || std::ranges::find(live, m.src) == live.end())
+        continue;
+      try {
+        drain_one(in);
+      } catch (...) {}
+    }
+  }
+  // Whether `in`'s stamp has arrived; a pending one is tested, not waited for.
+  bool stamp_arrived(incoming& in) noexcept {
+    try {
+      if (!in.stamped && in.stamp_req.valid()) in.stamped = b_->test(in.stamp_req);
+    } catch (...) {}
+    return in.stamped;
+  }
+  // The rest of a message whose stamp has arrived (under the transfer's
+  // deadline): if the stamp is a data stamp of the planned size, the verify
+  // header and pieces and the payload.
+  void drain_one(incoming& in) {
+    if (in.stamp.magic != detail::plan_stamp::magic_value || in.stamp.bytes != in.landing.size())
+      return;  // an abort or a foreign message: nothing of ours follows; another size: not taken
+    if (opts_.verify && !in.payload.valid()) {
+      if (in.header.valid()) wait_for(in.header);
+      if (!in.pieces_posted) post_pieces(in, msg(in.msg));
+      if (in.pieces.valid()) wait_for(in.pieces);
+      in.payload = b_->irecv(in.landing, msg(in.msg).src, opts_.tag);
+    }
+    if (in.payload.valid()) wait_for(in.payload);
   }
 
   // Waits for the stamp of `in`'s message. Its timeout names the message
@@ -274,6 +327,7 @@ class route_transfer {
     const transfer_info payload{me_, m.src, opts_.tag, in.landing.size(), false};
     try {
       wait_for(in.stamp_req);
+      in.stamped = true;
     } catch (const error& e) {
       if (e.code() == errc::timeout) detail::fail_timeout(payload, deadline_.timeout);
       if (e.code() != errc::comm_error) throw;
@@ -349,11 +403,9 @@ class route_transfer {
     }
     const detail::wire_header expect = detail::make_header(m, *plan_);
     const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
-    std::vector<std::int64_t> words(
-        detail::checked_piece_words(in.hdr, m.pieces.size(), m.src, t.where()));
-    auto pr = b_->irecv(std::as_writable_bytes(std::span(words)), m.src, opts_.tag);
-    wait_for(pr);
-    const auto theirs = detail::decode_pieces(words);
+    post_pieces(in, m);
+    wait_for(in.pieces);
+    const auto theirs = detail::decode_pieces(in.piece_words);
     const bool same = in.hdr.src == expect.src && in.hdr.dst == expect.dst &&
                       in.hdr.phase == expect.phase && in.hdr.elements == expect.elements &&
                       in.hdr.elem_size == expect.elem_size && in.hdr.hidden == expect.hidden &&
@@ -363,6 +415,13 @@ class route_transfer {
            detail::describe_shape(expect, m.pieces), " but rank ", m.src, " sends ",
            detail::describe_shape(in.hdr, theirs));
     in.payload = b_->irecv(in.landing, m.src, opts_.tag);
+  }
+  // Verify mode: posts the receive of the sender's pieces, sized by its header.
+  void post_pieces(incoming& in, const route_message& m) {
+    in.pieces_posted = true;
+    const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
+    in.piece_words.resize(detail::checked_piece_words(in.hdr, m.pieces.size(), m.src, t.where()));
+    in.pieces = b_->irecv(std::as_writable_bytes(std::span(in.piece_words)), m.src, opts_.tag);
   }
 
   B* b_;
