@@ -165,7 +165,9 @@ class route_transfer {
     detail::wire_header hdr;
     std::vector<std::int64_t> piece_words;  // verify: the sender's pieces
     std::span<std::byte> landing;           // where the payload arrives
-    bool stamped = false, pieces_posted = false, finished = false;
+    // How far the message got (drain takes in only what follows a success).
+    bool stamped = false, header_ok = false, pieces_posted = false, pieces_ok = false;
+    bool payload_posted = false, finished = false;
     request stamp_req, header, pieces, payload;
   };
 
@@ -203,7 +205,11 @@ class route_transfer {
     if (opts_.verify)
       in.header = b_->irecv(std::as_writable_bytes(std::span(&in.hdr, 1)), m.src, opts_.tag);
     else
-      in.payload = b_->irecv(in.landing, m.src, opts_.tag);
+      post_payload(in, m);
+  }
+  void post_payload(incoming& in, const route_message& m) {
+    in.payload_posted = true;
+    in.payload = b_->irecv(in.landing, m.src, opts_.tag);
   }
 
   void post_send(int i, std::span<const std::byte> from) {
@@ -292,8 +298,7 @@ class route_transfer {
       if (msg(in.msg).phase == phase && stamp_arrived(in)) live.push_back(msg(in.msg).src);
     for (auto& in : in_) {
       const route_message& m = msg(in.msg);
-      if (in.finished || m.phase != phase || std::ranges::find(live, m.src) == live.end())
-        continue;
+      if (in.finished || m.phase != phase || std::ranges::find(live, m.src) == live.end()) continue;
       try {
         drain_one(in);
       } catch (...) {}
@@ -312,11 +317,13 @@ class route_transfer {
   void drain_one(incoming& in) {
     if (in.stamp.magic != detail::plan_stamp::magic_value || in.stamp.bytes != in.landing.size())
       return;  // an abort or a foreign message: nothing of ours follows; another size: not taken
-    if (opts_.verify && !in.payload.valid()) {
-      if (in.header.valid()) wait_for(in.header);
+    if (opts_.verify && !in.payload_posted) {
+      if (in.header.valid()) receive_header(in);
+      if (!in.header_ok) return;  // the header's receive failed: nothing more to take
       if (!in.pieces_posted) post_pieces(in, msg(in.msg));
-      if (in.pieces.valid()) wait_for(in.pieces);
-      in.payload = b_->irecv(in.landing, msg(in.msg).src, opts_.tag);
+      if (in.pieces.valid()) receive_pieces(in);
+      if (!in.pieces_ok) return;
+      post_payload(in, msg(in.msg));
     }
     if (in.payload.valid()) wait_for(in.payload);
   }
@@ -394,7 +401,7 @@ class route_transfer {
 
   void check_header(incoming& in, const route_message& m) {
     try {
-      wait_for(in.header);
+      receive_header(in);
     } catch (const error& e) {
       if (e.code() != errc::comm_error) throw;
       fail(errc::comm_error, e.where(), e.message(), " (verify: this was the ",
@@ -404,7 +411,7 @@ class route_transfer {
     const detail::wire_header expect = detail::make_header(m, *plan_);
     const transfer_info t{me_, m.src, opts_.tag, sizeof(detail::wire_header), false};
     post_pieces(in, m);
-    wait_for(in.pieces);
+    receive_pieces(in);
     const auto theirs = detail::decode_pieces(in.piece_words);
     const bool same = in.hdr.src == expect.src && in.hdr.dst == expect.dst &&
                       in.hdr.phase == expect.phase && in.hdr.elements == expect.elements &&
@@ -414,7 +421,16 @@ class route_transfer {
       fail(errc::comm_error, t.where(), "verify: shape mismatch: rank ", me_, " expects ",
            detail::describe_shape(expect, m.pieces), " but rank ", m.src, " sends ",
            detail::describe_shape(in.hdr, theirs));
-    in.payload = b_->irecv(in.landing, m.src, opts_.tag);
+    post_payload(in, m);
+  }
+  // Each receive of verify mode, remembering that it succeeded (for drain).
+  void receive_header(incoming& in) {
+    wait_for(in.header);
+    in.header_ok = true;
+  }
+  void receive_pieces(incoming& in) {
+    wait_for(in.pieces);
+    in.pieces_ok = true;
   }
   // Verify mode: posts the receive of the sender's pieces, sized by its header.
   void post_pieces(incoming& in, const route_message& m) {
