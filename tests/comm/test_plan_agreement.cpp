@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "disttrain/comm/local_backend.hpp"
 #include "disttrain/comm/detail/plan_stamp.hpp"
+#include "disttrain/comm/local_backend.hpp"
 #include "disttrain/comm/route_transfer.hpp"
 #include "disttrain_catch.hpp"
 #include "local_harness.hpp"
@@ -164,8 +164,10 @@ TEST_CASE("plan agreement: the receiver that rejects a stamp still takes the pay
   // The sender cannot tell that its receiver disagreed: it must complete, not
   // time out, also when it posts the payload only after the receiver failed.
   const rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
-  const side ref{sample_placement({{0, 1, 2}}), sample_placement({{0, 1, 2}}),
-                 activation_shape{{4, 4, 4}, 8, 4}, {}};
+  const side ref{sample_placement({{0, 1, 2}}),
+                 sample_placement({{0, 1, 2}}),
+                 activation_shape{{4, 4, 4}, 8, 4},
+                 {}};
   const side swapped{ref.pa, sample_placement({{1, 0, 2}}), ref.shape, ref.opts};
   for (const bool verify : {false, true}) {
     INFO("verify " << verify);
