@@ -4,13 +4,15 @@
 // arrival, random and the paper's rule, and (large DP) plain KK against the
 // default: time and memory, and (end to end) the default against LPT, KK, the
 // arrival cut + search and no reordering on four generated data shapes, and
-// (limits) the cost of per-replica token and sample limits that bind.
+// (limits) the cost of per-replica token and sample limits that bind, and
+// (order) the microbatch order search against brute force / multi-start.
 // Baselines run in the same process;
 // figures are reported as ratios. --json prints one JSON object.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include <ctime>
 #include <functional>
 #include <new>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -522,9 +525,172 @@ nlohmann::json limits_table(bool json, bool quick) {
   return rows;
 }
 
+// ---- Order search quality (--order) ------------------------------------------
+// The microbatch order search against a reference on generated microbatch
+// times (four size shapes: log-normal, rare huge, bimodal, Pareto; per-stage
+// profile and noise): brute force at m = 8, else the best of 20 descents from
+// random orders (swaps + moves to a local optimum, written here independently
+// of the library). Rows: the library's search with patience 0 and budget
+// 4000 (one descent from the best seed: the previous algorithm and default)
+// scored by copying rows (the previous evaluation path), and the default (iterated search, incremental
+// scoring). Time per call, same process.
+namespace order_bench {
+void instance(std::mt19937_64& rng, int shape, std::size_t m, std::size_t S, std::vector<double>& f,
+              std::vector<double>& b) {
+  std::lognormal_distribution<double> ln(0.0, 0.7);
+  std::uniform_real_distribution<double> prof(0.5, 1.5), noise(0.9, 1.1), u(0, 1);
+  std::vector<double> p(S);
+  for (auto& x : p) x = prof(rng);
+  f.assign(m * S, 0);
+  b.assign(m * S, 0);
+  for (std::size_t j = 0; j < m; ++j) {
+    double sz = 0;
+    if (shape == 0)
+      sz = ln(rng);
+    else if (shape == 1)
+      sz = u(rng) < 0.1 ? 5 + 5 * u(rng) : 0.5 + u(rng);
+    else if (shape == 2)
+      sz = u(rng) < 0.5 ? 1 + 0.2 * u(rng) : 3 + 0.5 * u(rng);
+    else
+      sz = std::pow(1 - u(rng), -1 / 1.5);
+    for (std::size_t s = 0; s < S; ++s) {
+      f[j * S + s] = sz * p[s] * noise(rng);
+      b[j * S + s] = 2 * f[j * S + s] * noise(rng);
+    }
+  }
+}
+struct permuted {
+  pipeline_time pt;
+  std::vector<double> pf, pb;
+  double operator()(const std::vector<double>& f, const std::vector<double>& b, std::size_t S,
+                    const std::vector<std::uint32_t>& o) {
+    const std::size_t m = o.size();
+    pf.resize(m * S);
+    pb.resize(m * S);
+    for (std::size_t q = 0; q < m; ++q)
+      for (std::size_t s = 0; s < S; ++s) {
+        pf[q * S + s] = f[o[q] * S + s];
+        pb[q * S + s] = b[o[q] * S + s];
+      }
+    return pt(microbatch_times{m, S, pf, pb});
+  }
+};
+double reference(const std::vector<double>& f, const std::vector<double>& b, std::size_t m,
+                 std::size_t S, double incumbent) {
+  permuted E;
+  std::vector<std::uint32_t> o(m);
+  double best = incumbent;
+  if (m <= 8) {
+    std::iota(o.begin(), o.end(), 0u);
+    do best = std::min(best, E(f, b, S, o));
+    while (std::next_permutation(o.begin(), o.end()));
+    return best;
+  }
+  std::mt19937_64 r(5);
+  for (int start = 0; start < 20; ++start) {
+    std::iota(o.begin(), o.end(), 0u);
+    std::shuffle(o.begin(), o.end(), r);
+    double cur = E(f, b, S, o);
+    for (bool improved = true; improved;) {
+      improved = false;
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = i + 1; j < m; ++j) {
+          std::swap(o[i], o[j]);
+          const double v = E(f, b, S, o);
+          if (v < cur * (1 - 1e-12)) {
+            cur = v;
+            improved = true;
+          } else {
+            std::swap(o[i], o[j]);
+          }
+        }
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < m; ++j) {
+          if (j == i) continue;
+          auto c = o;
+          const auto x = c[i];
+          c.erase(c.begin() + static_cast<std::ptrdiff_t>(i));
+          c.insert(c.begin() + static_cast<std::ptrdiff_t>(j), x);
+          const double v = E(f, b, S, c);
+          if (v < cur * (1 - 1e-12)) {
+            cur = v;
+            o = c;
+            improved = true;
+          }
+        }
+    }
+    best = std::min(best, cur);
+  }
+  return best;
+}
+}  // namespace order_bench
+
+nlohmann::json order_quality(bool json, bool quick) {
+  using namespace order_bench;
+  nlohmann::json rows = nlohmann::json::array();
+  if (!json)
+    fmt::print(
+        "Order search: time / reference (brute force at m = 8, else best of 20 random-start "
+        "descents);\n{} instances per row (4 shapes); previous = one descent, rows copied; "
+        "default = iterated search, incremental\n{:>3} {:>2} | {:>9} {:>9} {:>9} | {:>9} {:>9} "
+        "{:>9} | {:>6}\n",
+        quick ? 4 : 24, "m", "S", "prev mean", "prev max", "prev us", "def mean", "def max",
+        "def us", "speed");
+  std::mt19937_64 rng(11);
+  const auto ms = quick ? std::vector<std::size_t>{8, 16} : std::vector<std::size_t>{8, 16, 24, 32};
+  const auto Ss = quick ? std::vector<std::size_t>{4} : std::vector<std::size_t>{2, 4, 8};
+  for (std::size_t m : ms)
+    for (std::size_t S : Ss) {
+      double sum[2] = {0, 0}, worst[2] = {1, 1}, us[2] = {0, 0};
+      int n = 0;
+      for (int shape = 0; shape < 4; ++shape)
+        for (int t = 0; t < (quick ? 1 : 6); ++t, ++n) {
+          std::vector<double> f, b;
+          instance(rng, shape, m, S, f, b);
+          double got[2] = {0, 0};
+          for (int k = 0; k < 2; ++k) {
+            pipeline_time pt;
+            auto copying = [&](const microbatch_times& x) { return pt(x); };
+            microbatch_orderer ord;
+            std::vector<std::uint32_t> perm(m);
+            const auto t0 = std::chrono::steady_clock::now();
+            if (k == 0) {  // the previous defaults: budget 4000, no restarts
+              ord.budget = 4000;
+              ord.patience = 0;
+              got[k] = ord.order(microbatch_times{m, S, f, b}, copying, order_method::search, perm);
+            } else {
+              got[k] = ord.order(microbatch_times{m, S, f, b}, pt, order_method::search, perm);
+            }
+            us[k] +=
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                    .count();
+          }
+          const double ref = reference(f, b, m, S, std::min(got[0], got[1]));
+          for (int k = 0; k < 2; ++k) {
+            sum[k] += got[k] / ref;
+            worst[k] = std::max(worst[k], got[k] / ref);
+          }
+        }
+      rows.push_back({{"m", m},
+                      {"stages", S},
+                      {"previous_mean", sum[0] / n},
+                      {"previous_max", worst[0]},
+                      {"previous_us", us[0] / n},
+                      {"default_mean", sum[1] / n},
+                      {"default_max", worst[1]},
+                      {"default_us", us[1] / n}});
+      if (!json)
+        fmt::print(
+            "{:>3} {:>2} | {:>9.4f} {:>9.4f} {:>9.0f} | {:>9.4f} {:>9.4f} {:>9.0f} | {:>5.2f}x\n",
+            m, S, sum[0] / n, worst[0], us[0] / n, sum[1] / n, worst[1], us[1] / n, us[0] / us[1]);
+    }
+  return rows;
+}
+
 int main(int argc, char** argv) {
   // --kk: only the large-DP table (and the process's peak RSS).
-  bool kk_only = false, e2e_only = false, speed_only = false, limits_only = false;
+  bool kk_only = false, e2e_only = false, speed_only = false, limits_only = false,
+       order_only = false;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (i > 0 && std::strcmp(argv[i], "--kk") == 0)
@@ -535,6 +701,8 @@ int main(int argc, char** argv) {
       speed_only = true;
     else if (i > 0 && std::strcmp(argv[i], "--limits") == 0)
       limits_only = true;
+    else if (i > 0 && std::strcmp(argv[i], "--order") == 0)
+      order_only = true;
     else
       args.push_back(argv[i]);
     if (i > 0 && (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0))
@@ -542,7 +710,9 @@ int main(int argc, char** argv) {
           "extra options: --kk   run only the large-DP table (KK vs refined, peak RSS)\n"
           "               --e2e  run only the end-to-end table (four generated data shapes)\n"
           "               --speed  run only the speed table\n"
-          "               --limits run only the per-replica limits table\n");
+          "               --limits run only the per-replica limits table\n"
+          "               --order  run only the order search table (vs brute force / "
+          "multi-start)\n");
   }
   const auto opt = bench::parse_options(static_cast<int>(args.size()), args.data());
   nlohmann::json out;
@@ -550,6 +720,11 @@ int main(int argc, char** argv) {
   const double min_s = opt.quick ? 0.02 : 0.3;
   if (limits_only) {
     out["limits"] = limits_table(opt.json, opt.quick);
+    if (opt.json) std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  if (order_only) {
+    out["order_search"] = order_quality(opt.json, opt.quick);
     if (opt.json) std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -775,6 +950,7 @@ int main(int argc, char** argv) {
   out["large_dp"] = large_dp(opt.json, opt.quick);
   out["end_to_end"] = end_to_end(opt.json, opt.quick);
   out["limits"] = limits_table(opt.json, opt.quick);
+  out["order_search"] = order_quality(opt.json, opt.quick);
   if (opt.json) std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

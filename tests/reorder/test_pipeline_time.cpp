@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -126,4 +128,79 @@ TEST_CASE("pipeline_time: bad input") {
                         "microbatch_times.forward[1]");
   DISTTRAIN_CHECK_ERROR(pipeline_time(pipeline_kind::gpipe, -1.0), errc::invalid_argument,
                         "p2p_latency");
+}
+
+TEST_CASE("pipeline_time: incremental scoring equals operator() bit for bit") {
+  // Random walks of swaps and moves: every try equals a fresh evaluation of
+  // the permuted rows; a try stopped by its cutoff returns a value >= the
+  // cutoff that the true time also reaches; accepted tries move the anchor.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0.1, 5.0);
+  for (int trial = 0; trial < 120; ++trial) {
+    const std::size_t m = 1 + rng() % 20, S = 1 + rng() % 7;
+    const auto kind = trial % 3 == 2 ? pipeline_kind::gpipe : pipeline_kind::one_f_one_b;
+    const double lat = trial % 2 == 0 ? 0.0 : 0.3;
+    std::vector<double> f(m * S), b(m * S);
+    for (auto& x : f) x = u(rng);
+    for (auto& x : b) x = u(rng);
+    const microbatch_times base{m, S, f, b};
+    pipeline_time inc(kind, lat), fresh(kind, lat);
+    std::vector<double> pf(m * S), pb(m * S);
+    const auto direct = [&](const std::vector<std::uint32_t>& o) {
+      for (std::size_t p = 0; p < m; ++p)
+        for (std::size_t s = 0; s < S; ++s) {
+          pf[p * S + s] = f[o[p] * S + s];
+          pb[p * S + s] = b[o[p] * S + s];
+        }
+      return fresh(microbatch_times{m, S, pf, pb});
+    };
+    std::vector<std::uint32_t> anchor(m);
+    for (std::size_t j = 0; j < m; ++j) anchor[j] = static_cast<std::uint32_t>(m - 1 - j);
+    INFO("trial " << trial << " m=" << m << " S=" << S);
+    double anchored = inc.anchor(base, anchor);
+    REQUIRE(anchored == direct(anchor));
+    for (int step = 0; step < 40; ++step) {
+      auto cand = anchor;
+      const std::size_t i = rng() % m, j = rng() % m;
+      if (step % 2 == 0) {
+        std::swap(cand[i], cand[j]);
+      } else {
+        const auto x = cand[i];
+        cand.erase(cand.begin() + static_cast<std::ptrdiff_t>(i));
+        cand.insert(cand.begin() + static_cast<std::ptrdiff_t>(j), x);
+      }
+      const double want = direct(cand);
+      const bool cut = step % 3 == 0;
+      const double cutoff = cut ? anchored : std::numeric_limits<double>::infinity();
+      const double got = inc.try_order(cand, std::min(i, j), cutoff);
+      if (got < cutoff) {
+        CHECK(got == want);
+      } else {
+        CHECK(want >= cutoff);
+      }
+      if (got < cutoff && rng() % 2 == 0) {
+        inc.accept();
+        anchor = cand;
+        anchored = got;
+      }
+    }
+    // The anchor is still exact after the walk (a try from position m recomputes nothing).
+    CHECK(inc.try_order(anchor, m) == direct(anchor));
+  }
+}
+
+TEST_CASE("pipeline_time: anchor checks its order") {
+  pipeline_time eval;
+  std::vector<double> f{1, 2, 3}, b{1, 2, 3};
+  const std::vector<std::uint32_t> dup{0, 0, 2}, short_order{0, 1}, big{0, 1, 3};
+  DISTTRAIN_CHECK_ERROR(eval.anchor(microbatch_times{3, 1, f, b}, dup), errc::invalid_argument,
+                        "pipeline_time.anchor.order");
+  DISTTRAIN_CHECK_ERROR(eval.anchor(microbatch_times{3, 1, f, b}, big), errc::invalid_argument,
+                        "pipeline_time.anchor.order");
+  DISTTRAIN_CHECK_ERROR(eval.anchor(microbatch_times{3, 1, f, b}, short_order),
+                        errc::invalid_argument, "pipeline_time.anchor.order");
+  std::vector<double> nan{1, std::numeric_limits<double>::quiet_NaN(), 3};
+  DISTTRAIN_CHECK_ERROR(
+      eval.anchor(microbatch_times{3, 1, nan, b}, std::vector<std::uint32_t>{0, 1, 2}),
+      errc::invalid_argument, "microbatch_times.forward[1]");
 }

@@ -13,10 +13,19 @@
 ///   in the 1F1B steady state (the first S-1 middle positions take the smallest
 ///   remaining). Size = sum over stages of forward + backward. O(m^2).
 /// - `search` (default): the best of {identity, paper, both-ends-small} by the
-///   objective, then first-improvement local search over pairwise swaps and
-///   single moves (remove one microbatch, reinsert elsewhere), each candidate
-///   scored exactly, until a full pass finds nothing or `budget` objective
-///   evaluations are spent. Never worse than `paper` or `identity`.
+///   objective, then an iterated local search: first-improvement descent over
+///   pairwise swaps and single moves (remove one microbatch, reinsert
+///   elsewhere), each candidate scored exactly, until a full pass finds
+///   nothing; then 2-3 random swaps of the best order (a fixed-seed generator,
+///   so deterministic) and another descent, until `patience` such restarts in
+///   a row find nothing better or `budget` objective evaluations are spent.
+///   Never worse than `paper` or `identity`.
+///
+/// An objective with `pipeline_time`'s incremental interface (`anchor`,
+/// `try_order`, `accept`) is scored without copying rows: a candidate that
+/// changes positions from p on recomputes only the ops from p's first one,
+/// and stops once it provably cannot beat the incumbent. Any other objective
+/// gets the rows copied into execution order for every candidate.
 ///
 /// Tie rule: sizes tie by original index; an order replaces the incumbent only
 /// if its time is lower by more than a relative 1e-12.
@@ -59,8 +68,11 @@ constexpr std::string_view to_string(order_method m) noexcept {
 /// @snippet reorder.cpp microbatch_orderer
 class microbatch_orderer {
  public:
-  /// Most objective evaluations the local search may spend per call.
-  std::uint32_t budget = 4000;
+  /// Most objective evaluations the search may spend per call (seeds excluded).
+  std::uint32_t budget = 8000;
+  /// Perturbations in a row that may fail to improve the best order before
+  /// the iterated search stops (0: one descent from the best seed only).
+  std::uint32_t patience = 2;
 
   /// @brief Writes the order into `perm` (`perm[pos]` = row of `t` run at
   /// `pos`) and returns its objective value.
@@ -78,55 +90,97 @@ class microbatch_orderer {
     for (std::size_t j = 0; j < m; ++j)
       for (std::size_t s = 0; s < t.stages; ++s)
         size_[j] += t.forward_at(j, s) + t.backward_at(j, s);
-    pf_.resize(m * t.stages);
-    pb_.resize(m * t.stages);
     cur_.resize(m);
     best_.resize(m);
-
-    for (std::size_t j = 0; j < m; ++j) cur_[j] = static_cast<std::uint32_t>(j);
-    if (method == order_method::identity) {
-      std::copy(cur_.begin(), cur_.end(), perm.begin());
-      return score(objective, cur_);
+    if constexpr (requires(Objective & o, std::span<const std::uint32_t> ord, double c) {
+                    { o.anchor(t, ord) } -> std::convertible_to<double>;
+                    { o.try_order(ord, std::size_t{0}, c) } -> std::convertible_to<double>;
+                    o.accept();
+                  }) {
+      incremental_scorer<Objective> sc{&objective, &t_};
+      return run(sc, method, perm);
+    } else {
+      copying_scorer<Objective> sc{&objective, &t_, &pf_, &pb_};
+      return run(sc, method, perm);
     }
-    paper_order(cur_);
-    double best = score(objective, cur_);
-    std::copy(cur_.begin(), cur_.end(), best_.begin());
-    if (method == order_method::search) {
-      // Other seeds: the given order and "small at both ends".
-      for (std::size_t j = 0; j < m; ++j) cur_[j] = static_cast<std::uint32_t>(j);
-      consider(objective, best);
-      both_ends_order(cur_);
-      consider(objective, best);
-      best = local_search(objective, best);
-    }
-    std::copy(best_.begin(), best_.end(), perm.begin());
-    return best;
   }
 
  private:
+  // Scores orders for the search. `full(o)` scores `o` from scratch and makes
+  // it the anchor; `trial(o, from, cutoff)` scores an order equal to the
+  // anchor before position `from` (exactly if below `cutoff`, else any value
+  // >= `cutoff`); `keep()` makes the last trial, one below its cutoff, the anchor.
   template <class Objective>
-  double score(Objective& objective, std::span<const std::uint32_t> order) {
-    const std::size_t S = t_.stages;
-    for (std::size_t p = 0; p < order.size(); ++p) {
-      const std::size_t j = order[p];
-      std::copy_n(t_.forward.begin() + static_cast<std::ptrdiff_t>(j * S), S,
-                  pf_.begin() + static_cast<std::ptrdiff_t>(p * S));
-      std::copy_n(t_.backward.begin() + static_cast<std::ptrdiff_t>(j * S), S,
-                  pb_.begin() + static_cast<std::ptrdiff_t>(p * S));
+  struct copying_scorer {  // any objective: the rows are copied into execution order
+    Objective* objective;
+    const microbatch_times* t;
+    std::vector<double>*pf, *pb;
+    double full(std::span<const std::uint32_t> order) {
+      const std::size_t S = t->stages;
+      pf->resize(order.size() * S);
+      pb->resize(order.size() * S);
+      for (std::size_t p = 0; p < order.size(); ++p) {
+        const auto row = static_cast<std::ptrdiff_t>(std::size_t{order[p]} * S);
+        std::copy_n(t->forward.begin() + row, S, pf->begin() + static_cast<std::ptrdiff_t>(p * S));
+        std::copy_n(t->backward.begin() + row, S, pb->begin() + static_cast<std::ptrdiff_t>(p * S));
+      }
+      return checked(
+          static_cast<double>((*objective)(microbatch_times{order.size(), S, *pf, *pb})));
     }
-    const double v = static_cast<double>(objective(microbatch_times{order.size(), S, pf_, pb_}));
+    double trial(std::span<const std::uint32_t> order, std::size_t, double) { return full(order); }
+    void keep() {}
+  };
+  template <class Objective>
+  struct incremental_scorer {  // pipeline_time: only the ops from `from` on are recomputed
+    Objective* objective;
+    const microbatch_times* t;
+    double full(std::span<const std::uint32_t> order) {
+      return checked(static_cast<double>(objective->anchor(*t, order)));
+    }
+    double trial(std::span<const std::uint32_t> order, std::size_t from, double cutoff) {
+      return checked(static_cast<double>(objective->try_order(order, from, cutoff)));
+    }
+    void keep() { objective->accept(); }
+  };
+  static double checked(double v) {
     if (!std::isfinite(v))
       fail(errc::invalid_argument, "order_objective", "returned non-finite ", v);
     return v;
   }
 
+  static double cutoff(double incumbent) noexcept {
+    return incumbent - std::abs(incumbent) * 1e-12;
+  }
   static bool better(double candidate, double incumbent) noexcept {
-    return candidate < incumbent - std::abs(incumbent) * 1e-12;
+    return candidate < cutoff(incumbent);
   }
 
-  template <class Objective>
-  void consider(Objective& objective, double& best) {
-    const double v = score(objective, cur_);
+  template <class Scorer>
+  double run(Scorer& sc, order_method method, std::span<std::uint32_t> perm) {
+    const std::size_t m = size_.size();
+    for (std::size_t j = 0; j < m; ++j) cur_[j] = static_cast<std::uint32_t>(j);
+    if (method == order_method::identity) {
+      std::copy(cur_.begin(), cur_.end(), perm.begin());
+      return sc.full(cur_);
+    }
+    paper_order(cur_);
+    double best = sc.full(cur_);
+    std::copy(cur_.begin(), cur_.end(), best_.begin());
+    if (method == order_method::search) {
+      // Other seeds: the given order and "small at both ends".
+      for (std::size_t j = 0; j < m; ++j) cur_[j] = static_cast<std::uint32_t>(j);
+      consider(sc, best);
+      both_ends_order(cur_);
+      consider(sc, best);
+      best = iterated_search(sc, best);
+    }
+    std::copy(best_.begin(), best_.end(), perm.begin());
+    return best;
+  }
+
+  template <class Scorer>
+  void consider(Scorer& sc, double& best) {
+    const double v = sc.full(cur_);
     if (better(v, best)) {
       best = v;
       std::copy(cur_.begin(), cur_.end(), best_.begin());
@@ -189,60 +243,102 @@ class microbatch_orderer {
     }
   }
 
-  template <class Objective>
-  double local_search(Objective& objective, double best) {
+  // Iterated local search: descend from the best seed; then perturb the best
+  // order (2-3 random swaps from a fixed-seed generator: deterministic) and
+  // descend again, keeping the best, until `patience` perturbations in a row
+  // fail or the budget is spent.
+  template <class Scorer>
+  double iterated_search(Scorer& sc, double best) {
     const std::size_t m = best_.size();
-    if (m < 2) return best;
-    std::uint32_t spent = 0;
+    if (m < 2 || budget == 0) return best;
+    spent_ = 1;  // anchoring the best seed
+    std::copy(best_.begin(), best_.end(), cur_.begin());
+    best = descend(sc, sc.full(cur_));
+    std::copy(cur_.begin(), cur_.end(), best_.begin());
+    std::uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (std::size_t idle = 0; spent_ < budget && m > 2 && idle < patience; ++idle) {
+      std::copy(best_.begin(), best_.end(), cur_.begin());
+      const std::size_t kicks = 2 + next(rng) % 2;
+      for (std::size_t k = 0; k < kicks; ++k) {
+        const std::size_t i = next(rng) % m, j = next(rng) % m;
+        std::swap(cur_[i], cur_[j]);
+      }
+      ++spent_;
+      const double v = descend(sc, sc.full(cur_));
+      if (better(v, best)) {
+        best = v;
+        std::copy(cur_.begin(), cur_.end(), best_.begin());
+        idle = 0;
+      }
+    }
+    return best;
+  }
+  static std::uint64_t next(std::uint64_t& x) noexcept {  // splitmix64
+    std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+  // First-improvement descent of cur_ (whose score `v` is the scorer's
+  // anchor) over pairwise swaps and single moves (take position i out,
+  // reinsert it at j), until a full pass finds nothing or the budget is spent.
+  template <class Scorer>
+  double descend(Scorer& sc, double v) {
+    const std::size_t m = cur_.size();
     bool improved = true;
-    while (improved && spent < budget) {
+    while (improved && spent_ < budget) {
       improved = false;
-      // Pairwise swaps.
-      for (std::size_t i = 0; i + 1 < m && spent < budget; ++i) {
-        for (std::size_t j = i + 1; j < m && spent < budget; ++j) {
-          std::copy(best_.begin(), best_.end(), cur_.begin());
+      for (std::size_t i = 0; i + 1 < m && spent_ < budget; ++i) {
+        for (std::size_t j = i + 1; j < m && spent_ < budget; ++j) {
           std::swap(cur_[i], cur_[j]);
-          ++spent;
-          const double v = score(objective, cur_);
-          if (better(v, best)) {
-            best = v;
-            std::copy(cur_.begin(), cur_.end(), best_.begin());
+          ++spent_;
+          const double w = sc.trial(cur_, i, cutoff(v));
+          if (better(w, v)) {
+            v = w;
+            sc.keep();
             improved = true;
+          } else {
+            std::swap(cur_[i], cur_[j]);
           }
         }
       }
-      // Single moves: take position i out and reinsert it at position j.
-      for (std::size_t i = 0; i < m && spent < budget; ++i) {
-        for (std::size_t j = 0; j < m && spent < budget; ++j) {
+      for (std::size_t i = 0; i < m && spent_ < budget; ++i) {
+        for (std::size_t j = 0; j < m && spent_ < budget; ++j) {
           if (j == i || j + 1 == i) continue;  // no-op or same as a swap
-          std::copy(best_.begin(), best_.end(), cur_.begin());
-          const std::uint32_t x = cur_[i];
-          if (j > i)
-            std::copy(cur_.begin() + static_cast<std::ptrdiff_t>(i + 1),
-                      cur_.begin() + static_cast<std::ptrdiff_t>(j + 1),
-                      cur_.begin() + static_cast<std::ptrdiff_t>(i));
-          else
-            std::copy_backward(cur_.begin() + static_cast<std::ptrdiff_t>(j),
-                               cur_.begin() + static_cast<std::ptrdiff_t>(i),
-                               cur_.begin() + static_cast<std::ptrdiff_t>(i + 1));
-          cur_[j] = x;
-          ++spent;
-          const double v = score(objective, cur_);
-          if (better(v, best)) {
-            best = v;
-            std::copy(cur_.begin(), cur_.end(), best_.begin());
+          move(i, j);
+          ++spent_;
+          const double w = sc.trial(cur_, std::min(i, j), cutoff(v));
+          if (better(w, v)) {
+            v = w;
+            sc.keep();
             improved = true;
+          } else {
+            move(j, i);
           }
         }
       }
     }
-    return best;
+    return v;
+  }
+  // Takes cur_[i] out and reinserts it at position j.
+  void move(std::size_t i, std::size_t j) {
+    const std::uint32_t x = cur_[i];
+    const auto b = cur_.begin();
+    if (j > i)
+      std::copy(b + static_cast<std::ptrdiff_t>(i + 1), b + static_cast<std::ptrdiff_t>(j + 1),
+                b + static_cast<std::ptrdiff_t>(i));
+    else
+      std::copy_backward(b + static_cast<std::ptrdiff_t>(j), b + static_cast<std::ptrdiff_t>(i),
+                         b + static_cast<std::ptrdiff_t>(i + 1));
+    cur_[j] = x;
   }
 
   microbatch_times t_;
   std::vector<double> size_, pf_, pb_;
   std::vector<std::uint32_t> cur_, best_, idx_;
   std::vector<char> used_;
+  std::uint32_t spent_ = 0;
 };
 
 }  // namespace disttrain

@@ -19,6 +19,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -133,7 +134,101 @@ class pipeline_time {
     return end;
   }
 
+  /// @name Incremental scoring of reorderings (what `microbatch_orderer`'s search uses)
+  /// `anchor(base, order)` validates `base` once and returns the iteration
+  /// time of running row `order[p]` of `base` at position p. `try_order(order,
+  /// from)` scores another order of the same rows that equals the anchored one
+  /// at every position before `from`: it recomputes only the ops from the
+  /// first one that involves a position >= `from`, and neither copies nor
+  /// re-validates the rows; with a `cutoff`, it stops as soon as the time
+  /// provably reaches `cutoff` (an op's finish plus its stage's remaining work)
+  /// and returns a value >= `cutoff`. `accept()` makes the last tried order,
+  /// one that came in below its cutoff, the anchor. Each result below the
+  /// cutoff equals `operator()` on the permuted rows, bit for bit.
+  /// `base` must outlive the calls; `order` must be a permutation of its rows
+  /// (checked by `anchor`; the caller keeps it one for `try_order`).
+  /// @{
+  double anchor(const microbatch_times& base, std::span<const std::uint32_t> order) {
+    base.validate();
+    const std::size_t m = base.microbatches;
+    require(order.size() == m, "pipeline_time.anchor.order", "has ", order.size(),
+            " entries, need ", m);
+    seen_.assign(m, 0);
+    for (std::uint32_t r : order) {
+      require(r < m && seen_[r] == 0, "pipeline_time.anchor.order", "is not a permutation of 0..",
+              m - 1);
+      seen_[r] = 1;
+    }
+    if (m != m_ || base.stages != s_) build(m, base.stages);
+    base_ = base;
+    tried_from_ = 0;
+    std::fill(stage_work_.begin(), stage_work_.end(), 0.0);
+    for (std::size_t c = 0; c < m * s_; ++c)
+      stage_work_[c % s_] += base.forward[c] + base.backward[c];
+    tried_end_ = relax(order, 0, std::numeric_limits<double>::infinity());
+    accept();
+    return anchor_end_;
+  }
+  double try_order(std::span<const std::uint32_t> order, std::size_t from,
+                   double cutoff = std::numeric_limits<double>::infinity()) {
+    const std::size_t k0 = from < m_ ? first_op_[from] : nodes_.size();
+    // tried_ must equal anchor_ before k0: resync what an earlier try changed.
+    if (dirty_from_ < k0)
+      std::copy(anchored_.begin() + static_cast<std::ptrdiff_t>(dirty_from_),
+                anchored_.begin() + static_cast<std::ptrdiff_t>(k0),
+                tried_.begin() + static_cast<std::ptrdiff_t>(dirty_from_));
+    dirty_from_ = k0;
+    tried_from_ = k0;
+    tried_end_ = relax(order, k0, cutoff);
+    return tried_end_;
+  }
+  void accept() {
+    std::swap(anchored_, tried_);
+    anchor_end_ = tried_end_;
+    dirty_from_ = tried_from_;  // the old anchor differs from the new one from there on
+    tried_from_ = nodes_.size();
+  }
+  /// @}
+
  private:
+  // One op in the cached topological order: its finish time is
+  // max(finish[prev], finish[dep] + lat) + its duration, where index
+  // `sentinel()` (past the ops) holds 0.
+  struct node {
+    std::uint32_t pos;  // microbatch position
+    std::uint32_t stage;
+    std::uint32_t prev;  // previous op on the same stage
+    std::uint32_t dep;   // the op it waits for on another stage (or its own F)
+    double lat;          // latency added to dep's finish
+    bool backward;
+  };
+  [[nodiscard]] std::uint32_t sentinel() const noexcept {
+    return static_cast<std::uint32_t>(nodes_.size());
+  }
+
+  // Finish times of ops k0.. of `order` into tried_ (earlier ones read as
+  // they are). Stops early, returning a lower bound >= `cutoff`, once an op's
+  // finish plus the work its stage has left passes `cutoff` (a stage's total
+  // work does not depend on the order).
+  double relax(std::span<const std::uint32_t> order, std::size_t k0, double cutoff) {
+    const std::size_t S = s_;
+    slot* v = tried_.data();
+    for (std::size_t k = k0; k < nodes_.size(); ++k) {
+      const node& n = nodes_[k];
+      const std::size_t cell = std::size_t{order[n.pos]} * S + n.stage;
+      const double d = n.backward ? base_.backward[cell] : base_.forward[cell];
+      v[k].finish = std::max(v[n.prev].finish, v[n.dep].finish + n.lat) + d;
+      v[k].work = v[n.prev].work + d;
+      // Bound with a relative margin far above the rounding of the sums: a
+      // try stopped here is >= cutoff in exact arithmetic too.
+      const double bound = v[k].finish + (stage_work_[n.stage] - v[k].work);
+      if (bound * (1.0 - 1e-12) >= cutoff) return bound;
+    }
+    double end = 0.0;
+    for (std::uint32_t k : last_op_) end = std::max(end, v[k].finish);
+    return end;
+  }
+
   // Per stage, its op sequence: op = (microbatch << 1) | is_backward.
   void build(std::size_t m, std::size_t S) {
     m_ = m;
@@ -186,6 +281,49 @@ class pipeline_time {
       }
       ensure(progress, "pipeline_time", "schedule deadlocks for m=", m, " S=", S);
     }
+    build_nodes(m, S);
+  }
+
+  // The incremental scorer's view of topo_ (see `node`).
+  void build_nodes(std::size_t m, std::size_t S) {
+    const std::size_t per_stage = 2 * m, n_ops = S * per_stage;
+    // at[stage * per_stage + op]: topo index of `op` on `stage`.
+    std::vector<std::uint32_t> at(n_ops);
+    for (std::size_t k = 0; k < n_ops; ++k) {
+      const std::size_t code = topo_[k], stage = code / per_stage;
+      at[stage * per_stage + ops_[code]] = static_cast<std::uint32_t>(k);
+    }
+    const auto index_of = [&](std::size_t stage, std::uint32_t op) {
+      return at[stage * per_stage + op];
+    };
+    nodes_.resize(n_ops);
+    const auto none = static_cast<std::uint32_t>(n_ops);
+    last_op_.assign(S, none);
+    first_op_.assign(m + 1, none);
+    for (std::size_t k = 0; k < n_ops; ++k) {
+      const std::size_t code = topo_[k], s = code / per_stage;
+      const std::uint32_t op = ops_[code];
+      const std::uint32_t j = op >> 1;
+      const bool bwd = (op & 1u) != 0u;
+      node& n = nodes_[k];
+      n.pos = j;
+      n.stage = static_cast<std::uint32_t>(s);
+      n.backward = bwd;
+      n.prev = code % per_stage == 0 ? none : index_of(s, ops_[code - 1]);
+      if (!bwd) {
+        n.dep = s > 0 ? index_of(s - 1, op) : none;
+        n.lat = s > 0 ? latency_ : 0.0;
+      } else {
+        n.dep = s + 1 < S ? index_of(s + 1, op) : index_of(s, op & ~1u);
+        n.lat = s + 1 < S ? latency_ : 0.0;
+      }
+      last_op_[s] = static_cast<std::uint32_t>(k);  // topo order keeps each stage's order
+      first_op_[j] = std::min(first_op_[j], static_cast<std::uint32_t>(k));
+    }
+    for (std::size_t p = m; p-- > 0;) first_op_[p] = std::min(first_op_[p], first_op_[p + 1]);
+    anchored_.assign(n_ops + 1, slot{});
+    tried_.assign(n_ops + 1, slot{});
+    stage_work_.assign(S, 0.0);
   }
 
   pipeline_kind schedule_;
@@ -193,6 +331,21 @@ class pipeline_time {
   std::size_t m_ = 0, s_ = 0;
   std::vector<std::uint32_t> ops_, topo_;
   std::vector<double> ffin_, bfin_, free_;
+  // Incremental scoring: the ops in topological order, per stage its last op,
+  // per position p the first op of any position >= p; finish times of the
+  // anchored and the last tried order (+ the sentinel's 0).
+  std::vector<node> nodes_;
+  std::vector<std::uint32_t> last_op_, first_op_;
+  struct slot {
+    double finish = 0.0;  // the op's finish time
+    double work = 0.0;    // its stage's durations up to and including it
+  };
+  std::vector<slot> anchored_, tried_;
+  std::vector<double> stage_work_;  // per stage, the sum of its ops' durations
+  std::vector<char> seen_;
+  microbatch_times base_{};
+  double anchor_end_ = 0.0, tried_end_ = 0.0;
+  std::size_t dirty_from_ = 0, tried_from_ = 0;
 };
 
 }  // namespace disttrain
