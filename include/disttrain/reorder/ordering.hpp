@@ -291,47 +291,43 @@ class microbatch_orderer {
       improved = false;
       for (std::size_t i = 0; i + 1 < m && spent_ < budget; ++i) {
         for (std::size_t j = i + 1; j < m && spent_ < budget; ++j) {
-          std::swap(cur_[i], cur_[j]);
-          ++spent_;
-          const double w = sc.trial(cur_, i, cutoff(v));
-          if (better(w, v)) {
-            v = w;
-            sc.keep();
-            improved = true;
-          } else {
-            std::swap(cur_[i], cur_[j]);
-          }
+          const auto swap = [&] { std::swap(cur_[i], cur_[j]); };
+          if (attempt(sc, v, i, swap, swap)) improved = true;
         }
       }
       for (std::size_t i = 0; i < m && spent_ < budget; ++i) {
         for (std::size_t j = 0; j < m && spent_ < budget; ++j) {
           if (j == i || j + 1 == i) continue;  // no-op or same as a swap
-          move(i, j);
-          ++spent_;
-          const double w = sc.trial(cur_, std::min(i, j), cutoff(v));
-          if (better(w, v)) {
-            v = w;
-            sc.keep();
-            improved = true;
-          } else {
-            move(j, i);
-          }
+          const auto out_in = [&] { move(i, j); };
+          const auto back = [&] { move(j, i); };
+          if (attempt(sc, v, std::min(i, j), out_in, back)) improved = true;
         }
       }
     }
     return v;
   }
+  // Applies a step to cur_ (changing positions from `from` on) and scores it;
+  // keeps it if it beats `v`, else undoes it.
+  template <class Scorer, class Step, class Undo>
+  bool attempt(Scorer& sc, double& v, std::size_t from, Step step, Undo undo) {
+    step();
+    ++spent_;
+    const double w = sc.trial(cur_, from, cutoff(v));
+    if (!better(w, v)) {
+      undo();
+      return false;
+    }
+    v = w;
+    sc.keep();
+    return true;
+  }
   // Takes cur_[i] out and reinserts it at position j.
   void move(std::size_t i, std::size_t j) {
-    const std::uint32_t x = cur_[i];
-    const auto b = cur_.begin();
+    const auto at = [this](std::size_t p) { return cur_.begin() + static_cast<std::ptrdiff_t>(p); };
     if (j > i)
-      std::copy(b + static_cast<std::ptrdiff_t>(i + 1), b + static_cast<std::ptrdiff_t>(j + 1),
-                b + static_cast<std::ptrdiff_t>(i));
+      std::rotate(at(i), at(i + 1), at(j + 1));
     else
-      std::copy_backward(b + static_cast<std::ptrdiff_t>(j), b + static_cast<std::ptrdiff_t>(i),
-                         b + static_cast<std::ptrdiff_t>(i + 1));
-    cur_[j] = x;
+      std::rotate(at(j), at(i), at(i + 1));
   }
 
   microbatch_times t_;

@@ -104,34 +104,14 @@ class pipeline_time {
   /// @brief Schedule this evaluator models.
   [[nodiscard]] pipeline_kind schedule() const noexcept { return schedule_; }
 
-  /// @brief Iteration time of running the rows of `t` in order.
+  /// @brief Iteration time of running the rows of `t` in order. (It does
+  /// not move the anchor of the incremental scoring below.)
   double operator()(const microbatch_times& t) {
     t.validate();
-    const std::size_t m = t.microbatches, S = t.stages;
-    if (m != m_ || S != s_) build(m, S);
-    std::fill(free_.begin(), free_.end(), 0.0);
-    const std::size_t per_stage = 2 * m;
-    double end = 0.0;
-    for (std::uint32_t code : topo_) {
-      const std::size_t s = code / per_stage;
-      const std::uint32_t op = ops_[code];
-      const std::size_t j = op >> 1;
-      const std::size_t cell = j * S + s;
-      double ready;
-      double fin;
-      if ((op & 1u) == 0u) {  // forward
-        ready = s > 0 ? ffin_[cell - 1] + latency_ : 0.0;
-        fin = std::max(free_[s], ready) + t.forward[cell];
-        ffin_[cell] = fin;
-      } else {
-        ready = s + 1 < S ? bfin_[cell + 1] + latency_ : ffin_[cell];
-        fin = std::max(free_[s], ready) + t.backward[cell];
-        bfin_[cell] = fin;
-      }
-      free_[s] = fin;
-      end = std::max(end, fin);
-    }
-    return end;
+    if (t.microbatches != m_ || t.stages != s_) build(t.microbatches, t.stages);
+    dirty_from_ = 0;  // the scratch no longer matches the anchor anywhere
+    tried_from_ = nodes_.size();
+    return relax(t, identity_, 0, std::numeric_limits<double>::infinity());
   }
 
   /// @name Incremental scoring of reorderings (what `microbatch_orderer`'s search uses)
@@ -165,7 +145,7 @@ class pipeline_time {
     std::fill(stage_work_.begin(), stage_work_.end(), 0.0);
     for (std::size_t c = 0; c < m * s_; ++c)
       stage_work_[c % s_] += base.forward[c] + base.backward[c];
-    tried_end_ = relax(order, 0, std::numeric_limits<double>::infinity());
+    tried_end_ = relax(base_, order, 0, std::numeric_limits<double>::infinity());
     accept();
     return anchor_end_;
   }
@@ -179,7 +159,7 @@ class pipeline_time {
                 tried_.begin() + static_cast<std::ptrdiff_t>(dirty_from_));
     dirty_from_ = k0;
     tried_from_ = k0;
-    tried_end_ = relax(order, k0, cutoff);
+    tried_end_ = relax(base_, order, k0, cutoff);
     return tried_end_;
   }
   void accept() {
@@ -192,8 +172,8 @@ class pipeline_time {
 
  private:
   // One op in the cached topological order: its finish time is
-  // max(finish[prev], finish[dep] + lat) + its duration, where index
-  // `sentinel()` (past the ops) holds 0.
+  // max(finish[prev], finish[dep] + lat) + its duration, where the index past
+  // the last op (no such op) holds 0.
   struct node {
     std::uint32_t pos;  // microbatch position
     std::uint32_t stage;
@@ -202,21 +182,19 @@ class pipeline_time {
     double lat;          // latency added to dep's finish
     bool backward;
   };
-  [[nodiscard]] std::uint32_t sentinel() const noexcept {
-    return static_cast<std::uint32_t>(nodes_.size());
-  }
 
-  // Finish times of ops k0.. of `order` into tried_ (earlier ones read as
-  // they are). Stops early, returning a lower bound >= `cutoff`, once an op's
-  // finish plus the work its stage has left passes `cutoff` (a stage's total
-  // work does not depend on the order).
-  double relax(std::span<const std::uint32_t> order, std::size_t k0, double cutoff) {
+  // Finish times of ops k0.. of running row order[p] of `rows` at position p,
+  // into tried_ (earlier ones read as they are). Stops early, returning a
+  // lower bound >= `cutoff`, once an op's finish plus the work its stage has
+  // left passes `cutoff` (a stage's total work does not depend on the order).
+  double relax(const microbatch_times& rows, std::span<const std::uint32_t> order, std::size_t k0,
+               double cutoff) {
     const std::size_t S = s_;
     slot* v = tried_.data();
     for (std::size_t k = k0; k < nodes_.size(); ++k) {
       const node& n = nodes_[k];
       const std::size_t cell = std::size_t{order[n.pos]} * S + n.stage;
-      const double d = n.backward ? base_.backward[cell] : base_.forward[cell];
+      const double d = n.backward ? rows.backward[cell] : rows.forward[cell];
       v[k].finish = std::max(v[n.prev].finish, v[n.dep].finish + n.lat) + d;
       v[k].work = v[n.prev].work + d;
       // Bound with a relative margin far above the rounding of the sums: a
@@ -255,9 +233,6 @@ class pipeline_time {
     }
     // One topological order, independent of durations: repeatedly run every
     // stage as far as its dependencies allow.
-    ffin_.assign(m * S, 0.0);
-    bfin_.assign(m * S, 0.0);
-    free_.assign(S, 0.0);
     std::vector<char> fdone(m * S, 0), bdone(m * S, 0);
     std::vector<std::size_t> ptr(S, 0);
     topo_.clear();
@@ -324,18 +299,19 @@ class pipeline_time {
     anchored_.assign(n_ops + 1, slot{});
     tried_.assign(n_ops + 1, slot{});
     stage_work_.assign(S, 0.0);
+    identity_.resize(m);
+    for (std::size_t j = 0; j < m; ++j) identity_[j] = static_cast<std::uint32_t>(j);
   }
 
   pipeline_kind schedule_;
   double latency_;
   std::size_t m_ = 0, s_ = 0;
   std::vector<std::uint32_t> ops_, topo_;
-  std::vector<double> ffin_, bfin_, free_;
-  // Incremental scoring: the ops in topological order, per stage its last op,
-  // per position p the first op of any position >= p; finish times of the
-  // anchored and the last tried order (+ the sentinel's 0).
+  // The ops in topological order, per stage its last op, per position p the
+  // first op of any position >= p, the identity order (operator()); finish
+  // times of the anchored and the last tried order (+ a 0 past the last op).
   std::vector<node> nodes_;
-  std::vector<std::uint32_t> last_op_, first_op_;
+  std::vector<std::uint32_t> last_op_, first_op_, identity_;
   struct slot {
     double finish = 0.0;  // the op's finish time
     double work = 0.0;    // its stage's durations up to and including it
