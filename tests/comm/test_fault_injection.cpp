@@ -153,6 +153,13 @@ TEST_CASE("fault_backend: seeded, reproducible, and validated options") {
   DISTTRAIN_CHECK_ERROR(fault_backend<local_backend>(ep, o), errc::invalid_argument,
                         "fault_options.rate");
   o.rate = 0.5;
+  o.min_delay = std::chrono::milliseconds(30);  // above max_delay (20)
+  DISTTRAIN_CHECK_ERROR(fault_backend<local_backend>(ep, o), errc::invalid_argument,
+                        "fault_options.max_delay");
+  o.min_delay = std::chrono::milliseconds(-1);
+  DISTTRAIN_CHECK_ERROR(fault_backend<local_backend>(ep, o), errc::invalid_argument,
+                        "fault_options.min_delay");
+  o.min_delay = std::chrono::milliseconds(0);
   o.kinds.clear();
   DISTTRAIN_CHECK_ERROR(fault_backend<local_backend>(ep, o), errc::invalid_argument,
                         "fault_options.kinds");

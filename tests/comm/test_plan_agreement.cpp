@@ -3,12 +3,10 @@
 // the same byte count (swapped samples, a reshape, another split axis).
 #include <chrono>
 #include <functional>
-#include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "disttrain/comm/detail/plan_stamp.hpp"
+#include "disttrain/comm/fault_backend.hpp"
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/comm/route_transfer.hpp"
 #include "disttrain_catch.hpp"
@@ -26,37 +24,6 @@ using disttrain::split_axis;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A local backend that pauses after posting each plan stamp, so the payload
-// behind it is posted only after the receiver has seen the stamp: the
-// interleaving in which a receiver that rejects the stamp used to cancel the
-// payload's receive and leave its sender to time out.
-struct slow_after_stamp {
-  using request = local_backend::request;
-  static constexpr auto memory = local_backend::memory;
-  local_backend* b;
-  [[nodiscard]] int rank() const { return b->rank(); }
-  [[nodiscard]] int size() const { return b->size(); }
-  [[nodiscard]] const disttrain::comm_options& options() const { return b->options(); }
-  request isend(std::span<const std::byte> out, int peer, int tag) {
-    auto r = b->isend(out, peer, tag);
-    if (out.size() == sizeof(disttrain::detail::plan_stamp)) std::this_thread::sleep_for(100ms);
-    return r;
-  }
-  request irecv(std::span<std::byte> in, int peer, int tag) { return b->irecv(in, peer, tag); }
-  void wait(request& r) { b->wait(r); }
-  void wait(request& r, std::chrono::milliseconds ms) { b->wait(r, ms); }
-  void wait(request& r, const disttrain::wait_deadline& d) { b->wait(r, d); }
-  bool test(request& r) { return b->test(r); }
-  void group_start() { b->group_start(); }
-  void group_end() { b->group_end(); }
-  void barrier() { b->barrier(); }
-  void broadcast(std::span<std::byte> data, int root) { b->broadcast(data, root); }
-  void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    b->allgather(mine, all);
-  }
-};
-static_assert(disttrain::comm_backend<slow_after_stamp>);
 
 struct side {
   sample_placement pa, pb;
@@ -90,7 +57,12 @@ result run(const rank_layout& L, const side& ref, const std::function<side(int)>
     disttrain::buffer_pool pool;
     const disttrain::transfer_options opts{.tag = 5, .verify = verify, .timeout = 1000ms};
     if (slow_sender && b.rank() == 0) {
-      slow_after_stamp slow{&b};
+      // Every send of the sender posted 100 ms late: the payload comes only
+      // after the receiver has seen (and rejected) the stamp before it.
+      disttrain::fault_backend<local_backend> slow(b, {.rate = 1.0,
+                                                       .kinds = {disttrain::fault_kind::delay},
+                                                       .min_delay = 100ms,
+                                                       .max_delay = 100ms});
       disttrain::run_route(slow, plan, bufs.source, bufs.destination, pool, opts);
     } else {
       disttrain::run_route(b, plan, bufs.source, bufs.destination, pool, opts);

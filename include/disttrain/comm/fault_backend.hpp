@@ -13,7 +13,7 @@
 ///
 /// | kind | what the peer sees |
 /// |---|---|
-/// | `delay` | the send is posted 0..`max_delay` later (the sender's thread sleeps) |
+/// | `delay` | the send is posted `min_delay`..`max_delay` later (the sender's thread sleeps) |
 /// | `drop` | nothing; the sender's request completes at once (a lost eager message) |
 /// | `duplicate` | the message twice; the copy is never waited for |
 /// | `truncate` | a message of another size: the first half (an empty one: 1 byte) |
@@ -74,9 +74,10 @@ struct fault_options {
   /// empty messages where another kind is listed).
   std::vector<fault_kind> kinds{fault_kind::delay,    fault_kind::drop,    fault_kind::duplicate,
                                 fault_kind::truncate, fault_kind::corrupt, fault_kind::kill};
-  std::chrono::milliseconds max_delay{20};  ///< longest `delay`
+  std::chrono::milliseconds min_delay{0};   ///< shortest `delay`
+  std::chrono::milliseconds max_delay{20};  ///< longest `delay` (>= `min_delay`)
   int max_faults = -1;                      ///< stop injecting after this many (< 0: no limit)
-  std::function<void(int)> on_kill;         ///< called with the rank when it is killed
+  std::function<void(int)> on_kill{};       ///< called with the rank when it is killed
 };
 
 /// @brief One injected fault.
@@ -160,8 +161,10 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
             opts_.rate);
     require(!opts_.kinds.empty() || opts_.rate == 0.0, "fault_options.kinds",
             "no kind to inject with rate ", opts_.rate);
-    require(opts_.max_delay.count() >= 0, "fault_options.max_delay", "must be >= 0 ms, got ",
-            opts_.max_delay.count());
+    require(opts_.min_delay.count() >= 0, "fault_options.min_delay", "must be >= 0 ms, got ",
+            opts_.min_delay.count());
+    require(opts_.max_delay >= opts_.min_delay, "fault_options.max_delay", "must be >= min_delay (",
+            opts_.min_delay.count(), " ms), got ", opts_.max_delay.count(), " ms");
   }
   fault_backend(const fault_backend&) = delete;
   fault_backend& operator=(const fault_backend&) = delete;
@@ -271,9 +274,12 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
     fault_record f;
     f.kind = usable[static_cast<std::size_t>(draw(index, 1) % usable.size())];
     f.index = index;
-    if (f.kind == fault_kind::delay)
-      f.delay = std::chrono::milliseconds(static_cast<std::int64_t>(
-          draw(index, 2) % static_cast<std::uint64_t>(opts_.max_delay.count() + 1)));
+    if (f.kind == fault_kind::delay) {
+      const auto span =
+          static_cast<std::uint64_t>(opts_.max_delay.count() - opts_.min_delay.count());
+      f.delay = opts_.min_delay +
+                std::chrono::milliseconds(static_cast<std::int64_t>(draw(index, 2) % (span + 1)));
+    }
     faults_.push_back(f);
     return true;
   }
