@@ -4,6 +4,7 @@
 // `disttrain::error` within the timeout; never with wrong data and no error.
 // The counts are printed (ctest -V shows them). The same suite runs under
 // mpirun in tests/mpi/test_mpi_faults.cpp.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -49,6 +50,23 @@ std::vector<rank_outcome> run_world(int n, const disttrain::fault_options& base,
   return out;
 }
 
+// Runs `trials` independent trials, `trial(i)` returning trial i's rank
+// outcomes, up to 4 worlds at a time: a world mostly waits out timeouts, so
+// four of them share the machine without slowing one another, and the suite
+// takes a quarter of the wall time. The outcomes come back in trial order.
+template <class Trial>
+std::vector<std::vector<rank_outcome>> run_trials(int trials, Trial&& trial) {
+  constexpr int concurrent_worlds = 4;
+  std::vector<std::vector<rank_outcome>> out(static_cast<std::size_t>(trials));
+  for (int first = 0; first < trials; first += concurrent_worlds) {
+    std::vector<std::thread> worlds;
+    for (int i = first; i < std::min(trials, first + concurrent_worlds); ++i)
+      worlds.emplace_back([&, i] { out[static_cast<std::size_t>(i)] = trial(i); });
+    for (auto& w : worlds) w.join();
+  }
+  return out;
+}
+
 void print_failures(const std::vector<rank_outcome>& ranks, const std::string& what) {
   for (std::size_t r = 0; r < ranks.size(); ++r)
     if (ranks[r].what == outcome::silent || ranks[r].what == outcome::foreign)
@@ -77,17 +95,21 @@ TEST_CASE("fault injection: routes deliver the right bytes or fail within the ti
   disttrain::test::tally t;
   const double allowed = std::chrono::duration<double>(timeout).count() + grace_s;
   constexpr int trials = 300;
-  for (int i = 0; i < trials; ++i) {
+  const auto outcomes = run_trials(trials, [&](int i) {
     const auto& c = cases[static_cast<std::size_t>(i) % cases.size()];
     // Even trials in verify mode (corruption is caught by the checksum),
     // odd ones without (no corruption: nothing would check the payload).
     const bool verify = i % 2 == 0;
     const auto opts =
         disttrain::test::trial_faults(static_cast<std::uint64_t>(i) + 1, 0.25, verify, timeout);
-    const auto ranks = run_world(c.layout.world_size(), opts, [&](auto& fb) {
+    return run_world(c.layout.world_size(), opts, [&](auto& fb) {
       return disttrain::test::route_trial(fb, c, verify, 3, timeout);
     });
-    print_failures(ranks, "route trial " + std::to_string(i) + " (" + c.name + ")");
+  });
+  for (int i = 0; i < trials; ++i) {
+    const auto& ranks = outcomes[static_cast<std::size_t>(i)];
+    print_failures(ranks, "route trial " + std::to_string(i) + " (" +
+                              cases[static_cast<std::size_t>(i) % cases.size()].name + ")");
     t.add_trial(ranks, allowed);
   }
   std::printf("%s\n", t.report("routes, local backend").c_str());
@@ -103,11 +125,14 @@ TEST_CASE("fault injection: executor iterations deliver the right bytes or fail 
       std::chrono::duration<double>(timeout).count() * static_cast<double>(s.ops[0].size()) +
       grace_s;
   constexpr int trials = 150;
-  for (int i = 0; i < trials; ++i) {
+  const auto outcomes = run_trials(trials, [&](int i) {
     const auto opts =
         disttrain::test::trial_faults(static_cast<std::uint64_t>(i) + 1000, 0.2, false, timeout);
-    const auto ranks = run_world(
-        s.num_ranks(), opts, [&](auto& fb) { return disttrain::test::exec_trial(fb, s, timeout); });
+    return run_world(s.num_ranks(), opts,
+                     [&](auto& fb) { return disttrain::test::exec_trial(fb, s, timeout); });
+  });
+  for (int i = 0; i < trials; ++i) {
+    const auto& ranks = outcomes[static_cast<std::size_t>(i)];
     print_failures(ranks, "executor trial " + std::to_string(i));
     t.add_trial(ranks, allowed);
   }
