@@ -114,6 +114,36 @@ class pipeline_time {
     return relax(t, identity_, 0, std::numeric_limits<double>::infinity());
   }
 
+  /// @brief A lower bound on the iteration time of the rows of `t` in *any*
+  /// order, for this schedule or any other that runs each stage's ops one at a
+  /// time and a microbatch's forwards up the chain, its backwards down it:
+  /// max over stages s of (the least forward time any row needs to reach s) +
+  /// (s's total work) + (the least backward time any row needs from s back
+  /// to stage 0), with the p2p latency of each hop. Exact for identical rows
+  /// under 1F1B and GPipe without latency. As every time grows with every duration, it also
+  /// bounds any `t'` whose durations are at least those of `t`.
+  [[nodiscard]] double lower_bound(const microbatch_times& t) const {
+    t.validate();
+    const std::size_t m = t.microbatches, S = t.stages;
+    double best = 0.0;
+    for (std::size_t s = 0; s < S; ++s) {
+      double head = std::numeric_limits<double>::infinity(), tail = head, work = 0.0;
+      for (std::size_t j = 0; j < m; ++j) {
+        double f = 0.0, b = 0.0;
+        for (std::size_t q = 0; q < s; ++q) {
+          f += t.forward[j * S + q];
+          b += t.backward[j * S + q];
+        }
+        head = std::min(head, f);
+        tail = std::min(tail, b);
+        work += t.forward[j * S + s] + t.backward[j * S + s];
+      }
+      const double hops = 2.0 * static_cast<double>(s) * latency_;
+      best = std::max(best, head + work + tail + hops);
+    }
+    return best;
+  }
+
   /// @name Incremental scoring of reorderings (what `microbatch_orderer`'s search uses)
   /// `anchor(base, order)` validates `base` once and returns the iteration
   /// time of running row `order[p]` of `base` at position p. `try_order(order,

@@ -298,11 +298,40 @@ class reorderer {
     // The baselines replace the searched cut when lower by any amount, so the
     // result is never above either, not even by a rounding difference.
     swap_plan();  // incumbent: the searched cut
+    if (arrival_cannot_win(batch)) {
+      swap_plan();
+      return;
+    }
     plan(batch, start::arrival, options_.balance, options_.order, false);
     if (plan_.time < saved_.time) swap_plan();
     plan(batch, start::arrival, balance_method::arrival, order_method::identity, false);
     if (plan_.time < saved_.time) swap_plan();
     swap_plan();
+  }
+
+  // Step 4's shortcut, with the incumbent in saved_: true when no split and
+  // no order of the arrival cut can come in below the incumbent, so neither
+  // baseline can replace it and planning them would not change the result.
+  // The arrival cut's cells at their lower bounds (estimate_cells) give stage
+  // times below any split's; the objective's order-free lower bound of those
+  // (only objectives that have one, e.g. pipeline_time) is below any time the
+  // baselines could score, with a margin far above the bound's rounding.
+  // Uses the primary buffers as scratch (the caller plans into them next).
+  bool arrival_cannot_win(std::span<const sample_meta> batch) {
+    if constexpr (requires(const Objective& o, const microbatch_times& t) {
+                    { o.lower_bound(t) } -> std::convertible_to<double>;
+                  }) {
+      if (std::isinf(saved_.time)) return false;
+      form_slots(batch, start::arrival);
+      estimate_cells(batch);
+      stage_times(plan_.slowest, {});
+      const std::size_t m = options_.microbatches, S = options_.stages.size();
+      const double bound = objective_.lower_bound(microbatch_times{m, S, fwd_, bwd_});
+      return bound * (1.0 - 1e-9) >= saved_.time;
+    } else {
+      (void)batch;
+      return false;
+    }
   }
 
   [[nodiscard]] std::size_t slot_begin(std::size_t j, std::size_t n) const noexcept {
