@@ -6,8 +6,8 @@
 #                                the disttrain-plan planner on the paper's
 #                                72B preset (until the planner exists: every
 #                                example program)
-#   scripts/quickstart.sh test   build (dev preset: Debug, warnings as errors,
-#                                MPI on) and run every test but the ones
+#   scripts/quickstart.sh test   build (dev preset: -O1, assertions on, warnings
+#                                as errors, MPI on, no benchmarks) and run every test but the ones
 #                                labelled exhaustive (.ci/run runs those),
 #                                print the slowest tests, then the Python
 #                                package's tests: a venv in build/python-venv
