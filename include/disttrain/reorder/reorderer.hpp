@@ -316,7 +316,8 @@ class reorderer {
   // times below any split's; the objective's order-free lower bound of those
   // (only objectives that have one, e.g. pipeline_time) is below any time the
   // baselines could score, with a margin far above the bound's rounding.
-  // Uses the primary buffers as scratch (the caller plans into them next).
+  // Uses the primary buffers as scratch: the caller then plans the baselines
+  // into them, or (true) swaps the incumbent back.
   bool arrival_cannot_win(std::span<const sample_meta> batch) {
     if constexpr (requires(const Objective& o, const microbatch_times& t) {
                     { o.lower_bound(t) } -> std::convertible_to<double>;
