@@ -12,6 +12,7 @@
 
 #include "disttrain/cost.hpp"
 #include "disttrain/cost/calibration.hpp"
+#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
 #include "harness.hpp"
 

@@ -30,6 +30,7 @@
 
 #include "disttrain/bind/workload_cost.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
+#include "disttrain/json.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/presets.hpp"
 #include "disttrain/model/workload.hpp"

@@ -27,6 +27,7 @@
 #include <tuple>
 #include <vector>
 
+#include "disttrain/json.hpp"
 #include "disttrain/schedule.hpp"
 #include "disttrain/sim.hpp"
 #include "harness.hpp"

@@ -9,6 +9,7 @@
 #if defined(TEST_PACKAGE_FORMAT)
 #include <fmt/format.h>
 #include <disttrain/core/format.hpp>
+#include <disttrain/json.hpp>
 #endif
 #if defined(TEST_PACKAGE_CALIBRATION)
 #include <Eigen/Core>

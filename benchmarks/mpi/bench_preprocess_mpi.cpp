@@ -41,6 +41,7 @@
 #include "disttrain/data/jpeg.hpp"
 #include "disttrain/data/preprocess_pipeline.hpp"
 #include "disttrain/data/producer_ranks.hpp"
+#include "disttrain/json.hpp"
 #include "harness.hpp"
 #include "jpeg_corpus.hpp"
 

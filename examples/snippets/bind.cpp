@@ -2,6 +2,7 @@
 // header disttrain/disttrain.hpp: see snippets.hpp.
 //! [umbrella]
 #include <disttrain/disttrain.hpp>
+#include "disttrain/json.hpp"
 static_assert(DISTTRAIN_VERSION_MAJOR == disttrain::version_major);
 //! [umbrella]
 
@@ -348,7 +349,7 @@ void simulated_objective() {
   const disttrain::microbatch_times times{8, 4, f, b};
   //! [simulated_objective]
   disttrain::simulated_objective sim(disttrain::add_communication(disttrain::make_zb_h1(4, 8)),
-                                     0.5);
+                                     {.weight_fraction = 0.5});
   double T = sim(times);  // times: 8 microbatches x 4 stages
   //! [simulated_objective]
   check(T == 3 * 8 + 4 - 1, "ZB-H1 with F = B = W = 1: (3m + p - 1)");

@@ -9,6 +9,7 @@
 #include "disttrain/core/checked.hpp"
 #include "disttrain/core/format.hpp"
 #include "disttrain/core/topology.hpp"
+#include "disttrain/json.hpp"
 #include "snippets.hpp"
 
 namespace {

@@ -11,6 +11,7 @@
 #include "disttrain/cost/calibration.hpp"
 #include "disttrain/cost/format.hpp"
 #include "disttrain/cost/profiler.hpp"
+#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
 #include "snippets.hpp"
 

@@ -12,6 +12,7 @@
 
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/exec.hpp"
+#include "disttrain/json.hpp"
 #include "disttrain/schedule.hpp"
 #include "local_ranks.hpp"
 #include "small_world.hpp"

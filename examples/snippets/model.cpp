@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
 #include "disttrain/model/format.hpp"
 #include "snippets.hpp"

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "disttrain/json.hpp"
 #include "disttrain/reorder.hpp"
 #include "snippets.hpp"
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "disttrain/json.hpp"
 #include "disttrain/schedule.hpp"
 #include "disttrain/sim.hpp"
 #include "disttrain/sim/format.hpp"

@@ -8,8 +8,9 @@
 /// (`simulate_plan.hpp`), and on sampled batches, arrival order vs reordered
 /// (`heterogeneity.hpp`). Every other part includes only the parts
 /// before it in the data flow; bind/ may include any part.
+///
+/// JSON I/O is not included: `disttrain/bind/json.hpp` (or `disttrain/json.hpp`).
 #include "disttrain/bind/heterogeneity.hpp"
-#include "disttrain/bind/json.hpp"
 #include "disttrain/bind/placement.hpp"
 #include "disttrain/bind/plan_reorder.hpp"
 #include "disttrain/bind/sim_objective.hpp"

@@ -8,10 +8,11 @@
 /// `disttrain/comm/mpi_backend.hpp` (needs DISTTRAIN_HAS_MPI, target
 /// disttrain::mpi) and `disttrain/comm/nccl_backend.hpp` (DISTTRAIN_HAS_NCCL,
 /// target disttrain::nccl).
+///
+/// JSON I/O is not included: `disttrain/comm/json.hpp` (or `disttrain/json.hpp`).
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/buffer.hpp"
 #include "disttrain/comm/fault_backend.hpp"
-#include "disttrain/comm/json.hpp"
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/comm/route_transfer.hpp"

@@ -3,6 +3,9 @@
 /// @brief Umbrella header: every nvcc-safe public part of disttrain.
 ///
 /// Not included here (include them yourself where needed):
+/// - JSON I/O and the trace writers: `disttrain/json.hpp` (or a part's
+///   `<part>/json.hpp`), so that code that never reads or writes JSON does not
+///   parse nlohmann/json (docs/header_cost.md);
 /// - host-only headers `disttrain/<part>/format.hpp` (they use fmt; include them
 ///   from `.cpp` files), so that this header compiles in `.cu` files too;
 /// - feature-gated backends: `disttrain/comm/mpi_backend.hpp` (target

@@ -7,9 +7,10 @@
 ///
 /// @snippet plan.cpp umbrella_include
 /// @snippet plan.cpp umbrella
+///
+/// JSON I/O is not included: `disttrain/plan/json.hpp`, and the published-run
+/// reader `disttrain/plan/fidelity.hpp` (both in `disttrain/json.hpp`).
 #include "disttrain/plan/evaluate.hpp"
-#include "disttrain/plan/fidelity.hpp"
-#include "disttrain/plan/json.hpp"
 #include "disttrain/plan/layout.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/plan/planner.hpp"

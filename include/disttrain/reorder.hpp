@@ -6,8 +6,9 @@
 /// Depends on core/ only; its adapters to the other parts (sample placements
 /// for comm/'s routes, the simulator as an objective, cost-model sample
 /// costs, options from a plan) are in `disttrain/bind.hpp`.
+///
+/// JSON I/O is not included: `disttrain/reorder/json.hpp` (or `disttrain/json.hpp`).
 #include "disttrain/reorder/assignment.hpp"
-#include "disttrain/reorder/json.hpp"
 #include "disttrain/reorder/multimodal_cost.hpp"
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/reorder/ordering.hpp"

@@ -4,10 +4,11 @@
 /// (GPipe, 1F1B, interleaved 1F1B, ZB-H1, the multi-module disaggregated
 /// pipeline), the communication and gradient-sync passes, and validation.
 /// nvcc-safe; the text table lives in the host-only `schedule/format.hpp`.
+///
+/// JSON I/O is not included: `disttrain/schedule/json.hpp` (or `disttrain/json.hpp`).
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/gpipe.hpp"
 #include "disttrain/schedule/interleaved.hpp"
-#include "disttrain/schedule/json.hpp"
 #include "disttrain/schedule/multi_module.hpp"
 #include "disttrain/schedule/one_f_one_b.hpp"
 #include "disttrain/schedule/op.hpp"

@@ -262,7 +262,7 @@ void flatten(const disttrain::reorder_result& res, const std::vector<disttrain::
     f.load[k].reset(static_cast<std::size_t>(res.microbatches) * d);
     for (std::size_t j = 0; j < res.microbatches; ++j)
       for (std::size_t r = 0; r < d; ++r)
-        f.load[k].p[j * d + r] = res.load.empty() ? 0.0 : res.load[res.cell_index(k, j, r)];
+        f.load[k].p[j * d + r] = res.load.empty() ? 0.0 : res.load[res.cell_index(k, r, j)];
   }
   f.imbalance.reset(K);
   std::copy_n(res.imbalance.begin(), K, f.imbalance.p.get());

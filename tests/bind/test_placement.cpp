@@ -156,14 +156,14 @@ TEST_CASE("placement: bad input") {
   // Module 1 lists sample id 20 (microbatch 1) in microbatch 0 instead of id 30.
   reorder_result moved = r;
   std::replace(moved.cell_samples.begin() + moved.cell_begin[moved.cell_index(1, 0, 0)],
-               moved.cell_samples.begin() + moved.cell_begin[moved.cell_index(1, 0, 1)], 2u, 1u);
+               moved.cell_samples.begin() + moved.cell_begin[moved.cell_index(1, 1, 0)], 2u, 1u);
   DISTTRAIN_CHECK_ERROR(disttrain::to_sample_placement(moved, 1, 0), errc::invalid_argument,
                         "reorder_result.module[1].microbatch[0]");
   DISTTRAIN_CHECK_ERROR(disttrain::placements_for_route(moved, 0, 0, 1), errc::invalid_argument,
                         "reorder_result.module[1].replica[0].microbatch[0]");
   // Module 1 loses a sample of microbatch 0 (a cell shortened, the rest shifted).
   reorder_result lost = r;
-  const std::size_t c = lost.cell_index(1, 0, 1);  // [10, 70]
+  const std::size_t c = lost.cell_index(1, 1, 0);  // [10, 70]
   lost.cell_samples.erase(lost.cell_samples.begin() + lost.cell_begin[c + 1] - 1);
   lost.cell_samples.push_back(0);
   for (std::size_t x = c + 1; x < lost.cell_begin.size() - 1; ++x) --lost.cell_begin[x];

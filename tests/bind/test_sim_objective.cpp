@@ -74,7 +74,8 @@ TEST_CASE(
   CHECK_NOTHROW(disttrain::validate(res));
   CHECK(res.iteration_time > 0.0);
   // A zero-bubble (split B/W) schedule simulates too.
-  disttrain::simulated_objective zb(disttrain::add_communication(disttrain::make_zb_h1(S, m)), 0.5);
+  disttrain::simulated_objective zb(disttrain::add_communication(disttrain::make_zb_h1(S, m)),
+                                    {.weight_fraction = 0.5});
   CHECK(zb(microbatch_times{m, S, f, b}) > 0.0);
 }
 
@@ -84,6 +85,7 @@ TEST_CASE("simulated_objective: bad input") {
   DISTTRAIN_CHECK_ERROR(sim(microbatch_times{3, 2, f, b}), errc::invalid_argument,
                         "simulated_objective");
   DISTTRAIN_CHECK_ERROR(
-      disttrain::simulated_objective(disttrain::add_communication(disttrain::make_1f1b(2, 4)), 1.5),
+      disttrain::simulated_objective(disttrain::add_communication(disttrain::make_1f1b(2, 4)),
+                                     {.weight_fraction = 1.5}),
       errc::invalid_argument, "weight_fraction");
 }

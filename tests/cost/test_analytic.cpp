@@ -3,6 +3,7 @@
 #include <string>
 
 #include "disttrain/cost.hpp"
+#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
 #include "disttrain_catch.hpp"
 

@@ -5,6 +5,7 @@
 #include "disttrain/cost.hpp"
 #include "disttrain/cost/calibration.hpp"
 #include "disttrain/cost/profiler.hpp"
+#include "disttrain/json.hpp"
 #include "disttrain/model/rng.hpp"
 #include "disttrain_catch.hpp"
 

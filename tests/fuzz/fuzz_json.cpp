@@ -7,6 +7,7 @@
 #include "disttrain/comm.hpp"
 #include "disttrain/cost.hpp"
 #include "disttrain/cost/calibration.hpp"
+#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
 #include "disttrain/plan.hpp"
 #include "disttrain/reorder.hpp"

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
 #include "disttrain_catch.hpp"
 

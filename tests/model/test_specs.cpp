@@ -1,6 +1,7 @@
 // Spec validation and JSON: bad inputs name the field.
 #include <string>
 
+#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
 #include "disttrain_catch.hpp"
 

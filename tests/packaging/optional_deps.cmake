@@ -6,13 +6,18 @@
 # The core target (disttrain::disttrain) links neither, so such a header would
 # not compile for a core-only consumer. The umbrella headers (disttrain.hpp,
 # <part>.hpp) belong to no component and must reach neither.
+# The same check keeps nlohmann/json in the JSON layer ("json" below): it is a
+# dependency of the core target, but only the JSON readers and writers (and
+# the calibration component, whose headers read JSON) may include it, so that
+# code which reads or writes no JSON does not parse it (docs/header_cost.md).
 #
 # Which headers belong to which component lives here and only here (entries
 # "<component>:<regular expression on the path under include/>:<include
 # marker>"; docs/packaging.md shows the same).
 set(disttrain_component_headers
   "calibration:^disttrain/cost/(calibration|profiler|format)\\.hpp$:<Eigen/"
-  "format:/format\\.hpp$:<fmt/")
+  "format:/format\\.hpp$:<fmt/"
+  "json:^disttrain/(json|[a-z]+/json|sim/trace|exec/trace|plan/fidelity|cost/calibration|cost/profiler|cost/format)\\.hpp$:<nlohmann/")
 
 cmake_minimum_required(VERSION 3.25)
 include("${CMAKE_CURRENT_LIST_DIR}/script_common.cmake")
@@ -108,4 +113,4 @@ if(n_bad GREATER 0)
                       "include into the component's headers or add the header to the component "
                       "(tests/packaging/optional_deps.cmake, docs/packaging.md)")
 endif()
-message(STATUS "optional dependencies: OK (only the components' headers reach Eigen or fmt)")
+message(STATUS "optional dependencies: OK (only the components' headers reach Eigen or fmt, only the JSON layer nlohmann/json)")

@@ -57,7 +57,7 @@ TEST_CASE("uniform interleaved pipeline has the published bubble (p - 1) / v") {
   // One segment of p equal stages and no transfers: m T + (p - 1) T / v.
   std::vector<double> t(4, 1.0), h(4, 0.0);
   for (int v : {1, 2, 4}) {
-    const auto terms = disttrain::detail::module_path(t, h, 0.0, v);
+    const auto terms = disttrain::detail::module_path({.stage_s = t, .hop_s = h}, 0.0, v);
     const disttrain::detail::module_terms arr[1] = {terms};
     const auto cf = disttrain::detail::combine(8, arr);
     CHECK(cf.pipeline_s == Approx(8.0 + 3.0 / v));

@@ -44,7 +44,7 @@ TEST_CASE("a stage's DP sync is priced by where its DP group sits (mllm-13b on 3
   int straddling_stages = 0;
   for (const auto& s : e.stages) {
     const int seg = L.segment_index(s.module);
-    const auto group = L.dp_group(seg, s.stage, 0);
+    const auto group = L.dp_group(seg, disttrain::stage_id{s.stage}, 0);
     const bool spans = group.front() / g != group.back() / g;
     straddling_stages += spans ? 1 : 0;
     std::size_t mod = 0;
@@ -101,7 +101,7 @@ TEST_CASE("the planner's answer is priced by its own placement (mllm-13b on 36 G
   const disttrain::rank_layout L = disttrain::to_rank_layout(r.plan);
   const int g = sc.cluster.gpus_per_node;
   for (const auto& s : r.evaluation.stages) {
-    const auto group = L.dp_group(L.segment_index(s.module), s.stage, 0);
+    const auto group = L.dp_group(L.segment_index(s.module), disttrain::stage_id{s.stage}, 0);
     std::size_t mod = 0;
     while (sc.model.modules[mod].name != s.module) ++mod;
     if (!s.colocated.empty()) continue;  // colocated parts add their own sync

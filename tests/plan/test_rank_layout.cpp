@@ -11,7 +11,9 @@ using disttrain::errc;
 using disttrain::group_kind;
 using disttrain::rank_coord;
 using disttrain::rank_layout;
+using disttrain::replica_id;
 using disttrain::segment_spec;
+using disttrain::stage_id;
 
 namespace {
 
@@ -58,11 +60,11 @@ TEST_CASE("rank numbering is contiguous per segment with TP innermost") {
 
 TEST_CASE("groups: paper example, by hand") {
   const rank_layout L = paper_example();
-  CHECK(L.tp_group(0, 0, 1) == std::vector<int>{2, 3});
-  CHECK(L.tp_group(1, 0, 2) == std::vector<int>{12, 13, 14, 15});
-  CHECK(L.pp_group(1, 1, 2) == std::vector<int>{10, 22});
-  CHECK(L.dp_group(1, 1, 3) == std::vector<int>{19, 23, 27});
-  CHECK(L.dp_group(2, 0, 0) == std::vector<int>{28, 29, 30, 31});
+  CHECK(L.tp_group(0, stage_id{0}, replica_id{1}) == std::vector<int>{2, 3});
+  CHECK(L.tp_group(1, stage_id{0}, replica_id{2}) == std::vector<int>{12, 13, 14, 15});
+  CHECK(L.pp_group(1, replica_id{1}, 2) == std::vector<int>{10, 22});
+  CHECK(L.dp_group(1, stage_id{1}, 3) == std::vector<int>{19, 23, 27});
+  CHECK(L.dp_group(2, stage_id{0}, 0) == std::vector<int>{28, 29, 30, 31});
   std::vector<int> b0{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   CHECK(L.boundary_group(0) == b0);
   std::vector<int> b1{16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
@@ -71,7 +73,7 @@ TEST_CASE("groups: paper example, by hand") {
         std::vector<int>{28, 29, 30, 31, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
   for (int r = 0; r < L.world_size(); ++r) {
     // Nodes of 8: every TP group inside one node.
-    for (int q : L.tp_group(L.coord(r).segment, L.coord(r).stage, L.coord(r).replica))
+    for (int q : L.tp_group(L.coord(r).segment, stage_id{L.coord(r).stage}, replica_id{L.coord(r).replica}))
       CHECK(L.node(q) == L.node(r));
   }
 }

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "disttrain/json.hpp"
 #include "disttrain/reorder.hpp"
 #include "disttrain_catch.hpp"
 

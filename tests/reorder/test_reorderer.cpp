@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "brute_force.hpp"
+#include "disttrain/json.hpp"
 #include "disttrain/reorder.hpp"
 #include "disttrain_catch.hpp"
 

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "disttrain/json.hpp"
 #include "disttrain/schedule.hpp"
 #include "disttrain_catch.hpp"
 

@@ -186,16 +186,16 @@ struct message_lists {
 };
 
 // Indexes the messages of the routes `for_each_route` visits (as
-// fn(microbatch, link, backward, route)) for the ranks `local_of` maps to
-// 0..ranks-1 (-1: not indexed), whose chain stages are `stage_of`: a counting
-// sort from route order to (rank, slot, role) order, which keeps route order.
+// fn(microbatch, link, backward, route), microbatches 0..microbatches-1) for
+// the ranks `local_of` maps to 0..stage_of.size()-1 (-1: not indexed), whose
+// chain stages are `stage_of`: a counting sort from route order to (rank,
+// slot, role) order, which keeps route order.
 template <class ForEachRoute, class LocalOf>
-message_lists index_messages(std::size_t ranks, std::size_t microbatches,
-                             const std::vector<int>& stage_of, const ForEachRoute& for_each_route,
-                             const LocalOf& local_of) {
+message_lists index_messages(const std::vector<int>& stage_of, std::size_t microbatches,
+                             const ForEachRoute& for_each_route, const LocalOf& local_of) {
   message_lists out;
   out.slots = microbatches * 4;
-  out.begin.assign(ranks * out.slots * 4 + 1, 0);
+  out.begin.assign(stage_of.size() * out.slots * 4 + 1, 0);
   // Calls fn(entry, the rank's view of the message) for each (indexed rank, message).
   const auto visit = [&](const auto& fn) {
     for_each_route([&](std::size_t j, int link, bool bwd, const route_plan& rp) {
@@ -229,16 +229,27 @@ message_lists index_messages(std::size_t ranks, std::size_t microbatches,
   return out;
 }
 
-// Appends one bound op per message of `ms` (elements of `elem_size` bytes).
-inline void emit_messages(std::vector<bound_op>& out, std::size_t elem_size,
-                          std::span<const rank_message> ms, int phase, op_kind kind, int stage,
-                          int mb, int link, int tag) {
+// Where a transfer's messages sit: the chain stage its schedule op names, the
+// microbatch, the link (chain boundary) whose shape it moves, the tag its
+// messages carry and that link's element size. Named fields, so that the
+// stage and the link (often c - 1 and c) cannot be swapped unseen.
+struct message_site {
+  int stage = 0;
+  int microbatch = 0;
+  int link = 0;
+  int tag = 0;
+  std::size_t elem_size = 0;
+};
+
+// Appends one bound op per message of `ms`: `kind` in route phase `phase` at `at`.
+inline void emit_messages(std::vector<bound_op>& out, const message_site& at,
+                          std::span<const rank_message> ms, int phase, op_kind kind) {
   for (const rank_message& m : ms) {
     bound_op b;
-    b.op = schedule_op::send(kind, stage, 0, mb, m.peer);
-    b.bytes = checked_mul(m.elements, static_cast<std::int64_t>(elem_size), "bind.bytes");
-    b.tag = tag;
-    b.link = link;
+    b.op = schedule_op::send(kind, at.stage, 0, at.microbatch, m.peer);
+    b.bytes = checked_mul(m.elements, static_cast<std::int64_t>(at.elem_size), "bind.bytes");
+    b.tag = at.tag;
+    b.link = at.link;
     b.phase = phase;
     b.message = m.index;
     b.stamp = m.stamp;
@@ -261,35 +272,39 @@ void emit_program(const bind_context& cx, bound_program& p, std::size_t messages
   for (const schedule_op& o : cx.chain.ops[static_cast<std::size_t>(c)]) {
     const auto j = static_cast<std::size_t>(o.microbatch);
     const int mb = o.microbatch;
+    // The site of the transfer whose schedule op is `send` from chain stage
+    // `stage`: activations cross link `stage` (to stage + 1), gradients link
+    // `stage - 1` (to stage - 1).
+    const auto site = [&](op_kind send, int stage) {
+      const int link = send == op_kind::send_act ? stage : stage - 1;
+      return message_site{.stage = stage,
+                          .microbatch = mb,
+                          .link = link,
+                          .tag = cx.tags.p2p(schedule_op::send(send, stage, 0, mb, 0)),
+                          .elem_size = elem_size(link)};
+    };
     if (o.kind == op_kind::forward) {
       if (c > 0) {
-        const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_act, c - 1, 0, mb, 0));
+        const message_site at = site(op_kind::send_act, c - 1);
         const rank_messages in = msgs(j, 0);
-        const std::size_t es = elem_size(c - 1);
-        emit_messages(p.ops, es, in.recv0, 0, op_kind::recv_act, c - 1, mb, c - 1, tag);
-        emit_messages(p.ops, es, in.send1, 1, op_kind::send_act, c - 1, mb, c - 1, tag);
-        emit_messages(p.ops, es, in.recv1, 1, op_kind::recv_act, c - 1, mb, c - 1, tag);
+        emit_messages(p.ops, at, in.recv0, 0, op_kind::recv_act);
+        emit_messages(p.ops, at, in.send1, 1, op_kind::send_act);
+        emit_messages(p.ops, at, in.recv1, 1, op_kind::recv_act);
       }
       p.ops.push_back({o});
-      if (c + 1 < cx.stages) {
-        const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_act, c, 0, mb, 0));
-        emit_messages(p.ops, elem_size(c), msgs(j, 2).send0, 0, op_kind::send_act, c, mb, c, tag);
-      }
+      if (c + 1 < cx.stages)
+        emit_messages(p.ops, site(op_kind::send_act, c), msgs(j, 2).send0, 0, op_kind::send_act);
     } else if (o.kind == op_kind::backward) {
       if (c + 1 < cx.stages) {
-        const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_grad, c + 1, 0, mb, 0));
+        const message_site at = site(op_kind::send_grad, c + 1);
         const rank_messages in = msgs(j, 3);
-        const std::size_t es = elem_size(c);
-        emit_messages(p.ops, es, in.recv0, 0, op_kind::recv_grad, c + 1, mb, c, tag);
-        emit_messages(p.ops, es, in.send1, 1, op_kind::send_grad, c + 1, mb, c, tag);
-        emit_messages(p.ops, es, in.recv1, 1, op_kind::recv_grad, c + 1, mb, c, tag);
+        emit_messages(p.ops, at, in.recv0, 0, op_kind::recv_grad);
+        emit_messages(p.ops, at, in.send1, 1, op_kind::send_grad);
+        emit_messages(p.ops, at, in.recv1, 1, op_kind::recv_grad);
       }
       p.ops.push_back({o});
-      if (upstream_backward) {
-        const int tag = cx.tags.p2p(schedule_op::send(op_kind::send_grad, c, 0, mb, 0));
-        emit_messages(p.ops, elem_size(c - 1), msgs(j, 1).send0, 0, op_kind::send_grad, c, mb,
-                      c - 1, tag);
-      }
+      if (upstream_backward)
+        emit_messages(p.ops, site(op_kind::send_grad, c), msgs(j, 1).send0, 0, op_kind::send_grad);
     } else if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) {
       bound_op b{o};
       b.tag = cx.tags.bucket(o.bucket);
@@ -355,7 +370,7 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
         }
       }
     lists[j] = index_messages(
-        N, 1, stage_of,
+        stage_of, 1,
         [&](const auto& fn) {
           for (int l = lo; l < hi; ++l)
             for (int bwd = 0; bwd < 2; ++bwd)

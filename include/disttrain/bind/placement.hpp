@@ -38,10 +38,11 @@ namespace detail {
 
 // Checks that `r` has the shape cell() relies on (so a default-constructed or
 // hand-edited result gives an error, not an out-of-bounds read) and that
-// `module` / `microbatch` are in range; `where` prefixes the field names.
-inline void check_placement_args(const reorder_result& r, std::size_t module,
-                                 std::size_t microbatch, std::string_view where,
-                                 std::string_view module_field) {
+// `module` (field `module_field`) and `microbatch` are in range; `where`
+// prefixes the field names.
+inline void check_placement_args(const reorder_result& r, std::string_view where,
+                                 std::size_t module, std::string_view module_field,
+                                 std::size_t microbatch) {
   check_result_header(r);
   require(r.cell_begin.size() == r.cells() + 1, "reorder_result.cell_begin", "has ",
           r.cell_begin.size(), " entries, need ", r.cells() + 1);
@@ -59,7 +60,7 @@ inline void check_placement_args(const reorder_result& r, std::size_t module,
 inline void check_cells(const reorder_result& r, std::size_t k, std::size_t j) {
   // (Field names are built only on failure: this runs per microbatch and module.)
   for (std::size_t rep = 0; rep < r.dp[k]; ++rep) {
-    const std::size_t c = r.cell_index(k, j, rep);
+    const std::size_t c = r.cell_index(k, rep, j);
     if (!(r.cell_begin[c] <= r.cell_begin[c + 1] && r.cell_begin[c + 1] <= r.cell_samples.size()))
       fail(errc::invalid_argument,
            cat("reorder_result.module[", k, "].replica[", rep, "].microbatch[", j, "]"),
@@ -73,7 +74,7 @@ inline void check_cells(const reorder_result& r, std::size_t k, std::size_t j) {
 inline std::vector<std::uint32_t> cell_members(const reorder_result& r, std::size_t k,
                                                std::size_t j) {
   check_cells(r, k, j);
-  const std::size_t first = r.cell_index(k, j, 0), last = r.cell_index(k, j, r.dp[k]);
+  const std::size_t first = r.cell_index(k, 0, j), last = r.cell_index(k, r.dp[k], j);
   std::vector<std::uint32_t> members(
       r.cell_samples.begin() + static_cast<std::ptrdiff_t>(r.cell_begin[first]),
       r.cell_samples.begin() + static_cast<std::ptrdiff_t>(r.cell_begin[last]));
@@ -131,7 +132,7 @@ inline sample_placement placement_over(const reorder_result& r, std::size_t k, s
 /// @snippet bind.cpp microbatch_samples
 [[nodiscard]] inline std::vector<std::uint32_t> microbatch_samples(const reorder_result& res,
                                                                    std::size_t microbatch) {
-  detail::check_placement_args(res, 0, microbatch, "microbatch_samples", "module");
+  detail::check_placement_args(res, "microbatch_samples", 0, "module", microbatch);
   return detail::cell_members(res, 0, microbatch);
 }
 
@@ -145,7 +146,7 @@ inline sample_placement placement_over(const reorder_result& r, std::size_t k, s
 [[nodiscard]] inline sample_placement to_sample_placement(const reorder_result& res,
                                                           std::size_t module,
                                                           std::size_t microbatch) {
-  detail::check_placement_args(res, module, microbatch, "to_sample_placement", "module");
+  detail::check_placement_args(res, "to_sample_placement", module, "module", microbatch);
   const std::vector<std::uint32_t> members = detail::cell_members(res, module, microbatch);
   return detail::placement_over(res, module, microbatch, members);
 }
@@ -171,8 +172,8 @@ struct route_placements {
                                                            std::size_t microbatch,
                                                            std::size_t from_module,
                                                            std::size_t to_module) {
-  detail::check_placement_args(res, from_module, microbatch, "placements_for_route", "from_module");
-  detail::check_placement_args(res, to_module, microbatch, "placements_for_route", "to_module");
+  detail::check_placement_args(res, "placements_for_route", from_module, "from_module", microbatch);
+  detail::check_placement_args(res, "placements_for_route", to_module, "to_module", microbatch);
   route_placements rp;
   rp.samples = detail::cell_members(res, from_module, microbatch);
   rp.from = detail::placement_over(res, from_module, microbatch, rp.samples);
@@ -199,7 +200,7 @@ struct microbatch_placement {
 /// @snippet bind.cpp microbatch_placements
 [[nodiscard]] inline microbatch_placement microbatch_placements(
     const reorder_result& res, std::size_t microbatch, std::span<const std::size_t> modules = {}) {
-  detail::check_placement_args(res, 0, microbatch, "microbatch_placements", "module");
+  detail::check_placement_args(res, "microbatch_placements", 0, "module", microbatch);
   microbatch_placement mp;
   mp.samples = detail::cell_members(res, 0, microbatch);
   mp.module.resize(res.modules);

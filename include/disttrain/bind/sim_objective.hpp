@@ -27,37 +27,44 @@
 
 namespace disttrain {
 
+/// @brief What `simulated_objective` charges besides the microbatch times
+/// (named fields: four adjacent doubles would be easy to swap).
+struct simulated_objective_options {
+  double weight_fraction =
+      0.5;                   ///< share of backward time in W (schedules that split B/W), in [0, 1]
+  double transfer_s = 0.0;   ///< seconds per activation / gradient message
+  double sync_s = 0.0;       ///< seconds per gradient-bucket reduction
+  double optimizer_s = 0.0;  ///< seconds of the optimizer step
+};
+
 /// @brief Scores orders by simulating one iteration of `schedule`; an
 /// `order_objective`. Reuses the simulator's buffers (no allocation per call
 /// after the first). Not thread-safe.
 /// @snippet bind.cpp simulated_objective
 class simulated_objective {
  public:
-  /// @param schedule         validated by the simulator (throws `schedule_error`)
-  /// @param weight_fraction  share of backward time in W for schedules that split B/W, in [0, 1]
-  /// @param transfer_s       seconds per activation / gradient message
-  /// @param sync_s           seconds per gradient-bucket reduction
-  /// @param optimizer_s      seconds of the optimizer step
-  explicit simulated_objective(const pipeline_schedule& schedule, double weight_fraction = 0.5,
-                               double transfer_s = 0.0, double sync_s = 0.0,
-                               double optimizer_s = 0.0)
+  /// @param schedule  validated by the simulator (throws `schedule_error`)
+  /// @param o         the costs besides the microbatch times; each is checked
+  ///                  (`invalid_argument` at `simulated_objective.<field>`)
+  explicit simulated_objective(const pipeline_schedule& schedule,
+                               const simulated_objective_options& o = {})
       : sim_(schedule) {
-    require_in_range(weight_fraction, 0.0, 1.0, "simulated_objective.weight_fraction");
+    require_in_range(o.weight_fraction, 0.0, 1.0, "simulated_objective.weight_fraction");
     const auto finite_non_negative = [](double v, const char* where) {
       if (!(std::isfinite(v) && v >= 0.0))
         fail(errc::invalid_argument, where, "must be finite and >= 0, got ", v);
     };
-    finite_non_negative(transfer_s, "simulated_objective.transfer_s");
-    finite_non_negative(sync_s, "simulated_objective.sync_s");
-    finite_non_negative(optimizer_s, "simulated_objective.optimizer_s");
+    finite_non_negative(o.transfer_s, "simulated_objective.transfer_s");
+    finite_non_negative(o.sync_s, "simulated_objective.sync_s");
+    finite_non_negative(o.optimizer_s, "simulated_objective.optimizer_s");
     bool split = false;
     for (const auto& rank_ops : schedule.ops)
-      for (const auto& o : rank_ops) split = split || o.kind == op_kind::weight;
-    d_.weight_fraction = split ? weight_fraction : 0.0;
+      for (const auto& op : rank_ops) split = split || op.kind == op_kind::weight;
+    d_.weight_fraction = split ? o.weight_fraction : 0.0;
     d_.chunks = static_cast<double>(schedule.num_chunks > 0 ? schedule.num_chunks : 1);
-    d_.transfer = transfer_s;
-    d_.sync = sync_s;
-    d_.optimizer = optimizer_s;
+    d_.transfer = o.transfer_s;
+    d_.sync = o.sync_s;
+    d_.optimizer = o.optimizer_s;
   }
 
   /// @brief Iteration time of running the rows of `t` in order. Throws

@@ -119,7 +119,7 @@ class plan_bound_durations {
     for (std::size_t k = 0; k < map.modules; ++k)
       for (std::size_t j = 0; j < m_; ++j)
         for (std::size_t r = 0; r < map.dp[k]; ++r) {
-          cell& x = cells_[map.cell_index(k, j, r)];
+          cell& x = cells_[map.cell_index(k, r, j)];
           for (const std::uint32_t idx : map.cell(k, r, j)) x.w += batch[idx];
           x.samples = map.cell(k, r, j).size();
         }
@@ -129,7 +129,7 @@ class plan_bound_durations {
       cs.times.resize(static_cast<std::size_t>(cs.dp) * m_);
       for (std::size_t r = 0; r < static_cast<std::size_t>(cs.dp); ++r)
         for (std::size_t j = 0; j < m_; ++j) {
-          const cell& x = cells_[map.cell_index(cs.segment, j, r)];
+          const cell& x = cells_[map.cell_index(cs.segment, r, j)];
           if (x.samples == 0) continue;
           auto& ft = cs.times[r * m_ + j];
           for (const stage_config& cfg : cs.parts) {
@@ -176,7 +176,7 @@ class plan_bound_durations {
     // The replica's mean microbatch: the window its collectives hide behind.
     model_workload mean;
     for (std::size_t j = 0; j < m_; ++j)
-      mean += cells_[map_.cell_index(cs.segment, j, static_cast<std::size_t>(ri.replica))].w;
+      mean += cells_[map_.cell_index(cs.segment, static_cast<std::size_t>(ri.replica), j)].w;
     mean = mean * (1.0 / static_cast<double>(m_));
     detail::stage_sync sync;
     for (const stage_config& cfg : cs.parts)

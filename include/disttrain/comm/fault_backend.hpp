@@ -184,7 +184,7 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
     check_alive(peer, tag, data.size(), true);
     const std::size_t index = sends_++;
     request r;
-    if (!decide(index, data.size())) {
+    if (!decide(index, data)) {
       r.state_.inner = inner_->isend(data, peer, tag);
       return r;
     }
@@ -260,8 +260,8 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
     return derive_seed(opts_.seed, stream);
   }
 
-  // Whether send `index` of `bytes` bytes is faulted; if so, appends its record.
-  bool decide(std::size_t index, std::size_t bytes) {
+  // Whether send `index` (of `data`) is faulted; if so, appends its record.
+  bool decide(std::size_t index, std::span<const std::byte> data) {
     if (opts_.rate <= 0.0) return false;
     if (opts_.max_faults >= 0 && faults_.size() >= static_cast<std::size_t>(opts_.max_faults))
       return false;
@@ -269,7 +269,7 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
     if (u >= opts_.rate) return false;
     std::vector<fault_kind> usable;
     for (fault_kind k : opts_.kinds)
-      if (bytes > 0 || (k != fault_kind::corrupt && k != fault_kind::truncate)) usable.push_back(k);
+      if (!data.empty() || (k != fault_kind::corrupt && k != fault_kind::truncate)) usable.push_back(k);
     if (usable.empty()) return false;
     fault_record f;
     f.kind = usable[static_cast<std::size_t>(draw(index, 1) % usable.size())];

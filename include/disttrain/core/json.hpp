@@ -14,8 +14,8 @@
 /// plan, reorder, comm, schedule, bind; traces in sim/trace.hpp and
 /// exec/trace.hpp), apart from the value types, so that a program including
 /// value headers (the reorderer, the routes, the executor, the planner)
-/// parses no JSON library. Each part's umbrella header includes its JSON
-/// header.
+/// parses no JSON library. The umbrellas leave them out too:
+/// `disttrain/json.hpp` includes every one.
 ///
 /// @snippet core.cpp json
 

@@ -235,7 +235,8 @@ template <cost_model C>
       r.replica_samples = k;
       r.virtual_stages = v;
       r.in_flight = p.schedule == plan_schedule::gpipe ? m
-                    : v > 1 ? detail::interleaved_in_flight(mp.pp, j, v, m, after)
+                    : v > 1                            ? detail::interleaved_in_flight(
+                                                             {.pp = mp.pp, .chunks = v, .microbatches = m, .after = after}, j)
                             : detail::one_f_one_b_in_flight(total_stages, pos, m);
       const auto here = block(i, j);
       const bool spans = !detail::in_one_node(here.first, here.second, g);
@@ -294,7 +295,7 @@ template <cost_model C>
                                        detail::transfer_directions(model, bi),
                                        same_node(block(bi, bb.pp - 1), block(i, 0)));
     }
-    detail::module_terms t = detail::module_path(times, hops, boundary, v);
+    detail::module_terms t = detail::module_path({.stage_s = times, .hop_s = hops}, boundary, v);
     t.sync_s = sync_max;
     terms.push_back(t);
   }

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
+#include "disttrain/core/topology.hpp"
 
 namespace disttrain {
 
@@ -183,35 +184,39 @@ class rank_layout {
     return rank(rank_coord{segment, stage, replica, tp_rank});
   }
 
+  // The group queries take the stage and the replica as strong ids
+  // (core/topology.hpp), as `topology` does: a stage never passes for a
+  // replica, whatever the argument order.
+
   /// @brief Ranks of the TP group (segment, stage, replica), ascending.
-  [[nodiscard]] std::vector<int> tp_group(int s, int stage, int replica) const {
+  [[nodiscard]] std::vector<int> tp_group(int s, stage_id stage, replica_id replica) const {
     const segment_spec& g = segment(s);
     std::vector<int> out;
     out.reserve(static_cast<std::size_t>(g.tp));
-    for (int t = 0; t < g.tp; ++t) out.push_back(rank(s, stage, replica, t));
+    for (int t = 0; t < g.tp; ++t) out.push_back(rank(s, stage.value, replica.value, t));
     return out;
   }
   /// @brief Ranks of the PP group (segment, replica, tp_rank) in stage order (ascending).
-  [[nodiscard]] std::vector<int> pp_group(int s, int replica, int tp_rank) const {
+  [[nodiscard]] std::vector<int> pp_group(int s, replica_id replica, int tp_rank) const {
     const segment_spec& g = segment(s);
     std::vector<int> out;
     out.reserve(static_cast<std::size_t>(g.pp));
-    for (int p = 0; p < g.pp; ++p) out.push_back(rank(s, p, replica, tp_rank));
+    for (int p = 0; p < g.pp; ++p) out.push_back(rank(s, p, replica.value, tp_rank));
     return out;
   }
   /// @brief Ranks of the DP group (segment, stage, tp_rank) in replica order (ascending).
-  [[nodiscard]] std::vector<int> dp_group(int s, int stage, int tp_rank) const {
+  [[nodiscard]] std::vector<int> dp_group(int s, stage_id stage, int tp_rank) const {
     const segment_spec& g = segment(s);
     std::vector<int> out;
     out.reserve(static_cast<std::size_t>(g.dp));
-    for (int d = 0; d < g.dp; ++d) out.push_back(rank(s, stage, d, tp_rank));
+    for (int d = 0; d < g.dp; ++d) out.push_back(rank(s, stage.value, d, tp_rank));
     return out;
   }
   /// @brief Ranks of one whole stage of segment `s` (all replicas and TP ranks), ascending.
-  [[nodiscard]] std::vector<int> stage_ranks(int s, int stage) const {
+  [[nodiscard]] std::vector<int> stage_ranks(int s, stage_id stage) const {
     const segment_spec& g = segment(s);
-    require_in_range(stage, 0, g.pp - 1, cat("rank_layout.", g.name, ".stage"));
-    const int first = rank(s, stage, 0, 0);
+    require_in_range(stage.value, 0, g.pp - 1, cat("rank_layout.", g.name, ".stage"));
+    const int first = rank(s, stage.value, 0, 0);
     std::vector<int> out(static_cast<std::size_t>(g.dp * g.tp));
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = first + static_cast<int>(i);
     return out;
@@ -233,8 +238,8 @@ class rank_layout {
     check_segment(a);
     check_segment(b);
     require(a != b, "rank_layout.boundary", "segments must differ, got ", a, " twice");
-    std::vector<int> out = stage_ranks(a, segment(a).pp - 1);
-    std::vector<int> tail = stage_ranks(b, 0);
+    std::vector<int> out = stage_ranks(a, stage_id{segment(a).pp - 1});
+    std::vector<int> tail = stage_ranks(b, stage_id{0});
     out.insert(out.end(), tail.begin(), tail.end());
     return out;
   }
@@ -248,15 +253,15 @@ class rank_layout {
       switch (kind) {
         case group_kind::tp:
           for (int p = 0; p < g.pp; ++p)
-            for (int d = 0; d < g.dp; ++d) out.push_back(tp_group(s, p, d));
+            for (int d = 0; d < g.dp; ++d) out.push_back(tp_group(s, stage_id{p}, replica_id{d}));
           break;
         case group_kind::pp:
           for (int d = 0; d < g.dp; ++d)
-            for (int t = 0; t < g.tp; ++t) out.push_back(pp_group(s, d, t));
+            for (int t = 0; t < g.tp; ++t) out.push_back(pp_group(s, replica_id{d}, t));
           break;
         case group_kind::dp:
           for (int p = 0; p < g.pp; ++p)
-            for (int t = 0; t < g.tp; ++t) out.push_back(dp_group(s, p, t));
+            for (int t = 0; t < g.tp; ++t) out.push_back(dp_group(s, stage_id{p}, t));
           break;
         case group_kind::boundary:
           if (s + 1 < num_segments()) out.push_back(boundary_group(s));

@@ -66,8 +66,10 @@ struct reorder_result {
   std::array<double, max_reorder_modules>
       imbalance{};  ///< per module: sum_j max_r load / (total / dp)
 
-  /// @brief Index of cell (module k, microbatch j, replica r).
-  [[nodiscard]] std::size_t cell_index(std::size_t k, std::size_t j, std::size_t r) const noexcept {
+  /// @brief Index of cell (module k, replica r, microbatch j): the argument
+  /// order of `cell` and `cell_load`. Cells are stored module-major, then by
+  /// microbatch, then by replica.
+  [[nodiscard]] std::size_t cell_index(std::size_t k, std::size_t r, std::size_t j) const noexcept {
     std::size_t base = 0;
     for (std::size_t q = 0; q < k; ++q) base += static_cast<std::size_t>(dp[q]) * microbatches;
     return base + j * dp[k] + r;
@@ -85,14 +87,14 @@ struct reorder_result {
     require(r < dp[k], "reorder_result.replica", "replica ", r, " out of range, dp=", dp[k]);
     require(j < microbatches, "reorder_result.microbatch", "microbatch ", j,
             " out of range, microbatches=", microbatches);
-    const std::size_t c = cell_index(k, j, r);
+    const std::size_t c = cell_index(k, r, j);
     return std::span<const std::uint32_t>(cell_samples)
         .subspan(cell_begin[c], cell_begin[c + 1] - cell_begin[c]);
   }
   /// @brief Load of replica `r` of module `k` in microbatch `j` (0 if loads are unknown).
   [[nodiscard]] double cell_load(std::size_t k, std::size_t r, std::size_t j) const {
     (void)cell(k, r, j);  // range checks
-    return load.empty() ? 0.0 : load[cell_index(k, j, r)];
+    return load.empty() ? 0.0 : load[cell_index(k, r, j)];
   }
   /// @brief Load of the slowest replica of module `k` in microbatch `j`.
   [[nodiscard]] double slowest(std::size_t k, std::size_t j) const {
@@ -143,7 +145,7 @@ inline void rebuild_cells(reorder_result& r) {
       require(p.module[k].replica < r.dp[k],
               cat("reorder_result.samples[", i, "].module[", k, "].replica"), "replica ",
               p.module[k].replica, " >= dp ", r.dp[k]);
-      ++r.cell_begin[r.cell_index(k, p.microbatch, p.module[k].replica) + 1];
+      ++r.cell_begin[r.cell_index(k, p.module[k].replica, p.microbatch) + 1];
     }
   }
   for (std::size_t c = 0; c < cells; ++c) r.cell_begin[c + 1] += r.cell_begin[c];
@@ -152,7 +154,7 @@ inline void rebuild_cells(reorder_result& r) {
   for (std::size_t i = 0; i < r.samples.size(); ++i) {
     const sample_place& p = r.samples[i];
     for (std::size_t k = 0; k < r.modules; ++k) {
-      const std::size_t c = r.cell_index(k, p.microbatch, p.module[k].replica);
+      const std::size_t c = r.cell_index(k, p.module[k].replica, p.microbatch);
       const std::size_t size = r.cell_begin[c + 1] - r.cell_begin[c];
       const std::string where = cat("reorder_result.samples[", i, "].module[", k, "].offset");
       require(p.module[k].offset < size, where, "offset ", p.module[k].offset, " >= cell size ",
@@ -198,7 +200,7 @@ inline void validate(const reorder_result& r) {
     std::fill(seen.begin(), seen.end(), 0u);
     for (std::size_t j = 0; j < r.microbatches; ++j) {
       for (std::size_t rep = 0; rep < r.dp[k]; ++rep) {
-        const std::size_t c = r.cell_index(k, j, rep);
+        const std::size_t c = r.cell_index(k, rep, j);
         require(r.cell_begin[c] <= r.cell_begin[c + 1], "reorder_result.cell_begin",
                 "must be non-decreasing at cell ", c);
         const std::size_t size = r.cell_begin[c + 1] - r.cell_begin[c];

@@ -23,8 +23,8 @@
 #include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/schedule.hpp"
 #include "disttrain/sim/bound_simulator.hpp"
+#include "disttrain/sim/labels.hpp"
 #include "disttrain/sim/simulator.hpp"
-#include "disttrain/sim/trace.hpp"
 
 namespace disttrain {
 

@@ -4,6 +4,7 @@
 // use those components). Exits non-zero on any mismatch, so the packaging
 // tests fail if the package is broken.
 #include <disttrain/disttrain.hpp>
+#include <disttrain/json.hpp>
 
 #include <cstdio>
 #include <string>

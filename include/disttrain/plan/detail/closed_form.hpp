@@ -96,15 +96,21 @@ inline closed_form_time combine(int m, std::span<const module_terms> t, bool loo
   return closed_form_detail::combine(m, t, false);
 }
 
-/// @brief The fill/drain path of one module: stage times and the transfers
-/// between consecutive stages, in stage order (`hop[j]` follows stage j; the
-/// last entry is unused), then `boundary`.
-[[nodiscard]] inline double accumulate_path(std::span<const double> stage,
-                                            std::span<const double> hop, double boundary) noexcept {
+/// @brief A module's stages in stage order: their times, and the transfer
+/// after each (`hop_s[j]` follows stage j; the last entry is unused). Named
+/// fields: two spans of seconds would be easy to swap.
+struct stage_chain {
+  std::span<const double> stage_s;
+  std::span<const double> hop_s;
+};
+
+/// @brief The fill/drain path of one module: the stage times and the
+/// transfers between consecutive stages of `c`, in stage order, then `boundary`.
+[[nodiscard]] inline double accumulate_path(const stage_chain& c, double boundary) noexcept {
   double acc = 0;
-  for (std::size_t j = 0; j < stage.size(); ++j) {
-    acc += stage[j];
-    if (j + 1 < stage.size()) acc += hop[j];
+  for (std::size_t j = 0; j < c.stage_s.size(); ++j) {
+    acc += c.stage_s[j];
+    if (j + 1 < c.stage_s.size()) acc += c.hop_s[j];
   }
   return acc + boundary;
 }
@@ -112,14 +118,14 @@ inline closed_form_time combine(int m, std::span<const module_terms> t, bool loo
 /// @brief The fill/drain path and the loop of a module whose devices run `v`
 /// interleaved chunks each (see the file comment); `v == 1` gives
 /// `accumulate_path` for both, bit for bit.
-[[nodiscard]] inline module_terms module_path(std::span<const double> stage,
-                                              std::span<const double> hop, double boundary,
+[[nodiscard]] inline module_terms module_path(const stage_chain& c, double boundary,
                                               int v) noexcept {
+  const std::span<const double> stage = c.stage_s, hop = c.hop_s;
   module_terms t;
   t.stages = static_cast<int>(stage.size());
   for (double x : stage) t.max_stage_s = std::max(t.max_stage_s, x);
   if (v <= 1) {
-    t.path_s = t.loop_s = accumulate_path(stage, hop, boundary);
+    t.path_s = t.loop_s = accumulate_path(c, boundary);
     return t;
   }
   double sum = 0, hops = 0;
@@ -133,14 +139,22 @@ inline closed_form_time combine(int m, std::span<const module_terms> t, bool loo
   return t;
 }
 
-/// @brief Chunk-microbatches a device `j` of an interleaved segment of `pp`
-/// devices with `v` chunks each keeps in flight: Megatron-LM's warm-up
-/// `2 (pp - j - 1) + (v - 1) pp` plus the one in progress, plus `v` per chain
-/// stage after the segment (`after`), at most `m * v`.
-[[nodiscard]] constexpr int interleaved_in_flight(int pp, int j, int v, int m, int after) noexcept {
-  const long long f = 2LL * (pp - j - 1) + static_cast<long long>(v - 1) * pp + 1 +
-                      static_cast<long long>(v) * after;
-  return static_cast<int>(std::min(f, static_cast<long long>(m) * v));
+/// @brief The shape of an interleaved pipeline segment (named fields: five
+/// adjacent ints would be easy to swap).
+struct interleaved_segment {
+  int pp = 1;            ///< devices (pipeline stages) of the segment
+  int chunks = 1;        ///< model chunks per device (v)
+  int microbatches = 1;  ///< microbatches of the iteration (m)
+  int after = 0;         ///< chain stages after the segment
+};
+
+/// @brief Chunk-microbatches device `j` of interleaved segment `s` keeps in
+/// flight: Megatron-LM's warm-up `2 (pp - j - 1) + (v - 1) pp` plus the one in
+/// progress, plus `v` per chain stage after the segment, at most `m * v`.
+[[nodiscard]] constexpr int interleaved_in_flight(const interleaved_segment& s, int j) noexcept {
+  const long long f = 2LL * (s.pp - j - 1) + static_cast<long long>(s.chunks - 1) * s.pp + 1 +
+                      static_cast<long long>(s.chunks) * s.after;
+  return static_cast<int>(std::min(f, static_cast<long long>(s.microbatches) * s.chunks));
 }
 
 /// @brief Whole microbatches in `chunks` chunk-microbatches of `v` chunks each

@@ -338,10 +338,10 @@ class plan_search : private search_space {
             o.links = side_links(i, sp, tp, d, rc, w);
             double worst_path = 0, worst_sync = 0;
             o.sync = place(o.links, 0, is_encoder ? link_case::placed : link_case::best, hops);
-            o.path_base = accumulate_path(sp.times, hops, 0.0);
+            o.path_base = accumulate_path({.stage_s = sp.times, .hop_s = hops}, 0.0);
             if (!is_encoder) {
               worst_sync = place(o.links, 0, link_case::worst, hops);
-              worst_path = accumulate_path(sp.times, hops, 0.0);
+              worst_path = accumulate_path({.stage_s = sp.times, .hop_s = hops}, 0.0);
             }
             // Dominated by a smaller dp already listed (same tp, recompute, k)?
             bool dominated = false;
@@ -594,7 +594,7 @@ class plan_search : private search_space {
   module_terms backbone_terms(const backbone_cfg& b, const stage_links& L, long long base,
                               link_case lc) {
     const double sync = place(L, base, lc, hops_);
-    module_terms t = module_path(b.layout->times, hops_, 0.0, b.v);
+    module_terms t = module_path({.stage_s = b.layout->times, .hop_s = hops_}, 0.0, b.v);
     t.sync_s = sync;
     return t;
   }
@@ -602,7 +602,8 @@ class plan_search : private search_space {
   /// @brief Microbatches (chunk-microbatches if interleaved) backbone stage `j`
   /// of `b` keeps in flight in a chain of `P` stages whose first `b.pp` are the backbone's.
   [[nodiscard]] static int backbone_in_flight(const backbone_cfg& b, int j, int P, int m) noexcept {
-    return b.v > 1 ? interleaved_in_flight(b.pp, j, b.v, m, P - b.pp)
+    return b.v > 1 ? interleaved_in_flight(
+                         {.pp = b.pp, .chunks = b.v, .microbatches = m, .after = P - b.pp}, j)
                    : one_f_one_b_in_flight(P, j, m);
   }
 
@@ -868,7 +869,7 @@ class plan_search : private search_space {
         if (sg) {
           gt.max_stage_s = go.max_stage;
           gt.sync_s = place(go.links, base_g, link_case::placed, hops_);
-          gt.path_s = accumulate_path(go.layout->times, hops_, 0.0) +
+          gt.path_s = accumulate_path({.stage_s = go.layout->times, .hop_s = hops_}, 0.0) +
                       boundary_of(dirs_g, bg_in, bg_nic, go.side_in, go.side_nic,
                                   blocks_in_one_node(base_g - sb, sb, base_g, go.links.ranks, g_));
           gt.stages = go.pp;
