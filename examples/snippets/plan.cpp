@@ -210,7 +210,7 @@ void rank_layout_file() {
       {{"vit", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 2, 3}, {"sd", "generator", 1, 1, 4}}, 8);
   // L.world_size() == 4 + 24 + 4; L.coord(5) == {1, 0, 0, 1}
   auto tp = L.tp_group(1, disttrain::stage_id{0}, disttrain::replica_id{2});  // {12, 13, 14, 15}
-  auto b = L.boundary_group(0);   // vit ranks 0..3 and llm stage-0 ranks 4..15
+  auto b = L.boundary_group(0);  // vit ranks 0..3 and llm stage-0 ranks 4..15
   //! [rank_layout_file]
   check(L.world_size() == 4 + 24 + 4, "world_size");
   check(L.coord(5) == disttrain::rank_coord{1, 0, 0, 1}, "coord(5)");
@@ -237,7 +237,7 @@ void rank_coord() {
 void rank_layout() {
   //! [rank_layout]
   disttrain::rank_layout L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 2, 1}});
-  int r = L.rank({1, 1, 0, 1});   // 2 + (1*1+0)*2 + 1 == 5
+  int r = L.rank({1, 1, 0, 1});                        // 2 + (1*1+0)*2 + 1 == 5
   auto dp = L.dp_group(0, disttrain::stage_id{0}, 0);  // {0, 1}
   //! [rank_layout]
   check(r == 5 && dp == std::vector<int>{0, 1}, "rank and dp_group");
