@@ -73,7 +73,8 @@ TEST_CASE("groups: paper example, by hand") {
         std::vector<int>{28, 29, 30, 31, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
   for (int r = 0; r < L.world_size(); ++r) {
     // Nodes of 8: every TP group inside one node.
-    for (int q : L.tp_group(L.coord(r).segment, stage_id{L.coord(r).stage}, replica_id{L.coord(r).replica}))
+    for (int q :
+         L.tp_group(L.coord(r).segment, stage_id{L.coord(r).stage}, replica_id{L.coord(r).replica}))
       CHECK(L.node(q) == L.node(r));
   }
 }

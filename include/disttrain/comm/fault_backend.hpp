@@ -269,7 +269,8 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
     if (u >= opts_.rate) return false;
     std::vector<fault_kind> usable;
     for (fault_kind k : opts_.kinds)
-      if (!data.empty() || (k != fault_kind::corrupt && k != fault_kind::truncate)) usable.push_back(k);
+      if (!data.empty() || (k != fault_kind::corrupt && k != fault_kind::truncate))
+        usable.push_back(k);
     if (usable.empty()) return false;
     fault_record f;
     f.kind = usable[static_cast<std::size_t>(draw(index, 1) % usable.size())];
