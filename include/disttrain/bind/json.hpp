@@ -5,17 +5,39 @@
 /// Kept apart from the value headers, so that a program including them parses
 /// no JSON library (docs/header_cost.md); `disttrain/bind.hpp` includes it.
 
+#include <tuple>
+
 #include "disttrain/bind/heterogeneity.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/plan/json.hpp"
 
 namespace disttrain {
 
+namespace detail {
+// JSON descriptors (core/json.hpp, `json_field`): each field named once.
+inline constexpr auto iteration_time_stats_fields =
+    std::tuple{optional_field("mean_s", &iteration_time_stats::mean_s),
+               optional_field("median_s", &iteration_time_stats::median_s),
+               optional_field("p90_s", &iteration_time_stats::p90_s),
+               optional_field("min_s", &iteration_time_stats::min_s),
+               optional_field("max_s", &iteration_time_stats::max_s),
+               optional_field("seconds", &iteration_time_stats::seconds)};
+inline constexpr auto heterogeneity_result_fields =
+    std::tuple{optional_field("iterations", &heterogeneity_result::iterations),
+               optional_field("seed", &heterogeneity_result::seed),
+               optional_field("global_batch", &heterogeneity_result::global_batch),
+               optional_field("baseline_arrival", &heterogeneity_result::baseline_arrival),
+               optional_field("plan_arrival", &heterogeneity_result::plan_arrival),
+               optional_field("plan_reordered", &heterogeneity_result::plan_reordered),
+               optional_field("orchestration_gain", &heterogeneity_result::orchestration_gain),
+               optional_field("reordering_gain", &heterogeneity_result::reordering_gain),
+               optional_field("total_gain", &heterogeneity_result::total_gain)};
+}  // namespace detail
+
 // ---- heterogeneity.hpp ----
 /// @brief JSON form of the statistics.
 inline void to_json(json& j, const iteration_time_stats& s) {
-  j = json{{"mean_s", s.mean_s}, {"median_s", s.median_s}, {"p90_s", s.p90_s},
-           {"min_s", s.min_s},   {"max_s", s.max_s},       {"seconds", s.seconds}};
+  j = detail::fields_to_json(s, detail::iteration_time_stats_fields);
 }
 
 /// @brief JSON form of one case.
@@ -30,15 +52,7 @@ inline void to_json(json& j, const heterogeneity_case& c) {
 /// "plan_arrival", "plan_reordered", "orchestration_gain", "reordering_gain",
 /// "total_gain"}`.
 inline void to_json(json& j, const heterogeneity_result& r) {
-  j = json{{"iterations", r.iterations},
-           {"seed", r.seed},
-           {"global_batch", r.global_batch},
-           {"baseline_arrival", r.baseline_arrival},
-           {"plan_arrival", r.plan_arrival},
-           {"plan_reordered", r.plan_reordered},
-           {"orchestration_gain", r.orchestration_gain},
-           {"reordering_gain", r.reordering_gain},
-           {"total_gain", r.total_gain}};
+  j = detail::fields_to_json(r, detail::heterogeneity_result_fields);
 }
 
 }  // namespace disttrain

@@ -5,6 +5,8 @@
 /// Kept apart from the value headers, so that a program including them parses
 /// no JSON library (docs/header_cost.md); `disttrain/comm.hpp` includes it.
 
+#include <tuple>
+
 #include "disttrain/comm/route.hpp"
 #include "disttrain/comm/sample_placement.hpp"
 #include "disttrain/core/json.hpp"
@@ -22,22 +24,30 @@ inline void from_json(const json& j, sample_placement& p) {
   p = sample_placement(
       detail::json_get<std::vector<std::vector<int>>>(j, "replicas", "sample_placement"));
 }
+namespace detail {
+// JSON descriptors (core/json.hpp, `json_field`): each field named once.
+inline constexpr auto activation_shape_fields =
+    std::tuple{required_field("rows", &activation_shape::rows),
+               required_field("hidden", &activation_shape::hidden),
+               required_field("elem_size", &activation_shape::elem_size)};
+inline constexpr auto route_piece_fields = std::tuple{
+    optional_field("sample", &route_piece::sample), optional_field("slice", &route_piece::slice),
+    optional_field("row0", &route_piece::row0),     optional_field("rows", &route_piece::rows),
+    optional_field("col0", &route_piece::col0),     optional_field("cols", &route_piece::cols)};
+}  // namespace detail
 /// @brief `{"rows": [...], "hidden", "elem_size"}`.
 inline void to_json(json& j, const activation_shape& a) {
-  j = json{{"rows", a.rows}, {"hidden", a.hidden}, {"elem_size", a.elem_size}};
+  j = detail::fields_to_json(a, detail::activation_shape_fields);
 }
 inline void from_json(const json& j, activation_shape& a) {
-  a.rows = detail::json_get<std::vector<std::int64_t>>(j, "rows", "activation_shape");
-  a.hidden = detail::json_get<std::int64_t>(j, "hidden", "activation_shape");
-  a.elem_size = detail::json_get<std::size_t>(j, "elem_size", "activation_shape");
+  detail::read_fields(j, a, detail::activation_shape_fields, "activation_shape");
   a.validate();
 }
 
 // ---- route_piece, route_plan (route.hpp): output only ----
 /// @brief `{"sample", "slice", "row0", "rows", "col0", "cols"}`.
 inline void to_json(json& j, const route_piece& p) {
-  j = json{{"sample", p.sample}, {"slice", p.slice}, {"row0", p.row0},
-           {"rows", p.rows},     {"col0", p.col0},   {"cols", p.cols}};
+  j = detail::fields_to_json(p, detail::route_piece_fields);
 }
 /// @brief Summary of a plan for tools: messages with their pieces and element counts.
 inline void to_json(json& j, const route_plan& p) {

@@ -17,6 +17,12 @@
 /// parses no JSON library. The umbrellas leave them out too:
 /// `disttrain/json.hpp` includes every one.
 ///
+/// A value type's fields are described once, by a descriptor (a `std::tuple`
+/// of `detail::required_field` / `detail::optional_field`): `fields_to_json`
+/// writes them, `read_fields` reads them with the key check and path-aware
+/// errors. The JSON headers write only what a descriptor cannot say (a
+/// derived value, a nested object read at its own path, an enum by name).
+///
 /// @snippet core.cpp json
 
 #include <algorithm>
@@ -26,9 +32,11 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -188,7 +196,7 @@ template <class T>
 /// nearest allowed key by edit distance, when close), else the allowed keys.
 /// A typo in an optional field would otherwise silently keep the default.
 /// Does nothing when `j` is not an object (the readers report that).
-inline void check_keys(const json& j, std::initializer_list<std::string_view> allowed,
+inline void check_keys(const json& j, std::span<const std::string_view> allowed,
                        std::string_view path) {
   if (!j.is_object()) return;
   for (const auto& item : j.items()) {
@@ -211,6 +219,67 @@ inline void check_keys(const json& j, std::initializer_list<std::string_view> al
     fail(errc::parse_error, join_path(path, key), "unknown key '", key, "' (known keys: ", known,
          ")");
   }
+}
+
+/// @brief `check_keys` with the allowed keys listed in place.
+inline void check_keys(const json& j, std::initializer_list<std::string_view> allowed,
+                       std::string_view path) {
+  check_keys(j, std::span<const std::string_view>(allowed.begin(), allowed.size()), path);
+}
+
+/// @brief One field of a type's JSON descriptor: the key, the member it holds,
+/// and whether a reader requires it (an optional field left out keeps the
+/// value the object already has, its default). A type's descriptor is a
+/// `std::tuple` of these; `write_fields` and `read_fields` then do its JSON
+/// output and input, so each field is named once (the key list of
+/// `check_keys`, the writer and the reader all come from it).
+template <class T, class M>
+struct json_field {
+  std::string_view key;
+  M T::*member;
+  bool required;
+};
+
+/// @brief A field readers may leave out (it keeps its default).
+template <class T, class M>
+[[nodiscard]] constexpr json_field<T, M> optional_field(std::string_view key,
+                                                        M T::*member) noexcept {
+  return {key, member, false};
+}
+
+/// @brief A field readers must find (`parse_error` "required field is missing").
+template <class T, class M>
+[[nodiscard]] constexpr json_field<T, M> required_field(std::string_view key,
+                                                        M T::*member) noexcept {
+  return {key, member, true};
+}
+
+/// @brief The JSON object of the fields of `v` that `fields` (a descriptor) lists.
+template <class T, class... M>
+[[nodiscard]] json fields_to_json(const T& v, const std::tuple<json_field<T, M>...>& fields) {
+  json j = json::object();
+  std::apply([&](const auto&... f) { ((j[std::string(f.key)] = v.*(f.member)), ...); }, fields);
+  return j;
+}
+
+/// @brief Reads the fields `fields` lists from object `j` into `v` (errors name
+/// `path.key`, integers are range-checked as in `json_get`); a key that is
+/// neither a field nor one of `extra` is an unknown-key error (`check_keys`).
+template <class T, class... M>
+void read_fields(const json& j, T& v, const std::tuple<json_field<T, M>...>& fields,
+                 std::string_view path, std::initializer_list<std::string_view> extra = {}) {
+  if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
+  std::vector<std::string_view> keys;
+  keys.reserve(sizeof...(M) + extra.size());
+  std::apply([&](const auto&... f) { (keys.push_back(f.key), ...); }, fields);
+  keys.insert(keys.end(), extra.begin(), extra.end());
+  check_keys(j, keys, path);
+  const auto read = [&](const auto& f) {
+    using member_type = std::remove_cvref_t<decltype(v.*(f.member))>;
+    v.*(f.member) = f.required ? json_get<member_type>(j, f.key, path)
+                               : json_get_or<member_type>(j, f.key, v.*(f.member), path);
+  };
+  std::apply([&](const auto&... f) { (read(f), ...); }, fields);
 }
 
 }  // namespace detail

@@ -5,6 +5,8 @@
 /// Kept apart from the value headers, so that a program including them parses
 /// no JSON library (docs/header_cost.md); `disttrain/cost.hpp` includes it.
 
+#include <tuple>
+
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/cost_params.hpp"
 #include "disttrain/cost/efficiency.hpp"
@@ -13,18 +15,52 @@
 
 namespace disttrain {
 
+namespace detail {
+// JSON descriptors (core/json.hpp, `json_field`): each field named once.
+inline constexpr auto efficiency_params_fields =
+    std::tuple{required_field("e_max", &efficiency_params::e_max),
+               required_field("flops_half", &efficiency_params::flops_half),
+               optional_field("tp_penalty", &efficiency_params::tp_penalty)};
+inline constexpr auto stage_config_fields =
+    std::tuple{optional_field("module", &stage_config::module),
+               optional_field("first_layer", &stage_config::first_layer),
+               optional_field("num_layers", &stage_config::num_layers),
+               optional_field("tp", &stage_config::tp),
+               optional_field("dp", &stage_config::dp),
+               optional_field("recompute", &stage_config::recompute),
+               optional_field("selective_recompute", &stage_config::selective_recompute),
+               optional_field("sequence_parallel", &stage_config::sequence_parallel)};
+inline constexpr auto stage_times_fields =
+    std::tuple{optional_field("forward_s", &stage_times::forward_s),
+               optional_field("backward_s", &stage_times::backward_s),
+               optional_field("weight_grad_s", &stage_times::weight_grad_s)};
+inline constexpr auto memory_breakdown_fields =
+    std::tuple{optional_field("params", &memory_breakdown::params),
+               optional_field("grads", &memory_breakdown::grads),
+               optional_field("optimizer", &memory_breakdown::optimizer),
+               optional_field("activations", &memory_breakdown::activations)};
+// Every scalar of cost_params (all optional; "efficiency" is read apart).
+inline constexpr auto cost_params_fields =
+    std::tuple{optional_field("intra_node_bw_efficiency", &cost_params::intra_node_bw_efficiency),
+               optional_field("inter_node_bw_efficiency", &cost_params::inter_node_bw_efficiency),
+               optional_field("memory_bw_efficiency", &cost_params::memory_bw_efficiency),
+               optional_field("param_bytes", &cost_params::param_bytes),
+               optional_field("grad_bytes", &cost_params::grad_bytes),
+               optional_field("optimizer_bytes", &cost_params::optimizer_bytes),
+               optional_field("memory_reserve_bytes", &cost_params::memory_reserve_bytes),
+               optional_field("attention_score_bytes", &cost_params::attention_score_bytes)};
+}  // namespace detail
+
 // ---- efficiency.hpp ----
 inline void to_json(json& j, const efficiency_params& e) {
-  j = json{{"e_max", e.e_max}, {"flops_half", e.flops_half}, {"tp_penalty", e.tp_penalty}};
+  j = detail::fields_to_json(e, detail::efficiency_params_fields);
 }
 namespace detail {
 [[nodiscard]] inline efficiency_params read_efficiency_params(const json& j,
                                                               std::string_view path) {
-  check_keys(j, {"e_max", "flops_half", "tp_penalty"}, path);
   efficiency_params e;
-  e.e_max = json_get<double>(j, "e_max", path);
-  e.flops_half = json_get<double>(j, "flops_half", path);
-  e.tp_penalty = json_get_or<double>(j, "tp_penalty", 0.0, path);
+  e.tp_penalty = 0.0;  // a curve given without a TP penalty has none (not the default's)
+  read_fields(j, e, efficiency_params_fields, path);
   e.validate(path);
   return e;
 }
@@ -35,42 +71,26 @@ inline void from_json(const json& j, efficiency_params& e) {
 
 // ---- stage.hpp ----
 inline void to_json(json& j, const stage_config& s) {
-  j = json{{"module", s.module},
-           {"first_layer", s.first_layer},
-           {"num_layers", s.num_layers},
-           {"tp", s.tp},
-           {"dp", s.dp},
-           {"recompute", s.recompute},
-           {"selective_recompute", s.selective_recompute},
-           {"sequence_parallel", s.sequence_parallel}};
+  j = detail::fields_to_json(s, detail::stage_config_fields);
 }
 inline void to_json(json& j, const stage_times& t) {
-  j = json{
-      {"forward_s", t.forward_s}, {"backward_s", t.backward_s}, {"weight_grad_s", t.weight_grad_s}};
+  j = detail::fields_to_json(t, detail::stage_times_fields);
 }
+/// @brief The fields and their `total`.
 inline void to_json(json& j, const memory_breakdown& m) {
-  j = json{{"params", m.params},
-           {"grads", m.grads},
-           {"optimizer", m.optimizer},
-           {"activations", m.activations},
-           {"total", m.total()}};
+  j = detail::fields_to_json(m, detail::memory_breakdown_fields);
+  j["total"] = m.total();
 }
 
 // ---- cost_params.hpp ----
+/// @brief `{"efficiency": {"encoder", "backbone", "generator"}, ...}` and the scalars.
 inline void to_json(json& j, const cost_params& p) {
   json e;
   to_json(e["encoder"], p.efficiency[0]);
   to_json(e["backbone"], p.efficiency[1]);
   to_json(e["generator"], p.efficiency[2]);
-  j = json{{"efficiency", e},
-           {"intra_node_bw_efficiency", p.intra_node_bw_efficiency},
-           {"inter_node_bw_efficiency", p.inter_node_bw_efficiency},
-           {"memory_bw_efficiency", p.memory_bw_efficiency},
-           {"param_bytes", p.param_bytes},
-           {"grad_bytes", p.grad_bytes},
-           {"optimizer_bytes", p.optimizer_bytes},
-           {"memory_reserve_bytes", p.memory_reserve_bytes},
-           {"attention_score_bytes", p.attention_score_bytes}};
+  j = detail::fields_to_json(p, detail::cost_params_fields);
+  j["efficiency"] = std::move(e);
 }
 
 namespace detail {
@@ -78,12 +98,7 @@ namespace detail {
 [[nodiscard]] inline cost_params read_cost_params(const json& j, std::string_view path,
                                                   const cost_params& base = {}) {
   cost_params p = base;
-  if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
-  check_keys(j,
-             {"efficiency", "intra_node_bw_efficiency", "inter_node_bw_efficiency",
-              "memory_bw_efficiency", "param_bytes", "grad_bytes", "optimizer_bytes",
-              "memory_reserve_bytes", "attention_score_bytes"},
-             path);
+  read_fields(j, p, cost_params_fields, path, {"efficiency"});
   if (j.contains("efficiency")) {
     const json& e = j.at("efficiency");
     const std::string ep = join_path(path, "efficiency");
@@ -94,19 +109,6 @@ namespace detail {
       if (e.contains(names[i]))
         p.efficiency[i] = read_efficiency_params(e.at(names[i]), join_path(ep, names[i]));
   }
-  p.intra_node_bw_efficiency =
-      json_get_or<double>(j, "intra_node_bw_efficiency", p.intra_node_bw_efficiency, path);
-  p.inter_node_bw_efficiency =
-      json_get_or<double>(j, "inter_node_bw_efficiency", p.inter_node_bw_efficiency, path);
-  p.memory_bw_efficiency =
-      json_get_or<double>(j, "memory_bw_efficiency", p.memory_bw_efficiency, path);
-  p.param_bytes = json_get_or<double>(j, "param_bytes", p.param_bytes, path);
-  p.grad_bytes = json_get_or<double>(j, "grad_bytes", p.grad_bytes, path);
-  p.optimizer_bytes = json_get_or<double>(j, "optimizer_bytes", p.optimizer_bytes, path);
-  p.memory_reserve_bytes =
-      json_get_or<double>(j, "memory_reserve_bytes", p.memory_reserve_bytes, path);
-  p.attention_score_bytes =
-      json_get_or<double>(j, "attention_score_bytes", p.attention_score_bytes, path);
   p.validate(path);
   return p;
 }

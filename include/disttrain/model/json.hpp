@@ -5,6 +5,8 @@
 /// Kept apart from the value headers, so that a program including them parses
 /// no JSON library (docs/header_cost.md); `disttrain/model.hpp` includes it.
 
+#include <tuple>
+
 #include "disttrain/core/json.hpp"
 #include "disttrain/model/architecture.hpp"
 #include "disttrain/model/cluster_spec.hpp"
@@ -74,32 +76,57 @@ namespace detail {
 
 inline void from_json(const json& j, distribution& d) { d = detail::read_distribution(j, ""); }
 
+namespace detail {
+// JSON descriptors (core/json.hpp, `json_field`): each field named once.
+inline constexpr auto vit_encoder_arch_fields =
+    std::tuple{required_field("image_size", &vit_encoder_arch::image_size),
+               required_field("patch_size", &vit_encoder_arch::patch_size),
+               required_field("layers", &vit_encoder_arch::layers),
+               required_field("hidden", &vit_encoder_arch::hidden),
+               required_field("heads", &vit_encoder_arch::heads),
+               required_field("mlp", &vit_encoder_arch::mlp),
+               optional_field("channels", &vit_encoder_arch::channels),
+               optional_field("class_token", &vit_encoder_arch::class_token),
+               optional_field("qkv_bias", &vit_encoder_arch::qkv_bias),
+               optional_field("max_image_size", &vit_encoder_arch::max_image_size)};
+inline constexpr auto decoder_llm_arch_fields =
+    std::tuple{required_field("layers", &decoder_llm_arch::layers),
+               required_field("hidden", &decoder_llm_arch::hidden),
+               required_field("heads", &decoder_llm_arch::heads),
+               optional_field("kv_heads", &decoder_llm_arch::kv_heads),
+               required_field("mlp", &decoder_llm_arch::mlp),
+               required_field("vocab", &decoder_llm_arch::vocab),
+               required_field("max_seq", &decoder_llm_arch::max_seq),
+               optional_field("gated_mlp", &decoder_llm_arch::gated_mlp),
+               optional_field("qkv_bias", &decoder_llm_arch::qkv_bias),
+               optional_field("tied_embeddings", &decoder_llm_arch::tied_embeddings)};
+inline constexpr auto gpu_spec_fields =
+    std::tuple{required_field("name", &gpu_spec::name),
+               required_field("peak_bf16_tflops", &gpu_spec::peak_bf16_tflops),
+               required_field("peak_fp32_tflops", &gpu_spec::peak_fp32_tflops),
+               required_field("hbm_bytes", &gpu_spec::hbm_bytes),
+               required_field("hbm_bandwidth_bytes_per_s", &gpu_spec::hbm_bandwidth_bytes_per_s)};
+// The cluster's scalars ("gpu" is read apart, at its own path).
+inline constexpr auto cluster_spec_fields =
+    std::tuple{optional_field("name", &cluster_spec::name),
+               required_field("num_gpus", &cluster_spec::num_gpus),
+               required_field("gpus_per_node", &cluster_spec::gpus_per_node),
+               required_field("intra_node_bandwidth_bytes_per_s",
+                              &cluster_spec::intra_node_bandwidth_bytes_per_s),
+               required_field("intra_node_latency_s", &cluster_spec::intra_node_latency_s),
+               required_field("inter_node_bandwidth_bytes_per_s",
+                              &cluster_spec::inter_node_bandwidth_bytes_per_s),
+               required_field("inter_node_latency_s", &cluster_spec::inter_node_latency_s)};
+}  // namespace detail
+
 // ---- architecture.hpp ----
 inline void to_json(json& j, const vit_encoder_arch& a) {
-  j = json{{"type", "vit"},
-           {"image_size", a.image_size},
-           {"patch_size", a.patch_size},
-           {"layers", a.layers},
-           {"hidden", a.hidden},
-           {"heads", a.heads},
-           {"mlp", a.mlp},
-           {"channels", a.channels},
-           {"class_token", a.class_token},
-           {"qkv_bias", a.qkv_bias},
-           {"max_image_size", a.max_image_size}};
+  j = detail::fields_to_json(a, detail::vit_encoder_arch_fields);
+  j["type"] = "vit";
 }
 inline void to_json(json& j, const decoder_llm_arch& a) {
-  j = json{{"type", "llm"},
-           {"layers", a.layers},
-           {"hidden", a.hidden},
-           {"heads", a.heads},
-           {"kv_heads", a.kv_heads},
-           {"mlp", a.mlp},
-           {"vocab", a.vocab},
-           {"max_seq", a.max_seq},
-           {"gated_mlp", a.gated_mlp},
-           {"qkv_bias", a.qkv_bias},
-           {"tied_embeddings", a.tied_embeddings}};
+  j = detail::fields_to_json(a, detail::decoder_llm_arch_fields);
+  j["type"] = "llm";
 }
 inline void to_json(json& j, const diffusion_arch& a) {
   j = json{{"type", "diffusion"},
@@ -125,41 +152,16 @@ inline void to_json(json& j, const diffusion_arch& a) {
 namespace detail {
 /// @brief Reads a ViT encoder at `path` (missing optional fields keep defaults).
 [[nodiscard]] inline vit_encoder_arch read_vit_encoder_arch(const json& j, std::string_view path) {
-  check_keys(j,
-             {"type", "image_size", "patch_size", "layers", "hidden", "heads", "mlp", "channels",
-              "class_token", "qkv_bias", "max_image_size"},
-             path);
   vit_encoder_arch a;
-  a.image_size = json_get<int>(j, "image_size", path);
-  a.patch_size = json_get<int>(j, "patch_size", path);
-  a.layers = json_get<int>(j, "layers", path);
-  a.hidden = json_get<int>(j, "hidden", path);
-  a.heads = json_get<int>(j, "heads", path);
-  a.mlp = json_get<int>(j, "mlp", path);
-  a.channels = json_get_or<int>(j, "channels", a.channels, path);
-  a.class_token = json_get_or<bool>(j, "class_token", a.class_token, path);
-  a.qkv_bias = json_get_or<bool>(j, "qkv_bias", a.qkv_bias, path);
-  a.max_image_size = json_get_or<int>(j, "max_image_size", a.max_image_size, path);
+  read_fields(j, a, vit_encoder_arch_fields, path, {"type"});
   a.validate(path);
   return a;
 }
-/// @brief Reads a decoder LLM at `path`.
+/// @brief Reads a decoder LLM at `path` (`kv_heads` defaults to `heads`).
 [[nodiscard]] inline decoder_llm_arch read_decoder_llm_arch(const json& j, std::string_view path) {
-  check_keys(j,
-             {"type", "layers", "hidden", "heads", "kv_heads", "mlp", "vocab", "max_seq",
-              "gated_mlp", "qkv_bias", "tied_embeddings"},
-             path);
   decoder_llm_arch a;
-  a.layers = json_get<int>(j, "layers", path);
-  a.hidden = json_get<int>(j, "hidden", path);
-  a.heads = json_get<int>(j, "heads", path);
-  a.kv_heads = json_get_or<int>(j, "kv_heads", a.heads, path);
-  a.mlp = json_get<int>(j, "mlp", path);
-  a.vocab = json_get<int>(j, "vocab", path);
-  a.max_seq = json_get<int>(j, "max_seq", path);
-  a.gated_mlp = json_get_or<bool>(j, "gated_mlp", a.gated_mlp, path);
-  a.qkv_bias = json_get_or<bool>(j, "qkv_bias", a.qkv_bias, path);
-  a.tied_embeddings = json_get_or<bool>(j, "tied_embeddings", a.tied_embeddings, path);
+  read_fields(j, a, decoder_llm_arch_fields, path, {"type"});
+  if (!j.contains("kv_heads")) a.kv_heads = a.heads;
   a.validate(path);
   return a;
 }
@@ -330,59 +332,27 @@ inline void from_json(const json& j, model_spec& m) { m = detail::read_model_spe
 
 // ---- cluster_spec.hpp ----
 inline void to_json(json& j, const gpu_spec& g) {
-  j = json{{"name", g.name},
-           {"peak_bf16_tflops", g.peak_bf16_tflops},
-           {"peak_fp32_tflops", g.peak_fp32_tflops},
-           {"hbm_bytes", g.hbm_bytes},
-           {"hbm_bandwidth_bytes_per_s", g.hbm_bandwidth_bytes_per_s}};
+  j = detail::fields_to_json(g, detail::gpu_spec_fields);
 }
 inline void to_json(json& j, const cluster_spec& c) {
-  json g;
-  to_json(g, c.gpu);
-  j = json{{"name", c.name},
-           {"gpu", g},
-           {"num_gpus", c.num_gpus},
-           {"gpus_per_node", c.gpus_per_node},
-           {"intra_node_bandwidth_bytes_per_s", c.intra_node_bandwidth_bytes_per_s},
-           {"intra_node_latency_s", c.intra_node_latency_s},
-           {"inter_node_bandwidth_bytes_per_s", c.inter_node_bandwidth_bytes_per_s},
-           {"inter_node_latency_s", c.inter_node_latency_s}};
+  j = detail::fields_to_json(c, detail::cluster_spec_fields);
+  to_json(j["gpu"], c.gpu);
 }
 
 namespace detail {
 [[nodiscard]] inline gpu_spec read_gpu_spec(const json& j, std::string_view path) {
-  check_keys(
-      j, {"name", "peak_bf16_tflops", "peak_fp32_tflops", "hbm_bytes", "hbm_bandwidth_bytes_per_s"},
-      path);
   gpu_spec g;
-  g.name = json_get<std::string>(j, "name", path);
-  g.peak_bf16_tflops = json_get<double>(j, "peak_bf16_tflops", path);
-  g.peak_fp32_tflops = json_get<double>(j, "peak_fp32_tflops", path);
-  g.hbm_bytes = json_get<double>(j, "hbm_bytes", path);
-  g.hbm_bandwidth_bytes_per_s = json_get<double>(j, "hbm_bandwidth_bytes_per_s", path);
+  read_fields(j, g, gpu_spec_fields, path);
   g.validate(path);
   return g;
 }
 /// @brief Reads a cluster at `path` and validates it.
 [[nodiscard]] inline cluster_spec read_cluster_spec(const json& j, std::string_view path) {
-  check_keys(j,
-             {"name", "gpu", "num_gpus", "gpus_per_node", "intra_node_bandwidth_bytes_per_s",
-              "intra_node_latency_s", "inter_node_bandwidth_bytes_per_s", "inter_node_latency_s"},
-             path);
   cluster_spec c;
-  c.name = json_get_or<std::string>(j, "name", "", path);
+  read_fields(j, c, cluster_spec_fields, path, {"gpu"});
   const std::string gp = join_path(path, "gpu");
-  if (!j.is_object() || !j.contains("gpu"))
-    fail(errc::parse_error, gp, "required field is missing");
+  if (!j.contains("gpu")) fail(errc::parse_error, gp, "required field is missing");
   c.gpu = read_gpu_spec(j.at("gpu"), gp);
-  c.num_gpus = json_get<int>(j, "num_gpus", path);
-  c.gpus_per_node = json_get<int>(j, "gpus_per_node", path);
-  c.intra_node_bandwidth_bytes_per_s =
-      json_get<double>(j, "intra_node_bandwidth_bytes_per_s", path);
-  c.intra_node_latency_s = json_get<double>(j, "intra_node_latency_s", path);
-  c.inter_node_bandwidth_bytes_per_s =
-      json_get<double>(j, "inter_node_bandwidth_bytes_per_s", path);
-  c.inter_node_latency_s = json_get<double>(j, "inter_node_latency_s", path);
   c.validate(path);
   return c;
 }

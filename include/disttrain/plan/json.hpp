@@ -5,6 +5,8 @@
 /// Kept apart from the value headers, so that a program including them parses
 /// no JSON library (docs/header_cost.md); `disttrain/plan.hpp` includes it.
 
+#include <tuple>
+
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/json.hpp"
 #include "disttrain/model/json.hpp"
@@ -17,6 +19,12 @@
 namespace disttrain {
 
 // ---- rank_layout.hpp ----
+namespace detail {
+inline constexpr auto rank_coord_fields = std::tuple{
+    required_field("segment", &rank_coord::segment), required_field("stage", &rank_coord::stage),
+    required_field("replica", &rank_coord::replica),
+    required_field("tp_rank", &rank_coord::tp_rank)};
+}  // namespace detail
 
 /// @brief `{"name", "role", "tp", "pp", "dp"}`.
 inline void to_json(json& j, const segment_spec& s) {
@@ -33,14 +41,10 @@ inline void from_json(const json& j, segment_spec& s) {
 }
 /// @brief `{"segment", "stage", "replica", "tp_rank"}`.
 inline void to_json(json& j, const rank_coord& c) {
-  j = json{
-      {"segment", c.segment}, {"stage", c.stage}, {"replica", c.replica}, {"tp_rank", c.tp_rank}};
+  j = detail::fields_to_json(c, detail::rank_coord_fields);
 }
 inline void from_json(const json& j, rank_coord& c) {
-  c.segment = detail::json_get<int>(j, "segment", "rank_coord");
-  c.stage = detail::json_get<int>(j, "stage", "rank_coord");
-  c.replica = detail::json_get<int>(j, "replica", "rank_coord");
-  c.tp_rank = detail::json_get<int>(j, "tp_rank", "rank_coord");
+  detail::read_fields(j, c, detail::rank_coord_fields, "rank_coord");
 }
 /// @brief `{"gpus_per_node", "world_size", "segments": [...]}` (world_size and
 /// each segment's "base" are informative; on input they are checked if present).
@@ -170,6 +174,67 @@ inline void from_json(const json& j, parallel_plan& p) {
   validate(p);
 }
 
+namespace detail {
+// JSON descriptors (core/json.hpp, `json_field`): each field named once.
+// planner_options: every field but `objective` (read by name) and
+// `monolithic_splits` (a code-level switch, not read).
+inline constexpr auto planner_options_fields =
+    std::tuple{optional_field("tp_candidates", &planner_options::tp_candidates),
+               optional_field("search_recompute", &planner_options::search_recompute),
+               optional_field("max_backbone_pp", &planner_options::max_backbone_pp),
+               optional_field("min_backbone_pp", &planner_options::min_backbone_pp),
+               optional_field("max_side_pp", &planner_options::max_side_pp),
+               optional_field("include_monolithic", &planner_options::include_monolithic),
+               optional_field("include_disaggregated", &planner_options::include_disaggregated),
+               optional_field("include_mixed", &planner_options::include_mixed),
+               optional_field("max_virtual_stages", &planner_options::max_virtual_stages),
+               optional_field("overlap_grad_reduce", &planner_options::overlap_grad_reduce),
+               optional_field("overlap_param_gather", &planner_options::overlap_param_gather),
+               optional_field("sequence_parallel", &planner_options::sequence_parallel),
+               optional_field("within", &planner_options::within),
+               optional_field("max_gpus", &planner_options::max_gpus),
+               optional_field("max_frontier_plans", &planner_options::max_frontier_plans)};
+inline constexpr auto stage_report_fields =
+    std::tuple{optional_field("module", &stage_report::module),
+               optional_field("stage", &stage_report::stage),
+               optional_field("chain_stage", &stage_report::chain_stage),
+               optional_field("first_layer", &stage_report::first_layer),
+               optional_field("num_layers", &stage_report::num_layers),
+               optional_field("tp", &stage_report::tp),
+               optional_field("dp", &stage_report::dp),
+               optional_field("replica_samples", &stage_report::replica_samples),
+               optional_field("in_flight", &stage_report::in_flight),
+               optional_field("virtual_stages", &stage_report::virtual_stages),
+               optional_field("colocated", &stage_report::colocated),
+               optional_field("time_s", &stage_report::time_s),
+               optional_field("sync_s", &stage_report::sync_s),
+               optional_field("sync_total_s", &stage_report::sync_total_s),
+               optional_field("memory_bytes", &stage_report::memory_bytes),
+               optional_field("memory", &stage_report::memory)};
+inline constexpr auto plan_evaluation_fields =
+    std::tuple{optional_field("iteration_time_s", &plan_evaluation::iteration_time_s),
+               optional_field("pipeline_time_s", &plan_evaluation::pipeline_time_s),
+               optional_field("sync_time_s", &plan_evaluation::sync_time_s),
+               optional_field("bubble_fraction", &plan_evaluation::bubble_fraction),
+               optional_field("mfu", &plan_evaluation::mfu),
+               optional_field("model_flops", &plan_evaluation::model_flops),
+               optional_field("samples_per_s", &plan_evaluation::samples_per_s),
+               optional_field("gpus", &plan_evaluation::gpus),
+               optional_field("num_stages", &plan_evaluation::num_stages),
+               optional_field("max_memory_bytes", &plan_evaluation::max_memory_bytes),
+               optional_field("memory_limit_bytes", &plan_evaluation::memory_limit_bytes),
+               optional_field("stages", &plan_evaluation::stages)};
+inline constexpr auto planner_stats_fields =
+    std::tuple{optional_field("backbone_configs", &planner_stats::backbone_configs),
+               optional_field("backbone_expanded", &planner_stats::backbone_expanded),
+               optional_field("side_lists", &planner_stats::side_lists),
+               optional_field("side_options", &planner_stats::side_options),
+               optional_field("pairs_evaluated", &planner_stats::pairs_evaluated),
+               optional_field("monolithic_configs", &planner_stats::monolithic_configs),
+               optional_field("capped_splits", &planner_stats::capped_splits),
+               optional_field("frontier_plans", &planner_stats::frontier_plans)};
+}  // namespace detail
+
 // ---- planner_options.hpp ----
 /// @brief Reads planner options from a JSON object whose keys are the field
 /// names above (`objective` as its name), over the defaults in `o`. Unknown
@@ -180,30 +245,7 @@ inline void from_json(const json& j, parallel_plan& p) {
                                                           std::string_view path = "planner",
                                                           planner_options o = {}) {
   if (j.is_null()) return o;
-  detail::check_keys(j,
-                     {"tp_candidates", "search_recompute", "max_backbone_pp", "min_backbone_pp",
-                      "max_side_pp", "include_monolithic", "include_disaggregated", "include_mixed",
-                      "max_virtual_stages", "overlap_grad_reduce", "overlap_param_gather",
-                      "sequence_parallel", "objective", "within", "max_gpus", "max_frontier_plans"},
-                     path);
-  const auto get = [&](std::string_view key, auto& field) {
-    field = detail::json_get_or<std::remove_reference_t<decltype(field)>>(j, key, field, path);
-  };
-  get("tp_candidates", o.tp_candidates);
-  get("search_recompute", o.search_recompute);
-  get("max_backbone_pp", o.max_backbone_pp);
-  get("min_backbone_pp", o.min_backbone_pp);
-  get("max_side_pp", o.max_side_pp);
-  get("include_monolithic", o.include_monolithic);
-  get("include_disaggregated", o.include_disaggregated);
-  get("include_mixed", o.include_mixed);
-  get("max_virtual_stages", o.max_virtual_stages);
-  get("overlap_grad_reduce", o.overlap_grad_reduce);
-  get("overlap_param_gather", o.overlap_param_gather);
-  get("sequence_parallel", o.sequence_parallel);
-  get("within", o.within);
-  get("max_gpus", o.max_gpus);
-  get("max_frontier_plans", o.max_frontier_plans);
+  detail::read_fields(j, o, detail::planner_options_fields, path, {"objective"});
   if (j.contains("objective")) {
     const auto name = detail::json_get<std::string>(j, "objective", path);
     o.objective = parse_objective(name, detail::join_path(path, "objective"));
@@ -214,50 +256,15 @@ inline void from_json(const json& j, parallel_plan& p) {
 // ---- evaluate.hpp ----
 
 inline void to_json(json& j, const stage_report& s) {
-  json mem;
-  to_json(mem, s.memory);
-  j = json{{"module", s.module},
-           {"stage", s.stage},
-           {"chain_stage", s.chain_stage},
-           {"first_layer", s.first_layer},
-           {"num_layers", s.num_layers},
-           {"tp", s.tp},
-           {"dp", s.dp},
-           {"replica_samples", s.replica_samples},
-           {"in_flight", s.in_flight},
-           {"virtual_stages", s.virtual_stages},
-           {"colocated", s.colocated},
-           {"time_s", s.time_s},
-           {"sync_s", s.sync_s},
-           {"sync_total_s", s.sync_total_s},
-           {"memory_bytes", s.memory_bytes},
-           {"memory", mem}};
+  j = detail::fields_to_json(s, detail::stage_report_fields);
 }
 inline void to_json(json& j, const plan_evaluation& e) {
-  j = json{{"iteration_time_s", e.iteration_time_s},
-           {"pipeline_time_s", e.pipeline_time_s},
-           {"sync_time_s", e.sync_time_s},
-           {"bubble_fraction", e.bubble_fraction},
-           {"mfu", e.mfu},
-           {"model_flops", e.model_flops},
-           {"samples_per_s", e.samples_per_s},
-           {"gpus", e.gpus},
-           {"num_stages", e.num_stages},
-           {"max_memory_bytes", e.max_memory_bytes},
-           {"memory_limit_bytes", e.memory_limit_bytes},
-           {"stages", e.stages}};
+  j = detail::fields_to_json(e, detail::plan_evaluation_fields);
 }
 
 // ---- planner.hpp ----
 inline void to_json(json& j, const planner_stats& s) {
-  j = json{{"backbone_configs", s.backbone_configs},
-           {"backbone_expanded", s.backbone_expanded},
-           {"side_lists", s.side_lists},
-           {"side_options", s.side_options},
-           {"pairs_evaluated", s.pairs_evaluated},
-           {"monolithic_configs", s.monolithic_configs},
-           {"capped_splits", s.capped_splits},
-           {"frontier_plans", s.frontier_plans}};
+  j = detail::fields_to_json(s, detail::planner_stats_fields);
 }
 
 /// @brief `{"plan", "iteration_time_s", "mfu", "gpus", "bubble_fraction",

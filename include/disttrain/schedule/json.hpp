@@ -5,6 +5,8 @@
 /// Kept apart from the value headers, so that a program including them parses
 /// no JSON library (docs/header_cost.md); `disttrain/schedule.hpp` includes it.
 
+#include <tuple>
+
 #include "disttrain/core/json.hpp"
 #include "disttrain/schedule/op.hpp"
 #include "disttrain/schedule/schedule.hpp"
@@ -32,21 +34,22 @@ inline void from_json(const json& j, schedule_op& o) {
 }
 
 // ---- segment_info, pipeline_schedule (schedule.hpp) ----
+namespace detail {
+// JSON descriptor (core/json.hpp, `json_field`): each field named once.
+inline constexpr auto segment_info_fields = std::tuple{
+    required_field("name", &segment_info::name),
+    required_field("first_stage", &segment_info::first_stage),
+    required_field("num_stages", &segment_info::num_stages),
+    optional_field("dp", &segment_info::dp), optional_field("trainable", &segment_info::trainable)};
+}  // namespace detail
 /// @brief JSON of a segment.
 inline void to_json(json& j, const segment_info& g) {
-  j = json{{"name", g.name},
-           {"first_stage", g.first_stage},
-           {"num_stages", g.num_stages},
-           {"dp", g.dp},
-           {"trainable", g.trainable}};
+  j = detail::fields_to_json(g, detail::segment_info_fields);
 }
-/// @brief Reads a segment.
+/// @brief Reads a segment (`dp` defaults to 1, `trainable` to true).
 inline void from_json(const json& j, segment_info& g) {
-  g.name = detail::json_get<std::string>(j, "name");
-  g.first_stage = detail::json_get<int>(j, "first_stage");
-  g.num_stages = detail::json_get<int>(j, "num_stages");
-  g.dp = detail::json_get_or<int>(j, "dp", 1);
-  g.trainable = detail::json_get_or<bool>(j, "trainable", true);
+  g = segment_info{};
+  detail::read_fields(j, g, detail::segment_info_fields, "segment");
 }
 
 /// @brief JSON of a schedule:
