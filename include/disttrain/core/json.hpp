@@ -132,11 +132,19 @@ template <class T>
 }
 
 /// @brief `v` as `T`; integers (and arrays of integers, nested at any depth)
-/// are converted exactly by `json_to_integer`; errors name `where`.
+/// are converted exactly by `json_to_integer`; an enumeration is read by name
+/// (its `NLOHMANN_JSON_SERIALIZE_ENUM` table), and a name not in the table is
+/// an error, not the first enumerator; errors name `where`.
 template <class T>
 [[nodiscard]] T json_convert(const json& v, std::string_view where) {
   if constexpr (is_json_integer_v<T>) {
     return json_to_integer<T>(v, where);
+  } else if constexpr (std::is_enum_v<T>) {
+    if (!v.is_string()) fail(errc::parse_error, where, "expected a string, got ", v.type_name());
+    const T e = v.template get<T>();
+    // nlohmann maps unknown strings to the first enumerator; reject them instead.
+    if (json(e) != v) fail(errc::parse_error, where, "unknown value ", v.dump());
+    return e;
   } else if constexpr (is_json_integer_vector_v<T>) {
     if (!v.is_array()) fail(errc::parse_error, where, "expected an array, got ", v.type_name());
     T out;

@@ -89,37 +89,45 @@ inline void from_json(const json& j, rank_layout& L) {
 }
 
 // ---- parallel_plan.hpp ----
+namespace detail {
+// module_plan: every field but `name` (read first: it names the others'
+// path), `recompute` (true/false or a mode name) and the informative `gpus`.
+inline constexpr auto module_plan_fields =
+    std::tuple{required_field("role", &module_plan::role),
+               required_field("tp", &module_plan::tp),
+               optional_field("pp", &module_plan::pp),
+               required_field("dp", &module_plan::dp),
+               required_field("layers", &module_plan::layers),
+               optional_field("colocated", &module_plan::colocated),
+               optional_field("virtual_stages", &module_plan::virtual_stages),
+               optional_field("sequence_parallel", &module_plan::sequence_parallel)};
+// parallel_plan: its scalars (`schedule` by name, `modules` and the
+// informative `total_gpus` apart).
+inline constexpr auto parallel_plan_fields =
+    std::tuple{required_field("global_batch", &parallel_plan::global_batch),
+               required_field("num_microbatches", &parallel_plan::num_microbatches),
+               optional_field("gpus_per_node", &parallel_plan::gpus_per_node),
+               optional_field("overlap_grad_reduce", &parallel_plan::overlap_grad_reduce),
+               optional_field("overlap_param_gather", &parallel_plan::overlap_param_gather)};
+}  // namespace detail
+
 /// @brief `{"name","role","tp","pp","dp","layers","recompute","colocated","virtual_stages",
 /// "sequence_parallel","gpus"}` ("gpus" is informative).
 inline void to_json(json& j, const module_plan& m) {
-  j = json{{"name", m.name},
-           {"role", m.role},
-           {"tp", m.tp},
-           {"pp", m.pp},
-           {"dp", m.dp},
-           {"layers", m.layers},
-           {"recompute", m.selective_recompute ? json("selective") : json(m.recompute)},
-           {"colocated", m.colocated},
-           {"virtual_stages", m.virtual_stages},
-           {"sequence_parallel", m.sequence_parallel},
-           {"gpus", m.gpus()}};
+  j = detail::fields_to_json(m, detail::module_plan_fields);
+  j["name"] = m.name;
+  j["recompute"] = m.selective_recompute ? json("selective") : json(m.recompute);
+  j["gpus"] = m.gpus();
 }
 /// @brief Reads a module plan; `recompute` (true/false, or "off", "selective",
 /// "full") and `colocated` default false, `pp` and `virtual_stages` 1,
 /// `sequence_parallel` true;
 /// `layers` is required. Errors name `plan.<module>.<field>`.
 inline void from_json(const json& j, module_plan& m) {
+  m = module_plan{};
   m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
   const std::string p = "plan." + m.name;
-  detail::check_keys(j,
-                     {"name", "role", "tp", "pp", "dp", "layers", "recompute", "colocated",
-                      "virtual_stages", "sequence_parallel", "gpus"},
-                     p);
-  m.role = detail::json_get<std::string>(j, "role", p);
-  m.tp = detail::json_get<int>(j, "tp", p);
-  m.pp = detail::json_get_or<int>(j, "pp", 1, p);
-  m.dp = detail::json_get<int>(j, "dp", p);
-  m.layers = detail::json_get<std::vector<int>>(j, "layers", p);
+  detail::read_fields(j, m, detail::module_plan_fields, p, {"name", "recompute", "gpus"});
   if (j.contains("recompute") && j.at("recompute").is_string()) {
     const auto mode = j.at("recompute").get<std::string>();
     if (mode != "off" && mode != "selective" && mode != "full")
@@ -130,33 +138,23 @@ inline void from_json(const json& j, module_plan& m) {
   } else {
     m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
   }
-  m.colocated = detail::json_get_or<bool>(j, "colocated", false, p);
-  m.virtual_stages = detail::json_get_or<int>(j, "virtual_stages", 1, p);
-  m.sequence_parallel = detail::json_get_or<bool>(j, "sequence_parallel", true, p);
 }
 
 /// @brief `{"global_batch","num_microbatches","schedule","gpus_per_node",
 /// "overlap_grad_reduce","overlap_param_gather","total_gpus","modules"}`.
 inline void to_json(json& j, const parallel_plan& p) {
-  j = json{{"global_batch", p.global_batch},
-           {"num_microbatches", p.num_microbatches},
-           {"schedule", std::string(to_string(p.schedule))},
-           {"gpus_per_node", p.gpus_per_node},
-           {"overlap_grad_reduce", p.overlap_grad_reduce},
-           {"overlap_param_gather", p.overlap_param_gather},
-           {"total_gpus", p.total_gpus()},
-           {"modules", p.modules}};
+  j = detail::fields_to_json(p, detail::parallel_plan_fields);
+  j["schedule"] = std::string(to_string(p.schedule));
+  j["total_gpus"] = p.total_gpus();
+  j["modules"] = p.modules;
 }
 /// @brief Reads and validates a plan (`schedule` defaults to "1f1b",
 /// `gpus_per_node` to 8, the overlap switches to false). Structure errors are `invalid_argument`, missing or
 /// mistyped fields `parse_error`, both naming the field.
 inline void from_json(const json& j, parallel_plan& p) {
-  detail::check_keys(j,
-                     {"global_batch", "num_microbatches", "schedule", "gpus_per_node",
-                      "overlap_grad_reduce", "overlap_param_gather", "total_gpus", "modules"},
-                     "plan");
-  p.global_batch = detail::json_get<int>(j, "global_batch", "plan");
-  p.num_microbatches = detail::json_get<int>(j, "num_microbatches", "plan");
+  p = parallel_plan{};
+  detail::read_fields(j, p, detail::parallel_plan_fields, "plan",
+                      {"schedule", "total_gpus", "modules"});
   const auto s = detail::json_get_or<std::string>(j, "schedule", "1f1b", "plan");
   if (s == "1f1b")
     p.schedule = plan_schedule::one_f_one_b;
@@ -164,9 +162,6 @@ inline void from_json(const json& j, parallel_plan& p) {
     p.schedule = plan_schedule::gpipe;
   else
     fail(errc::parse_error, "plan.schedule", "unknown schedule '", s, "' (expected 1f1b or gpipe)");
-  p.gpus_per_node = detail::json_get_or<int>(j, "gpus_per_node", 8, "plan");
-  p.overlap_grad_reduce = detail::json_get_or<bool>(j, "overlap_grad_reduce", false, "plan");
-  p.overlap_param_gather = detail::json_get_or<bool>(j, "overlap_param_gather", false, "plan");
   const json mods = detail::json_get<json>(j, "modules", "plan");
   if (!mods.is_array()) fail(errc::parse_error, "plan.modules", "expected an array");
   p.modules.clear();

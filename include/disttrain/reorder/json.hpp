@@ -5,6 +5,8 @@
 /// Kept apart from the value headers, so that a program including them parses
 /// no JSON library (docs/header_cost.md); `disttrain/reorder.hpp` includes it.
 
+#include <tuple>
+
 #include "disttrain/core/json.hpp"
 #include "disttrain/reorder/assignment.hpp"
 #include "disttrain/reorder/options.hpp"
@@ -27,22 +29,24 @@ NLOHMANN_JSON_SERIALIZE_ENUM(slot_policy, {{slot_policy::arrival, "arrival"},
                                            {slot_policy::objective, "objective"}})
 
 namespace detail {
-template <class E>
-E json_enum(const json& j, std::string_view key, E fallback, std::string_view path) {
-  if (!j.contains(std::string(key))) return fallback;
-  const json& v = j.at(std::string(key));
-  if (!v.is_string())
-    fail(errc::parse_error, join_path(path, key), "expected a string, got ", v.type_name());
-  const E e = v.get<E>();
-  // nlohmann maps unknown strings to the first enumerator; reject them instead.
-  if (json(e) != v) fail(errc::parse_error, join_path(path, key), "unknown value ", v.dump());
-  return e;
-}
+// JSON descriptor (core/json.hpp, `json_field`): the scalars of the options
+// (`modules` and `stages` are lists, read apart); enums by name.
+inline constexpr auto reorder_options_fields =
+    std::tuple{required_field("microbatches", &reorder_options::microbatches),
+               optional_field("microbatch_group", &reorder_options::microbatch_group),
+               optional_field("equal_count", &reorder_options::equal_count),
+               optional_field("slots", &reorder_options::slots),
+               optional_field("balance", &reorder_options::balance),
+               optional_field("order", &reorder_options::order),
+               optional_field("order_budget", &reorder_options::order_budget),
+               optional_field("slot_search_budget", &reorder_options::slot_search_budget),
+               optional_field("slot_search_below", &reorder_options::slot_search_below),
+               optional_field("cut_search_budget", &reorder_options::cut_search_budget)};
 }  // namespace detail
 
 /// @brief JSON form of the options (enums as their names).
 inline void to_json(json& j, const reorder_options& o) {
-  j = json::object();
+  j = detail::fields_to_json(o, detail::reorder_options_fields);
   json mods = json::array();
   for (const auto& m : o.modules) {
     json jm{{"name", m.name}, {"dp", m.dp}};
@@ -51,16 +55,6 @@ inline void to_json(json& j, const reorder_options& o) {
     mods.push_back(std::move(jm));
   }
   j["modules"] = std::move(mods);
-  j["microbatches"] = o.microbatches;
-  j["microbatch_group"] = o.microbatch_group;
-  j["equal_count"] = o.equal_count;
-  j["slots"] = o.slots;
-  j["balance"] = o.balance;
-  j["order"] = o.order;
-  j["order_budget"] = o.order_budget;
-  j["slot_search_budget"] = o.slot_search_budget;
-  j["slot_search_below"] = o.slot_search_below;
-  j["cut_search_budget"] = o.cut_search_budget;
   json st = json::array();
   for (const auto& s : o.stages)
     st.push_back({{"module", s.module},
@@ -83,19 +77,7 @@ inline void from_json(const json& j, reorder_options& o) {
                          detail::json_get_or<std::uint32_t>(mods[k], "max_samples", 0, mp),
                          detail::json_get_or<std::uint64_t>(mods[k], "max_tokens", 0, mp)});
   }
-  o.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", p);
-  o.microbatch_group = detail::json_get_or<std::uint32_t>(j, "microbatch_group", 1, p);
-  o.equal_count = detail::json_get_or<bool>(j, "equal_count", false, p);
-  o.slots = detail::json_enum(j, "slots", o.slots, p);
-  o.balance = detail::json_enum(j, "balance", o.balance, p);
-  o.order = detail::json_enum(j, "order", o.order, p);
-  o.order_budget = detail::json_get_or<std::uint32_t>(j, "order_budget", o.order_budget, p);
-  o.slot_search_budget =
-      detail::json_get_or<std::uint32_t>(j, "slot_search_budget", o.slot_search_budget, p);
-  o.slot_search_below =
-      detail::json_get_or<std::uint32_t>(j, "slot_search_below", o.slot_search_below, p);
-  o.cut_search_budget =
-      detail::json_get_or<std::uint32_t>(j, "cut_search_budget", o.cut_search_budget, p);
+  detail::read_fields(j, o, detail::reorder_options_fields, p, {"modules", "stages"});
   if (j.contains("stages")) {
     const json& st = j.at("stages");
     require(st.is_array(), "reorder_options.stages", "must be an array, got ", st.type_name());
