@@ -95,3 +95,20 @@ TEST_CASE("descriptors of the library write the documented keys") {
   CHECK(llm.kv_heads == 4);
   CHECK(json(llm)["type"] == "llm");
 }
+
+TEST_CASE("reorder_options: unknown keys and enum names are errors") {
+  const auto read = [](const std::string& text) {
+    return disttrain::parse_json(text).get<disttrain::reorder_options>();
+  };
+  const auto o = read(R"({"modules": [{"dp": 2}], "microbatches": 4, "order": "search"})");
+  CHECK(o.order == disttrain::order_method::search);
+  CHECK(o.microbatches == 4);
+  CHECK(json(o)["order"] == "search");
+  // A typo of an optional key used to keep its default silently.
+  DISTTRAIN_CHECK_ERROR(read(R"({"modules": [{"dp": 2}], "microbatches": 4, "oder": "search"})"),
+                        errc::parse_error, "reorder_options.oder");
+  DISTTRAIN_CHECK_ERROR(read(R"({"modules": [{"dp": 2}], "microbatches": 4, "order": "best"})"),
+                        errc::parse_error, "reorder_options.order");
+  DISTTRAIN_CHECK_ERROR(read(R"({"modules": [{"dp": 2}], "microbatches": 4, "order": 1})"),
+                        errc::parse_error, "reorder_options.order");
+}

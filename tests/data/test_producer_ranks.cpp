@@ -52,7 +52,8 @@ std::string held_ids(const producer_ranks_config& cfg, std::size_t p, std::uint6
   const auto ids = disttrain::test::synthetic_batch(k);
   std::string s = "[";
   bool first = true;
-  for (std::size_t i : disttrain::producer_share(ids.size(), k, cfg.producers.size(), p)) {
+  for (std::size_t i :
+       disttrain::producer_share(ids, k, {.index = p, .count = cfg.producers.size()})) {
     s += (first ? "" : ", ") + std::to_string(ids[i]);
     first = false;
   }
@@ -206,7 +207,8 @@ TEST_CASE("a stalled producer gives a timeout naming it and its samples, not a h
   synthetic_parts_source src;
   const auto ids = disttrain::test::synthetic_batch(0);
   const std::size_t stalled_index = 1;  // producer rank 2
-  src.stall_id = ids[disttrain::producer_share(ids.size(), 0, 2, stalled_index).front()];
+  src.stall_id =
+      ids[disttrain::producer_share(ids, 0, {.index = stalled_index, .count = 2}).front()];
   src.release = &release;
   local_world world(3);
   disttrain::error seen(errc::internal, "", "no error");

@@ -103,7 +103,7 @@ void producer_fault(int tag, Fault fault, errc want_code, std::uint64_t failing_
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto ids = disttrain::test::synthetic_batch(failing_batch);
     std::string held = "[";
-    for (std::size_t i : disttrain::producer_share(ids.size(), failing_batch, 2, 1))
+    for (std::size_t i : disttrain::producer_share(ids, failing_batch, {.index = 1, .count = 2}))
       held += (held.size() > 1 ? ", " : "") + std::to_string(ids[i]);
     held += "]";
     if (e.code() != want_code || e.where() != "producer rank 5")
@@ -149,7 +149,8 @@ void bad_sample() {
   const auto me = static_cast<std::size_t>(b.rank());
   const auto ids = disttrain::test::synthetic_batch(1);
   const int holder =
-      4 + static_cast<int>(disttrain::producer_share(ids.size(), 1, 2, 1).front() == 3);
+      4 +
+      static_cast<int>(disttrain::producer_share(ids, 1, {.index = 1, .count = 2}).front() == 3);
   const auto e = capture([&] {
     if (me >= 4) {
       producer(b, src, cfg, disttrain::test::synthetic_batch).run(0, 2);

@@ -135,15 +135,25 @@ struct received_part {
   std::vector<std::byte> bytes;
 };
 
-/// @brief Positions of `producer_index`'s share in batch `batch`'s `ids`:
-/// position i belongs to producer `(i + batch) % producers`.
-[[nodiscard]] inline std::vector<std::size_t> producer_share(std::size_t n_ids, std::uint64_t batch,
-                                                             std::size_t producers,
-                                                             std::size_t producer_index) {
-  require_positive(producers, "producer_ranks_config.producers");
+/// @brief Producer `index` of `count` producers (named fields: two adjacent
+/// counts would be easy to swap).
+struct producer_slot {
+  std::size_t index = 0;
+  std::size_t count = 1;
+};
+
+/// @brief Positions in `ids` (batch `batch`'s sample ids) of producer
+/// `who.index`'s share: position i belongs to producer `(i + batch) % who.count`.
+[[nodiscard]] inline std::vector<std::size_t> producer_share(std::span<const std::uint64_t> ids,
+                                                             std::uint64_t batch,
+                                                             producer_slot who) {
+  const std::size_t n_ids = ids.size();
+  require_positive(who.count, "producer_ranks_config.producers");
+  require(who.index < who.count, "producer_share.index", "producer ", who.index,
+          " out of range: ", who.count, " producers");
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < n_ids; ++i)
-    if ((i + batch % producers) % producers == producer_index) out.push_back(i);
+    if ((i + batch % who.count) % who.count == who.index) out.push_back(i);
   return out;
 }
 

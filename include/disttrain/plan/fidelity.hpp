@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
@@ -114,52 +115,35 @@ inline void check_run(const published_run& r, std::string_view path) {
   require(r.published > 0, join_path(path, "published"), "must be > 0, got ", r.published);
 }
 
+// JSON descriptor (core/json.hpp, `json_field`): every field but `arch`,
+// which is read at its own path.
+inline constexpr auto published_run_fields =
+    std::tuple{required_field("id", &published_run::id),
+               required_field("source", &published_run::source),
+               required_field("hardware", &published_run::hardware),
+               required_field("metric", &published_run::metric),
+               required_field("split", &published_run::split),
+               required_field("seq_len", &published_run::seq_len),
+               required_field("tp", &published_run::tp),
+               required_field("pp", &published_run::pp),
+               required_field("dp", &published_run::dp),
+               required_field("microbatch", &published_run::microbatch),
+               required_field("global_batch", &published_run::global_batch),
+               optional_field("virtual_stages", &published_run::virtual_stages),
+               required_field("recompute", &published_run::recompute),
+               optional_field("attention", &published_run::attention),
+               optional_field("overlap_grad_reduce", &published_run::overlap_grad_reduce),
+               optional_field("overlap_param_gather", &published_run::overlap_param_gather),
+               optional_field("sequence_parallel", &published_run::sequence_parallel),
+               required_field("published", &published_run::published),
+               optional_field("note", &published_run::note)};
+
 [[nodiscard]] inline published_run read_published_run(const json& j, std::string_view path) {
-  check_keys(j,
-             {"id",
-              "source",
-              "hardware",
-              "metric",
-              "split",
-              "arch",
-              "seq_len",
-              "tp",
-              "pp",
-              "dp",
-              "microbatch",
-              "global_batch",
-              "virtual_stages",
-              "recompute",
-              "attention",
-              "overlap_grad_reduce",
-              "overlap_param_gather",
-              "sequence_parallel",
-              "published",
-              "note"},
-             path);
   published_run r;
-  r.id = json_get<std::string>(j, "id", path);
-  r.source = json_get<std::string>(j, "source", path);
-  r.hardware = json_get<std::string>(j, "hardware", path);
-  r.metric = json_get<std::string>(j, "metric", path);
-  r.split = json_get<std::string>(j, "split", path);
+  read_fields(j, r, published_run_fields, path, {"arch"});
   if (!j.contains("arch"))
     fail(errc::parse_error, join_path(path, "arch"), "required field is missing");
   r.arch = read_decoder_llm_arch(j.at("arch"), join_path(path, "arch"));
-  r.seq_len = json_get<int>(j, "seq_len", path);
-  r.tp = json_get<int>(j, "tp", path);
-  r.pp = json_get<int>(j, "pp", path);
-  r.dp = json_get<int>(j, "dp", path);
-  r.microbatch = json_get<int>(j, "microbatch", path);
-  r.global_batch = json_get<int>(j, "global_batch", path);
-  r.virtual_stages = json_get_or<int>(j, "virtual_stages", 1, path);
-  r.recompute = json_get<std::string>(j, "recompute", path);
-  r.attention = json_get_or<std::string>(j, "attention", "flash", path);
-  r.overlap_grad_reduce = json_get_or<bool>(j, "overlap_grad_reduce", false, path);
-  r.overlap_param_gather = json_get_or<bool>(j, "overlap_param_gather", false, path);
-  r.sequence_parallel = json_get_or<bool>(j, "sequence_parallel", true, path);
-  r.published = json_get<double>(j, "published", path);
-  r.note = json_get_or<std::string>(j, "note", "", path);
   bool known = false;
   for (const auto& n : presets::cluster_preset_names()) known = known || n == r.hardware;
   require(known, join_path(path, "hardware"), "unknown cluster preset \"", r.hardware,

@@ -161,7 +161,8 @@ void sample_producer<B, S>::prepare(std::uint64_t batch) {
   staged& st = staged_.emplace_back();
   st.batch = batch;
   const auto ids = detail::batch_ids(sampler_, batch);
-  for (std::size_t i : producer_share(ids.size(), batch, cfg_.producers.size(), index_))
+  for (std::size_t i :
+       producer_share(ids, batch, {.index = index_, .count = cfg_.producers.size()}))
     st.ids.push_back(ids[i]);
 
   const std::size_t n_parts = source_.parts();
@@ -287,7 +288,8 @@ const batch_metadata<typename S::meta_type>& sample_feed<B, S>::metadata(std::ui
   const auto ids = detail::batch_ids(sampler_, batch);
   held_.assign(np, {});
   for (std::size_t p = 0; p < np; ++p)
-    for (std::size_t i : producer_share(ids.size(), batch, np, p)) held_[p].push_back(ids[i]);
+    for (std::size_t i : producer_share(ids, batch, {.index = p, .count = np}))
+      held_[p].push_back(ids[i]);
   const auto producer_name = [&](std::size_t p) {
     return cat("producer rank ", cfg_.producers[p]);
   };
