@@ -40,6 +40,7 @@
 #include "disttrain/plan/planner.hpp"
 #include "disttrain/plan/request.hpp"
 #include "disttrain/reorder.hpp"
+#include "disttrain/reorder/json.hpp"
 #include "disttrain/sim/svg.hpp"
 #include "disttrain/sim/trace.hpp"
 #include "program_ext.hpp"
