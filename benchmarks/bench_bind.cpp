@@ -34,7 +34,6 @@
 #include "disttrain/bind/simulate_plan.hpp"
 #include "disttrain/bind/topology_views.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
-#include "disttrain/json.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/presets.hpp"
 #include "disttrain/model/workload.hpp"

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "disttrain/comm.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/comm/json.hpp"
 #include "harness.hpp"
 #include "p2p_report.hpp"
 

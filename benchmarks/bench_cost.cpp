@@ -12,8 +12,9 @@
 
 #include "disttrain/cost.hpp"
 #include "disttrain/cost/calibration.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/cost/json.hpp"
 #include "disttrain/model.hpp"
+#include "disttrain/model/json.hpp"
 #include "harness.hpp"
 
 using namespace disttrain;

@@ -32,7 +32,7 @@
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/data/preprocess_pipeline.hpp"
 #include "disttrain/exec.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/exec/trace.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/gpipe.hpp"
 #include "disttrain/schedule/one_f_one_b.hpp"

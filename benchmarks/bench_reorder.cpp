@@ -30,11 +30,11 @@
 
 #include "disttrain/bind/workload_cost.hpp"
 #include "disttrain/cost/analytic_cost_model.hpp"
-#include "disttrain/json.hpp"
 #include "disttrain/model/data_spec.hpp"
 #include "disttrain/model/presets.hpp"
 #include "disttrain/model/workload.hpp"
 #include "disttrain/reorder.hpp"
+#include "disttrain/reorder/json.hpp"
 #include "harness.hpp"
 
 using namespace disttrain;

@@ -27,9 +27,10 @@
 #include <tuple>
 #include <vector>
 
-#include "disttrain/json.hpp"
 #include "disttrain/schedule.hpp"
+#include "disttrain/schedule/json.hpp"
 #include "disttrain/sim.hpp"
+#include "disttrain/sim/trace.hpp"
 #include "harness.hpp"
 
 using namespace disttrain;

@@ -26,7 +26,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "disttrain/json.hpp"
 #include "disttrain/kernels/copy_blocks_cuda.hpp"
 #include "harness.hpp"
 #include "p2p_report.hpp"

@@ -24,7 +24,6 @@
 
 #include "disttrain/comm/mpi_backend.hpp"
 #include "disttrain/comm/route_transfer.hpp"
-#include "disttrain/json.hpp"
 #include "harness.hpp"
 #include "one_way.hpp"
 #include "p2p_report.hpp"

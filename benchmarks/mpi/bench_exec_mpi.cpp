@@ -39,7 +39,7 @@
 
 #include "disttrain/comm/mpi_backend.hpp"
 #include "disttrain/exec.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/exec/trace.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/gpipe.hpp"
 #include "disttrain/schedule/one_f_one_b.hpp"

@@ -25,7 +25,6 @@
 
 #include "disttrain/comm/mpi_backend.hpp"
 #include "disttrain/comm/nccl_backend.hpp"
-#include "disttrain/json.hpp"
 #include "harness.hpp"
 #include "one_way.hpp"
 #include "p2p_report.hpp"

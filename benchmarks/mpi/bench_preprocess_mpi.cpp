@@ -41,7 +41,6 @@
 #include "disttrain/data/jpeg.hpp"
 #include "disttrain/data/preprocess_pipeline.hpp"
 #include "disttrain/data/producer_ranks.hpp"
-#include "disttrain/json.hpp"
 #include "harness.hpp"
 #include "jpeg_corpus.hpp"
 

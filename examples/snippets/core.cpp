@@ -8,8 +8,8 @@
 #include "disttrain/core.hpp"
 #include "disttrain/core/checked.hpp"
 #include "disttrain/core/format.hpp"
+#include "disttrain/core/json.hpp"
 #include "disttrain/core/topology.hpp"
-#include "disttrain/json.hpp"
 #include "snippets.hpp"
 
 namespace {

@@ -10,9 +10,10 @@
 #include "disttrain/cost.hpp"
 #include "disttrain/cost/calibration.hpp"
 #include "disttrain/cost/format.hpp"
+#include "disttrain/cost/json.hpp"
 #include "disttrain/cost/profiler.hpp"
-#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
+#include "disttrain/model/json.hpp"
 #include "snippets.hpp"
 
 namespace {

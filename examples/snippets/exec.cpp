@@ -12,8 +12,9 @@
 
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/exec.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/exec/trace.hpp"
 #include "disttrain/schedule.hpp"
+#include "disttrain/schedule/json.hpp"
 #include "local_ranks.hpp"
 #include "small_world.hpp"
 #include "snippets.hpp"

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
 #include "disttrain/model/format.hpp"
+#include "disttrain/model/json.hpp"
 #include "snippets.hpp"
 
 namespace {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "disttrain/json.hpp"
 #include "disttrain/reorder.hpp"
+#include "disttrain/reorder/json.hpp"
 #include "snippets.hpp"
 
 namespace {

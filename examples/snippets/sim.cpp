@@ -10,10 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "disttrain/json.hpp"
 #include "disttrain/schedule.hpp"
+#include "disttrain/schedule/json.hpp"
 #include "disttrain/sim.hpp"
 #include "disttrain/sim/format.hpp"
+#include "disttrain/sim/trace.hpp"
 #include "small_world.hpp"
 #include "snippets.hpp"
 

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "disttrain/json.hpp"
+#include "disttrain/exec/trace.hpp"
 #include "disttrain/plan/format.hpp"
 
 #include "dist_trainer.hpp"

@@ -1,7 +1,7 @@
 #include <string>
 
 #include "disttrain/core.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/core/json.hpp"
 #include "disttrain_catch.hpp"
 
 using disttrain::errc;

@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "disttrain/core/json.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/plan/json.hpp"
+#include "disttrain/reorder/json.hpp"
 #include "disttrain_catch.hpp"
 
 using disttrain::errc;

@@ -3,8 +3,9 @@
 #include <string>
 
 #include "disttrain/cost.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/cost/json.hpp"
 #include "disttrain/model.hpp"
+#include "disttrain/model/json.hpp"
 #include "disttrain_catch.hpp"
 
 using namespace disttrain;

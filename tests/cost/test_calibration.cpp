@@ -4,8 +4,8 @@
 
 #include "disttrain/cost.hpp"
 #include "disttrain/cost/calibration.hpp"
+#include "disttrain/cost/json.hpp"
 #include "disttrain/cost/profiler.hpp"
-#include "disttrain/json.hpp"
 #include "disttrain/model/rng.hpp"
 #include "disttrain_catch.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "../comm/local_harness.hpp"
 #include "disttrain/exec.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/exec/trace.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/gpipe.hpp"
 #include "disttrain/schedule/multi_module.hpp"

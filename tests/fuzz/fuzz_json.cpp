@@ -5,13 +5,19 @@
 #include <cstdint>
 
 #include "disttrain/comm.hpp"
+#include "disttrain/comm/json.hpp"
 #include "disttrain/cost.hpp"
 #include "disttrain/cost/calibration.hpp"
-#include "disttrain/json.hpp"
+#include "disttrain/cost/json.hpp"
 #include "disttrain/model.hpp"
+#include "disttrain/model/json.hpp"
 #include "disttrain/plan.hpp"
+#include "disttrain/plan/fidelity.hpp"
+#include "disttrain/plan/json.hpp"
 #include "disttrain/reorder.hpp"
+#include "disttrain/reorder/json.hpp"
 #include "disttrain/schedule.hpp"
+#include "disttrain/schedule/json.hpp"
 
 namespace {
 template <class T>

@@ -2,8 +2,8 @@
 #include <cmath>
 #include <vector>
 
-#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
+#include "disttrain/model/json.hpp"
 #include "disttrain_catch.hpp"
 
 using namespace disttrain;

@@ -1,8 +1,8 @@
 // Spec validation and JSON: bad inputs name the field.
 #include <string>
 
-#include "disttrain/json.hpp"
 #include "disttrain/model.hpp"
+#include "disttrain/model/json.hpp"
 #include "disttrain_catch.hpp"
 
 using namespace disttrain;

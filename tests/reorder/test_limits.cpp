@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "disttrain/json.hpp"
 #include "disttrain/reorder.hpp"
+#include "disttrain/reorder/json.hpp"
 #include "disttrain_catch.hpp"
 
 using disttrain::errc;

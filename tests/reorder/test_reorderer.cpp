@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "brute_force.hpp"
-#include "disttrain/json.hpp"
 #include "disttrain/reorder.hpp"
+#include "disttrain/reorder/json.hpp"
 #include "disttrain_catch.hpp"
 
 using disttrain::errc;

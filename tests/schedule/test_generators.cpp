@@ -2,8 +2,8 @@
 #include <string>
 #include <vector>
 
-#include "disttrain/json.hpp"
 #include "disttrain/schedule.hpp"
+#include "disttrain/schedule/json.hpp"
 #include "disttrain_catch.hpp"
 
 using namespace disttrain;

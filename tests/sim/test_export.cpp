@@ -3,9 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "disttrain/json.hpp"
 #include "disttrain/schedule.hpp"
+#include "disttrain/schedule/json.hpp"
 #include "disttrain/sim.hpp"
+#include "disttrain/sim/trace.hpp"
 #include "disttrain_catch.hpp"
 
 using namespace disttrain;

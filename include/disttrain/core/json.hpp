@@ -238,13 +238,14 @@ inline void check_keys(const json& j, std::initializer_list<std::string_view> al
 /// @brief One field of a type's JSON descriptor: the key, the member it holds,
 /// and whether a reader requires it (an optional field left out keeps the
 /// value the object already has, its default). A type's descriptor is a
-/// `std::tuple` of these; `write_fields` and `read_fields` then do its JSON
+/// `std::tuple` of these; `fields_to_json` and `read_fields` then do its JSON
 /// output and input, so each field is named once (the key list of
 /// `check_keys`, the writer and the reader all come from it).
 template <class T, class M>
 struct json_field {
+  using member_pointer = M T::*;  // (an alias: nvcc's host code would parenthesise the declarator)
   std::string_view key;
-  M T::*member;
+  member_pointer member;
   bool required;
 };
 
