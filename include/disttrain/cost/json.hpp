@@ -3,7 +3,8 @@
 /// @brief JSON input/output of the cost part's value types.
 ///
 /// Kept apart from the value headers, so that a program including them parses
-/// no JSON library (docs/header_cost.md); `disttrain/cost.hpp` includes it.
+/// no JSON library (docs/header_cost.md); `disttrain/json.hpp` includes it (the
+/// umbrella `disttrain/cost.hpp` does not).
 
 #include <tuple>
 

@@ -4,7 +4,8 @@
 /// Chrome/Perfetto trace, through the simulator's trace writer.
 ///
 /// Apart from timeline.hpp so that the executor's headers parse no JSON
-/// library (docs/header_cost.md); `disttrain/exec.hpp` includes it.
+/// library (docs/header_cost.md); `disttrain/json.hpp` includes it (the
+/// umbrella `disttrain/exec.hpp` does not).
 
 #include <span>
 

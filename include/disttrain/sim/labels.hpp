@@ -56,9 +56,7 @@ inline const char* trace_color(op_kind k) {
     default: return "terrible";  // waits: red
   }
 }
-}  // namespace detail
 
-namespace detail {
 /// @brief Track name of rank `r` of a bound world: "rank 9 · llm stage 0
 /// replica 2 tp 1" with a topology, else "rank 9 · chain stage 1".
 inline std::string bound_track_name(const bound_world& w, const topology* t, std::size_t r) {
