@@ -43,6 +43,7 @@
 #include "disttrain/reorder/detail/karmarkar_karp.hpp"
 #include "disttrain/reorder/detail/local_search.hpp"
 #include "disttrain/reorder/detail/lpt.hpp"
+#include "disttrain/reorder/detail/multifit.hpp"
 #include "disttrain/reorder/detail/partition_workspace.hpp"
 
 namespace disttrain {
@@ -84,8 +85,12 @@ class partitioner {
   std::uint32_t refine_steps_per_item = 1;
   /// Local search takes a step only if it lowers the heavier bin by more than this fraction.
   double refine_min_gain = 1e-6;
-  /// Local search compares the heaviest bin with at most this many of the lightest bins.
+  /// Local search compares the heaviest bin with at most this many of the lightest bins ...
   std::uint32_t refine_width = 8;
+  /// ... and, when none of them helps, with every other bin while the
+  /// heaviest is more than this fraction above the lower bound max(mean load,
+  /// largest item) (< 0: always; infinity: never).
+  double refine_wide_gap = 5e-3;
   /// `refined` also runs KK (and keeps the better) when bins <= this ...
   /// (default: always, so `refined` is never worse than plain KK; KK costs
   /// O(n log n + n k) time and O(n + k) memory)
@@ -96,6 +101,13 @@ class partitioner {
   /// lower bound max(mean load, largest item), which KK cannot beat (0: KK
   /// always runs, and `refined` is never worse than KK at all).
   double refine_kk_skip_gap = 0.0;
+  /// `refined` then runs MULTIFIT (first-fit-decreasing packings, bisecting
+  /// the bin capacity; not in equal-count mode), with local search on its
+  /// packing, when the result so far is more than this fraction above the
+  /// lower bound max(mean load, largest item) ...
+  double refine_fit_gap = 5e-3;
+  /// ... with at most this many packings (0: never; each O(n log k)).
+  std::uint32_t refine_fit_steps = 6;
   /// `refined` finishes small problems (items <= exact_max_items, bins <=
   /// exact_max_bins) with a branch-and-bound search seeded by the heuristic result ...
   std::uint32_t exact_max_items = 24;
@@ -159,21 +171,23 @@ class partitioner {
     lpt_.run(ws_, bin_of);
     double best = refine(bin_of);
     if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best, total);
+    best = try_fit(bin_of, best, total);
     if (n <= exact_max_items && ws_.k > 1 && ws_.k <= exact_max_bins)
       best = exact_.run(ws_, bin_of, best, exact_node_budget);
     return best;
   }
 
-  /// @brief `refined`'s KK step on an existing assignment `bin_of` (e.g. one
-  /// found with KK disabled): runs KK (unless `bin_of` is within
-  /// refine_kk_skip_gap of the lower bound) and keeps it, with local search
-  /// when KK alone is better, if that lowers the max load: the KK step
-  /// `refined` applies after LPT + local search. Returns the
-  /// max load. `hint` as in `partition`. Errors as `partition`, plus
-  /// `invalid_argument` at `bin_of[i]` for a bin out of range.
-  double improve_with_kk(std::span<const double> costs, std::uint32_t bins, bool equal_count,
-                         std::span<std::uint32_t> bin_of,
-                         std::span<const std::uint32_t> hint = {}) {
+  /// @brief `refined`'s later steps on an existing assignment `bin_of` (e.g.
+  /// one found with them disabled, as the reorderer's screening does): local
+  /// search from `bin_of` (with the wide pass), KK (unless within
+  /// refine_kk_skip_gap of the lower bound; kept, with local search when KK
+  /// alone is better, if that lowers the max load), then MULTIFIT (when still
+  /// more than refine_fit_gap above the bound; not in equal-count mode).
+  /// Returns the max load, never above `bin_of`'s. `hint` as
+  /// in `partition`. Errors as `partition`, plus `invalid_argument` at
+  /// `bin_of[i]` for a bin out of range.
+  double improve(std::span<const double> costs, std::uint32_t bins, bool equal_count,
+                 std::span<std::uint32_t> bin_of, std::span<const std::uint32_t> hint = {}) {
     require(bins > 0 && bins <= max_partition_bins, "bins", "number of bins must be in [1, ",
             max_partition_bins, "], got ", bins);
     require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
@@ -192,7 +206,12 @@ class partitioner {
     ws_.k = bins;
     ws_.equal = equal_count;
     ws_.sort_items(hint);
-    return try_kk(bin_of, ws_.max_load(bin_of), total);
+    double best = ws_.max_load(bin_of);
+    // The wide pass, where it can apply (bin_of is taken to be stuck for the
+    // narrow one: it comes from LPT + local search).
+    if (best > lower_bound(total) * (1 + refine_wide_gap)) best = refine(bin_of);
+    if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best, total);
+    return try_fit(bin_of, best, total);
   }
 
   /// @brief The ranking of the items of the last call (indexes by cost
@@ -209,8 +228,7 @@ class partitioner {
   double try_kk(std::span<std::uint32_t> bin_of, double best, double total) {
     const std::size_t n = ws_.costs.size();
     if (ws_.k <= 1) return best;
-    const double lower = std::max(total / static_cast<double>(ws_.k), ws_.costs[ws_.order[0]]);
-    if (!(best > lower * (1 + refine_kk_skip_gap))) return best;
+    if (!(best > lower_bound(total) * (1 + refine_kk_skip_gap))) return best;
     alt_.resize(n);
     kk_.run(ws_, alt_);
     const bool small = ws_.k <= 16 && n <= 64;
@@ -223,9 +241,32 @@ class partitioner {
     return best;
   }
 
+  // `refined`'s MULTIFIT step: when `best` is more than refine_fit_gap above
+  // max(mean, largest item), bisect a capacity between that bound and `best`
+  // with first-fit-decreasing packings; the best packing, after local search,
+  // replaces bin_of when better. Returns the max load.
+  double try_fit(std::span<std::uint32_t> bin_of, double best, double total) {
+    const std::size_t n = ws_.costs.size();
+    if (ws_.equal || n <= ws_.k || refine_fit_steps == 0) return best;
+    const double lower = lower_bound(total);
+    if (!(best > lower * (1 + refine_fit_gap))) return best;
+    alt_.resize(n);
+    double fit = fit_.run(ws_, alt_, lower, best, refine_fit_steps);
+    if (!(fit < best)) return best;
+    fit = std::min(fit, refine(alt_));
+    std::copy(alt_.begin(), alt_.end(), bin_of.begin());
+    return fit;
+  }
+
+  // max(mean load, largest item) of the current problem (ranked), given its total.
+  [[nodiscard]] double lower_bound(double total) const noexcept {
+    return std::max(total / static_cast<double>(ws_.k), ws_.costs[ws_.order[0]]);
+  }
+
   // Local search (`refined`) with this partitioner's knobs; returns the max load.
   double refine(std::span<std::uint32_t> bin_of) {
-    return refine_.run(ws_, bin_of, refine_steps_per_item, refine_min_gain, refine_width);
+    return refine_.run(ws_, bin_of, refine_steps_per_item, refine_min_gain, refine_width,
+                       refine_wide_gap);
   }
 
   // Grows every buffer any path may use for (n, k), so that a later call of at
@@ -236,6 +277,7 @@ class partitioner {
     ws_.reserve(n, k, cand);
     if (alt_.capacity() < n + 1) alt_.reserve(n + 1);
     lpt_.reserve(k);
+    fit_.reserve(n, k);
     refine_.reserve(n, k);
     exact_.reserve(n);
     const bool kk =
@@ -246,6 +288,7 @@ class partitioner {
 
   detail::partition_workspace ws_;  // the problem, the ranking, shared scratch
   detail::lpt_partition lpt_;
+  detail::multifit_partition fit_;
   detail::karmarkar_karp_partition kk_;
   detail::local_search refine_;
   detail::branch_and_bound exact_;

@@ -217,10 +217,11 @@ class reorderer {
   //    (refined: KK screened to small cells) and ordered by the order
   //    search's seeds alone; the lowest wins and gets the full order search;
   // 2. slot swaps on the winner while they lower the objective (search_cut);
-  // 3. refined: KK on every cell of the winner, kept only if not worse;
+  // 3. refined: KK and MULTIFIT on every cell of the winner, kept only if not worse;
   // 4. objective: compared with the arrival cut split and ordered as configured
   //    (the full split) and with no reordering at all (arrival cut, arrival
-  //    chunks, arrival order); the lowest is kept. So by construction the
+  //    chunks, arrival order; when that wins, the same with the configured
+  //    split if not above); the lowest is kept. So by construction the
   //    result is never worse than either, and (both modes) never worse than
   //    any candidate of step 1 as screened.
   void choose_cut(std::span<const sample_meta> batch) {
@@ -229,22 +230,34 @@ class reorderer {
     const bool by_objective = options_.slots == slot_policy::objective;
     const bool screen = options_.balance == balance_method::refined;
     const std::uint32_t kk_bins = partitioner_.refine_kk_max_bins,
-                        kk_items = partitioner_.refine_kk_max_items;
+                        kk_items = partitioner_.refine_kk_max_items,
+                        fit_steps = partitioner_.refine_fit_steps;
     {
       // The user's limits come back even if a plan throws (e.g. the objective).
       struct restore {
         partitioner& p;
         microbatch_orderer& o;
-        std::uint32_t bins, items, budget;
+        std::uint32_t bins, items, fit, budget;
+        double wide;
         ~restore() {
           p.refine_kk_max_bins = bins;
           p.refine_kk_max_items = items;
+          p.refine_fit_steps = fit;
+          p.refine_wide_gap = wide;
           o.budget = budget;
         }
-      } guard{partitioner_, orderer_, kk_bins, kk_items, orderer_.budget};
-      if (screen) {
+      } guard{partitioner_,
+              orderer_,
+              kk_bins,
+              kk_items,
+              fit_steps,
+              orderer_.budget,
+              partitioner_.refine_wide_gap};
+      if (screen) {  // the steps improve_cells adds to the winner
         partitioner_.refine_kk_max_bins = std::min(kk_bins, screen_kk_max_bins);
         partitioner_.refine_kk_max_items = std::min(kk_items, screen_kk_max_items);
+        partitioner_.refine_fit_steps = 0;
+        partitioner_.refine_wide_gap = std::numeric_limits<double>::infinity();
       }
       static constexpr std::array<start, 5> candidates{
           start::arrival, start::balanced, start::size_sorted, start::dealt, start::by_id};
@@ -289,7 +302,7 @@ class reorderer {
       order_slots(options_.order, true);  // the full order search, from the current order
       search_cut(batch);
     }
-    if (screen && (kk_bins > screen_kk_max_bins || kk_items > screen_kk_max_items)) {
+    if (screen) {
       copy_plan();  // the winner as searched, in case KK's cells score worse
       improve_cells(batch);
       if (!(plan_.time <= saved_.time)) swap_plan();
@@ -305,7 +318,15 @@ class reorderer {
     plan(batch, start::arrival, options_.balance, options_.order, false);
     if (plan_.time < saved_.time) swap_plan();
     plan(batch, start::arrival, balance_method::arrival, order_method::identity, false);
-    if (plan_.time < saved_.time) swap_plan();
+    if (plan_.time < saved_.time) {
+      // No reordering won. Where the split is off the critical path (another
+      // module's stage dominates), it wins only by a rounding difference, and
+      // the same cut and order with the configured split scores the same:
+      // that balanced plan is kept whenever it is not above.
+      swap_plan();
+      plan(batch, start::arrival, options_.balance, order_method::identity, false);
+      if (plan_.time <= saved_.time) swap_plan();
+    }
     swap_plan();
   }
 
@@ -1020,9 +1041,10 @@ class reorderer {
     return limiter_.fit(costs_, tokens_, mod.dp, lim, bins_);
   }
 
-  // The winner of `best` (screened): KK on every cell the screening left
-  // without it (partitioner::improve_with_kk on the cell's LPT + local search
-  // split = what `refined` gives), then the order again if a cell changed.
+  // The winner of `best` (screened): the KK and MULTIFIT steps the screening
+  // left out on every cell (partitioner::improve on the cell's LPT + local
+  // search split = what `refined` gives), then the order again if a cell
+  // changed.
   void improve_cells(std::span<const sample_meta> batch) {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
@@ -1033,17 +1055,14 @@ class reorderer {
       const std::span<const std::uint32_t> members(plan_.seq.data() + b, e - b);
       for (std::size_t k = 0; k < K; ++k) {
         const std::uint32_t dp = options_.modules[k].dp;
-        if (dp <= 1 || (dp <= screen_kk_max_bins && members.size() <= screen_kk_max_items) ||
-            dp > partitioner_.refine_kk_max_bins ||
-            members.size() > partitioner_.refine_kk_max_items)
-          continue;  // KK already ran in the screening, or never runs
+        if (dp <= 1) continue;
         costs_.resize(members.size());
         bins_.resize(members.size());
         for (std::size_t x = 0; x < members.size(); ++x) {
           costs_[x] = batch[members[x]].cost[k];
           bins_[x] = plan_.replica[members[x] * K + k];
         }
-        partitioner_.improve_with_kk(costs_, dp, options_.equal_count, bins_, cell_ranking(j, k));
+        partitioner_.improve(costs_, dp, options_.equal_count, bins_, cell_ranking(j, k));
         if (keep_limits(batch, members, k) != detail::limited_split::npos)
           continue;  // KK's split cannot be made to fit: the cell stays as it was
         const double before = plan_.slowest[k * m + j];

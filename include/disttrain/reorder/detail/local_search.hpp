@@ -2,7 +2,8 @@
 /// @file local_search.hpp
 /// @brief Internal: the local search of the `refined` balance method of
 /// `partitioner`: moves and pairwise swaps between the heaviest bin and the
-/// lightest ones while that lowers the heavier of the two.
+/// lightest ones (every other bin once those are exhausted and the heaviest is
+/// still well above the lower bound) while that lowers the heavier of the two.
 
 #include <algorithm>
 #include <cstddef>
@@ -31,7 +32,7 @@ class local_search {
   // an item is found by binary search.
   double run(partition_workspace& ws, std::span<std::uint32_t> bin_of,
              std::uint32_t refine_steps_per_item, double refine_min_gain,
-             std::uint32_t refine_width) {
+             std::uint32_t refine_width, double wide_gap) {
     const std::size_t n = ws.costs.size();
     if (ws.k == 1) return ws.max_load(bin_of);
     // Items grouped by bin in flat_ (bin b = flat_[start_[b] .. start_[b+1])),
@@ -67,7 +68,6 @@ class local_search {
     by_load_.resize(ws.k);
     for (std::uint32_t b = 0; b < ws.k; ++b) by_load_[b] = b;
     std::sort(by_load_.begin(), by_load_.end(), lighter);
-    ws.cand.resize(ws.k);
     const std::size_t max_steps = static_cast<std::size_t>(refine_steps_per_item) * (n + ws.k);
     const std::size_t width = std::min<std::size_t>(refine_width, ws.k - 1);
     const auto cost_below = [&ws](std::uint32_t item, double v) { return ws.costs[item] < v; };
@@ -79,47 +79,56 @@ class local_search {
       const double la = ws.load[a];
       if (la <= lower * (1 + 1e-9)) break;
       const double tol = la * refine_min_gain;
-      // Candidates: the `width` lightest other bins, lightest first.
-      for (std::size_t x = 0, c = 0; c < width; ++x)
-        if (x != top) ws.cand[c++] = by_load_[x];
-      bool improved = false;
-      for (std::size_t ci = 0; ci < width && !improved; ++ci) {
-        const std::uint32_t b = ws.cand[ci];
-        const double lb = ws.load[b];
-        const double gap = la - lb;
-        if (gap <= tol) break;
-        double best = la - tol;
-        std::uint32_t bx = nil, by = nil;
-        const std::span<const std::uint32_t> A(flat_.data() + start_[a], start_[a + 1] - start_[a]);
-        const std::span<const std::uint32_t> B(flat_.data() + start_[b], start_[b + 1] - start_[b]);
-        const auto consider = [&](std::uint32_t x, std::uint32_t y, double d) {
-          if (d > tol && d < gap) {
-            const double nm = std::max(la - d, lb + d);
-            if (nm < best) {
-              best = nm;
-              bx = x;
-              by = y;
+      const std::span<const std::uint32_t> A(flat_.data() + start_[a], start_[a + 1] - start_[a]);
+      // Tries the bins of ranks [from, to) among the others, lightest first
+      // (rank x is by_load_[x], or [x + 1] past the heaviest): the best move
+      // or swap with the first bin that has one is taken.
+      const auto step_with = [&](std::size_t from, std::size_t to) {
+        for (std::size_t x = from; x < to; ++x) {
+          const std::size_t pos = x < top ? x : x + 1;
+          const std::uint32_t b = by_load_[pos];
+          const double lb = ws.load[b];
+          const double gap = la - lb;
+          if (gap <= tol) return false;  // heavier bins have smaller gaps still
+          double best = la - tol;
+          std::uint32_t bx = nil, by = nil;
+          const std::span<const std::uint32_t> B(flat_.data() + start_[b],
+                                                 start_[b + 1] - start_[b]);
+          const auto consider = [&](std::uint32_t i, std::uint32_t j, double d) {
+            if (d > tol && d < gap) {
+              const double nm = std::max(la - d, lb + d);
+              if (nm < best) {
+                best = nm;
+                bx = i;
+                by = j;
+              }
             }
+          };
+          if (!ws.equal) {  // move the item of `a` closest to gap / 2
+            const auto it = std::lower_bound(A.begin(), A.end(), gap / 2, cost_below);
+            if (it != A.end()) consider(*it, nil, ws.costs[*it]);
+            if (it != A.begin()) consider(*(it - 1), nil, ws.costs[*(it - 1)]);
           }
-        };
-        if (!ws.equal) {  // move the item of `a` closest to gap / 2
-          const auto it = std::lower_bound(A.begin(), A.end(), gap / 2, cost_below);
-          if (it != A.end()) consider(*it, nil, ws.costs[*it]);
-          if (it != A.begin()) consider(*(it - 1), nil, ws.costs[*(it - 1)]);
+          for (std::uint32_t i : A) {  // swap i with the item of `b` closest to cost(i) - gap / 2
+            const double ci = ws.costs[i];
+            const auto it = std::lower_bound(B.begin(), B.end(), ci - gap / 2, cost_below);
+            if (it != B.end()) consider(i, *it, ci - ws.costs[*it]);
+            if (it != B.begin()) consider(i, *(it - 1), ci - ws.costs[*(it - 1)]);
+          }
+          if (bx != nil) {
+            move(ws, bx, a, b, bin_of);
+            if (by != nil) move(ws, by, b, a, bin_of);
+            resort_bins(ws, top, pos);
+            return true;
+          }
         }
-        for (std::uint32_t x : A) {  // swap x with the item of `b` closest to cost(x) - gap / 2
-          const double cx = ws.costs[x];
-          const auto it = std::lower_bound(B.begin(), B.end(), cx - gap / 2, cost_below);
-          if (it != B.end()) consider(x, *it, cx - ws.costs[*it]);
-          if (it != B.begin()) consider(x, *(it - 1), cx - ws.costs[*(it - 1)]);
-        }
-        if (bx != nil) {
-          move(ws, bx, a, b, bin_of);
-          if (by != nil) move(ws, by, b, a, bin_of);
-          resort_bins(ws, top, ci < top ? ci : ci + 1);
-          improved = true;
-        }
-      }
+        return false;
+      };
+      // The `width` lightest bins first; when none helps and the heaviest is
+      // still more than wide_gap above the bound, every other bin.
+      bool improved = step_with(0, width);
+      if (!improved && width < ws.k - 1 && la > lower * (1 + wide_gap))
+        improved = step_with(width, ws.k - 1);
       if (!improved) break;
     }
     return *std::max_element(ws.load.begin(), ws.load.end());
