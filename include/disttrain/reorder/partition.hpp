@@ -170,8 +170,9 @@ class partitioner {
     // refined
     lpt_.run(ws_, bin_of);
     double best = refine(bin_of);
-    if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best, total);
-    best = try_fit(bin_of, best, total);
+    lower_ = lower_bound(total);
+    if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best);
+    best = try_fit(bin_of, best);
     if (n <= exact_max_items && ws_.k > 1 && ws_.k <= exact_max_bins)
       best = exact_.run(ws_, bin_of, best, exact_node_budget);
     return best;
@@ -209,9 +210,10 @@ class partitioner {
     double best = ws_.max_load(bin_of);
     // The wide pass, where it can apply (bin_of is taken to be stuck for the
     // narrow one: it comes from LPT + local search).
-    if (best > lower_bound(total) * (1 + refine_wide_gap)) best = refine(bin_of);
-    if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best, total);
-    return try_fit(bin_of, best, total);
+    lower_ = lower_bound(total);
+    if (best > lower_ * (1 + refine_wide_gap)) best = refine(bin_of);
+    if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best);
+    return try_fit(bin_of, best);
   }
 
   /// @brief The ranking of the items of the last call (indexes by cost
@@ -225,10 +227,10 @@ class partitioner {
   // KK runs and replaces bin_of when better. Small problems always refine
   // KK's result; larger ones only when KK alone already beats `best`
   // (refining costs about as much as KK). Returns the max load.
-  double try_kk(std::span<std::uint32_t> bin_of, double best, double total) {
+  double try_kk(std::span<std::uint32_t> bin_of, double best) {
     const std::size_t n = ws_.costs.size();
     if (ws_.k <= 1) return best;
-    if (!(best > lower_bound(total) * (1 + refine_kk_skip_gap))) return best;
+    if (!(best > lower_ * (1 + refine_kk_skip_gap))) return best;
     alt_.resize(n);
     kk_.run(ws_, alt_);
     const bool small = ws_.k <= 16 && n <= 64;
@@ -245,17 +247,13 @@ class partitioner {
   // max(mean, largest item), bisect a capacity between that bound and `best`
   // with first-fit-decreasing packings; the best packing, after local search,
   // replaces bin_of when better. Returns the max load.
-  double try_fit(std::span<std::uint32_t> bin_of, double best, double total) {
+  double try_fit(std::span<std::uint32_t> bin_of, double best) {
     const std::size_t n = ws_.costs.size();
     if (ws_.equal || n <= ws_.k || refine_fit_steps == 0) return best;
-    const double lower = lower_bound(total);
-    if (!(best > lower * (1 + refine_fit_gap))) return best;
-    alt_.resize(n);
-    double fit = fit_.run(ws_, alt_, lower, best, refine_fit_steps);
-    if (!(fit < best)) return best;
-    fit = std::min(fit, refine(alt_));
-    std::copy(alt_.begin(), alt_.end(), bin_of.begin());
-    return fit;
+    if (!(best > lower_ * (1 + refine_fit_gap))) return best;
+    // MULTIFIT writes only packings below bin_of's max load into it.
+    const double fit = fit_.run(ws_, bin_of, lower_, refine_fit_steps);
+    return fit < best ? std::min(fit, refine(bin_of)) : best;
   }
 
   // max(mean load, largest item) of the current problem (ranked), given its total.
@@ -271,7 +269,7 @@ class partitioner {
 
   // Grows every buffer any path may use for (n, k), so that a later call of at
   // most this size allocates nothing, whichever path it takes.
-  void reserve(std::size_t n, std::size_t k, balance_method method) {
+  void reserve(std::size_t n, std::uint32_t k, balance_method method) {
     const std::size_t cand =
         k <= exact_max_bins ? k * (std::min<std::size_t>(n, exact_max_items) + 1) : k;
     ws_.reserve(n, k, cand);
@@ -292,6 +290,7 @@ class partitioner {
   detail::karmarkar_karp_partition kk_;
   detail::local_search refine_;
   detail::branch_and_bound exact_;
+  double lower_ = 0.0;              // max(mean load, largest item) of the current call
   std::vector<std::uint32_t> alt_;  // try_kk(): KK's assignment
 };
 

@@ -24,26 +24,26 @@ namespace disttrain::detail {
 class multifit_partition {
  public:
   /// @brief Grows the buffers for n items and k bins.
-  void reserve(std::size_t n, std::size_t bins) {
-    const std::size_t leaves = std::bit_ceil(bins);
+  void reserve(std::size_t n, std::uint32_t bins) {
+    const std::size_t leaves = std::bit_ceil(std::size_t{bins});
     if (room_.capacity() < 2 * leaves) room_.reserve(2 * leaves);
     if (trial_.capacity() < n) trial_.reserve(n);
   }
 
   /// @brief Packs the items of `ws` (ranked in ws.order; no equal-count mode)
-  /// into bins of a capacity below `upper` (the max load of `bin_of`), at
-  /// most `steps` packings: the first at upper - (upper - lower) / 4 (`lower`:
-  /// a lower bound of the max load); when that does not fit, FFD is taken to
+  /// into bins of a capacity below the max load U of `bin_of`, at most
+  /// `steps` packings: the first at U - (U - lower) / 4 (`lower`: a lower
+  /// bound of the max load); when that does not fit, FFD is taken to
   /// be no help here and the search stops (one packing spent); else the
   /// capacity is bisected between `lower` and the best max load found. Each
   /// packing that fits and lowers the max load replaces `bin_of`. Returns the
-  /// max load of `bin_of` (<= upper). Deterministic: a function of the costs
+  /// max load of `bin_of` (<= U). Deterministic: a function of the costs
   /// and their ranking.
-  double run(partition_workspace& ws, std::span<std::uint32_t> bin_of, double lower, double upper,
+  double run(partition_workspace& ws, std::span<std::uint32_t> bin_of, double lower,
              std::uint32_t steps) {
     const std::size_t n = ws.costs.size();
     trial_.resize(n);
-    double lo = lower, best = upper;
+    double lo = lower, best = ws.max_load(bin_of);
     for (std::uint32_t s = 0; s < steps && best - lo > lo * 1e-9; ++s) {
       const double capacity = s == 0 ? best - (best - lo) / 4 : lo + (best - lo) / 2;
       if (!pack(ws, capacity)) {
