@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "disttrain/cost/cost_params.hpp"
@@ -247,4 +248,35 @@ TEST_CASE("a memory reserve must leave room on the GPU") {
   p.memory_reserve_bytes = 2 * gpu.hbm_bytes;
   check_error([&] { p.validate_for(gpu, "c"); }, errc::invalid_argument, "c.memory_reserve_bytes",
               "must be less");
+}
+
+TEST_CASE("diffusion generators round-trip through their descriptors") {
+  for (const char* name : {"sd-2.1-unet", "dit-xl-2"}) {
+    const module_spec m = presets::module_preset(name);
+    const auto& a = std::get<diffusion_arch>(m.arch);
+    const json j = a;
+    INFO(j.dump());
+    CHECK(j.at("type") == "diffusion");
+    CHECK(j.at("kind") == std::string(to_string(a.kind)));
+    // The U-Net's cost totals are written for kind "unet" only.
+    CHECK(j.contains("params") == (a.kind == diffusion_kind::unet));
+    const auto b = j.get<diffusion_arch>();
+    CHECK(json(b) == j);
+    CHECK(b.resolution == a.resolution);
+    CHECK(b.params == a.params);
+    CHECK(b.forward_flops_per_token == a.forward_flops_per_token);
+  }
+  // A U-Net's patch size defaults to 1 (a DiT's to 2).
+  json unet = json(presets::module_preset("sd-2.1-unet"))["arch"];
+  unet.erase("patch_size");
+  CHECK(unet.get<diffusion_arch>().patch_size == 1);
+  json dit = json(presets::module_preset("dit-xl-2"))["arch"];
+  dit.erase("patch_size");
+  CHECK(dit.get<diffusion_arch>().patch_size == 2);
+  // The kind is read by name; an unknown one is a located error.
+  dit["kind"] = "gan";
+  check_error([&] { (void)dit.get<diffusion_arch>(); }, errc::parse_error, "kind",
+              "unknown value \"gan\"");
+  dit.erase("kind");
+  check_error([&] { (void)dit.get<diffusion_arch>(); }, errc::parse_error, "kind", "missing");
 }

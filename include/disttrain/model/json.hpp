@@ -21,6 +21,9 @@
 
 namespace disttrain {
 
+NLOHMANN_JSON_SERIALIZE_ENUM(diffusion_kind,
+                             {{diffusion_kind::unet, "unet"}, {diffusion_kind::dit, "dit"}})
+
 // ---- distribution.hpp ----
 /// @brief JSON: `{"kind": "constant", "value": 1}`, `{"kind": "uniform_int", "min": 0,
 /// "max": 4}`, `{"kind": "lognormal", "median": 300, "sigma": 0.8, "min": 8, "max":
@@ -118,6 +121,27 @@ inline constexpr auto cluster_spec_fields =
                required_field("inter_node_bandwidth_bytes_per_s",
                               &cluster_spec::inter_node_bandwidth_bytes_per_s),
                required_field("inter_node_latency_s", &cluster_spec::inter_node_latency_s)};
+// A diffusion generator's fields; a U-Net's cost totals come on top (and are
+// only read, and allowed, for kind "unet").
+inline constexpr auto diffusion_arch_fields =
+    std::tuple{required_field("kind", &diffusion_arch::kind),
+               required_field("resolution", &diffusion_arch::resolution),
+               optional_field("latent_downsample", &diffusion_arch::latent_downsample),
+               optional_field("latent_channels", &diffusion_arch::latent_channels),
+               optional_field("patch_size", &diffusion_arch::patch_size),
+               required_field("layers", &diffusion_arch::layers),
+               required_field("hidden", &diffusion_arch::hidden),
+               required_field("heads", &diffusion_arch::heads),
+               optional_field("mlp", &diffusion_arch::mlp),
+               optional_field("learn_sigma", &diffusion_arch::learn_sigma),
+               optional_field("condition_params", &diffusion_arch::condition_params)};
+inline constexpr auto unet_cost_fields = std::tuple_cat(
+    diffusion_arch_fields,
+    std::tuple{
+        required_field("params", &diffusion_arch::params),
+        required_field("forward_flops_per_token", &diffusion_arch::forward_flops_per_token),
+        optional_field("forward_flops_per_token_sq", &diffusion_arch::forward_flops_per_token_sq),
+        required_field("activation_bytes_per_token", &diffusion_arch::activation_bytes_per_token)});
 }  // namespace detail
 
 // ---- architecture.hpp ----
@@ -130,24 +154,9 @@ inline void to_json(json& j, const decoder_llm_arch& a) {
   j["type"] = "llm";
 }
 inline void to_json(json& j, const diffusion_arch& a) {
-  j = json{{"type", "diffusion"},
-           {"kind", std::string(to_string(a.kind))},
-           {"resolution", a.resolution},
-           {"latent_downsample", a.latent_downsample},
-           {"latent_channels", a.latent_channels},
-           {"patch_size", a.patch_size},
-           {"layers", a.layers},
-           {"hidden", a.hidden},
-           {"heads", a.heads},
-           {"mlp", a.mlp},
-           {"learn_sigma", a.learn_sigma},
-           {"condition_params", a.condition_params}};
-  if (a.kind == diffusion_kind::unet) {
-    j["params"] = a.params;
-    j["forward_flops_per_token"] = a.forward_flops_per_token;
-    j["forward_flops_per_token_sq"] = a.forward_flops_per_token_sq;
-    j["activation_bytes_per_token"] = a.activation_bytes_per_token;
-  }
+  j = a.kind == diffusion_kind::unet ? detail::fields_to_json(a, detail::unet_cost_fields)
+                                     : detail::fields_to_json(a, detail::diffusion_arch_fields);
+  j["type"] = "diffusion";
 }
 
 namespace detail {
@@ -166,46 +175,16 @@ namespace detail {
   a.validate(path);
   return a;
 }
-/// @brief Reads a diffusion generator at `path`.
+/// @brief Reads a diffusion generator at `path` (a U-Net's `patch_size`
+/// defaults to 1).
 [[nodiscard]] inline diffusion_arch read_diffusion_arch(const json& j, std::string_view path) {
   diffusion_arch a;
-  const auto kind = json_get<std::string>(j, "kind", path);
-  if (kind == "unet")
-    a.kind = diffusion_kind::unet;
-  else if (kind == "dit")
-    a.kind = diffusion_kind::dit;
-  else
-    fail(errc::parse_error, join_path(path, "kind"), "unknown diffusion kind '", kind,
-         "' (expected unet or dit)");
-  // The U-Net's cost fields are only read (and allowed) for kind "unet".
-  if (a.kind == diffusion_kind::unet)
-    check_keys(
-        j,
-        {"type", "kind", "resolution", "latent_downsample", "latent_channels", "patch_size",
-         "layers", "hidden", "heads", "mlp", "learn_sigma", "condition_params", "params",
-         "forward_flops_per_token", "forward_flops_per_token_sq", "activation_bytes_per_token"},
-        path);
-  else
-    check_keys(j,
-               {"type", "kind", "resolution", "latent_downsample", "latent_channels", "patch_size",
-                "layers", "hidden", "heads", "mlp", "learn_sigma", "condition_params"},
-               path);
-  a.resolution = json_get<int>(j, "resolution", path);
-  a.latent_downsample = json_get_or<int>(j, "latent_downsample", a.latent_downsample, path);
-  a.latent_channels = json_get_or<int>(j, "latent_channels", a.latent_channels, path);
-  a.patch_size =
-      json_get_or<int>(j, "patch_size", a.kind == diffusion_kind::unet ? 1 : a.patch_size, path);
-  a.layers = json_get<int>(j, "layers", path);
-  a.hidden = json_get<int>(j, "hidden", path);
-  a.heads = json_get<int>(j, "heads", path);
-  a.mlp = json_get_or<int>(j, "mlp", a.mlp, path);
-  a.learn_sigma = json_get_or<bool>(j, "learn_sigma", a.learn_sigma, path);
-  a.condition_params = json_get_or<double>(j, "condition_params", 0.0, path);
+  a.kind = json_get<diffusion_kind>(j, "kind", path);
   if (a.kind == diffusion_kind::unet) {
-    a.params = json_get<double>(j, "params", path);
-    a.forward_flops_per_token = json_get<double>(j, "forward_flops_per_token", path);
-    a.forward_flops_per_token_sq = json_get_or<double>(j, "forward_flops_per_token_sq", 0.0, path);
-    a.activation_bytes_per_token = json_get<double>(j, "activation_bytes_per_token", path);
+    a.patch_size = 1;
+    read_fields(j, a, unet_cost_fields, path, {"type"});
+  } else {
+    read_fields(j, a, diffusion_arch_fields, path, {"type"});
   }
   a.validate(path);
   return a;
