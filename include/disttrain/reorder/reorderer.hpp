@@ -217,7 +217,8 @@ class reorderer {
   //    (refined: KK screened to small cells) and ordered by the order
   //    search's seeds alone; the lowest wins and gets the full order search;
   // 2. slot swaps on the winner while they lower the objective (search_cut);
-  // 3. refined: KK and MULTIFIT on every cell of the winner, kept only if not worse;
+  // 3. refined: the wide local search pass, KK and MULTIFIT (partitioner::
+  //    improve) on every cell of the winner, kept only if not worse;
   // 4. objective: compared with the arrival cut split and ordered as configured
   //    (the full split) and with no reordering at all (arrival cut, arrival
   //    chunks, arrival order; when that wins, the same with the configured
@@ -230,15 +231,15 @@ class reorderer {
     const bool by_objective = options_.slots == slot_policy::objective;
     const bool screen = options_.balance == balance_method::refined;
     const std::uint32_t kk_bins = partitioner_.refine_kk_max_bins,
-                        kk_items = partitioner_.refine_kk_max_items,
-                        fit_steps = partitioner_.refine_fit_steps;
+                        kk_items = partitioner_.refine_kk_max_items;
     {
       // The user's limits come back even if a plan throws (e.g. the objective).
       struct restore {
         partitioner& p;
         microbatch_orderer& o;
-        std::uint32_t bins, items, fit, budget;
+        std::uint32_t bins, items, fit;
         double wide;
+        std::uint32_t budget;
         ~restore() {
           p.refine_kk_max_bins = bins;
           p.refine_kk_max_items = items;
@@ -250,9 +251,9 @@ class reorderer {
               orderer_,
               kk_bins,
               kk_items,
-              fit_steps,
-              orderer_.budget,
-              partitioner_.refine_wide_gap};
+              partitioner_.refine_fit_steps,
+              partitioner_.refine_wide_gap,
+              orderer_.budget};
       if (screen) {  // the steps improve_cells adds to the winner
         partitioner_.refine_kk_max_bins = std::min(kk_bins, screen_kk_max_bins);
         partitioner_.refine_kk_max_items = std::min(kk_items, screen_kk_max_items);
@@ -303,7 +304,7 @@ class reorderer {
       search_cut(batch);
     }
     if (screen) {
-      copy_plan();  // the winner as searched, in case KK's cells score worse
+      copy_plan();  // the winner as searched, in case the improved cells score worse
       improve_cells(batch);
       if (!(plan_.time <= saved_.time)) swap_plan();
     }

@@ -11,7 +11,6 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <span>
 #include <vector>
 
@@ -69,17 +68,17 @@ class multifit_partition {
   // bin with room for c is found by descending to the leftmost leaf whose
   // room is >= c: O(log k) per item. False when an item fits nowhere.
   bool pack(partition_workspace& ws, double capacity) {
-    size_ = std::bit_ceil(static_cast<std::size_t>(ws.k));
-    room_.assign(2 * size_, -1.0);  // padding leaves: no room
-    std::fill(room_.begin() + static_cast<std::ptrdiff_t>(size_),
-              room_.begin() + static_cast<std::ptrdiff_t>(size_ + ws.k), capacity);
-    for (std::size_t i = size_; i-- > 1;) room_[i] = std::max(room_[2 * i], room_[2 * i + 1]);
+    const std::size_t leaves = std::bit_ceil(static_cast<std::size_t>(ws.k));
+    room_.assign(2 * leaves, -1.0);  // padding leaves: no room
+    std::fill(room_.begin() + static_cast<std::ptrdiff_t>(leaves),
+              room_.begin() + static_cast<std::ptrdiff_t>(leaves + ws.k), capacity);
+    for (std::size_t i = leaves; i-- > 1;) room_[i] = std::max(room_[2 * i], room_[2 * i + 1]);
     for (const std::uint32_t item : ws.order) {
       const double c = ws.costs[item];
       if (room_[1] < c) return false;
       std::size_t i = 1;
-      while (i < size_) i = room_[2 * i] >= c ? 2 * i : 2 * i + 1;
-      trial_[item] = static_cast<std::uint32_t>(i - size_);
+      while (i < leaves) i = room_[2 * i] >= c ? 2 * i : 2 * i + 1;
+      trial_[item] = static_cast<std::uint32_t>(i - leaves);
       room_[i] -= c;
       // Up to the first ancestor whose larger room did not change.
       for (i /= 2; i >= 1; i /= 2) {
@@ -93,7 +92,6 @@ class multifit_partition {
 
   std::vector<double> room_;          // max-tree of the bins' free room
   std::vector<std::uint32_t> trial_;  // the packing under test
-  std::size_t size_ = 1;              // leaves of the tree
 };
 
 }  // namespace disttrain::detail
