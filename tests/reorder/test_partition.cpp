@@ -163,14 +163,16 @@ std::vector<std::uint32_t> reference_lpt(const std::vector<double>& c, std::size
 
 }  // namespace
 
-TEST_CASE("partition: LPT equals a reference LPT (sorted and unsorted input, ties, -0.0)") {
+TEST_CASE("partition: LPT equals a reference LPT (sorted and unsorted input, ties, -0.0, zeros)") {
   std::mt19937_64 rng(11);
   int cases = 0;
   for (std::size_t n : {5u, 40u, 127u, 128u, 300u, 1000u}) {
     for (std::size_t k : {1u, 3u, 7u, 64u, 256u}) {
-      for (int kind : {0, 2}) {  // 2: integer-valued costs, many ties
-        auto c = reorder_test::random_costs(rng, n, kind);
+      for (int kind : {0, 2, 3}) {  // 2: integer-valued costs, many ties; 3: a third are 0
+        auto c = reorder_test::random_costs(rng, n, kind % 3);
         if (n > 3) c[1] = -0.0, c[3] = 0.0;  // equal to each other: a tie
+        if (kind == 3)  // zero costs (text-only samples of an encoder) among the first k ranked
+          for (std::size_t i = 0; i < n; i += 3) c[i] = 0.0;
         for (bool sorted : {false, true}) {
           if (sorted)
             std::sort(c.begin(), c.end(), std::greater<>());  // the already-ranked fast path
@@ -227,6 +229,33 @@ TEST_CASE("radix_sort: equals a stable comparison sort; keys preserve double ord
       CHECK(items[i].index == expect[i].index);
     }
   }
+}
+
+TEST_CASE("radix_sort: runs of keys that share their high half (short and long runs)") {
+  // The sort orders the high halves by byte passes, then each run of equal
+  // high halves by the low halves: insertion sort up to 32 keys, byte passes
+  // above. Keys here share few high halves (runs of every length), and their
+  // low halves repeat (stability inside a run).
+  using disttrain::detail::radix_item;
+  std::mt19937_64 rng(11);
+  for (std::size_t highs : {1u, 3u, 40u, 400u})
+    for (std::size_t n : {2u, 31u, 33u, 100u, 5000u}) {
+      std::vector<radix_item> items(n), scratch(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint64_t high = rng() % highs * 0x9e3779b1u;
+        const std::uint64_t low = rng() % 7 == 0 ? 5u : rng() % 0xffffffffu;
+        items[i] = {high << 32 | low, static_cast<std::uint32_t>(i)};
+      }
+      auto expect = items;
+      std::stable_sort(expect.begin(), expect.end(),
+                       [](const radix_item& x, const radix_item& y) { return x.key < y.key; });
+      disttrain::detail::radix_sort(items, scratch);
+      bool same = true;
+      for (std::size_t i = 0; i < n; ++i)
+        same = same && items[i].key == expect[i].key && items[i].index == expect[i].index;
+      CAPTURE(highs, n);
+      CHECK(same);
+    }
 }
 
 TEST_CASE("partition: bad input") {
