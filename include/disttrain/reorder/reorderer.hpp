@@ -9,8 +9,9 @@
 /// 1. canonical order: samples sorted by id (duplicate ids are an error); module
 ///    totals T_k summed in that order; cost key `sum_k cost_k / T_k`; samples
 ///    ranked by (key descending, id ascending). Every cut but the arrival cut
-///    reads only this ranking.
+///    reads only this ranking (detail/batch_ranking.hpp).
 /// 2. slots: the ranking is cut into m slots of floor/ceil(n/m) samples
+///    (detail/slot_cut.hpp)
 ///    (`size_sorted`: consecutive ranks, so a slot holds similar samples;
 ///    `balanced`: equal key totals; `arrival`: input order; `objective`, the
 ///    default, and `best`: candidate cuts and slot swaps scored by the
@@ -21,6 +22,8 @@
 ///    different DP degree gets its own optimal-ish split of the same samples.
 /// 4. order: per slot and stage, time = scale x slowest replica's load; the
 ///    `microbatch_orderer` picks the order minimising the objective.
+/// The batch is checked first (detail/batch_checks.hpp) and the chosen plan
+/// (detail/reorder_plan.hpp) written out last (detail/result_writer.hpp).
 /// Cost: O(n log n + n K) plus the partition and order searches (bounded
 /// budgets); after the first batch of a given size, no allocation except
 /// growing `out` when the batch is larger than any before.
@@ -41,9 +44,12 @@
 
 #include "disttrain/core/check.hpp"
 #include "disttrain/reorder/assignment.hpp"
+#include "disttrain/reorder/detail/batch_checks.hpp"
+#include "disttrain/reorder/detail/batch_ranking.hpp"
 #include "disttrain/reorder/detail/limited_split.hpp"
-#include "disttrain/reorder/detail/radix_sort.hpp"
 #include "disttrain/reorder/detail/reorder_plan.hpp"
+#include "disttrain/reorder/detail/result_writer.hpp"
+#include "disttrain/reorder/detail/slot_cut.hpp"
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/reorder/ordering.hpp"
 #include "disttrain/reorder/partition.hpp"
@@ -107,32 +113,19 @@ class reorderer {
     const std::size_t n = batch.size();
     const std::size_t K = options_.modules.size();
     const std::size_t m = options_.microbatches;
-    require(n > 0, "batch", "global batch is empty");
-    require(n >= m, "batch", "has ", n, " samples, fewer than microbatches ", m,
-            " (every microbatch needs a sample)");
-    require(n <= 0xfffffffeu, "batch", "has ", n, " samples, limit 4294967294");
-    for (std::size_t i = 0; i < n; ++i) validate_sample_costs(batch[i], K, i);
-    if (options_.equal_count) {
-      for (std::size_t k = 0; k < K; ++k)
-        if (n / m < options_.modules[k].dp)
-          fail(errc::infeasible, cat("reorder_options.modules[", k, "].dp"), "module '",
-               options_.modules[k].name, "': equal_count needs >= dp = ", options_.modules[k].dp,
-               " samples per microbatch, the smallest of ", m, " microbatches has ", n / m,
-               " (batch of ", n, ")");
-    }
-    if (limited_) check_limits(batch);
+    detail::check_batch(options_, batch);
     reserve(n);
     // No cell ranking carries over from an earlier batch (zeros: not a ranking).
     plan_.ranking.assign(n * K, 0);
     saved_.ranking.assign(n * K, 0);
-    rank_samples(batch);
-    check_sums(batch);
+    ranking_.rank(batch, K);
+    detail::check_batch_sums(options_, batch, ranking_);
     if ((options_.slots == slot_policy::best || options_.slots == slot_policy::objective) && m > 1)
       choose_cut(batch);
     else
       plan(batch, start_of(options_.slots));
     if (plan_.bad_slots != 0) fail_packing(batch);
-    write_result(batch, out);
+    detail::write_result(batch, options_, plan_, ranking_, load_base_, sorted_index_, out);
   }
 
  private:
@@ -144,44 +137,6 @@ class reorderer {
     return candidate < incumbent - std::abs(incumbent) * 1e-12;
   }
   static constexpr double infeasible_ = std::numeric_limits<double>::infinity();
-
-  // Per-replica limits the batch cannot meet whatever the split: a sample
-  // larger than a replica's token budget, a microbatch with more samples than
-  // dp x max_samples, more tokens in the batch than every cell can hold.
-  void check_limits(std::span<const sample_meta> batch) const {
-    const std::size_t n = batch.size();
-    const std::size_t m = options_.microbatches;
-    const std::size_t largest = (n + m - 1) / m;  // the largest slot (every cut: floor/ceil(n/m))
-    for (std::size_t k = 0; k < options_.modules.size(); ++k) {
-      const reorder_module& mod = options_.modules[k];
-      const auto where = [k](std::string_view field) {  // built only to throw
-        return cat("reorder_options.modules[", k, "].", field);
-      };
-      if (mod.max_samples != 0 && largest > std::uint64_t{mod.max_samples} * mod.dp)
-        fail(errc::infeasible, where("max_samples"), "module '", mod.name,
-             "': a microbatch holds up to ", largest, " samples (", n, " samples over ", m,
-             " microbatches), more than dp ", mod.dp, " x max_samples ", mod.max_samples,
-             "; use at least ",
-             (n + std::uint64_t{mod.max_samples} * mod.dp - 1) /
-                 (std::uint64_t{mod.max_samples} * mod.dp),
-             " microbatches, or raise the limit");
-      if (mod.max_tokens == 0) continue;
-      std::uint64_t total = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::uint32_t t = batch[i].tokens[k];
-        if (t > mod.max_tokens)
-          fail(errc::infeasible, cat("batch[", i, "].tokens[", k, "]"), "sample id ", batch[i].id,
-               ": ", t, " tokens for module '", mod.name, "', above its max_tokens ",
-               mod.max_tokens, " per replica per microbatch: no replica can hold it");
-        total += t;
-      }
-      const std::uint64_t cells = std::uint64_t{mod.dp} * m;
-      if (total / cells > mod.max_tokens || (total / cells == mod.max_tokens && total % cells != 0))
-        fail(errc::infeasible, where("max_tokens"), "module '", mod.name, "': the batch has ",
-             total, " tokens, more than ", m, " microbatches x dp ", mod.dp, " x max_tokens ",
-             mod.max_tokens, " can hold");
-    }
-  }
 
   // The chosen plan still has a cell no split could fit (every cut tried had
   // one): names the first such slot's unplaced sample.
@@ -358,89 +313,7 @@ class reorderer {
   }
 
   [[nodiscard]] std::size_t slot_begin(std::size_t j, std::size_t n) const noexcept {
-    const std::size_t m = options_.microbatches;
-    return j * (n / m) + std::min(j, n % m);
-  }
-
-  // Step 1: by_id_ (input indices by id), rank_ (input indices by key desc, id asc).
-  void rank_samples(std::span<const sample_meta> batch) {
-    const std::size_t n = batch.size();
-    const std::size_t K = options_.modules.size();
-    by_id_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) by_id_[i] = static_cast<std::uint32_t>(i);
-    bool ids_sorted = true;  // the common case: a loader hands ids in order
-    for (std::size_t i = 1; i < n && ids_sorted; ++i) ids_sorted = batch[i - 1].id <= batch[i].id;
-    if (!ids_sorted) {
-      radix_.resize(n);
-      radix_tmp_.resize(n);
-      for (std::size_t i = 0; i < n; ++i)
-        radix_[i] = detail::radix_item{batch[i].id, static_cast<std::uint32_t>(i)};
-      detail::radix_sort(radix_, radix_tmp_);  // stable: equal ids keep input order
-      for (std::size_t i = 0; i < n; ++i) by_id_[i] = radix_[i].index;
-    }
-    for (std::size_t r = 1; r < n; ++r) {
-      if (batch[by_id_[r]].id == batch[by_id_[r - 1]].id) {
-        const std::uint32_t a = std::min(by_id_[r], by_id_[r - 1]),
-                            b = std::max(by_id_[r], by_id_[r - 1]);
-        fail(errc::invalid_argument, cat("batch[", b, "].id"), "duplicate sample id ", batch[b].id,
-             " (also batch[", a, "])");
-      }
-    }
-    total_.fill(0.0);
-    for (std::uint32_t i : by_id_)
-      for (std::size_t k = 0; k < K; ++k) total_[k] += batch[i].cost[k];
-    key_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      double key = 0.0;
-      for (std::size_t k = 0; k < K; ++k)
-        if (total_[k] > 0.0) key += batch[i].cost[k] / total_[k];
-      key_[i] = key;
-    }
-    // rank_: (key descending, id ascending) = a stable sort by key of the id order.
-    radix_.resize(n);
-    radix_tmp_.resize(n);
-    for (std::size_t r = 0; r < n; ++r)
-      radix_[r] = detail::radix_item{detail::descending_key(key_[by_id_[r]]), by_id_[r]};
-    detail::radix_sort(radix_, radix_tmp_);
-    rank_.resize(n);
-    for (std::size_t r = 0; r < n; ++r) rank_[r] = radix_[r].index;
-  }
-
-  // Every sum the reorderer forms is at most a module total T_k (up to
-  // rounding), and every time the objective sees at most
-  // sum_s (forward_scale_s + backward_scale_s) T_k(s). Both must be finite, with
-  // headroom for rounding, or the overflow would surface later at an internal
-  // location (a stage time) or as an infinite iteration time.
-  void check_sums(std::span<const sample_meta> batch) const {
-    constexpr double top = std::numeric_limits<double>::max();
-    const std::size_t K = options_.modules.size();
-    for (std::size_t k = 0; k < K; ++k) {
-      if (total_[k] <= top) continue;
-      double run = 0.0;  // the sum in id order, as total_ was taken: find where it overflows
-      for (const std::uint32_t i : by_id_) {
-        run += batch[i].cost[k];
-        if (!(run <= top))
-          fail(errc::invalid_argument, cat("batch[", i, "].cost[", k, "]"), "module '",
-               options_.modules[k].name, "': sample id ", batch[i].id, " (cost ", batch[i].cost[k],
-               ") makes the batch's total cost[", k, "] overflow (exceed ", top,
-               "); scale the costs down");
-      }
-    }
-    std::array<double, max_reorder_modules> scale{};
-    for (const pipeline_stage& st : options_.stages)
-      scale[st.module] += st.forward_scale + st.backward_scale;
-    double bound = 0.0;
-    std::size_t worst = 0;
-    for (std::size_t k = 0; k < K; ++k) {
-      bound += scale[k] * total_[k];
-      if (scale[k] * total_[k] > scale[worst] * total_[worst]) worst = k;
-    }
-    if (!(bound <= top / 4))
-      fail(errc::invalid_argument, "batch",
-           "the modelled iteration time overflows: sum over stages of (forward_scale + "
-           "backward_scale) x the module's total cost is ",
-           bound, ", limit ", top / 4, " (largest: module '", options_.modules[worst].name,
-           "', total cost ", total_[worst], " x scales ", scale[worst], "); scale the costs down");
+    return detail::slot_layout{n, options_.microbatches}.begin(j);
   }
 
   // Grows every buffer any path may use for a batch of n samples, so a later
@@ -456,25 +329,23 @@ class reorderer {
     const auto grow = [](auto& v, std::size_t size) {
       if (v.capacity() < size) v.reserve(size);
     };
-    for (auto* v : {&by_id_, &rank_, &plan_.seq, &bins_, &sorted_index_, &plan_.slot, &best_seq_,
-                    &saved_.slot, &saved_.seq})
+    ranking_.reserve(n);
+    cutter_.reserve(n, options_);
+    for (auto* v :
+         {&plan_.seq, &bins_, &sorted_index_, &plan_.slot, &best_seq_, &saved_.slot, &saved_.seq})
       grow(*v, n);
     for (auto* v : {&plan_.replica, &plan_.offset, &plan_.ranking, &saved_.replica, &saved_.offset,
                     &saved_.ranking})
       grow(*v, n * K);
     grow(fill_, std::max({n, m, dp_max}));
-    for (auto* v : {&plan_.perm, &plan_.position, &relabel_, &slot_order_, &saved_.perm,
-                    &saved_.position, &order_tmp_})
+    for (auto* v :
+         {&plan_.perm, &plan_.position, &slot_order_, &saved_.perm, &saved_.position, &order_tmp_})
       grow(*v, m);
     grow(load_base_, K + 1);
-    grow(key_, n);
-    grow(radix_, n);
-    grow(radix_tmp_, n);
     grow(costs_, n);
     grow(plan_.slot_load, dp_sum * m);
     grow(saved_.slot_load, dp_sum * m);
-    for (auto* v : {&plan_.slowest, &saved_.slowest, &slot_time_, &vec_load_, &lpt_, &trial_})
-      grow(*v, K * m);
+    for (auto* v : {&plan_.slowest, &saved_.slowest, &slot_time_, &lpt_, &trial_}) grow(*v, K * m);
     grow(excess_, m);
     grow(plan_.bad, m);
     grow(saved_.bad, m);
@@ -488,9 +359,7 @@ class reorderer {
     grow(starts_, 4 + K);
   }
 
-  // Ways to cut the batch into slots: the public policies plus two extra
-  // starting points for the slot search.
-  enum class start : std::uint8_t { arrival, size_sorted, balanced, by_id, dealt, by_module };
+  using start = detail::slot_start;
 
   static constexpr start start_of(slot_policy p) noexcept {
     return p == slot_policy::arrival       ? start::arrival
@@ -686,105 +555,8 @@ class reorderer {
 
   // Step 2: plan_.seq = input indices grouped by slot (slot j = plan_.seq[slot_begin(j) ..)).
   void form_slots(std::span<const sample_meta> batch, start how, std::size_t module = 0) {
-    const std::size_t n = batch.size();
-    const std::size_t m = options_.microbatches;
-    plan_.seq.resize(n);
-    switch (how) {
-      case start::arrival:
-        for (std::size_t i = 0; i < n; ++i) plan_.seq[i] = static_cast<std::uint32_t>(i);
-        break;
-      case start::size_sorted: std::copy(rank_.begin(), rank_.end(), plan_.seq.begin()); break;
-      case start::by_id: std::copy(by_id_.begin(), by_id_.end(), plan_.seq.begin()); break;
-      case start::by_module:  // consecutive by one module's cost (descending, ties by rank)
-        std::copy(rank_.begin(), rank_.end(), plan_.seq.begin());
-        std::sort(plan_.seq.begin(), plan_.seq.end(),
-                  [this, batch, module](std::uint32_t x, std::uint32_t y) {
-                    const double cx = batch[x].cost[module], cy = batch[y].cost[module];
-                    if (cx != cy) return cx > cy;
-                    return key_[x] > key_[y] || (key_[x] == key_[y] && batch[x].id < batch[y].id);
-                  });
-        break;
-      case start::dealt: {
-        // Ranks dealt round-robin: slot j gets ranks j, j + m, ... (as counts allow).
-        fill_.assign(m, 0);
-        std::size_t j = 0;
-        for (std::size_t r = 0; r < n; ++r) {
-          while (fill_[j] == slot_begin(j + 1, n) - slot_begin(j, n)) j = (j + 1) % m;
-          plan_.seq[slot_begin(j, n) + fill_[j]++] = rank_[r];
-          j = (j + 1) % m;
-        }
-        break;
-      }
-      case start::balanced: {
-        // Equal-count bins with equal totals for every module, then each bin's
-        // members in rank order.
-        bins_.resize(n);
-        balance_slots(batch);
-        // Bins holding ceil(n/m) samples become the first slots (slot_begin's layout),
-        // each group in bin order.
-        fill_.assign(m, 0);
-        for (std::size_t r = 0; r < n; ++r) ++fill_[bins_[r]];
-        relabel_.resize(m);
-        std::uint32_t next = 0;
-        for (const bool big : {true, false})
-          for (std::size_t x = 0; x < m; ++x)
-            if ((fill_[x] > n / m) == big) relabel_[x] = next++;
-        fill_.assign(m, 0);
-        for (std::size_t r = 0; r < n; ++r) {
-          const std::uint32_t j = relabel_[bins_[r]];
-          plan_.seq[slot_begin(j, n) + fill_[j]++] = rank_[r];
-        }
-        break;
-      }
-    }
-  }
-
-  // bins_[r] = slot of rank r such that every module's slot totals are near
-  // total/m. One module: the 1-D refined partitioner on its costs. Several:
-  // vector LPT: ranks in order, each to the open slot minimising the largest
-  // normalised module load after adding it (ties: smaller sum, lower slot).
-  void balance_slots(std::span<const sample_meta> batch) {
-    const std::size_t n = batch.size();
-    const std::size_t K = options_.modules.size();
-    const std::size_t m = options_.microbatches;
-    if (K == 1) {
-      costs_.resize(n);
-      for (std::size_t r = 0; r < n; ++r) costs_[r] = batch[rank_[r]].cost[0];
-      slot_partitioner_.partition(costs_, static_cast<std::uint32_t>(m), true,
-                                  balance_method::refined, bins_);
-      return;
-    }
-    std::array<double, max_reorder_modules> scale{};
-    for (std::size_t k = 0; k < K; ++k)
-      scale[k] = total_[k] > 0.0 ? static_cast<double>(m) / total_[k] : 0.0;
-    vec_load_.assign(m * K, 0.0);
-    fill_.assign(m, 0);
-    const std::size_t q = n / m, rem = n % m;
-    std::size_t big = 0;
-    for (std::size_t r = 0; r < n; ++r) {
-      const sample_meta& smp = batch[rank_[r]];
-      std::array<double, max_reorder_modules> add{};  // the sample's normalised costs
-      for (std::size_t k = 0; k < K; ++k) add[k] = smp.cost[k] * scale[k];
-      std::size_t best = m;
-      double best_max = 0.0, best_sum = 0.0;
-      for (std::size_t j = 0; j < m; ++j) {
-        if (fill_[j] == q + 1 || (fill_[j] == q && big == rem)) continue;
-        double mx = 0.0, sm = 0.0;
-        for (std::size_t k = 0; k < K; ++k) {
-          const double v = vec_load_[j * K + k] + add[k];
-          mx = std::max(mx, v);
-          sm += v;
-        }
-        if (best == m || mx < best_max || (mx == best_max && sm < best_sum)) {
-          best = j;
-          best_max = mx;
-          best_sum = sm;
-        }
-      }
-      for (std::size_t k = 0; k < K; ++k) vec_load_[best * K + k] += add[k];
-      if (++fill_[best] == q + 1) ++big;
-      bins_[r] = static_cast<std::uint32_t>(best);
-    }
+    plan_.seq.resize(batch.size());
+    cutter_.cut(options_, batch, ranking_, detail::slot_cut{how, module}, plan_.seq);
   }
 
   // Max load of module k's replicas in slot j (one partition of the slot).
@@ -876,7 +648,7 @@ class reorderer {
     slot_time_.resize(K * m);
     std::array<double, max_reorder_modules> sum{}, ideal{};
     for (std::size_t k = 0; k < K; ++k) {
-      ideal[k] = total_[k] / static_cast<double>(options_.modules[k].dp);
+      ideal[k] = ranking_.total(k) / static_cast<double>(options_.modules[k].dp);
       for (std::size_t j = 0; j < m; ++j) sum[k] += slot_time_[k * m + j] = slot_time(batch, j, k);
     }
     const auto potential = [&](const std::array<double, max_reorder_modules>& s) {
@@ -1212,8 +984,7 @@ class reorderer {
           const std::size_t ab = slot_begin(a, n), ae = slot_begin(a + 1, n);
           const std::size_t bb = slot_begin(b, n), be = slot_begin(b + 1, n);
           const auto larger = [&](std::size_t x, std::size_t y) {  // plan_.seq positions
-            const std::uint32_t u = plan_.seq[x], v = plan_.seq[y];
-            return key_[u] > key_[v] || (key_[u] == key_[v] && batch[u].id < batch[v].id);
+            return ranking_.ranks_before(batch, plan_.seq[x], plan_.seq[y]);
           };
           std::size_t x1 = ab, x2 = ae, y = bb;
           for (std::size_t x = ab + 1; x < ae; ++x) {
@@ -1263,90 +1034,23 @@ class reorderer {
     if (any) order_slots(options_.order, true);
   }
 
-  void write_result(std::span<const sample_meta> batch, reorder_result& out) {
-    const std::size_t n = batch.size();
-    const std::size_t K = options_.modules.size();
-    const std::size_t m = options_.microbatches;
-    out.modules = static_cast<std::uint32_t>(K);
-    out.microbatches = static_cast<std::uint32_t>(m);
-    out.dp.fill(0);
-    for (std::size_t k = 0; k < K; ++k) out.dp[k] = options_.modules[k].dp;
-    out.equal_count = options_.equal_count;
-    out.iteration_time = plan_.time;
-    out.imbalance.fill(0.0);
-    for (std::size_t k = 0; k < K; ++k) {
-      double sum = 0.0;
-      for (std::size_t j = 0; j < m; ++j) sum += plan_.slowest[k * m + j];
-      const double ideal = total_[k] / static_cast<double>(options_.modules[k].dp);
-      out.imbalance[k] = ideal > 0.0 ? sum / ideal : 1.0;
-    }
-    // Samples by id; sorted_index_[input index] = index in out.samples.
-    out.samples.resize(n);
-    sorted_index_.resize(n);
-    for (std::size_t r = 0; r < n; ++r) {
-      const std::uint32_t i = by_id_[r];
-      sorted_index_[i] = static_cast<std::uint32_t>(r);
-      sample_place& p = out.samples[r];
-      p.id = batch[i].id;
-      p.microbatch = plan_.position[slot_of(i)];
-      p.module = {};
-      for (std::size_t k = 0; k < K; ++k)
-        p.module[k] = module_place{plan_.replica[i * K + k], plan_.offset[i * K + k]};
-    }
-    // Cells ordered (module, position, replica).
-    const std::size_t cells = load_base_[K];
-    out.cell_begin.resize(cells + 1);
-    out.load.resize(cells);
-    std::size_t c = 0;
-    for (std::size_t k = 0; k < K; ++k) {
-      const std::size_t dp = options_.modules[k].dp;
-      for (std::size_t p = 0; p < m; ++p) {
-        const std::size_t j = plan_.perm[p];
-        for (std::size_t r = 0; r < dp; ++r, ++c)
-          out.load[c] = plan_.slot_load[load_base_[k] + j * dp + r];
-      }
-    }
-    // Cell sizes, then prefix sums.
-    std::fill(out.cell_begin.begin(), out.cell_begin.end(), 0u);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t pos = plan_.position[slot_of(i)];
-      for (std::size_t k = 0; k < K; ++k)
-        ++out.cell_begin[cell_of(k, pos, plan_.replica[i * K + k]) + 1];
-    }
-    for (std::size_t x = 0; x < cells; ++x) out.cell_begin[x + 1] += out.cell_begin[x];
-    out.cell_samples.resize(n * K);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t pos = plan_.position[slot_of(i)];
-      for (std::size_t k = 0; k < K; ++k)
-        out.cell_samples[out.cell_begin[cell_of(k, pos, plan_.replica[i * K + k])] +
-                         plan_.offset[i * K + k]] = sorted_index_[i];
-    }
-  }
-
-  [[nodiscard]] std::size_t cell_of(std::size_t k, std::size_t pos, std::size_t r) const noexcept {
-    return load_base_[k] + pos * options_.modules[k].dp + r;
-  }
-
-  // Slot of input index i (recorded by split_cells).
-  [[nodiscard]] std::size_t slot_of(std::size_t i) const noexcept { return plan_.slot[i]; }
-
   reorder_options options_;
   Objective objective_;
   bool limited_ = false;  // some module has a per-replica limit
-  partitioner partitioner_, slot_partitioner_;
+  partitioner partitioner_;
+  detail::slot_cutter cutter_;  // step 2
   detail::limited_split limiter_;
   std::vector<std::uint32_t> tokens_;
   std::vector<std::uint64_t> slot_tokens_;
   microbatch_orderer orderer_;
-  std::array<double, max_reorder_modules> total_{};
-  detail::reorder_plan plan_;   // the primary plan: the one being built, scored, written
-  detail::reorder_plan saved_;  // the plan set aside by swap_plan() (the incumbent)
-  std::vector<std::uint32_t> by_id_, rank_, bins_, fill_, sorted_index_, relabel_;
+  detail::reorder_plan plan_;      // the primary plan: the one being built, scored, written
+  detail::reorder_plan saved_;     // the plan set aside by swap_plan() (the incumbent)
+  detail::batch_ranking ranking_;  // step 1
+  std::vector<std::uint32_t> bins_, fill_, sorted_index_;
   std::vector<std::size_t> load_base_;
   std::vector<std::uint32_t> slot_order_, best_seq_, order_tmp_;
   std::vector<std::pair<start, std::size_t>> starts_;
-  std::vector<detail::radix_item> radix_, radix_tmp_;
-  std::vector<double> vec_load_, key_, costs_, fwd_, bwd_, slot_time_, excess_, lpt_, trial_;
+  std::vector<double> costs_, fwd_, bwd_, slot_time_, excess_, lpt_, trial_;
 };
 
 }  // namespace disttrain
