@@ -582,6 +582,23 @@ class reorderer {
            (x.first <= y.first && x.second < y.second * (1 - 1e-12));
   }
 
+  // Work units of splitting the largest slot of a batch of n samples in
+  // every module, s (1 + log2 s) + d per module (the slot and cut searches'
+  // budgets count in these units).
+  [[nodiscard]] std::size_t split_units(std::size_t n) const noexcept {
+    const std::size_t m = options_.microbatches;
+    const std::size_t s_max = (n + m - 1) / m;
+    const std::size_t lg = static_cast<std::size_t>(std::bit_width(s_max)) + 1;
+    std::size_t unit = 0;
+    for (const reorder_module& mod : options_.modules) unit += s_max * lg + mod.dp;
+    return unit;
+  }
+  // A search's work budget: max(2^floor_log2, 4 n log2 n) units.
+  [[nodiscard]] static std::size_t work_budget(std::size_t n, int floor_log2) noexcept {
+    return std::max<std::size_t>(std::size_t{1} << floor_log2,
+                                 4 * n * static_cast<std::size_t>(std::bit_width(n)));
+  }
+
   // Step 2b (small cells only, where slot membership decides the balance):
   // from each of several starting cuts, swap samples between slots while that
   // lowers the potential (max_k imbalance_k, then sum_k imbalance_k); keep the
@@ -612,13 +629,9 @@ class reorderer {
     // s (1 + log2 s) + d units; a start costs K m splits, a swap 2 K. When that
     // leaves fewer than 16 swaps the search is skipped (large batches: the
     // slot cut alone is kept).
-    const std::size_t s_max = (n + m - 1) / m;
-    const std::size_t lg = static_cast<std::size_t>(std::bit_width(s_max)) + 1;
-    std::size_t unit = 0;
-    for (std::size_t k = 0; k < K; ++k) unit += s_max * lg + options_.modules[k].dp;
+    const std::size_t unit = split_units(n);
     const std::size_t per_swap = 2 * unit, per_start = m * unit;
-    const std::size_t work = std::max<std::size_t>(
-        std::size_t{1} << 16, 4 * n * static_cast<std::size_t>(std::bit_width(n)));
+    const std::size_t work = work_budget(n, 16);
     // As many starts as leave 16 swaps each, at least one.
     starts_.resize(std::clamp<std::size_t>(work / (per_start + 16 * per_swap), 1, starts_.size()));
     const std::size_t left =
@@ -942,13 +955,9 @@ class reorderer {
     if (options_.cut_search_budget == 0 || m < 2 || options_.balance == balance_method::none ||
         options_.balance == balance_method::arrival)
       return;
-    const std::size_t s_max = (n + m - 1) / m;
-    const std::size_t lg = static_cast<std::size_t>(std::bit_width(s_max)) + 1;
-    std::size_t unit = 0;
-    for (std::size_t k = 0; k < K; ++k) unit += s_max * lg + options_.modules[k].dp;
+    const std::size_t unit = split_units(n);
     const std::size_t per_try = 2 * unit, setup = m * unit;
-    const std::size_t work = std::max<std::size_t>(
-        std::size_t{1} << 18, 4 * n * static_cast<std::size_t>(std::bit_width(n)));
+    const std::size_t work = work_budget(n, 18);
     if (work < setup + 16 * per_try) return;
     const std::size_t tries =
         std::min<std::size_t>(options_.cut_search_budget, (work - setup) / per_try);
