@@ -276,7 +276,7 @@ TEST_CASE("diffusion generators round-trip through their descriptors") {
   // The kind is read by name; an unknown one is a located error.
   dit["kind"] = "gan";
   check_error([&] { (void)dit.get<diffusion_arch>(); }, errc::parse_error, "kind",
-              "unknown value \"gan\"");
+              "unknown value \"gan\" (valid: \"unet\", \"dit\")");
   dit.erase("kind");
   check_error([&] { (void)dit.get<diffusion_arch>(); }, errc::parse_error, "kind", "missing");
 }

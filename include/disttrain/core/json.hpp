@@ -131,6 +131,29 @@ template <class T>
   fail(errc::parse_error, where, "wrong type (", v.type_name(), "): expected an integer");
 }
 
+/// @brief The names of enumeration `T`'s JSON table (`NLOHMANN_JSON_SERIALIZE_ENUM`),
+/// quoted, in enumerator order, for error messages: found by writing the
+/// values 0 .. 63 (nlohmann writes a value outside the table as its first
+/// name, already listed). Empty for an unscoped enumeration (its values
+/// outside the enumerators are not all valid).
+template <class T>
+[[nodiscard]] std::string json_enum_names() {
+  static_assert(std::is_enum_v<T>);
+  std::string names;
+  if constexpr (!std::is_convertible_v<T, std::underlying_type_t<T>>) {  // scoped
+    std::vector<std::string> seen;
+    for (int i = 0; i < 64; ++i) {
+      const json j = static_cast<T>(i);
+      if (!j.is_string()) continue;
+      std::string name = j.dump();
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+      names += names.empty() ? name : ", " + name;
+      seen.push_back(std::move(name));
+    }
+  }
+  return names;
+}
+
 /// @brief `v` as `T`; integers (and arrays of integers, nested at any depth)
 /// are converted exactly by `json_to_integer`; an enumeration is read by name
 /// (its `NLOHMANN_JSON_SERIALIZE_ENUM` table), and a name not in the table is
@@ -143,7 +166,11 @@ template <class T>
     if (!v.is_string()) fail(errc::parse_error, where, "expected a string, got ", v.type_name());
     const T e = v.template get<T>();
     // nlohmann maps unknown strings to the first enumerator; reject them instead.
-    if (json(e) != v) fail(errc::parse_error, where, "unknown value ", v.dump());
+    if (json(e) != v) {
+      const std::string names = json_enum_names<T>();
+      fail(errc::parse_error, where, "unknown value ", v.dump(),
+           names.empty() ? "" : cat(" (valid: ", names, ")"));
+    }
     return e;
   } else if constexpr (is_json_integer_vector_v<T>) {
     if (!v.is_array()) fail(errc::parse_error, where, "expected an array, got ", v.type_name());
