@@ -15,6 +15,7 @@
 #include "disttrain/comm/fault_backend.hpp"
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/comm/route.hpp"
+#include "disttrain/comm/route_plan.hpp"
 #include "disttrain/comm/route_transfer.hpp"
 #include "disttrain/comm/sample_placement.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"

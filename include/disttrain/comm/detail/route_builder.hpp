@@ -1,0 +1,396 @@
+#pragma once
+/// @file route_builder.hpp
+/// @brief Internal: how `plan_route` (route.hpp) builds a route: the checks
+/// of its inputs, then its messages phase by phase (the crossing, the
+/// fan-out), the ranks taking part and the fingerprint.
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "disttrain/comm/route_plan.hpp"
+#include "disttrain/comm/sample_placement.hpp"
+#include "disttrain/core/check.hpp"
+#include "disttrain/core/checked.hpp"
+#include "disttrain/kernels/copy_blocks.hpp"
+#include "disttrain/plan/rank_layout.hpp"
+
+namespace disttrain::detail {
+
+/// Fingerprint of placement `p` (replica sizes and sample order).
+inline void add_placement(fingerprint_builder& f, const sample_placement& p) {
+  f.add(p.dp());
+  for (int d = 0; d < p.dp(); ++d) {
+    f.add(p.samples(d).size());
+    for (int s : p.samples(d)) f.add(s);
+  }
+}
+
+/// "replica 1 position 0: sample 3 vs 5" (or a replica count / length difference).
+[[nodiscard]] inline std::string first_placement_difference(const sample_placement& a,
+                                                            const sample_placement& b) {
+  if (a.dp() != b.dp()) return cat(a.dp(), " vs ", b.dp(), " replicas");
+  for (int d = 0; d < a.dp(); ++d) {
+    const auto& x = a.samples(d);
+    const auto& y = b.samples(d);
+    for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
+      if (x[i] != y[i]) return cat("replica ", d, " position ", i, ": sample ", x[i], " vs ", y[i]);
+    if (x.size() != y.size())
+      return cat("replica ", d, ": ", x.size(), " vs ", y.size(), " samples");
+  }
+  return "none";
+}
+
+/// floor(n k / s) for 0 <= k <= s, without forming n k (which can overflow):
+/// n = q s + r gives n k / s = q k + r k / s, and r k < s^2 fits.
+inline std::int64_t scaled_floor(std::int64_t n, int k, int s) {
+  const std::int64_t q = n / s;
+  const std::int64_t r = n % s;
+  return q * k + r * k / s;
+}
+
+/// Bounds of slice k of `n` items cut in `s` parts: [k n / s, (k+1) n / s).
+inline std::pair<std::int64_t, std::int64_t> slice_bounds(std::int64_t n, int k, int s) {
+  const std::int64_t lo = scaled_floor(n, k, s);
+  const std::int64_t hi = scaled_floor(n, k + 1, s);
+  return {lo, hi - lo};
+}
+
+/// Row offset of every sample inside its replica's buffer under `p`.
+inline std::vector<std::int64_t> row_offsets(const sample_placement& p, const activation_shape& a) {
+  std::vector<std::int64_t> off(static_cast<std::size_t>(p.num_samples()), 0);
+  for (int d = 0; d < p.dp(); ++d) {
+    std::int64_t r = 0;
+    for (int s : p.samples(d)) {
+      off[static_cast<std::size_t>(s)] = r;
+      r = checked_add(r, a.rows[static_cast<std::size_t>(s)], "activation_shape.rows");
+    }
+  }
+  return off;
+}
+
+/// Checks a route's ends, placements and shape (plan_route's errors, named by
+/// field: `route.from.stage`, `route.placement_b`, `activation_shape.rows[3]`, ...).
+inline void check_route(const rank_layout& L, route_endpoint from, const sample_placement& pa,
+                        route_endpoint to, const sample_placement& pb,
+                        const activation_shape& shape, const route_options& opts) {
+  require_in_range(from.segment, 0, L.num_segments() - 1, "route.from.segment");
+  require_in_range(to.segment, 0, L.num_segments() - 1, "route.to.segment");
+  const segment_spec& A = L.segment(from.segment);
+  const segment_spec& B = L.segment(to.segment);
+  require_in_range(from.stage, 0, A.pp - 1, "route.from.stage");
+  require_in_range(to.stage, 0, B.pp - 1, "route.to.stage");
+  // The pipeline order of the two ends: (up, down); a backward route
+  // (gradients, route_options::backward) runs down -> up.
+  const auto [up, down] = opts.backward ? std::pair{to, from} : std::pair{from, to};
+  const char* up_field = opts.backward ? "route.to" : "route.from";
+  const char* down_field = opts.backward ? "route.from" : "route.to";
+  const segment_spec& U = L.segment(up.segment);
+  const segment_spec& D = L.segment(down.segment);
+  // (Field names are built only on failure: routes are planned per microbatch.)
+  if (up.segment == down.segment) {
+    if (down.stage != up.stage + 1)
+      fail(errc::invalid_argument, cat(down_field, ".stage"), "within segment '", U.name,
+           "' a route joins consecutive stages: stage ", up.stage, " and stage ", up.stage + 1,
+           ", got ", down.stage);
+    // Consecutive stages of one module hold the same replicas' samples in the
+    // same order (Megatron hands the activation on as is).
+    if (!(pa == pb))
+      fail(errc::invalid_argument, "route.placement_b",
+           "consecutive stages of one module need the same placement: stage ", from.stage,
+           " and stage ", to.stage, " of '", A.name,
+           "' were given different ones (first difference: ", first_placement_difference(pa, pb),
+           ")");
+  } else {
+    const int step = opts.backward ? -1 : 1;
+    if (down.segment != up.segment + 1)
+      fail(errc::invalid_argument, cat(down_field, ".segment"),
+           opts.backward ? "a gradient route runs backward" : "a module boundary runs forward",
+           ", from segment ", from.segment, " ('", A.name, "') to segment ", from.segment + step,
+           ", got segment ", to.segment, " ('", B.name, "')",
+           !opts.backward && to.segment < from.segment
+               ? " (a backward route: set route_options::backward for gradients)"
+               : "");
+    if (up.stage != U.pp - 1)
+      fail(errc::invalid_argument, cat(up_field, ".stage"),
+           "a module boundary joins the last stage ", U.pp - 1, " of '", U.name, "', got ",
+           up.stage);
+    if (down.stage != 0)
+      fail(errc::invalid_argument, cat(down_field, ".stage"),
+           "a module boundary joins stage 0 of '", D.name, "', got ", down.stage);
+  }
+  require_in_range(opts.for_rank, -1, L.world_size() - 1, "route_options.for_rank");
+  require(pa.dp() == A.dp, "route.placement_a", "has ", pa.dp(), " replicas but '", A.name,
+          "' has dp ", A.dp);
+  require(pb.dp() == B.dp, "route.placement_b", "has ", pb.dp(), " replicas but '", B.name,
+          "' has dp ", B.dp);
+  shape.validate();  // also: sum(rows) x hidden x elem_size fits in int64_t
+  const auto n = static_cast<std::size_t>(shape.rows.size());
+  require(static_cast<std::size_t>(pa.num_samples()) == n, "route.placement_a", "places ",
+          pa.num_samples(), " samples but activation_shape has ", n);
+  require(static_cast<std::size_t>(pb.num_samples()) == n, "route.placement_b", "places ",
+          pb.num_samples(), " samples but activation_shape has ", n);
+  const std::int64_t lcm_tp = std::lcm(std::int64_t{A.tp}, std::int64_t{B.tp});
+  require(lcm_tp <= INT_MAX, "route.slices", "lcm(tp ", A.tp, ", tp ", B.tp, ") = ", lcm_tp,
+          " slices exceeds ", INT_MAX);
+  // The fan-out moves (TP_b - 1) more copies of everything: its totals must fit too.
+  if (opts.fan_out) (void)checked_mul(shape.total_bytes(), std::int64_t{B.tp}, "route.fan_out");
+}
+
+/// @brief The messages of one checked route (check_route), phase by phase:
+/// what plan_route's phases share (both stages, the slices, every sample's
+/// row offsets on both sides, which messages are built) and the phases.
+class route_builder {
+ public:
+  route_builder(const rank_layout& L, route_endpoint from, const sample_placement& pa,
+                route_endpoint to, const sample_placement& pb, const activation_shape& shape,
+                const route_options& opts)
+      : L_(L),
+        from_(from),
+        to_(to),
+        pa_(pa),
+        pb_(pb),
+        shape_(shape),
+        opts_(opts),
+        A_(L.segment(from.segment)),
+        B_(L.segment(to.segment)),
+        S_(static_cast<int>(std::lcm(std::int64_t{A_.tp}, std::int64_t{B_.tp}))),
+        off_a_(row_offsets(pa, shape)),
+        off_b_(row_offsets(pb, shape)),
+        base_a_(L.rank(from.segment, from.stage, 0, 0)),
+        base_b_(L.rank(to.segment, to.stage, 0, 0)) {
+    // Column slices of the hidden dimension, the same for every sample.
+    if (opts.split == split_axis::hidden && !shape.rows.empty())
+      for (int k = 0; k < S_; ++k) columns_.push_back(slice_bounds(shape.hidden, k, S_));
+  }
+
+  /// @brief Slices per sample, lcm(TP_a, TP_b).
+  [[nodiscard]] int slices() const noexcept { return S_; }
+
+  /// @brief Phase 0, the crossing: piece (s, k) goes from TP rank k % TP_a of
+  /// the replica holding s in A to TP rank k % TP_b of the one needing it in
+  /// B. The distinct (src, dst) pairs, ascending, are the phase-0 messages;
+  /// the wanted ones are appended to `out`. Returns the route's phase-0 message count.
+  int crossing(std::vector<route_message>& out) {
+    const auto n = shape_.rows.size();
+    crossings_.reserve(n * static_cast<std::size_t>(S_));
+    carries_.assign(static_cast<std::size_t>(B_.dp) * static_cast<std::size_t>(B_.tp), 0);
+    for (int b = 0; b < B_.dp; ++b)
+      for (int s : pb_.samples(b)) {
+        const int a = pa_.replica_of(s);
+        for (int k = 0; k < S_; ++k) {
+          const route_piece pc = piece_of(s, k);
+          if (pc.elements() == 0) continue;
+          const int src = rank_a(a, k % A_.tp);
+          const int dst = rank_b(b, k % B_.tp);
+          crossings_.push_back({key_of(src, dst), s, k});
+          carries_[static_cast<std::size_t>(b * B_.tp + k % B_.tp)] = 1;
+        }
+      }
+    std::vector<std::uint64_t> pairs(crossings_.size());
+    for (std::size_t i = 0; i < crossings_.size(); ++i) pairs[i] = crossings_[i].key;
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    if (opts_.for_rank <
+        0) {  // the whole route: every pair, then (TP_b - 1) copies of each template
+      std::size_t all = pairs.size();
+      if (opts_.fan_out && B_.tp > 1)
+        for (const char c : carries_) all += c ? static_cast<std::size_t>(B_.tp - 1) : 0;
+      out.reserve(all);
+    }
+    const std::size_t first = out.size();
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      const int src = static_cast<int>(pairs[i] >> 32);
+      const int dst = static_cast<int>(pairs[i] & 0xffffffffu);
+      if (!wanted(src, dst)) continue;
+      route_message& m = out.emplace_back();
+      m.src = src;
+      m.dst = dst;
+      m.index = static_cast<int>(i);
+    }
+    const auto mine = std::span(out).subspan(first);
+    // Pieces in generation order: by position in the receiving replica, then slice.
+    for (const crossing_piece& c : crossings_) {
+      const int src = static_cast<int>(c.key >> 32);
+      const int dst = static_cast<int>(c.key & 0xffffffffu);
+      if (!wanted(src, dst)) continue;
+      auto it = std::lower_bound(
+          mine.begin(), mine.end(), c.key,
+          [&](const route_message& m, std::uint64_t v) { return key_of(m.src, m.dst) < v; });
+      const auto s = static_cast<std::size_t>(c.sample);
+      add(*it, piece_of(c.sample, c.slice), off_a_[s], off_b_[s]);
+    }
+    for (auto& m : mine) finish(m);
+    return static_cast<int>(pairs.size());
+  }
+
+  /// @brief Phase 1, the fan-out inside each receiving TP group (after
+  /// crossing): the TP rank `owner` of replica b forwards every slice it
+  /// received (k % TP_b == owner) to each other TP rank: one template message
+  /// per (b, owner), copied per receiver, numbered from `index` in (src, dst)
+  /// order (src = rank(b, owner) grows with (b, owner)). Appends the wanted
+  /// ones to `out`; returns the route's message count.
+  int fan_out(std::vector<route_message>& out, int index) const {
+    if (!opts_.fan_out || B_.tp <= 1) return index;
+    // In a rank's part, only its own replica's TP group can hold its messages.
+    const int me = opts_.for_rank;
+    int my_replica = -1;
+    if (me >= 0) {
+      const rank_coord mc = L_.coord(me);
+      if (mc.segment == to_.segment && mc.stage == to_.stage) my_replica = mc.replica;
+    }
+    for (int b = 0; b < B_.dp; ++b)
+      for (int owner = 0; owner < B_.tp; ++owner) {
+        if (!carries_[static_cast<std::size_t>(b * B_.tp + owner)]) continue;
+        if (me >= 0 && b != my_replica) {
+          index += B_.tp - 1;
+          continue;
+        }
+        route_message tmpl;
+        bool built = false;
+        tmpl.phase = 1;
+        tmpl.src = rank_b(b, owner);
+        for (int t = 0; t < B_.tp; ++t) {
+          if (t == owner) continue;
+          const int i = index++;
+          const int dst = rank_b(b, t);
+          if (!wanted(tmpl.src, dst)) continue;
+          if (!built) {
+            for (int s : pb_.samples(b))
+              for (int k = owner; k < S_; k += B_.tp) {
+                const route_piece pc = piece_of(s, k);
+                if (pc.elements() == 0) continue;
+                const std::int64_t row = off_b_[static_cast<std::size_t>(s)];
+                add(tmpl, pc, row, row);
+              }
+            finish(tmpl);
+            built = true;
+          }
+          route_message& m = out.emplace_back(tmpl);
+          m.dst = dst;
+          m.index = i;
+        }
+      }
+    return index;
+  }
+
+  /// @brief The ranks taking part (the wanted ones) and their buffers' rows, by rank.
+  [[nodiscard]] std::vector<route_rank_info> ranks() const {
+    std::vector<route_rank_info> out;
+    const int me = opts_.for_rank;
+    for (int a = 0; a < A_.dp; ++a)
+      for (int t = 0; t < A_.tp; ++t) {
+        const int r = rank_a(a, t);
+        if (me < 0 || r == me) out.push_back({r, shape_.replica_rows(pa_, a), -1});
+      }
+    for (int b = 0; b < B_.dp; ++b)
+      for (int t = 0; t < B_.tp; ++t) {
+        const int r = rank_b(b, t);
+        if (me < 0 || r == me) out.push_back({r, -1, shape_.replica_rows(pb_, b)});
+      }
+    std::sort(out.begin(), out.end(),
+              [](const route_rank_info& x, const route_rank_info& y) { return x.rank < y.rank; });
+    return out;
+  }
+
+  /// @brief Fingerprint of the inputs (checked against the peer's on the wire).
+  [[nodiscard]] std::uint64_t fingerprint() const {
+    fingerprint_builder f;
+    for (const auto& [e, seg] : {std::pair{from_, &A_}, std::pair{to_, &B_}})
+      f.add(e.segment).add(e.stage).add(seg->tp).add(seg->dp).add(
+          L_.rank(e.segment, e.stage, 0, 0));
+    f.add(opts_.split).add(opts_.fan_out).add(shape_.hidden).add(shape_.elem_size);
+    f.add(shape_.rows.size());
+    for (std::int64_t r : shape_.rows) f.add(r);
+    add_placement(f, pa_);
+    add_placement(f, pb_);
+    return f.value();
+  }
+
+ private:
+  // A phase-0 piece: its (src, dst) key, sample and slice.
+  struct crossing_piece {
+    std::uint64_t key;
+    int sample, slice;
+  };
+
+  [[nodiscard]] static std::uint64_t key_of(int src, int dst) noexcept {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
+           static_cast<std::uint32_t>(dst);
+  }
+  // Global rank of (replica, TP rank) on each side (rank_layout's numbering:
+  // TP innermost, replicas next).
+  [[nodiscard]] int rank_a(int replica, int tp_rank) const noexcept {
+    return base_a_ + replica * A_.tp + tp_rank;
+  }
+  [[nodiscard]] int rank_b(int replica, int tp_rank) const noexcept {
+    return base_b_ + replica * B_.tp + tp_rank;
+  }
+  // Which messages are built: the whole route's, or those of one rank
+  // (route_options::for_rank). Every message is numbered either way.
+  [[nodiscard]] bool wanted(int src, int dst) const noexcept {
+    return opts_.for_rank < 0 || src == opts_.for_rank || dst == opts_.for_rank;
+  }
+  // Slice `slice` of sample `sample`: a range of its columns or of its rows.
+  [[nodiscard]] route_piece piece_of(int sample, int slice) const {
+    const std::int64_t rows = shape_.rows[static_cast<std::size_t>(sample)];
+    route_piece pc{sample, slice, 0, rows, 0, shape_.hidden};
+    if (opts_.split == split_axis::hidden)
+      std::tie(pc.col0, pc.cols) = columns_[static_cast<std::size_t>(slice)];
+    else
+      std::tie(pc.row0, pc.rows) = slice_bounds(rows, slice, S_);
+    return pc;
+  }
+  // Appends piece `pc` (sample rows at `src_row` in the sender buffer,
+  // `dst_row` in the receiver buffer) to message `m`, with its pack and
+  // unpack blocks (route_options::headers_only: its element count only).
+  void add(route_message& m, const route_piece& pc, std::int64_t src_row,
+           std::int64_t dst_row) const {
+    // Offsets stay inside a buffer whose size check_route checked
+    // (activation_shape::total_bytes); checked anyway, as they are cheap here.
+    constexpr std::string_view w = "route.offset";
+    if (opts_.headers_only) {
+      m.elements = checked_add(m.elements, pc.elements(), w);
+      return;
+    }
+    const std::int64_t H = shape_.hidden;
+    const std::int64_t packed = m.elements;
+    m.pieces.push_back(pc);
+    const std::int64_t src_off =
+        checked_add(checked_mul(checked_add(src_row, pc.row0, w), H, w), pc.col0, w);
+    const std::int64_t dst_off =
+        checked_add(checked_mul(checked_add(dst_row, pc.row0, w), H, w), pc.col0, w);
+    m.send_blocks.push_back({src_off, packed, pc.rows, pc.cols, H, pc.cols});
+    m.recv_blocks.push_back({packed, dst_off, pc.rows, pc.cols, pc.cols, H});
+    m.elements = checked_add(m.elements, checked_mul(pc.rows, pc.cols, w), w);
+  }
+  static void finish(route_message& m) {
+    kernels::coalesce_in_place(m.send_blocks);
+    kernels::coalesce_in_place(m.recv_blocks);
+  }
+
+  const rank_layout& L_;
+  route_endpoint from_, to_;
+  const sample_placement& pa_;
+  const sample_placement& pb_;
+  const activation_shape& shape_;
+  const route_options& opts_;
+  const segment_spec& A_;
+  const segment_spec& B_;
+  int S_;                                    // slices per sample
+  std::vector<std::int64_t> off_a_, off_b_;  // row offset of every sample on each side
+  int base_a_, base_b_;                      // rank of (replica 0, TP rank 0) on each side
+  std::vector<std::pair<std::int64_t, std::int64_t>> columns_;  // split_axis::hidden
+  std::vector<crossing_piece> crossings_;  // phase 0's pieces, in generation order
+  std::vector<char> carries_;  // [b TP_b + t]: TP rank t of replica b receives (so forwards)
+};
+
+}  // namespace disttrain::detail
