@@ -45,6 +45,14 @@
 /// residue (encoder) or of any (generator) is dominated once its stages
 /// exceed a node (every link the NIC; A3, A4); below that, the option lists
 /// keep every dp not dominated in its own path and sync (`side_options`).
+///
+/// Pieces: what is enumerated (search_space.hpp), the stage times and layer
+/// splits (stage_tables.hpp, keys in stage_time_cache.hpp), the side modules'
+/// options and link pricing (side_options.hpp), the closed-form time
+/// (closed_form.hpp) and the best plan so far (incumbent.hpp). This file:
+/// the backbone configurations and their bounds, the disaggregated search
+/// (pairing each backbone configuration with encoder and generator options)
+/// and the monolithic one.
 
 #include <algorithm>
 #include <array>
@@ -73,7 +81,9 @@
 #include "disttrain/plan/detail/incumbent.hpp"
 #include "disttrain/plan/detail/layer_split.hpp"
 #include "disttrain/plan/detail/search_space.hpp"
+#include "disttrain/plan/detail/side_options.hpp"
 #include "disttrain/plan/detail/stage_cost.hpp"
+#include "disttrain/plan/detail/stage_tables.hpp"
 #include "disttrain/plan/detail/stage_time_cache.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/plan/planner_options.hpp"
@@ -82,22 +92,6 @@
 namespace disttrain {
 
 namespace detail {
-
-/// @brief Field-wise sum (the order `evaluate` uses for stages with several parts).
-inline void add_memory(memory_breakdown& acc, const memory_breakdown& x) noexcept {
-  acc.params += x.params;
-  acc.grads += x.grads;
-  acc.optimizer += x.optimizer;
-  acc.activations += x.activations;
-}
-
-/// @brief Memory violation closest to fitting (for the "no plan" error).
-struct violation {
-  bool any = false;
-  double over = 0;
-  std::string where;
-  double need = 0;
-};
 
 /// @brief The branch-and-bound search (see the file comment and docs/planner.md).
 template <cost_model C>
@@ -119,291 +113,6 @@ class plan_search : private search_space {
   [[nodiscard]] const planner_stats& stats() const noexcept { return stats_; }
 
  private:
-  static constexpr double nan_ = std::numeric_limits<double>::quiet_NaN();
-  static constexpr double inf_ = std::numeric_limits<double>::infinity();
-
-  // ---- stage-time tables: time(type, c) of module i at (tp, rc, k), lazily filled ----
-  time_table& table(std::size_t i, int tp, bool rc, int k) {
-    const time_table_key key{i, tp, rc, k};
-    auto it = tables_.find(key);
-    if (it != tables_.end()) return it->second;
-    time_table t;
-    t.module = i;
-    t.tp = tp;
-    t.rc = rc;
-    t.k = k;
-    t.layers = mods_[i].layers;
-    t.v.assign(4 * static_cast<std::size_t>(t.layers + 1), nan_);
-    return tables_.emplace(key, std::move(t)).first->second;
-  }
-
-  /// @brief min over stage types and layer counts of time / layers: every
-  /// stage of c layers takes at least rho * c, so any split into pp stages has
-  /// sum >= rho * L and max >= rho * L / pp (the cheap bound that orders the
-  /// backbone configurations before their split is computed).
-  double rho(time_table& t) {
-    if (!std::isnan(t.rho)) return t.rho;
-    double r = inf_;
-    for (stage_type ty :
-         {stage_type::first, stage_type::middle, stage_type::last, stage_type::whole})
-      for (int c = 1; c <= t.layers; ++c) r = std::min(r, tt(t, ty, c) / static_cast<double>(c));
-    return t.rho = r;
-  }
-
-  /// @brief Forward+backward seconds of a stage of `type` with `c` layers (+inf if impossible).
-  double tt(time_table& t, stage_type type, int c) {
-    double& slot = t.v[static_cast<std::size_t>(type) * static_cast<std::size_t>(t.layers + 1) +
-                       static_cast<std::size_t>(c)];
-    if (!std::isnan(slot)) return slot;
-    const int first = first_layer_of(type, c, t.layers);
-    if (first < 0) return slot = inf_;
-    const stage_config cfg = stage(t.module, first, c, t.tp, 1, t.rc);
-    return slot = cost_.stage_time(cfg, workload(t.module, t.k)).total_s();
-  }
-
-  [[nodiscard]] module_workload workload(std::size_t i, int k) const {
-    return req_.sample_workload[i] * static_cast<double>(k);
-  }
-
-  /// @brief A stage's exposed sync under the options' overlap switches, the
-  /// parts added to an empty `stage_sync` in model-module order (as `evaluate`).
-  [[nodiscard]] double exposed_sync(const stage_sync& part) const noexcept {
-    stage_sync s;
-    s.add(part);
-    return s.exposed_s(opt_.overlap_grad_reduce, opt_.overlap_param_gather);
-  }
-
-  // ---- layer splits with their stage times ----
-  /// @brief Calls `use(fn)` with the stage-time function `fn(type, c)` of the
-  /// splits cached under `key`: the module's own stage times (`plain`), or the
-  /// backbone's with its colocated parts' whole time added to its first
-  /// (encoder) / last (generator) stage, in model-module order from 0 (as
-  /// `evaluate` sums them).
-  template <class Use>
-  void split_times(const split_key& key, const Use& use) {
-    time_table& T = table(key.module, key.tp, key.rc, key.k);
-    if (key.family == split_family::plain) {
-      use([&](stage_type t, int c) { return 0.0 + tt(T, t, c); });
-      return;
-    }
-    const bool all = key.family == split_family::all_colocated_balanced ||
-                     key.family == split_family::all_colocated_even;
-    const bool ce = all ? has_e_ : key.family == split_family::encoder_colocated;
-    const bool cg = all ? has_g_ : key.family == split_family::generator_colocated;
-    const double te = ce ? tt(table(ei_, colocated_tp(ei_, key.tp), key.rc, key.k),
-                              stage_type::whole, mods_[ei_].layers)
-                         : 0.0;
-    const double tg = cg ? tt(table(gi_, colocated_tp(gi_, key.tp), key.rc, key.k),
-                              stage_type::whole, mods_[gi_].layers)
-                         : 0.0;
-    use([&](stage_type t, int c) {
-      const double x = tt(T, t, c);
-      switch (t) {
-        case stage_type::first: return (0.0 + te) + x;
-        case stage_type::last: return (0.0 + x) + tg;
-        case stage_type::whole: return ((0.0 + te) + x) + tg;
-        case stage_type::middle: break;
-      }
-      return 0.0 + x;
-    });
-  }
-
-  /// @brief The split cached under `key` (`make_split`: the even rule for
-  /// `all_colocated_even`, else the balanced rule; no memory caps).
-  const split_info& get_split(const split_key& key) {
-    auto it = splits_.find(key);
-    if (it != splits_.end()) return *it->second;
-    auto s = std::make_unique<split_info>();
-    const layer_split_rule rule = key.family == split_family::all_colocated_even
-                                      ? layer_split_rule::even
-                                      : layer_split_rule::balanced;
-    split_times(key, [&](const auto& fn) {
-      make_split(*s, key.v, mods_[key.module].layers, key.pp, rule, fn);
-    });
-    return *splits_.emplace(key, std::move(s)).first->second;
-  }
-
-  /// @brief Split of a disaggregated module (no colocated parts), `v` chunks per stage.
-  const split_info& plain_split(std::size_t i, int tp, bool rc, int k, int pp, int v = 1) {
-    return get_split(split_key{split_family::plain, i, tp, rc, pp, k, v});
-  }
-
-  /// @brief The link-dependent per-stage costs of a module's stages (hop
-  /// j -> j + 1, exposed sync of stage j), over NVLink and over the NIC.
-  struct stage_links {
-    std::vector<double> hop_in, hop_nic, sync_in, sync_nic;
-    long long ranks = 1;  // ranks per stage (tp * dp)
-  };
-
-  /// @brief Which link classes `place` prices: the placement's, the cheapest
-  /// any placement could give (bounds), or the dearer class everywhere.
-  enum class link_case { placed, best, worst };
-
-  // ---- side module options ----
-  struct side_option {
-    long long gpus = 0;
-    int tp = 1, pp = 1, dp = 1, k = 1;
-    bool rc = false;
-    // The encoder (first rank 0): its exact path without the boundary and sync; the generator
-    // (first rank known only with the encoder and backbone): best-case values, for bounds.
-    double max_stage = 0, path_base = 0, sync = 0;
-    double side_in = 0, side_nic = 0;       // its half of the boundary transfer, NVLink / NIC
-    double worst_path = 0, worst_sync = 0;  // generator: every link on the NIC
-    stage_links links;
-    const split_info* layout = nullptr;
-  };
-  struct side_list {
-    std::vector<side_option> options;  // sorted by gpus (stable: generation order)
-  };
-
-  /// @brief Options of side module `i` with `pp` stages, `n` samples per
-  /// microbatch, stage j keeping in_flight[j] microbatches. Per (tp,
-  /// recompute, k = ceil(n / dp)), among the dp that fit memory (A2: every dp
-  /// above the smallest fitting one), with stages of `s = tp * dp` ranks:
-  /// - encoder (first rank 0; its GPU count modulo the node size fixes where
-  ///   the others sit): per residue of the GPU count, the smallest dp, plus
-  ///   every larger dp with `s <= gpus_per_node` whose own path or sync beats
-  ///   all smaller ones of its residue (a larger dp with `s > gpus_per_node`
-  ///   has every link on the NIC: dominated by A3, A4);
-  /// - generator (last; its GPU count moves nobody): every dp with `s <=
-  ///   gpus_per_node` whose best case beats the smaller ones' worst case, or
-  ///   the smallest dp if it has `s > gpus_per_node`.
-  /// A smaller dp of the same residue also has a boundary block inside the
-  /// larger one's, so its boundary link is no worse.
-  const side_list& side_options(std::size_t i, int n, int pp, const std::vector<int>& in_flight) {
-    std::vector<long long> key{static_cast<long long>(i), n, pp};
-    key.insert(key.end(), in_flight.begin(), in_flight.end());
-    auto it = side_cache_.find(key);
-    if (it != side_cache_.end()) return it->second;
-    ++stats_.side_lists;
-    side_list out;
-    const module_info& mi = mods_[i];
-    const bool is_encoder = i < bi_;
-    std::vector<double> hops;
-    for (int tp : mi.tps) {
-      for (bool rc : rcs_) {
-        for (int k : replica_loads(n)) {
-          const long long step = static_cast<long long>(tp) * pp;
-          const int dmin = (n + k - 1) / k;
-          const int dmax = k == 1 ? n : (n - 1) / (k - 1);
-          if (step * dmin > N_) continue;
-          const split_info& sp = plain_split(i, tp, rc, k, pp);
-          if (sp.layers.empty()) continue;
-          const module_workload w = workload(i, k);
-          auto fits = [&](int d) {
-            for (int j = 0; j < pp; ++j) {
-              const stage_config cfg = stage(i, at(sp.first, j), at(sp.layers, j), tp, d, rc);
-              memory_breakdown mem;
-              add_memory(mem, cost_.stage_memory(cfg, w, at(in_flight, j)));
-              if (mem.total() > limit_) {
-                note_violation(model_.modules[i].name, j, mem.total());
-                return false;
-              }
-            }
-            return true;
-          };
-          if (!fits(dmax)) continue;
-          int lo = dmin, hi = dmax;
-          while (lo < hi) {
-            const int mid = lo + (hi - lo) / 2;
-            if (fits(mid))
-              hi = mid;
-            else
-              lo = mid + 1;
-          }
-          const int classes =
-              is_encoder ? static_cast<int>(g_ / std::gcd(static_cast<long long>(g_), step)) : 1;
-          std::vector<char> seen(static_cast<std::size_t>(g_), 0);
-          int found = 0;
-          const double side_in = side_transfer_time(i, k, tp, true);
-          const double side_nic = side_transfer_time(i, k, tp, false);
-          const std::size_t first_new = out.options.size();
-          for (int d = lo; d <= dmax; ++d) {
-            const long long gpus = step * d;
-            const long long ranks = static_cast<long long>(tp) * d;
-            if (gpus > N_ || (ranks > g_ && found >= classes)) break;
-            const auto r = static_cast<std::size_t>(gpus % g_);
-            if (ranks > g_ && seen[r]) continue;
-            side_option o;
-            o.gpus = gpus;
-            o.tp = tp;
-            o.pp = pp;
-            o.dp = d;
-            o.k = k;
-            o.rc = rc;
-            o.layout = &sp;
-            o.max_stage = sp.tmax;
-            o.side_in = side_in;
-            o.side_nic = side_nic;
-            o.links = side_links(i, sp, tp, d, rc, w);
-            double worst_path = 0, worst_sync = 0;
-            o.sync = place(o.links, 0, is_encoder ? link_case::placed : link_case::best, hops);
-            o.path_base = accumulate_path({.stage_s = sp.times, .hop_s = hops}, 0.0);
-            if (!is_encoder) {
-              worst_sync = place(o.links, 0, link_case::worst, hops);
-              worst_path = accumulate_path({.stage_s = sp.times, .hop_s = hops}, 0.0);
-            }
-            // Dominated by a smaller dp already listed (same tp, recompute, k)?
-            bool dominated = false;
-            for (std::size_t x = first_new; x < out.options.size() && !dominated; ++x) {
-              const side_option& q = out.options[x];
-              dominated = is_encoder ? (q.gpus % g_ == gpus % g_ && q.path_base <= o.path_base &&
-                                        q.sync <= o.sync)
-                                     : (q.worst_path <= o.path_base && q.worst_sync <= o.sync);
-            }
-            if (dominated) continue;
-            o.worst_path = worst_path;
-            o.worst_sync = worst_sync;
-            if (!seen[r]) ++found;
-            seen[r] = 1;
-            out.options.push_back(std::move(o));
-            if (!is_encoder && ranks > g_) break;
-          }
-        }
-      }
-    }
-    std::stable_sort(out.options.begin(), out.options.end(),
-                     [](const side_option& a, const side_option& b) { return a.gpus < b.gpus; });
-    stats_.side_options += static_cast<long long>(out.options.size());
-    return side_cache_.emplace(std::move(key), std::move(out)).first->second;
-  }
-
-  /// @brief Links of a disaggregated side module's stages (split `sp`, dp `d`).
-  stage_links side_links(std::size_t i, const split_info& sp, int tp, int d, bool rc,
-                         const module_workload& w) {
-    stage_links L;
-    L.ranks = static_cast<long long>(tp) * d;
-    const int pp = static_cast<int>(sp.layers.size());
-    for (int j = 0; j < pp; ++j) {
-      const stage_config cfg = stage(i, at(sp.first, j), at(sp.layers, j), tp, d, rc);
-      const bool more = j + 1 < pp;
-      L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[i].dirs) : 0.0);
-      L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[i].dirs) : 0.0);
-      const std::array<stage_sync, 2> y = part_sync_both(cost_, cfg, w);
-      L.sync_in.push_back(exposed_sync(y[0]));
-      L.sync_nic.push_back(exposed_sync(y[1]));
-    }
-    return L;
-  }
-
-  /// @brief One side's half of the boundary transfer between side module `i`
-  /// and the backbone: a replica with `k` samples, each TP rank 1/tp, over
-  /// NVLink iff `same_node` (before `dirs` and the max with the other side).
-  double side_transfer_time(std::size_t i, int k, int tp, bool same_node) {
-    const std::size_t from = i < bi_ ? i : bi_, to = i < bi_ ? bi_ : i;
-    return boundary_half(cost_, from, to, req_.sample_workload, k, tp, same_node);
-  }
-
-  void note_violation(const std::string& module, int stage, double need) {
-    const double over = need - limit_;
-    if (!viol_.any || over < viol_.over) {
-      viol_.any = true;
-      viol_.over = over;
-      viol_.need = need;
-      viol_.where = cat(module, "/stage ", stage);
-    }
-  }
-
   [[noreturn]] void no_plan() {
     const long long min_gpus =
         opt_.include_monolithic ? 1 : 1 + (has_e_ ? 1 : 0) + (has_g_ ? 1 : 0);
@@ -417,12 +126,6 @@ class plan_search : private search_space {
            " GB); use more GPUs or GPUs with more memory");
     fail(errc::infeasible, "cluster.num_gpus", "no layout of the model fits on ", N_,
          " GPUs within the search space (global batch ", S_, ", tp/pp/dp limits)");
-  }
-
-  /// @brief The cost query of a stage of this search (with its sequence-parallel switch).
-  [[nodiscard]] stage_config stage(std::size_t i, int first, int layers, int tp, int dp,
-                                   bool rc) const {
-    return stage_config{i, first, layers, tp, dp, rc, false, opt_.sequence_parallel};
   }
 
   [[nodiscard]] parallel_plan base_plan(int n) const {
@@ -469,7 +172,7 @@ class plan_search : private search_space {
         for (bool rc : rcs_)
           for (int dp : divisors(n)) {
             const int k = n / dp;
-            const double r = rho(table(bi_, tp, rc, k));
+            const double r = tables_.rho(tables_.table(bi_, tp, rc, k));
             for (int pp = min_pp_b_; pp <= max_pp_b_; ++pp) {
               if (static_cast<long long>(tp) * pp * dp > N_) break;
               const double lb =
@@ -518,7 +221,8 @@ class plan_search : private search_space {
   /// stage than `bal` (it minimises it), and no split's stage times sum to less
   /// than rho * L (`rho`) or than its largest stage.
   double any_split_bound(const backbone_cfg& b, const split_info& bal) {
-    const double r = rho(table(bi_, b.tp, b.rc, b.k)) * static_cast<double>(mods_[bi_].layers);
+    const double r =
+        tables_.rho(tables_.table(bi_, b.tp, b.rc, b.k)) * static_cast<double>(mods_[bi_].layers);
     return pipeline_bound(b, bal.tmax, std::max(r * (1.0 - 1e-9), bal.tmax));
   }
 
@@ -530,51 +234,27 @@ class plan_search : private search_space {
     return static_cast<double>(S_ / b.n - 1) * tmax + fill;
   }
 
-  /// @brief Hops (into `hops`) and the largest exposed sync of a module with
-  /// links `L` whose first rank is `base` (`to_rank_layout`'s placement) under `lc`.
-  [[nodiscard]] double place(const stage_links& L, long long base, link_case lc,
-                             std::vector<double>& hops) const {
-    const auto pp = static_cast<int>(L.sync_in.size());
-    const long long s = L.ranks;
-    hops.assign(static_cast<std::size_t>(pp), 0.0);
-    auto pick = [&](double in, double nic, bool placed_in, bool may_in) {
-      switch (lc) {
-        case link_case::placed: return placed_in ? in : nic;
-        case link_case::best: return may_in ? std::min(in, nic) : nic;
-        case link_case::worst: break;
-      }
-      return std::max(in, nic);
-    };
-    double sync = 0;
-    for (int j = 0; j < pp; ++j) {
-      const auto u = static_cast<std::size_t>(j);
-      const long long a = base + j * s;
-      if (j + 1 < pp)
-        hops[u] = pick(L.hop_in[u], L.hop_nic[u], blocks_in_one_node(a, s, a + s, s, g_),
-                       may_share_node(s, s, g_));
-      sync = std::max(
-          sync, pick(L.sync_in[u], L.sync_nic[u], in_one_node(a, s, g_), may_share_node(s, 0, g_)));
-    }
-    return sync;
-  }
-
   /// @brief Links of the backbone configuration `b` whose encoder (`ce`) /
   /// generator (`cg`) may be colocated on its first / last stage; their sync
   /// is added to those stages in model-module order (as `evaluate` does).
   void backbone_links(const backbone_cfg& b, bool ce, bool cg, stage_links& L) {
-    const module_workload w = workload(bi_, b.k);
+    const module_workload w = tables_.workload(bi_, b.k);
     L.ranks = static_cast<long long>(b.tp) * b.dp;
     L.hop_in.clear();
     L.hop_nic.clear();
     L.sync_in.clear();
     L.sync_nic.clear();
     std::array<stage_sync, 2> ye{}, yg{};
-    if (ce) ye = part_sync_both(cost_, colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k));
-    if (cg) yg = part_sync_both(cost_, colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k));
+    if (ce)
+      ye = part_sync_both(cost_, tables_.colocated_cfg(ei_, b.tp, b.dp, b.rc),
+                          tables_.workload(ei_, b.k));
+    if (cg)
+      yg = part_sync_both(cost_, tables_.colocated_cfg(gi_, b.tp, b.dp, b.rc),
+                          tables_.workload(gi_, b.k));
     for (int j = 0; j < b.pp; ++j) {
       const stage_type ty = type_of_stage(j, b.pp);
       const stage_config cfg =
-          stage(bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc);
+          tables_.stage(bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc);
       const bool more = j + 1 < b.pp;
       L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[bi_].dirs) : 0.0);
       L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[bi_].dirs) : 0.0);
@@ -584,7 +264,7 @@ class plan_search : private search_space {
         if ((ty == stage_type::first || ty == stage_type::whole) && ce) y.add(ye[spans]);
         y.add(own[spans]);
         if ((ty == stage_type::last || ty == stage_type::whole) && cg) y.add(yg[spans]);
-        (spans ? L.sync_nic : L.sync_in).push_back(exposed_sync(y));
+        (spans ? L.sync_nic : L.sync_in).push_back(tables_.exposed_sync(y));
       }
     }
   }
@@ -593,7 +273,7 @@ class plan_search : private search_space {
   /// whose first rank is `base` (`link_case::best`: a lower bound for any base).
   module_terms backbone_terms(const backbone_cfg& b, const stage_links& L, long long base,
                               link_case lc) {
-    const double sync = place(L, base, lc, hops_);
+    const double sync = place(L, base, lc, g_, hops_);
     module_terms t = module_path({.stage_s = b.layout->times, .hop_s = hops_}, 0.0, b.v);
     t.sync_s = sync;
     return t;
@@ -616,13 +296,13 @@ class plan_search : private search_space {
     const int fw = whole_microbatches(f, b.v);  // colocated parts keep whole microbatches
     memory_breakdown mem;
     if ((ty == stage_type::first || ty == stage_type::whole) && ce)
-      add_memory(mem,
-                 cost_.stage_memory(colocated_cfg(ei_, b.tp, b.dp, b.rc), workload(ei_, b.k), fw));
-    add_memory(mem, device_memory(cost_, stage(bi_, first, c, b.tp, b.dp, b.rc), workload(bi_, b.k),
-                                  f, b.v));
+      add_memory(mem, cost_.stage_memory(tables_.colocated_cfg(ei_, b.tp, b.dp, b.rc),
+                                         tables_.workload(ei_, b.k), fw));
+    add_memory(mem, device_memory(cost_, tables_.stage(bi_, first, c, b.tp, b.dp, b.rc),
+                                  tables_.workload(bi_, b.k), f, b.v));
     if ((ty == stage_type::last || ty == stage_type::whole) && cg)
-      add_memory(mem,
-                 cost_.stage_memory(colocated_cfg(gi_, b.tp, b.dp, b.rc), workload(gi_, b.k), fw));
+      add_memory(mem, cost_.stage_memory(tables_.colocated_cfg(gi_, b.tp, b.dp, b.rc),
+                                         tables_.workload(gi_, b.k), fw));
     return mem.total();
   }
 
@@ -633,7 +313,7 @@ class plan_search : private search_space {
       const double need = backbone_stage_memory(b, j, at(sp.first, j), at(sp.layers, j),
                                                 backbone_in_flight(b, j, P, m), ce, cg);
       if (need > limit_) {
-        note_violation(model_.modules[bi_].name, j, need);
+        viol_.note(model_.modules[bi_].name, j, need, limit_);
         return false;
       }
     }
@@ -677,7 +357,7 @@ class plan_search : private search_space {
     }
     ++stats_.capped_splits;
     auto sp = std::make_unique<split_info>();
-    split_times(key, [&](const auto& fn) {
+    tables_.split_times(key, [&](const auto& fn) {
       make_split(*sp, b.v, L, b.pp, layer_split_rule::balanced, fn, caps);
     });
     if (!sp->layers.empty() && !backbone_fits(b, *sp, P, m, ce, cg)) *sp = split_info{};
@@ -705,11 +385,11 @@ class plan_search : private search_space {
       for (const side_mode& md : modes) {
         const long long side_min = (has_e_ && !md.ce ? 1 : 0) + (has_g_ && !md.cg ? 1 : 0);
         if (static_cast<long long>(b.tp) * b.pp * b.dp + side_min > N_) continue;
-        const split_key key =
-            md.ce || md.cg
-                ? mono_key(layer_split_rule::balanced, b.tp, b.rc, b.k, b.pp, b.v, md.ce, md.cg)
-                : split_key{split_family::plain, bi_, b.tp, b.rc, b.pp, b.k, b.v};
-        const split_info& bal = get_split(key);
+        const split_key key = md.ce || md.cg
+                                  ? tables_.mono_key(layer_split_rule::balanced, b.tp, b.rc, b.k,
+                                                     b.pp, b.v, md.ce, md.cg)
+                                  : split_key{split_family::plain, bi_, b.tp, b.rc, b.pp, b.k, b.v};
+        const split_info& bal = tables_.get_split(key);
         if (bal.layers.empty() || any_split_bound(b, bal) > best_.time()) continue;
         expand(b, md, key, bal);
       }
@@ -798,19 +478,19 @@ class plan_search : private search_space {
     if (se) {
       std::vector<int> fl;
       for (int j = 0; j < ppe; ++j) fl.push_back(one_f_one_b_in_flight(P, j, m));
-      E = &side_options(ei_, b.n, ppe, fl);
+      E = &sides_.options(ei_, b.n, ppe, fl, stats_, viol_);
     }
     if (sg) {
       std::vector<int> fl;
       for (int j = 0; j < ppg; ++j) fl.push_back(one_f_one_b_in_flight(P, ppe + b.pp + j, m));
-      G = &side_options(gi_, b.n, ppg, fl);
+      G = &sides_.options(gi_, b.n, ppg, fl, stats_, viol_);
     }
     if (E->options.empty() || G->options.empty()) return;
     const long long sb = static_cast<long long>(b.tp) * b.dp;  // ranks per backbone stage
-    const double be_in = se ? side_transfer_time(ei_, b.k, b.tp, true) : 0.0;
-    const double be_nic = se ? side_transfer_time(ei_, b.k, b.tp, false) : 0.0;
-    const double bg_in = sg ? side_transfer_time(gi_, b.k, b.tp, true) : 0.0;
-    const double bg_nic = sg ? side_transfer_time(gi_, b.k, b.tp, false) : 0.0;
+    const double be_in = se ? sides_.transfer_time(ei_, b.k, b.tp, true) : 0.0;
+    const double be_nic = se ? sides_.transfer_time(ei_, b.k, b.tp, false) : 0.0;
+    const double bg_in = sg ? sides_.transfer_time(gi_, b.k, b.tp, true) : 0.0;
+    const double bg_nic = sg ? sides_.transfer_time(gi_, b.k, b.tp, false) : 0.0;
     const double dirs_e = se ? mods_[ei_].dirs : 0.0;
     const double dirs_g = mods_[bi_].dirs;
     // Generator terms with this backbone in the best case (any placement), and prefix minima (over
@@ -868,7 +548,7 @@ class plan_search : private search_space {
         module_terms gt{};
         if (sg) {
           gt.max_stage_s = go.max_stage;
-          gt.sync_s = place(go.links, base_g, link_case::placed, hops_);
+          gt.sync_s = place(go.links, base_g, link_case::placed, g_, hops_);
           gt.path_s = accumulate_path({.stage_s = go.layout->times, .hop_s = hops_}, 0.0) +
                       boundary_of(dirs_g, bg_in, bg_nic, go.side_in, go.side_nic,
                                   blocks_in_one_node(base_g - sb, sb, base_g, go.links.ranks, g_));
@@ -904,35 +584,11 @@ class plan_search : private search_space {
   /// @brief Side module `i` colocated on backbone configuration `c` (its
   /// largest supported TP dividing the backbone's, the backbone's dp and recompute).
   void set_colocated(parallel_plan& p, std::size_t i, const backbone_cfg& c) const {
-    set_module(p, i, colocated_tp(i, c.tp), 1, c.dp, c.rc, {mods_[i].layers});
+    set_module(p, i, tables_.colocated_tp(i, c.tp), 1, c.dp, c.rc, {mods_[i].layers});
     p.modules[i].colocated = true;
   }
 
   // ---- monolithic (Megatron-style) layouts ----
-  [[nodiscard]] int colocated_tp(std::size_t i, int tp_b) const {
-    int best = 1;
-    for (int t : mods_[i].colocated_tps)
-      if (tp_b % t == 0) best = std::max(best, t);
-    return best;
-  }
-  [[nodiscard]] stage_config colocated_cfg(std::size_t i, int tp_b, int dp, bool rc) const {
-    return stage(i, 0, mods_[i].layers, colocated_tp(i, tp_b), dp, rc);
-  }
-
-  /// @brief Key of the backbone's splits with the colocated encoder (`ce`) on
-  /// stage 0 and the colocated generator (`cg`) on the last stage, by `rule`.
-  [[nodiscard]] split_key mono_key(layer_split_rule rule, int tp, bool rc, int k, int pp, int v,
-                                   bool ce, bool cg) const {
-    const bool all = ce == has_e_ && cg == has_g_;
-    const split_family family =
-        all  ? (rule == layer_split_rule::even ? split_family::all_colocated_even
-                                               : split_family::all_colocated_balanced)
-        : ce ? split_family::encoder_colocated
-        : cg ? split_family::generator_colocated
-             : split_family::none_colocated;
-    return split_key{family, bi_, tp, rc, pp, k, v};
-  }
-
   void search_monolithic() {
     std::vector<layer_split_rule> rules;
     for (layer_split_rule r : opt_.monolithic_splits)
@@ -943,8 +599,8 @@ class plan_search : private search_space {
       if (c.lb > best_.time()) break;
       const int m = S_ / c.n;
       for (layer_split_rule rule : rules) {
-        const split_key key = mono_key(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
-        const split_info& given = get_split(key);
+        const split_key key = tables_.mono_key(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
+        const split_info& given = tables_.get_split(key);
         if (given.layers.empty()) continue;
         // The even rule is fixed; the balanced one is capped by memory where it does not fit.
         const bool capped = rule == layer_split_rule::balanced;
@@ -973,12 +629,10 @@ class plan_search : private search_space {
   const model_spec& model_;
   plan_request req_;
   planner_options opt_;
-  // Caches (looked up, never iterated, so their order cannot leak into results).
-  std::unordered_map<time_table_key, time_table, time_table_key_hash> tables_;
-  std::unordered_map<split_key, std::unique_ptr<split_info>, split_key_hash> splits_;
+  stage_tables<C> tables_{cost_, *this, req_, opt_};   // stage times and layer splits
+  side_search<C> sides_{cost_, *this, tables_, req_};  // side modules' option lists
   // Memory-capped backbone splits by (balanced split's key, {dp, chain stages, microbatches}).
   std::map<std::pair<split_key, std::array<long long, 3>>, std::unique_ptr<split_info>> capped_;
-  std::map<std::vector<long long>, side_list> side_cache_;
   std::vector<backbone_cfg> nodes_;                      // generation order
   std::vector<std::pair<double, std::size_t>> pending_;  // (bound, index) min-heap, unsorted rest
   std::vector<std::size_t> sorted_;                      // indices popped, in bound order

@@ -1,0 +1,191 @@
+#pragma once
+/// @file stage_tables.hpp
+/// @brief Internal: the planner search's stage times and layer splits
+/// (`stage_tables`): each module's forward+backward stage time per (stage
+/// type, layer count) at a (tp, recompute, samples per replica) filled on
+/// demand, and the splits built from them, both cached for the whole search
+/// (keys and tables in stage_time_cache.hpp).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "disttrain/cost/cost_model.hpp"
+#include "disttrain/cost/stage.hpp"
+#include "disttrain/model/workload.hpp"
+#include "disttrain/plan/detail/layer_split.hpp"
+#include "disttrain/plan/detail/search_space.hpp"
+#include "disttrain/plan/detail/stage_cost.hpp"
+#include "disttrain/plan/detail/stage_time_cache.hpp"
+#include "disttrain/plan/planner_options.hpp"
+#include "disttrain/plan/request.hpp"
+
+namespace disttrain::detail {
+
+/// @brief Stage times and layer splits of one search (above).
+template <cost_model C>
+class stage_tables {
+ public:
+  stage_tables(const C& cost, const search_space& space, const plan_request& req,
+               const planner_options& opt)
+      : cost_(cost), space_(space), req_(req), opt_(opt) {}
+
+  /// @brief The table of module i at (tp, rc, k), created empty on first use.
+  time_table& table(std::size_t i, int tp, bool rc, int k) {
+    const time_table_key key{i, tp, rc, k};
+    auto it = tables_.find(key);
+    if (it != tables_.end()) return it->second;
+    time_table t;
+    t.module = i;
+    t.tp = tp;
+    t.rc = rc;
+    t.k = k;
+    t.layers = space_.mods_[i].layers;
+    t.v.assign(4 * static_cast<std::size_t>(t.layers + 1), nan_);
+    return tables_.emplace(key, std::move(t)).first->second;
+  }
+
+  /// @brief min over stage types and layer counts of time / layers: every
+  /// stage of c layers takes at least rho * c, so any split into pp stages has
+  /// sum >= rho * L and max >= rho * L / pp (the cheap bound that orders the
+  /// backbone configurations before their split is computed).
+  double rho(time_table& t) {
+    if (!std::isnan(t.rho)) return t.rho;
+    double r = inf_;
+    for (stage_type ty :
+         {stage_type::first, stage_type::middle, stage_type::last, stage_type::whole})
+      for (int c = 1; c <= t.layers; ++c) r = std::min(r, tt(t, ty, c) / static_cast<double>(c));
+    return t.rho = r;
+  }
+
+  /// @brief Forward+backward seconds of a stage of `type` with `c` layers (+inf if impossible).
+  double tt(time_table& t, stage_type type, int c) {
+    double& slot = t.v[static_cast<std::size_t>(type) * static_cast<std::size_t>(t.layers + 1) +
+                       static_cast<std::size_t>(c)];
+    if (!std::isnan(slot)) return slot;
+    const int first = first_layer_of(type, c, t.layers);
+    if (first < 0) return slot = inf_;
+    const stage_config cfg = stage(t.module, first, c, t.tp, 1, t.rc);
+    return slot = cost_.stage_time(cfg, workload(t.module, t.k)).total_s();
+  }
+
+  /// @brief Module i's workload of `k` samples.
+  [[nodiscard]] module_workload workload(std::size_t i, int k) const {
+    return req_.sample_workload[i] * static_cast<double>(k);
+  }
+
+  /// @brief A stage's exposed sync under the options' overlap switches, the
+  /// parts added to an empty `stage_sync` in model-module order (as `evaluate`).
+  [[nodiscard]] double exposed_sync(const stage_sync& part) const noexcept {
+    stage_sync s;
+    s.add(part);
+    return s.exposed_s(opt_.overlap_grad_reduce, opt_.overlap_param_gather);
+  }
+
+  /// @brief The cost query of a stage of this search (with its sequence-parallel switch).
+  [[nodiscard]] stage_config stage(std::size_t i, int first, int layers, int tp, int dp,
+                                   bool rc) const {
+    return stage_config{i, first, layers, tp, dp, rc, false, opt_.sequence_parallel};
+  }
+
+  /// @brief The TP degree of side module `i` colocated on a backbone of
+  /// `tp_b`: its largest supported power of two dividing `tp_b`.
+  [[nodiscard]] int colocated_tp(std::size_t i, int tp_b) const {
+    int best = 1;
+    for (int t : space_.mods_[i].colocated_tps)
+      if (tp_b % t == 0) best = std::max(best, t);
+    return best;
+  }
+  /// @brief The whole side module `i` colocated on a backbone stage (tp_b, dp, rc).
+  [[nodiscard]] stage_config colocated_cfg(std::size_t i, int tp_b, int dp, bool rc) const {
+    return stage(i, 0, space_.mods_[i].layers, colocated_tp(i, tp_b), dp, rc);
+  }
+
+  /// @brief Calls `use(fn)` with the stage-time function `fn(type, c)` of the
+  /// splits cached under `key`: the module's own stage times (`plain`), or the
+  /// backbone's with its colocated parts' whole time added to its first
+  /// (encoder) / last (generator) stage, in model-module order from 0 (as
+  /// `evaluate` sums them).
+  template <class Use>
+  void split_times(const split_key& key, const Use& use) {
+    time_table& T = table(key.module, key.tp, key.rc, key.k);
+    if (key.family == split_family::plain) {
+      use([&](stage_type t, int c) { return 0.0 + tt(T, t, c); });
+      return;
+    }
+    const bool all = key.family == split_family::all_colocated_balanced ||
+                     key.family == split_family::all_colocated_even;
+    const bool ce = all ? space_.has_e_ : key.family == split_family::encoder_colocated;
+    const bool cg = all ? space_.has_g_ : key.family == split_family::generator_colocated;
+    const std::size_t ei = space_.ei_, gi = space_.gi_;
+    const double te = ce ? tt(table(ei, colocated_tp(ei, key.tp), key.rc, key.k), stage_type::whole,
+                              space_.mods_[ei].layers)
+                         : 0.0;
+    const double tg = cg ? tt(table(gi, colocated_tp(gi, key.tp), key.rc, key.k), stage_type::whole,
+                              space_.mods_[gi].layers)
+                         : 0.0;
+    use([&](stage_type t, int c) {
+      const double x = tt(T, t, c);
+      switch (t) {
+        case stage_type::first: return (0.0 + te) + x;
+        case stage_type::last: return (0.0 + x) + tg;
+        case stage_type::whole: return ((0.0 + te) + x) + tg;
+        case stage_type::middle: break;
+      }
+      return 0.0 + x;
+    });
+  }
+
+  /// @brief The split cached under `key` (`make_split`: the even rule for
+  /// `all_colocated_even`, else the balanced rule; no memory caps).
+  const split_info& get_split(const split_key& key) {
+    auto it = splits_.find(key);
+    if (it != splits_.end()) return *it->second;
+    auto s = std::make_unique<split_info>();
+    const layer_split_rule rule = key.family == split_family::all_colocated_even
+                                      ? layer_split_rule::even
+                                      : layer_split_rule::balanced;
+    split_times(key, [&](const auto& fn) {
+      make_split(*s, key.v, space_.mods_[key.module].layers, key.pp, rule, fn);
+    });
+    return *splits_.emplace(key, std::move(s)).first->second;
+  }
+
+  /// @brief Split of a disaggregated module (no colocated parts), `v` chunks per stage.
+  const split_info& plain_split(std::size_t i, int tp, bool rc, int k, int pp, int v = 1) {
+    return get_split(split_key{split_family::plain, i, tp, rc, pp, k, v});
+  }
+
+  /// @brief Key of the backbone's splits with the colocated encoder (`ce`) on
+  /// stage 0 and the colocated generator (`cg`) on the last stage, by `rule`.
+  [[nodiscard]] split_key mono_key(layer_split_rule rule, int tp, bool rc, int k, int pp, int v,
+                                   bool ce, bool cg) const {
+    const bool all = ce == space_.has_e_ && cg == space_.has_g_;
+    const split_family family =
+        all  ? (rule == layer_split_rule::even ? split_family::all_colocated_even
+                                               : split_family::all_colocated_balanced)
+        : ce ? split_family::encoder_colocated
+        : cg ? split_family::generator_colocated
+             : split_family::none_colocated;
+    return split_key{family, space_.bi_, tp, rc, pp, k, v};
+  }
+
+ private:
+  static constexpr double nan_ = std::numeric_limits<double>::quiet_NaN();
+  static constexpr double inf_ = std::numeric_limits<double>::infinity();
+
+  const C& cost_;
+  const search_space& space_;
+  const plan_request& req_;
+  const planner_options& opt_;
+  // Caches (looked up, never iterated, so their order cannot leak into results).
+  std::unordered_map<time_table_key, time_table, time_table_key_hash> tables_;
+  std::unordered_map<split_key, std::unique_ptr<split_info>, split_key_hash> splits_;
+};
+
+}  // namespace disttrain::detail
