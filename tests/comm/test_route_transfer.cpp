@@ -2,8 +2,10 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "disttrain/comm/fault_backend.hpp"
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/comm/route_transfer.hpp"
 #include "disttrain_catch.hpp"
@@ -155,11 +157,14 @@ TEST_CASE("verify mode: a receiver with different batch metadata fails naming bo
   CHECK(
       w.find("rank 0 sends 2 pieces [s0 rows 0+2 cols 0+4, s1 rows 0+3 cols 0+4] = 20 elements") !=
       std::string::npos);
-  // The sender's payload is never received: it times out rather than hanging.
+  // The sender's payload is never received: rather than hanging (or, before
+  // abort notices, timing out) the sender learns of the receiver's failure
+  // from its abort notice.
   errc scode{};
   const std::string sw = error_text(errors, 0, &scode);
-  CHECK(scode == errc::timeout);
+  CHECK(scode == errc::comm_error);
   CHECK(sw.find("rank 0 -> rank 1 tag 9") != std::string::npos);
+  CHECK(sw.find("rank 1 aborted the route after its own error (comm_error)") != std::string::npos);
 }
 
 TEST_CASE("without verify, a size disagreement is a comm_error naming both byte counts") {
@@ -312,4 +317,192 @@ TEST_CASE("a rank that fails before its fan-out aborts it: its TP peers fail at 
   CHECK(w.find("rank 2 <- rank 1 tag 8") != std::string::npos);
   CHECK(w.find("rank 1 aborted the route after its own error (comm_error)") != std::string::npos);
   CHECK(seconds[2] < 1.5);  // not its 3 s timeout
+}
+
+// ---- abort notices (reverse fault propagation, issue 13 item 5) ------------
+
+namespace {
+
+// 1 -> 1, one message of 4 MiB (samples of 512 rows x 1024 x 4 B).
+struct big_route {
+  disttrain::rank_layout layout{{{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}}};
+  disttrain::sample_placement placement = disttrain::sample_placement::round_robin(2, 1);
+  disttrain::activation_shape shape{{512, 512}, 1024, 4};
+  [[nodiscard]] route_plan plan() const {
+    return disttrain::plan_boundary_route(layout, 0, placement, placement, shape);
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("a receiver whose start fails sends its sender an abort notice: it fails at once") {
+  // Rank 1's destination has the wrong size: its start throws before it
+  // posts a receive, so rank 0's 4 MiB send is never matched. Rank 0 must
+  // learn it from rank 1's abort notice (control tag 9 + 16384), not from
+  // its own 10 s timeout.
+  const big_route r;
+  local_world world(2, {10000ms});
+  std::atomic<bool> sender_started{false};
+  double sender_s = 0.0;
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const auto plan = r.plan();
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4 +
+                               (b.rank() == 1 ? 4 : 0));
+    disttrain::buffer_pool pool;
+    disttrain::route_transfer<local_backend> t(b, plan, pool, {.tag = 9});
+    if (b.rank() == 1) {
+      while (!sender_started) std::this_thread::yield();
+      t.start(src, dst);
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    t.start(src, dst);
+    sender_started = true;
+    try {
+      t.wait();
+    } catch (...) {
+      sender_s = seconds_since(t0);
+      throw;
+    }
+  });
+  errc code{};
+  CHECK(error_text(errors, 1, &code).find("destination buffer has") != std::string::npos);
+  CHECK(code == errc::invalid_argument);
+  const std::string w = error_text(errors, 0, &code);
+  CHECK(code == errc::comm_error);
+  CHECK(w.find("rank 0 -> rank 1 tag 9") != std::string::npos);
+  CHECK(w.find("rank 1 aborted the route after its own error (invalid_argument)") !=
+        std::string::npos);
+  CHECK(w.find("message of 4194304 bytes") != std::string::npos);
+  CHECK(w.find("control tag 16393") != std::string::npos);
+  CHECK(sender_s < 5.0);  // not its 10 s timeout
+}
+
+TEST_CASE("a stale abort notice of a failed route does not abort the next route with its tag") {
+  // Route 1: rank 0's send times out (200 ms: rank 1 has not started);
+  // then rank 1's start fails (wrong destination size) and it sends rank 0
+  // an abort notice on the control tag, which rank 0's route 1 no longer
+  // waits for. Rank 0 has gone on to route 2 with the same tag, whose
+  // notice receive takes it (a notice waits up to 50 ms to be taken). Rank 1
+  // starts route 2 100 ms late, so rank 0 tests its notice receive while its
+  // send waits: it must see route 1's sequence number and ignore the notice.
+  const big_route r;
+  local_world world(2, {10000ms});
+  std::atomic<bool> sender_gave_up{false};
+  std::vector<errc> first(2, errc::internal);
+  std::size_t wrong_bytes = 1;
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const auto plan = r.plan();
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
+    disttrain::buffer_pool pool;
+    try {
+      if (b.rank() == 0) {
+        disttrain::run_route(b, plan, src, dst, pool, {.tag = 3, .timeout = 200ms});
+      } else {
+        while (!sender_gave_up) std::this_thread::yield();
+        std::vector<std::byte> bad_dst(dst.size() + 4);
+        disttrain::run_route(b, plan, src, bad_dst, pool, {.tag = 3});
+      }
+    } catch (const disttrain::error& e) {
+      first[static_cast<std::size_t>(b.rank())] = e.code();
+    }
+    if (b.rank() == 0) {
+      sender_gave_up = true;
+    } else {
+      std::this_thread::sleep_for(100ms);
+    }
+    disttrain::run_route(b, plan, src, dst, pool, {.tag = 3});
+    if (b.rank() == 1) {
+      wrong_bytes = 0;
+      for (std::size_t i = 0; i < dst.size(); ++i)
+        wrong_bytes += dst[i] != static_cast<std::byte>(i * 7 + 1) ? 1u : 0u;
+    }
+  });
+  CHECK(first[0] == errc::timeout);
+  CHECK(first[1] == errc::invalid_argument);
+  INFO(error_text(errors, 0));
+  INFO(error_text(errors, 1));
+  CHECK(!errors[0]);
+  CHECK(!errors[1]);
+  CHECK(wrong_bytes == 0);
+}
+
+TEST_CASE(
+    "a receiver that fails in wait (plan disagreement) sends its slow sender an abort notice") {
+  // DP 2 -> DP 1: ranks 0 and 1 each send their samples to rank 2, which
+  // planned with another sample order (same sizes). Rank 0's message arrives
+  // first: rank 2 fails ("plan disagreement") and takes in rank 0's message
+  // (its stamp came: rank 0 is live), but not rank 1's: rank 1 posts each
+  // send 1 s late (fault_backend delay). Rank 1 must learn of rank 2's
+  // failure from its abort notice, not from its own 10 s timeout.
+  const disttrain::rank_layout L({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}});
+  const auto pa = disttrain::sample_placement::round_robin(4, 2);
+  const auto pb = disttrain::sample_placement::round_robin(4, 1);
+  const disttrain::sample_placement swapped({{1, 0, 3, 2}});
+  const disttrain::activation_shape shape{{4, 4, 4, 4}, 8, 4};
+  local_world world(3, {10000ms});
+  std::atomic<bool> slow_started{false};
+  double slow_s = 0.0;
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const auto plan = disttrain::plan_boundary_route(L, 0, pa, b.rank() == 2 ? swapped : pb, shape);
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4);
+    disttrain::buffer_pool pool;
+    if (b.rank() == 1) {
+      disttrain::fault_backend<local_backend> slow(b, {.rate = 1.0,
+                                                       .kinds = {disttrain::fault_kind::delay},
+                                                       .min_delay = 1000ms,
+                                                       .max_delay = 1000ms});
+      const auto t0 = std::chrono::steady_clock::now();
+      slow_started = true;
+      try {
+        disttrain::run_route(slow, plan, src, dst, pool, {.tag = 4});
+      } catch (...) {
+        slow_s = seconds_since(t0);
+        throw;
+      }
+      return;
+    }
+    if (b.rank() == 2) {
+      while (!slow_started) std::this_thread::yield();
+      std::this_thread::sleep_for(100ms);  // rank 1 is in its start, posting its first send late
+    }
+    disttrain::run_route(b, plan, src, dst, pool, {.tag = 4});
+  });
+  CHECK(error_text(errors, 2).find("plan disagreement") != std::string::npos);
+  errc code{};
+  const std::string w = error_text(errors, 1, &code);
+  CHECK(code == errc::comm_error);
+  CHECK(w.find("rank 1 -> rank 2 tag 4") != std::string::npos);
+  CHECK(w.find("rank 2 aborted the route after its own error (comm_error)") != std::string::npos);
+  CHECK(slow_s < 5.0);  // its sends took 2 s to post; not its 10 s timeout
+}
+
+TEST_CASE("route tags above route_max_tag are rejected: they are the control tags") {
+  static_assert(disttrain::route_max_tag == 16383);
+  static_assert(disttrain::route_control_tag(0) == 16384);
+  static_assert(disttrain::route_control_tag(disttrain::route_max_tag) == 32767);
+  const big_route r;
+  local_world world(2, {1000ms});
+  auto b = world.endpoint(0);
+  const auto plan = r.plan();
+  disttrain::buffer_pool pool;
+  DISTTRAIN_CHECK_ERROR(disttrain::route_transfer<local_backend>(b, plan, pool, {.tag = 16384}),
+                        errc::invalid_argument, "transfer_options.tag");
+  try {
+    disttrain::route_transfer<local_backend> t(b, plan, pool, {.tag = 20000});
+    FAIL("tag 20000 accepted");
+  } catch (const disttrain::error& e) {
+    CHECK(e.message().find("must be in [0, 16383], got 20000") != std::string::npos);
+    CHECK(e.message().find("reserved for the routes' abort notices (control tag = tag + 16384)") !=
+          std::string::npos);
+  }
+  CHECK_NOTHROW(disttrain::route_transfer<local_backend>(b, plan, pool, {.tag = 16383}));
 }

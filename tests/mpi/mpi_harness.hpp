@@ -68,6 +68,11 @@ inline int run_all(const std::vector<std::pair<std::string, std::function<void()
   return total == 0 ? 0 : 1;
 }
 
+// Whether `s` contains `part`.
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
 // Runs `fn`, expecting a disttrain::error; returns it (code internal + empty where if none).
 inline disttrain::error capture(const std::function<void()>& fn) {
   try {

@@ -19,6 +19,11 @@
 ///   send/receive pairs that would otherwise deadlock; no-ops elsewhere).
 /// - `barrier()`, `broadcast(bytes, root)`, `allgather(mine, all)`: the few
 ///   collectives bootstrap needs; they honour the timeout too.
+/// - Optional, for `route_transfer`'s abort notices (route_transfer.hpp):
+///   `try_wait(request, time_point)` waits like `wait` but returns false at
+///   the time point without giving up on the request, and
+///   `route_sequences()` hands out the rank's `detail::route_sequences`
+///   (local, MPI and `fault_backend` over them have both).
 ///
 /// Buffers live in `B::memory` (`memory_space::host` for local and MPI,
 /// `memory_space::device` for NCCL).

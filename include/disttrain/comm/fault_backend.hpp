@@ -236,6 +236,22 @@ class fault_backend : public detail::deadline_waits<fault_backend<B>> {
     check_alive_request();
     return inner_->test(r.state_.inner);
   }
+  /// @brief The inner backend's `try_wait` (where it has one): waits until
+  /// `until` without giving up on the request.
+  bool try_wait(request& r, std::chrono::steady_clock::time_point until) requires
+      requires(B& b, typename B::request& q) {
+    b.try_wait(q, until);
+  }
+  {
+    if (consume_dropped(r)) return true;
+    check_alive_request();
+    return inner_->try_wait(r.state_.inner, until);
+  }
+  /// @brief The inner backend's route sequence numbers (where it keeps them).
+  [[nodiscard]] detail::route_sequences& route_sequences() noexcept requires requires(B& b) {
+    b.route_sequences();
+  }
+  { return inner_->route_sequences(); }
   void group_start() { inner_->group_start(); }
   void group_end() { inner_->group_end(); }
   void barrier() {

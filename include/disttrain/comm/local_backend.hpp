@@ -161,6 +161,7 @@ class local_world {
     for (int i = 0; i < size; ++i) boxes_.push_back(std::make_unique<detail::local_mailbox>());
     dead_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size));
     for (int i = 0; i < size; ++i) dead_[static_cast<std::size_t>(i)].store(false);
+    sequences_.resize(static_cast<std::size_t>(size));
   }
   local_world(const local_world&) = delete;
   local_world& operator=(const local_world&) = delete;
@@ -295,6 +296,7 @@ class local_world {
   comm_options opts_;
   std::vector<std::unique_ptr<detail::local_mailbox>> boxes_;
   std::unique_ptr<std::atomic<bool>[]> dead_;
+  std::vector<detail::route_sequences> sequences_;  // per rank, used by its thread only
 };
 
 namespace detail {
@@ -379,6 +381,20 @@ class local_backend : public detail::deadline_waits<local_backend> {
     }
     r.state_.op.reset();
     if (op->state.load() == detail::local_op::failed) throw error(op->code, op->where, op->message);
+  }
+  /// @brief Waits for `r` like `wait` until `until`, but without giving up
+  /// on it: true when it completed (consumed; a failure throws), false when
+  /// `until` passed first (the request stays posted, nothing is cancelled).
+  bool try_wait(request& r, std::chrono::steady_clock::time_point until) {
+    require(r.state_.op != nullptr, "local_backend.try_wait", "empty or already completed request");
+    if (!r.state_.op->wait_until(until)) return false;
+    wait(r, wait_deadline{until, std::chrono::milliseconds(0)});  // finished: returns at once
+    return true;
+  }
+  /// @brief This rank's route sequence numbers (kept by the world: shared by
+  /// every endpoint of the rank), for `route_transfer`'s abort notices.
+  [[nodiscard]] detail::route_sequences& route_sequences() noexcept {
+    return world_->sequences_[static_cast<std::size_t>(rank_)];
   }
   /// @brief True if complete (then the request is consumed; a failure throws).
   bool test(request& r) {

@@ -120,6 +120,24 @@ struct mpi_shared {
   };
   /// Such sends, kept until MPI completes them (or the backend is destroyed).
   std::vector<detached_send> sends;
+  /// This rank's route sequence numbers on this communicator (route_transfer's abort notices).
+  route_sequences sequences;
+
+  /// Takes an unmatched receive out of `waiting` (it will never take a
+  /// message): a withdrawn receive leaves nothing behind, however many are
+  /// posted and withdrawn on one (peer, tag) (route_transfer's abort-notice
+  /// receives: one per route and destination, withdrawn on success).
+  void withdraw(const std::shared_ptr<mpi_recv_slot>& s) noexcept {
+    const auto it = waiting.find({s->peer, s->tag});
+    if (it == waiting.end()) return;
+    auto& q = it->second;
+    for (auto o = q.begin(); o != q.end(); ++o)
+      if (*o == s) {
+        q.erase(o);
+        break;
+      }
+    if (q.empty()) waiting.erase(it);
+  }
 };
 
 /// What an `mpi_backend::request` owns: a send's MPI request, or a receive's
@@ -149,6 +167,7 @@ struct mpi_request_state {
     mpi_recv_slot& s = *slot;
     if (!s.matched) {
       s.abandoned = true;
+      if (shared) shared->withdraw(slot);
     } else if (s.req != MPI_REQUEST_NULL && !cancel_request(s.req)) {
       if (!s.drain) {
         MPI_Request_free(&s.req);  // the caller's buffer: as for a send
@@ -399,6 +418,20 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
     }
     finish(r, rc, st);
   }
+  /// @brief Waits for `r` like `wait` (polling) until `until`, but without
+  /// giving up on it: true when it completed (consumed; a failure throws),
+  /// false when `until` passed first (the request stays posted, nothing is cancelled).
+  bool try_wait(request& r, std::chrono::steady_clock::time_point until) {
+    require(r.valid(), "mpi_backend.try_wait", "empty or already completed request");
+    MPI_Status st{};
+    int rc = MPI_SUCCESS;
+    if (!detail::poll_until(until, [&] { return progress(r, rc, st); })) return false;
+    finish(r, rc, st);
+    return true;
+  }
+  /// @brief This rank's route sequence numbers on this communicator, for
+  /// `route_transfer`'s abort notices.
+  [[nodiscard]] detail::route_sequences& route_sequences() noexcept { return shared_->sequences; }
   bool test(request& r) {
     require(r.valid(), "mpi_backend.test", "empty or already completed request");
     MPI_Status st{};

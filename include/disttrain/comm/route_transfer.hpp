@@ -32,10 +32,42 @@
 /// tag and bytes (see backend.hpp); a wrong buffer size is `invalid_argument`
 /// naming the rank and both sizes.
 ///
+/// **Fault propagation.** A rank that fails tells the ranks that wait for it,
+/// best effort (each abort message is waited for at most 50 ms), so they fail
+/// at once naming it (`comm_error`) instead of at their own timeout:
+/// - *abort stamps* (forward), to its receivers: a rank whose `start` fails
+///   sends one in place of every message it has not sent; a rank whose
+///   phase 0 fails, in place of the fan-out it owes.
+/// - *abort notices* (reverse), to its senders: a rank that fails in `start`
+///   or `wait` sends one to every rank it has not fully received from in this
+///   route, on the route's *control tag* `route_control_tag(tag)` = `tag +
+///   16384`. Route tags are therefore limited to [0, `route_max_tag` =
+///   16383] (`invalid_argument` otherwise); control tags lie in [16384,
+///   32767], within the smallest `MPI_TAG_UB` MPI allows, and no other
+///   traffic on the backend may use them. A rank that sends posts one
+///   32-byte receive per destination on the control tag at `start`; while it
+///   completes its sends (the end of `wait`) it waits for each with the
+///   backend's own wait in slices of 10 ms (`try_wait`: nothing is given up
+///   between slices) and tests the notices in between. A notice from rank R
+///   ends its sends to R: they are withdrawn as after a timeout (MPI: cancelled,
+///   or kept with their buffer until MPI completes them: see
+///   `mpi_backend::sends_in_flight()`), its sends to the other ranks still
+///   complete, then `wait` throws `comm_error` naming R, the tag and R's
+///   error code. On success nothing extra is sent: the notice receives are
+///   withdrawn. Each notice carries the route's sequence number between the
+///   two ranks (`detail::route_sequences`, counted alike on both sides, no
+///   message exchanged): a stale notice, left over from an earlier failed
+///   route with the same tag (MPI delivers a small message even when nobody
+///   waits for it), carries an older number and is ignored. Reverse notices
+///   need a backend with `try_wait` and `route_sequences()` (local, MPI,
+///   `fault_backend` over them); elsewhere a sender learns of a failed
+///   receiver from its own timeout.
+///
 /// @snippet comm.cpp route_transfer
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -46,6 +78,7 @@
 
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/buffer.hpp"
+#include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/wire_header.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/core/check.hpp"
@@ -53,12 +86,22 @@
 
 namespace disttrain {
 
+/// @brief The largest `transfer_options::tag` (16383): the tags above it, up
+/// to 32767 (the smallest `MPI_TAG_UB` MPI allows), are the routes' control
+/// tags (`route_control_tag`).
+inline constexpr int route_max_tag = 16383;
+
+/// @brief The control tag of a route with tag `tag` (in [0, `route_max_tag`]):
+/// `tag + 16384`, in [16384, 32767]. It carries the route's abort notices
+/// (see the file comment); no other traffic on the backend may use it.
+[[nodiscard]] constexpr int route_control_tag(int tag) noexcept { return tag + route_max_tag + 1; }
+
 /// @brief Options of one route transfer.
 ///
 /// @snippet comm.cpp transfer_options
 struct transfer_options {
-  int tag = 0;                            ///< message tag (>= 0), e.g. the microbatch id
-  bool verify = false;                    ///< send and check headers (shapes, samples, checksum)
+  int tag = 0;          ///< message tag in [0, `route_max_tag`], e.g. the microbatch id
+  bool verify = false;  ///< send and check headers (shapes, samples, checksum)
   std::chrono::milliseconds timeout{-1};  ///< whole-transfer deadline; < 0: the backend's timeout
 };
 
@@ -71,7 +114,10 @@ class route_transfer {
  public:
   route_transfer(B& backend, const route_plan& plan, buffer_pool& pool, transfer_options opts = {})
       : b_(&backend), plan_(&plan), pool_(&pool), opts_(opts), me_(backend.rank()) {
-    require(opts.tag >= 0, "transfer_options.tag", "must be >= 0, got ", opts.tag);
+    require(opts.tag >= 0 && opts.tag <= route_max_tag, "transfer_options.tag", "must be in [0, ",
+            route_max_tag, "], got ", opts.tag, ": the tags from ", route_max_tag + 1,
+            " up are reserved for the routes' abort notices (control tag = tag + ",
+            route_max_tag + 1, ")");
     require(plan.for_rank() < 0 || plan.for_rank() == me_, "route_transfer.plan", "is rank ",
             plan.for_rank(), "'s part of the route (route_options::for_rank)", "; this is rank ",
             me_);
@@ -81,44 +127,41 @@ class route_transfer {
 
   /// @brief Posts every receive and the phase-0 sends. If this fails, every
   /// message this rank has not sent yet is replaced by an abort stamp, so its
-  /// receivers fail at once, naming this rank, rather than at their timeout.
+  /// receivers fail at once, naming this rank, rather than at their timeout,
+  /// and its senders get an abort notice (see the file comment).
   void start(std::span<const std::byte> source, std::span<std::byte> destination) {
     check(!started_, "route_transfer started twice");
     started_ = true;
     try {
+      number_peers();
       post_all(source, destination);
     } catch (const error& e) {
-      send_aborts(e.code(), 0, sent0_);
-      send_aborts(e.code(), 1, 0);
+      abort_route({.code = e.code(), .owed_from = 0});
       throw;
     }
   }
 
-  /// @brief Completes this rank's part (phase 0, then the fan-out).
+  /// @brief Completes this rank's part (phase 0, then the fan-out). A failure
+  /// sends the abort stamps and notices this rank owes (see the file comment);
+  /// an abort notice from a destination throws `comm_error` naming it.
   void wait() {
     check(started_, "route_transfer::wait before start");
     if (done_) return;
     try {
       complete_receives(0);
     } catch (const error& e) {
-      send_aborts(e.code(), 1, 0);  // the fan-out this rank owes its TP peers will not come
-      drain(0);
+      // The fan-out this rank owes its TP peers will not come.
+      abort_route({.code = e.code(), .owed_from = 1, .drained = 0});
       throw;
     }
     for (int i : plan_->sends_of(me_, 1)) post_send(i, std::span<const std::byte>(dst_));
     try {
       complete_receives(1);
-    } catch (const error&) {
-      drain(1);
+    } catch (const error& e) {
+      abort_route({.code = e.code(), .drained = 1});
       throw;
     }
-    for (auto& o : out_) {
-      wait_for(o.stamp_req);
-      if (o.header.valid()) wait_for(o.header);
-      if (o.pieces.valid()) wait_for(o.pieces);
-      wait_for(o.payload);
-      o.staging.reset();
-    }
+    complete_sends();
     done_ = true;
   }
 
@@ -142,6 +185,7 @@ class route_transfer {
         wait_deadline::after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
     for (int phase = 0; phase < 2; ++phase)
       for (int i : plan_->recvs_of(me_, phase)) post_receive(i);
+    for (auto& w : watches_) post_watch(w);
     for (int i : plan_->sends_of(me_, 0)) {
       post_send(i, source);
       ++sent0_;
@@ -149,9 +193,18 @@ class route_transfer {
   }
 
   using request = typename B::request;
+  using clock = std::chrono::steady_clock;
+  // Whether the backend supports abort notices: waits that give nothing up
+  // (`try_wait`) and route sequence numbers.
+  static constexpr bool has_notices = requires(B & b, request& r, clock::time_point t) {
+    { b.try_wait(r, t) } -> std::same_as<bool>;
+    { b.route_sequences() } -> std::same_as<detail::route_sequences&>;
+  };
   // Requests are declared last so that they are destroyed (cancelled or
   // finished) before the buffers they point into.
   struct outgoing {
+    int dst = -1;
+    std::size_t bytes = 0;  // the payload's
     buffer_pool::lease staging;
     detail::plan_stamp stamp;
     detail::wire_header hdr;
@@ -167,8 +220,21 @@ class route_transfer {
     std::span<std::byte> landing;           // where the payload arrives
     // How far the message got (drain takes in only what follows a success).
     bool stamped = false, header_ok = false, pieces_posted = false, pieces_ok = false;
-    bool payload_posted = false, finished = false;
+    bool payload_posted = false, received = false, finished = false;
     request stamp_req, header, pieces, payload;
+  };
+  // A destination's abort notice, watched while this rank's sends to it are out.
+  struct watch {
+    int peer = -1;
+    std::uint64_t seq = 0;        // this route's number with `peer` (route_sequences)
+    detail::plan_stamp notice{};  // lands here
+    bool aborted = false;         // a notice of this route came: `peer` failed
+    request req;
+  };
+  // A rank that sends to this one, with this route's number (for a notice to it).
+  struct sender {
+    int peer = -1;
+    std::uint64_t seq = 0;
   };
 
   [[nodiscard]] std::string where_self() const {
@@ -217,6 +283,8 @@ class route_transfer {
     const std::size_t es = plan_->elem_size();
     const auto bytes = detail::element_bytes(m.elements, es, "route.message_bytes");
     outgoing& o = out_.emplace_back();
+    o.dst = m.dst;
+    o.bytes = bytes;
     std::span<const std::byte> data;
     if (m.contiguous_send()) {
       data = from.subspan(detail::element_bytes(m.send_blocks[0].src_offset, es, "route.offset"),
@@ -267,6 +335,7 @@ class route_transfer {
       if (opts_.verify) check_header(in, m);
       check_stamp(in, m);
       wait_for(in.payload);
+      in.received = true;
       if (opts_.verify) {
         const auto got = static_cast<std::int64_t>(detail::checksum64(in.landing));
         if (got != in.hdr.checksum)
@@ -325,7 +394,9 @@ class route_transfer {
       if (!in.pieces_ok) return;
       post_payload(in, msg(in.msg));
     }
-    if (in.payload.valid()) wait_for(in.payload);
+    if (!in.payload.valid()) return;  // received already, or its receive failed
+    wait_for(in.payload);
+    in.received = true;
   }
 
   // Waits for the stamp of `in`'s message. Its timeout names the message
@@ -373,31 +444,215 @@ class route_transfer {
            "content is unspecified");
   }
 
-  // After this rank failed: an abort stamp in place of each message of
-  // `phase` it owes from its `from`-th send of that phase on, so their
-  // receivers fail now rather than at their timeout. Best effort: a peer that
-  // is gone already is not waited for long.
-  void send_aborts(errc code, int phase, std::size_t from) noexcept {
+  // What a failed rank owes: abort stamps in place of its messages of the
+  // phases from `owed_from` on (2: none; phase 0 from its first unsent
+  // message), the drain of phase `drained` (< 0: none), abort notices to its
+  // senders.
+  struct failure {
+    errc code = errc::comm_error;
+    int owed_from = 2;
+    int drained = -1;
+  };
+  // The abort messages of a failed route, posted best effort and waited for
+  // together, at most abort_grace_ms: a peer that is gone already is not
+  // waited for long.
+  struct abort_batch {
+    std::deque<detail::plan_stamp> msgs;  // deque: a posted buffer never moves
+    std::vector<request> reqs;            // declared last: gone before the buffers
+  };
+  struct abort_message {
+    detail::plan_stamp stamp;
+    int peer = -1;
+    int tag = 0;
+  };
+  static constexpr int abort_grace_ms = 50;
+
+  // After this rank failed (see `failure`): its receivers learn it from abort
+  // stamps (they fail now rather than at their timeout), its senders from
+  // abort notices on the control tag.
+  void abort_route(const failure& f) noexcept {
+    abort_batch a;
     try {
-      const auto sends = plan_->sends_of(me_, phase);
-      if (sends.size() <= from) return;
-      std::vector<detail::plan_stamp> stamps(sends.size());
-      std::vector<request> reqs;
-      for (std::size_t k = from; k < sends.size(); ++k) {
-        stamps[k].magic = detail::plan_stamp::abort_value;
-        stamps[k].plan = static_cast<std::uint64_t>(code);
-        reqs.push_back(
-            b_->isend(std::as_bytes(std::span(&stamps[k], 1)), msg(sends[k]).dst, opts_.tag));
-      }
-      const auto d = wait_deadline::after(std::chrono::milliseconds(abort_grace_ms));
-      for (auto& r : reqs) {
-        try {
-          detail::wait_until(*b_, r, d);
-        } catch (const error&) {}
+      for (int phase = f.owed_from; phase < 2; ++phase) {
+        const auto sends = plan_->sends_of(me_, phase);
+        for (std::size_t k = phase == 0 ? sent0_ : 0; k < sends.size(); ++k) {
+          detail::plan_stamp st;
+          st.magic = detail::plan_stamp::abort_value;
+          st.plan = static_cast<std::uint64_t>(f.code);
+          post_abort(a, {st, msg(sends[k]).dst, opts_.tag});
+        }
       }
     } catch (...) {}
+    if (f.drained >= 0) drain(f.drained);
+    // Its receives are of no use now: withdrawn before the notices, so that
+    // a sender that goes on to another route with the same tag does not
+    // have its messages taken by them while this rank waits for its notices.
+    for (auto& in : in_) {
+      in.payload = request{};
+      in.pieces = request{};
+      in.header = request{};
+      in.stamp_req = request{};
+    }
+    try {
+      for (const sender& s : senders_) {
+        if (fully_received_from(s.peer)) continue;  // its sends are complete: nothing to tell
+        detail::plan_stamp st;
+        st.magic = detail::plan_stamp::notice_value;
+        st.plan = static_cast<std::uint64_t>(f.code);
+        st.message = s.seq;
+        st.bytes = 0;
+        post_abort(a, {st, s.peer, route_control_tag(opts_.tag)});
+      }
+    } catch (...) {}
+    const auto d = wait_deadline::after(std::chrono::milliseconds(abort_grace_ms));
+    for (auto& r : a.reqs) {
+      try {
+        detail::wait_until(*b_, r, d);
+      } catch (...) {}
+    }
   }
-  static constexpr int abort_grace_ms = 50;
+  void post_abort(abort_batch& a, const abort_message& m) noexcept {
+    try {
+      a.msgs.push_back(m.stamp);
+      a.reqs.push_back(b_->isend(std::as_bytes(std::span(&a.msgs.back(), 1)), m.peer, m.tag));
+    } catch (...) {}
+  }
+  // Whether every message `peer` sends this rank in this route has arrived.
+  [[nodiscard]] bool fully_received_from(int peer) const {
+    for (int phase = 0; phase < 2; ++phase)
+      for (int i : plan_->recvs_of(me_, phase)) {
+        if (msg(i).src != peer) continue;
+        const auto it = std::ranges::find_if(in_, [&](const incoming& in) { return in.msg == i; });
+        if (it == in_.end() || !it->received) return false;
+      }
+    return true;
+  }
+
+  // Numbers this route with each peer (see the file comment), first thing in
+  // `start`: both ends count it even if one of them fails right after. One
+  // pass over the messages, in order: each distinct destination gets a
+  // watch, each distinct source a `sender` entry (none for this rank itself).
+  void number_peers() {
+    if constexpr (has_notices) {
+      using side = detail::route_sequences::side;
+      auto& seq = b_->route_sequences();
+      for (const route_message& m : plan_->messages()) {
+        if (m.src == me_ && m.dst != me_ &&
+            std::ranges::find(watches_, m.dst, &watch::peer) == watches_.end()) {
+          watch& w = watches_.emplace_back();
+          w.peer = m.dst;
+          w.seq = seq.next(m.dst, side::sender);
+        }
+        if (m.dst == me_ && m.src != me_ &&
+            std::ranges::find(senders_, m.src, &sender::peer) == senders_.end())
+          senders_.push_back({m.src, seq.next(m.src, side::receiver)});
+      }
+    }
+  }
+  void post_watch(watch& w) {
+    w.req = b_->irecv(std::as_writable_bytes(std::span(&w.notice, 1)), w.peer,
+                      route_control_tag(opts_.tag));
+  }
+  // Tests every watched notice (never blocks). A notice of another route (a
+  // stale one: another sequence number) is dropped and the receive posted
+  // again; a failed receive (e.g. a dead peer, which the sends report
+  // themselves) ends that watch.
+  void poll_notices() noexcept {
+    for (auto& w : watches_) {
+      try {
+        while (!w.aborted && w.req.valid() && b_->test(w.req)) {
+          if (w.notice.magic == detail::plan_stamp::notice_value && w.notice.message == w.seq)
+            w.aborted = true;
+          else
+            post_watch(w);
+        }
+      } catch (...) {
+        w.req = request{};
+      }
+    }
+  }
+  [[nodiscard]] watch* watch_of(int peer) {
+    const auto it = std::ranges::find(watches_, peer, &watch::peer);
+    return it == watches_.end() ? nullptr : &*it;
+  }
+  [[nodiscard]] const watch* first_abort() const {
+    const auto it = std::ranges::find(watches_, true, &watch::aborted);
+    return it == watches_.end() ? nullptr : &*it;
+  }
+
+  // The end of `wait`: completes this rank's sends under the transfer's
+  // deadline, watching for abort notices from their destinations. On success
+  // the notice receives are withdrawn (nothing was sent on them).
+  void complete_sends() {
+    if (!watches_.empty()) slice_end_ = clock::now() + std::chrono::milliseconds(notice_poll_ms);
+    for (auto& o : out_) {
+      for (request* r : {&o.stamp_req, &o.header, &o.pieces, &o.payload})
+        if (!complete_send(o.dst, *r)) break;
+      if (!o.payload.valid()) o.staging.reset();
+    }
+    if (const watch* w = first_abort()) fail_aborted(*w);
+    watches_.clear();
+  }
+  // Waits for `r` (a send to `peer`): the backend's own wait, in slices of
+  // notice_poll_ms with the notices tested in between where the backend has
+  // notices. False (`r` left posted) once `peer` has sent an abort notice.
+  bool complete_send(int peer, request& r) {
+    if (!r.valid()) return true;
+    if constexpr (has_notices) {
+      if (watch* w = watch_of(peer)) {
+        for (;;) {
+          if (w->aborted) return false;
+          if (b_->try_wait(r, std::min(deadline_.at, slice_end_))) return true;
+          poll_notices();
+          if (w->aborted) return false;
+          const auto now = clock::now();
+          if (now >= deadline_.at) break;
+          slice_end_ = now + std::chrono::milliseconds(notice_poll_ms);
+        }
+        // The deadline passed: the first rank that aborted is the news, else the timeout.
+        if (const watch* a = first_abort()) fail_aborted(*a);
+      }
+    }
+    wait_for(r);
+    return true;
+  }
+  static constexpr int notice_poll_ms = 10;
+  clock::time_point slice_end_{};  // end of the current wait slice (complete_sends)
+
+  // Throws for the abort notice of `w.peer`, after withdrawing this rank's
+  // sends to it as after a timeout.
+  [[noreturn]] void fail_aborted(const watch& w) {
+    std::size_t bytes = 0, count = 0;
+    for (auto& o : out_) {
+      const bool pending =
+          o.stamp_req.valid() || o.header.valid() || o.pieces.valid() || o.payload.valid();
+      if (o.dst != w.peer || !pending) continue;
+      bytes += o.bytes;
+      ++count;
+      o.payload = request{};  // withdrawn (cancelled, or kept by the backend)
+      o.pieces = request{};
+      o.header = request{};
+      o.stamp_req = request{};
+    }
+    std::string state = "this rank's send was withdrawn";
+    if constexpr (requires { b_->sends_in_flight(); }) {
+      if (b_->sends_in_flight() > 0)
+        state +=
+            ", but MPI cannot cancel it and may still read its buffer until the peer receives "
+            "it: the backend keeps the request (and a route staging buffer) until then or "
+            "until it is destroyed; do not reuse or free a buffer of your own while "
+            "sends_in_flight() > 0";
+      else
+        state += " (cancelled, or it completed meanwhile): its buffer is free";
+    } else {
+      state += " as after a timeout (see docs/comm.md, \"After a timeout\")";
+    }
+    fail(errc::comm_error, transfer_info{me_, w.peer, opts_.tag, bytes, true}.where(), "rank ",
+         w.peer, " aborted the route after its own error (",
+         to_string(static_cast<errc>(w.notice.plan % 64)), "): it will not receive this rank's ",
+         count == 1 ? std::string("message") : cat(count, " messages"), " of ", bytes,
+         " bytes (abort notice on control tag ", route_control_tag(opts_.tag), "); ", state);
+  }
 
   void check_header(incoming& in, const route_message& m) {
     try {
@@ -453,6 +708,10 @@ class route_transfer {
   wait_deadline deadline_{};
   std::deque<outgoing> out_;  // deque: elements never move (buffers are in flight)
   std::deque<incoming> in_;
+  // One per destination (abort notices); all are created in number_peers,
+  // before any is posted, so none moves once its receive is posted.
+  std::vector<watch> watches_;
+  std::vector<sender> senders_;  // one per source (abort notices)
   std::size_t packed_send_bytes_ = 0;
 };
 

@@ -2,7 +2,9 @@
 /// @file backend_parts.hpp
 /// @brief Pieces every backend writes the same way: the two `wait`
 /// overloads that forward to the backend's `wait(request&, const
-/// wait_deadline&)`, and the nesting count of `group_start` / `group_end`.
+/// wait_deadline&)`, the nesting count of `group_start` / `group_end`, and
+/// the per-rank route sequence numbers behind `route_transfer`'s abort
+/// notices (`route_sequences`).
 ///
 /// @code
 /// class my_backend : public disttrain::detail::deadline_waits<my_backend> {
@@ -18,7 +20,10 @@
 
 #include <chrono>
 #include <concepts>
+#include <cstddef>
+#include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/core/check.hpp"
@@ -69,6 +74,32 @@ class group_nesting {
 
  private:
   int depth_ = 0;
+};
+
+/// @brief How many routes one rank has run with each peer, per direction:
+/// `route_transfer` numbers its abort notices with these counts
+/// (route_transfer.hpp, "Abort notices"). A sender and its receiver count the
+/// same routes (every route in which the one sends to the other), so the
+/// sender's count for a route equals the receiver's, with no message
+/// exchanged; a notice that carries another number is stale (from an
+/// earlier route) and is ignored. A backend keeps one table per rank and
+/// hands it out with `route_sequences()` (local: in the `local_world`, shared
+/// by all endpoints of the rank; MPI: per backend, i.e. per communicator).
+/// One thread per rank uses it, as it uses the rank's endpoint.
+class route_sequences {
+ public:
+  /// @brief Which end of the route's messages this rank is.
+  enum class side { sender, receiver };
+  /// @brief The number of this route with `peer` (0, 1, ... per side), counted.
+  [[nodiscard]] std::uint64_t next(int peer, side s) {
+    auto& counts = s == side::sender ? sent_ : received_;
+    const auto i = static_cast<std::size_t>(peer);
+    if (counts.size() <= i) counts.resize(i + 1, 0);
+    return counts[i]++;
+  }
+
+ private:
+  std::vector<std::uint64_t> sent_, received_;
 };
 
 }  // namespace disttrain::detail

@@ -21,9 +21,16 @@ namespace disttrain::detail {
 /// A rank that fails before it sent a message sends an *abort stamp* in its
 /// place (`abort_value`, `plan` = its error code): the receiver fails at once
 /// naming that rank instead of waiting for its own timeout.
+///
+/// The same 32 bytes carry `route_transfer`'s *abort notices* the other way,
+/// from a failed rank to the ranks that send to it, on the route's control
+/// tag (`route_control_tag`): `magic` = `notice_value`, `plan` = the failed
+/// rank's error code, `message` = the route's sequence number between the
+/// two ranks (`route_sequences`), `bytes` = 0.
 struct plan_stamp {
-  static constexpr std::int64_t magic_value = 0x44545253544d50ll;  // "DTRSTMP"
-  static constexpr std::int64_t abort_value = 0x44545241425254ll;  // "DTRABRT"
+  static constexpr std::int64_t magic_value = 0x44545253544d50ll;   // "DTRSTMP"
+  static constexpr std::int64_t abort_value = 0x44545241425254ll;   // "DTRABRT"
+  static constexpr std::int64_t notice_value = 0x4454524e4f5443ll;  // "DTRNOTC"
   std::int64_t magic = magic_value;
   std::uint64_t plan = 0;     ///< the sender's `route_plan::fingerprint()` (abort: its errc)
   std::uint64_t message = 0;  ///< `route_plan::stamp(m)` (`bound_op::stamp`)

@@ -1,0 +1,130 @@
+// Issue 13 item 5 under mpirun: a rank that sends a large (rendezvous,
+// 4 MiB) message to a rank whose route fails learns it from that rank's
+// abort notice (route_transfer.hpp, "Fault propagation"), well before its
+// own timeout. Each case uses a fresh backend: a failed route leaves the
+// unreceived messages of its senders on the communicator. Run with 3 ranks
+// (more ranks only wait at the barriers).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "disttrain/comm/fault_backend.hpp"
+#include "disttrain/comm/mpi_backend.hpp"
+#include "disttrain/comm/route_transfer.hpp"
+#include "mpi_harness.hpp"
+
+using disttrain::errc;
+using disttrain::mpi_backend;
+using disttrain::mpitest::capture;
+using disttrain::mpitest::contains;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The receiver's start fails (a destination of the wrong size) before it
+// posts a receive: rank 0's 4 MiB send to rank 1 (tag 7, timeout 10 s) is
+// never matched. Rank 0 must fail with comm_error naming rank 1 within 5 s.
+void receiver_fails_in_start() {
+  mpi_backend b(MPI_COMM_WORLD, {10000ms});
+  const int me = b.rank();
+  if (me < 2) {
+    const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+    const auto p = disttrain::sample_placement::round_robin(2, 1);
+    const disttrain::activation_shape shape{{512, 512}, 1024, 4};
+    const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(me)) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(me)) * 4 +
+                               (me == 1 ? 4 : 0));
+    disttrain::buffer_pool pool;
+    // The sender starts first: its send is posted when the receiver fails.
+    if (me == 1) MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto e = capture([&] {
+      disttrain::route_transfer<mpi_backend> t(b, plan, pool, {.tag = 7});
+      t.start(src, dst);
+      if (me == 0) MPI_Barrier(MPI_COMM_WORLD);
+      t.wait();
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (me == 0) {
+      std::fprintf(stderr, "[rank 0] after %.3f s: %s\n", s, e.what());
+      MPI_CHECK(e.code() == errc::comm_error);
+      MPI_CHECK(e.where() == "rank 0 -> rank 1 tag 7");
+      MPI_CHECK(
+          contains(e.message(), "rank 1 aborted the route after its own error (invalid_argument)"));
+      MPI_CHECK(contains(e.message(), "message of 4194304 bytes"));
+      MPI_CHECK(contains(e.message(), "control tag 16391"));
+      // What became of the send: cancelled, or kept by MPI with its buffer.
+      MPI_CHECK(contains(e.message(), "this rank's send was withdrawn (cancelled") ||
+                contains(e.message(), "MPI cannot cancel it"));
+      MPI_CHECK(s < 5.0);  // not its 10 s timeout
+    } else {
+      MPI_CHECK(e.code() == errc::invalid_argument);
+      MPI_CHECK(contains(e.message(), "destination buffer has"));
+    }
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The receiver's wait fails: ranks 0 and 1 each send rank 2 their samples
+// (DP 2 -> DP 1, 2 MiB each), but rank 2 planned with another sample order
+// (same sizes: "plan disagreement"). Rank 0's message comes first: rank 2
+// fails on it and takes it in (rank 0 completes), but not rank 1's, which
+// posts each of its sends 1 s late (fault_backend delay): rank 1 must learn
+// of rank 2's failure from its abort notice, not from its own 10 s timeout.
+void receiver_fails_in_wait() {
+  mpi_backend b(MPI_COMM_WORLD, {10000ms});
+  const int me = b.rank();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me < 3) {
+    const disttrain::rank_layout L({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}});
+    const auto pa = disttrain::sample_placement::round_robin(4, 2);
+    const auto pb = disttrain::sample_placement::round_robin(4, 1);
+    const disttrain::sample_placement swapped({{1, 0, 3, 2}});
+    const disttrain::activation_shape shape{{256, 256, 256, 256}, 1024, 4};
+    const auto plan = disttrain::plan_boundary_route(L, 0, pa, me == 2 ? swapped : pb, shape);
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(me)) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(me)) * 4);
+    disttrain::buffer_pool pool;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto e = capture([&] {
+      if (me == 1) {
+        disttrain::fault_backend<mpi_backend> slow(b, {.rate = 1.0,
+                                                       .kinds = {disttrain::fault_kind::delay},
+                                                       .min_delay = 1000ms,
+                                                       .max_delay = 1000ms});
+        disttrain::run_route(slow, plan, src, dst, pool, {.tag = 7});
+      } else {
+        disttrain::run_route(b, plan, src, dst, pool, {.tag = 7});
+      }
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (me == 1) {
+      std::fprintf(stderr, "[rank 1] after %.3f s: %s\n", s, e.what());
+      MPI_CHECK(e.code() == errc::comm_error);
+      MPI_CHECK(e.where() == "rank 1 -> rank 2 tag 7");
+      MPI_CHECK(contains(e.message(), "rank 2 aborted the route after its own error (comm_error)"));
+      MPI_CHECK(contains(e.message(), "control tag 16391"));
+      MPI_CHECK(s < 5.0);  // its sends took 2 s to post; not its 10 s timeout
+    } else if (me == 2) {
+      MPI_CHECK(e.code() == errc::comm_error);
+      MPI_CHECK(contains(e.message(), "plan disagreement"));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  disttrain::mpi_session session(argc, argv);
+  if (int rc = disttrain::mpitest::skip_unless_ranks(3, "test_mpi_notices")) return rc;
+  return disttrain::mpitest::run_all(
+      {{"receiver fails in start: its sender gets its abort notice", receiver_fails_in_start},
+       {"receiver fails in wait: its sender gets its abort notice", receiver_fails_in_wait}});
+}
