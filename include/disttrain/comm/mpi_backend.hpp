@@ -126,7 +126,9 @@ struct mpi_shared {
   /// Takes an unmatched receive out of `waiting` (it will never take a
   /// message): a withdrawn receive leaves nothing behind, however many are
   /// posted and withdrawn on one (peer, tag) (route_transfer's abort-notice
-  /// receives: one per route and destination, withdrawn on success).
+  /// receives: one per route and destination, withdrawn on success). An
+  /// emptied queue is kept for the next receive (no allocation per route)
+  /// unless many (peer, tag) keys are there.
   void withdraw(const std::shared_ptr<mpi_recv_slot>& s) noexcept {
     const auto it = waiting.find({s->peer, s->tag});
     if (it == waiting.end()) return;
@@ -136,8 +138,9 @@ struct mpi_shared {
         q.erase(o);
         break;
       }
-    if (q.empty()) waiting.erase(it);
+    if (q.empty() && waiting.size() > max_idle_keys) waiting.erase(it);
   }
+  static constexpr std::size_t max_idle_keys = 64;
 };
 
 /// What an `mpi_backend::request` owns: a send's MPI request, or a receive's
