@@ -276,17 +276,7 @@ class local_world {
     auto& box = *boxes_[static_cast<std::size_t>(dst)];
     std::lock_guard<std::mutex> lk(box.m);
     if (op->state.load() != detail::local_op::pending) return false;
-    auto& q = t.is_send ? box.sends : box.recvs;
-    auto it = q.find({src, t.tag});
-    if (it != q.end()) {
-      auto& dq = it->second;
-      for (auto o = dq.begin(); o != dq.end(); ++o)
-        if (*o == op) {
-          dq.erase(o);
-          break;
-        }
-      if (dq.empty() && q.size() > max_idle_keys) q.erase(it);
-    }
+    detail::erase_queued(t.is_send ? box.sends : box.recvs, {src, t.tag}, op, max_idle_keys);
     op->state.store(detail::local_op::cancelled);
     return true;
   }

@@ -130,15 +130,7 @@ struct mpi_shared {
   /// emptied queue is kept for the next receive (no allocation per route)
   /// unless many (peer, tag) keys are there.
   void withdraw(const std::shared_ptr<mpi_recv_slot>& s) noexcept {
-    const auto it = waiting.find({s->peer, s->tag});
-    if (it == waiting.end()) return;
-    auto& q = it->second;
-    for (auto o = q.begin(); o != q.end(); ++o)
-      if (*o == s) {
-        q.erase(o);
-        break;
-      }
-    if (q.empty() && waiting.size() > max_idle_keys) waiting.erase(it);
+    erase_queued(waiting, {s->peer, s->tag}, s, max_idle_keys);
   }
   static constexpr std::size_t max_idle_keys = 64;
 };

@@ -76,6 +76,25 @@ class group_nesting {
   int depth_ = 0;
 };
 
+/// @brief Removes `item` from `queues[key]` (a backend's unmatched
+/// operations per (peer, tag), in posting order), if there. An emptied queue
+/// is kept for the next operation (no allocation per message) unless more
+/// than `max_idle` keys are there.
+template <class Map>
+void erase_queued(Map& queues, const typename Map::key_type& key,
+                  const typename Map::mapped_type::value_type& item,
+                  std::size_t max_idle) noexcept {
+  const auto it = queues.find(key);
+  if (it == queues.end()) return;
+  auto& q = it->second;
+  for (auto o = q.begin(); o != q.end(); ++o)
+    if (*o == item) {
+      q.erase(o);
+      break;
+    }
+  if (q.empty() && queues.size() > max_idle) queues.erase(it);
+}
+
 /// @brief How many routes one rank has run with each peer, per direction:
 /// `route_transfer` numbers its abort notices with these counts
 /// (route_transfer.hpp, "Abort notices"). A sender and its receiver count the
