@@ -188,6 +188,10 @@ TEST_CASE("rank layout JSON round trip and checks") {
   DISTTRAIN_CHECK_ERROR(
       disttrain::parse_json(R"({"segments": [{"name": "x", "dp": "two"}]})").get<rank_layout>(),
       errc::parse_error, "segments.x.dp");
+  // A misspelt key is an error (it was ignored: the segment kept dp 1).
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::parse_json(R"({"segments": [{"name": "x", "dP": 2}]})").get<rank_layout>(),
+      errc::parse_error, "segments.x.dP");
   DISTTRAIN_CHECK_ERROR(disttrain::parse_json(R"({"gpus": 8})").get<rank_layout>(),
                         errc::parse_error, "rank_layout.segments");
   const auto gj = disttrain::groups_to_json(L);

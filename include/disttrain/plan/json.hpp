@@ -25,20 +25,23 @@ inline constexpr auto rank_coord_fields = std::tuple{
     required_field("segment", &rank_coord::segment), required_field("stage", &rank_coord::stage),
     required_field("replica", &rank_coord::replica),
     required_field("tp_rank", &rank_coord::tp_rank)};
+inline constexpr auto segment_spec_fields =
+    std::tuple{required_field("name", &segment_spec::name),
+               optional_field("role", &segment_spec::role), optional_field("tp", &segment_spec::tp),
+               optional_field("pp", &segment_spec::pp), optional_field("dp", &segment_spec::dp)};
 }  // namespace detail
 
 /// @brief `{"name", "role", "tp", "pp", "dp"}`.
 inline void to_json(json& j, const segment_spec& s) {
-  j = json{{"name", s.name}, {"role", s.role}, {"tp", s.tp}, {"pp", s.pp}, {"dp", s.dp}};
+  j = detail::fields_to_json(s, detail::segment_spec_fields);
 }
-/// @brief Reads a segment; `role` optional (default ""), tp/pp/dp default 1.
+/// @brief Reads a segment; `role` optional (default ""), tp/pp/dp default 1;
+/// `base` (written by a rank_layout, checked there) is allowed, other keys
+/// are errors. Errors name `segments.<name>.<key>`.
 inline void from_json(const json& j, segment_spec& s) {
-  s.name = detail::json_get<std::string>(j, "name", "segment");
-  const std::string p = "segments." + s.name;
-  s.role = detail::json_get_or<std::string>(j, "role", "", p);
-  s.tp = detail::json_get_or<int>(j, "tp", 1, p);
-  s.pp = detail::json_get_or<int>(j, "pp", 1, p);
-  s.dp = detail::json_get_or<int>(j, "dp", 1, p);
+  const std::string p = "segments." + detail::json_get<std::string>(j, "name", "segment");
+  s = segment_spec{};
+  detail::read_fields(j, s, detail::segment_spec_fields, p, {"base"});
 }
 /// @brief `{"segment", "stage", "replica", "tp_rank"}`.
 inline void to_json(json& j, const rank_coord& c) {
