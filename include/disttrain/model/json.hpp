@@ -200,36 +200,31 @@ inline void from_json(const json& j, decoder_llm_arch& a) {
 inline void from_json(const json& j, diffusion_arch& a) { a = detail::read_diffusion_arch(j, ""); }
 
 // ---- module_spec.hpp ----
+NLOHMANN_JSON_SERIALIZE_ENUM(module_role, {{module_role::encoder, "encoder"},
+                                           {module_role::backbone, "backbone"},
+                                           {module_role::generator, "generator"}})
+
+namespace detail {
+// A module's fields but its architecture (a variant, read by its "type").
+inline constexpr auto module_spec_fields = std::tuple{
+    required_field("name", &module_spec::name), required_field("role", &module_spec::role),
+    optional_field("frozen", &module_spec::frozen),
+    optional_field("recompute", &module_spec::recompute)};
+}  // namespace detail
+
 inline void to_json(json& j, const module_spec& m) {
-  json a;
-  std::visit([&](const auto& x) { to_json(a, x); }, m.arch);
-  j = json{{"name", m.name},
-           {"role", std::string(to_string(m.role))},
-           {"arch", a},
-           {"frozen", m.frozen},
-           {"recompute", m.recompute}};
+  j = detail::fields_to_json(m, detail::module_spec_fields);
+  std::visit([&](const auto& x) { to_json(j["arch"], x); }, m.arch);
 }
 
 namespace detail {
 /// @brief Reads a module at `path`; `arch.type` is "vit", "llm" or "diffusion".
 [[nodiscard]] inline module_spec read_module_spec(const json& j, std::string_view path) {
-  check_keys(j, {"name", "role", "arch", "frozen", "recompute"}, path);
   module_spec m;
-  m.name = json_get<std::string>(j, "name", path);
-  const auto role = json_get<std::string>(j, "role", path);
-  if (role == "encoder")
-    m.role = module_role::encoder;
-  else if (role == "backbone")
-    m.role = module_role::backbone;
-  else if (role == "generator")
-    m.role = module_role::generator;
-  else
-    fail(errc::parse_error, join_path(path, "role"), "unknown role '", role,
-         "' (expected encoder, backbone or generator)");
+  read_fields(j, m, module_spec_fields, path, {"arch"});
   const std::string ap = join_path(path, "arch");
   const json& a = [&]() -> const json& {
-    if (!j.is_object() || !j.contains("arch"))
-      fail(errc::parse_error, ap, "required field is missing");
+    if (!j.contains("arch")) fail(errc::parse_error, ap, "required field is missing");
     return j.at("arch");
   }();
   const auto type = json_get<std::string>(a, "type", ap);
@@ -242,8 +237,6 @@ namespace detail {
   else
     fail(errc::parse_error, join_path(ap, "type"), "unknown architecture type '", type,
          "' (expected vit, llm or diffusion)");
-  m.frozen = json_get_or<bool>(j, "frozen", false, path);
-  m.recompute = json_get_or<bool>(j, "recompute", false, path);
   m.validate(path);
   return m;
 }
