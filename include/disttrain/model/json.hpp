@@ -245,39 +245,34 @@ namespace detail {
 inline void from_json(const json& j, module_spec& m) { m = detail::read_module_spec(j, ""); }
 
 // ---- model_spec.hpp ----
-inline void to_json(json& j, const connection& c) { j = json{{"from", c.from}, {"to", c.to}}; }
+namespace detail {
+inline constexpr auto connection_fields =
+    std::tuple{required_field("from", &connection::from), required_field("to", &connection::to)};
+// A model's fields but its module and connection arrays.
+inline constexpr auto model_spec_fields = std::tuple{
+    optional_field("name", &model_spec::name),
+    optional_field("projector_tokens_per_image", &model_spec::projector_tokens_per_image),
+    optional_field("projector_patch_ratio", &model_spec::projector_patch_ratio),
+    optional_field("generator_condition_tokens", &model_spec::generator_condition_tokens)};
+}  // namespace detail
+
+inline void to_json(json& j, const connection& c) {
+  j = detail::fields_to_json(c, detail::connection_fields);
+}
 
 inline void to_json(json& j, const model_spec& m) {
-  json mods = json::array();
-  for (const auto& x : m.modules) {
-    json e;
-    to_json(e, x);
-    mods.push_back(std::move(e));
-  }
-  j = json{{"name", m.name},
-           {"modules", mods},
-           {"projector_tokens_per_image", m.projector_tokens_per_image},
-           {"projector_patch_ratio", m.projector_patch_ratio},
-           {"generator_condition_tokens", m.generator_condition_tokens}};
-  if (!m.connections.empty()) {
-    json c = json::array();
-    for (const auto& x : m.connections) c.push_back(json{{"from", x.from}, {"to", x.to}});
-    j["connections"] = c;
-  }
+  j = detail::fields_to_json(m, detail::model_spec_fields);
+  j["modules"] = m.modules;
+  if (!m.connections.empty()) j["connections"] = m.connections;
 }
 
 namespace detail {
 /// @brief Reads a model at `path` and validates it.
 [[nodiscard]] inline model_spec read_model_spec(const json& j, std::string_view path) {
-  check_keys(j,
-             {"name", "modules", "connections", "projector_tokens_per_image",
-              "projector_patch_ratio", "generator_condition_tokens"},
-             path);
   model_spec m;
-  m.name = json_get_or<std::string>(j, "name", "", path);
+  read_fields(j, m, model_spec_fields, path, {"modules", "connections"});
   const std::string mp = join_path(path, "modules");
-  if (!j.is_object() || !j.contains("modules"))
-    fail(errc::parse_error, mp, "required field is missing");
+  if (!j.contains("modules")) fail(errc::parse_error, mp, "required field is missing");
   const json& mods = j.at("modules");
   if (!mods.is_array()) fail(errc::parse_error, mp, "expected an array, got ", mods.type_name());
   for (std::size_t i = 0; i < mods.size(); ++i)
@@ -286,16 +281,9 @@ namespace detail {
     const json& cs = j.at("connections");
     const std::string cp = join_path(path, "connections");
     if (!cs.is_array()) fail(errc::parse_error, cp, "expected an array, got ", cs.type_name());
-    for (std::size_t i = 0; i < cs.size(); ++i) {
-      const std::string p = cat(cp, "[", i, "]");
-      check_keys(cs[i], {"from", "to"}, p);
-      m.connections.push_back(
-          {json_get<std::size_t>(cs[i], "from", p), json_get<std::size_t>(cs[i], "to", p)});
-    }
+    for (std::size_t i = 0; i < cs.size(); ++i)
+      read_fields(cs[i], m.connections.emplace_back(), connection_fields, cat(cp, "[", i, "]"));
   }
-  m.projector_tokens_per_image = json_get_or<int>(j, "projector_tokens_per_image", 0, path);
-  m.projector_patch_ratio = json_get_or<int>(j, "projector_patch_ratio", 1, path);
-  m.generator_condition_tokens = json_get_or<int>(j, "generator_condition_tokens", 64, path);
   m.validate(path);
   return m;
 }
