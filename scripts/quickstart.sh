@@ -6,7 +6,7 @@
 #                                the disttrain-plan planner on the paper's
 #                                72B preset (until the planner exists: every
 #                                example program)
-#   scripts/quickstart.sh test   build (dev preset: -O1, assertions on, warnings
+#   scripts/quickstart.sh test   build (dev preset: -Og, assertions on, warnings
 #                                as errors, MPI on, no benchmarks) and run every test but the ones
 #                                labelled exhaustive (.ci/run runs those),
 #                                print the slowest tests, then the Python
@@ -180,9 +180,15 @@ python_deps() {
 }
 
 python_build_and_test() {
-  say "pip install . (the disttrain Python package, build/python)"
+  # The extension is built at -Og, as the C++ tests are (`pip install .` alone
+  # builds -O3): the tests check behaviour, and -Og compiles it in half the
+  # time (docs/packaging.md, "Presets"). Its own build tree, so that a later
+  # plain `pip install .` (build/python) does not inherit the flags.
+  say "pip install . (the disttrain Python package at -Og, build/python-test)"
   CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" "$PY_VENV/bin/python" -m pip install --quiet \
-    --disable-pip-version-check --no-build-isolation --no-deps "$ROOT"
+    --disable-pip-version-check --no-build-isolation --no-deps \
+    --config-settings=build-dir="build/python-test/{wheel_tag}" \
+    --config-settings=cmake.define.CMAKE_CXX_FLAGS_RELEASE="-Og -DNDEBUG" "$ROOT"
   say "pytest python/tests"
   # The CLI-agreement tests use the dev build's disttrain-plan (`test` builds
   # it); without one (test-python alone) conftest.py looks in the other build
