@@ -26,19 +26,23 @@ namespace {
 void print_table(const std::vector<disttrain::published_run>& runs, const std::string& hw,
                  const disttrain::cost_params& params) {
   std::printf(
-      "| run | split | layout (TP/PP/DP, mb, batch) | recompute | published | predicted | error | "
+      "| run | split | layout (TP/PP/DP[ vV], mb, batch) | recompute | published | predicted | "
+      "error | "
       "bubble | exposed sync |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : runs) {
     if (r.hardware != hw) continue;
     const auto s = disttrain::score_run(r, params);
-    const bool mfu = r.metric == "mfu";
+    // MFU as a percentage, TFLOP/s per GPU, or seconds per iteration.
+    const bool mfu = r.metric == "mfu", time = r.metric == "iteration_s";
+    const double scale = mfu ? 100 : 1;
+    const char* unit = mfu ? "% MFU" : time ? " s/iter" : " TFLOP/s";
     std::printf(
-        "| %s | %s | %d/%d/%d, %d, %d | %s | %.1f%s | %.1f%s | %+.1f%% | %.1f%% | %.1f%% |\n",
-        r.id.c_str(), r.split == "fit" ? "fitted" : "held out", r.tp, r.pp, r.dp, r.microbatch,
-        r.global_batch, r.recompute.c_str(), mfu ? 100 * r.published : r.published,
-        mfu ? "% MFU" : " TFLOP/s", mfu ? 100 * s.predicted : s.predicted,
-        mfu ? "% MFU" : " TFLOP/s", 100 * s.relative_error, 100 * s.evaluation.bubble_fraction,
+        "| %s | %s | %d/%d/%d%s, %d, %d | %s | %.*f%s | %.*f%s | %+.1f%% | %.1f%% | %.1f%% |\n",
+        r.id.c_str(), r.split == "fit" ? "fitted" : "held out", r.tp, r.pp, r.dp,
+        r.virtual_stages > 1 ? (" v" + std::to_string(r.virtual_stages)).c_str() : "", r.microbatch,
+        r.global_batch, r.recompute.c_str(), time ? 3 : 1, scale * r.published, unit, time ? 3 : 1,
+        scale * s.predicted, unit, 100 * s.relative_error, 100 * s.evaluation.bubble_fraction,
         100 * s.evaluation.sync_time_s / s.evaluation.iteration_time_s);
   }
 }

@@ -84,8 +84,9 @@ struct cost_params {
 /// efficiency curve (every role) fitted to published runs on that hardware by
 /// `disttrain-calibrate` (docs/cost_model.md, "Fidelity against published
 /// runs"). `hardware` is a cluster preset name ("a100", "h100", "h800") or a
-/// GPU name from the presets ("A100-SXM-80GB", ...). Hardware without cited
-/// runs (H100, H800 today) keeps the uncalibrated defaults.
+/// GPU name from the presets ("A100-SXM-80GB", ...). The H800 gets the H100's
+/// curve: it is an H100 with NVLink cut to 400 GB/s, and links are priced
+/// separately from the compute curve. Other names keep the uncalibrated defaults.
 /// @snippet cost.cpp calibrated_cost_params
 [[nodiscard]] inline cost_params calibrated_cost_params(std::string_view hardware) {
   cost_params p;
@@ -95,6 +96,13 @@ struct cost_params {
     // flops_half kept at its prior (the runs' ops, >= 1e11 FLOPs per GPU, do not pin it).
     const efficiency_params a100{.e_max = 0.9621, .flops_half = 3e10, .tp_penalty = 0.0494};
     for (auto& e : p.efficiency) e = a100;
+  } else if (hardware == "h100" || hardware == "H100-SXM-80GB" || hardware == "h800" ||
+             hardware == "H800-SXM-80GB") {
+    // Fitted on data/published_runs.json (H100 runs marked "fit") by
+    // `disttrain-calibrate --hardware h100`: 4 runs fitted (TP 2, 4 and 8), e_max and
+    // tp_penalty free, flops_half kept at its prior (a free one runs to its bound).
+    const efficiency_params h100{.e_max = 0.7141, .flops_half = 3e10, .tp_penalty = 0.0062};
+    for (auto& e : p.efficiency) e = h100;
   }
   return p;
 }

@@ -8,7 +8,11 @@
 /// recompute, and a measured throughput: MFU (`metric = "mfu"`, Korthikanti et
 /// al.'s convention, which is this model's) or TFLOP/s per GPU counted with
 /// Narayanan et al.'s formula (`metric = "tflops_narayanan"`: `96 B s l h^2
-/// (1 + s/6h + V/16lh)` FLOPs per iteration, i.e. full recompute counted).
+/// (1 + s/6h + V/16lh)` FLOPs per iteration, i.e. full recompute counted), or
+/// the time of one iteration in seconds (`metric = "iteration_s"`, the step
+/// time a benchmark table reports). `relative_error` is always the error in
+/// throughput, positive when the model is optimistic: for MFU and TFLOP/s
+/// `predicted / published - 1`, for a time `published / predicted - 1`.
 /// `score_run` builds the model, cluster and plan, evaluates them with an
 /// `analytic_cost_model` and returns the prediction in the run's own metric.
 /// `fit_runs` fits one `efficiency_params` (all roles) to a set of runs by a
@@ -43,7 +47,7 @@ struct published_run {
   std::string id;                   ///< short name, e.g. "narayanan21-1008b"
   std::string source;               ///< citation: paper, table
   std::string hardware;             ///< cluster preset: "a100", "h100" or "h800"
-  std::string metric;               ///< "mfu" or "tflops_narayanan"
+  std::string metric;               ///< "mfu", "tflops_narayanan" or "iteration_s"
   std::string split;                ///< "fit" (used by fit_runs) or "held_out"
   decoder_llm_arch arch{};          ///< the model (one backbone module)
   int seq_len = 2048;               ///< tokens per sample
@@ -56,8 +60,12 @@ struct published_run {
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   bool sequence_parallel = true;  ///< Megatron-LM `--sequence-parallel` (since 2022)
-  double published = 0;           ///< the published figure in `metric`'s unit (MFU as a fraction)
-  std::string note;               ///< what the source leaves open and what we assumed
+  /// false: score the time without the memory check, for a run whose memory
+  /// savings this model does not have (`note` says which); a run that does
+  /// not fit is otherwise `errc::infeasible`
+  bool check_memory = true;
+  double published = 0;  ///< the published figure in `metric`'s unit (MFU as a fraction)
+  std::string note;      ///< what the source leaves open and what we assumed
 };
 
 /// @brief HBM bytes per attention-score element of an unfused (pre-flash)
@@ -71,7 +79,7 @@ inline constexpr double unfused_attention_score_bytes = 13.0;
 /// @brief A run scored by the cost model.
 struct run_score {
   double predicted = 0;       ///< in the run's metric
-  double relative_error = 0;  ///< (predicted - published) / published
+  double relative_error = 0;  ///< throughput error, > 0 when optimistic (see the file comment)
   plan_evaluation evaluation;
 };
 
@@ -92,8 +100,9 @@ struct fidelity_fit {
 
 namespace detail {
 inline void check_run(const published_run& r, std::string_view path) {
-  require(r.metric == "mfu" || r.metric == "tflops_narayanan", join_path(path, "metric"),
-          "must be \"mfu\" or \"tflops_narayanan\", got \"", r.metric, "\"");
+  require(r.metric == "mfu" || r.metric == "tflops_narayanan" || r.metric == "iteration_s",
+          join_path(path, "metric"),
+          "must be \"mfu\", \"tflops_narayanan\" or \"iteration_s\", got \"", r.metric, "\"");
   require(r.split == "fit" || r.split == "held_out", join_path(path, "split"),
           "must be \"fit\" or \"held_out\", got \"", r.split, "\"");
   require(r.recompute == "off" || r.recompute == "selective" || r.recompute == "full",
@@ -135,6 +144,7 @@ inline constexpr auto published_run_fields =
                optional_field("overlap_grad_reduce", &published_run::overlap_grad_reduce),
                optional_field("overlap_param_gather", &published_run::overlap_param_gather),
                optional_field("sequence_parallel", &published_run::sequence_parallel),
+               optional_field("check_memory", &published_run::check_memory),
                required_field("published", &published_run::published),
                optional_field("note", &published_run::note)};
 
@@ -207,7 +217,8 @@ inline constexpr auto published_run_fields =
 }
 
 /// @brief Scores run `r` with an `analytic_cost_model` of parameters `params`
-/// (memory checked: a run that does not fit is `errc::infeasible`).
+/// (memory checked unless `r.check_memory` is false: a run that does not fit
+/// is `errc::infeasible`).
 [[nodiscard]] inline run_score score_run(const published_run& r, const cost_params& params) {
   const long long gpus = static_cast<long long>(r.tp) * r.pp * r.dp;
   cost_params p = params;
@@ -218,7 +229,12 @@ inline constexpr auto published_run_fields =
   w.size = 1;
   w[0].add_sequence(r.seq_len);
   run_score s;
-  s.evaluation = evaluate(run_plan(r), cm, w);
+  s.evaluation = evaluate(run_plan(r), cm, w, {.check_memory = r.check_memory});
+  if (r.metric == "iteration_s") {
+    s.predicted = s.evaluation.iteration_time_s;
+    s.relative_error = r.published / s.predicted - 1.0;
+    return s;
+  }
   if (r.metric == "mfu")
     s.predicted = s.evaluation.mfu;
   else
