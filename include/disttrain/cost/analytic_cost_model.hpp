@@ -66,8 +66,15 @@ inline void require_fits(const memory_breakdown& m, double limit_bytes,
 /// @snippet cost.cpp analytic_cost_model
 class analytic_cost_model {
  public:
+  /// @brief With the shipped parameters of the cluster's GPU:
+  /// `calibrated_cost_params(cluster.gpu.name)` (the curve fitted to published
+  /// runs on A100 and H100/H800; `cost_params{}` for other GPUs), as
+  /// `disttrain-plan` uses them.
+  analytic_cost_model(model_spec model, cluster_spec cluster)
+      : analytic_cost_model(std::move(model), cluster, calibrated_cost_params(cluster.gpu.name)) {}
+
   /// @brief Validates the specs and parameters and precomputes every module's shape.
-  analytic_cost_model(model_spec model, cluster_spec cluster, cost_params params = {})
+  analytic_cost_model(model_spec model, cluster_spec cluster, cost_params params)
       : model_(std::move(model)), cluster_(std::move(cluster)), params_(params) {
     model_.validate("model");
     cluster_.validate("cluster");
