@@ -8,6 +8,7 @@
 #include "disttrain/core/json.hpp"
 #include "disttrain/cost/cost_params.hpp"
 #include "disttrain/cost/json.hpp"
+#include "disttrain/model/presets.hpp"
 #include "disttrain/plan/fidelity.hpp"
 #include "disttrain_catch.hpp"
 
@@ -63,6 +64,23 @@ TEST_CASE("the fit from the uncalibrated defaults reproduces the shipped A100 an
   CHECK(calibrated_cost_params("H800-SXM-80GB").efficiency[1] ==
         calibrated_cost_params("h100").efficiency[1]);
   CHECK(calibrated_cost_params("v100").efficiency[1] == cost_params{}.efficiency[1]);
+}
+
+TEST_CASE("analytic_cost_model(model, cluster) prices with the GPU's shipped curve") {
+  for (const std::string preset : {"paper-72b", "mllm-7b"}) {
+    INFO(preset);
+    const auto sc = presets::scenario_preset(preset);
+    const analytic_cost_model by_default(sc.model, sc.cluster);
+    const analytic_cost_model shipped(sc.model, sc.cluster,
+                                      calibrated_cost_params(sc.cluster.gpu.name));
+    const analytic_cost_model uncalibrated(sc.model, sc.cluster, cost_params{});
+    model_workload w;
+    w.size = sc.model.modules.size();
+    for (std::size_t k = 0; k < w.size; ++k) w[k].add_sequence(1024);
+    const stage_config s{.module = 1, .first_layer = 0, .num_layers = 4, .tp = 4, .dp = 8};
+    CHECK(by_default.stage_time(s, w[1]).forward_s == shipped.stage_time(s, w[1]).forward_s);
+    CHECK(by_default.stage_time(s, w[1]).forward_s != uncalibrated.stage_time(s, w[1]).forward_s);
+  }
 }
 
 TEST_CASE("a step-time run: the error is in throughput, and the memory check can be waived") {
