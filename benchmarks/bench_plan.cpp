@@ -68,9 +68,7 @@ int main(int argc, char** argv) {
     auto sc = base_sc;
     sc.cluster.num_gpus = n;
     sc.global_batch_size = n <= 1296 ? 1024 : (n <= 4096 ? 4096 : 8192);
-    // The shipped curve of the GPU, as disttrain-plan uses it.
-    const disttrain::analytic_cost_model cm(sc.model, sc.cluster,
-                                            disttrain::calibrated_cost_params(sc.cluster.gpu.name));
+    const disttrain::analytic_cost_model cm(sc.model, sc.cluster);  // the GPU's shipped curve
     const auto req = disttrain::make_request(sc);
     disttrain::plan_result r, b;
     const double t = time_per_call([&] { r = disttrain::plan_parallelism(cm, req); },
@@ -89,8 +87,7 @@ int main(int argc, char** argv) {
       opt.quick ? std::vector<std::string>{"mllm-7b"} : disttrain::presets::scenario_preset_names();
   for (const auto& name : scenarios) {
     const auto sc = disttrain::presets::scenario_preset(name);
-    const disttrain::analytic_cost_model cm(sc.model, sc.cluster,
-                                            disttrain::calibrated_cost_params(sc.cluster.gpu.name));
+    const disttrain::analytic_cost_model cm(sc.model, sc.cluster);
     const auto req = disttrain::make_request(sc);
     const auto ours = disttrain::plan_parallelism(cm, req);
     const auto base = disttrain::plan_megatron_baseline(cm, req);

@@ -89,21 +89,20 @@ struct cost_params {
 /// separately from the compute curve. Other names keep the uncalibrated defaults.
 /// @snippet cost.cpp calibrated_cost_params
 [[nodiscard]] inline cost_params calibrated_cost_params(std::string_view hardware) {
+  // Fitted on data/published_runs.json (the runs marked "fit") by
+  // `disttrain-calibrate --hardware <name>`, e_max and tp_penalty free, flops_half
+  // kept at its prior (the runs' ops do not pin it: a free one runs to its bound).
+  // A100: 7 runs; H100: 4 runs (TP 2, 4 and 8).
+  const efficiency_params a100{.e_max = 0.9621, .flops_half = 3e10, .tp_penalty = 0.0494};
+  const efficiency_params h100{.e_max = 0.7141, .flops_half = 3e10, .tp_penalty = 0.0062};
   cost_params p;
-  if (hardware == "a100" || hardware == "A100-SXM-80GB") {
-    // Fitted on data/published_runs.json (A100 runs marked "fit") by
-    // `disttrain-calibrate --hardware a100`: 7 runs fitted, e_max and tp_penalty free,
-    // flops_half kept at its prior (the runs' ops, >= 1e11 FLOPs per GPU, do not pin it).
-    const efficiency_params a100{.e_max = 0.9621, .flops_half = 3e10, .tp_penalty = 0.0494};
-    for (auto& e : p.efficiency) e = a100;
-  } else if (hardware == "h100" || hardware == "H100-SXM-80GB" || hardware == "h800" ||
-             hardware == "H800-SXM-80GB") {
-    // Fitted on data/published_runs.json (H100 runs marked "fit") by
-    // `disttrain-calibrate --hardware h100`: 4 runs fitted (TP 2, 4 and 8), e_max and
-    // tp_penalty free, flops_half kept at its prior (a free one runs to its bound).
-    const efficiency_params h100{.e_max = 0.7141, .flops_half = 3e10, .tp_penalty = 0.0062};
-    for (auto& e : p.efficiency) e = h100;
-  }
+  const efficiency_params* fitted = nullptr;
+  if (hardware == "a100" || hardware == "A100-SXM-80GB") fitted = &a100;
+  if (hardware == "h100" || hardware == "H100-SXM-80GB" || hardware == "h800" ||
+      hardware == "H800-SXM-80GB")
+    fitted = &h100;
+  if (fitted != nullptr)
+    for (auto& e : p.efficiency) e = *fitted;
   return p;
 }
 
