@@ -2,7 +2,8 @@
 //  1. solve time of plan_parallelism for the paper-72b model (ViT-H/14 + Qwen2-72B + SD-2.1,
 //     H800 nodes, interleaved data) on 64 ... 10000 GPUs, next to the DistTrain paper's
 //     922 ms for 1296 GPUs (ratio = 922 ms / ours), and the Megatron-style baseline's
-//     solve time measured in the same run;
+//     solve time measured in the same run, and the solve time with ZB-H1 in the space
+//     (planner_options::zero_bubble) with its plan's iteration time;
 //  2. modelled speedup over the Megatron-LM-style baseline for 7B-, 13B- and 70B-class
 //     backbones with ViT-H + SD-2.1 (the scenario presets), split into the part a
 //     balanced layer split alone gives a monolithic layout and the rest (disaggregation).
@@ -31,6 +32,7 @@ struct solve_row {
   double ms, baseline_ms;
   long long expanded, configs;
   double iteration_s, speedup;
+  double zb_ms, zb_iteration_s;
 };
 
 struct speed_row {
@@ -75,10 +77,16 @@ int main(int argc, char** argv) {
                                    opt.quick ? 0.02 : 0.3, opt.quick ? 1 : 5);
     const double tb = time_per_call([&] { b = disttrain::plan_megatron_baseline(cm, req); },
                                     opt.quick ? 0.02 : 0.3, opt.quick ? 1 : 5);
+    disttrain::planner_options zopt;
+    zopt.zero_bubble = true;
+    disttrain::plan_result z;
+    const double tz = time_per_call([&] { z = disttrain::plan_parallelism(cm, req, zopt); },
+                                    opt.quick ? 0.02 : 0.3, opt.quick ? 1 : 5);
     solves.push_back(solve_row{n, sc.global_batch_size, 1e3 * t, 1e3 * tb,
                                r.stats.backbone_expanded, r.stats.backbone_configs,
                                r.evaluation.iteration_time_s,
-                               b.evaluation.iteration_time_s / r.evaluation.iteration_time_s});
+                               b.evaluation.iteration_time_s / r.evaluation.iteration_time_s,
+                               1e3 * tz, z.evaluation.iteration_time_s});
   }
 
   // ---- 2. modelled speedup -----------------------------------------------------
@@ -115,7 +123,9 @@ int main(int argc, char** argv) {
                             {"backbone_configs", s.configs},
                             {"backbone_expanded", s.expanded},
                             {"iteration_time_s", s.iteration_s},
-                            {"speedup", s.speedup}});
+                            {"speedup", s.speedup},
+                            {"zero_bubble_solve_ms", s.zb_ms},
+                            {"zero_bubble_iteration_time_s", s.zb_iteration_s}});
     for (const auto& s : speeds)
       j["speedup"].push_back({{"scenario", s.scenario},
                               {"gpus", s.gpus},
@@ -133,11 +143,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   fmt::print("Planner solve time, paper-72b model (ViT-H/14 + Qwen2-72B + SD-2.1), H800 nodes\n");
-  fmt::print("{:>6} {:>6} {:>10} {:>14} {:>12} {:>10} {:>12} {:>9}\n", "GPUs", "batch", "solve ms",
-             "922 ms / ours", "baseline ms", "configs", "expanded", "speedup");
+  fmt::print("{:>6} {:>6} {:>10} {:>14} {:>12} {:>10} {:>12} {:>9} {:>11} {:>12}\n", "GPUs",
+             "batch", "solve ms", "922 ms / ours", "baseline ms", "configs", "expanded", "speedup",
+             "ZB-H1 ms", "ZB-H1 iter");
   for (const auto& s : solves)
-    fmt::print("{:>6} {:>6} {:>10.2f} {:>13.0f}x {:>12.2f} {:>10} {:>12} {:>8.2f}x\n", s.gpus,
-               s.batch, s.ms, paper_ms / s.ms, s.baseline_ms, s.configs, s.expanded, s.speedup);
+    fmt::print(
+        "{:>6} {:>6} {:>10.2f} {:>13.0f}x {:>12.2f} {:>10} {:>12} {:>8.2f}x {:>11.2f} {:>10.4f} "
+        "s\n",
+        s.gpus, s.batch, s.ms, paper_ms / s.ms, s.baseline_ms, s.configs, s.expanded, s.speedup,
+        s.zb_ms, s.zb_iteration_s);
   fmt::print("\nModelled speedup over the Megatron-LM-style baseline (same cost model)\n");
   fmt::print("{:<10} {:>5} {:>6} {:>10} {:>7} {:>11} {:>7} {:>9} {:>18}\n", "scenario", "GPUs",
              "batch", "ours s", "MFU", "baseline s", "MFU", "speedup", "balanced-mono x");

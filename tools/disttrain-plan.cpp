@@ -55,7 +55,8 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
                        {"preset": "h800", "num_gpus": 64}); optional "planner"
                        (planner_options' fields: "max_backbone_pp", "max_side_pp",
                        "tp_candidates", "search_recompute", "include_mixed",
-                       "max_virtual_stages", "overlap_grad_reduce", "sequence_parallel", "objective",
+                       "max_virtual_stages", "overlap_grad_reduce", "sequence_parallel", "zero_bubble",
+                       "objective",
                        "within", "max_gpus", ...; docs/planner.md) and "cost"
                        (cost-model parameters)
   --gpus N             override the cluster's GPU count
@@ -70,6 +71,9 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
   --within X           tolerance of min_gpus_within as a fraction (default 0.05)
   --max-gpus N         use at most N of the cluster's GPUs
   --no-mixed           never colocate just one side module (per-side-module colocation)
+  --zero-bubble        also consider ZB-H1 (B/W split, Ws in the bubbles; every stage
+                       holds min(stages, microbatches) microbatches) for the plan; the
+                       baseline stays 1F1B / interleaved, as Megatron-LM runs
   --no-sequence-parallel  plans and baseline run TP without Megatron-LM's
                        --sequence-parallel (more activation memory per TP rank)
   --sync-overlap MODE  DP gradient sync overlap of the plan and the baseline, as
@@ -100,7 +104,8 @@ struct args {
       max_gpus, iterations;
   std::optional<std::string> sync_overlap, objective, within;
   std::optional<std::uint64_t> seed;
-  bool json = false, stages = false, list = false, no_mixed = false, no_sp = false;
+  bool json = false, stages = false, list = false, no_mixed = false, no_sp = false,
+       zero_bubble = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -174,6 +179,8 @@ args parse(int argc, char** argv) {
       a.no_mixed = true;
     else if (s == "--no-sequence-parallel")
       a.no_sp = true;
+    else if (s == "--zero-bubble")
+      a.zero_bubble = true;
     else if (s == "--json")
       a.json = true;
     else if (s == "--stages")
@@ -365,6 +372,7 @@ int run(const args& a) {
   if (a.max_gpus) popt.max_gpus = *a.max_gpus;
   if (a.no_mixed) popt.include_mixed = false;
   if (a.no_sp) popt.sequence_parallel = false;
+  if (a.zero_bubble) popt.zero_bubble = true;
   if (a.objective) popt.objective = disttrain::parse_objective(*a.objective, "--objective");
   if (a.within) {
     char* end = nullptr;

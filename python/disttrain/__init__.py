@@ -104,6 +104,7 @@ def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
          tp_candidates: Optional[Sequence[int]] = None, search_recompute: Optional[bool] = None,
          max_virtual_stages: Optional[int] = None, overlap_grad_reduce: Optional[bool] = None,
          overlap_param_gather: Optional[bool] = None, sequence_parallel: Optional[bool] = None,
+         zero_bubble: Optional[bool] = None,
          cost: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """The planner's best disaggregated layout (``disttrain-plan``'s plan).
 
@@ -111,7 +112,9 @@ def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
     preset-name shortcuts and optional ``"planner"`` / ``"cost"`` objects), a
     preset name or a JSON file path. Keyword arguments are the C++
     ``planner_options`` (None: the scenario's ``"planner"`` value, else the C++
-    default); ``cost`` overrides the cost-model parameters.
+    default); ``cost`` overrides the cost-model parameters. ``zero_bubble=True``
+    also considers ZB-H1 (``"schedule": "zb_h1"`` plans); :func:`plan_baseline`
+    never runs it.
 
     Returns a dict: ``plan`` (the plan JSON), ``iteration_time_s``, ``mfu``,
     ``gpus``, ``bubble_fraction``, ``max_memory_bytes``, ``samples_per_s``,
@@ -126,7 +129,8 @@ def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
                                 max_virtual_stages=max_virtual_stages,
                                 overlap_grad_reduce=overlap_grad_reduce,
                                 overlap_param_gather=overlap_param_gather,
-                                sequence_parallel=sequence_parallel), cost, False)
+                                sequence_parallel=sequence_parallel,
+                                zero_bubble=zero_bubble), cost, False)
 
 
 def plan_baseline(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,

@@ -53,6 +53,15 @@ def test_sequence_parallel_switch_matches_the_cli(plan_tool):
     assert on["iteration_time_s"] <= ours["iteration_time_s"]
 
 
+def test_zero_bubble_switch_matches_the_cli(plan_tool):
+    c = cli(plan_tool, "--preset", "mllm-7b", "--json", "--zero-bubble")
+    ours = disttrain.plan("mllm-7b", zero_bubble=True)
+    assert ours["plan"]["schedule"] == "zb_h1"
+    assert ours["plan"] == c["plan"] and ours["iteration_time_s"] == c["iteration_time_s"]
+    assert c["baseline"]["plan"]["schedule"] == "1f1b"
+    assert ours["iteration_time_s"] < disttrain.plan("mllm-7b")["iteration_time_s"]
+
+
 # mllm-13b (128 GPUs, 32 microbatches): the same bindings and the same trace
 # writer as paper-72b, whose 1152-GPU trace took two minutes to write and compare.
 def test_evaluate_and_simulate_match_the_cli(plan_tool, tmp_path):

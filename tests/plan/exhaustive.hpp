@@ -184,10 +184,11 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
       best.capped_split = capped;
     }
   };
-  auto base = [&](int n) {
+  auto base = [&](int n, bool zb) {
     parallel_plan p;
     p.global_batch = S;
     p.num_microbatches = S / n;
+    if (zb) p.schedule = plan_schedule::zb_h1;
     p.gpus_per_node = g;
     p.overlap_grad_reduce = opt.overlap_grad_reduce;
     p.overlap_param_gather = opt.overlap_param_gather;
@@ -222,105 +223,108 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                 continue;
               const long long gb = static_cast<long long>(tpb) * ppb * dpb;
               if (gb > N) break;
-              // Monolithic layouts.
-              if (opt.include_monolithic) {
-                const auto fn = backbone_fn(ei.has_value(), gi.has_value(), tpb, rcb, kb);
-                for (layer_split_rule rule : opt.monolithic_splits) {
-                  std::vector<int> layers;
-                  if (rule == layer_split_rule::even) {
-                    if (Lb % (ppb * vb) == 0)
-                      layers.assign(static_cast<std::size_t>(ppb), Lb / ppb);
-                  } else {
-                    layers = balanced_v(Lb, ppb, vb, fn);
-                  }
-                  if (layers.empty()) continue;
-                  parallel_plan p = base(n);
-                  set(p.modules[bi], tpb, ppb, dpb, rcb, layers);
-                  p.modules[bi].virtual_stages = vb;
-                  for (std::size_t i = 0; i < p.modules.size(); ++i)
-                    if (i != bi) {
-                      set(p.modules[i], colocated_tp(i, tpb), 1, dpb, rcb,
-                          {model.modules[i].layers()});
-                      p.modules[i].colocated = true;
+              // Schedules: 1F1B, and ZB-H1 for plain layouts when the options allow it.
+              for (int zb = 0; zb <= (opt.zero_bubble && vb == 1 ? 1 : 0); ++zb) {
+                // Monolithic layouts.
+                if (opt.include_monolithic) {
+                  const auto fn = backbone_fn(ei.has_value(), gi.has_value(), tpb, rcb, kb);
+                  for (layer_split_rule rule : opt.monolithic_splits) {
+                    std::vector<int> layers;
+                    if (rule == layer_split_rule::even) {
+                      if (Lb % (ppb * vb) == 0)
+                        layers.assign(static_cast<std::size_t>(ppb), Lb / ppb);
+                    } else {
+                      layers = balanced_v(Lb, ppb, vb, fn);
                     }
-                  if (rule == layer_split_rule::balanced && admissible(p)) {
-                    p.modules[bi].layers = fitted(p, layers, fn);
-                    if (p.modules[bi].layers.empty()) continue;
-                  }
-                  const bool capped = p.modules[bi].layers != layers;
-                  score(std::move(p), capped);
-                }
-              }
-              if (!opt.include_disaggregated) continue;
-              // Disaggregated: both side modules on their own GPUs, or (mixed) one of them
-              // colocated on the backbone's first (encoder) / last (generator) stage.
-              struct mode {
-                bool ce, cg;
-              };
-              std::vector<mode> modes{{false, false}};
-              if (opt.include_mixed && ei && gi) {
-                modes.push_back({true, false});
-                modes.push_back({false, true});
-              }
-              struct side {
-                int tp, pp, dp;
-                bool rc;
-                std::vector<int> layers;
-              };
-              auto sides = [&](std::optional<std::size_t> mi) {
-                std::vector<side> v;
-                if (!mi) {
-                  v.push_back(side{1, 0, 0, false, {}});
-                  return v;
-                }
-                for (int pp = 1; pp <= opt.max_side_pp; ++pp)
-                  for (int tp : tps_of(*mi))
-                    for (bool rc : rcs)
-                      for (int dp = 1; dp <= n; ++dp) {
-                        if (gb + static_cast<long long>(tp) * pp * dp > N) break;
-                        auto layers = plain_split(*mi, tp, rc, (n + dp - 1) / dp, pp);
-                        if (!layers.empty()) v.push_back(side{tp, pp, dp, rc, layers});
-                      }
-                return v;
-              };
-              for (const mode& md : modes) {
-                const auto fn = backbone_fn(md.ce, md.cg, tpb, rcb, kb);
-                const std::vector<int> lb = balanced_v(Lb, ppb, vb, fn);
-                if (lb.empty()) continue;
-                const auto E = sides(md.ce ? std::nullopt : ei);
-                const auto G = sides(md.cg ? std::nullopt : gi);
-                std::map<int, std::vector<int>>
-                    split_by_ppg;  // the backbone's split per generator depth
-                for (const auto& e : E)
-                  for (const auto& gg : G) {
-                    if (gb + static_cast<long long>(e.tp) * e.pp * e.dp +
-                            static_cast<long long>(gg.tp) * gg.pp * gg.dp >
-                        N)
-                      continue;
-                    parallel_plan p = base(n);
-                    set(p.modules[bi], tpb, ppb, dpb, rcb, lb);
+                    if (layers.empty()) continue;
+                    parallel_plan p = base(n, zb != 0);
+                    set(p.modules[bi], tpb, ppb, dpb, rcb, layers);
                     p.modules[bi].virtual_stages = vb;
-                    auto side_of = [&](std::optional<std::size_t> mi, bool col, const side& sd) {
-                      if (!mi) return;
-                      if (col) {
-                        set(p.modules[*mi], colocated_tp(*mi, tpb), 1, dpb, rcb,
-                            {model.modules[*mi].layers()});
-                        p.modules[*mi].colocated = true;
-                      } else {
-                        set(p.modules[*mi], sd.tp, sd.pp, sd.dp, sd.rc, sd.layers);
+                    for (std::size_t i = 0; i < p.modules.size(); ++i)
+                      if (i != bi) {
+                        set(p.modules[i], colocated_tp(i, tpb), 1, dpb, rcb,
+                            {model.modules[i].layers()});
+                        p.modules[i].colocated = true;
                       }
-                    };
-                    side_of(ei, md.ce, e);
-                    side_of(gi, md.cg, gg);
-                    if (!admissible(p)) continue;
-                    const int ppg = gi && !md.cg ? gg.pp : 0;
-                    auto it = split_by_ppg.find(ppg);
-                    if (it == split_by_ppg.end())
-                      it = split_by_ppg.emplace(ppg, fitted(p, lb, fn)).first;
-                    if (it->second.empty()) continue;
-                    p.modules[bi].layers = it->second;
-                    score(std::move(p), it->second != lb);
+                    if (rule == layer_split_rule::balanced && admissible(p)) {
+                      p.modules[bi].layers = fitted(p, layers, fn);
+                      if (p.modules[bi].layers.empty()) continue;
+                    }
+                    const bool capped = p.modules[bi].layers != layers;
+                    score(std::move(p), capped);
                   }
+                }
+                if (!opt.include_disaggregated) continue;  // next schedule
+                // Disaggregated: both side modules on their own GPUs, or (mixed) one of them
+                // colocated on the backbone's first (encoder) / last (generator) stage.
+                struct mode {
+                  bool ce, cg;
+                };
+                std::vector<mode> modes{{false, false}};
+                if (opt.include_mixed && ei && gi) {
+                  modes.push_back({true, false});
+                  modes.push_back({false, true});
+                }
+                struct side {
+                  int tp, pp, dp;
+                  bool rc;
+                  std::vector<int> layers;
+                };
+                auto sides = [&](std::optional<std::size_t> mi) {
+                  std::vector<side> v;
+                  if (!mi) {
+                    v.push_back(side{1, 0, 0, false, {}});
+                    return v;
+                  }
+                  for (int pp = 1; pp <= opt.max_side_pp; ++pp)
+                    for (int tp : tps_of(*mi))
+                      for (bool rc : rcs)
+                        for (int dp = 1; dp <= n; ++dp) {
+                          if (gb + static_cast<long long>(tp) * pp * dp > N) break;
+                          auto layers = plain_split(*mi, tp, rc, (n + dp - 1) / dp, pp);
+                          if (!layers.empty()) v.push_back(side{tp, pp, dp, rc, layers});
+                        }
+                  return v;
+                };
+                for (const mode& md : modes) {
+                  const auto fn = backbone_fn(md.ce, md.cg, tpb, rcb, kb);
+                  const std::vector<int> lb = balanced_v(Lb, ppb, vb, fn);
+                  if (lb.empty()) continue;
+                  const auto E = sides(md.ce ? std::nullopt : ei);
+                  const auto G = sides(md.cg ? std::nullopt : gi);
+                  std::map<int, std::vector<int>>
+                      split_by_ppg;  // the backbone's split per generator depth
+                  for (const auto& e : E)
+                    for (const auto& gg : G) {
+                      if (gb + static_cast<long long>(e.tp) * e.pp * e.dp +
+                              static_cast<long long>(gg.tp) * gg.pp * gg.dp >
+                          N)
+                        continue;
+                      parallel_plan p = base(n, zb != 0);
+                      set(p.modules[bi], tpb, ppb, dpb, rcb, lb);
+                      p.modules[bi].virtual_stages = vb;
+                      auto side_of = [&](std::optional<std::size_t> mi, bool col, const side& sd) {
+                        if (!mi) return;
+                        if (col) {
+                          set(p.modules[*mi], colocated_tp(*mi, tpb), 1, dpb, rcb,
+                              {model.modules[*mi].layers()});
+                          p.modules[*mi].colocated = true;
+                        } else {
+                          set(p.modules[*mi], sd.tp, sd.pp, sd.dp, sd.rc, sd.layers);
+                        }
+                      };
+                      side_of(ei, md.ce, e);
+                      side_of(gi, md.cg, gg);
+                      if (!admissible(p)) continue;
+                      const int ppg = gi && !md.cg ? gg.pp : 0;
+                      auto it = split_by_ppg.find(ppg);
+                      if (it == split_by_ppg.end())
+                        it = split_by_ppg.emplace(ppg, fitted(p, lb, fn)).first;
+                      if (it->second.empty()) continue;
+                      p.modules[bi].layers = it->second;
+                      score(std::move(p), it->second != lb);
+                    }
+                }
               }
             }
         }

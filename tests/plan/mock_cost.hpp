@@ -1,7 +1,8 @@
 #pragma once
 // A tiny cost model with round numbers, so tests can compute iteration times
 // by hand. Costs are per microbatch of a replica (workload tokens T):
-//   stage time   = 3 * layers * 1e-6 * T / tp       (forward 1, backward 2)
+//   stage time   = 3 * layers * 1e-6 * T / tp       (forward 1, backward 2, of
+//                  which `weight_share` is W: 0 unless a test sets it)
 //   memory       = params 1e8 * layers / tp + optimizer 4e8 * layers / (tp * dp)
 //                  + activations in_flight * layers * 1e6 * T / tp
 //   output bytes = 1e6 * T;  transfer_bytes(from, to) = 1e6 * tokens of `from`
@@ -22,6 +23,7 @@ struct mock_cost {
   model_spec m;
   cluster_spec c;
   double limit = 80e9;
+  double weight_share = 0;  // fraction of the backward that is W (ZB-H1 tests)
 
   explicit mock_cost(int gpus = 16, double limit_bytes = 80e9) : limit(limit_bytes) {
     m.name = "mock";
@@ -33,7 +35,7 @@ struct mock_cost {
   [[nodiscard]] const cluster_spec& cluster() const { return c; }
   [[nodiscard]] stage_times stage_time(const stage_config& s, const module_workload& w) const {
     const double f = static_cast<double>(s.num_layers) * 1e-6 * w.tokens / s.tp;
-    return stage_times{f, 2 * f, 0};
+    return stage_times{f, 2 * f * (1 - weight_share), 2 * f * weight_share};
   }
   [[nodiscard]] memory_breakdown stage_memory(const stage_config& s, const module_workload& w,
                                               int in_flight) const {

@@ -1,5 +1,6 @@
 // evaluate(): the 1F1B closed form, memory, MFU and bubble checked against
 // hand computation on the round-number mock cost model (mock_cost.hpp).
+#include <algorithm>
 #include <string>
 
 #include "disttrain/plan/evaluate.hpp"
@@ -95,6 +96,32 @@ TEST_CASE("GPipe keeps every microbatch in flight") {
   for (const auto& s : g.stages) CHECK(s.in_flight == 4);
   CHECK(g.iteration_time_s == f.iteration_time_s);
   CHECK(g.stages[2].memory_bytes > f.stages[2].memory_bytes);
+}
+
+TEST_CASE("ZB-H1 takes 2 (sum W - max W) off the pipeline and keeps min(P, m) in flight") {
+  disttrain::testing::mock_cost cm(16);
+  cm.weight_share = 0.5;  // F = B = W
+  const auto w = disttrain::testing::mock_sample();
+  auto p = disaggregated();
+  const auto f = disttrain::evaluate(p, cm, w);
+  p.schedule = disttrain::plan_schedule::zb_h1;
+  const auto z = disttrain::evaluate(p, cm, w);
+  REQUIRE(z.stages.size() == 4);
+  double w_sum = 0, w_max = 0;
+  for (const auto& s : z.stages) {
+    CHECK(s.in_flight == 4);  // min(P = 4, m = 4) on every stage
+    w_sum += s.time_s / 3;
+    w_max = std::max(w_max, s.time_s / 3);
+  }
+  CHECK(f.stages[3].in_flight == 1);
+  CHECK(z.stages[3].memory_bytes > f.stages[3].memory_bytes);
+  CHECK(z.pipeline_time_s == Approx(f.pipeline_time_s - 2 * (w_sum - w_max)).epsilon(1e-12));
+  CHECK(z.sync_time_s == f.sync_time_s);
+  CHECK(z.iteration_time_s < f.iteration_time_s);
+  // Without W (the backward not split in the cost model) ZB-H1 prices as 1F1B, bit for bit.
+  cm.weight_share = 0;
+  CHECK(disttrain::evaluate(p, cm, w).iteration_time_s ==
+        disttrain::evaluate(disaggregated(), cm, w).iteration_time_s);
 }
 
 TEST_CASE("an over-memory plan is rejected naming module, stage and bytes over") {

@@ -28,6 +28,7 @@ struct case_spec {
   bool overlap_param_gather = true;
   int gpus_per_node = 0;  // 0: the cluster preset's
   bool sequence_parallel = true;
+  bool zero_bubble = false;
 };
 
 int interleaved_optima = 0;  // how many optima (plan or baseline) interleave the backbone
@@ -35,6 +36,8 @@ int mixed_optima = 0;        // how many planner optima colocate exactly one sid
 int placed_optima = 0;       // optima whose placement prices a link unlike the layout-free rules
 int sp_decided = 0;          // cases whose optimum without sequence parallelism differs
 int capped_optima = 0;       // optima whose backbone split is capped by memory
+int zb_optima = 0;           // planner optima that run ZB-H1
+int zb_cases = 0;            // cases searched with ZB-H1 in the space
 
 // Whether the placement (to_rank_layout's numbering) puts a stage of at most a node's GPUs across
 // two nodes, or a module boundary inside one node: links the old layout-independent rules
@@ -81,11 +84,13 @@ void compare(const case_spec& c) {
   opt.overlap_grad_reduce = c.overlap_grad_reduce;
   opt.overlap_param_gather = c.overlap_param_gather;
   opt.sequence_parallel = c.sequence_parallel;
-  INFO("sequence parallel " << c.sequence_parallel);
+  opt.zero_bubble = c.zero_bubble;
+  INFO("sequence parallel " << c.sequence_parallel << ", zero bubble " << c.zero_bubble);
   INFO("overlap grad reduce " << c.overlap_grad_reduce << ", param gather "
                               << c.overlap_param_gather);
   INFO(c.preset << " on " << c.gpus << " " << c.cluster << " GPUs, batch " << c.batch
                 << ", variant " << static_cast<int>(c.v));
+  if (c.zero_bubble) ++zb_cases;
   const auto ex = disttrain::testing::exhaustive_plan(cm, req, opt);
   INFO("exhaustive scored " << ex.plans_scored << " plans");
   if (!ex.plan) {
@@ -102,6 +107,7 @@ void compare(const case_spec& c) {
   if (mixed(r.plan)) ++mixed_optima;
   if (placement_matters(r.plan)) ++placed_optima;
   if (ex.capped_split) ++capped_optima;
+  if (r.plan.schedule == disttrain::plan_schedule::zb_h1) ++zb_optima;
   if (!c.sequence_parallel) {
     auto with = opt;
     with.sequence_parallel = true;
@@ -116,6 +122,7 @@ void compare(const case_spec& c) {
     auto o = opt;
     o.include_disaggregated = false;
     o.monolithic_splits = {disttrain::layer_split_rule::even};
+    o.zero_bubble = false;  // Megatron-LM runs no ZB-H1
     return o;
   }());
   if (exb.plan) {
@@ -161,6 +168,14 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       {"mllm-13b", "h800", 4, 8, 4, 1},
       {"mllm-13b", "h800", 4, 16, 4, 2, variant::as_is, 1, true, true, 0, false},
       {"paper-72b", "h800", 24, 8, 4, 1},
+      // ZB-H1 in the space (planner_options::zero_bubble): every stage holds min(P, m)
+      // microbatches, so it trades memory for the bubble.
+      {"mllm-7b", "h800", 16, 4, 4, 1, variant::as_is, 1, true, true, 0, true, true},
+      {"mllm-13b", "h800", 24, 8, 4, 2, variant::as_is, 1, true, true, 0, true, true},
+      {"mllm-70b", "h800", 16, 4, 2, 2, variant::as_is, 1, true, true, 0, true, true},
+      {"mllm-13b", "h800", 32, 4, 2, 1, variant::frozen_encoder, 1, true, true, 0, true, true},
+      {"mllm-13b", "h800", 4, 8, 4, 1, variant::as_is, 1, true, true, 0, true, true},
+      {"mllm-7b", "h800", 12, 4, 4, 2, variant::as_is, 1, false, false, 4, true, true},
   };
   for (const auto& c : cases) compare(c);
   // The space includes interleaved 1F1B (max_virtual_stages 4 by default), and it wins somewhere.
@@ -174,4 +189,7 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
   CHECK(sp_decided > 0);
   // And optima whose backbone split the memory caps decide (docs/planner.md, "Layer split").
   CHECK(capped_optima > 0);
+  // ZB-H1 reaches the search and wins somewhere.
+  CHECK(zb_cases == 6);
+  CHECK(zb_optima > 0);
 }

@@ -50,6 +50,9 @@ TEST_CASE("JSON round trip is exact and deterministic") {
   auto g = p;
   g.schedule = disttrain::plan_schedule::gpipe;
   CHECK(disttrain::json(g).get<parallel_plan>().schedule == disttrain::plan_schedule::gpipe);
+  g.schedule = disttrain::plan_schedule::zb_h1;
+  CHECK(disttrain::json(g).at("schedule") == "zb_h1");
+  CHECK(disttrain::json(g).get<parallel_plan>().schedule == disttrain::plan_schedule::zb_h1);
 }
 
 TEST_CASE("malformed plan JSON names the field") {

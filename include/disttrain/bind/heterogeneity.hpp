@@ -127,8 +127,8 @@ template <cost_model C>
                                                           const heterogeneity_options& opt = {}) {
   require_in_range(opt.iterations, 1, max_heterogeneity_iterations,
                    "heterogeneity_options.iterations");
-  detail::require_plain_1f1b(baseline);
-  detail::require_plain_1f1b(plan);
+  (void)detail::chain_options_of(baseline);
+  (void)detail::chain_options_of(plan);
   detail::check_plan_against(baseline, cost.model(), cost.cluster());
   detail::check_plan_against(plan, cost.model(), cost.cluster());
   require(baseline.global_batch == plan.global_batch, "baseline.global_batch", "is ",

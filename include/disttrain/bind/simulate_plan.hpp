@@ -6,8 +6,8 @@
 /// from the cost model. The timeline behind `disttrain-plan --trace/--svg`
 /// and `--iterations` (`bind/heterogeneity.hpp`).
 ///
-/// Steps: `topology_of(plan, model)` -> `chain_program` (plain 1F1B order of
-/// the chain, one gradient bucket per rank) -> the batch's sample map
+/// Steps: `topology_of(plan, model)` -> `chain_program` (the chain in 1F1B
+/// order, or ZB-H1's for a `zb_h1` plan; one gradient bucket per rank) -> the batch's sample map
 /// (`plan_sample_map`: `reorder_for_plan`'s options, or the same options under
 /// `arrival_order` for the data as it arrives; each sample costed per segment,
 /// a colocated module's seconds added to its host segment; or a map the
@@ -16,7 +16,8 @@
 /// samples of `sample_workload` each.
 ///
 /// Durations (`plan_bound_durations`), per global rank:
-/// - F / B (B + W) of microbatch j: the cost model's `stage_time` of the
+/// - F / B (B + W; a `zb_h1` plan: B and W apart) of microbatch j: the cost
+///   model's `stage_time` of the
 ///   rank's stage on the samples its replica holds in microbatch j (their
 ///   workloads summed); a stage that hosts a colocated module adds that
 ///   module's whole time on the same samples; 0 for a replica with no sample.
@@ -85,7 +86,8 @@ class plan_bound_durations {
         g_(cost.cluster().gpus_per_node),
         m_(map.microbatches),
         overlap_rs_(p.overlap_grad_reduce),
-        overlap_ag_(p.overlap_param_gather) {
+        overlap_ag_(p.overlap_param_gather),
+        split_(p.schedule == plan_schedule::zb_h1) {
     require(batch.size() == map.samples.size(), "plan_bound_durations.batch", "has ", batch.size(),
             " workloads, the sample map ", map.samples.size(), " samples");
     const std::size_t bi = p.backbone_index();
@@ -123,7 +125,7 @@ class plan_bound_durations {
           for (const std::uint32_t idx : map.cell(k, r, j)) x.w += batch[idx];
           x.samples = map.cell(k, r, j).size();
         }
-    // F and B seconds per (chain stage, replica, microbatch).
+    // F, B and W seconds per (chain stage, replica, microbatch).
     for (std::size_t c = 0; c < stages_.size(); ++c) {
       chain_stage& cs = stages_[c];
       cs.times.resize(static_cast<std::size_t>(cs.dp) * m_);
@@ -131,11 +133,12 @@ class plan_bound_durations {
         for (std::size_t j = 0; j < m_; ++j) {
           const cell& x = cells_[map.cell_index(cs.segment, r, j)];
           if (x.samples == 0) continue;
-          auto& ft = cs.times[r * m_ + j];
+          stage_times& ft = cs.times[r * m_ + j];
           for (const stage_config& cfg : cs.parts) {
             const stage_times st = cost.stage_time(cfg, x.w[cfg.module]);
-            ft.first += st.forward_s;
-            ft.second += st.backward_s + st.weight_grad_s;
+            ft.forward_s += st.forward_s;
+            ft.backward_s += split_ ? st.backward_s : st.backward_s + st.weight_grad_s;
+            ft.weight_grad_s += split_ ? st.weight_grad_s : 0.0;
           }
         }
     }
@@ -146,7 +149,7 @@ class plan_bound_durations {
     }
   }
 
-  /// @brief F, B (B + W), W (0: B carries it) or the optimizer step of `rank`.
+  /// @brief F, B (B + W unless split), W (0 unless split) or the optimizer step of `rank`.
   [[nodiscard]] double compute(int rank, const bound_op& b) const {
     const rank_info& ri = ranks_.at(static_cast<std::size_t>(rank));
     const chain_stage& cs = stages_[static_cast<std::size_t>(ri.chain_stage)];
@@ -158,8 +161,9 @@ class plan_bound_durations {
     if (b.op.microbatch < 0) return 0.0;
     const auto& ft = cs.times[static_cast<std::size_t>(ri.replica) * m_ +
                               static_cast<std::size_t>(b.op.microbatch)];
-    if (b.op.kind == op_kind::forward) return ft.first;
-    if (b.op.kind == op_kind::backward) return ft.second;
+    if (b.op.kind == op_kind::forward) return ft.forward_s;
+    if (b.op.kind == op_kind::backward) return ft.backward_s;
+    if (b.op.kind == op_kind::weight) return ft.weight_grad_s;
     return 0.0;
   }
   /// @brief One message between two global ranks (NVLink inside a node, else the NIC).
@@ -190,7 +194,7 @@ class plan_bound_durations {
     std::vector<stage_config> parts;  // model-module order
     std::size_t segment = 0;          // reorder module (index into the map)
     int dp = 1;
-    std::vector<std::pair<double, double>> times;  // [replica * M + j]: F, B
+    std::vector<stage_times> times;  // [replica * M + j]
   };
   struct cell {
     model_workload w;
@@ -206,6 +210,7 @@ class plan_bound_durations {
   int g_;
   std::size_t m_;
   bool overlap_rs_, overlap_ag_;
+  bool split_;  // B and W apart (ZB-H1)
   std::vector<chain_stage> stages_;
   std::vector<cell> cells_;
   std::vector<rank_info> ranks_;
@@ -250,15 +255,21 @@ template <cost_model C>
 
 namespace detail {
 
-/// @brief Refuses an interleaved plan (`errc::unsupported` at
-/// `plan.<module>.virtual_stages`): the bound chain program is plain 1F1B.
-inline void require_plain_1f1b(const parallel_plan& p) {
+/// @brief The chain program's settings for plan `p`: its microbatches, ZB-H1's
+/// order for a `zb_h1` plan. Refuses (`errc::unsupported`) an interleaved plan
+/// (at `plan.<module>.virtual_stages`) and a GPipe one (at `plan.schedule`):
+/// the bound chain program runs 1F1B or ZB-H1 only.
+inline chain_options chain_options_of(const parallel_plan& p) {
   for (const module_plan& mp : p.modules)
     if (mp.virtual_stages > 1)
       fail(errc::unsupported, cat("plan.", mp.name, ".virtual_stages"),
            "the bound chain program has no interleaved 1F1B yet; evaluate() prices this "
            "plan, simulate_plan cannot run it (plan with max_virtual_stages = 1 to "
            "simulate)");
+  if (p.schedule == plan_schedule::gpipe)
+    fail(errc::unsupported, "plan.schedule",
+         "the bound chain program runs 1f1b or zb_h1, not gpipe; evaluate() prices this plan");
+  return {.microbatches = p.num_microbatches, .zero_bubble = p.schedule == plan_schedule::zb_h1};
 }
 
 /// @brief Checks a batch of workloads against a cost model's model.
@@ -313,14 +324,14 @@ template <cost_model C>
 /// workloads over another model, at `simulate_plan.map` for a map whose
 /// segments, DP degrees, microbatches or sample count are not the plan's and
 /// batch's, and `errc::unsupported` for an interleaved backbone
-/// (`virtual_stages > 1`): the chain program is plain 1F1B.
+/// (`virtual_stages > 1`) or a GPipe plan: the chain program runs 1F1B or ZB-H1.
 /// @snippet bind.cpp simulate_plan
 template <cost_model C>
 [[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
                                             std::span<const model_workload> batch,
                                             const reorder_result& map) {
   detail::check_plan_against(p, cost.model(), cost.cluster());
-  detail::require_plain_1f1b(p);
+  const chain_options chain = detail::chain_options_of(p);
   detail::check_plan_batch(cost, batch);
   const plan_segments seg = reorder_segments(p);
   const auto& mods = seg.options.modules;
@@ -335,7 +346,7 @@ template <cost_model C>
   validate(map);
   plan_simulation out;
   out.topo = topology_of(p, cost.model());
-  out.chain = chain_program(out.topo, {.microbatches = p.num_microbatches});
+  out.chain = chain_program(out.topo, chain);
   out.map = map;
   out.shapes = plan_link_shapes(p, cost, out.topo, out.map, batch);
   out.world = bind_world(out.topo, out.chain, out.map, out.shapes);
@@ -351,7 +362,7 @@ template <cost_model C>
 [[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
                                             std::span<const model_workload> batch) {
   detail::check_plan_against(p, cost.model(), cost.cluster());
-  detail::require_plain_1f1b(p);
+  (void)detail::chain_options_of(p);
   return simulate_plan(p, cost, batch, plan_sample_map(p, cost, batch));
 }
 

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
@@ -31,6 +32,7 @@
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/multi_module.hpp"
 #include "disttrain/schedule/validate.hpp"
+#include "disttrain/schedule/zero_bubble.hpp"
 
 namespace disttrain {
 
@@ -50,6 +52,10 @@ struct chain_options {
   int microbatches = 1;         ///< microbatches of the iteration
   bool split_backward = false;  ///< B and W as separate ops
   int buckets = 1;              ///< gradient buckets per rank
+  /// ZB-H1's order on every chain stage (`zb_h1_ops`; implies `split_backward`):
+  /// the Ws are deferred into 1F1B's cool-down bubbles. Off: the greedy order
+  /// of `make_multi_module`.
+  bool zero_bubble = false;
 };
 
 /// @brief The split-microbatch program of every chain stage: the
@@ -59,6 +65,9 @@ struct chain_options {
 /// Every replica (and TP rank) of a chain stage runs that stage's program on
 /// its share of each microbatch; `bind_rank` adds the messages. The chain
 /// with communication is validated here (order, matching, no deadlock).
+/// With `zero_bubble`, each stage keeps the passes `make_multi_module` gives
+/// it (a frozen stage no W, a forward-only one no B) in ZB-H1's order: every
+/// stage then holds up to min(stages, microbatches) microbatches' activations.
 [[nodiscard]] inline pipeline_schedule chain_program(const topology& t, const chain_options& o) {
   require_positive(o.microbatches, "chain_options.microbatches");
   require_positive(o.buckets, "chain_options.buckets");
@@ -68,8 +77,19 @@ struct chain_options {
     spec.segments.emplace_back(g.name, g.pp, 1, g.trainable);
   }
   spec.num_microbatches = o.microbatches;
-  spec.split_backward = o.split_backward;
-  pipeline_schedule s = add_grad_sync(make_multi_module(spec), o.buckets);
+  spec.split_backward = o.split_backward || o.zero_bubble;
+  pipeline_schedule c = make_multi_module(spec);
+  if (o.zero_bubble)
+    for (std::size_t r = 0; r < c.ops.size(); ++r) {
+      zb_h1_passes passes{false, false};
+      for (const schedule_op& x : c.ops[r]) {
+        passes.backward = passes.backward || x.kind == op_kind::backward;
+        passes.weight = passes.weight || x.kind == op_kind::weight;
+      }
+      const int stage = c.ranks[r].stage;
+      c.ops[r] = zb_h1_ops(c.num_stages, stage, o.microbatches, stage, passes);
+    }
+  pipeline_schedule s = add_grad_sync(std::move(c), o.buckets);
   (void)validate_schedule(add_communication(s));
   s.name = "chain";
   return s;

@@ -15,7 +15,9 @@
 /// where `t_s` is a stage's forward+backward time for its busiest replica
 /// (ceil(n / dp) of the n samples of a microbatch), `path` adds the
 /// point-to-point transfers on the fill/drain path, and 1F1B keeps
-/// min(P - s, m) microbatches in flight at chain stage s of P (GPipe: m).
+/// min(P - s, m) microbatches in flight at chain stage s of P (GPipe: m,
+/// ZB-H1: min(P, m)). ZB-H1 subtracts 2 (sum of the stages' W - largest W)
+/// from the pipeline (`detail/closed_form.hpp`).
 /// A stage's exposed sync is its ZeRO-1 reduce-scatter + all-gather + optimizer
 /// step, less what the plan's `overlap_grad_reduce` / `overlap_param_gather`
 /// hide behind the last backward / first forward (`detail::stage_sync`).
@@ -208,7 +210,8 @@ template <cost_model C>
   ev.num_stages = total_stages;
   ev.memory_limit_bytes = cost.memory_limit();
   std::vector<detail::module_terms> terms;
-  std::vector<double> times, hops;
+  std::vector<double> times, hops, weights;
+  const bool zb = p.schedule == plan_schedule::zb_h1;
   int pos = 0;
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     const module_plan& mp = p.modules[i];
@@ -218,6 +221,7 @@ template <cost_model C>
     const double dirs = detail::transfer_directions(model, i);
     times.assign(static_cast<std::size_t>(mp.pp), 0.0);
     hops.assign(static_cast<std::size_t>(mp.pp), 0.0);
+    weights.assign(static_cast<std::size_t>(mp.pp), 0.0);
     const int v = mp.virtual_stages;
     const int after = total_stages - pos - mp.pp;  // chain stages after this module
     double sync_max = 0;
@@ -235,6 +239,7 @@ template <cost_model C>
       r.replica_samples = k;
       r.virtual_stages = v;
       r.in_flight = p.schedule == plan_schedule::gpipe ? m
+                    : zb                               ? std::min(total_stages, m)
                     : v > 1                            ? detail::interleaved_in_flight(
                                                              {.pp = mp.pp, .chunks = v, .microbatches = m, .after = after}, j)
                             : detail::one_f_one_b_in_flight(total_stages, pos, m);
@@ -242,13 +247,15 @@ template <cost_model C>
       const bool spans = !detail::in_one_node(here.first, here.second, g);
       // Parts of this stage in model-module order: [colocated encoder], module, [colocated
       // generator].
-      double time = 0;
+      double time = 0, weight = 0;
       detail::stage_sync sync;
       memory_breakdown mem;
       // A colocated part runs in the device's first (encoder) or last (generator) chunk: it
       // keeps whole microbatches, ceil(chunk-microbatches / v) of them.
       auto add_part = [&](std::size_t mod, const stage_config& cfg, const module_workload& wl) {
-        time += cost.stage_time(cfg, wl).total_s();
+        const stage_times st = cost.stage_time(cfg, wl);
+        time += st.total_s();
+        weight += st.weight_grad_s;
         sync.add(detail::part_sync(cost, cfg, wl, spans));
         const memory_breakdown x =
             mod == i ? detail::device_memory(cost, cfg, wl, r.in_flight, v)
@@ -278,6 +285,7 @@ template <cost_model C>
       r.memory = mem;
       r.memory_bytes = mem.total();
       times[static_cast<std::size_t>(j)] = time;
+      weights[static_cast<std::size_t>(j)] = weight;
       if (j + 1 < mp.pp)
         hops[static_cast<std::size_t>(j)] =
             detail::hop_time(cost, cfg, w, same_node(here, block(i, j + 1)), dirs);
@@ -297,6 +305,11 @@ template <cost_model C>
     }
     detail::module_terms t = detail::module_path({.stage_s = times, .hop_s = hops}, boundary, v);
     t.sync_s = sync_max;
+    if (zb)
+      for (double x : weights) {
+        t.w_sum_s += x;
+        t.w_max_s = std::max(t.w_max_s, x);
+      }
     terms.push_back(t);
   }
   const detail::closed_form_time cf = detail::combine(m, terms);

@@ -160,12 +160,15 @@ inline void from_json(const json& j, parallel_plan& p) {
   detail::read_fields(j, p, detail::parallel_plan_fields, "plan",
                       {"schedule", "total_gpus", "modules"});
   const auto s = detail::json_get_or<std::string>(j, "schedule", "1f1b", "plan");
-  if (s == "1f1b")
-    p.schedule = plan_schedule::one_f_one_b;
-  else if (s == "gpipe")
-    p.schedule = plan_schedule::gpipe;
-  else
-    fail(errc::parse_error, "plan.schedule", "unknown schedule '", s, "' (expected 1f1b or gpipe)");
+  bool known = false;
+  for (plan_schedule x : {plan_schedule::one_f_one_b, plan_schedule::gpipe, plan_schedule::zb_h1})
+    if (s == to_string(x)) {
+      p.schedule = x;
+      known = true;
+    }
+  if (!known)
+    fail(errc::parse_error, "plan.schedule", "unknown schedule '", s,
+         "' (expected 1f1b, gpipe or zb_h1)");
   const json mods = detail::json_get<json>(j, "modules", "plan");
   if (!mods.is_array()) fail(errc::parse_error, "plan.modules", "expected an array");
   p.modules.clear();
@@ -190,6 +193,7 @@ inline constexpr auto planner_options_fields =
                optional_field("overlap_grad_reduce", &planner_options::overlap_grad_reduce),
                optional_field("overlap_param_gather", &planner_options::overlap_param_gather),
                optional_field("sequence_parallel", &planner_options::sequence_parallel),
+               optional_field("zero_bubble", &planner_options::zero_bubble),
                optional_field("within", &planner_options::within),
                optional_field("max_gpus", &planner_options::max_gpus),
                optional_field("max_frontier_plans", &planner_options::max_frontier_plans)};

@@ -34,16 +34,27 @@ namespace disttrain {
 
 /// @brief The pipeline schedule a plan runs.
 ///
-/// Both have the same closed-form iteration time; GPipe keeps all `m`
-/// microbatches' activations in flight, 1F1B at most `P - s` at stage `s`, so
-/// the planner only ever returns 1F1B (GPipe is dominated). GPipe is accepted
-/// by `evaluate` so its memory can be compared.
+/// - `one_f_one_b`: 1F1B (interleaved where a module has `virtual_stages > 1`);
+///   stage s of P keeps min(P - s, m) microbatches in flight.
+/// - `gpipe`: the 1F1B closed form with all `m` microbatches in flight
+///   (dominated, so the planner never returns it; `evaluate` accepts it so
+///   that its memory can be compared).
+/// - `zb_h1`: ZB-H1 over the whole chain (`zb_h1_ops`, Qi et al. 2024): the
+///   backward is split into B and W and the Ws are deferred into 1F1B's
+///   cool-down bubbles. Every stage keeps min(P, m) microbatches in flight
+///   (1F1B's first-stage peak); no interleaving. Its closed form is 1F1B's
+///   less 2 (sum of the stages' W - largest W): see `detail/closed_form.hpp`.
 /// @snippet plan.cpp plan_schedule
-enum class plan_schedule { one_f_one_b, gpipe };
+enum class plan_schedule { one_f_one_b, gpipe, zb_h1 };
 
-/// @brief Name of a schedule in JSON and tables: "1f1b" or "gpipe".
+/// @brief Name of a schedule in JSON and tables: "1f1b", "gpipe" or "zb_h1".
 constexpr std::string_view to_string(plan_schedule s) noexcept {
-  return s == plan_schedule::gpipe ? std::string_view("gpipe") : std::string_view("1f1b");
+  switch (s) {
+    case plan_schedule::gpipe: return "gpipe";
+    case plan_schedule::zb_h1: return "zb_h1";
+    case plan_schedule::one_f_one_b: break;
+  }
+  return "1f1b";
 }
 
 /// @brief Layout of one module.

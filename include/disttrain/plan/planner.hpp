@@ -126,8 +126,9 @@ template <cost_model C>
 /// @brief The best Megatron-LM-style layout: one TP/PP/DP for the backbone,
 /// the encoder on its first stage and the generator on its last (same DP, TP
 /// where the module supports it), one recompute flag, Megatron-LM's even layer
-/// split (pp divides the layer count), searched over the same microbatch / TP /
-/// PP / DP candidates with the same cost model. The planner's space contains
+/// split (pp divides the layer count), 1F1B or interleaved 1F1B (never ZB-H1),
+/// searched over the same microbatch / TP / PP / DP candidates with the same
+/// cost model. The planner's space contains
 /// this one, so the baseline is never better.
 template <cost_model C>
 [[nodiscard]] plan_result plan_megatron_baseline(const C& cost, const plan_request& req,
@@ -135,6 +136,7 @@ template <cost_model C>
   opt.include_monolithic = true;
   opt.include_disaggregated = false;
   opt.monolithic_splits = {layer_split_rule::even};
+  opt.zero_bubble = false;
   return detail::run_objective(cost, req, opt);
 }
 

@@ -91,6 +91,11 @@ struct planner_options {
   /// baseline). Not searched: it moves the same bytes as plain TP and never
   /// needs more memory, so it is off only to model runs without it.
   bool sequence_parallel = true;
+  /// Also consider ZB-H1 (`plan_schedule::zb_h1`) for every plain (not
+  /// interleaved) layout: the backward split into B and W, the Ws deferred
+  /// into the cool-down bubbles, every stage holding min(P, m) microbatches.
+  /// Off by default: Megatron-LM does not run it, and the baseline never does.
+  bool zero_bubble = false;
 };
 
 /// @brief Counters of one search (for benchmarks and docs).

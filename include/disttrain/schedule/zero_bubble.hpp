@@ -18,6 +18,7 @@
 ///
 /// @snippet schedule.cpp zero_bubble
 
+#include <cstddef>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
@@ -26,30 +27,54 @@
 
 namespace disttrain {
 
+/// @brief Which passes a ZB-H1 stage runs (named fields: two adjacent bools
+/// would be easy to swap).
+struct zb_h1_passes {
+  bool backward = true;  ///< B ops (false: a forward-only stage)
+  bool weight = true;    ///< W ops (false: a frozen stage)
+};
+
+/// @brief The compute ops of stage `stage` (of `num_stages`) under ZB-H1 for
+/// `num_microbatches` microbatches (see the file comment), ops naming
+/// `op_stage`. A stage without W runs 1F1B's order of F and B; a stage
+/// without B runs its forwards in order.
+[[nodiscard]] inline std::vector<schedule_op> zb_h1_ops(int num_stages, int stage,
+                                                        int num_microbatches, int op_stage,
+                                                        zb_h1_passes passes = {}) {
+  const int m = num_microbatches;
+  std::vector<schedule_op> ops;
+  if (!passes.backward) {
+    for (int i = 0; i < m; ++i) ops.push_back(schedule_op::forward(op_stage, 0, i));
+    return ops;
+  }
+  const int w = one_f_one_b_warmup(num_stages, stage, m);
+  int next_w = 0;
+  auto weight = [&] {
+    if (passes.weight) ops.push_back(schedule_op::weight(op_stage, 0, next_w));
+    ++next_w;
+  };
+  for (int i = 0; i < w; ++i) ops.push_back(schedule_op::forward(op_stage, 0, i));
+  for (int i = 0; i < m - w; ++i) {
+    ops.push_back(schedule_op::forward(op_stage, 0, w + i));
+    ops.push_back(schedule_op::backward(op_stage, 0, i));
+    if (i - stage >= 0) weight();
+  }
+  for (int i = m - w; i < m; ++i) {
+    ops.push_back(schedule_op::backward(op_stage, 0, i));
+    weight();
+  }
+  while (next_w < m) weight();
+  return ops;
+}
+
 /// @brief Compute-only ZB-H1 on `num_stages` ranks for `num_microbatches`.
 [[nodiscard]] inline pipeline_schedule make_zb_h1(int num_stages, int num_microbatches) {
   require_positive(num_stages, "zb_h1.num_stages");
   require_positive(num_microbatches, "zb_h1.num_microbatches");
-  const int p = num_stages;
-  const int m = num_microbatches;
-  auto s = detail::single_pipeline("zb_h1", p, m);
+  auto s = detail::single_pipeline("zb_h1", num_stages, num_microbatches);
   s.split_backward = true;
-  for (int r = 0; r < p; ++r) {
-    auto& ops = s.ops[static_cast<std::size_t>(r)];
-    const int w = one_f_one_b_warmup(p, r, m);
-    int next_w = 0;
-    for (int i = 0; i < w; ++i) ops.push_back(schedule_op::forward(r, 0, i));
-    for (int i = 0; i < m - w; ++i) {
-      ops.push_back(schedule_op::forward(r, 0, w + i));
-      ops.push_back(schedule_op::backward(r, 0, i));
-      if (i - r >= 0) ops.push_back(schedule_op::weight(r, 0, next_w++));
-    }
-    for (int i = m - w; i < m; ++i) {
-      ops.push_back(schedule_op::backward(r, 0, i));
-      ops.push_back(schedule_op::weight(r, 0, next_w++));
-    }
-    while (next_w < m) ops.push_back(schedule_op::weight(r, 0, next_w++));
-  }
+  for (int r = 0; r < num_stages; ++r)
+    s.ops[static_cast<std::size_t>(r)] = zb_h1_ops(num_stages, r, num_microbatches, r);
   return s;
 }
 

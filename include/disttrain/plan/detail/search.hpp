@@ -12,9 +12,13 @@
 /// - *monolithic* layouts (Megatron-style, `include_monolithic`): every side
 ///   module colocated on the backbone's first/last stage, one recompute flag,
 ///   layers split by the rules in `monolithic_splits`;
+/// - schedule 1F1B, interleaved 1F1B (backbone, `max_virtual_stages`) or, with
+///   `zero_bubble`, ZB-H1 for every plain layout (its own backbone nodes:
+///   every stage holds min(P, m) microbatches, so splits and side options are
+///   fitted to that);
 /// - layers split by `balanced_split`; where a backbone split does not fit
 ///   memory, by the same rule under per-stage memory caps (`fitted_split`,
-///   docs/planner.md "Layer split"); schedule 1F1B;
+///   docs/planner.md "Layer split");
 /// - constraints: total GPUs <= N, every stage fits memory, each segment's
 ///   first rank is a multiple of its TP degree (TP groups inside nodes).
 /// Objective: the closed-form iteration time of `evaluate`; ties broken by
@@ -30,7 +34,9 @@
 ///   over the NIC;
 /// - stage time is non-decreasing in the number of layers;
 /// - A5: stage memory is non-decreasing in the number of layers (the memory
-///   caps; a capped split is checked again, so breaking A5 loses plans only).
+///   caps; a capped split is checked again, so breaking A5 loses plans only);
+/// - A6 (ZB-H1 only): a stage's W time is at most its F + B time, so a module
+///   adds a non-negative `path - 2 W sum` to the closed form (`closed_form.hpp`).
 /// A configuration is pruned by the bound of its uncapped split's slowest
 /// stage (no capped split has a faster one) with rho * L for the stage-time
 /// sum (`any_split_bound`), and by its exact split bound once its split is known.
@@ -128,11 +134,22 @@ class plan_search : private search_space {
          " GPUs within the search space (global batch ", S_, ", tp/pp/dp limits)");
   }
 
-  [[nodiscard]] parallel_plan base_plan(int n) const {
+  // ---- backbone configurations ----
+  struct backbone_cfg {
+    double lb = 0;  // cheap bound (see backbone_configs), scaled down by 1e-9 for rounding
+    int n = 1, tp = 1, dp = 1, pp = 1, k = 1;
+    bool rc = false;
+    const split_info* layout = nullptr;  // set when the configuration is processed
+    int v = 1;                           // interleaved chunks per device
+    bool zb = false;                     // ZB-H1 (v == 1)
+  };
+
+  /// @brief A plan with `b`'s microbatching and schedule, its modules named, no layout yet.
+  [[nodiscard]] parallel_plan base_plan(const backbone_cfg& b) const {
     parallel_plan p;
     p.global_batch = S_;
-    p.num_microbatches = S_ / n;
-    p.schedule = plan_schedule::one_f_one_b;
+    p.num_microbatches = S_ / b.n;
+    p.schedule = b.zb ? plan_schedule::zb_h1 : plan_schedule::one_f_one_b;
     p.gpus_per_node = g_;
     p.overlap_grad_reduce = opt_.overlap_grad_reduce;
     p.overlap_param_gather = opt_.overlap_param_gather;
@@ -145,15 +162,6 @@ class plan_search : private search_space {
     return p;
   }
 
-  // ---- backbone configurations ----
-  struct backbone_cfg {
-    double lb = 0;  // cheap bound (see backbone_configs), scaled down by 1e-9 for rounding
-    int n = 1, tp = 1, dp = 1, pp = 1, k = 1;
-    bool rc = false;
-    const split_info* layout = nullptr;  // set when the configuration is processed
-    int v = 1;                           // interleaved chunks per device
-  };
-
   /// @brief Every (n, tp, rc, dp, pp, v) of the backbone within the GPU count,
   /// with its cheap bound, into `nodes_` (generation order) and the min-heap
   /// `pending_` that `config(i)` pops in increasing bound order (ties:
@@ -161,8 +169,10 @@ class plan_search : private search_space {
   /// bound exceeds the incumbent, so only a prefix is ever sorted.
   /// Every split has max >= rho L / pp and sum >= rho L, so the pipeline is at
   /// least (m-1) rho L/pp + rho L (1F1B) or (m-1) rho L/pp + rho L/v + (1 - 1/v)
-  /// rho L/pp (v interleaved chunks: path >= S/v + (1 - 1/v) T). Interleaving
-  /// needs pp >= 2, m % pp == 0 and v | L (Megatron-LM's rules).
+  /// rho L/pp (v interleaved chunks: path >= S/v + (1 - 1/v) T), or (m-1) rho
+  /// L/pp + rho_zb L (ZB-H1, `planner_options::zero_bubble`: a node of its own
+  /// per plain configuration). Interleaving needs pp >= 2, m % pp == 0 and v |
+  /// L (Megatron-LM's rules).
   void backbone_configs() {
     nodes_.clear();
     const double L = static_cast<double>(mods_[bi_].layers);
@@ -179,6 +189,14 @@ class plan_search : private search_space {
                   (static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + r * L) *
                   (1.0 - 1e-9);
               nodes_.push_back(backbone_cfg{lb, n, tp, dp, pp, k, rc, nullptr});
+              if (opt_.zero_bubble) {
+                // ZB-H1: the fill is sum (t_j - 2 W_j) + 2 max W >= rho_zb L (W <= F + B).
+                const double rz = tables_.rho_zb(tables_.table(bi_, tp, rc, k)) * L;
+                const double x =
+                    static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + rz;
+                nodes_.push_back(
+                    backbone_cfg{x - std::abs(x) * 1e-9, n, tp, dp, pp, k, rc, nullptr, 1, true});
+              }
               if (pp < 2 || m % pp != 0) continue;
               for (int v = 2; v <= opt_.max_virtual_stages; ++v) {
                 if (mods_[bi_].layers % v != 0 || mods_[bi_].layers / v < pp) continue;
@@ -213,21 +231,36 @@ class plan_search : private search_space {
   /// lower bound of the iteration time of every layout with this backbone
   /// configuration and split.
   [[nodiscard]] double split_bound(const backbone_cfg& b, const split_info& sp) const {
-    return pipeline_bound(b, sp.tmax, sp.tsum);
+    if (!b.zb) return pipeline_bound(b, sp.tmax, sp.tsum);
+    // ZB-H1: (tsum - 2 sum W) + 2 max W, below evaluate's (path - 2 sum W) + 2 max W.
+    double w_sum = 0, w_max = 0;
+    for (double w : sp.weights) {
+      w_sum += w;
+      w_max = std::max(w_max, w);
+    }
+    return pipeline_bound(b, sp.tmax, (sp.tsum - 2.0 * w_sum) + 2.0 * w_max);
   }
 
   /// @brief A lower bound over every split of `b`, memory-capped ones
   /// included, from its balanced split `bal`: no split has a smaller largest
   /// stage than `bal` (it minimises it), and no split's stage times sum to less
   /// than rho * L (`rho`) or than its largest stage.
+  /// ZB-H1: the fill (sum of t_j - 2 W_j, + 2 max W) is at least rho_zb * L
+  /// and at least the largest stage (every t_j - 2 W_j >= 0).
   double any_split_bound(const backbone_cfg& b, const split_info& bal) {
-    const double r =
-        tables_.rho(tables_.table(bi_, b.tp, b.rc, b.k)) * static_cast<double>(mods_[bi_].layers);
+    time_table& t = tables_.table(bi_, b.tp, b.rc, b.k);
+    const double L = static_cast<double>(mods_[bi_].layers);
+    if (b.zb) {
+      const double rz = tables_.rho_zb(t) * L;
+      return pipeline_bound(b, bal.tmax, std::max(rz - std::abs(rz) * 1e-9, bal.tmax));
+    }
+    const double r = tables_.rho(t) * L;
     return pipeline_bound(b, bal.tmax, std::max(r * (1.0 - 1e-9), bal.tmax));
   }
 
   /// @brief (m-1) * tmax + the fill/drain of stage times summing to tsum with
-  /// largest tmax (interleaved: (tsum - tmax) / v + tmax), monotone in both.
+  /// largest tmax (interleaved: (tsum - tmax) / v + tmax; ZB-H1: `tsum` is
+  /// the fill already), monotone in both.
   [[nodiscard]] double pipeline_bound(const backbone_cfg& b, double tmax, double tsum) const {
     const double fill =
         b.v <= 1 ? tsum : (tsum - tmax) / static_cast<double>(b.v) * (1.0 - 1e-9) + tmax;
@@ -276,12 +309,23 @@ class plan_search : private search_space {
     const double sync = place(L, base, lc, g_, hops_);
     module_terms t = module_path({.stage_s = b.layout->times, .hop_s = hops_}, 0.0, b.v);
     t.sync_s = sync;
+    if (b.zb) add_weights(t, *b.layout);
     return t;
   }
 
+  /// @brief ZB-H1's W terms of a module with split `sp` (as `evaluate` sums them).
+  static void add_weights(module_terms& t, const split_info& sp) noexcept {
+    for (double w : sp.weights) {
+      t.w_sum_s += w;
+      t.w_max_s = std::max(t.w_max_s, w);
+    }
+  }
+
   /// @brief Microbatches (chunk-microbatches if interleaved) backbone stage `j`
-  /// of `b` keeps in flight in a chain of `P` stages whose first `b.pp` are the backbone's.
+  /// of `b` keeps in flight in a chain of `P` stages whose first `b.pp` are the
+  /// backbone's (ZB-H1: min(P, m) on every stage).
   [[nodiscard]] static int backbone_in_flight(const backbone_cfg& b, int j, int P, int m) noexcept {
+    if (b.zb) return std::min(P, m);
     return b.v > 1 ? interleaved_in_flight(
                          {.pp = b.pp, .chunks = b.v, .microbatches = m, .after = P - b.pp}, j)
                    : one_f_one_b_in_flight(P, j, m);
@@ -333,7 +377,7 @@ class plan_search : private search_space {
     if (bal.layers.empty()) return nullptr;
     if (backbone_fits(b, bal, P, m, ce, cg)) return &bal;
     if (b.pp < 2) return nullptr;
-    const std::array<long long, 3> ckey{b.dp, P, m};
+    const std::array<long long, 4> ckey{b.dp, P, m, b.zb ? 1 : 0};
     auto it = capped_.find({key, ckey});
     if (it != capped_.end()) return it->second->layers.empty() ? nullptr : it->second.get();
     const int L = mods_[bi_].layers, units = L / b.v;
@@ -360,6 +404,7 @@ class plan_search : private search_space {
     tables_.split_times(key, [&](const auto& fn) {
       make_split(*sp, b.v, L, b.pp, layer_split_rule::balanced, fn, caps);
     });
+    tables_.fill_weights(key, *sp);
     if (!sp->layers.empty() && !backbone_fits(b, *sp, P, m, ce, cg)) *sp = split_info{};
     const split_info* out = sp->layers.empty() ? nullptr : sp.get();
     capped_.emplace(std::make_pair(key, ckey), std::move(sp));
@@ -475,14 +520,17 @@ class plan_search : private search_space {
     const side_list* E = &none;
     const side_list* G = &none;
     const bool se = has_e_ && !md.ce, sg = has_g_ && !md.cg;  // separate side modules
+    auto in_flight = [&](int pos) {
+      return b.zb ? std::min(P, m) : one_f_one_b_in_flight(P, pos, m);
+    };
     if (se) {
       std::vector<int> fl;
-      for (int j = 0; j < ppe; ++j) fl.push_back(one_f_one_b_in_flight(P, j, m));
+      for (int j = 0; j < ppe; ++j) fl.push_back(in_flight(j));
       E = &sides_.options(ei_, b.n, ppe, fl, stats_, viol_);
     }
     if (sg) {
       std::vector<int> fl;
-      for (int j = 0; j < ppg; ++j) fl.push_back(one_f_one_b_in_flight(P, ppe + b.pp + j, m));
+      for (int j = 0; j < ppg; ++j) fl.push_back(in_flight(ppe + b.pp + j));
       G = &sides_.options(gi_, b.n, ppg, fl, stats_, viol_);
     }
     if (E->options.empty() || G->options.empty()) return;
@@ -499,6 +547,7 @@ class plan_search : private search_space {
     gterms_.assign(ng, module_terms{});
     pmin_t_.resize(ng);
     pmin_path_.resize(ng);
+    pmin_zpath_.resize(ng);
     for (std::size_t i = 0; i < ng; ++i) {
       const side_option& o = G->options[i];
       if (sg) {
@@ -509,10 +558,14 @@ class plan_search : private search_space {
         gterms_[i].sync_s = o.sync;
         gterms_[i].stages = o.pp;
         gterms_[i].loop_s = gterms_[i].path_s;
+        if (b.zb) add_weights(gterms_[i], *o.layout);
       }
+      // ZB-H1: the path less twice the W sum (the bound's W terms are 0).
+      const double zpath = gterms_[i].path_s - 2.0 * gterms_[i].w_sum_s;
       pmin_t_[i] =
           i == 0 ? gterms_[i].max_stage_s : std::min(pmin_t_[i - 1], gterms_[i].max_stage_s);
       pmin_path_[i] = i == 0 ? gterms_[i].path_s : std::min(pmin_path_[i - 1], gterms_[i].path_s);
+      pmin_zpath_[i] = i == 0 ? zpath : std::min(pmin_zpath_[i - 1], zpath);
     }
     const long long budget = N_ - gb;
     for (const side_option& e : E->options) {
@@ -528,6 +581,7 @@ class plan_search : private search_space {
         et.sync_s = e.sync;
         et.stages = e.pp;
         et.loop_s = et.path_s;
+        if (b.zb) add_weights(et, *e.layout);
       }
       const module_terms bt = backbone_terms_at(b, bctx_, e.gpus);
       const long long base_g = gb + e.gpus;  // the generator's first rank
@@ -539,7 +593,7 @@ class plan_search : private search_space {
       for (std::size_t i = idx; i-- > 0;) {
         {
           const module_terms arr[3] = {
-              et, bt, module_terms{pmin_t_[i], pmin_path_[i], 0.0, ppg, pmin_path_[i]}};
+              et, bt, module_terms{pmin_t_[i], pmin_zpath_[i], 0.0, ppg, pmin_path_[i]}};
           if (combine(m, arr).iteration_s > best_.time()) break;  // bounds every option in [0, i]
         }
         const side_option& go = G->options[i];
@@ -554,12 +608,13 @@ class plan_search : private search_space {
                                   blocks_in_one_node(base_g - sb, sb, base_g, go.links.ranks, g_));
           gt.stages = go.pp;
           gt.loop_s = gt.path_s;
+          if (b.zb) add_weights(gt, *go.layout);
         }
         const module_terms arr[3] = {et, bt, gt};
         const double time = combine(m, arr).iteration_s;
         const long long gpus = gb + e.gpus + go.gpus;
         if (!best_.may_improve(time, gpus)) continue;
-        parallel_plan p = base_plan(b.n);
+        parallel_plan p = base_plan(b);
         set_module(p, bi_, b.tp, b.pp, b.dp, b.rc, b.layout->layers, b.v);
         if (se) set_module(p, ei_, e.tp, e.pp, e.dp, e.rc, e.layout->layers);
         if (sg) set_module(p, gi_, go.tp, go.pp, go.dp, go.rc, go.layout->layers);
@@ -616,7 +671,7 @@ class plan_search : private search_space {
         const double time = combine(m, arr).iteration_s;
         const long long gpus = static_cast<long long>(c.tp) * c.pp * c.dp;
         if (!best_.may_improve(time, gpus)) continue;
-        parallel_plan p = base_plan(c.n);
+        parallel_plan p = base_plan(c);
         set_module(p, bi_, c.tp, c.pp, c.dp, c.rc, c.layout->layers, c.v);
         for (std::size_t i = 0; i < p.modules.size(); ++i)
           if (i != bi_) set_colocated(p, i, c);
@@ -632,7 +687,8 @@ class plan_search : private search_space {
   stage_tables<C> tables_{cost_, *this, req_, opt_};   // stage times and layer splits
   side_search<C> sides_{cost_, *this, tables_, req_};  // side modules' option lists
   // Memory-capped backbone splits by (balanced split's key, {dp, chain stages, microbatches}).
-  std::map<std::pair<split_key, std::array<long long, 3>>, std::unique_ptr<split_info>> capped_;
+  // Memory-capped backbone splits by (balanced split's key, {dp, chain stages, microbatches, ZB-H1}).
+  std::map<std::pair<split_key, std::array<long long, 4>>, std::unique_ptr<split_info>> capped_;
   std::vector<backbone_cfg> nodes_;                      // generation order
   std::vector<std::pair<double, std::size_t>> pending_;  // (bound, index) min-heap, unsorted rest
   std::vector<std::size_t> sorted_;                      // indices popped, in bound order
@@ -640,7 +696,7 @@ class plan_search : private search_space {
   std::vector<double> hops_;
   backbone_ctx bctx_;
   stage_links mlinks_;  // a monolithic configuration's links
-  std::vector<double> pmin_t_, pmin_path_;
+  std::vector<double> pmin_t_, pmin_path_, pmin_zpath_;
   incumbent best_;
   violation viol_;
   planner_stats stats_;

@@ -47,6 +47,7 @@ class stage_tables {
     t.k = k;
     t.layers = space_.mods_[i].layers;
     t.v.assign(4 * static_cast<std::size_t>(t.layers + 1), nan_);
+    t.w.assign(t.v.size(), nan_);
     return tables_.emplace(key, std::move(t)).first->second;
   }
 
@@ -63,15 +64,40 @@ class stage_tables {
     return t.rho = r;
   }
 
+  /// @brief ZB-H1's `rho`: min over stage types and layer counts of (time -
+  /// 2 W) / layers, so every split's sum of (time - 2 W) is at least rho_zb * L.
+  double rho_zb(time_table& t) {
+    if (!std::isnan(t.rho_zb)) return t.rho_zb;
+    double r = inf_;
+    for (stage_type ty :
+         {stage_type::first, stage_type::middle, stage_type::last, stage_type::whole})
+      for (int c = 1; c <= t.layers; ++c)
+        r = std::min(r, (tt(t, ty, c) - 2.0 * tw(t, ty, c)) / static_cast<double>(c));
+    return t.rho_zb = r;
+  }
+
   /// @brief Forward+backward seconds of a stage of `type` with `c` layers (+inf if impossible).
   double tt(time_table& t, stage_type type, int c) {
-    double& slot = t.v[static_cast<std::size_t>(type) * static_cast<std::size_t>(t.layers + 1) +
-                       static_cast<std::size_t>(c)];
+    const std::size_t i = static_cast<std::size_t>(type) * static_cast<std::size_t>(t.layers + 1) +
+                          static_cast<std::size_t>(c);
+    double& slot = t.v[i];
     if (!std::isnan(slot)) return slot;
     const int first = first_layer_of(type, c, t.layers);
-    if (first < 0) return slot = inf_;
+    if (first < 0) {
+      t.w[i] = 0.0;
+      return slot = inf_;
+    }
     const stage_config cfg = stage(t.module, first, c, t.tp, 1, t.rc);
-    return slot = cost_.stage_time(cfg, workload(t.module, t.k)).total_s();
+    const stage_times st = cost_.stage_time(cfg, workload(t.module, t.k));
+    t.w[i] = st.weight_grad_s;
+    return slot = st.total_s();
+  }
+
+  /// @brief The W (weight-gradient) seconds of the stage `tt` prices.
+  double tw(time_table& t, stage_type type, int c) {
+    (void)tt(t, type, c);
+    return t.w[static_cast<std::size_t>(type) * static_cast<std::size_t>(t.layers + 1) +
+               static_cast<std::size_t>(c)];
   }
 
   /// @brief Module i's workload of `k` samples.
@@ -113,35 +139,24 @@ class stage_tables {
   /// `evaluate` sums them).
   template <class Use>
   void split_times(const split_key& key, const Use& use) {
-    time_table& T = table(key.module, key.tp, key.rc, key.k);
-    if (key.family == split_family::plain) {
-      use([&](stage_type t, int c) { return 0.0 + tt(T, t, c); });
-      return;
-    }
-    const bool all = key.family == split_family::all_colocated_balanced ||
-                     key.family == split_family::all_colocated_even;
-    const bool ce = all ? space_.has_e_ : key.family == split_family::encoder_colocated;
-    const bool cg = all ? space_.has_g_ : key.family == split_family::generator_colocated;
-    const std::size_t ei = space_.ei_, gi = space_.gi_;
-    const double te = ce ? tt(table(ei, colocated_tp(ei, key.tp), key.rc, key.k), stage_type::whole,
-                              space_.mods_[ei].layers)
-                         : 0.0;
-    const double tg = cg ? tt(table(gi, colocated_tp(gi, key.tp), key.rc, key.k), stage_type::whole,
-                              space_.mods_[gi].layers)
-                         : 0.0;
-    use([&](stage_type t, int c) {
-      const double x = tt(T, t, c);
-      switch (t) {
-        case stage_type::first: return (0.0 + te) + x;
-        case stage_type::last: return (0.0 + x) + tg;
-        case stage_type::whole: return ((0.0 + te) + x) + tg;
-        case stage_type::middle: break;
-      }
-      return 0.0 + x;
-    });
+    split_values(key, use, &stage_tables::tt);
   }
 
-  /// @brief The split cached under `key` (`make_split`: the even rule for
+  /// @brief Fills `sp.weights` (split `sp` of `key`, one chunk per stage):
+  /// each stage's W, its parts summed as `split_times` sums their times.
+  void fill_weights(const split_key& key, split_info& sp) {
+    sp.weights.clear();
+    if (key.v > 1) return;
+    split_values(
+        key,
+        [&](const auto& fn) {
+          const int pp = static_cast<int>(sp.layers.size());
+          for (int j = 0; j < pp; ++j)
+            sp.weights.push_back(fn(type_of_stage(j, pp), at(sp.layers, j)));
+        },
+        &stage_tables::tw);
+  }
+  /// @brief The split cached under `key` (`make_split`, with its weights: the even rule for
   /// `all_colocated_even`, else the balanced rule; no memory caps).
   const split_info& get_split(const split_key& key) {
     auto it = splits_.find(key);
@@ -153,6 +168,7 @@ class stage_tables {
     split_times(key, [&](const auto& fn) {
       make_split(*s, key.v, space_.mods_[key.module].layers, key.pp, rule, fn);
     });
+    fill_weights(key, *s);
     return *splits_.emplace(key, std::move(s)).first->second;
   }
 
@@ -176,6 +192,38 @@ class stage_tables {
   }
 
  private:
+  /// @brief `split_times` for the stage times (`part` = `tt`) or their W parts (`tw`).
+  template <class Use>
+  void split_values(const split_key& key, const Use& use,
+                    double (stage_tables::*part)(time_table&, stage_type, int)) {
+    time_table& T = table(key.module, key.tp, key.rc, key.k);
+    if (key.family == split_family::plain) {
+      use([&](stage_type t, int c) { return 0.0 + (this->*part)(T, t, c); });
+      return;
+    }
+    const bool all = key.family == split_family::all_colocated_balanced ||
+                     key.family == split_family::all_colocated_even;
+    const bool ce = all ? space_.has_e_ : key.family == split_family::encoder_colocated;
+    const bool cg = all ? space_.has_g_ : key.family == split_family::generator_colocated;
+    const std::size_t ei = space_.ei_, gi = space_.gi_;
+    const double te = ce ? (this->*part)(table(ei, colocated_tp(ei, key.tp), key.rc, key.k),
+                                         stage_type::whole, space_.mods_[ei].layers)
+                         : 0.0;
+    const double tg = cg ? (this->*part)(table(gi, colocated_tp(gi, key.tp), key.rc, key.k),
+                                         stage_type::whole, space_.mods_[gi].layers)
+                         : 0.0;
+    use([&](stage_type t, int c) {
+      const double x = (this->*part)(T, t, c);
+      switch (t) {
+        case stage_type::first: return (0.0 + te) + x;
+        case stage_type::last: return (0.0 + x) + tg;
+        case stage_type::whole: return ((0.0 + te) + x) + tg;
+        case stage_type::middle: break;
+      }
+      return 0.0 + x;
+    });
+  }
+
   static constexpr double nan_ = std::numeric_limits<double>::quiet_NaN();
   static constexpr double inf_ = std::numeric_limits<double>::infinity();
 

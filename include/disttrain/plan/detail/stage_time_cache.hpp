@@ -48,13 +48,15 @@ struct time_table_key_hash {
 };
 
 /// @brief Stage times of one module configuration by (stage type, layer
-/// count), filled on demand (`plan_search::tt`).
+/// count), filled on demand (`stage_tables::tt`), with their W parts (`w`).
 struct time_table {
   std::size_t module = 0;
   int tp = 1, k = 1, layers = 0;
   bool rc = false;
   std::vector<double> v;  // 4 * (layers + 1), NaN = not yet computed
+  std::vector<double> w;  // the W (weight-gradient) part of each entry of v
   double rho = std::numeric_limits<double>::quiet_NaN();
+  double rho_zb = std::numeric_limits<double>::quiet_NaN();  // the same for time - 2 W
 };
 
 /// @brief First layer of a stage of `type` holding `c` layers of a module of
@@ -113,6 +115,8 @@ struct split_info {
   std::vector<int> layers, first;
   std::vector<double> times;  // stage times as evaluate() sums them
   double tmax = 0, tsum = 0;  // tsum accumulated in stage order (a lower bound of the path)
+  /// The stages' W parts (`stage_tables::fill_weights`; plain 1F1B splits only).
+  std::vector<double> weights;
 };
 
 /// @brief Split of `L` layers into `pp` stages by `rule`, with stage times
