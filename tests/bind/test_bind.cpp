@@ -132,9 +132,10 @@ static_assert(disttrain::bound_exec_host<toy_host>);
 
 // Binds and runs one iteration on every rank; checks values, gradients and
 // that the executed ops are the bound program's.
-void run_layout(const topology& t, int n, int microbatches, bool split = false) {
-  const auto chain =
-      disttrain::chain_program(t, {.microbatches = microbatches, .split_backward = split});
+// `zb`: the chain in ZB-H1's order (implies split).
+void run_layout(const topology& t, int n, int microbatches, bool split = false, bool zb = false) {
+  const auto chain = disttrain::chain_program(
+      t, {.microbatches = microbatches, .split_backward = split, .zero_bubble = zb});
   const auto map = sample_map(t, n, microbatches);
   const auto sh = shapes(t, map);
   const disttrain::bound_world world = disttrain::bind_world(t, chain, map, sh);
@@ -189,6 +190,12 @@ TEST_CASE("bound programs carry TP fan-out and reversed gradient routes", "[bind
   }
   SECTION("enc TP2 DP1 -> llm TP1 PP3 DP2 -> gen TP1 DP3") {
     run_layout(three(2, 1, 1, 3, 2, 1, 3), 9, 3);
+  }
+  SECTION("ZB-H1 order: enc TP1 DP2 -> llm TP2 PP3 DP2 -> gen TP1 DP2, 6 microbatches") {
+    run_layout(three(1, 2, 2, 3, 2, 1, 2), 12, 6, false, true);
+  }
+  SECTION("ZB-H1 order, frozen encoder (forwards only), fewer microbatches than stages") {
+    run_layout(three(1, 3, 2, 2, 2, 2, 1, true), 11, 3, false, true);
   }
   SECTION("a replica with no sample in a microbatch") {
     run_layout(three(1, 4, 1, 1, 1, 1, 4), 5, 2);

@@ -98,7 +98,7 @@ TEST_CASE("GPipe keeps every microbatch in flight") {
   CHECK(g.stages[2].memory_bytes > f.stages[2].memory_bytes);
 }
 
-TEST_CASE("ZB-H1 takes 2 (sum W - max W) off the pipeline and keeps min(P, m) in flight") {
+TEST_CASE("ZB-H1 takes f (sum W - max W) off the pipeline and keeps min(P, m) in flight") {
   disttrain::testing::mock_cost cm(16);
   cm.weight_share = 0.5;  // F = B = W
   const auto w = disttrain::testing::mock_sample();
@@ -118,6 +118,20 @@ TEST_CASE("ZB-H1 takes 2 (sum W - max W) off the pipeline and keeps min(P, m) in
   CHECK(z.pipeline_time_s == Approx(f.pipeline_time_s - 2 * (w_sum - w_max)).epsilon(1e-12));
   CHECK(z.sync_time_s == f.sync_time_s);
   CHECK(z.iteration_time_s < f.iteration_time_s);
+  // Fewer microbatches than stages: the credit factor is 1 + (m - 1) / (P - 1), not 2.
+  auto few = disaggregated();
+  few.num_microbatches = 2;
+  const auto f2 = disttrain::evaluate(few, cm, w);
+  few.schedule = disttrain::plan_schedule::zb_h1;
+  const auto z2 = disttrain::evaluate(few, cm, w);
+  double w2_sum = 0, w2_max = 0;
+  for (const auto& s : z2.stages) {
+    CHECK(s.in_flight == 2);
+    w2_sum += s.time_s / 3;
+    w2_max = std::max(w2_max, s.time_s / 3);
+  }
+  CHECK(z2.pipeline_time_s ==
+        Approx(f2.pipeline_time_s - (1.0 + 1.0 / 3) * (w2_sum - w2_max)).epsilon(1e-12));
   // Without W (the backward not split in the cost model) ZB-H1 prices as 1F1B, bit for bit.
   cm.weight_share = 0;
   CHECK(disttrain::evaluate(p, cm, w).iteration_time_s ==

@@ -152,7 +152,8 @@ TEST_CASE("a zb_h1 plan runs ZB-H1's order and stays near its closed form") {
       if (o.kind == disttrain::op_kind::forward || o.kind == disttrain::op_kind::backward ||
           o.kind == disttrain::op_kind::weight)
         compute.push_back(o);
-    CHECK(compute == disttrain::zb_h1_ops(4, r, 8, r));
+    CHECK(compute ==
+          disttrain::zb_h1_ops({.stages = 4, .position = r, .microbatches = 8, .op_stage = r}));
   }
   CHECK_NOTHROW(disttrain::validate_bound(sz.world));
   INFO("1f1b: simulated " << s1.result.iteration_time << " s, evaluated " << e1.iteration_time_s

@@ -107,15 +107,17 @@ TEST_CASE("ZB-H1 defers W by the stage index and keeps 1F1B's peak") {
 TEST_CASE("ZB-H1 ops of a stage without W run 1F1B's order, without B forwards only") {
   const auto f = make_1f1b(4, 8);
   for (int r = 0; r < 4; ++r) {
-    const auto frozen = zb_h1_ops(4, r, 8, r, {.backward = true, .weight = false});
+    const auto frozen =
+        zb_h1_ops({.stages = 4, .position = r, .microbatches = 8, .op_stage = r, .weight = false});
     CHECK(frozen == f.ops[static_cast<std::size_t>(r)]);
   }
-  const auto fwd = zb_h1_ops(4, 0, 3, 0, {.backward = false, .weight = false});
+  const auto fwd = zb_h1_ops({.stages = 4, .microbatches = 3, .backward = false, .weight = false});
   REQUIRE(fwd.size() == 3);
   for (int i = 0; i < 3; ++i)
     CHECK(fwd[static_cast<std::size_t>(i)] == disttrain::schedule_op::forward(0, 0, i));
   // The ops name the stage they are given (a chain stage), not the position.
-  for (const auto& o : zb_h1_ops(4, 1, 8, 7)) CHECK(o.stage == 7);
+  for (const auto& o : zb_h1_ops({.stages = 4, .position = 1, .microbatches = 8, .op_stage = 7}))
+    CHECK(o.stage == 7);
 }
 
 TEST_CASE("communication pass adds one send/recv pair per crossing tensor") {

@@ -21,8 +21,8 @@
 /// batch (`global_batch` samples of the mean workload, the batch `evaluate`
 /// prices): the time a plan would take without any data heterogeneity.
 ///
-/// Interleaved plans (`virtual_stages > 1`) are refused (`errc::unsupported`):
-/// the bound chain program is plain 1F1B; plan with `max_virtual_stages = 1`.
+/// Interleaved and GPipe plans are refused (`errc::unsupported`): the bound
+/// chain program runs 1F1B or ZB-H1; plan with `max_virtual_stages = 1`.
 ///
 /// @snippet bind.cpp heterogeneity_file
 

@@ -81,13 +81,18 @@ struct chain_options {
   pipeline_schedule c = make_multi_module(spec);
   if (o.zero_bubble)
     for (std::size_t r = 0; r < c.ops.size(); ++r) {
-      zb_h1_passes passes{false, false};
-      for (const schedule_op& x : c.ops[r]) {
-        passes.backward = passes.backward || x.kind == op_kind::backward;
-        passes.weight = passes.weight || x.kind == op_kind::weight;
-      }
       const int stage = c.ranks[r].stage;
-      c.ops[r] = zb_h1_ops(c.num_stages, stage, o.microbatches, stage, passes);
+      zb_h1_stage z{.stages = c.num_stages,
+                    .position = stage,
+                    .microbatches = o.microbatches,
+                    .op_stage = stage,
+                    .backward = false,
+                    .weight = false};
+      for (const schedule_op& x : c.ops[r]) {
+        z.backward = z.backward || x.kind == op_kind::backward;
+        z.weight = z.weight || x.kind == op_kind::weight;
+      }
+      c.ops[r] = zb_h1_ops(z);
     }
   pipeline_schedule s = add_grad_sync(std::move(c), o.buckets);
   (void)validate_schedule(add_communication(s));

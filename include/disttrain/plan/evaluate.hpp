@@ -16,7 +16,8 @@
 /// (ceil(n / dp) of the n samples of a microbatch), `path` adds the
 /// point-to-point transfers on the fill/drain path, and 1F1B keeps
 /// min(P - s, m) microbatches in flight at chain stage s of P (GPipe: m,
-/// ZB-H1: min(P, m)). ZB-H1 subtracts 2 (sum of the stages' W - largest W)
+/// ZB-H1: min(P, m)). ZB-H1 subtracts f (sum of the stages' W - largest W),
+/// f = 1 + (min(m, P) - 1) / (P - 1)
 /// from the pipeline (`detail/closed_form.hpp`).
 /// A stage's exposed sync is its ZeRO-1 reduce-scatter + all-gather + optimizer
 /// step, less what the plan's `overlap_grad_reduce` / `overlap_param_gather`

@@ -43,7 +43,8 @@ namespace disttrain {
 ///   backward is split into B and W and the Ws are deferred into 1F1B's
 ///   cool-down bubbles. Every stage keeps min(P, m) microbatches in flight
 ///   (1F1B's first-stage peak); no interleaving. Its closed form is 1F1B's
-///   less 2 (sum of the stages' W - largest W): see `detail/closed_form.hpp`.
+///   less f (sum of the stages' W - largest W), f = 2 once m >= P: see
+///   `detail/closed_form.hpp`.
 /// @snippet plan.cpp plan_schedule
 enum class plan_schedule { one_f_one_b, gpipe, zb_h1 };
 

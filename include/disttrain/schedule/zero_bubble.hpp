@@ -27,40 +27,41 @@
 
 namespace disttrain {
 
-/// @brief Which passes a ZB-H1 stage runs (named fields: two adjacent bools
-/// would be easy to swap).
-struct zb_h1_passes {
+/// @brief One stage of a ZB-H1 pipeline, for `zb_h1_ops` (named fields: four
+/// adjacent ints would be easy to swap).
+struct zb_h1_stage {
+  int stages = 1;        ///< pipeline stages (P)
+  int position = 0;      ///< this stage's position in [0, P)
+  int microbatches = 1;  ///< microbatches of the iteration (m)
+  int op_stage = 0;      ///< the stage its ops name (e.g. a chain stage)
   bool backward = true;  ///< B ops (false: a forward-only stage)
   bool weight = true;    ///< W ops (false: a frozen stage)
 };
 
-/// @brief The compute ops of stage `stage` (of `num_stages`) under ZB-H1 for
-/// `num_microbatches` microbatches (see the file comment), ops naming
-/// `op_stage`. A stage without W runs 1F1B's order of F and B; a stage
-/// without B runs its forwards in order.
-[[nodiscard]] inline std::vector<schedule_op> zb_h1_ops(int num_stages, int stage,
-                                                        int num_microbatches, int op_stage,
-                                                        zb_h1_passes passes = {}) {
-  const int m = num_microbatches;
+/// @brief The compute ops of stage `s` under ZB-H1 (see the file comment). A
+/// stage without W runs 1F1B's order of F and B; a stage without B runs its
+/// forwards in order.
+[[nodiscard]] inline std::vector<schedule_op> zb_h1_ops(const zb_h1_stage& s) {
+  const int m = s.microbatches;
   std::vector<schedule_op> ops;
-  if (!passes.backward) {
-    for (int i = 0; i < m; ++i) ops.push_back(schedule_op::forward(op_stage, 0, i));
+  if (!s.backward) {
+    for (int i = 0; i < m; ++i) ops.push_back(schedule_op::forward(s.op_stage, 0, i));
     return ops;
   }
-  const int w = one_f_one_b_warmup(num_stages, stage, m);
+  const int w = one_f_one_b_warmup(s.stages, s.position, m);
   int next_w = 0;
   auto weight = [&] {
-    if (passes.weight) ops.push_back(schedule_op::weight(op_stage, 0, next_w));
+    if (s.weight) ops.push_back(schedule_op::weight(s.op_stage, 0, next_w));
     ++next_w;
   };
-  for (int i = 0; i < w; ++i) ops.push_back(schedule_op::forward(op_stage, 0, i));
+  for (int i = 0; i < w; ++i) ops.push_back(schedule_op::forward(s.op_stage, 0, i));
   for (int i = 0; i < m - w; ++i) {
-    ops.push_back(schedule_op::forward(op_stage, 0, w + i));
-    ops.push_back(schedule_op::backward(op_stage, 0, i));
-    if (i - stage >= 0) weight();
+    ops.push_back(schedule_op::forward(s.op_stage, 0, w + i));
+    ops.push_back(schedule_op::backward(s.op_stage, 0, i));
+    if (i - s.position >= 0) weight();
   }
   for (int i = m - w; i < m; ++i) {
-    ops.push_back(schedule_op::backward(op_stage, 0, i));
+    ops.push_back(schedule_op::backward(s.op_stage, 0, i));
     weight();
   }
   while (next_w < m) weight();
@@ -74,7 +75,8 @@ struct zb_h1_passes {
   auto s = detail::single_pipeline("zb_h1", num_stages, num_microbatches);
   s.split_backward = true;
   for (int r = 0; r < num_stages; ++r)
-    s.ops[static_cast<std::size_t>(r)] = zb_h1_ops(num_stages, r, num_microbatches, r);
+    s.ops[static_cast<std::size_t>(r)] = zb_h1_ops(
+        {.stages = num_stages, .position = r, .microbatches = num_microbatches, .op_stage = r});
   return s;
 }
 

@@ -33,15 +33,19 @@
 /// and `w_max_s`, the sum and the largest of its stages' W (weight-gradient)
 /// times (0 under the other schedules), and
 ///
-///     pipeline  = 1F1B's pipeline - 2 (sum_i w_sum_i - max_i w_max_i)
+///     pipeline  = 1F1B's pipeline - f (sum_i w_sum_i - max_i w_max_i)
+///     f         = 1 + (min(m, P) - 1) / (P - 1)          (2 once m >= P)
 ///
-/// For p equal stages this is ZB-H1's published (p-1)(F+B-W) bubble (1F1B's
-/// (p-1)(F+B+W) less 2 (p-1) W). For unequal stages it is an estimate:
-/// against `simulate` of `make_zb_h1` on 3000 random chains (p = 2-11, stage
-/// times +-15% or +-40%, W 20-50% of the backward, transfers 0-10% of a
-/// stage), the simulated time is 0.843-1.012x of it (1F1B's closed form
-/// against `make_1f1b`: an upper bound on the same kind of chains).
-/// Module terms with w = 0 give 1F1B's closed form bit for bit.
+/// For P equal stages of F, B, W this is `simulate` of `make_zb_h1` exactly:
+/// (m + P - 1)(F + B + W) less (min(m, P) + P - 2) W, i.e. ZB-H1's published
+/// (P-1)(F+B-W) bubble once m >= P; with fewer microbatches than stages only
+/// the last W is left outside the bubbles. For unequal stages it is an
+/// estimate: against `make_zb_h1` on 4000 random chains (P = 2-41, m = 0.1 P
+/// to 4 P, stage times +-15% or +-40%, W 20-50% of the backward, transfers
+/// 0-10% of a stage), the simulated time is 0.864-1.005x of it (m < P:
+/// 0.864-1.000x; 1F1B's closed form is an upper bound of `make_1f1b` on the
+/// same kind of chains). Module terms with w = 0 give 1F1B's closed form
+/// bit for bit. `combine_bound` takes f = 2, its largest value.
 ///
 /// The period is 1F1B's steady-state time per microbatch: at least the slowest
 /// stage, and at least path / P because F_0(i) -> ... -> B_0(i) -> F_0(i + P)
@@ -49,10 +53,10 @@
 /// spans P microbatch slots (it binds when transfers are not small next to
 /// the stages).
 ///
-/// All operations are monotone in every term (the ZB-H1 credit: increasing
-/// in `path_s - 2 w_sum_s` and in `w_max_s`), so `combine` applied to lower
-/// bounds of the terms (with the true stage counts) is a lower bound of the
-/// iteration time, and `combine_bound` (period = max stage only) is one for
+/// All operations are monotone in every term, so `combine` applied to lower
+/// bounds of the terms (with the true stage counts; of a ZB-H1 module, a
+/// lower bound of `path_s - 2 w_sum_s` as `path_s` with no W terms, since
+/// f <= 2) is a lower bound of the iteration time, and `combine_bound` (period = max stage only) is one for
 /// any stage counts; the planner's pruning relies on this, also in floating
 /// point (IEEE addition, division and multiplication by positive numbers and
 /// max are monotone). A module left out of a bound must add a non-negative
@@ -85,19 +89,23 @@ struct closed_form_time {
 
 namespace closed_form_detail {
 inline closed_form_time combine(int m, std::span<const module_terms> t, bool loop) noexcept {
-  double mx = 0, path = 0, cycle = 0, sync = 0, w_max = 0;
   int stages = 0;
+  for (const auto& x : t) stages += x.stages;
+  // ZB-H1's credit factor (file comment); 2, its largest, for the bound.
+  const double f = loop && stages > 1 ? 1.0 + static_cast<double>(std::min(m, stages) - 1) /
+                                                  static_cast<double>(stages - 1)
+                                      : 2.0;
+  double mx = 0, path = 0, cycle = 0, sync = 0, w_max = 0;
   for (const auto& x : t) {
     mx = std::max(mx, x.max_stage_s);
-    path += x.path_s - 2.0 * x.w_sum_s;
+    path += x.path_s - f * x.w_sum_s;
     cycle += x.loop_s;
     sync = std::max(sync, x.sync_s);
-    stages += x.stages;
     w_max = std::max(w_max, x.w_max_s);
   }
   const double period = loop && stages > 0 ? std::max(mx, cycle / static_cast<double>(stages)) : mx;
   closed_form_time r;
-  r.pipeline_s = static_cast<double>(m - 1) * period + (path + 2.0 * w_max);
+  r.pipeline_s = static_cast<double>(m - 1) * period + (path + f * w_max);
   r.sync_s = sync;
   r.iteration_s = r.pipeline_s + sync;
   return r;

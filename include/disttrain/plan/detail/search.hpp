@@ -475,7 +475,9 @@ class plan_search : private search_space {
 
   /// @brief Pairs the backbone configuration `b` (balanced split `bal`, cached
   /// under `key`) with the side modules' options, per generator depth `ppg`
-  /// (which fixes the backbone's in-flight counts, hence its split).
+  /// and encoder depth `ppe`. The backbone's in-flight counts, hence its
+  /// split, depend on the chain stages after it under 1F1B (stage j keeps
+  /// min(ppg + pp - j, m)), on all of them under ZB-H1 (min(P, m)).
   void expand(backbone_cfg& b, side_mode md, const split_key& key, const split_info& bal) {
     const int m = S_ / b.n;
     const bool se = has_e_ && !md.ce, sg = has_g_ && !md.cg;  // separate side modules
@@ -484,17 +486,21 @@ class plan_search : private search_space {
     const int max_g = sg ? opt_.max_side_pp : 0;
     const split_info* prepared = nullptr;
     bool usable = false;
-    for (int ppg = sg ? 1 : 0; ppg <= max_g; ++ppg) {
-      // The backbone's in-flight counts depend on ppg only (stage j keeps min(ppg + pp - j, m)).
-      const split_info* sp = fitted_split(b, bal, key, b.pp + ppg, m, md.ce, md.cg);
-      if (sp == nullptr) continue;
+    // Whether the backbone can beat the incumbent in a chain of `P` stages (its split fitted).
+    auto ready = [&](int P) {
+      const split_info* sp = fitted_split(b, bal, key, P, m, md.ce, md.cg);
+      if (sp == nullptr) return false;
       if (sp != prepared) {
         prepared = sp;
         usable = prepare_backbone(b, *sp, md);
       }
-      if (!usable) continue;
+      return usable;
+    };
+    for (int ppg = sg ? 1 : 0; ppg <= max_g; ++ppg) {
+      if (!b.zb && !ready(b.pp + ppg)) continue;
       for (int ppe = se ? 1 : 0; ppe <= max_e; ++ppe) {
         if (gb + ppe + ppg > N_) break;
+        if (b.zb && !ready(ppe + b.pp + ppg)) continue;
         pair_search(b, gb, ppe, ppg, ppe + b.pp + ppg, m, md);
       }
     }

@@ -115,7 +115,7 @@ struct split_info {
   std::vector<int> layers, first;
   std::vector<double> times;  // stage times as evaluate() sums them
   double tmax = 0, tsum = 0;  // tsum accumulated in stage order (a lower bound of the path)
-  /// The stages' W parts (`stage_tables::fill_weights`; plain 1F1B splits only).
+  /// The stages' W parts (`stage_tables::fill_weights`; splits with one chunk per stage only).
   std::vector<double> weights;
 };
 
