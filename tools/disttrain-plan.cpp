@@ -54,7 +54,8 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
                        ("model"/"data" may name a preset; "cluster" may be
                        {"preset": "h800", "num_gpus": 64}); optional "planner"
                        (planner_options' fields: "max_backbone_pp", "max_side_pp",
-                       "tp_candidates", "search_recompute", "include_mixed",
+                       "tp_candidates", "search_recompute", "search_selective_recompute",
+                       "include_mixed",
                        "max_virtual_stages", "overlap_grad_reduce", "sequence_parallel", "zero_bubble",
                        "objective",
                        "within", "max_gpus", ...; docs/planner.md) and "cost"
@@ -71,6 +72,9 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
   --within X           tolerance of min_gpus_within as a fraction (default 0.05)
   --max-gpus N         use at most N of the cluster's GPUs
   --no-mixed           never colocate just one side module (per-side-module colocation)
+  --selective-recompute  also try selective (attention-core) recompute, plan and baseline
+                       (it saves memory only with an unfused attention core:
+                       "cost": {"attention_score_bytes": 5})
   --zero-bubble        also consider ZB-H1 (B/W split, Ws in the bubbles; every stage
                        holds min(stages, microbatches) microbatches) for the plan; the
                        baseline stays 1F1B / interleaved, as Megatron-LM runs
@@ -105,7 +109,7 @@ struct args {
   std::optional<std::string> sync_overlap, objective, within;
   std::optional<std::uint64_t> seed;
   bool json = false, stages = false, list = false, no_mixed = false, no_sp = false,
-       zero_bubble = false;
+       zero_bubble = false, selective = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -181,6 +185,8 @@ args parse(int argc, char** argv) {
       a.no_sp = true;
     else if (s == "--zero-bubble")
       a.zero_bubble = true;
+    else if (s == "--selective-recompute")
+      a.selective = true;
     else if (s == "--json")
       a.json = true;
     else if (s == "--stages")
@@ -373,6 +379,7 @@ int run(const args& a) {
   if (a.no_mixed) popt.include_mixed = false;
   if (a.no_sp) popt.sequence_parallel = false;
   if (a.zero_bubble) popt.zero_bubble = true;
+  if (a.selective) popt.search_selective_recompute = true;
   if (a.objective) popt.objective = disttrain::parse_objective(*a.objective, "--objective");
   if (a.within) {
     char* end = nullptr;

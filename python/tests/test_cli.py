@@ -62,6 +62,15 @@ def test_zero_bubble_switch_matches_the_cli(plan_tool):
     assert ours["iteration_time_s"] < disttrain.plan("mllm-7b")["iteration_time_s"]
 
 
+def test_selective_recompute_switch_matches_the_cli(plan_tool):
+    # With fused attention (the default cost model) selective recompute saves no memory, so
+    # the plan is the default one; the switch must reach both front ends alike.
+    c = cli(plan_tool, "--preset", "mllm-7b", "--json", "--selective-recompute")
+    ours = disttrain.plan("mllm-7b", search_selective_recompute=True)
+    assert ours["plan"] == c["plan"] and ours["iteration_time_s"] == c["iteration_time_s"]
+    assert ours["plan"] == disttrain.plan("mllm-7b")["plan"]
+
+
 # mllm-13b (128 GPUs, 32 microbatches): the same bindings and the same trace
 # writer as paper-72b, whose 1152-GPU trace took two minutes to write and compare.
 def test_evaluate_and_simulate_match_the_cli(plan_tool, tmp_path):

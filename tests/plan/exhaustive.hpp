@@ -58,13 +58,15 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
       if (tpb % t == 0 && sh.tp_supported(t)) best = t;
     return best;
   };
-  std::vector<bool> rcs =
-      opt.search_recompute ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  // Recompute: 0 none, 1 selective, 2 full.
+  std::vector<int> rcs{0};
+  if (opt.search_selective_recompute) rcs.push_back(1);
+  if (opt.search_recompute) rcs.push_back(2);
   const int Lb = model.modules[bi].layers();
   const int max_pp = opt.max_backbone_pp > 0 ? std::min(opt.max_backbone_pp, Lb) : Lb;
 
   // Stage time of module i by stage type, straight from the cost model.
-  auto type_time = [&](std::size_t i, int tp, bool rc, int k, detail::stage_type t, int c) {
+  auto type_time = [&](std::size_t i, int tp, int rc, int k, detail::stage_type t, int c) {
     const int L = model.modules[i].layers();
     int first = -1;
     switch (t) {
@@ -75,7 +77,7 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
     }
     if (first < 0) return std::numeric_limits<double>::infinity();
     return cost
-        .stage_time(stage_config{i, first, c, tp, 1, rc},
+        .stage_time(stage_config{i, first, c, tp, 1, rc == 2, rc == 1},
                     req.sample_workload[i] * static_cast<double>(k))
         .total_s();
   };
@@ -91,7 +93,7 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
     return out;
   };
   // Stage times of the backbone with the colocated encoder (ce) / generator (cg) parts.
-  auto backbone_fn = [&](bool ce, bool cg, int tpb, bool rcb, int kb) {
+  auto backbone_fn = [&](bool ce, bool cg, int tpb, int rcb, int kb) {
     const double te = ce ? type_time(*ei, colocated_tp(*ei, tpb), rcb, kb,
                                      detail::stage_type::whole, model.modules[*ei].layers())
                          : 0.0;
@@ -149,7 +151,7 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
     }
     return balanced_v(Lb, pp, v, fn, caps);
   };
-  auto plain_split = [&](std::size_t i, int tp, bool rc, int k, int pp, int v = 1) {
+  auto plain_split = [&](std::size_t i, int tp, int rc, int k, int pp, int v = 1) {
     return balanced_v(model.modules[i].layers(), pp, v, [&](detail::stage_type t, int c) {
       return 0.0 + type_time(i, tp, rc, k, t, c);
     });
@@ -201,18 +203,19 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
     }
     return p;
   };
-  auto set = [](module_plan& mp, int tp, int pp, int dp, bool rc, std::vector<int> layers) {
+  auto set = [](module_plan& mp, int tp, int pp, int dp, int rc, std::vector<int> layers) {
     mp.tp = tp;
     mp.pp = pp;
     mp.dp = dp;
-    mp.recompute = rc;
+    mp.recompute = rc == 2;
+    mp.selective_recompute = rc == 1;
     mp.layers = std::move(layers);
   };
 
   for (int n = 1; n <= S; ++n) {
     if (S % n) continue;
     for (int tpb : tps_of(bi))
-      for (bool rcb : rcs)
+      for (int rcb : rcs)
         for (int dpb = 1; dpb <= n; ++dpb) {
           if (n % dpb) continue;
           const int kb = n / dpb;
@@ -267,7 +270,7 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                 }
                 struct side {
                   int tp, pp, dp;
-                  bool rc;
+                  int rc;
                   std::vector<int> layers;
                 };
                 auto sides = [&](std::optional<std::size_t> mi) {
@@ -278,7 +281,7 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                   }
                   for (int pp = 1; pp <= opt.max_side_pp; ++pp)
                     for (int tp : tps_of(*mi))
-                      for (bool rc : rcs)
+                      for (int rc : rcs)
                         for (int dp = 1; dp <= n; ++dp) {
                           if (gb + static_cast<long long>(tp) * pp * dp > N) break;
                           auto layers = plain_split(*mi, tp, rc, (n + dp - 1) / dp, pp);

@@ -29,6 +29,7 @@ struct case_spec {
   int gpus_per_node = 0;  // 0: the cluster preset's
   bool sequence_parallel = true;
   bool zero_bubble = false;
+  bool selective = false;  // search_selective_recompute, with an unfused attention core
 };
 
 int interleaved_optima = 0;  // how many optima (plan or baseline) interleave the backbone
@@ -38,6 +39,7 @@ int sp_decided = 0;          // cases whose optimum without sequence parallelism
 int capped_optima = 0;       // optima whose backbone split is capped by memory
 int zb_optima = 0;           // planner optima that run ZB-H1
 int zb_cases = 0;            // cases searched with ZB-H1 in the space
+int selective_optima = 0;    // planner optima with selective recompute on a module
 
 // Whether the placement (to_rank_layout's numbering) puts a stage of at most a node's GPUs across
 // two nodes, or a module boundary inside one node: links the old layout-independent rules
@@ -75,7 +77,10 @@ void compare(const case_spec& c) {
   if (c.gpus_per_node > 0) sc.cluster.gpus_per_node = c.gpus_per_node;
   if (c.v == variant::no_generator) sc.model.modules.pop_back();
   if (c.v == variant::frozen_encoder) sc.model.modules.front().frozen = true;
-  disttrain::analytic_cost_model cm(sc.model, sc.cluster);
+  auto params = disttrain::calibrated_cost_params(sc.cluster.gpu.name);
+  // Selective recompute saves memory only where the attention scores are kept (unfused).
+  if (c.selective) params.attention_score_bytes = 5;
+  disttrain::analytic_cost_model cm(sc.model, sc.cluster, params);
   const auto req = disttrain::make_request(sc.model, sc.data, c.batch, 256);
   disttrain::planner_options opt;
   opt.max_backbone_pp = c.max_backbone_pp;
@@ -85,6 +90,7 @@ void compare(const case_spec& c) {
   opt.overlap_param_gather = c.overlap_param_gather;
   opt.sequence_parallel = c.sequence_parallel;
   opt.zero_bubble = c.zero_bubble;
+  opt.search_selective_recompute = c.selective;
   INFO("sequence parallel " << c.sequence_parallel << ", zero bubble " << c.zero_bubble);
   INFO("overlap grad reduce " << c.overlap_grad_reduce << ", param gather "
                               << c.overlap_param_gather);
@@ -108,6 +114,7 @@ void compare(const case_spec& c) {
   if (placement_matters(r.plan)) ++placed_optima;
   if (ex.capped_split) ++capped_optima;
   if (r.plan.schedule == disttrain::plan_schedule::zb_h1) ++zb_optima;
+  for (const auto& m : r.plan.modules) selective_optima += m.selective_recompute ? 1 : 0;
   if (!c.sequence_parallel) {
     auto with = opt;
     with.sequence_parallel = true;
@@ -180,6 +187,11 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
       // Memory-bound with a two-stage encoder: under ZB-H1 the encoder's stages count towards
       // every backbone stage's in-flight microbatches (a split fitted without them did not fit).
       {"hires-70b", "h800", 40, 16, 2, 2, variant::as_is, 1, true, true, 0, true, true},
+      // Selective recompute in the space, unfused attention (it keeps the score matrices unless
+      // the layer recomputes), memory-bound.
+      {"mllm-13b", "a100", 8, 8, 4, 1, variant::as_is, 1, true, true, 0, false, false, true},
+      {"mllm-70b", "h800", 16, 4, 2, 2, variant::as_is, 1, true, true, 0, true, false, true},
+      {"mllm-7b", "h800", 8, 8, 2, 2, variant::as_is, 1, true, true, 0, true, true, true},
   };
   for (const auto& c : cases) compare(c);
   // The space includes interleaved 1F1B (max_virtual_stages 4 by default), and it wins somewhere.
@@ -194,6 +206,8 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
   // And optima whose backbone split the memory caps decide (docs/planner.md, "Layer split").
   CHECK(capped_optima > 0);
   // ZB-H1 reaches the search and wins somewhere.
-  CHECK(zb_cases == 8);
+  CHECK(zb_cases == 9);
   CHECK(zb_optima > 0);
+  // Selective recompute reaches the search and wins somewhere (unfused attention).
+  CHECK(selective_optima > 0);
 }

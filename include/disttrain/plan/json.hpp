@@ -180,23 +180,24 @@ namespace detail {
 // JSON descriptors (core/json.hpp, `json_field`): each field named once.
 // planner_options: every field but `objective` (read by name) and
 // `monolithic_splits` (a code-level switch, not read).
-inline constexpr auto planner_options_fields =
-    std::tuple{optional_field("tp_candidates", &planner_options::tp_candidates),
-               optional_field("search_recompute", &planner_options::search_recompute),
-               optional_field("max_backbone_pp", &planner_options::max_backbone_pp),
-               optional_field("min_backbone_pp", &planner_options::min_backbone_pp),
-               optional_field("max_side_pp", &planner_options::max_side_pp),
-               optional_field("include_monolithic", &planner_options::include_monolithic),
-               optional_field("include_disaggregated", &planner_options::include_disaggregated),
-               optional_field("include_mixed", &planner_options::include_mixed),
-               optional_field("max_virtual_stages", &planner_options::max_virtual_stages),
-               optional_field("overlap_grad_reduce", &planner_options::overlap_grad_reduce),
-               optional_field("overlap_param_gather", &planner_options::overlap_param_gather),
-               optional_field("sequence_parallel", &planner_options::sequence_parallel),
-               optional_field("zero_bubble", &planner_options::zero_bubble),
-               optional_field("within", &planner_options::within),
-               optional_field("max_gpus", &planner_options::max_gpus),
-               optional_field("max_frontier_plans", &planner_options::max_frontier_plans)};
+inline constexpr auto planner_options_fields = std::tuple{
+    optional_field("tp_candidates", &planner_options::tp_candidates),
+    optional_field("search_recompute", &planner_options::search_recompute),
+    optional_field("search_selective_recompute", &planner_options::search_selective_recompute),
+    optional_field("max_backbone_pp", &planner_options::max_backbone_pp),
+    optional_field("min_backbone_pp", &planner_options::min_backbone_pp),
+    optional_field("max_side_pp", &planner_options::max_side_pp),
+    optional_field("include_monolithic", &planner_options::include_monolithic),
+    optional_field("include_disaggregated", &planner_options::include_disaggregated),
+    optional_field("include_mixed", &planner_options::include_mixed),
+    optional_field("max_virtual_stages", &planner_options::max_virtual_stages),
+    optional_field("overlap_grad_reduce", &planner_options::overlap_grad_reduce),
+    optional_field("overlap_param_gather", &planner_options::overlap_param_gather),
+    optional_field("sequence_parallel", &planner_options::sequence_parallel),
+    optional_field("zero_bubble", &planner_options::zero_bubble),
+    optional_field("within", &planner_options::within),
+    optional_field("max_gpus", &planner_options::max_gpus),
+    optional_field("max_frontier_plans", &planner_options::max_frontier_plans)};
 inline constexpr auto stage_report_fields =
     std::tuple{optional_field("module", &stage_report::module),
                optional_field("stage", &stage_report::stage),

@@ -57,7 +57,13 @@ constexpr std::string_view to_string(plan_objective o) noexcept {
 struct planner_options {
   std::vector<int> tp_candidates{1, 2, 4,
                                  8};  ///< TP degrees tried (powers of two dividing the node size)
-  bool search_recompute = true;       ///< try recompute on and off (else off only)
+  bool search_recompute = true;       ///< try full recompute on and off (else off only)
+  /// Also try selective (attention-core) recompute (`module_plan::
+  /// selective_recompute`). Off by default: with fused attention, as the
+  /// analytic model assumes, it saves no memory and costs the attention
+  /// FLOPs again, so it never wins there; a cost model that keeps the
+  /// attention scores may gain from it.
+  bool search_selective_recompute = false;
   int max_backbone_pp = 0;            ///< most backbone stages (0: its layer count)
   int min_backbone_pp = 1;            ///< fewest backbone stages (> 1: force pipelining)
   int max_side_pp = 2;                ///< most encoder / generator stages

@@ -13,9 +13,10 @@ namespace disttrain {
 
 namespace detail {
 
-/// @brief Tie-break key of a plan: [any colocated, n, backbone tp, recompute,
-/// dp, pp, virtual stages, ZB-H1 (1F1B first: less memory), then per side module: colocated, pp,
-/// tp, recompute, dp, then every module's layers per stage].
+/// @brief Tie-break key of a plan: [any colocated, n, backbone tp, recompute
+/// (none 0, selective 1, full 2), dp, pp, virtual stages, ZB-H1 (1F1B first:
+/// less memory), then per side module: colocated, pp, tp, recompute, dp, then
+/// every module's layers per stage].
 [[nodiscard]] inline std::vector<long long> tie_key(const parallel_plan& p) {
   std::vector<long long> k;
   bool col = false;
@@ -23,11 +24,11 @@ namespace detail {
   k.push_back(col ? 1 : 0);
   k.push_back(p.microbatch_samples());
   const module_plan& b = p.modules[p.backbone_index()];
-  k.insert(k.end(), {b.tp, b.recompute ? 1 : 0, b.dp, b.pp, b.virtual_stages,
-                     p.schedule == plan_schedule::zb_h1 ? 1 : 0});
+  auto rc = [](const module_plan& m) { return m.recompute ? 2 : m.selective_recompute ? 1 : 0; };
+  k.insert(k.end(),
+           {b.tp, rc(b), b.dp, b.pp, b.virtual_stages, p.schedule == plan_schedule::zb_h1 ? 1 : 0});
   for (const auto& m : p.modules)
-    if (m.role != "backbone")
-      k.insert(k.end(), {m.colocated ? 1 : 0, m.pp, m.tp, m.recompute ? 1 : 0, m.dp});
+    if (m.role != "backbone") k.insert(k.end(), {m.colocated ? 1 : 0, m.pp, m.tp, rc(m), m.dp});
   for (const auto& m : p.modules) k.insert(k.end(), m.layers.begin(), m.layers.end());
   return k;
 }

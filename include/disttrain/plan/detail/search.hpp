@@ -5,7 +5,9 @@
 /// Search space (fixed by `planner_options`):
 /// - n = samples per pipeline microbatch, a divisor of the global batch
 ///   (m = global_batch / n microbatches);
-/// - backbone: tp in the TP candidates, recompute on/off, dp a divisor of n,
+/// - recompute: none or full (`search_recompute`), and selective with
+///   `search_selective_recompute`, one choice per module;
+/// - backbone: tp in the TP candidates, recompute, dp a divisor of n,
 ///   pp in [min_backbone_pp, max_backbone_pp];
 /// - *disaggregated* layouts: every side module (encoder, generator) gets its
 ///   own GPUs: tp, recompute, pp in [1, max_side_pp], dp in [1, n];
@@ -138,7 +140,7 @@ class plan_search : private search_space {
   struct backbone_cfg {
     double lb = 0;  // cheap bound (see backbone_configs), scaled down by 1e-9 for rounding
     int n = 1, tp = 1, dp = 1, pp = 1, k = 1;
-    bool rc = false;
+    recompute_mode rc = recompute_mode::none;
     const split_info* layout = nullptr;  // set when the configuration is processed
     int v = 1;                           // interleaved chunks per device
     bool zb = false;                     // ZB-H1 (v == 1)
@@ -179,7 +181,7 @@ class plan_search : private search_space {
     for (int n : divisors(S_)) {
       const int m = S_ / n;
       for (int tp : mods_[bi_].tps)
-        for (bool rc : rcs_)
+        for (recompute_mode rc : rcs_)
           for (int dp : divisors(n)) {
             const int k = n / dp;
             const double r = tables_.rho(tables_.table(bi_, tp, rc, k));
@@ -631,14 +633,15 @@ class plan_search : private search_space {
     }
   }
 
-  static void set_module(parallel_plan& p, std::size_t i, int tp, int pp, int dp, bool rc,
+  static void set_module(parallel_plan& p, std::size_t i, int tp, int pp, int dp, recompute_mode rc,
                          const std::vector<int>& layers, int v = 1) {
     module_plan& mp = p.modules[i];
     mp.virtual_stages = v;
     mp.tp = tp;
     mp.pp = pp;
     mp.dp = dp;
-    mp.recompute = rc;
+    mp.recompute = rc == recompute_mode::full;
+    mp.selective_recompute = rc == recompute_mode::selective;
     mp.layers = layers;
   }
 

@@ -13,6 +13,7 @@
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/model/module_shape.hpp"
 #include "disttrain/plan/detail/stage_cost.hpp"
+#include "disttrain/plan/detail/stage_time_cache.hpp"
 #include "disttrain/plan/planner_options.hpp"
 #include "disttrain/plan/request.hpp"
 
@@ -106,7 +107,9 @@ struct search_space {
       for (int t = 1; t <= g_; t *= 2)
         if (g_ % t == 0 && sh.tp_supported(t)) mi.colocated_tps.push_back(t);
     }
-    rcs_ = opt.search_recompute ? std::vector<bool>{false, true} : std::vector<bool>{false};
+    rcs_ = {recompute_mode::none};
+    if (opt.search_selective_recompute) rcs_.push_back(recompute_mode::selective);
+    if (opt.search_recompute) rcs_.push_back(recompute_mode::full);
     max_pp_b_ = opt.max_backbone_pp > 0 ? std::min(opt.max_backbone_pp, mods_[bi_].layers)
                                         : mods_[bi_].layers;
     max_pp_b_ = std::min(max_pp_b_, 65535);
@@ -129,7 +132,7 @@ struct search_space {
   int max_pp_b_ = 1;                    ///< most backbone stages
   int min_pp_b_ = 1;                    ///< fewest backbone stages
   std::vector<module_info> mods_;       ///< by model-module index
-  std::vector<bool> rcs_;               ///< recompute choices searched
+  std::vector<recompute_mode> rcs_;     ///< recompute choices searched
 };
 
 }  // namespace detail

@@ -103,7 +103,7 @@ enum class link_case { placed, best, worst };
 struct side_option {
   long long gpus = 0;
   int tp = 1, pp = 1, dp = 1, k = 1;
-  bool rc = false;
+  recompute_mode rc = recompute_mode::none;
   // The encoder (first rank 0): its exact path without the boundary and sync; the generator
   // (first rank known only with the encoder and backbone): best-case values, for bounds.
   double max_stage = 0, path_base = 0, sync = 0;
@@ -153,7 +153,7 @@ class side_search {
     const int g = space_.g_;
     std::vector<double> hops;
     for (int tp : mi.tps) {
-      for (bool rc : space_.rcs_) {
+      for (recompute_mode rc : space_.rcs_) {
         for (int k : replica_loads(n)) {
           const long long step = static_cast<long long>(tp) * pp;
           const int dmin = (n + k - 1) / k;
@@ -252,7 +252,7 @@ class side_search {
 
  private:
   /// @brief Links of a disaggregated side module's stages (split `sp`, dp `d`).
-  stage_links links(std::size_t i, const split_info& sp, int tp, int d, bool rc,
+  stage_links links(std::size_t i, const split_info& sp, int tp, int d, recompute_mode rc,
                     const module_workload& w) {
     stage_links L;
     L.ranks = static_cast<long long>(tp) * d;

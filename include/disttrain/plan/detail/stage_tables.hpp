@@ -36,7 +36,7 @@ class stage_tables {
       : cost_(cost), space_(space), req_(req), opt_(opt) {}
 
   /// @brief The table of module i at (tp, rc, k), created empty on first use.
-  time_table& table(std::size_t i, int tp, bool rc, int k) {
+  time_table& table(std::size_t i, int tp, recompute_mode rc, int k) {
     const time_table_key key{i, tp, rc, k};
     auto it = tables_.find(key);
     if (it != tables_.end()) return it->second;
@@ -115,8 +115,15 @@ class stage_tables {
 
   /// @brief The cost query of a stage of this search (with its sequence-parallel switch).
   [[nodiscard]] stage_config stage(std::size_t i, int first, int layers, int tp, int dp,
-                                   bool rc) const {
-    return stage_config{i, first, layers, tp, dp, rc, false, opt_.sequence_parallel};
+                                   recompute_mode rc) const {
+    return stage_config{i,
+                        first,
+                        layers,
+                        tp,
+                        dp,
+                        rc == recompute_mode::full,
+                        rc == recompute_mode::selective,
+                        opt_.sequence_parallel};
   }
 
   /// @brief The TP degree of side module `i` colocated on a backbone of
@@ -128,7 +135,8 @@ class stage_tables {
     return best;
   }
   /// @brief The whole side module `i` colocated on a backbone stage (tp_b, dp, rc).
-  [[nodiscard]] stage_config colocated_cfg(std::size_t i, int tp_b, int dp, bool rc) const {
+  [[nodiscard]] stage_config colocated_cfg(std::size_t i, int tp_b, int dp,
+                                           recompute_mode rc) const {
     return stage(i, 0, space_.mods_[i].layers, colocated_tp(i, tp_b), dp, rc);
   }
 
@@ -173,14 +181,15 @@ class stage_tables {
   }
 
   /// @brief Split of a disaggregated module (no colocated parts), `v` chunks per stage.
-  const split_info& plain_split(std::size_t i, int tp, bool rc, int k, int pp, int v = 1) {
+  const split_info& plain_split(std::size_t i, int tp, recompute_mode rc, int k, int pp,
+                                int v = 1) {
     return get_split(split_key{split_family::plain, i, tp, rc, pp, k, v});
   }
 
   /// @brief Key of the backbone's splits with the colocated encoder (`ce`) on
   /// stage 0 and the colocated generator (`cg`) on the last stage, by `rule`.
-  [[nodiscard]] split_key mono_key(layer_split_rule rule, int tp, bool rc, int k, int pp, int v,
-                                   bool ce, bool cg) const {
+  [[nodiscard]] split_key mono_key(layer_split_rule rule, int tp, recompute_mode rc, int k, int pp,
+                                   int v, bool ce, bool cg) const {
     const bool all = ce == space_.has_e_ && cg == space_.has_g_;
     const split_family family =
         all  ? (rule == layer_split_rule::even ? split_family::all_colocated_even

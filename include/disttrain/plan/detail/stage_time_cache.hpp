@@ -28,12 +28,16 @@ template <class T>
   return v[static_cast<std::size_t>(i)];
 }
 
+/// @brief The recomputation of a searched stage (ordered as the plans' tie
+/// key orders them).
+enum class recompute_mode : std::uint8_t { none = 0, selective = 1, full = 2 };
+
 /// @brief Key of a stage-time table: module `module` at TP degree `tp`,
 /// recompute `rc`, `k` samples per replica and microbatch.
 struct time_table_key {
   std::size_t module = 0;
   int tp = 1;
-  bool rc = false;
+  recompute_mode rc = recompute_mode::none;
   int k = 1;
   friend bool operator==(const time_table_key&, const time_table_key&) = default;
 };
@@ -42,7 +46,7 @@ struct time_table_key_hash {
   std::size_t operator()(const time_table_key& x) const noexcept {
     return std::hash<std::uint64_t>{}((static_cast<std::uint64_t>(x.module) << 57) ^
                                       (static_cast<std::uint64_t>(x.tp & 0xff) << 49) ^
-                                      (static_cast<std::uint64_t>(x.rc ? 1 : 0) << 48) ^
+                                      (static_cast<std::uint64_t>(x.rc) << 47) ^
                                       static_cast<std::uint64_t>(static_cast<std::uint32_t>(x.k)));
   }
 };
@@ -52,7 +56,7 @@ struct time_table_key_hash {
 struct time_table {
   std::size_t module = 0;
   int tp = 1, k = 1, layers = 0;
-  bool rc = false;
+  recompute_mode rc = recompute_mode::none;
   std::vector<double> v;  // 4 * (layers + 1), NaN = not yet computed
   std::vector<double> w;  // the W (weight-gradient) part of each entry of v
   double rho = std::numeric_limits<double>::quiet_NaN();
@@ -91,7 +95,7 @@ struct split_key {
   split_family family = split_family::plain;
   std::size_t module = 0;
   int tp = 1;
-  bool rc = false;
+  recompute_mode rc = recompute_mode::none;
   int pp = 1;
   int k = 1;
   int v = 1;
@@ -103,7 +107,7 @@ struct split_key_hash {
     const std::uint64_t packed = (static_cast<std::uint64_t>(x.family) << 61) ^
                                  (static_cast<std::uint64_t>(x.module) << 57) ^
                                  (static_cast<std::uint64_t>(x.tp & 0xff) << 49) ^
-                                 (static_cast<std::uint64_t>(x.rc ? 1 : 0) << 48) ^
+                                 (static_cast<std::uint64_t>(x.rc) << 48) ^
                                  (static_cast<std::uint64_t>(x.pp & 0xffff) << 32) ^
                                  static_cast<std::uint64_t>(static_cast<std::uint32_t>(x.k));
     return std::hash<std::uint64_t>{}(packed ^ (static_cast<std::uint64_t>(x.v) << 58));
