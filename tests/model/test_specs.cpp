@@ -123,6 +123,17 @@ TEST_CASE("malformed or incomplete JSON names the field") {
   auto bad_role = j;
   bad_role["model"]["modules"][2]["role"] = "decoder";
   DISTTRAIN_CHECK_ERROR(bad_role.get<scenario>(), errc::parse_error, "model.modules[2].role");
+  try {
+    (void)bad_role.get<scenario>();
+    FAIL("no throw");
+  } catch (const disttrain::error& e) {
+    CHECK(std::string(e.message()).find("(valid: \"encoder\", \"backbone\", \"generator\")") !=
+          std::string::npos);
+  }
+  for (const disttrain::module_role r : disttrain::module_roles) {
+    CHECK(json(r) == std::string(disttrain::to_string(r)));
+    CHECK(json(r).get<disttrain::module_role>() == r);
+  }
   auto bad_sample = json{
       {"records",
        json::array({json{{"text_tokens", 3}, {"images", json::array({json::array({0, 5})})}}})}};

@@ -43,7 +43,12 @@ enum class module_role : std::uint8_t {
   generator,  ///< modality generator (diffusion): runs last, on generated images
 };
 
-/// @brief "encoder" / "backbone" / "generator".
+/// @brief Every role, in enumerator order.
+inline constexpr module_role module_roles[] = {module_role::encoder, module_role::backbone,
+                                               module_role::generator};
+
+/// @brief "encoder" / "backbone" / "generator": the one list of the role
+/// names (parsing and JSON use it).
 [[nodiscard]] constexpr std::string_view to_string(module_role r) noexcept {
   switch (r) {
     case module_role::encoder: return "encoder";
@@ -55,7 +60,7 @@ enum class module_role : std::uint8_t {
 
 /// @brief Parses "encoder" / "backbone" / "generator"; throws `invalid_argument` at `where`.
 [[nodiscard]] inline module_role parse_module_role(std::string_view s, std::string_view where) {
-  for (auto r : {module_role::encoder, module_role::backbone, module_role::generator})
+  for (const module_role r : module_roles)
     if (to_string(r) == s) return r;
   fail(errc::invalid_argument, where, "unknown role '", s,
        "' (expected encoder, backbone or generator)");
