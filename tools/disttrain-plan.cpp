@@ -310,9 +310,15 @@ heterogeneity_run simulate_data(const args& a, const disttrain::scenario& sc, co
   return out;
 }
 
+// What simulate_plan ran: every GPU's bound program, in the plans' schedules.
+std::string programs(const heterogeneity_run& r) {
+  return fmt::format("every GPU's bound program: baseline {}, plan {}", r.base.plan.schedule,
+                     r.ours.plan.schedule);
+}
+
 disttrain::json to_json(const heterogeneity_run& r) {
   disttrain::json j = r.h;
-  j["simulator"] = "simulate_plan: every GPU's bound plain-1F1B program";
+  j["simulator"] = "simulate_plan: " + programs(r);
   j["replanned_without_interleaving"] = r.replanned;
   j["baseline_evaluated_s"] = r.base.evaluation.iteration_time_s;
   j["plan_evaluated_s"] = r.ours.evaluation.iteration_time_s;
@@ -329,9 +335,8 @@ void print(const heterogeneity_run& r, const disttrain::plan_result& ours,
   const auto& h = r.h;
   fmt::print(
       "\nData heterogeneity, simulated: {} sampled global batches of {} (data seed {}), each "
-      "run by simulate_plan (every GPU's bound plain-1F1B program on the batch's own samples; "
-      "{:.1f} s):\n",
-      h.iterations, h.global_batch, h.seed, r.wall_s);
+      "run by simulate_plan ({} on the batch's own samples; {:.1f} s):\n",
+      h.iterations, h.global_batch, h.seed, programs(r), r.wall_s);
   fmt::print("  {:<28} {:>9} {:>9} {:>9} {:>15} {:>6} {:>6}\n", "case", "median", "p90", "mean",
              "expected batch", "MFU", "GPUs");
   const auto row = [](const char* name, const disttrain::heterogeneity_case& c) {
