@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <unordered_map>
@@ -26,6 +27,9 @@
 #include "disttrain/plan/request.hpp"
 
 namespace disttrain::detail {
+
+/// @brief Which part of a stage's time a split function reads: all of it, or its W.
+enum class stage_part : std::uint8_t { time, weight };
 
 /// @brief Stage times and layer splits of one search (above).
 template <cost_model C>
@@ -47,7 +51,7 @@ class stage_tables {
     t.k = k;
     t.layers = space_.mods_[i].layers;
     t.v.assign(4 * static_cast<std::size_t>(t.layers + 1), nan_);
-    t.w.assign(t.v.size(), nan_);
+    if (opt_.zero_bubble) t.w.assign(t.v.size(), nan_);  // W parts: ZB-H1 searches only
     return tables_.emplace(key, std::move(t)).first->second;
   }
 
@@ -80,20 +84,12 @@ class stage_tables {
   double tt(time_table& t, stage_type type, int c) {
     const std::size_t i = static_cast<std::size_t>(type) * static_cast<std::size_t>(t.layers + 1) +
                           static_cast<std::size_t>(c);
-    double& slot = t.v[i];
-    if (!std::isnan(slot)) return slot;
-    const int first = first_layer_of(type, c, t.layers);
-    if (first < 0) {
-      t.w[i] = 0.0;
-      return slot = inf_;
-    }
-    const stage_config cfg = stage(t.module, first, c, t.tp, 1, t.rc);
-    const stage_times st = cost_.stage_time(cfg, workload(t.module, t.k));
-    t.w[i] = st.weight_grad_s;
-    return slot = st.total_s();
+    const double slot = t.v[i];
+    return std::isnan(slot) ? fill(t, i, type, c) : slot;
   }
 
-  /// @brief The W (weight-gradient) seconds of the stage `tt` prices.
+  /// @brief The W (weight-gradient) seconds of the stage `tt` prices (ZB-H1
+  /// searches only: the tables keep W when `planner_options::zero_bubble`).
   double tw(time_table& t, stage_type type, int c) {
     (void)tt(t, type, c);
     return t.w[static_cast<std::size_t>(type) * static_cast<std::size_t>(t.layers + 1) +
@@ -147,23 +143,20 @@ class stage_tables {
   /// `evaluate` sums them).
   template <class Use>
   void split_times(const split_key& key, const Use& use) {
-    split_values(key, use, &stage_tables::tt);
+    split_values<stage_part::time>(key, use);
   }
 
-  /// @brief Fills `sp.weights` (split `sp` of `key`, one chunk per stage):
+  /// @brief Fills `sp.weights` (split `sp` of `key`, one chunk per stage; ZB-H1 searches only):
   /// each stage's W, its parts summed as `split_times` sums their times.
   void fill_weights(const split_key& key, split_info& sp) {
     sp.weights.clear();
-    if (key.v > 1) return;
-    split_values(
-        key,
-        [&](const auto& fn) {
-          const int pp = static_cast<int>(sp.layers.size());
-          for (int j = 0; j < pp; ++j)
-            sp.weights.push_back(fn(type_of_stage(j, pp), at(sp.layers, j)));
-        },
-        &stage_tables::tw);
+    if (key.v > 1 || !opt_.zero_bubble) return;
+    split_values<stage_part::weight>(key, [&](const auto& fn) {
+      const int pp = static_cast<int>(sp.layers.size());
+      for (int j = 0; j < pp; ++j) sp.weights.push_back(fn(type_of_stage(j, pp), at(sp.layers, j)));
+    });
   }
+
   /// @brief The split cached under `key` (`make_split`, with its weights: the even rule for
   /// `all_colocated_even`, else the balanced rule; no memory caps).
   const split_info& get_split(const split_key& key) {
@@ -201,13 +194,32 @@ class stage_tables {
   }
 
  private:
-  /// @brief `split_times` for the stage times (`part` = `tt`) or their W parts (`tw`).
-  template <class Use>
-  void split_values(const split_key& key, const Use& use,
-                    double (stage_tables::*part)(time_table&, stage_type, int)) {
+  /// @brief Computes table entry `i` (type `type`, `c` layers) and its W part; `tt`'s miss path.
+  double fill(time_table& t, std::size_t i, stage_type type, int c) {
+    const bool keep_w = !t.w.empty();
+    const int first = first_layer_of(type, c, t.layers);
+    if (first < 0) {
+      if (keep_w) t.w[i] = 0.0;
+      return t.v[i] = inf_;
+    }
+    const stage_config cfg = stage(t.module, first, c, t.tp, 1, t.rc);
+    const stage_times st = cost_.stage_time(cfg, workload(t.module, t.k));
+    if (keep_w) t.w[i] = st.weight_grad_s;
+    return t.v[i] = st.total_s();
+  }
+
+  /// @brief `split_times` for the stage times (`tt`) or their W parts (`tw`).
+  template <stage_part Part, class Use>
+  void split_values(const split_key& key, const Use& use) {
+    auto part = [this](time_table& tab, stage_type t, int c) {
+      if constexpr (Part == stage_part::time)
+        return tt(tab, t, c);
+      else
+        return tw(tab, t, c);
+    };
     time_table& T = table(key.module, key.tp, key.rc, key.k);
     if (key.family == split_family::plain) {
-      use([&](stage_type t, int c) { return 0.0 + (this->*part)(T, t, c); });
+      use([&](stage_type t, int c) { return 0.0 + part(T, t, c); });
       return;
     }
     const bool all = key.family == split_family::all_colocated_balanced ||
@@ -215,14 +227,14 @@ class stage_tables {
     const bool ce = all ? space_.has_e_ : key.family == split_family::encoder_colocated;
     const bool cg = all ? space_.has_g_ : key.family == split_family::generator_colocated;
     const std::size_t ei = space_.ei_, gi = space_.gi_;
-    const double te = ce ? (this->*part)(table(ei, colocated_tp(ei, key.tp), key.rc, key.k),
-                                         stage_type::whole, space_.mods_[ei].layers)
+    const double te = ce ? part(table(ei, colocated_tp(ei, key.tp), key.rc, key.k),
+                                stage_type::whole, space_.mods_[ei].layers)
                          : 0.0;
-    const double tg = cg ? (this->*part)(table(gi, colocated_tp(gi, key.tp), key.rc, key.k),
-                                         stage_type::whole, space_.mods_[gi].layers)
+    const double tg = cg ? part(table(gi, colocated_tp(gi, key.tp), key.rc, key.k),
+                                stage_type::whole, space_.mods_[gi].layers)
                          : 0.0;
     use([&](stage_type t, int c) {
-      const double x = (this->*part)(T, t, c);
+      const double x = part(T, t, c);
       switch (t) {
         case stage_type::first: return (0.0 + te) + x;
         case stage_type::last: return (0.0 + x) + tg;
