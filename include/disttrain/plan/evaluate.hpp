@@ -240,7 +240,7 @@ template <cost_model C>
       r.replica_samples = k;
       r.virtual_stages = v;
       r.in_flight = p.schedule == plan_schedule::gpipe ? m
-                    : zb                               ? std::min(total_stages, m)
+                    : zb                               ? detail::zb_h1_in_flight(total_stages, m)
                     : v > 1                            ? detail::interleaved_in_flight(
                                                              {.pp = mp.pp, .chunks = v, .microbatches = m, .after = after}, j)
                             : detail::one_f_one_b_in_flight(total_stages, pos, m);
@@ -306,11 +306,7 @@ template <cost_model C>
     }
     detail::module_terms t = detail::module_path({.stage_s = times, .hop_s = hops}, boundary, v);
     t.sync_s = sync_max;
-    if (zb)
-      for (double x : weights) {
-        t.w_sum_s += x;
-        t.w_max_s = std::max(t.w_max_s, x);
-      }
+    if (zb) detail::add_weights(t, weights);
     terms.push_back(t);
   }
   const detail::closed_form_time cf = detail::combine(m, terms);

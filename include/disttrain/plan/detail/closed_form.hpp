@@ -191,6 +191,21 @@ struct interleaved_segment {
   return v <= 1 ? chunks : (chunks + v - 1) / v;
 }
 
+/// @brief Microbatches every stage of a `stages`-deep ZB-H1 pipeline keeps in
+/// flight: min(stages, m) (1F1B's first-stage peak).
+[[nodiscard]] constexpr int zb_h1_in_flight(int stages, int m) noexcept {
+  return std::min(stages, m);
+}
+
+/// @brief Adds the stages' W times `w` (in stage order) to ZB-H1 terms `t`:
+/// their sum and their largest, as `evaluate` and the planner sum them.
+inline void add_weights(module_terms& t, std::span<const double> w) noexcept {
+  for (double x : w) {
+    t.w_sum_s += x;
+    t.w_max_s = std::max(t.w_max_s, x);
+  }
+}
+
 /// @brief Microbatches a stage at chain position `pos` of a `stages`-deep 1F1B
 /// pipeline keeps in flight: min(stages - pos, m).
 [[nodiscard]] constexpr int one_f_one_b_in_flight(int stages, int pos, int m) noexcept {

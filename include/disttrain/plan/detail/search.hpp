@@ -235,12 +235,9 @@ class plan_search : private search_space {
   [[nodiscard]] double split_bound(const backbone_cfg& b, const split_info& sp) const {
     if (!b.zb) return pipeline_bound(b, sp.tmax, sp.tsum);
     // ZB-H1: (tsum - 2 sum W) + 2 max W, below evaluate's (path - 2 sum W) + 2 max W.
-    double w_sum = 0, w_max = 0;
-    for (double w : sp.weights) {
-      w_sum += w;
-      w_max = std::max(w_max, w);
-    }
-    return pipeline_bound(b, sp.tmax, (sp.tsum - 2.0 * w_sum) + 2.0 * w_max);
+    module_terms w;
+    add_weights(w, sp.weights);
+    return pipeline_bound(b, sp.tmax, (sp.tsum - 2.0 * w.w_sum_s) + 2.0 * w.w_max_s);
   }
 
   /// @brief A lower bound over every split of `b`, memory-capped ones
@@ -311,23 +308,15 @@ class plan_search : private search_space {
     const double sync = place(L, base, lc, g_, hops_);
     module_terms t = module_path({.stage_s = b.layout->times, .hop_s = hops_}, 0.0, b.v);
     t.sync_s = sync;
-    if (b.zb) add_weights(t, *b.layout);
+    if (b.zb) add_weights(t, b.layout->weights);
     return t;
-  }
-
-  /// @brief ZB-H1's W terms of a module with split `sp` (as `evaluate` sums them).
-  static void add_weights(module_terms& t, const split_info& sp) noexcept {
-    for (double w : sp.weights) {
-      t.w_sum_s += w;
-      t.w_max_s = std::max(t.w_max_s, w);
-    }
   }
 
   /// @brief Microbatches (chunk-microbatches if interleaved) backbone stage `j`
   /// of `b` keeps in flight in a chain of `P` stages whose first `b.pp` are the
   /// backbone's (ZB-H1: min(P, m) on every stage).
   [[nodiscard]] static int backbone_in_flight(const backbone_cfg& b, int j, int P, int m) noexcept {
-    if (b.zb) return std::min(P, m);
+    if (b.zb) return zb_h1_in_flight(P, m);
     return b.v > 1 ? interleaved_in_flight(
                          {.pp = b.pp, .chunks = b.v, .microbatches = m, .after = P - b.pp}, j)
                    : one_f_one_b_in_flight(P, j, m);
@@ -529,7 +518,7 @@ class plan_search : private search_space {
     const side_list* G = &none;
     const bool se = has_e_ && !md.ce, sg = has_g_ && !md.cg;  // separate side modules
     auto in_flight = [&](int pos) {
-      return b.zb ? std::min(P, m) : one_f_one_b_in_flight(P, pos, m);
+      return b.zb ? zb_h1_in_flight(P, m) : one_f_one_b_in_flight(P, pos, m);
     };
     if (se) {
       std::vector<int> fl;
@@ -566,7 +555,7 @@ class plan_search : private search_space {
         gterms_[i].sync_s = o.sync;
         gterms_[i].stages = o.pp;
         gterms_[i].loop_s = gterms_[i].path_s;
-        if (b.zb) add_weights(gterms_[i], *o.layout);
+        if (b.zb) add_weights(gterms_[i], o.layout->weights);
       }
       // ZB-H1: the path less twice the W sum (the bound's W terms are 0).
       const double zpath = gterms_[i].path_s - 2.0 * gterms_[i].w_sum_s;
@@ -589,7 +578,7 @@ class plan_search : private search_space {
         et.sync_s = e.sync;
         et.stages = e.pp;
         et.loop_s = et.path_s;
-        if (b.zb) add_weights(et, *e.layout);
+        if (b.zb) add_weights(et, e.layout->weights);
       }
       const module_terms bt = backbone_terms_at(b, bctx_, e.gpus);
       const long long base_g = gb + e.gpus;  // the generator's first rank
@@ -616,7 +605,7 @@ class plan_search : private search_space {
                                   blocks_in_one_node(base_g - sb, sb, base_g, go.links.ranks, g_));
           gt.stages = go.pp;
           gt.loop_s = gt.path_s;
-          if (b.zb) add_weights(gt, *go.layout);
+          if (b.zb) add_weights(gt, go.layout->weights);
         }
         const module_terms arr[3] = {et, bt, gt};
         const double time = combine(m, arr).iteration_s;
