@@ -169,18 +169,22 @@ class partitioner {
     }
     // refined
     lpt_.run(ws_, bin_of);
-    double best = refine(bin_of);
+    double best = refine(bin_of, false);
     lower_ = lower_bound(total);
-    if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best);
-    best = try_fit(bin_of, best);
+    if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best, false);
+    best = try_fit(bin_of, best, false);
     if (n <= exact_max_items && ws_.k > 1 && ws_.k <= exact_max_bins)
-      best = exact_.run(ws_, bin_of, best, exact_node_budget);
-    return best;
+      exact_.run(ws_, bin_of, best, exact_node_budget);
+    // Summed afresh: the steps' running loads can differ from it in the last bits.
+    return ws_.max_load(bin_of);
   }
 
   /// @brief `refined`'s later steps on an existing assignment `bin_of` (e.g.
   /// one found with them disabled, as the reorderer's screening does): local
-  /// search from `bin_of` (with the wide pass), KK (unless within
+  /// search from `bin_of` (with the wide pass and, while the heaviest bin is
+  /// still more than refine_wide_gap above the bound, two-for-one exchanges:
+  /// two items of the heaviest bin for one of another, or one for two; not in
+  /// equal-count mode), KK (unless within
   /// refine_kk_skip_gap of the lower bound; kept, with local search when KK
   /// alone is better, if that lowers the max load), then MULTIFIT (when still
   /// more than refine_fit_gap above the bound; not in equal-count mode).
@@ -211,9 +215,11 @@ class partitioner {
     // The wide pass, where it can apply (bin_of is taken to be stuck for the
     // narrow one: it comes from LPT + local search).
     lower_ = lower_bound(total);
-    if (best > lower_ * (1 + refine_wide_gap)) best = refine(bin_of);
-    if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best);
-    return try_fit(bin_of, best);
+    if (best > lower_ * (1 + refine_wide_gap)) best = refine(bin_of, true);
+    if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best, true);
+    try_fit(bin_of, best, true);
+    // Summed afresh, as `best` was at the start: never above it.
+    return ws_.max_load(bin_of);
   }
 
   /// @brief The ranking of the items of the last call (indexes by cost
@@ -227,15 +233,15 @@ class partitioner {
   // KK runs and replaces bin_of when better. Small problems always refine
   // KK's result; larger ones only when KK alone already beats `best`
   // (refining costs about as much as KK). Returns the max load.
-  double try_kk(std::span<std::uint32_t> bin_of, double best) {
+  double try_kk(std::span<std::uint32_t> bin_of, double best, bool pairs) {
     const std::size_t n = ws_.costs.size();
     if (ws_.k <= 1) return best;
     if (!(best > lower_ * (1 + refine_kk_skip_gap))) return best;
     alt_.resize(n);
     kk_.run(ws_, alt_);
     const bool small = ws_.k <= 16 && n <= 64;
-    double kk = small ? refine(alt_) : ws_.max_load(alt_);
-    if (!small && kk < best) kk = refine(alt_);
+    double kk = small ? refine(alt_, pairs) : ws_.max_load(alt_);
+    if (!small && kk < best) kk = refine(alt_, pairs);
     if (kk < best) {
       best = kk;
       std::copy(alt_.begin(), alt_.end(), bin_of.begin());
@@ -247,13 +253,13 @@ class partitioner {
   // max(mean, largest item), bisect a capacity between that bound and `best`
   // with first-fit-decreasing packings; the best packing, after local search,
   // replaces bin_of when better. Returns the max load.
-  double try_fit(std::span<std::uint32_t> bin_of, double best) {
+  double try_fit(std::span<std::uint32_t> bin_of, double best, bool pairs) {
     const std::size_t n = ws_.costs.size();
     if (ws_.equal || n <= ws_.k || refine_fit_steps == 0) return best;
     if (!(best > lower_ * (1 + refine_fit_gap))) return best;
     // MULTIFIT writes only packings below bin_of's max load into it.
     const double fit = fit_.run(ws_, bin_of, lower_, refine_fit_steps);
-    return fit < best ? std::min(fit, refine(bin_of)) : best;
+    return fit < best ? std::min(fit, refine(bin_of, pairs)) : best;
   }
 
   // max(mean load, largest item) of the current problem (ranked), given its total.
@@ -261,10 +267,12 @@ class partitioner {
     return std::max(total / static_cast<double>(ws_.k), ws_.costs[ws_.order[0]]);
   }
 
-  // Local search (`refined`) with this partitioner's knobs; returns the max load.
-  double refine(std::span<std::uint32_t> bin_of) {
+  // Local search (`refined`) with this partitioner's knobs; returns the max
+  // load. `pairs` (improve() only): also two-for-one exchanges once the wide
+  // pass is stuck.
+  double refine(std::span<std::uint32_t> bin_of, bool pairs) {
     return refine_.run(ws_, bin_of, refine_steps_per_item, refine_min_gain, refine_width,
-                       refine_wide_gap);
+                       refine_wide_gap, pairs);
   }
 
   // Grows every buffer any path may use for (n, k), so that a later call of at

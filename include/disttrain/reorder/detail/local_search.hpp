@@ -3,9 +3,11 @@
 /// @brief Internal: the local search of the `refined` balance method of
 /// `partitioner`: moves and pairwise swaps between the heaviest bin and the
 /// lightest ones (every other bin once those are exhausted and the heaviest is
-/// still well above the lower bound) while that lowers the heavier of the two.
+/// still well above the lower bound, and then two-for-one exchanges) while that
+/// lowers the heavier of the two.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -27,12 +29,12 @@ class local_search {
     if (by_load_.capacity() < bins) by_load_.reserve(bins);
   }
 
-  // Local search on an assignment; returns its max load. Each bin keeps its
-  // items sorted by (cost ascending, index descending), so the best partner of
-  // an item is found by binary search.
+  // Local search on an assignment; returns its max load. `pairs`: with the
+  // two-for-one pass. Each bin keeps its items sorted by (cost ascending,
+  // index descending), so the best partner of an item is found by binary search.
   double run(partition_workspace& ws, std::span<std::uint32_t> bin_of,
              std::uint32_t refine_steps_per_item, double refine_min_gain,
-             std::uint32_t refine_width, double wide_gap) {
+             std::uint32_t refine_width, double wide_gap, bool pairs) {
     const std::size_t n = ws.costs.size();
     if (ws.k == 1) return ws.max_load(bin_of);
     // Items grouped by bin in flat_ (bin b = flat_[start_[b] .. start_[b+1])),
@@ -82,8 +84,9 @@ class local_search {
       const std::span<const std::uint32_t> A(flat_.data() + start_[a], start_[a + 1] - start_[a]);
       // Tries the bins of ranks [from, to) among the others, lightest first
       // (rank x is by_load_[x], or [x + 1] past the heaviest): the best move
-      // or swap with the first bin that has one is taken.
-      const auto step_with = [&](std::size_t from, std::size_t to) {
+      // or swap (with `two_for_one`: two-for-one exchange) with the first bin
+      // that has one is taken.
+      const auto step_with = [&](std::size_t from, std::size_t to, bool two_for_one) {
         for (std::size_t x = from; x < to; ++x) {
           const std::size_t pos = x < top ? x : x + 1;
           const std::uint32_t b = by_load_[pos];
@@ -91,33 +94,67 @@ class local_search {
           const double gap = la - lb;
           if (gap <= tol) return false;  // heavier bins have smaller gaps still
           double best = la - tol;
-          std::uint32_t bx = nil, by = nil;
+          exchange ex;  // the best one found: items of `a` to `b` and of `b` to `a`
           const std::span<const std::uint32_t> B(flat_.data() + start_[b],
                                                  start_[b + 1] - start_[b]);
-          const auto consider = [&](std::uint32_t i, std::uint32_t j, double d) {
+          const auto consider = [&](const exchange& e, double d) {
             if (d > tol && d < gap) {
               const double nm = std::max(la - d, lb + d);
               if (nm < best) {
                 best = nm;
-                bx = i;
-                by = j;
+                ex = e;
               }
             }
           };
-          if (!ws.equal) {  // move the item of `a` closest to gap / 2
-            const auto it = std::lower_bound(A.begin(), A.end(), gap / 2, cost_below);
-            if (it != A.end()) consider(*it, nil, ws.costs[*it]);
-            if (it != A.begin()) consider(*(it - 1), nil, ws.costs[*(it - 1)]);
+          // The item of `items` whose cost is closest to `target`, on each side
+          // of it: f(item, its cost) for both neighbours.
+          const auto near = [&](std::span<const std::uint32_t> items, double target, auto&& f) {
+            const auto it = std::lower_bound(items.begin(), items.end(), target, cost_below);
+            if (it != items.end()) f(*it, ws.costs[*it]);
+            if (it != items.begin()) f(*(it - 1), ws.costs[*(it - 1)]);
+          };
+          if (!two_for_one) {
+            if (!ws.equal)  // move the item of `a` closest to gap / 2
+              near(A, gap / 2, [&](std::uint32_t i, double c) {
+                consider({{i, nil}, {nil, nil}}, c);
+              });
+            for (std::uint32_t i : A) {  // swap i with the item of `b` closest to cost(i) - gap / 2
+              const double ci = ws.costs[i];
+              near(B, ci - gap / 2, [&](std::uint32_t j, double c) {
+                consider({{i, nil}, {j, nil}}, ci - c);
+              });
+            }
+          } else if (!ws.equal) {
+            // Two items of `a` for the item of `b` closest to their sum - gap / 2.
+            for (std::size_t u = 0; u < A.size(); ++u) {
+              for (std::size_t v = u + 1; v < A.size(); ++v) {
+                const double s = ws.costs[A[u]] + ws.costs[A[v]];
+                near(B, s - gap / 2, [&](std::uint32_t j, double c) {
+                  consider({{A[u], A[v]}, {j, nil}}, s - c);
+                });
+              }
+            }
+            // One item of `a` for the two of `b` whose sum is closest to its
+            // cost - gap / 2 (two pointers over B's ascending costs).
+            for (std::uint32_t i : A) {
+              const double ci = ws.costs[i];
+              const double target = ci - gap / 2;
+              std::size_t lo = 0, hi = B.size();
+              while (lo + 1 < hi) {
+                const double s = ws.costs[B[lo]] + ws.costs[B[hi - 1]];
+                consider({{i, nil}, {B[lo], B[hi - 1]}}, ci - s);
+                if (s < target)
+                  ++lo;
+                else
+                  --hi;
+              }
+            }
           }
-          for (std::uint32_t i : A) {  // swap i with the item of `b` closest to cost(i) - gap / 2
-            const double ci = ws.costs[i];
-            const auto it = std::lower_bound(B.begin(), B.end(), ci - gap / 2, cost_below);
-            if (it != B.end()) consider(i, *it, ci - ws.costs[*it]);
-            if (it != B.begin()) consider(i, *(it - 1), ci - ws.costs[*(it - 1)]);
-          }
-          if (bx != nil) {
-            move(ws, bx, a, b, bin_of);
-            if (by != nil) move(ws, by, b, a, bin_of);
+          if (ex.to_b[0] != nil) {
+            for (const std::uint32_t i : ex.to_b)
+              if (i != nil) move(ws, i, a, b, bin_of);
+            for (const std::uint32_t j : ex.to_a)
+              if (j != nil) move(ws, j, b, a, bin_of);
             resort_bins(ws, top, pos);
             return true;
           }
@@ -125,10 +162,13 @@ class local_search {
         return false;
       };
       // The `width` lightest bins first; when none helps and the heaviest is
-      // still more than wide_gap above the bound, every other bin.
-      bool improved = step_with(0, width);
-      if (!improved && width < ws.k - 1 && la > lower * (1 + wide_gap))
-        improved = step_with(width, ws.k - 1);
+      // still more than wide_gap above the bound, every other bin, then (with
+      // `pairs`, not in equal-count mode) every other bin with two-for-one
+      // exchanges.
+      bool improved = step_with(0, width, false);
+      const bool wide = la > lower * (1 + wide_gap);
+      if (!improved && width < ws.k - 1 && wide) improved = step_with(width, ws.k - 1, false);
+      if (!improved && wide && pairs && !ws.equal) improved = step_with(0, ws.k - 1, true);
       if (!improved) break;
     }
     return *std::max_element(ws.load.begin(), ws.load.end());
@@ -136,6 +176,11 @@ class local_search {
 
  private:
   static constexpr std::uint32_t nil = std::numeric_limits<std::uint32_t>::max();
+  // A step: up to two items from the heaviest bin to another, and up to two
+  // back (nil: none); a move sends one and takes none.
+  struct exchange {
+    std::array<std::uint32_t, 2> to_b{nil, nil}, to_a{nil, nil};
+  };
 
   // Restores by_load_'s order after the loads of the bins at positions ia and
   // ib changed: both are taken out, then put back at their places (O(k)
