@@ -2,6 +2,7 @@
 // reader and the key check; and the library's own descriptors write exactly
 // the keys their types had before (checked against literal JSON).
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -67,6 +68,33 @@ TEST_CASE("descriptor: errors name the field") {
     CHECK(std::string(e.message()).find("did you mean 'scale'") != std::string::npos);
   }
   DISTTRAIN_CHECK_ERROR(read(R"([1, 2])"), errc::parse_error, "cfg.knob");
+}
+
+TEST_CASE("descriptor: a nested value's reader runs at the field's path") {
+  struct box {
+    knob inner;
+    int size = 0;
+  };
+  constexpr auto read_knob = [](const json& j, std::string_view path) {
+    knob k;
+    disttrain::detail::read_fields(j, k, knob_fields, path);
+    return k;
+  };
+  constexpr auto box_fields =
+      std::tuple{disttrain::detail::required_field("inner", &box::inner, +read_knob),
+                 disttrain::detail::optional_field("size", &box::size)};
+  box b;
+  disttrain::detail::read_fields(disttrain::parse_json(R"({"inner": {"name": "fan"}})"), b,
+                                 box_fields, "cfg");
+  CHECK(b.inner.name == "fan");
+  CHECK(b.inner.count == 4);
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::detail::read_fields(
+          disttrain::parse_json(R"({"inner": {"name": "a", "count": 0.5}})"), b, box_fields, "cfg"),
+      errc::parse_error, "cfg.inner.count");
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::detail::read_fields(disttrain::parse_json(R"({"size": 2})"), b, box_fields, "cfg"),
+      errc::parse_error, "cfg.inner");
 }
 
 TEST_CASE("descriptors of the library write the documented keys") {

@@ -132,4 +132,9 @@ TEST_CASE("workloads round-trip through JSON") {
   DISTTRAIN_CHECK_ERROR(
       parse_json(R"([{"sequences": 1, "tokens": -2, "tokens_sq": 4}])").get<model_workload>(),
       errc::invalid_argument, "workload.tokens");
+  // A misspelt field is an error, not a silently missing one.
+  DISTTRAIN_CHECK_ERROR(
+      parse_json(R"([{"sequences": 1, "tokens": 2, "tokens_sq": 4, "token_sq": 4}])")
+          .get<model_workload>(),
+      errc::parse_error, "workload.token_sq");
 }

@@ -155,6 +155,11 @@ TEST_CASE("unknown keys are errors naming the path, with a did-you-mean hint") {
   j["data"] = json{{"records", json::array({json{{"text_tokens", 5}, {"image", json::array()}}})}};
   check_error([&] { (void)read(j); }, errc::parse_error, "data.records[0].image",
               "did you mean 'images'?");
+  // Records make the distributions unused, but a broken one is still an error.
+  j["data"] = json{{"records", json::array({json{{"text_tokens", 5}}})},
+                   {"text_tokens", json{{"kind", "normal"}}}};
+  check_error([&] { (void)read(j); }, errc::parse_error, "data.text_tokens.kind",
+              "unknown distribution kind 'normal'");
   check_error([&] { (void)parse_json(R"({"memory_reserve_byte": 1e9})").get<cost_params>(); },
               errc::parse_error, "cost.memory_reserve_byte",
               "did you mean 'memory_reserve_bytes'?");

@@ -20,8 +20,9 @@
 /// A value type's fields are described once, by a descriptor (a `std::tuple`
 /// of `detail::required_field` / `detail::optional_field`): `fields_to_json`
 /// writes them, `read_fields` reads them with the key check and path-aware
-/// errors. The JSON headers write only what a descriptor cannot say (a
-/// derived value, a nested object read at its own path, an enum by name).
+/// errors; a nested value is read at its own path by its reader. The JSON
+/// headers write only what a descriptor cannot say (a derived value, a
+/// variant picked by a kind name, a value written as an array).
 ///
 /// @snippet core.cpp json
 
@@ -262,32 +263,51 @@ inline void check_keys(const json& j, std::initializer_list<std::string_view> al
   check_keys(j, std::span<const std::string_view>(allowed.begin(), allowed.size()), path);
 }
 
+/// @brief Throws `parse_error` at `where`: "unknown <what> '<name>' (expected
+/// a, b or c)", the end of a reader that picks a variant by a kind name.
+[[noreturn]] inline void fail_unknown_name(std::string_view where, std::string_view what,
+                                           std::string_view name,
+                                           std::initializer_list<std::string_view> expected) {
+  std::string list;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    list += cat(i == 0 ? "" : i + 1 == expected.size() ? " or " : ", ", expected.begin()[i]);
+  fail(errc::parse_error, where, "unknown ", what, " '", name, "' (expected ", list, ")");
+}
+
 /// @brief One field of a type's JSON descriptor: the key, the member it holds,
 /// and whether a reader requires it (an optional field left out keeps the
 /// value the object already has, its default). A type's descriptor is a
 /// `std::tuple` of these; `fields_to_json` and `read_fields` then do its JSON
 /// output and input, so each field is named once (the key list of
 /// `check_keys`, the writer and the reader all come from it).
+///
+/// A nested value whose own reader names its fields (`read_model_spec(j,
+/// path)`) gives that reader as `read`: it is called at `path.key`, so errors
+/// read `scenario.model.modules[0].name`, not `model.modules[0].name`.
 template <class T, class M>
 struct json_field {
   using member_pointer = M T::*;  // (an alias: nvcc's host code would parenthesise the declarator)
+  using reader = M (*)(const json&, std::string_view path);
   std::string_view key;
   member_pointer member;
   bool required;
+  reader read = nullptr;  ///< null: `json_get` (nlohmann's `from_json`, integers checked)
 };
 
-/// @brief A field readers may leave out (it keeps its default).
+/// @brief A field readers may leave out (it keeps its default); `read`, if
+/// given, reads it at its own path.
 template <class T, class M>
-[[nodiscard]] constexpr json_field<T, M> optional_field(std::string_view key,
-                                                        M T::*member) noexcept {
-  return {key, member, false};
+[[nodiscard]] constexpr json_field<T, M> optional_field(
+    std::string_view key, M T::*member, typename json_field<T, M>::reader read = nullptr) noexcept {
+  return {key, member, false, read};
 }
 
-/// @brief A field readers must find (`parse_error` "required field is missing").
+/// @brief A field readers must find (`parse_error` "required field is
+/// missing"); `read`, if given, reads it at its own path.
 template <class T, class M>
-[[nodiscard]] constexpr json_field<T, M> required_field(std::string_view key,
-                                                        M T::*member) noexcept {
-  return {key, member, true};
+[[nodiscard]] constexpr json_field<T, M> required_field(
+    std::string_view key, M T::*member, typename json_field<T, M>::reader read = nullptr) noexcept {
+  return {key, member, true, read};
 }
 
 /// @brief The JSON object of the fields of `v` that `fields` (a descriptor) lists.
@@ -312,8 +332,17 @@ void read_fields(const json& j, T& v, const std::tuple<json_field<T, M>...>& fie
   check_keys(j, keys, path);
   const auto read = [&](const auto& f) {
     using member_type = std::remove_cvref_t<decltype(v.*(f.member))>;
-    v.*(f.member) = f.required ? json_get<member_type>(j, f.key, path)
-                               : json_get_or<member_type>(j, f.key, v.*(f.member), path);
+    if (f.read != nullptr) {
+      if (const auto it = j.find(std::string(f.key)); it != j.end())
+        v.*(f.member) = f.read(*it, join_path(path, f.key));
+      else if (f.required)
+        fail(errc::parse_error, join_path(path, f.key), "required field is missing");
+    } else if constexpr (requires { j.template get<member_type>(); }) {
+      v.*(f.member) = f.required ? json_get<member_type>(j, f.key, path)
+                                 : json_get_or<member_type>(j, f.key, v.*(f.member), path);
+    } else {  // a type without `from_json` needs a reader
+      fail(errc::invalid_argument, join_path(path, f.key), "the descriptor gives no reader");
+    }
   };
   std::apply([&](const auto&... f) { (read(f), ...); }, fields);
 }

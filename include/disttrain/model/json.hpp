@@ -7,6 +7,8 @@
 /// umbrella `disttrain/model.hpp` does not).
 
 #include <tuple>
+#include <utility>
+#include <variant>
 
 #include "disttrain/core/json.hpp"
 #include "disttrain/model/architecture.hpp"
@@ -25,25 +27,40 @@ NLOHMANN_JSON_SERIALIZE_ENUM(diffusion_kind,
                              {{diffusion_kind::unet, "unet"}, {diffusion_kind::dit, "dit"}})
 
 // ---- distribution.hpp ----
+namespace detail {
+// Each distribution kind's name (its "kind") and fields.
+constexpr auto distribution_kind(const constant_dist&) {
+  return std::pair{"constant", std::tuple{required_field("value", &constant_dist::value)}};
+}
+constexpr auto distribution_kind(const uniform_int_dist&) {
+  return std::pair{"uniform_int", std::tuple{required_field("min", &uniform_int_dist::min),
+                                             required_field("max", &uniform_int_dist::max)}};
+}
+constexpr auto distribution_kind(const lognormal_dist&) {
+  return std::pair{"lognormal", std::tuple{required_field("median", &lognormal_dist::median),
+                                           required_field("sigma", &lognormal_dist::sigma),
+                                           optional_field("min", &lognormal_dist::min),
+                                           optional_field("max", &lognormal_dist::max)}};
+}
+constexpr auto distribution_kind(const histogram_dist&) {
+  return std::pair{"histogram", std::tuple{required_field("values", &histogram_dist::values),
+                                           required_field("weights", &histogram_dist::weights)}};
+}
+}  // namespace detail
+
 /// @brief JSON: `{"kind": "constant", "value": 1}`, `{"kind": "uniform_int", "min": 0,
 /// "max": 4}`, `{"kind": "lognormal", "median": 300, "sigma": 0.8, "min": 8, "max":
 /// 4096}` (min/max optional), `{"kind": "histogram", "values": [...], "weights": [...]}`.
 inline void to_json(json& j, const distribution& d) {
   std::visit(
       [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, constant_dist>) {
-          j = json{{"kind", "constant"}, {"value", x.value}};
-        } else if constexpr (std::is_same_v<T, uniform_int_dist>) {
-          j = json{{"kind", "uniform_int"}, {"min", x.min}, {"max", x.max}};
-        } else if constexpr (std::is_same_v<T, lognormal_dist>) {
-          j = json{{"kind", "lognormal"}, {"median", x.median}, {"sigma", x.sigma}, {"min", x.min}};
-          if (x.max < 1e300) j["max"] = x.max;
-        } else {
-          j = json{{"kind", "histogram"}, {"values", x.values}, {"weights", x.weights}};
-        }
+        const auto [kind, fields] = detail::distribution_kind(x);
+        j = detail::fields_to_json(x, fields);
+        j["kind"] = kind;
       },
       d.get());
+  // An unbounded lognormal leaves "max" out.
+  if (const auto* l = std::get_if<lognormal_dist>(&d.get()); l && !(l->max < 1e300)) j.erase("max");
 }
 
 namespace detail {
@@ -53,26 +70,17 @@ namespace detail {
   if (j.is_number()) return constant_dist{j.get<double>()};
   const auto kind = json_get<std::string>(j, "kind", path);
   distribution d;
-  if (kind == "constant") {
-    check_keys(j, {"kind", "value"}, path);
-    d = constant_dist{json_get<double>(j, "value", path)};
-  } else if (kind == "uniform_int") {
-    check_keys(j, {"kind", "min", "max"}, path);
-    d = uniform_int_dist{json_get<std::int64_t>(j, "min", path),
-                         json_get<std::int64_t>(j, "max", path)};
-  } else if (kind == "lognormal") {
-    check_keys(j, {"kind", "median", "sigma", "min", "max"}, path);
-    d = lognormal_dist{json_get<double>(j, "median", path), json_get<double>(j, "sigma", path),
-                       json_get_or<double>(j, "min", 0.0, path),
-                       json_get_or<double>(j, "max", 1e300, path)};
-  } else if (kind == "histogram") {
-    check_keys(j, {"kind", "values", "weights"}, path);
-    d = histogram_dist{json_get<std::vector<double>>(j, "values", path),
-                       json_get<std::vector<double>>(j, "weights", path)};
-  } else {
-    fail(errc::parse_error, join_path(path, "kind"), "unknown distribution kind '", kind,
-         "' (expected constant, uniform_int, lognormal or histogram)");
-  }
+  const auto read = [&](auto x) {  // false when `kind` is another
+    const auto [name, fields] = distribution_kind(x);
+    if (kind != name) return false;
+    read_fields(j, x, fields, path, {"kind"});
+    d = x;
+    return true;
+  };
+  if (!read(constant_dist{}) && !read(uniform_int_dist{}) && !read(lognormal_dist{}) &&
+      !read(histogram_dist{}))
+    fail_unknown_name(join_path(path, "kind"), "distribution kind", kind,
+                      {"constant", "uniform_int", "lognormal", "histogram"});
   d.validate(path);
   return d;
 }
@@ -250,8 +258,8 @@ namespace detail {
   else if (type == "diffusion")
     m.arch = read_diffusion_arch(a, ap);
   else
-    fail(errc::parse_error, join_path(ap, "type"), "unknown architecture type '", type,
-         "' (expected vit, llm or diffusion)");
+    fail_unknown_name(join_path(ap, "type"), "architecture type", type,
+                      {"vit", "llm", "diffusion"});
   m.validate(path);
   return m;
 }
@@ -351,19 +359,20 @@ namespace detail {
   return {json_to_integer<int>(j[0], cat(path, "[0]")),
           json_to_integer<int>(j[1], cat(path, "[1]"))};
 }
-/// @brief Reads optional array `key` of image sizes; errors name `path.key[i]`.
-[[nodiscard]] inline std::vector<image_size> read_image_sizes(const json& j, std::string_view key,
+/// @brief Reads an array of image sizes at `path`; errors name `path[i]`.
+[[nodiscard]] inline std::vector<image_size> read_image_sizes(const json& j,
                                                               std::string_view path) {
-  const std::string where = join_path(path, key);
-  const auto it = j.find(std::string(key));
-  if (it == j.end()) return {};
-  if (!it->is_array()) fail(errc::parse_error, where, "expected an array, got ", it->type_name());
+  if (!j.is_array()) fail(errc::parse_error, path, "expected an array, got ", j.type_name());
   std::vector<image_size> out;
-  out.reserve(it->size());
-  for (std::size_t i = 0; i < it->size(); ++i)
-    out.push_back(read_image_size((*it)[i], cat(where, "[", i, "]")));
+  out.reserve(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i)
+    out.push_back(read_image_size(j[i], cat(path, "[", i, "]")));
   return out;
 }
+inline constexpr auto sample_fields = std::tuple{
+    optional_field("id", &sample::id), required_field("text_tokens", &sample::text_tokens),
+    optional_field("images", &sample::images, read_image_sizes),
+    optional_field("generated", &sample::generated, read_image_sizes)};
 }  // namespace detail
 
 inline void from_json(const json& j, image_size& s) {
@@ -372,21 +381,14 @@ inline void from_json(const json& j, image_size& s) {
 
 /// @brief JSON: `{"id": 7, "text_tokens": 120, "images": [[448, 448]], "generated": [[512, 512]]}`.
 inline void to_json(json& j, const sample& s) {
-  j = json{{"id", s.id},
-           {"text_tokens", s.text_tokens},
-           {"images", s.images},
-           {"generated", s.generated}};
+  j = detail::fields_to_json(s, detail::sample_fields);
 }
 
 namespace detail {
 /// @brief Reads a sample at `path` ("images" and "generated" optional, "id" optional).
 [[nodiscard]] inline sample read_sample(const json& j, std::string_view path) {
-  check_keys(j, {"id", "text_tokens", "images", "generated"}, path);
   sample s;
-  s.id = json_get_or<std::uint64_t>(j, "id", 0, path);
-  s.text_tokens = json_get<int>(j, "text_tokens", path);
-  s.images = read_image_sizes(j, "images", path);
-  s.generated = read_image_sizes(j, "generated", path);
+  read_fields(j, s, sample_fields, path);
   s.validate(path);
   return s;
 }
@@ -395,31 +397,34 @@ namespace detail {
 inline void from_json(const json& j, sample& s) { s = detail::read_sample(j, ""); }
 
 // ---- data_spec.hpp ----
+namespace detail {
+inline constexpr auto data_spec_fields =
+    std::tuple{optional_field("name", &data_spec::name), optional_field("seed", &data_spec::seed)};
+// The distributions a stream draws from (unused, and not written, with records).
+inline constexpr auto data_distribution_fields = std::tuple{
+    optional_field("text_tokens", &data_spec::text_tokens, read_distribution),
+    optional_field("images_per_sample", &data_spec::images_per_sample, read_distribution),
+    optional_field("image_side", &data_spec::image_side, read_distribution),
+    optional_field("image_aspect", &data_spec::image_aspect, read_distribution),
+    optional_field("generated_per_sample", &data_spec::generated_per_sample, read_distribution),
+    optional_field("generated_side", &data_spec::generated_side, read_distribution)};
+}  // namespace detail
+
 inline void to_json(json& j, const data_spec& d) {
-  j = json{{"name", d.name}, {"seed", d.seed}};
-  if (!d.records.empty()) {
+  j = detail::fields_to_json(d, detail::data_spec_fields);
+  if (!d.records.empty())
     j["records"] = d.records;
-    return;
-  }
-  j["text_tokens"] = d.text_tokens;
-  j["images_per_sample"] = d.images_per_sample;
-  j["image_side"] = d.image_side;
-  j["image_aspect"] = d.image_aspect;
-  j["generated_per_sample"] = d.generated_per_sample;
-  j["generated_side"] = d.generated_side;
+  else
+    j.update(detail::fields_to_json(d, detail::data_distribution_fields));
 }
 
 namespace detail {
 /// @brief Reads a data spec at `path`. `"records_file": "x.json"` (an array of
 /// samples) may replace `"records"`; distributions not given keep defaults.
 [[nodiscard]] inline data_spec read_data_spec(const json& j, std::string_view path) {
-  check_keys(j,
-             {"name", "seed", "records", "records_file", "text_tokens", "images_per_sample",
-              "image_side", "image_aspect", "generated_per_sample", "generated_side"},
-             path);
   data_spec d;
-  d.name = json_get_or<std::string>(j, "name", "", path);
-  d.seed = json_get_or<std::uint64_t>(j, "seed", 0, path);
+  read_fields(j, d, std::tuple_cat(data_spec_fields, data_distribution_fields), path,
+              {"records", "records_file"});
   auto read_records = [&](const json& arr, const std::string& p) {
     if (!arr.is_array())
       fail(errc::parse_error, p, "expected an array of samples, got ", arr.type_name());
@@ -435,16 +440,6 @@ namespace detail {
   } else if (j.contains("records_file")) {
     const auto file = json_get<std::string>(j, "records_file", path);
     read_records(read_json_file(file), file);
-  } else {
-    auto dist = [&](const char* key, distribution& target) {
-      if (j.contains(key)) target = read_distribution(j.at(key), join_path(path, key));
-    };
-    dist("text_tokens", d.text_tokens);
-    dist("images_per_sample", d.images_per_sample);
-    dist("image_side", d.image_side);
-    dist("image_aspect", d.image_aspect);
-    dist("generated_per_sample", d.generated_per_sample);
-    dist("generated_side", d.generated_side);
   }
   d.validate(path);
   return d;
@@ -454,13 +449,18 @@ namespace detail {
 inline void from_json(const json& j, data_spec& d) { d = detail::read_data_spec(j, "data"); }
 
 // ---- workload.hpp ----
+namespace detail {
+inline constexpr auto module_workload_fields =
+    std::tuple{required_field("sequences", &module_workload::sequences),
+               required_field("tokens", &module_workload::tokens),
+               required_field("tokens_sq", &module_workload::tokens_sq)};
+}  // namespace detail
+
 inline void to_json(json& j, const module_workload& w) {
-  j = json{{"sequences", w.sequences}, {"tokens", w.tokens}, {"tokens_sq", w.tokens_sq}};
+  j = detail::fields_to_json(w, detail::module_workload_fields);
 }
 inline void from_json(const json& j, module_workload& w) {
-  w.sequences = detail::json_get<double>(j, "sequences", "workload");
-  w.tokens = detail::json_get<double>(j, "tokens", "workload");
-  w.tokens_sq = detail::json_get<double>(j, "tokens_sq", "workload");
+  detail::read_fields(j, w, detail::module_workload_fields, "workload");
   require_non_negative(w.sequences, "workload.sequences");
   require_non_negative(w.tokens, "workload.tokens");
   require_non_negative(w.tokens_sq, "workload.tokens_sq");
@@ -485,34 +485,25 @@ inline void from_json(const json& j, model_workload& w) {
 }
 
 // ---- scenario.hpp ----
+namespace detail {
+inline constexpr auto scenario_fields =
+    std::tuple{optional_field("name", &scenario::name),
+               optional_field("description", &scenario::description),
+               required_field("model", &scenario::model, read_model_spec),
+               required_field("cluster", &scenario::cluster, read_cluster_spec),
+               required_field("data", &scenario::data, read_data_spec),
+               required_field("global_batch_size", &scenario::global_batch_size)};
+}  // namespace detail
+
 inline void to_json(json& j, const scenario& s) {
-  json m, c, d;
-  to_json(m, s.model);
-  to_json(c, s.cluster);
-  to_json(d, s.data);
-  j = json{{"name", s.name}, {"description", s.description},
-           {"model", m},     {"cluster", c},
-           {"data", d},      {"global_batch_size", s.global_batch_size}};
+  j = detail::fields_to_json(s, detail::scenario_fields);
 }
 
 namespace detail {
-[[nodiscard]] inline const json& json_child(const json& j, std::string_view key,
-                                            std::string_view path) {
-  if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
-  auto it = j.find(std::string(key));
-  if (it == j.end()) fail(errc::parse_error, join_path(path, key), "required field is missing");
-  return *it;
-}
 /// @brief Reads a scenario at `path` (fields are `path.model...`, `path.cluster...`).
 [[nodiscard]] inline scenario read_scenario(const json& j, std::string_view path) {
-  check_keys(j, {"name", "description", "model", "cluster", "data", "global_batch_size"}, path);
   scenario s;
-  s.name = json_get_or<std::string>(j, "name", "", path);
-  s.description = json_get_or<std::string>(j, "description", "", path);
-  s.model = read_model_spec(json_child(j, "model", path), join_path(path, "model"));
-  s.cluster = read_cluster_spec(json_child(j, "cluster", path), join_path(path, "cluster"));
-  s.data = read_data_spec(json_child(j, "data", path), join_path(path, "data"));
-  s.global_batch_size = json_get<int>(j, "global_batch_size", path);
+  read_fields(j, s, scenario_fields, path);
   s.validate(path);
   return s;
 }
