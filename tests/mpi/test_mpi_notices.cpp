@@ -1,7 +1,8 @@
 // Issue 13 item 5 under mpirun: a rank that sends a large (rendezvous,
 // 4 MiB) message to a rank whose route fails learns it from that rank's
 // abort notice (route_transfer.hpp, "Fault propagation"), well before its
-// own timeout. Each case uses a fresh backend: a failed route leaves the
+// own timeout, and the executor's peers of a failed rank likewise (last
+// case). Each case uses a fresh backend: a failed route leaves the
 // unreceived messages of its senders on the communicator. Run with 3 ranks
 // (more ranks only wait at the barriers).
 #include <chrono>
@@ -14,6 +15,9 @@
 #include "disttrain/comm/fault_backend.hpp"
 #include "disttrain/comm/mpi_backend.hpp"
 #include "disttrain/comm/route_transfer.hpp"
+#include "disttrain/exec/executor.hpp"
+#include "disttrain/schedule/communication.hpp"
+#include "disttrain/schedule/one_f_one_b.hpp"
 #include "mpi_harness.hpp"
 
 using disttrain::errc;
@@ -121,10 +125,69 @@ void receiver_fails_in_wait() {
 
 }  // namespace
 
+// A 3-stage 1F1B schedule program (4 microbatches of 4 MiB activations and
+// gradients: rendezvous messages) whose middle rank's host throws at its
+// second forward: ranks 0 and 2 wait for it (a gradient, an activation) and
+// must fail with comm_error naming it from its abort notice, within 5 s of a
+// 10 s timeout (exec/executor.hpp, "Failures"). Without notices both waited
+// 10 s.
+struct mpi_exec_host {
+  using grad_type = float;
+  int me = 0;
+  int forwards = 0;
+  std::vector<std::vector<std::byte>> bufs;  // one per message, alive for the run
+  std::vector<float> bucket{0.0f};
+  std::vector<int> group;
+  void forward(const disttrain::schedule_op&) {
+    if (me == 1 && forwards++ == 1)
+      disttrain::fail(errc::invalid_argument, "host", "injected failure");
+  }
+  void backward(const disttrain::schedule_op&) {}
+  void weight(const disttrain::schedule_op&) {}
+  void optimizer_step(const disttrain::schedule_op&) {}
+  disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op&) {
+    return {std::span(bucket), std::span(group)};
+  }
+  void bucket_reduced(const disttrain::schedule_op&) {}
+  void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out) {
+    auto& b = bufs.emplace_back(std::size_t{4} << 20);
+    out.push_back({op.peer, std::span(b)});
+  }
+  void received(const disttrain::schedule_op&) {}
+};
+
+void executor_rank_fails() {
+  mpi_backend b(MPI_COMM_WORLD, {10000ms});
+  const int me = b.rank();
+  if (me < 3) {
+    const auto s = disttrain::add_communication(disttrain::make_1f1b(3, 4));
+    mpi_exec_host h;
+    h.me = me;
+    h.group = {me};
+    h.bufs.reserve(64);
+    disttrain::executor<mpi_backend> ex(b, {3, 1, 4});
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto e = capture([&] { ex.run(s.ops[static_cast<std::size_t>(me)], h); });
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "[rank %d] after %.3f s: %s\n", me, sec, e.what());
+    if (me == 1) {
+      MPI_CHECK(e.code() == errc::invalid_argument);
+      MPI_CHECK(contains(e.message(), "injected failure"));
+    } else {
+      MPI_CHECK(e.code() == errc::comm_error);
+      MPI_CHECK(contains(e.message(),
+                         "rank 1 aborted the iteration after its own error (invalid_argument"));
+      MPI_CHECK(sec < 5.0);  // not its 10 s timeout
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char** argv) {
   disttrain::mpi_session session(argc, argv);
   if (int rc = disttrain::mpitest::skip_unless_ranks(3, "test_mpi_notices")) return rc;
   return disttrain::mpitest::run_all(
       {{"receiver fails in start: its sender gets its abort notice", receiver_fails_in_start},
-       {"receiver fails in wait: its sender gets its abort notice", receiver_fails_in_wait}});
+       {"receiver fails in wait: its sender gets its abort notice", receiver_fails_in_wait},
+       {"executor: a failed rank's peers get its abort notice", executor_rank_fails}});
 }

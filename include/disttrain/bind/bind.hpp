@@ -337,6 +337,7 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
     p.rank = r;
     p.chain_stage = stage_of[i] = topo.chain_stage(me.module, me.stage);
     p.dp_group = topo.dp_group(me.module, me.stage, me.tp_rank);
+    p.control_tag = cx.tags.control();
     p.input_elements.assign(M, 0);
     p.output_elements.assign(M, 0);
   }

@@ -82,11 +82,17 @@ class bucket_allreduce {
   /// @brief Waits for every transfer (up to `timeout` in all), then overwrites
   /// the bucket with the sum over the group, added in group order.
   void finish(B& b, std::chrono::milliseconds timeout) {
+    finish(b, wait_deadline::after(timeout),
+           [&b](typename B::request& r, const wait_deadline& d) { detail::wait_until(b, r, d); });
+  }
+  /// @brief `finish` under deadline `d`, each transfer waited for by
+  /// `wait(request, d)` (the executor's waits, which watch for abort notices).
+  template <class Wait>
+  void finish(B&, const wait_deadline& d, Wait&& wait) {
     require(active_, "bucket_allreduce", "finish without start");
-    const auto deadline = wait_deadline::after(timeout);
     for (std::size_t i = 0; i < requests_.size(); ++i)
       if (!done_[i]) {
-        detail::wait_until(b, requests_[i], deadline);
+        wait(requests_[i], d);
         done_[i] = 1;
       }
     const std::size_t n = data_.size();

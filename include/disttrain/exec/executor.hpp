@@ -34,6 +34,28 @@
 /// a silent peer is an error naming the rank, tag and bytes, never a hang.
 /// Each op is timed; `exec_stats::events` feeds `exec_trace_json`.
 ///
+/// ## Failures
+/// A rank whose run fails (a timeout, a plan disagreement, an exception of
+/// its host) withdraws its receives and sends every peer of its program an
+/// *abort notice* (32 bytes on the program's control tag:
+/// `message_tags::control()`, `bound_program::control_tag`), then rethrows.
+/// Each rank listens for its peers' notices from the start of `run` (one
+/// posted receive per peer) and tests them between ops and while it waits
+/// (the backend's `try_wait` in 10 ms slices): a notice fails its run at once
+/// with `errc::comm_error` naming the peer and the first failure ("rank 2
+/// aborted the iteration after rank 0's error (timeout; ...)"). A rank that
+/// stops for a notice passes it on, so every rank of a chain learns it in
+/// about one slice per hop instead of at its own timeout. Peers are the
+/// point-to-point peers of the program and (bound programs) its `dp_group`:
+/// a schedule program's bucket reductions with ranks it has no
+/// point-to-point op with are left to their timeout. Notices are numbered
+/// per pair of ranks (the backend's `route_sequences`, side `executor`), so
+/// a stale one from an earlier failed run is ignored; they are best effort
+/// (a failed rank waits at most 50 ms for them to leave). Backends without
+/// `try_wait` (NCCL) have none. After a failure, run the next iteration
+/// with fresh backends where the transport cannot cancel sends (MPI; see
+/// docs/comm.md, "After a timeout").
+///
 /// @snippet exec.cpp executor_file
 ///
 /// ## Bound programs
@@ -68,6 +90,7 @@
 #include "disttrain/comm/detail/plan_stamp.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/exec/bucket_allreduce.hpp"
+#include "disttrain/exec/detail/abort_notices.hpp"
 #include "disttrain/exec/host.hpp"
 #include "disttrain/exec/message_tags.hpp"
 #include "disttrain/exec/timeline.hpp"
@@ -107,7 +130,7 @@ class executor {
   exec_stats run(std::span<const schedule_op> program, H& host) {
     require(tags_.has_value(), "executor",
             "schedule programs need message_tags (construct the executor with them)");
-    return run_program(program, host);
+    return run_program(program, host, tags_->control());
   }
 
   /// @brief Runs a bound program (see "Bound programs" in the file comment).
@@ -118,7 +141,7 @@ class executor {
     require(program.rank == b_->rank(), "executor.program.rank", "program of rank ", program.rank,
             " run on rank ", b_->rank());
     group_ = program.dp_group;
-    return run_program(std::span<const bound_op>(program.ops), host);
+    return run_program(std::span<const bound_op>(program.ops), host, program.control_tag);
   }
 
  private:
@@ -126,11 +149,26 @@ class executor {
   static const schedule_op& op_of(const bound_op& b) noexcept { return b.op; }
 
   template <class Op, class H>
-  exec_stats run_program(std::span<const Op> program, H& host) {
+  exec_stats run_program(std::span<const Op> program, H& host, int control_tag) {
     using T = typename H::grad_type;
-    run_state<T, Op> st(*this, program);
+    run_state<T, Op> st(*this, program, control_tag);
+    try {
+      run_ops(st, host);
+    } catch (const error& e) {
+      st.abort(static_cast<std::uint64_t>(e.code()));
+      throw;
+    } catch (...) {
+      st.abort(detail::foreign_failure);
+      throw;
+    }
+    return std::move(st.stats);
+  }
+
+  template <class St, class H>
+  void run_ops(St& st, H& host) {
+    const auto program = st.program;
     for (std::size_t i = 0; i < program.size(); ++i) {
-      const Op& item = program[i];
+      const auto& item = program[i];
       const schedule_op& op = op_of(item);
       st.current = i;
       if (opts_.overlap) st.post_ahead(host);
@@ -155,7 +193,6 @@ class executor {
       if (opts_.overlap) st.progress();
     }
     st.drain();
-    return std::move(st.stats);
   }
 
   using clock = std::chrono::steady_clock;
@@ -242,10 +279,19 @@ class executor {
 
   template <class T, class Op>
   struct run_state {
-    run_state(executor& e, std::span<const Op> prog) : ex(e), program(prog), t0(clock::now()) {
+    run_state(executor& e, std::span<const Op> prog, int control_tag)
+        : ex(e), program(prog), t0(clock::now()), notices(*e.b_, peers_of(e, prog), control_tag) {
       for (std::size_t i = 0; i < prog.size(); ++i)
         if (is_recv(op_of(prog[i]).kind)) recv_at.push_back(i);
       recvs.resize(recv_at.size());
+    }
+    // The ranks this one exchanges with: point-to-point peers and (bound
+    // programs) the DP group; both ends of every pair list each other.
+    static std::vector<int> peers_of(const executor& e, std::span<const Op> prog) {
+      std::vector<int> p(e.group_);
+      for (const Op& o : prog)
+        if (is_p2p(op_of(o).kind)) p.push_back(op_of(o).peer);
+      return p;
     }
 
     executor& ex;
@@ -258,6 +304,7 @@ class executor {
     std::size_t next_post = 0;         // next entry of recv_at to post
     std::deque<pending> sends;         // sends still in flight
     std::map<int, bucket_state<T>> buckets;
+    detail::abort_notices<B> notices;  // from and to this run's peers (see "Failures")
 
     [[nodiscard]] std::string where(const schedule_op& op) const {
       return cat("rank ", ex.b_->rank(), " op #", current, " ", describe(op));
@@ -293,7 +340,7 @@ class executor {
       for (std::size_t i = 0; i < p.reqs.size(); ++i) {
         if (p.done[i]) continue;
         if (!ex.b_->test(p.reqs[i])) {
-          detail::wait_until(*ex.b_, p.reqs[i], deadline);
+          notices.wait(p.reqs[i], deadline, [&] { return where(op); });
           waited = true;
         }
         p.done[i] = 1;
@@ -400,13 +447,14 @@ class executor {
       if (!st.reduce.active()) return;
       const double s = now();
       const bool ready = st.reduce.test(*ex.b_);
-      if (!ready) {
-        st.reduce.finish(*ex.b_, timeout());
+      st.reduce.finish(*ex.b_, wait_deadline::after(timeout()),
+                       [&](request& r, const wait_deadline& d) {
+                         notices.wait(r, d, [&] { return where(op); });
+                       });
+      if (!ready)
         record(op, current, s, now(), exec_track::wait);
-      } else {
-        st.reduce.finish(*ex.b_, timeout());
+      else
         stats.compute_seconds += now() - s;
-      }
       report_bucket(st, ready ? s : now());
     }
     void report_bucket(bucket_state<T>& st, double done_at) {
@@ -427,6 +475,7 @@ class executor {
     // Lets transports progress: polls outstanding sends and reductions and
     // notes when each completed (the transfer events of the trace).
     void progress() {
+      notices.check([&] { return cat("rank ", ex.b_->rank(), " op #", current); });
       const double t = now();
       for (auto& p : sends) {
         for (std::size_t i = 0; i < p.reqs.size(); ++i)
@@ -442,6 +491,14 @@ class executor {
       record(op_of(program[p.index]), p.index, p.posted_at, done_at, exec_track::transfer);
     }
 
+    // After a failure (see "Failures"): this rank's receives are withdrawn
+    // first (so that a peer's later messages are not taken by them), then
+    // every peer gets an abort notice.
+    void abort(std::uint64_t code) noexcept {
+      recvs.clear();
+      notices.abort(code);
+    }
+
     // End of the iteration: every send complete, nothing left in flight.
     void drain() {
       const double s = now();
@@ -450,7 +507,8 @@ class executor {
       for (auto& p : sends) {
         for (std::size_t i = 0; i < p.reqs.size(); ++i)
           if (!p.done[i]) {
-            detail::wait_until(*ex.b_, p.reqs[i], deadline);
+            notices.wait(p.reqs[i], deadline,
+                         [&] { return cat("rank ", ex.b_->rank(), " end of the iteration"); });
             p.done[i] = 1;
             waited = true;
           }

@@ -7,8 +7,9 @@
 /// Tags of one iteration are unique per (direction, producing virtual stage,
 /// microbatch, sub-message); gradient buckets get a range after them:
 ///
-///     p2p tag    = ((mb * V + vs) * 2 + is_grad) * max_sub + sub
-///     bucket tag = M * V * 2 * max_sub + bucket
+///     p2p tag     = ((mb * V + vs) * 2 + is_grad) * max_sub + sub
+///     bucket tag  = M * V * 2 * max_sub + bucket
+///     control tag = M * V * 2 * max_sub + max_buckets   (the executor's abort notices)
 ///
 /// with V = stages x chunks virtual stages (vs = chunk * stages + stage of the
 /// op that produced the tensor) and M microbatches. `sub` tells apart several
@@ -47,7 +48,7 @@ class message_tags {
     require_positive(microbatches, "message_tags.microbatches");
     require_positive(max_sub, "message_tags.max_sub");
     require_positive(max_buckets, "message_tags.max_buckets");
-    const long long need = static_cast<long long>(m_) * v_ * 2 * sub_ + buckets_;
+    const long long need = static_cast<long long>(m_) * v_ * 2 * sub_ + buckets_ + 1;
     require(need <= INT_MAX, "message_tags", "needs ", need, " tags, limit ", INT_MAX);
     limit_ = static_cast<int>(need);
   }
@@ -69,6 +70,8 @@ class message_tags {
     require_in_range(b, 0, buckets_ - 1, "message_tags.bucket");
     return m_ * v_ * 2 * sub_ + b;
   }
+  /// @brief Tag of the executor's abort notices (the last one: `limit() - 1`).
+  [[nodiscard]] int control() const noexcept { return limit_ - 1; }
   /// @brief One past the largest tag.
   [[nodiscard]] int limit() const noexcept { return limit_; }
   [[nodiscard]] int virtual_stages() const noexcept { return v_; }

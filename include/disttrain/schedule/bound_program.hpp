@@ -59,6 +59,10 @@ struct bound_program {
   int chain_stage = -1;       ///< the chain stage it runs
   std::vector<bound_op> ops;  ///< in program order
   std::vector<int> dp_group;  ///< ascending global ranks reducing its gradient buckets
+  /// The executor's abort notices (exec/executor.hpp, "Failures"): a tag no op
+  /// uses, the same in every program of a world (bind: `message_tags::control()`);
+  /// < 0: none.
+  int control_tag = -1;
   /// Per microbatch, elements of its activation buffers: the input it receives
   /// (and the input gradient it sends back) and the output it sends (and the
   /// output gradient it receives).

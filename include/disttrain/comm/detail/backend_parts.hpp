@@ -104,21 +104,24 @@ void erase_queued(Map& queues, const typename Map::key_type& key,
 /// earlier route) and is ignored. A backend keeps one table per rank and
 /// hands it out with `route_sequences()` (local: in the `local_world`, shared
 /// by all endpoints of the rank; MPI: per backend, i.e. per communicator).
-/// One thread per rank uses it, as it uses the rank's endpoint.
+/// One thread per rank uses it, as it uses the rank's endpoint. The
+/// executor's abort notices count its runs the same way, on a third side
+/// (`executor`: every run in which the two ranks are peers, counted by both).
 class route_sequences {
  public:
-  /// @brief Which end of the route's messages this rank is.
-  enum class side { sender, receiver };
-  /// @brief The number of this route with `peer` (0, 1, ... per side), counted.
+  /// @brief Which end of the route's messages this rank is (`executor`: an
+  /// executor run, symmetric).
+  enum class side { sender, receiver, executor };
+  /// @brief The number of this route (run) with `peer` (0, 1, ... per side), counted.
   [[nodiscard]] std::uint64_t next(int peer, side s) {
-    auto& counts = s == side::sender ? sent_ : received_;
+    auto& counts = s == side::sender ? sent_ : s == side::receiver ? received_ : runs_;
     const auto i = static_cast<std::size_t>(peer);
     if (counts.size() <= i) counts.resize(i + 1, 0);
     return counts[i]++;
   }
 
  private:
-  std::vector<std::uint64_t> sent_, received_;
+  std::vector<std::uint64_t> sent_, received_, runs_;
 };
 
 }  // namespace disttrain::detail
