@@ -177,4 +177,16 @@ TEST_CASE("schedule JSON round-trips and reports bad fields by path") {
   bad = j;
   bad["ranks"][0]["ops"][0]["stage"] = 7;
   DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::schedule_error, "rank 0");
+  // Unknown keys are errors at every level, not silently dropped.
+  bad = j;
+  bad["ranks"][1]["ops"][2]["microbatch"] = 1;
+  DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error,
+                        "schedule.ranks[1].ops[2].microbatch");
+  bad = j;
+  bad["ranks"][0]["replicas"] = 1;
+  DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error,
+                        "schedule.ranks[0].replicas");
+  bad = j;
+  bad["num_chunk"] = 2;
+  DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error, "schedule.num_chunk");
 }
