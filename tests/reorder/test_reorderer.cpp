@@ -321,6 +321,15 @@ TEST_CASE("reorder_result: JSON round trip and validation of corrupted maps") {
   auto missing = disttrain::json(res);
   missing.erase("dp");
   DISTTRAIN_CHECK_ERROR(missing.get<reorder_result>(), errc::parse_error, "reorder_result.dp");
+  // Unknown keys are errors, at the top and in a sample.
+  auto typo = disttrain::json(res);
+  typo["iteration_times"] = 1.0;
+  DISTTRAIN_CHECK_ERROR(typo.get<reorder_result>(), errc::parse_error,
+                        "reorder_result.iteration_times");
+  typo = disttrain::json(res);
+  typo["samples"][2]["replicas"] = typo["samples"][2]["replica"];
+  DISTTRAIN_CHECK_ERROR(typo.get<reorder_result>(), errc::parse_error,
+                        "reorder_result.samples[2].replicas");
   CHECK(res.find(batch[5].id) != nullptr);
   CHECK(res.find(3) == nullptr);
 }

@@ -43,6 +43,17 @@ inline constexpr auto reorder_options_fields =
                optional_field("slot_search_budget", &reorder_options::slot_search_budget),
                optional_field("slot_search_below", &reorder_options::slot_search_below),
                optional_field("cut_search_budget", &reorder_options::cut_search_budget)};
+// reorder_result and a sample's place: their scalars (`dp`, `imbalance` and a
+// sample's `replica`/`offset` are arrays over the modules, written apart).
+inline constexpr auto reorder_result_fields =
+    std::tuple{required_field("modules", &reorder_result::modules),
+               required_field("microbatches", &reorder_result::microbatches),
+               optional_field("equal_count", &reorder_result::equal_count),
+               optional_field("load", &reorder_result::load),
+               optional_field("iteration_time", &reorder_result::iteration_time)};
+inline constexpr auto sample_place_fields =
+    std::tuple{required_field("id", &sample_place::id),
+               required_field("microbatch", &sample_place::microbatch)};
 }  // namespace detail
 
 /// @brief JSON form of the options (enums as their names).
@@ -95,16 +106,11 @@ inline void from_json(const json& j, reorder_options& o) {
 // ---- reorder_result (assignment.hpp) ----
 /// @brief JSON form: header, per-sample placements, loads and figures.
 inline void to_json(json& j, const reorder_result& r) {
-  j = json::object();
-  j["modules"] = r.modules;
-  j["microbatches"] = r.microbatches;
+  j = detail::fields_to_json(r, detail::reorder_result_fields);
   j["dp"] = std::vector<std::uint32_t>(r.dp.begin(), r.dp.begin() + r.modules);
-  j["equal_count"] = r.equal_count;
   json s = json::array();
   for (const sample_place& p : r.samples) {
-    json e = json::object();
-    e["id"] = p.id;
-    e["microbatch"] = p.microbatch;
+    json e = detail::fields_to_json(p, detail::sample_place_fields);
     json rep = json::array(), off = json::array();
     for (std::size_t k = 0; k < r.modules; ++k) {
       rep.push_back(p.module[k].replica);
@@ -115,39 +121,32 @@ inline void to_json(json& j, const reorder_result& r) {
     s.push_back(std::move(e));
   }
   j["samples"] = std::move(s);
-  j["load"] = r.load;
-  j["iteration_time"] = r.iteration_time;
   j["imbalance"] = std::vector<double>(r.imbalance.begin(), r.imbalance.begin() + r.modules);
 }
 
 /// @brief Reads the JSON form, rebuilds the cells and validates the result.
 inline void from_json(const json& j, reorder_result& r) {
   r = reorder_result{};
-  r.modules = detail::json_get<std::uint32_t>(j, "modules", "reorder_result");
+  detail::read_fields(j, r, detail::reorder_result_fields, "reorder_result",
+                      {"dp", "samples", "imbalance"});
   require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules),
                                   "reorder_result.modules");
-  r.microbatches = detail::json_get<std::uint32_t>(j, "microbatches", "reorder_result");
   const auto dp = detail::json_get<std::vector<std::uint32_t>>(j, "dp", "reorder_result");
   require(dp.size() == r.modules, "reorder_result.dp", "has ", dp.size(),
           " entries, modules=", r.modules);
   std::copy(dp.begin(), dp.end(), r.dp.begin());
-  r.equal_count = detail::json_get_or<bool>(j, "equal_count", false, "reorder_result");
   const json& s = detail::json_get<json>(j, "samples", "reorder_result");
   require(s.is_array(), "reorder_result.samples", "must be an array");
   for (std::size_t i = 0; i < s.size(); ++i) {
     const std::string path = cat("reorder_result.samples[", i, "]");
-    sample_place p;
-    p.id = detail::json_get<std::uint64_t>(s[i], "id", path);
-    p.microbatch = detail::json_get<std::uint32_t>(s[i], "microbatch", path);
+    sample_place& p = r.samples.emplace_back();
+    detail::read_fields(s[i], p, detail::sample_place_fields, path, {"replica", "offset"});
     const auto rep = detail::json_get<std::vector<std::uint32_t>>(s[i], "replica", path);
     const auto off = detail::json_get<std::vector<std::uint32_t>>(s[i], "offset", path);
     require(rep.size() == r.modules && off.size() == r.modules, path,
             "replica/offset need one entry per module (", r.modules, ")");
     for (std::size_t k = 0; k < r.modules; ++k) p.module[k] = module_place{rep[k], off[k]};
-    r.samples.push_back(p);
   }
-  r.load = detail::json_get_or<std::vector<double>>(j, "load", {}, "reorder_result");
-  r.iteration_time = detail::json_get_or<double>(j, "iteration_time", 0.0, "reorder_result");
   const auto imb = detail::json_get_or<std::vector<double>>(j, "imbalance", {}, "reorder_result");
   for (std::size_t k = 0; k < imb.size() && k < max_reorder_modules; ++k) r.imbalance[k] = imb[k];
   rebuild_cells(r);
