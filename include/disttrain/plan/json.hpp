@@ -166,9 +166,7 @@ inline void from_json(const json& j, parallel_plan& p) {
       p.schedule = x;
       known = true;
     }
-  if (!known)
-    fail(errc::parse_error, "plan.schedule", "unknown schedule '", s,
-         "' (expected 1f1b, gpipe or zb_h1)");
+  if (!known) detail::fail_unknown_name("plan.schedule", "schedule", s, {"1f1b", "gpipe", "zb_h1"});
   const json mods = detail::json_get<json>(j, "modules", "plan");
   if (!mods.is_array()) fail(errc::parse_error, "plan.modules", "expected an array");
   p.modules.clear();
@@ -237,6 +235,12 @@ inline constexpr auto planner_stats_fields =
                optional_field("monolithic_configs", &planner_stats::monolithic_configs),
                optional_field("capped_splits", &planner_stats::capped_splits),
                optional_field("frontier_plans", &planner_stats::frontier_plans)};
+// plan_result: its parts (the headline figures are copied from "evaluation").
+inline constexpr auto plan_result_fields =
+    std::tuple{optional_field("plan", &plan_result::plan),
+               optional_field("evaluation", &plan_result::evaluation),
+               optional_field("solve_ms", &plan_result::solve_ms),
+               optional_field("stats", &plan_result::stats)};
 }  // namespace detail
 
 // ---- planner_options.hpp ----
@@ -276,16 +280,10 @@ inline void to_json(json& j, const planner_stats& s) {
 /// headline figures at the top level, the full evaluation (per stage) under
 /// "evaluation". What `disttrain-plan --json` and the Python `plan()` return.
 inline void to_json(json& j, const plan_result& r) {
-  j = json{{"plan", r.plan},
-           {"iteration_time_s", r.evaluation.iteration_time_s},
-           {"mfu", r.evaluation.mfu},
-           {"gpus", r.evaluation.gpus},
-           {"bubble_fraction", r.evaluation.bubble_fraction},
-           {"max_memory_bytes", r.evaluation.max_memory_bytes},
-           {"samples_per_s", r.evaluation.samples_per_s},
-           {"solve_ms", r.solve_ms},
-           {"stats", r.stats},
-           {"evaluation", r.evaluation}};
+  j = detail::fields_to_json(r, detail::plan_result_fields);
+  for (const char* key :
+       {"iteration_time_s", "mfu", "gpus", "bubble_fraction", "max_memory_bytes", "samples_per_s"})
+    j[key] = j["evaluation"][key];
 }
 
 }  // namespace disttrain
