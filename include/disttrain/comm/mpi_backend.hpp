@@ -148,6 +148,7 @@ struct mpi_request_state {
   transfer_info info;
 
   void release() noexcept { (void)cancel(); }
+  bool holds() const noexcept { return req != MPI_REQUEST_NULL || slot; }
 
   // Cancels and completes the request. An unmatched receive is withdrawn
   // (it will never take a message); a matched one is cancelled (MPI_Cancel).
@@ -270,12 +271,8 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
   static constexpr memory_space memory = memory_space::host;
 
   /// @brief Handle of one posted transfer; destroying an incomplete one cancels it.
-  class request : public detail::unique_handle<detail::mpi_request_state> {
+  class request : public detail::request_handle<detail::mpi_request_state> {
    public:
-    [[nodiscard]] const transfer_info& info() const noexcept { return state_.info; }
-    [[nodiscard]] bool valid() const noexcept {
-      return state_.req != MPI_REQUEST_NULL || state_.slot;
-    }
     /// @brief Gives the request ownership of its send buffer (e.g. a staging
     /// lease): released when the send completes or is cancelled; if the send
     /// times out and MPI cannot cancel it, the backend keeps it (detached

@@ -106,6 +106,7 @@ struct nccl_request_state {
     if (ev != nullptr) cudaEventDestroy(ev);
     ev = nullptr;
   }
+  bool holds() const noexcept { return ev != nullptr; }
 };
 }  // namespace detail
 
@@ -115,11 +116,7 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
   static constexpr memory_space memory = memory_space::device;
 
   /// @brief Handle of one transfer: a CUDA event recorded after it on the stream.
-  class request : public detail::unique_handle<detail::nccl_request_state> {
-   public:
-    [[nodiscard]] const transfer_info& info() const noexcept { return state_.info; }
-    [[nodiscard]] bool valid() const noexcept { return state_.ev != nullptr; }
-
+  class request : public detail::request_handle<detail::nccl_request_state> {
    private:
     friend class nccl_backend;
   };

@@ -3,19 +3,19 @@
 /// @brief The movable-only owning handle the backends' `request` types are
 /// built on: moving takes the whole state and leaves the source empty,
 /// overwriting or destroying a handle releases what it holds first.
+/// `request_handle` adds a request's `info()` and `valid()`.
 ///
 /// @code
 /// struct event_state {
 ///   cudaEvent_t ev = nullptr;  // default-constructed: the empty state
+///   transfer_info info;
 ///   void release() noexcept {
 ///     if (ev != nullptr) cudaEventDestroy(ev);
 ///     ev = nullptr;
 ///   }
+///   bool holds() const noexcept { return ev != nullptr; }
 /// };
-/// class request : public disttrain::detail::unique_handle<event_state> {
-///  public:
-///   bool valid() const noexcept { return state_.ev != nullptr; }
-/// };
+/// class request : public disttrain::detail::request_handle<event_state> {};
 /// @endcode
 
 #include <concepts>
@@ -66,6 +66,17 @@ class unique_handle {
 
  protected:
   State state_;
+};
+
+/// @brief A backend's `request` over a state that records its transfer
+/// (`info`) and says whether it holds one (`bool holds() const noexcept`).
+template <handle_state State>
+class request_handle : public unique_handle<State> {
+ public:
+  /// @brief The transfer this request stands for.
+  [[nodiscard]] const auto& info() const noexcept { return this->state_.info; }
+  /// @brief Whether the request refers to a posted transfer not yet waited for.
+  [[nodiscard]] bool valid() const noexcept { return this->state_.holds(); }
 };
 
 }  // namespace disttrain::detail
