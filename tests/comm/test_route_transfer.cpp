@@ -276,8 +276,12 @@ TEST_CASE("a rank whose start fails aborts every message it owes: receivers fail
   CHECK(error_text(errors, 1, &code).find("destination buffer has") != std::string::npos);
   CHECK(code == errc::invalid_argument);
   const std::string w = error_text(errors, 2, &code);
+  INFO(w);
   CHECK(code == errc::comm_error);
-  CHECK(w.find("rank 2 <- rank 1 tag 9") != std::string::npos);
+  // From rank 1's abort stamp on rank 2's receive, or (whichever comes first)
+  // its abort notice to rank 2, whose receive waits watch its destinations.
+  CHECK((w.find("rank 2 <- rank 1 tag 9") != std::string::npos ||
+         w.find("rank 2 -> rank 1 tag 9") != std::string::npos));
   CHECK(w.find("rank 1 aborted the route after its own error (invalid_argument)") !=
         std::string::npos);
   CHECK(seconds[2] < 1.5);  // not its 3 s timeout
@@ -313,8 +317,11 @@ TEST_CASE("a rank that fails before its fan-out aborts it: its TP peers fail at 
   CHECK(error_text(errors, 1).find("plan disagreement") != std::string::npos);
   errc code{};
   const std::string w = error_text(errors, 2, &code);
+  INFO(w);
   CHECK(code == errc::comm_error);
-  CHECK(w.find("rank 2 <- rank 1 tag 8") != std::string::npos);
+  // The abort stamp on rank 2's receive, or rank 1's notice (whichever first).
+  CHECK((w.find("rank 2 <- rank 1 tag 8") != std::string::npos ||
+         w.find("rank 2 -> rank 1 tag 8") != std::string::npos));
   CHECK(w.find("rank 1 aborted the route after its own error (comm_error)") != std::string::npos);
   CHECK(seconds[2] < 1.5);  // not its 3 s timeout
 }
@@ -381,6 +388,44 @@ TEST_CASE("a receiver whose start fails sends its sender an abort notice: it fai
   CHECK(w.find("message of 4194304 bytes") != std::string::npos);
   CHECK(w.find("control tag 16393") != std::string::npos);
   CHECK(sender_s < 5.0);  // not its 10 s timeout
+}
+
+TEST_CASE("a rank waiting for its own receives learns of a failed destination from its notice") {
+  // 1 -> TP 2 (as above): rank 1 receives its slice from rank 0 (phase 0),
+  // then swaps slices with rank 2 (phase 1). Rank 2's start fails (a
+  // destination of the wrong size) and rank 0 starts 2 s late: rank 1 waits
+  // for rank 0 while its destination, rank 2, has already failed. It must
+  // learn that from rank 2's abort notice while it waits, not after rank 0's
+  // message came (2 s; before the receive waits watched notices).
+  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 2, 1, 1}});
+  const disttrain::sample_placement p({{0, 1}});
+  const disttrain::activation_shape shape{{64, 64}, 1024, 4};
+  local_world world(3, {10000ms});
+  std::vector<double> seconds(3, 0.0);
+  auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
+    const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);
+    std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(b.rank())) * 4);
+    std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(b.rank())) * 4 +
+                               (b.rank() == 2 ? 4 : 0));
+    disttrain::buffer_pool pool;
+    if (b.rank() == 0) std::this_thread::sleep_for(2000ms);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      disttrain::run_route(b, plan, src, dst, pool, {.tag = 10});
+    } catch (...) {
+      seconds[static_cast<std::size_t>(b.rank())] = seconds_since(t0);
+      throw;
+    }
+  });
+  errc code{};
+  CHECK(error_text(errors, 2, &code).find("destination buffer has") != std::string::npos);
+  const std::string w = error_text(errors, 1, &code);
+  CHECK(code == errc::comm_error);
+  CHECK(w.find("rank 1 -> rank 2 tag 10") != std::string::npos);
+  CHECK(w.find("rank 2 aborted the route after its own error (invalid_argument)") !=
+        std::string::npos);
+  CHECK(seconds[1] < 1.0);  // not after rank 0's message (2 s) nor its 10 s timeout
+  CHECK(errors[0]);         // rank 0's destinations both failed
 }
 
 TEST_CASE("a stale abort notice of a failed route does not abort the next route with its tag") {

@@ -147,6 +147,7 @@ class route_transfer {
   void wait() {
     check(started_, "route_transfer::wait before start");
     if (done_) return;
+    watch_receives_ = true;
     try {
       complete_receives(0);
     } catch (const error& e) {
@@ -161,6 +162,7 @@ class route_transfer {
       abort_route({.code = e.code(), .drained = 1});
       throw;
     }
+    watch_receives_ = false;
     complete_sends();
     done_ = true;
   }
@@ -246,8 +248,30 @@ class route_transfer {
   void check(bool ok, const Ts&... parts) const {
     if (!ok) fail(errc::invalid_argument, where_self(), parts...);
   }
-  // Waits for `r` under the transfer's deadline (a timeout quotes the configured timeout).
-  void wait_for(request& r) { detail::wait_until(*b_, r, deadline_); }
+  // Waits for `r` under the transfer's deadline (a timeout quotes the
+  // configured timeout). While this rank takes its receives
+  // (`watch_receives_`) and the backend has notices, it waits in slices of
+  // notice_poll_ms and tests its destinations' abort notices in between: a
+  // destination that failed fails this rank at once (it would not take this
+  // rank's data anyway), not after its receives.
+  void wait_for(request& r) {
+    if constexpr (has_notices) {
+      if (watch_receives_ && !watches_.empty()) {
+        // The wait comes first: a message that is already here is taken
+        // (its stamp may show this rank's own, more precise, error).
+        for (;;) {
+          const auto now = clock::now();
+          if (now >= deadline_.at) break;
+          if (b_->try_wait(r,
+                           std::min(deadline_.at, now + std::chrono::milliseconds(notice_poll_ms))))
+            return;
+          poll_notices();
+          if (const watch* w = first_abort()) fail_aborted(*w);
+        }
+      }
+    }
+    detail::wait_until(*b_, r, deadline_);
+  }
   [[nodiscard]] const route_message& msg(int i) const {
     return plan_->messages()[static_cast<std::size_t>(i)];
   }
@@ -408,7 +432,7 @@ class route_transfer {
       in.stamped = true;
     } catch (const error& e) {
       if (e.code() == errc::timeout) detail::fail_timeout(payload, deadline_.timeout);
-      if (e.code() != errc::comm_error) throw;
+      if (e.code() != errc::comm_error || first_abort() != nullptr) throw;  // (a notice: as is)
       fail(errc::comm_error, e.where(), e.message(), " (this was the ", sizeof(detail::plan_stamp),
            "-byte plan stamp sent ahead of every message of a route: is the peer running "
            "route_transfer for this route?)");
@@ -471,6 +495,7 @@ class route_transfer {
   // stamps (they fail now rather than at their timeout), its senders from
   // abort notices on the control tag.
   void abort_route(const failure& f) noexcept {
+    watch_receives_ = false;  // the drain below takes what live senders sent
     abort_batch a;
     try {
       for (int phase = f.owed_from; phase < 2; ++phase) {
@@ -618,6 +643,7 @@ class route_transfer {
   }
   static constexpr int notice_poll_ms = 10;
   clock::time_point slice_end_{};  // end of the current wait slice (complete_sends)
+  bool watch_receives_ = false;    // wait_for tests the notices (see there)
 
   // Throws for the abort notice of `w.peer`, after withdrawing this rank's
   // sends to it as after a timeout.
@@ -649,9 +675,13 @@ class route_transfer {
     }
     fail(errc::comm_error, transfer_info{me_, w.peer, opts_.tag, bytes, true}.where(), "rank ",
          w.peer, " aborted the route after its own error (",
-         to_string(static_cast<errc>(w.notice.plan % 64)), "): it will not receive this rank's ",
-         count == 1 ? std::string("message") : cat(count, " messages"), " of ", bytes,
-         " bytes (abort notice on control tag ", route_control_tag(opts_.tag), "); ", state);
+         to_string(static_cast<errc>(w.notice.plan % 64)), "): ",
+         count == 0 ? std::string("this rank stops before it sends its messages to it")
+                    : cat("it will not receive this rank's ",
+                          count == 1 ? std::string("message") : cat(count, " messages"), " of ",
+                          bytes, " bytes"),
+         " (abort notice on control tag ", route_control_tag(opts_.tag), ")",
+         count == 0 ? std::string() : cat("; ", state));
   }
 
   void check_header(incoming& in, const route_message& m) {
