@@ -107,6 +107,20 @@ namespace detail {
   return cat("size mismatch: rank ", sender, " sends ", sent, " bytes but rank ", receive.self,
              " posted a ", receive.what(), " (tag ", receive.tag, ")");
 }
+/// @brief The text of dead peers, the same on every backend (local:
+/// `local_world::mark_dead`; MPI: ULFM): `rank 1 is dead`, `ranks 1, 3 are
+/// dead`, or `a rank is dead` where the transport does not say which.
+[[nodiscard]] inline std::string dead_ranks_text(std::span<const int> ranks) {
+  if (ranks.empty()) return "a rank is dead";
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += cat(i ? ", " : "", ranks[i]);
+  return s + (ranks.size() == 1 ? " is dead" : " are dead");
+}
+/// @brief Whether an error message names a dead peer (`dead_ranks_text`).
+[[nodiscard]] inline bool names_dead_rank(std::string_view message) noexcept {
+  return message.find(" is dead") != std::string_view::npos ||
+         message.find(" are dead") != std::string_view::npos;
+}
 /// @brief The deadline `timeout` from now, saturated at `time_point::max()`
 /// (a huge timeout such as `milliseconds::max()` means "never", not an overflow).
 /// Every wait in comm/ and exec/ computes its deadline here.

@@ -216,7 +216,7 @@ class local_world {
     require(r >= 0 && r < size(), where, "rank ", r, " out of [0, ", size(), ")");
   }
   static std::string dead_message(const transfer_info& t, int dead) {
-    return cat(t.what(), " failed: rank ", dead, " is dead");
+    return cat(t.what(), " failed: ", detail::dead_ranks_text(std::span<const int>(&dead, 1)));
   }
 
   // Posts `op` (a send when op->info.is_send) and matches it if possible.

@@ -37,6 +37,19 @@
 /// send can complete even though the peer never receives it; the receiver's
 /// wait is what detects a silent peer.
 ///
+/// **Dead peers (ULFM).** Built against an MPI with the User-Level Failure
+/// Mitigation extension (`MPIX_ERR_PROC_FAILED` in `<mpi-ext.h>`, e.g. Open
+/// MPI 5 run with `mpirun --with-ft ulfm`; `mpi_has_ulfm` says whether this
+/// build has it), a transfer with a dead peer fails as soon as MPI detects
+/// the death, with `errc::comm_error` naming it: `receive of 16 bytes failed:
+/// rank 1 is dead (MPIX_ERR_PROC_FAILED) ...` (the local backend's
+/// `mark_dead` words it the same way); a collective names the ranks MPI
+/// knows to be dead. The communicator is then broken like after a timeout
+/// (never freed; recover with `MPIX_Comm_shrink` and a new backend). Note:
+/// Open MPI 5.0's `MPI_Finalize` can hang once a process died; tests/mpi/
+/// test_mpi_ulfm.cpp ends its survivors with `std::_Exit`. Without ULFM a
+/// dead peer is seen as a timeout (or an MPI error the job may abort on).
+///
 /// @snippet comm_mpi.cpp mpi_backend
 
 #if !defined(DISTTRAIN_HAS_MPI)
@@ -45,7 +58,11 @@
 #endif
 
 #include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // ULFM (MPIX_ERR_PROC_FAILED) where the MPI has it
+#endif
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstddef>
@@ -55,6 +72,7 @@
 #include <new>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -74,6 +92,46 @@ namespace detail {
   if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return cat("MPI error ", code);
   return std::string(buf, static_cast<std::size_t>(len));
 }
+
+/// What a failed MPI call says about its peers (ULFM's error classes;
+/// always `none` without ULFM).
+enum class mpi_peer_failure { none, peer_dead, other_dead, revoked };
+[[nodiscard]] inline mpi_peer_failure mpi_classify_failure([[maybe_unused]] int code) noexcept {
+#if defined(MPIX_ERR_PROC_FAILED)
+  int cls = 0;
+  if (MPI_Error_class(code, &cls) != MPI_SUCCESS) return mpi_peer_failure::none;
+  if (cls == MPIX_ERR_PROC_FAILED) return mpi_peer_failure::peer_dead;
+  if (cls == MPIX_ERR_PROC_FAILED_PENDING) return mpi_peer_failure::other_dead;
+  if (cls == MPIX_ERR_REVOKED) return mpi_peer_failure::revoked;
+#endif
+  return mpi_peer_failure::none;
+}
+
+/// The ranks of `comm` that MPI knows to be dead, ascending (ULFM's
+/// `MPIX_Comm_get_failed`, Open MPI >= 5 and MPICH >= 4.1); empty where
+/// that call is missing.
+[[nodiscard]] inline std::vector<int> mpi_failed_ranks([[maybe_unused]] MPI_Comm comm) {
+  std::vector<int> out;
+#if defined(MPIX_ERR_PROC_FAILED) && ((defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5) || \
+                                      (defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40100000))
+  MPI_Group failed = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
+  if (MPIX_Comm_get_failed(comm, &failed) != MPI_SUCCESS) return out;
+  int n = 0;
+  if (MPI_Group_size(failed, &n) == MPI_SUCCESS && n > 0 &&
+      MPI_Comm_group(comm, &all) == MPI_SUCCESS) {
+    std::vector<int> in(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) in[static_cast<std::size_t>(i)] = i;
+    out.resize(in.size());
+    if (MPI_Group_translate_ranks(failed, n, in.data(), all, out.data()) != MPI_SUCCESS)
+      out.clear();
+    MPI_Group_free(&all);
+  }
+  MPI_Group_free(&failed);
+  std::sort(out.begin(), out.end());
+#endif
+  return out;
+}
+
 /// Polls `test` until it returns true or `deadline` passes. Like `MPI_Wait`
 /// it never sleeps or yields itself: each `MPI_Test` drives MPI's progress
 /// engine, and OpenMPI yields inside it when the job is oversubscribed
@@ -234,6 +292,14 @@ struct mpi_request_state {
 };
 }  // namespace detail
 
+/// @brief Whether this build's MPI has ULFM (`MPIX_ERR_PROC_FAILED`): a dead
+/// peer is then `errc::comm_error` naming it (see `mpi_backend`).
+#if defined(MPIX_ERR_PROC_FAILED)
+inline constexpr bool mpi_has_ulfm = true;
+#else
+inline constexpr bool mpi_has_ulfm = false;
+#endif
+
 /// @brief RAII MPI initialisation (`MPI_Init_thread` with `MPI_THREAD_FUNNELED`
 /// unless MPI is already initialised; `MPI_Finalize` at destruction if it
 /// initialised MPI).
@@ -308,7 +374,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
         tag_ub_(o.tag_ub_),
         opts_(o.opts_),
         shared_(std::move(o.shared_)),
-        timed_out_(o.timed_out_) {}
+        broken_(o.broken_) {}
   ~mpi_backend() {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -328,10 +394,10 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
       }
       shared_->sends.clear();
     }
-    // After a timeout the duplicate is never freed: OpenMPI would reuse its
+    // After a timeout (or a dead peer) the duplicate is never freed: OpenMPI would reuse its
     // context id for a later communicator, where a late message of this one
     // (a straggler's send) could then match a receive of the new one.
-    if (comm_ != MPI_COMM_NULL && !finalized && !timed_out_) MPI_Comm_free(&comm_);
+    if (comm_ != MPI_COMM_NULL && !finalized && !broken_) MPI_Comm_free(&comm_);
   }
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
@@ -389,7 +455,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
     int rc = MPI_SUCCESS;
     const bool done = detail::poll_until(d.at, [&] { return progress(r, rc, st); });
     if (!done) {
-      timed_out_ = true;
+      broken_ = true;
       switch (r.state_.cancel()) {
         case detail::mpi_request_state::cancel_result::cancelled:
           detail::fail_timeout(r.state_.info, timeout,
@@ -486,12 +552,25 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
     return t;
   }
 
-  static void check(int rc, const std::string& where, const char* call) {
-    if (rc != MPI_SUCCESS)
+  // A failed call; one that reports a dead peer (ULFM) names it (`peer`:
+  // the call's peer, or -1 for a collective) and breaks the communicator.
+  void check(int rc, const std::string& where, std::string_view call, int peer = -1) {
+    if (rc == MPI_SUCCESS) return;
+    const detail::mpi_peer_failure f = detail::mpi_classify_failure(rc);
+    if (f == detail::mpi_peer_failure::none)
       fail(errc::comm_error, where, call, " failed: ", detail::mpi_error_string(rc));
+    broken_ = true;
+    const std::vector<int> dead = f == detail::mpi_peer_failure::peer_dead && peer >= 0
+                                      ? std::vector<int>{peer}
+                                      : detail::mpi_failed_ranks(comm_);
+    fail(errc::comm_error, where, call, " failed: ", detail::dead_ranks_text(dead),
+         f == detail::mpi_peer_failure::revoked ? " and the communicator was revoked" : "", " (",
+         detail::mpi_error_string(rc),
+         "; ULFM): this communicator is broken; create a new backend from a communicator of the "
+         "live ranks (e.g. MPIX_Comm_shrink)");
   }
-  static void check(int rc, const transfer_info& t, const char* call) {
-    if (rc != MPI_SUCCESS) check(rc, t.where(), call);
+  void check(int rc, const transfer_info& t, std::string_view call) {
+    if (rc != MPI_SUCCESS) check(rc, t.where(), call, t.peer);
   }
 
   // Matches the unmatched receives of (peer, tag) in posting order, as far as
@@ -616,7 +695,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
         fail(errc::comm_error, t.where(),
              detail::size_mismatch(t.peer, cat("more than ", t.bytes), t),
              " (MPI reported truncation without the sender's size)");
-      fail(errc::comm_error, t.where(), t.what(), " failed: ", detail::mpi_error_string(code));
+      check(code, t, t.what());
     }
     if (!t.is_send) {
       int count = 0;
@@ -634,7 +713,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
       rc = MPI_Test(&q, &flag, MPI_STATUS_IGNORE);
       return rc != MPI_SUCCESS || flag != 0;
     });
-    if (!done) timed_out_ = true;
+    if (!done) broken_ = true;
     if (!done)
       fail(errc::timeout, where_collective(what), what, " of ", bytes,
            " bytes did not complete within ", opts_.timeout.count(),
@@ -649,7 +728,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
   comm_options opts_;
   std::shared_ptr<detail::mpi_shared> shared_ = std::make_shared<detail::mpi_shared>();
   detail::group_nesting group_;
-  bool timed_out_ = false;  // a wait timed out: the communicator is broken, never freed
+  bool broken_ = false;  // a wait timed out or a peer died: never freed (see ~mpi_backend)
 };
 
 static_assert(comm_backend<mpi_backend>);

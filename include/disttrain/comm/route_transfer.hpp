@@ -432,7 +432,10 @@ class route_transfer {
       in.stamped = true;
     } catch (const error& e) {
       if (e.code() == errc::timeout) detail::fail_timeout(payload, deadline_.timeout);
-      if (e.code() != errc::comm_error || first_abort() != nullptr) throw;  // (a notice: as is)
+      // A notice, or a dead peer, as is; other errors get the stamp's hint.
+      if (e.code() != errc::comm_error || first_abort() != nullptr ||
+          detail::names_dead_rank(e.message()))
+        throw;
       fail(errc::comm_error, e.where(), e.message(), " (this was the ", sizeof(detail::plan_stamp),
            "-byte plan stamp sent ahead of every message of a route: is the peer running "
            "route_transfer for this route?)");
