@@ -28,7 +28,10 @@
 /// request's event and `ncclCommGetAsyncError` until the deadline; on an
 /// asynchronous error or a timeout it calls `ncclCommAbort` (so no kernel
 /// stays stuck) and throws `errc::comm_error` / `errc::timeout` naming the
-/// peer, tag and bytes. After that the backend is unusable (every call throws).
+/// peer, tag and bytes (for `ncclRemoteError`, the async error NCCL reports
+/// when a remote process dies or its network fails, it adds that the peer may
+/// be dead: NCCL does not say which rank). After that the backend is unusable
+/// (every call throws).
 ///
 /// @code
 /// cudaStream_t s; cudaStreamCreate(&s);
@@ -346,8 +349,14 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
       abort_comm();
       const transfer_info t = r.state_.info;
       r.state_.release();
+      // ncclRemoteError: a remote process or its network failed. NCCL does
+      // not say which rank; this request's peer is the one it waited on.
       fail(errc::comm_error, t.where(), t.what(), " failed: NCCL asynchronous error ",
-           ncclGetErrorString(async), "; communicator aborted");
+           ncclGetErrorString(async),
+           async == ncclRemoteError ? cat(" (a remote failure: rank ", t.peer,
+                                          ", or a rank it depends on, may be dead or unreachable)")
+                                    : std::string(),
+           "; communicator aborted");
     }
     const cudaError_t q = cudaEventQuery(r.state_.ev);
     if (q == cudaErrorNotReady) return false;
