@@ -347,5 +347,18 @@ void read_fields(const json& j, T& v, const std::tuple<json_field<T, M>...>& fie
   std::apply([&](const auto&... f) { (read(f), ...); }, fields);
 }
 
+/// @brief A `T` read with `read_fields` at `path`, then checked with
+/// `validate(path)` where `T` has one: the whole reader of a type whose JSON
+/// is its descriptor (keys in `extra` are the caller's to read).
+template <class T, class... M>
+[[nodiscard]] T read_validated(const json& j, const std::tuple<json_field<T, M>...>& fields,
+                               std::string_view path,
+                               std::initializer_list<std::string_view> extra = {}) {
+  T v;
+  read_fields(j, v, fields, path, extra);
+  if constexpr (requires { v.validate(path); }) v.validate(path);
+  return v;
+}
+
 }  // namespace detail
 }  // namespace disttrain

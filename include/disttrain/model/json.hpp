@@ -170,10 +170,7 @@ inline void to_json(json& j, const diffusion_arch& a) {
 namespace detail {
 /// @brief Reads a ViT encoder at `path` (missing optional fields keep defaults).
 [[nodiscard]] inline vit_encoder_arch read_vit_encoder_arch(const json& j, std::string_view path) {
-  vit_encoder_arch a;
-  read_fields(j, a, vit_encoder_arch_fields, path, {"type"});
-  a.validate(path);
-  return a;
+  return read_validated(j, vit_encoder_arch_fields, path, {"type"});
 }
 /// @brief Reads a decoder LLM at `path` (`kv_heads` defaults to `heads`).
 [[nodiscard]] inline decoder_llm_arch read_decoder_llm_arch(const json& j, std::string_view path) {
@@ -325,10 +322,7 @@ inline void to_json(json& j, const cluster_spec& c) {
 
 namespace detail {
 [[nodiscard]] inline gpu_spec read_gpu_spec(const json& j, std::string_view path) {
-  gpu_spec g;
-  read_fields(j, g, gpu_spec_fields, path);
-  g.validate(path);
-  return g;
+  return read_validated(j, gpu_spec_fields, path);
 }
 /// @brief Reads a cluster at `path` and validates it.
 [[nodiscard]] inline cluster_spec read_cluster_spec(const json& j, std::string_view path) {
@@ -387,10 +381,7 @@ inline void to_json(json& j, const sample& s) {
 namespace detail {
 /// @brief Reads a sample at `path` ("images" and "generated" optional, "id" optional).
 [[nodiscard]] inline sample read_sample(const json& j, std::string_view path) {
-  sample s;
-  read_fields(j, s, sample_fields, path);
-  s.validate(path);
-  return s;
+  return read_validated(j, sample_fields, path);
 }
 }  // namespace detail
 
@@ -502,10 +493,7 @@ inline void to_json(json& j, const scenario& s) {
 namespace detail {
 /// @brief Reads a scenario at `path` (fields are `path.model...`, `path.cluster...`).
 [[nodiscard]] inline scenario read_scenario(const json& j, std::string_view path) {
-  scenario s;
-  read_fields(j, s, scenario_fields, path);
-  s.validate(path);
-  return s;
+  return read_validated(j, scenario_fields, path);
 }
 }  // namespace detail
 
