@@ -198,10 +198,7 @@ class route_transfer {
   using clock = std::chrono::steady_clock;
   // Whether the backend supports abort notices: waits that give nothing up
   // (`try_wait`) and route sequence numbers.
-  static constexpr bool has_notices = requires(B & b, request& r, clock::time_point t) {
-    { b.try_wait(r, t) } -> std::same_as<bool>;
-    { b.route_sequences() } -> std::same_as<detail::route_sequences&>;
-  };
+  static constexpr bool has_notices = detail::notice_backend<B>;
   // Requests are declared last so that they are destroyed (cancelled or
   // finished) before the buffers they point into.
   struct outgoing {
@@ -259,15 +256,12 @@ class route_transfer {
       if (watch_receives_ && !watches_.empty()) {
         // The wait comes first: a message that is already here is taken
         // (its stamp may show this rank's own, more precise, error).
-        for (;;) {
-          const auto now = clock::now();
-          if (now >= deadline_.at) break;
-          if (b_->try_wait(r,
-                           std::min(deadline_.at, now + std::chrono::milliseconds(notice_poll_ms))))
-            return;
-          poll_notices();
-          if (const watch* w = first_abort()) fail_aborted(*w);
-        }
+        if (detail::wait_in_slices(*b_, r, deadline_.at, std::chrono::milliseconds(notice_poll_ms),
+                                   [&] {
+                                     poll_notices();
+                                     if (const watch* w = first_abort()) fail_aborted(*w);
+                                   }))
+          return;
       }
     }
     detail::wait_until(*b_, r, deadline_);

@@ -18,6 +18,7 @@
 /// };
 /// @endcode
 
+#include <algorithm>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
@@ -123,5 +124,30 @@ class route_sequences {
  private:
   std::vector<std::uint64_t> sent_, received_, runs_;
 };
+
+/// @brief Whether `B` can carry abort notices (`route_transfer`'s and the
+/// executor's): waits that give nothing up at a time point (`try_wait`) and
+/// per-peer sequence numbers (`route_sequences()`).
+template <class B>
+concept notice_backend = comm_backend<B> &&
+    requires(B& b, typename B::request& r, std::chrono::steady_clock::time_point t) {
+  { b.try_wait(r, t) } -> std::same_as<bool>;
+  { b.route_sequences() } -> std::same_as<route_sequences&>;
+};
+
+/// @brief Waits for `r` until `until` with the backend's own wait in slices
+/// of `slice`, calling `between()` (which may throw, e.g. for an abort
+/// notice) after each slice that did not complete it. True when `r`
+/// completed, false when `until` passed (`r` stays posted).
+template <notice_backend B, class Between>
+bool wait_in_slices(B& b, typename B::request& r, std::chrono::steady_clock::time_point until,
+                    std::chrono::milliseconds slice, Between&& between) {
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return false;
+    if (b.try_wait(r, std::min(until, now + slice))) return true;
+    between();
+  }
+}
 
 }  // namespace disttrain::detail

@@ -34,15 +34,6 @@
 
 namespace disttrain::detail {
 
-/// @brief Whether `B` can carry abort notices: waits that give nothing up at
-/// a time point (`try_wait`) and per-peer sequence numbers.
-template <class B>
-concept notice_backend = comm_backend<B> &&
-    requires(B& b, typename B::request& r, std::chrono::steady_clock::time_point t) {
-  { b.try_wait(r, t) } -> std::same_as<bool>;
-  { b.route_sequences() } -> std::same_as<route_sequences&>;
-};
-
 /// @brief The notice code of a failure that is not a `disttrain::error` (a host exception).
 inline constexpr std::uint64_t foreign_failure = 63;
 
@@ -80,12 +71,9 @@ class abort_notices {
   void wait(request& r, const wait_deadline& d, const Where& where) {
     if constexpr (supported) {
       if (!watches_.empty()) {
-        for (;;) {
-          check(where);
-          const auto now = clock::now();
-          if (now >= d.at) break;
-          if (b_->try_wait(r, std::min(d.at, now + std::chrono::milliseconds(poll_ms)))) return;
-        }
+        check(where);
+        if (wait_in_slices(*b_, r, d.at, std::chrono::milliseconds(poll_ms), [&] { check(where); }))
+          return;
         check(where);
       }
     }
