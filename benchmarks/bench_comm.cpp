@@ -39,6 +39,7 @@
 
 #include "disttrain/comm.hpp"
 #include "disttrain/comm/json.hpp"
+#include "disttrain/comm/local_backend.hpp"
 #include "harness.hpp"
 #include "p2p_report.hpp"
 

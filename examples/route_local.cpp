@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "disttrain/comm.hpp"
+#include "disttrain/comm/local_backend.hpp"
 
 namespace {
 

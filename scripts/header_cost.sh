@@ -2,7 +2,10 @@
 # What including a disttrain header costs a translation unit: for each header,
 # the g++ -fsyntax-only parse time (median of --runs runs; wall and user CPU
 # seconds) and the size of the preprocessed TU (lines, KiB: independent of
-# machine load). Headers: disttrain.hpp, every part umbrella (<part>.hpp),
+# machine load), and, measured in the same run, the user CPU seconds of a TU
+# that includes only the standard headers the header reaches ("std s"): the
+# floor no change to disttrain's own code can go below, and a baseline that
+# tells a slow machine from a heavy header (docs/header_cost.md). Headers: disttrain.hpp, every part umbrella (<part>.hpp),
 # reorder/reorderer.hpp, comm/route.hpp, and the component headers
 # cost/calibration.hpp (Eigen) and core/format.hpp (fmt).
 #
@@ -45,10 +48,10 @@ trap 'rm -rf "$TMP"' EXIT
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 if [ "$MARKDOWN" = yes ]; then
-  printf '| header | parse s (wall) | parse s (user CPU) | preprocessed lines | preprocessed KiB |\n'
-  printf '|---|---:|---:|---:|---:|\n'
+  printf '| header | parse s (wall) | parse s (user CPU) | std headers only, s (user CPU) | preprocessed lines | preprocessed KiB |\n'
+  printf '|---|---:|---:|---:|---:|---:|\n'
 else
-  printf '%-36s %10s %10s %12s %10s\n' header "wall s" "user s" "pp lines" "pp KiB"
+  printf '%-36s %10s %10s %8s %12s %10s\n' header "wall s" "user s" "std s" "pp lines" "pp KiB"
 fi
 for h in "${headers[@]}"; do
   [ -f "include/$h" ] || { echo "header_cost.sh: no include/$h" >&2; exit 1; }
@@ -59,24 +62,33 @@ for h in "${headers[@]}"; do
     flags+=($EIGEN_INC) ;;
   esac
   printf '#include "%s"\n' "$h" >"$TMP/tu.cpp"
+  # The standard headers that the disttrain headers reached include directly.
+  "$CXX" "${flags[@]}" -E -H "$TMP/tu.cpp" 2>&1 >/dev/null |
+    sed -n 's/^\.* \(.*include\/disttrain\/.*\)$/\1/p' | sort -u |
+    xargs grep -h '^#include <[a-z_]*>' | sort -u >"$TMP/std.cpp"
   : >"$TMP/wall"
   : >"$TMP/user"
+  : >"$TMP/std"
   for _ in $(seq "$RUNS"); do
     TIMEFORMAT='%R %U'
     { time "$CXX" "${flags[@]}" -fsyntax-only "$TMP/tu.cpp"; } 2>"$TMP/t"
     read -r wall user <"$TMP/t"
     echo "$wall" >>"$TMP/wall"
     echo "$user" >>"$TMP/user"
+    { time "$CXX" "${flags[@]}" -fsyntax-only "$TMP/std.cpp"; } 2>"$TMP/t"
+    read -r _ user <"$TMP/t"
+    echo "$user" >>"$TMP/std"
   done
   "$CXX" "${flags[@]}" -E -P "$TMP/tu.cpp" >"$TMP/pp.cpp"
   lines="$(wc -l <"$TMP/pp.cpp")"
   kib="$(( $(wc -c <"$TMP/pp.cpp") / 1024 ))"
   wall="$(median <"$TMP/wall")"
   user="$(median <"$TMP/user")"
+  std="$(median <"$TMP/std")"
   if [ "$MARKDOWN" = yes ]; then
     # shellcheck disable=SC2016  # the backquotes are markdown
-    printf '| `%s` | %.2f | %.2f | %s | %s |\n' "$h" "$wall" "$user" "$lines" "$kib"
+    printf '| `%s` | %.2f | %.2f | %.2f | %s | %s |\n' "$h" "$wall" "$user" "$std" "$lines" "$kib"
   else
-    printf '%-36s %10.2f %10.2f %12s %10s\n' "$h" "$wall" "$user" "$lines" "$kib"
+    printf '%-36s %10.2f %10.2f %8.2f %12s %10s\n' "$h" "$wall" "$user" "$std" "$lines" "$kib"
   fi
 done

@@ -13,6 +13,7 @@
 
 #include "disttrain/comm.hpp"
 #include "disttrain/comm/fault_backend.hpp"
+#include "disttrain/comm/local_backend.hpp"
 #include "local_ranks.hpp"
 #include "snippets.hpp"
 

@@ -14,6 +14,7 @@
 #include "disttrain/schedule/json.hpp"
 #include "disttrain/sim.hpp"
 #include "disttrain/sim/format.hpp"
+#include "disttrain/sim/svg.hpp"
 #include "disttrain/sim/trace.hpp"
 #include "small_world.hpp"
 #include "snippets.hpp"

@@ -40,6 +40,7 @@
 
 #include "disttrain/bind/bind.hpp"
 #include "disttrain/comm/backend.hpp"
+#include "disttrain/comm/local_backend.hpp"
 #include "disttrain/data/preprocess_pipeline.hpp"
 #include "disttrain/exec.hpp"
 #include "disttrain/plan/rank_layout.hpp"

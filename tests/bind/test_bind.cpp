@@ -12,6 +12,7 @@
 #include "../comm/local_harness.hpp"
 #include "disttrain/bind/activation_buffers.hpp"
 #include "disttrain/bind/bind.hpp"
+#include "disttrain/comm/local_backend.hpp"
 #include "disttrain/exec/executor.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 #include "disttrain/schedule/validate_bound.hpp"

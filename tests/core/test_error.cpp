@@ -1,4 +1,9 @@
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
 #include <string>
+#include <string_view>
 
 #include "disttrain/core.hpp"
 #include "disttrain/core/json.hpp"
@@ -25,6 +30,38 @@ TEST_CASE("require helpers name the field and the value") {
     CHECK(std::string(e.message()).find("-2.5") != std::string::npos);
   }
   CHECK_NOTHROW(disttrain::require_positive(1, "x"));
+}
+
+namespace {
+// What cat printed when it streamed into an std::ostringstream with precision(10).
+template <class... Ts>
+std::string streamed(const Ts&... parts) {
+  std::ostringstream os;
+  os.precision(10);
+  (os << ... << parts);
+  return os.str();
+}
+}  // namespace
+
+TEST_CASE("cat prints text, characters and numbers as a precision-10 stream did") {
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(disttrain::cat("a", 1, 'c', 2.5, 1e9, 1e10, 123456789012.0, 0.1, 1.0 / 3, -0.0, 1e-5) ==
+        streamed("a", 1, 'c', 2.5, 1e9, 1e10, 123456789012.0, 0.1, 1.0 / 3, -0.0, 1e-5));
+  CHECK(disttrain::cat(3.0F, 1e300, inf, -inf, 1e-320, 1.5L, 2.0F / 7.0F, 0.000123456789012) ==
+        streamed(3.0F, 1e300, inf, -inf, 1e-320, 1.5L, 2.0F / 7.0F, 0.000123456789012));
+  CHECK(disttrain::cat(std::numeric_limits<std::uint64_t>::max(),
+                       std::int64_t{-9223372036854775807}, true, false, short{-3},
+                       static_cast<unsigned short>(7)) ==
+        streamed(std::numeric_limits<std::uint64_t>::max(), std::int64_t{-9223372036854775807},
+                 true, false, short{-3}, static_cast<unsigned short>(7)));
+  CHECK(disttrain::cat(std::string("s"), std::string_view("v"), "") == "sv");
+  CHECK(disttrain::cat(std::nan("")) == streamed(std::nan("")));
+  // Where cat and a stream differ, on purpose: 8-bit integers print as numbers,
+  // a null C string as "(null)", and types with an ADL to_string through it.
+  CHECK(disttrain::cat(std::uint8_t{65}, ' ', std::int8_t{-1}) == "65 -1");
+  CHECK(disttrain::cat(static_cast<const char*>(nullptr)) == "(null)");
+  CHECK(disttrain::cat("code ", errc::timeout) == "code timeout");
+  CHECK(disttrain::cat() == "");
 }
 
 TEST_CASE("json helpers report missing and mistyped fields with their path") {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../comm/local_harness.hpp"
+#include "disttrain/comm/local_backend.hpp"
 #include "disttrain/data/producer_ranks.hpp"
 #include "disttrain_catch.hpp"
 #include "jpeg_corpus.hpp"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../comm/local_harness.hpp"
+#include "disttrain/comm/local_backend.hpp"
 #include "disttrain/exec.hpp"
 #include "disttrain/exec/trace.hpp"
 #include "disttrain/schedule/communication.hpp"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "disttrain/comm/fault_backend.hpp"
 #include "disttrain/comm/mpi_backend.hpp"
 #include "fault_suite.hpp"
 #include "mpi_harness.hpp"

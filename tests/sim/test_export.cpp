@@ -6,6 +6,7 @@
 #include "disttrain/schedule.hpp"
 #include "disttrain/schedule/json.hpp"
 #include "disttrain/sim.hpp"
+#include "disttrain/sim/svg.hpp"
 #include "disttrain/sim/trace.hpp"
 #include "disttrain_catch.hpp"
 

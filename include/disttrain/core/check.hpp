@@ -13,27 +13,102 @@
 /// | `ensure(cond, where, parts...)` | `errc::internal` unless `cond` (a broken invariant: a bug) |
 /// | `fail(code, where, parts...)` | always: `error(code, where, cat(parts...))` |
 ///
-/// `parts` are streamed into the message by `cat` (precision 10, no fmt, so
-/// the header compiles under nvcc). A NaN fails every comparison check.
+/// `parts` are joined into the message by `cat`: text, characters, numbers
+/// (floating point with 10 significant digits) and types with an ADL-visible
+/// `to_string`; no iostreams and no fmt, so the header is light and compiles
+/// under nvcc. A NaN fails every comparison check.
 ///
 /// @snippet core.cpp check_header
 
-#include <sstream>
+#include <concepts>
+#include <cstddef>
+#include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "disttrain/core/error.hpp"
 
 namespace disttrain {
 
-/// @brief Concatenates streamable values into a string (precision 10).
+namespace detail {
+/// @brief A type `cat` formats through an ADL-visible `to_string(value)`
+/// (e.g. `to_string(errc)`): neither text nor a number, which have their own rules.
+template <class T>
+concept has_adl_to_string =
+    !std::is_arithmetic_v<T> && !std::convertible_to<const T&, std::string_view> &&
+    requires(const T& v) {
+  { to_string(v) } -> std::convertible_to<std::string_view>;
+};
+
+/// @brief One part of a `cat` message. Text is viewed, not copied; a number is
+/// kept by value. `append_to` prints it as `std::ostream` with `precision(10)`
+/// would (`%.10g`, integers in full, `bool` as 1/0, `char` as itself), except
+/// that `signed char` / `unsigned char` (`int8_t`, `uint8_t`) print as numbers.
+/// No iostreams: resolving `operator<<` at every call site cost parse time in
+/// every header that reports an error.
+class cat_part {
+ public:
+  // Implicit on purpose: `cat` converts each argument.
+  cat_part(std::string_view text) noexcept : text_(text) {}               // NOLINT
+  cat_part(const std::string& text) noexcept : text_(text) {}             // NOLINT
+  cat_part(const char* text) noexcept : text_(text ? text : "(null)") {}  // NOLINT
+  cat_part(char c) noexcept : kind_(kind::character), c_(c) {}            // NOLINT
+  cat_part(bool b) noexcept : text_(b ? "1" : "0") {}                     // NOLINT
+  template <std::signed_integral I>
+  cat_part(I v) noexcept : kind_(kind::signed_int), i_(v) {}  // NOLINT
+  template <std::unsigned_integral U>
+  cat_part(U v) noexcept : kind_(kind::unsigned_int), u_(v) {}  // NOLINT
+  template <std::floating_point F>
+  cat_part(F v) noexcept : kind_(kind::floating), f_(static_cast<long double>(v)) {}  // NOLINT
+  template <has_adl_to_string T>
+  cat_part(const T& v) : kind_(kind::owned), owned_(to_string(v)) {}  // NOLINT
+
+  /// @brief Appends the part to `out`.
+  void append_to(std::string& out) const {
+    switch (kind_) {
+      case kind::text: out += text_; return;
+      case kind::owned: out += owned_; return;
+      case kind::character: out += c_; return;
+      case kind::signed_int: out += std::to_string(i_); return;
+      case kind::unsigned_int: out += std::to_string(u_); return;
+      case kind::floating: {
+        char buf[64];  // "%.10Lg" prints at most 17 characters
+        const int n = std::snprintf(buf, sizeof buf, "%.10Lg", f_);
+        if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+        return;
+      }
+    }
+  }
+
+ private:
+  enum class kind : unsigned char { text, owned, character, signed_int, unsigned_int, floating };
+  kind kind_ = kind::text;
+  std::string_view text_;
+  std::string owned_;
+  char c_ = 0;
+  long long i_ = 0;
+  unsigned long long u_ = 0;
+  long double f_ = 0;
+};
+
+/// @brief The parts, appended in order.
+[[nodiscard]] inline std::string cat_parts(std::initializer_list<cat_part> parts) {
+  std::string s;
+  for (const cat_part& p : parts) p.append_to(s);
+  return s;
+}
+}  // namespace detail
+
+/// @brief Concatenates values into a string: text (`std::string`,
+/// `std::string_view`, C strings), characters, integers, floating-point values
+/// (10 significant digits, as `std::ostream` with `precision(10)` prints them)
+/// and any type with an ADL-visible `to_string` (e.g. `errc`).
 /// @snippet core.cpp cat
 template <class... Ts>
 [[nodiscard]] std::string cat(const Ts&... parts) {
-  std::ostringstream os;
-  os.precision(10);
-  (os << ... << parts);
-  return os.str();
+  return detail::cat_parts({detail::cat_part(parts)...});
 }
 
 /// @brief Throws `error(code, where, cat(parts...))`.

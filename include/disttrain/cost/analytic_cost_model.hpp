@@ -9,8 +9,7 @@
 /// Formulas, assumptions and sources: docs/cost_model.md.
 
 #include <cstddef>
-#include <iomanip>
-#include <sstream>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,9 +30,9 @@ namespace disttrain {
 namespace detail {
 /// @brief Bytes as "12.34 GB" (decimal GB, two decimals).
 [[nodiscard]] inline std::string gb(double bytes) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(2) << bytes / 1e9 << " GB";
-  return os.str();
+  char buf[48];
+  const int n = std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  return std::string(buf, static_cast<std::size_t>(n));
 }
 }  // namespace detail
 

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -121,18 +120,17 @@ inline constexpr std::size_t piece_words = 6;
 /// "3 pieces [s4 rows 0+7 cols 0+512, ...] = 10752 elements x 2 B (hidden 1024)".
 [[nodiscard]] inline std::string describe_shape(const wire_header& h,
                                                 const std::vector<route_piece>& ps) {
-  std::ostringstream os;
-  os << h.n_pieces << " pieces [";
+  std::string s = cat(h.n_pieces, " pieces [");
   const std::size_t shown = ps.size() < 8 ? ps.size() : 8;
   for (std::size_t i = 0; i < shown; ++i) {
     const auto& p = ps[i];
-    os << (i ? ", " : "") << 's' << p.sample << " rows " << p.row0 << '+' << p.rows << " cols "
-       << p.col0 << '+' << p.cols;
+    s += cat(i ? ", " : "", 's', p.sample, " rows ", p.row0, '+', p.rows, " cols ", p.col0, '+',
+             p.cols);
   }
-  if (ps.size() > shown) os << ", ... " << ps.size() - shown << " more";
-  os << "] = " << h.elements << " elements x " << h.elem_size << " B (hidden " << h.hidden
-     << ", phase " << h.phase << ")";
-  return os.str();
+  if (ps.size() > shown) s += cat(", ... ", ps.size() - shown, " more");
+  s += cat("] = ", h.elements, " elements x ", h.elem_size, " B (hidden ", h.hidden, ", phase ",
+           h.phase, ")");
+  return s;
 }
 
 }  // namespace disttrain::detail
