@@ -99,6 +99,14 @@ class cat_part {
   for (const cat_part& p : parts) p.append_to(s);
   return s;
 }
+
+/// @brief Throws `error(code, where, cat_parts(parts))`: the one body behind
+/// `fail`, `require` and `ensure`, so that each check instantiates one small
+/// template per argument list rather than three.
+[[noreturn]] inline void throw_error(errc code, std::string_view where,
+                                     std::initializer_list<cat_part> parts) {
+  throw error(code, std::string(where), cat_parts(parts));
+}
 }  // namespace detail
 
 /// @brief Concatenates values into a string: text (`std::string`,
@@ -115,14 +123,14 @@ template <class... Ts>
 /// @snippet core.cpp fail
 template <class... Ts>
 [[noreturn]] void fail(errc code, std::string_view where, const Ts&... parts) {
-  throw error(code, std::string(where), cat(parts...));
+  detail::throw_error(code, where, {detail::cat_part(parts)...});
 }
 
 /// @brief Throws `errc::invalid_argument` at `where` unless `cond` holds.
 /// @snippet core.cpp require
 template <class... Ts>
 void require(bool cond, std::string_view where, const Ts&... parts) {
-  if (!cond) fail(errc::invalid_argument, where, parts...);
+  if (!cond) detail::throw_error(errc::invalid_argument, where, {detail::cat_part(parts)...});
 }
 
 /// @brief Requires `value > 0`.
@@ -152,7 +160,10 @@ void require_in_range(const T& value, const T& lo, const T& hi, std::string_view
 /// @snippet core.cpp ensure
 template <class... Ts>
 void ensure(bool cond, std::string_view where, const Ts&... parts) {
-  if (!cond) fail(errc::internal, where, "internal invariant broken: ", parts...);
+  if (!cond) {
+    detail::throw_error(errc::internal, where,
+                        {"internal invariant broken: ", detail::cat_part(parts)...});
+  }
 }
 
 namespace detail {
