@@ -5,7 +5,8 @@
 # machine load), and, measured in the same run, the user CPU seconds of a TU
 # that includes only the standard headers the header reaches ("std s"): the
 # floor no change to disttrain's own code can go below, and a baseline that
-# tells a slow machine from a heavy header (docs/header_cost.md). Headers: disttrain.hpp, every part umbrella (<part>.hpp),
+# tells a slow machine from a heavy header (docs/header_cost.md).
+# Headers: disttrain.hpp, every part umbrella (<part>.hpp),
 # reorder/reorderer.hpp, comm/route.hpp, and the component headers
 # cost/calibration.hpp (Eigen) and core/format.hpp (fmt).
 #
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS="$2"; shift 2 ;;
     --markdown) MARKDOWN=yes; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "header_cost.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     *) headers+=("$1"); shift ;;
   esac
@@ -65,7 +66,7 @@ for h in "${headers[@]}"; do
   # The standard headers that the disttrain headers reached include directly.
   "$CXX" "${flags[@]}" -E -H "$TMP/tu.cpp" 2>&1 >/dev/null |
     sed -n 's/^\.* \(.*include\/disttrain\/.*\)$/\1/p' | sort -u |
-    xargs grep -h '^#include <[a-z_]*>' | sort -u >"$TMP/std.cpp"
+    xargs -r grep -h '^#include <[a-z_]*>' | sort -u >"$TMP/std.cpp"
   : >"$TMP/wall"
   : >"$TMP/user"
   : >"$TMP/std"

@@ -52,7 +52,6 @@ class cat_part {
  public:
   // Implicit on purpose: `cat` converts each argument.
   cat_part(std::string_view text) noexcept : text_(text) {}               // NOLINT
-  cat_part(const std::string& text) noexcept : text_(text) {}             // NOLINT
   cat_part(const char* text) noexcept : text_(text ? text : "(null)") {}  // NOLINT
   cat_part(char c) noexcept : kind_(kind::character), c_(c) {}            // NOLINT
   cat_part(bool b) noexcept : text_(b ? "1" : "0") {}                     // NOLINT

@@ -32,7 +32,7 @@ namespace detail {
 [[nodiscard]] inline std::string gb(double bytes) {
   char buf[48];
   const int n = std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
-  return std::string(buf, static_cast<std::size_t>(n));
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 }  // namespace detail
 
