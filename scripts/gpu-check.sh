@@ -6,7 +6,15 @@
 # NCCL backend vs raw ncclSend/ncclRecv on 2 ranks, which needs 2 GPUs:
 # skipped with the reason otherwise), then write one JSON summary.
 #
-#   scripts/gpu-check.sh [--jobs N] [--budget SECONDS]
+#   scripts/gpu-check.sh [--jobs N] [--budget SECONDS] [--deps DIR]
+#
+# --deps DIR: a prefix holding nlohmann/json, Eigen, fmt and Catch2 for a GPU
+# machine that cannot install packages (scripts/gpu-deps.sh makes one; default
+# build/gpu-deps when it exists). NCCL is looked for in the CUDA toolkit, the
+# system, NCCL_ROOT and Python's nvidia-nccl wheel. With fewer than 2 GPUs the
+# MPI-bootstrapped NCCL tests are not built (NCCL needs a GPU per rank);
+# gpu.nccl_one_rank runs the NCCL backend on one GPU instead. Warnings are not
+# errors here (CI gates them on the CPU build); the summary counts them.
 #
 # Summary: $OUT/gpu-check.json when OUT is set, else build/gpu-check.json;
 # logs of every step next to it (gpu-check-logs/). The summary is written
@@ -26,11 +34,13 @@ cd "$ROOT"
 START=$SECONDS
 JOBS="$(nproc 2>/dev/null || echo 2)"
 BUDGET=450
+DEPS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) JOBS="$2"; shift 2 ;;
     --budget) BUDGET="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --deps) DEPS="$2"; shift 2 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,6 +64,7 @@ STEPS=()          # JSON objects, one per step
 TESTS='[]'
 BENCH_COPY='null'
 BENCH_NCCL='null'
+BUILD_WARNINGS='null'
 
 json_str() {  # a JSON string literal
   local s="$1"
@@ -97,6 +108,7 @@ write_summary() {
     printf '  "commit": %s,\n' "$(json_str "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)")"
     printf '  "machine": %s,\n' "$MACHINE"
     printf '  "steps": [%s],\n' "$steps"
+    printf '  "build_warnings": %s,\n' "$BUILD_WARNINGS"
     printf '  "tests": %s,\n' "$TESTS"
     printf '  "benchmarks": {"copy_blocks_vs_memcpy": %s, "nccl_backend_vs_raw_nccl": %s},\n' \
       "$BENCH_COPY" "$BENCH_NCCL"
@@ -182,6 +194,18 @@ NVCC_VERSION="missing"
 if [ -n "$NVCC" ]; then NVCC_VERSION="$NVCC: $("$NVCC" --version 2>/dev/null | tail -n1 || true)"; fi
 MACHINE="{\"gpus\": $N_GPUS, \"gpu_list\": $(json_str "$GPU_LIST"), \"driver_name_memory\": $(json_str "$DRIVER"), \"compute_capability\": $(json_str "$CC_CAP"), \"nvcc\": $(json_str "$NVCC_VERSION"), \"cores\": $JOBS}"
 write_summary
+# Third-party headers: the system's, or a carried prefix (scripts/gpu-deps.sh).
+if [ -z "$DEPS" ] && [ -d "$ROOT/build/gpu-deps" ]; then DEPS="$ROOT/build/gpu-deps"; fi
+if [ -n "$DEPS" ]; then
+  if [ ! -d "$DEPS/include" ]; then
+    STATUS="failed"; REASON="--deps $DEPS has no include/ (make it with scripts/gpu-deps.sh)"; exit 1
+  fi
+  DEPS="$(cd "$DEPS" && pwd)"
+  export CMAKE_PREFIX_PATH="$DEPS${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  for d in "$DEPS"/lib "$DEPS"/lib/*-linux-gnu; do
+    if [ -d "$d" ]; then export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+  done
+fi
 missing=()
 [ -n "$NVCC" ] || missing+=("nvcc (CUDA toolkit at /usr/local/cuda, or set CUDACXX)")
 command -v cmake >/dev/null 2>&1 || missing+=("cmake")
@@ -190,7 +214,8 @@ command -v g++ >/dev/null 2>&1 || missing+=("g++")
 # Header-only dependencies (the Debian packages scripts/quickstart.sh installs).
 have_header() {
   local h="$1" d
-  for d in /usr/include /usr/local/include /usr/include/eigen3 /usr/local/include/eigen3; do
+  for d in /usr/include /usr/local/include /usr/include/eigen3 /usr/local/include/eigen3 \
+           ${DEPS:+"$DEPS/include" "$DEPS/include/eigen3"}; do
     if [ -e "$d/$h" ]; then return 0; fi
   done
   return 1
@@ -198,6 +223,10 @@ have_header() {
 have_header nlohmann/json.hpp || missing+=("nlohmann-json3-dev")
 have_header Eigen/Dense || missing+=("libeigen3-dev")
 have_header fmt/format.h || missing+=("libfmt-dev")
+GXX_VERSION="$(g++ --version 2>/dev/null | head -n1 || echo missing)"
+CMAKE_VERSION="$(cmake --version 2>/dev/null | head -n1 || echo missing)"
+MACHINE="${MACHINE%\}}, \"gxx\": $(json_str "$GXX_VERSION"), \"cmake\": $(json_str "$CMAKE_VERSION"), \"deps\": $(json_str "${DEPS:-system}")}"
+write_summary
 if [ "${#missing[@]}" -gt 0 ]; then
   STATUS="failed"
   REASON="a GPU is present but the toolchain is not: missing ${missing[*]}"
@@ -205,27 +234,55 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # What the cuda preset needs beyond the compiler: fall back rather than fail.
-cfg=(-DCMAKE_CUDA_COMPILER="$NVCC" -DDISTTRAIN_BUILD_EXAMPLES=OFF)
+# Warnings are not errors on this machine, whose compilers may be newer than
+# CI's (CI gates warnings); the build step counts them for the summary.
+cfg=(-DCMAKE_CUDA_COMPILER="$NVCC" -DDISTTRAIN_BUILD_EXAMPLES=OFF -DDISTTRAIN_WARNINGS_AS_ERRORS=OFF)
 if [ -n "$CC_CAP" ]; then cfg+=(-DCMAKE_CUDA_ARCHITECTURES="$CC_CAP"); fi  # this GPU only: faster build
 notes=()
 cuda_root="$(dirname "$(dirname "$(readlink -f "$NVCC")")")"
-have_nccl=no
-for h in "${NCCL_ROOT:-/nonexistent}/include/nccl.h" "$cuda_root/include/nccl.h" \
-         /usr/local/cuda/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h; do
-  if [ -f "$h" ]; then have_nccl=yes; fi
+# NCCL: NCCL_ROOT, the toolkit, the system, else the nvidia-nccl wheel of a
+# Python (PyTorch's), which ships nccl.h and libnccl.so.2 without the
+# unversioned link FindNCCL looks for: then both are named explicitly.
+# A header counts only with a library beside it (a toolkit may ship nccl.h alone).
+nccl_h=""
+for root in "${NCCL_ROOT:-/nonexistent}" "$cuda_root" /usr/local/cuda /usr /usr/local; do
+  if [ -n "$nccl_h" ] || [ ! -f "$root/include/nccl.h" ]; then continue; fi
+  for l in "$root"/lib64/libnccl.so* "$root"/lib/libnccl.so* "$root"/lib/x86_64-linux-gnu/libnccl.so*; do
+    if [ -e "$l" ]; then nccl_h="$root/include/nccl.h"; fi
+  done
 done
-if [ "$have_nccl" = no ]; then
+if [ -z "$nccl_h" ] && command -v python3 >/dev/null 2>&1; then
+  # nvidia/nccl/{include,lib} (cu12 wheels) or any nvidia/**/include/nccl.h.
+  sites="$(timeout 60 python3 -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null || true)"
+  wheel=""
+  while IFS= read -r sp; do
+    if [ -z "$sp" ] || [ ! -d "$sp/nvidia" ] || [ -n "$wheel" ]; then continue; fi
+    h="$(find "$sp/nvidia" -maxdepth 4 -name nccl.h -path '*/include/*' 2>/dev/null | head -n1 || true)"
+    if [ -n "$h" ]; then wheel="$(dirname "$(dirname "$h")")"; fi
+  done <<<"$sites"
+  lib=""
+  if [ -n "$wheel" ]; then lib="$(find "$wheel/lib" -maxdepth 1 -name 'libnccl.so*' 2>/dev/null | sort | head -n1 || true)"; fi
+  if [ -n "$lib" ]; then
+    nccl_h="$wheel/include/nccl.h"
+    cfg+=(-DNCCL_INCLUDE_DIR="$wheel/include" -DNCCL_LIBRARY="$lib")
+    export LD_LIBRARY_PATH="$wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    notes+=("NCCL from the Python wheel at $wheel")
+  fi
+fi
+if [ -z "$nccl_h" ]; then
   cfg+=(-DDISTTRAIN_ENABLE_NCCL=OFF)
   notes+=("no nccl.h: NCCL backend tests and benchmark not built")
 fi
-if ! command -v mpiexec >/dev/null 2>&1; then
+if [ "$N_GPUS" -lt 2 ]; then
+  cfg+=(-DDISTTRAIN_ENABLE_MPI=OFF)
+  notes+=("$N_GPUS GPU: the MPI-bootstrapped NCCL tests and benchmark (2 ranks, a GPU each) are not built")
+elif ! command -v mpiexec >/dev/null 2>&1; then
   cfg+=(-DDISTTRAIN_ENABLE_MPI=OFF)
   notes+=("no mpiexec: the MPI-bootstrapped NCCL tests and benchmark are not built")
 fi
-if [ ! -f /usr/include/catch2/catch.hpp ] && [ ! -d /usr/include/catch2 ] &&
-   [ ! -d /usr/local/include/catch2 ]; then
+if ! have_header catch2/catch.hpp && ! have_header catch2/catch_all.hpp; then
   cfg+=(-DDISTTRAIN_BUILD_TESTS=OFF)
-  notes+=("no Catch2: gpu.copy_blocks is not built (benchmarks still run)")
+  notes+=("no Catch2: gpu.copy_blocks and gpu.nccl_one_rank are not built (benchmarks still run)")
 fi
 REASON="$(IFS=';'; printf '%s' "${notes[*]-}")"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -234,7 +291,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 if ! run_step configure 150 env PATH="$PATH:$cuda_root/bin" cmake --preset cuda "${cfg[@]}"; then
   STATUS="failed"; REASON="configure failed${REASON:+; $REASON}"; exit 1
 fi
-if ! run_step build 270 cmake --build "$BUILD" --target disttrain_gpu_check -j "$JOBS"; then
+build_rc=0
+run_step build 270 cmake --build "$BUILD" --target disttrain_gpu_check -j "$JOBS" || build_rc=$?
+# g++ "warning:", nvcc "warning #177-D:"; the first few distinct ones are kept.
+warned="$(grep -E '(^|[^[:alnum:]_])warning( #[0-9]+-D)?:' "$LOGS/build.log" | sort -u || true)"
+BUILD_WARNINGS="{\"count\": $(printf '%s' "$warned" | grep -c . || true), \"first\": $(json_str "$(printf '%s\n' "$warned" | head -n 5)")}"
+write_summary
+if [ "$build_rc" -ne 0 ]; then
   STATUS="failed"; REASON="build failed${REASON:+; $REASON}"; exit 1
 fi
 
