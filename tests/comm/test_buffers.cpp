@@ -36,7 +36,7 @@ TEST_CASE("copy_blocks_cpu: pack a column slice, unpack it back, element by elem
   const auto e = disttrain::kernels::extent(pack);
   CHECK(e.src == 34);
   CHECK(e.dst == 11);
-  CHECK(disttrain::kernels::row_prefix(pack) == std::vector<std::int64_t>{0, 3, 4});
+  CHECK(disttrain::kernels::task_prefix(pack) == std::vector<std::int64_t>{0, 3, 4});
 }
 
 TEST_CASE("coalesce merges blocks that continue each other in both buffers") {

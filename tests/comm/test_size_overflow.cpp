@@ -126,9 +126,18 @@ TEST_CASE("copy_blocks: extents, coalescing and byte counts that overflow are er
   DISTTRAIN_CHECK_ERROR(coalesce(big), errc::invalid_argument, "copy_block");
   const std::vector<copy_block> far{{i64max, 0, 1, 2, 2, 2}};
   DISTTRAIN_CHECK_ERROR(extent(far), errc::invalid_argument, "copy_block.src");
-  const std::vector<copy_block> two{{0, 0, i64max, 0, 1, 1}, {0, 0, 1, 0, 1, 1}};
-  DISTTRAIN_CHECK_ERROR(disttrain::kernels::row_prefix(two), errc::invalid_argument,
-                        "copy_block.rows");
+  // Task counts: i64max rows of one task each, then one more task; and rows
+  // times tasks per row (2^62 rows of 3 chunks) overflows on its own.
+  const std::vector<copy_block> two{{0, 0, i64max, 1, 1, 1}, {0, 0, 1, 1, 1, 1}};
+  DISTTRAIN_CHECK_ERROR(disttrain::kernels::task_prefix(two), errc::invalid_argument,
+                        "copy_block.tasks");
+  const std::int64_t wide = 2 * disttrain::kernels::copy_chunk_elements + 1;
+  const std::vector<copy_block> long_rows{{0, 0, p2(62), wide, wide, wide}};
+  DISTTRAIN_CHECK_ERROR(disttrain::kernels::task_prefix(long_rows), errc::invalid_argument,
+                        "copy_block.tasks");
+  // Empty blocks have no tasks, however many rows they claim.
+  const std::vector<copy_block> empty{{0, 0, i64max, 0, 1, 1}, {0, 0, 1, 0, 1, 1}};
+  CHECK(disttrain::kernels::task_prefix(empty) == std::vector<std::int64_t>{0, 0, 0});
   // 4 elements x 2^62 bytes = 2^64 bytes: must not pass as 0 bytes.
   std::vector<std::byte> none;
   const std::vector<copy_block> four{{0, 0, 1, 4, 4, 4}};

@@ -119,12 +119,24 @@ struct block_extent {
   return e;
 }
 
-/// @brief Row prefix sums: `out[i]` = rows of blocks before i; `out.back()` = total rows.
-/// The CUDA kernel maps one warp to one row through a binary search in it.
-[[nodiscard]] inline std::vector<std::int64_t> row_prefix(std::span<const copy_block> blocks) {
+/// @brief Elements of one row that one warp of the CUDA kernel copies: a row
+/// longer than this is split over several warps (kernels/copy_blocks.cu).
+inline constexpr std::int64_t copy_chunk_elements = 4096;
+
+/// @brief Task prefix sums: `out[i]` = tasks of the blocks before i,
+/// `out.back()` = all tasks, where block b has `b.rows * ceil(b.cols /
+/// copy_chunk_elements)` tasks (none when it is empty). The CUDA kernel maps
+/// one warp to one task through a binary search in it
+/// (`detail::locate_task`); `invalid_argument` if the count overflows.
+[[nodiscard]] inline std::vector<std::int64_t> task_prefix(std::span<const copy_block> blocks) {
   std::vector<std::int64_t> p(blocks.size() + 1, 0);
-  for (std::size_t i = 0; i < blocks.size(); ++i)
-    p[i + 1] = detail::checked_add(p[i], blocks[i].rows, "copy_block.rows");
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const copy_block& b = blocks[i];
+    const std::int64_t per_row =
+        b.empty() ? 0 : b.cols / copy_chunk_elements + (b.cols % copy_chunk_elements != 0);
+    p[i + 1] = detail::checked_add(p[i], detail::checked_mul(b.rows, per_row, "copy_block.tasks"),
+                                   "copy_block.tasks");
+  }
   return p;
 }
 

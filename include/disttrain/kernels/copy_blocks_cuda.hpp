@@ -8,11 +8,13 @@
 /// and builds kernels/copy_blocks.cu. Usable from .cpp files (host compiler)
 /// and .cu files alike.
 ///
-/// Work split: one warp per row of a block; a warp finds its block by binary
-/// search in the row prefix sums, then copies the row with 16-byte vectors
-/// when source, destination and row length allow it (4-byte or 1-byte
-/// otherwise). Blocks of any sizes share one launch, so a message of many
-/// variable-length samples costs one kernel.
+/// Work split: one warp per task, a task being up to `copy_chunk_elements`
+/// elements of one row of a block, so one long row (a contiguous message) is
+/// spread over many warps. A warp finds its block by binary search in the task
+/// prefix sums, then copies with the widest word (16 bytes down to 1) that
+/// source and destination share an alignment for, bytes at the ends
+/// (`detail/copy_task.hpp`). Blocks of any sizes share one launch, so a
+/// message of many variable-length samples costs one kernel.
 ///
 /// @code
 /// disttrain::kernels::device_blocks d(blocks, stream);   // uploads blocks + prefix sums
@@ -49,10 +51,10 @@ namespace disttrain::kernels {
 
 /// @brief A block list in device memory (non-owning, trivially copyable).
 struct device_block_list {
-  const copy_block* blocks = nullptr;        ///< device array of n_blocks blocks
-  const std::int64_t* row_prefix = nullptr;  ///< device array of n_blocks + 1 row prefix sums
+  const copy_block* blocks = nullptr;         ///< device array of n_blocks blocks
+  const std::int64_t* task_prefix = nullptr;  ///< device array of n_blocks + 1 task prefix sums
   std::int64_t n_blocks = 0;
-  std::int64_t total_rows = 0;
+  std::int64_t total_tasks = 0;
 };
 
 /// @brief Enqueues the copy of every block of `list` from `src` to `dst`
@@ -79,7 +81,7 @@ class device_blocks {
   void upload(std::span<const copy_block> blocks, cudaStream_t stream) {
     (void)extent(blocks);  // validates the blocks
     host_.assign(blocks.begin(), blocks.end());
-    const auto prefix = row_prefix(blocks);
+    const auto prefix = task_prefix(blocks);
     const std::size_t bytes_blocks = blocks.size() * sizeof(copy_block);
     const std::size_t bytes = bytes_blocks + prefix.size() * sizeof(std::int64_t);
     if (mem_ != nullptr) cudaFree(mem_);

@@ -1,0 +1,131 @@
+#pragma once
+/// @file copy_task.hpp
+/// @brief The work of one warp of the `copy_blocks` CUDA kernel, written once
+/// for the kernel (kernels/copy_blocks.cu) and for the CPU test that replays
+/// the 32 lanes of every task (tests/comm/test_copy_task.cpp).
+///
+/// The kernel's work is split into tasks: a task is up to
+/// `copy_chunk_elements` consecutive elements of one row of one block, so a
+/// long row (a whole contiguous message, a long sample) is spread over many
+/// warps instead of one. `task_prefix` (copy_blocks.hpp) numbers the tasks of
+/// all blocks consecutively; `locate_task` finds a task's bytes by binary
+/// search in it; `copy_range` copies them as one lane of a warp, with the
+/// widest word (16, 8, 4, 2 or 1 bytes) that source and destination share an
+/// alignment for: a byte-wise head up to that alignment, the words, a
+/// byte-wise tail.
+
+#include <cstddef>
+#include <cstdint>
+#if !defined(__CUDA_ARCH__)
+#include <cstdlib>
+#include <cstring>
+#endif
+
+#include "disttrain/kernels/copy_blocks.hpp"
+
+#if defined(__CUDACC__)
+#define DISTTRAIN_HOST_DEVICE __host__ __device__
+#else
+#define DISTTRAIN_HOST_DEVICE
+#endif
+
+namespace disttrain::kernels::detail {
+
+/// Lanes of a warp: every lane of a task calls `copy_range` with its index.
+inline constexpr int warp_lanes = 32;
+
+/// One task's source, destination and length, in bytes from the buffers' starts.
+struct task_bytes {
+  std::int64_t src = 0;
+  std::int64_t dst = 0;
+  std::int64_t bytes = 0;
+};
+
+/// Task `t` of `n_blocks` blocks whose task prefix sums are `prefix`
+/// (`prefix[0] = 0`, `prefix[n_blocks]` = all tasks; `t` below that).
+DISTTRAIN_HOST_DEVICE inline task_bytes locate_task(const copy_block* blocks,
+                                                    const std::int64_t* prefix,
+                                                    std::int64_t n_blocks, std::int64_t t,
+                                                    std::int64_t elem_size) {
+  // The last block b with prefix[b] <= t: empty blocks (no tasks) are skipped.
+  std::int64_t lo = 0, hi = n_blocks - 1;
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi + 1) / 2;
+    if (prefix[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const copy_block b = blocks[lo];
+  const std::int64_t per_row = (b.cols + copy_chunk_elements - 1) / copy_chunk_elements;
+  const std::int64_t local = t - prefix[lo];
+  const std::int64_t row = local / per_row;
+  const std::int64_t col = local % per_row * copy_chunk_elements;
+  const std::int64_t cols = b.cols - col < copy_chunk_elements ? b.cols - col : copy_chunk_elements;
+  return {(b.src_offset + row * b.src_ld + col) * elem_size,
+          (b.dst_offset + row * b.dst_ld + col) * elem_size, cols * elem_size};
+}
+
+/// A 16-byte word (`uint4` on the device).
+struct alignas(16) word16 {
+  std::uint32_t v[4];
+};
+
+/// Lane `lane`'s share of copying `n` words of `W` bytes (both pointers W-aligned).
+template <class Word>
+DISTTRAIN_HOST_DEVICE inline void copy_words(const std::byte* s, std::byte* d, std::size_t n,
+                                             int lane) {
+  for (std::size_t i = static_cast<std::size_t>(lane); i < n; i += warp_lanes) {
+#if defined(__CUDA_ARCH__)
+    reinterpret_cast<Word*>(d)[i] = reinterpret_cast<const Word*>(s)[i];
+#else
+    // The host replay faults where the device would (a misaligned word access).
+    if ((reinterpret_cast<std::uintptr_t>(s) | reinterpret_cast<std::uintptr_t>(d)) %
+            sizeof(Word) !=
+        0)
+      std::abort();
+    std::memcpy(d + i * sizeof(Word), s + i * sizeof(Word), sizeof(Word));
+#endif
+  }
+}
+
+/// Lane `lane`'s share of copying the bytes [first, last) of `s` to `d`, one byte each.
+DISTTRAIN_HOST_DEVICE inline void copy_bytes(const std::byte* s, std::byte* d, std::size_t first,
+                                             std::size_t last, int lane) {
+  for (std::size_t i = first + static_cast<std::size_t>(lane); i < last; i += warp_lanes)
+    d[i] = s[i];
+}
+
+/// Lane `lane`'s share of copying `n` bytes from `s` to `d` (see the file comment).
+DISTTRAIN_HOST_DEVICE inline void copy_range(const std::byte* s, std::byte* d, std::size_t n,
+                                             int lane) {
+  const auto sa = reinterpret_cast<std::uintptr_t>(s);
+  const auto da = reinterpret_cast<std::uintptr_t>(d);
+  const std::uintptr_t apart = sa ^ da;  // the low bits they differ in
+  std::size_t w = 1;
+  while (w < 16 && (apart & (2 * w - 1)) == 0) w *= 2;
+  std::size_t head = (w - (da & (w - 1))) & (w - 1);  // bytes until both are w-aligned
+  if (head > n) head = n;
+  const std::size_t words = (n - head) / w;
+  copy_bytes(s, d, 0, head, lane);
+  const std::byte* sb = s + head;
+  std::byte* db = d + head;
+  switch (w) {
+    case 16:
+#if defined(__CUDA_ARCH__)
+      copy_words<uint4>(sb, db, words, lane);
+#else
+      copy_words<word16>(sb, db, words, lane);
+#endif
+      break;
+    case 8: copy_words<std::uint64_t>(sb, db, words, lane); break;
+    case 4: copy_words<std::uint32_t>(sb, db, words, lane); break;
+    case 2: copy_words<std::uint16_t>(sb, db, words, lane); break;
+    default: copy_bytes(sb, db, 0, words, lane); break;
+  }
+  copy_bytes(s, d, head + words * w, n, lane);
+}
+
+}  // namespace disttrain::kernels::detail
+
+#undef DISTTRAIN_HOST_DEVICE
