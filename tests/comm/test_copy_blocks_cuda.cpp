@@ -18,25 +18,13 @@
 #if defined(DISTTRAIN_HAS_CUDA_KERNELS)
 #include <cuda_runtime.h>  // typed cudaMalloc overloads
 
+#include "cuda_device.hpp"
 #include "disttrain/kernels/copy_blocks_cuda.hpp"
 
 using disttrain::kernels::copy_block;
 
-namespace {
-bool have_gpu() {
-  int n = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&n);
-  if (rc != cudaSuccess || n == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
-    return false;
-  }
-  return true;
-}
-}  // namespace
-
 TEST_CASE("CUDA copy_blocks matches the CPU reference byte by byte") {
-  if (!have_gpu()) {
+  if (!disttrain::test::have_gpu()) {
     WARN("SKIPPED: no CUDA device present; the kernel was compiled but not run");
     return;
   }

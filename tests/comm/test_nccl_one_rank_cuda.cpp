@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda_device.hpp"
 #include "disttrain/comm/nccl_backend.hpp"
 #include "disttrain/exec/cuda_streams.hpp"
 #include "disttrain/kernels/copy_blocks_cuda.hpp"
@@ -33,17 +34,6 @@ using disttrain::errc;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool have_gpu() {
-  int n = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&n);
-  if (rc != cudaSuccess || n == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
-    return false;
-  }
-  return true;
-}
 
 disttrain::nccl_backend one_rank(cudaStream_t s, std::chrono::milliseconds timeout = 20000ms) {
   ncclUniqueId id{};
@@ -66,7 +56,7 @@ std::vector<std::uint32_t> to_host(const std::byte* d, std::size_t n) {
 }  // namespace
 
 TEST_CASE("NCCL backend on one GPU: self point-to-point, collectives, fence") {
-  if (!have_gpu()) {
+  if (!disttrain::test::have_gpu()) {
     WARN("SKIPPED: no CUDA device present; the NCCL test was compiled but not run");
     return;
   }
@@ -127,7 +117,7 @@ TEST_CASE("NCCL backend on one GPU: self point-to-point, collectives, fence") {
 }
 
 TEST_CASE("NCCL backend on one GPU: a receive nobody sends fails and aborts within the timeout") {
-  if (!have_gpu()) {
+  if (!disttrain::test::have_gpu()) {
     WARN("SKIPPED: no CUDA device present; the NCCL test was compiled but not run");
     return;
   }
