@@ -3,8 +3,9 @@
 # preset, build only what needs a device (CMake target disttrain_gpu_check:
 # the GPU tests and benchmarks), run every test labelled `gpu` (gpu.*,
 # mpi.nccl.*) and the GPU benchmarks (copy_blocks kernel vs cudaMemcpy D2D;
-# NCCL backend vs raw ncclSend/ncclRecv on 2 ranks, which needs 2 GPUs:
-# skipped with the reason otherwise), then write one JSON summary.
+# NCCL backend vs raw ncclSend/ncclRecv on one GPU, one rank exchanging with
+# itself, and on 2 ranks, which needs 2 GPUs: skipped with the reason
+# otherwise), then write one JSON summary.
 #
 #   scripts/gpu-check.sh [--jobs N] [--budget SECONDS] [--deps DIR]
 #
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
     --jobs) JOBS="$2"; shift 2 ;;
     --budget) BUDGET="$2"; shift 2 ;;
     --deps) DEPS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -64,6 +65,7 @@ STEPS=()          # JSON objects, one per step
 TESTS='[]'
 BENCH_COPY='null'
 BENCH_NCCL='null'
+BENCH_NCCL_ONE='null'
 BUILD_WARNINGS='null'
 
 json_str() {  # a JSON string literal
@@ -110,8 +112,8 @@ write_summary() {
     printf '  "steps": [%s],\n' "$steps"
     printf '  "build_warnings": %s,\n' "$BUILD_WARNINGS"
     printf '  "tests": %s,\n' "$TESTS"
-    printf '  "benchmarks": {"copy_blocks_vs_memcpy": %s, "nccl_backend_vs_raw_nccl": %s},\n' \
-      "$BENCH_COPY" "$BENCH_NCCL"
+    printf '  "benchmarks": {"copy_blocks_vs_memcpy": %s, "nccl_backend_vs_raw_nccl": %s, "nccl_backend_vs_raw_nccl_one_rank": %s},\n' \
+      "$BENCH_COPY" "$BENCH_NCCL" "$BENCH_NCCL_ONE"
     printf '  "logs": %s\n}\n' "$(json_str "$LOGS")"
   } >"$SUMMARY.tmp"
   mv "$SUMMARY.tmp" "$SUMMARY"
@@ -320,6 +322,14 @@ if [ -x "$BUILD/benchmarks/bench_copy_blocks_cuda" ]; then
 else
   BENCH_COPY='{"skipped": "bench_copy_blocks_cuda was not built"}'
 fi
+if [ -x "$BUILD/benchmarks/bench_nccl_one_rank" ]; then
+  rc=0
+  run_step bench_nccl_one_rank 75 sh -c \
+    "'$BUILD/benchmarks/bench_nccl_one_rank' --json >'$LOGS/bench_nccl_one_rank.json'" || rc=$?
+  BENCH_NCCL_ONE="$(bench_result "$rc" "$LOGS/bench_nccl_one_rank.json")"
+else
+  BENCH_NCCL_ONE="{\"skipped\": $(json_str "bench_nccl_one_rank was not built${REASON:+ ($REASON)}")}"
+fi
 if [ -x "$BUILD/benchmarks/bench_nccl_mpi" ]; then
   if [ "$N_GPUS" -lt 2 ]; then
     BENCH_NCCL="{\"skipped\": $(json_str "needs 2 GPUs: NCCL rejects two ranks of one communicator on the same GPU (duplicate GPU); this machine has $N_GPUS")}"
@@ -343,7 +353,7 @@ fi
 if grep -q 'SKIPPED' "$BUILD/gpu-check-junit.xml" 2>/dev/null; then  # passed, but said it skipped
   skips+=("test output: $(grep -o 'SKIPPED[^<&]*' "$BUILD/gpu-check-junit.xml" | sort -u | head -n 3 | tr '\n' ' ')")
 fi
-for b in "$BENCH_COPY" "$BENCH_NCCL"; do
+for b in "$BENCH_COPY" "$BENCH_NCCL" "$BENCH_NCCL_ONE"; do
   case "$b" in '{"skipped"'*) skips+=("a benchmark: ${b:0:160}") ;; esac
 done
 if [ "${#skips[@]}" -gt 0 ]; then

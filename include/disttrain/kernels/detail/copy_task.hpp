@@ -10,9 +10,10 @@
 /// warps instead of one. `task_prefix` (copy_blocks.hpp) numbers the tasks of
 /// all blocks consecutively; `locate_task` finds a task's bytes by binary
 /// search in it; `copy_range` copies them as one lane of a warp, with the
-/// widest word (16, 8, 4, 2 or 1 bytes) that source and destination share an
-/// alignment for: a byte-wise head up to that alignment, the words, a
-/// byte-wise tail.
+/// widest word that source and destination share an alignment for (16, 8 or
+/// 4 bytes): a byte-wise head up to that alignment, the words, a byte-wise
+/// tail; where they differ in their two lowest address bits, aligned 4-byte
+/// words made of two shifted source words.
 
 #include <cstddef>
 #include <cstdint>
@@ -96,13 +97,65 @@ DISTTRAIN_HOST_DEVICE inline void copy_bytes(const std::byte* s, std::byte* d, s
     d[i] = s[i];
 }
 
+/// The aligned 4-byte word at `p`.
+DISTTRAIN_HOST_DEVICE inline std::uint32_t load_word(const std::byte* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const std::uint32_t*>(p);
+#else
+  if (reinterpret_cast<std::uintptr_t>(p) % 4 != 0) std::abort();  // as the device would fault
+  std::uint32_t v = 0;
+  std::memcpy(&v, p, 4);
+  return v;
+#endif
+}
+
+/// Lane `lane`'s share of copying `n` bytes when source and destination differ
+/// in their two lowest address bits: each aligned 4-byte word of the
+/// destination is two aligned source words shifted together (a funnel shift);
+/// bytes at the ends, and wherever a source word would reach outside [s, s + n).
+DISTTRAIN_HOST_DEVICE inline void copy_shifted(const std::byte* s, std::byte* d, std::size_t n,
+                                               int lane) {
+  std::size_t head = (4 - (reinterpret_cast<std::uintptr_t>(d) & 3)) & 3;  // d + head: aligned
+  if (head > n) head = n;
+  const std::size_t k = (reinterpret_cast<std::uintptr_t>(s) + head) & 3;  // s + head's offset
+  // Word j of the destination (at head + 4j) reads the source words at
+  // head + 4j - k and 4 bytes on: j0 and j1 keep both inside [0, n).
+  const std::size_t j0 = head < k ? 1 : 0;
+  const std::size_t j1 = n + k >= head + 8 ? (n + k - head - 8) / 4 + 1 : 0;
+  if (k == 0 || j1 <= j0) {
+    copy_bytes(s, d, 0, n, lane);
+    return;
+  }
+  copy_bytes(s, d, 0, head + 4 * j0, lane);
+  const auto shift = static_cast<unsigned>(8 * k);
+  for (std::size_t j = j0 + static_cast<std::size_t>(lane); j < j1; j += warp_lanes) {
+    const std::size_t at = head + 4 * j - k;
+#if !defined(__CUDA_ARCH__)
+    if (head + 4 * j < k || at + 8 > n) std::abort();  // the host replay checks j0 and j1
+#endif
+    const std::uint32_t lo = load_word(s + at), hi = load_word(s + at + 4);
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<std::uint32_t*>(d + head + 4 * j) = __funnelshift_r(lo, hi, shift);
+#else
+    const auto v = static_cast<std::uint32_t>(((std::uint64_t{hi} << 32) | lo) >> shift);
+    if (reinterpret_cast<std::uintptr_t>(d + head + 4 * j) % 4 != 0) std::abort();
+    std::memcpy(d + head + 4 * j, &v, 4);
+#endif
+  }
+  copy_bytes(s, d, head + 4 * j1, n, lane);
+}
+
 /// Lane `lane`'s share of copying `n` bytes from `s` to `d` (see the file comment).
 DISTTRAIN_HOST_DEVICE inline void copy_range(const std::byte* s, std::byte* d, std::size_t n,
                                              int lane) {
   const auto sa = reinterpret_cast<std::uintptr_t>(s);
   const auto da = reinterpret_cast<std::uintptr_t>(d);
   const std::uintptr_t apart = sa ^ da;  // the low bits they differ in
-  std::size_t w = 1;
+  if ((apart & 3) != 0) {
+    copy_shifted(s, d, n, lane);
+    return;
+  }
+  std::size_t w = 4;
   while (w < 16 && (apart & (2 * w - 1)) == 0) w *= 2;
   std::size_t head = (w - (da & (w - 1))) & (w - 1);  // bytes until both are w-aligned
   if (head > n) head = n;
@@ -119,9 +172,7 @@ DISTTRAIN_HOST_DEVICE inline void copy_range(const std::byte* s, std::byte* d, s
 #endif
       break;
     case 8: copy_words<std::uint64_t>(sb, db, words, lane); break;
-    case 4: copy_words<std::uint32_t>(sb, db, words, lane); break;
-    case 2: copy_words<std::uint16_t>(sb, db, words, lane); break;
-    default: copy_bytes(sb, db, 0, words, lane); break;
+    default: copy_words<std::uint32_t>(sb, db, words, lane); break;
   }
   copy_bytes(s, d, head + words * w, n, lane);
 }
