@@ -8,11 +8,15 @@
 // (benchmarks/mpi/bench_nccl_mpi.cpp) needs two GPUs. Here each variant has
 // its own one-rank communicator and stream and exchanges a device buffer with
 // itself, one message at a time: raw = ncclGroupStart, ncclSend, ncclRecv,
-// ncclGroupEnd, cudaStreamSynchronize; backend = group_start, isend, irecv,
-// group_end, wait, wait (an event per request, polled). The data path is the
-// same NCCL self-copy, so the ratio is the backend's overhead per message.
-// Batches alternate which variant goes first (benchmarks/p2p_report.hpp);
-// informative rows, no target.
+// ncclGroupEnd, cudaStreamSynchronize on a blocking communicator (NCCL's
+// default); backend = group_start, isend, irecv, group_end, wait, wait (an
+// event per request, polled) on the backend's non-blocking communicator; and
+// raw on a non-blocking communicator (blocking = 0, as the backend creates
+// it, so that it can time out and abort), polling ncclCommGetAsyncError after
+// ncclGroupEnd. The data path is the same NCCL self-copy, so row "self" is
+// the backend's whole overhead per message and row "self-nb" the part of it
+// that is not the non-blocking mode. Batches rotate which variant goes first
+// (benchmarks/p2p_report.hpp); informative rows, no target.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -70,6 +74,18 @@ int main(int argc, char** argv) {
   nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
   ncclComm_t raw = nullptr;
   nccl_ok(ncclCommInitRank(&raw, 1, id, 0), "ncclCommInitRank");
+  nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  ncclComm_t raw_nb = nullptr;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  const auto settle = [](ncclComm_t c, const char* what) {  // a non-blocking call's end
+    ncclResult_t st = ncclInProgress;
+    while (st == ncclInProgress) nccl_ok(ncclCommGetAsyncError(c, &st), "ncclCommGetAsyncError");
+    nccl_ok(st, what);
+  };
+  const ncclResult_t init = ncclCommInitRankConfig(&raw_nb, 1, id, 0, &cfg);
+  if (init != ncclInProgress) nccl_ok(init, "ncclCommInitRankConfig");
+  settle(raw_nb, "ncclCommInitRankConfig");
 
   const std::vector<std::size_t> sizes =
       opt.quick ? std::vector<std::size_t>{64 << 10, 4 << 20}
@@ -92,6 +108,17 @@ int main(int argc, char** argv) {
         cuda_ok(cudaStreamSynchronize(raw_stream), "cudaStreamSynchronize");
       });
     };
+    const auto raw_nb_batch = [&] {
+      return per_message(reps, [&] {
+        nccl_ok(ncclGroupStart(), "ncclGroupStart");
+        nccl_ok(ncclSend(from, s, ncclUint8, 0, raw_nb, raw_stream), "ncclSend");
+        nccl_ok(ncclRecv(to, s, ncclUint8, 0, raw_nb, raw_stream), "ncclRecv");
+        const ncclResult_t end = ncclGroupEnd();
+        if (end != ncclInProgress) nccl_ok(end, "ncclGroupEnd");
+        settle(raw_nb, "ncclGroupEnd");
+        cuda_ok(cudaStreamSynchronize(raw_stream), "cudaStreamSynchronize");
+      });
+    };
     const auto backend_batch = [&] {
       return per_message(reps, [&] {
         b.group_start();
@@ -102,25 +129,26 @@ int main(int argc, char** argv) {
         b.wait(rr);
       });
     };
-    disttrain::bench::p2p_row row{"self", s, 0.0, {}, {}};
+    disttrain::bench::p2p_row row{"self", s, 0.0, {}, {}}, row_nb{"self-nb", s, 0.0, {}, {}};
     for (int bt = 0; bt <= batches; ++bt) {
-      double tr = 0, tb = 0;
-      if (bt % 2 == 0) {
-        tr = raw_batch();
-        tb = backend_batch();
-      } else {
-        tb = backend_batch();
-        tr = raw_batch();
+      double t[3] = {0, 0, 0};       // backend, raw, raw non-blocking
+      for (int i = 0; i < 3; ++i) {  // rotate which goes first
+        const int v = (bt + i) % 3;
+        t[v] = v == 0 ? backend_batch() : v == 1 ? raw_batch() : raw_nb_batch();
       }
       if (bt == 0) continue;  // warm-up
-      row.candidate_s.push_back(tb);
-      row.baseline_s.push_back(tr);
+      row.candidate_s.push_back(t[0]);
+      row.baseline_s.push_back(t[1]);
+      row_nb.candidate_s.push_back(t[0]);
+      row_nb.baseline_s.push_back(t[2]);
     }
     cudaFree(from);
     cudaFree(to);
     rows.push_back(std::move(row));
+    rows.push_back(std::move(row_nb));
   }
   ncclCommDestroy(raw);
+  ncclCommDestroy(raw_nb);
   cudaDeviceProp prop{};
   cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   if (opt.json) {
@@ -131,7 +159,8 @@ int main(int argc, char** argv) {
                             .c_str());
   } else {
     disttrain::bench::print_p2p_table(
-        std::string("NCCL backend vs raw ncclSend/ncclRecv, one rank exchanging with itself on ") +
+        std::string("NCCL backend vs raw ncclSend/ncclRecv (self: blocking communicator; self-nb: "
+                    "non-blocking), one rank exchanging with itself on ") +
             prop.name + " (ratio = raw time / backend time, median of paired batches)",
         "backend", "raw", rows);
   }
