@@ -12,8 +12,9 @@
 /// search in it; `copy_range` copies them as one lane of a warp, with the
 /// widest word that source and destination share an alignment for (16, 8 or
 /// 4 bytes): a byte-wise head up to that alignment, the words, a byte-wise
-/// tail; where they differ in their two lowest address bits, aligned 4-byte
-/// words made of two shifted source words.
+/// tail; where they differ in their two lowest address bits, aligned 16-byte
+/// destination words made of the two aligned source words each straddles,
+/// shifted (4-byte words, then bytes, at the ends).
 
 #include <cstddef>
 #include <cstdint>
@@ -145,6 +146,79 @@ DISTTRAIN_HOST_DEVICE inline void copy_shifted(const std::byte* s, std::byte* d,
   copy_bytes(s, d, head + 4 * j1, n, lane);
 }
 
+/// `w[Q + i]` and `w[Q + i + 1]` shifted right together by `shift` bits, for
+/// i = 0..3: 16 bytes starting `4 * Q + shift / 8` bytes into the 32 of `w`.
+template <int Q>
+DISTTRAIN_HOST_DEVICE inline void funnel4(const std::uint32_t (&w)[8], unsigned shift,
+                                          std::uint32_t (&out)[4]) {
+  for (int i = 0; i < 4; ++i) {
+#if defined(__CUDA_ARCH__)
+    out[i] = __funnelshift_r(w[Q + i], w[Q + i + 1], shift);
+#else
+    out[i] = static_cast<std::uint32_t>(((std::uint64_t{w[Q + i + 1]} << 32) | w[Q + i]) >> shift);
+#endif
+  }
+}
+
+/// The aligned 16 bytes at `p` as four words (`first` or last four of `w`).
+DISTTRAIN_HOST_DEVICE inline void load_16(const std::byte* p, std::uint32_t* w) {
+#if defined(__CUDA_ARCH__)
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
+#else
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) std::abort();  // as the device would fault
+  std::memcpy(w, p, 16);
+#endif
+}
+
+/// Lane `lane`'s share of copying `n` bytes when source and destination differ
+/// in their two lowest address bits, 16 bytes at a time: each aligned 16-byte
+/// word of the destination is made of the two aligned 16-byte source words
+/// it straddles (funnel shifts of their 4-byte parts); `copy_shifted` does
+/// the ends, and wherever a source word would reach outside [s, s + n).
+DISTTRAIN_HOST_DEVICE inline void copy_shifted_16(const std::byte* s, std::byte* d, std::size_t n,
+                                                  int lane) {
+  std::size_t head = (16 - (reinterpret_cast<std::uintptr_t>(d) & 15)) & 15;  // d + head: aligned
+  if (head > n) head = n;
+  const std::size_t k = (reinterpret_cast<std::uintptr_t>(s) + head) & 15;  // s + head's offset
+  // Word j (at head + 16j) reads source words at head + 16j - k and 16 on.
+  const std::size_t j0 = head < k ? 1 : 0;
+  const std::size_t j1 = n + k >= head + 32 ? (n + k - head - 32) / 16 + 1 : 0;
+  if (k % 4 == 0 || j1 <= j0) {
+    copy_shifted(s, d, n, lane);
+    return;
+  }
+  copy_shifted(s, d, head + 16 * j0, lane);
+  const auto shift = static_cast<unsigned>(8 * (k % 4));
+  for (std::size_t j = j0 + static_cast<std::size_t>(lane); j < j1; j += warp_lanes) {
+    const std::size_t at = head + 16 * j - k;
+#if !defined(__CUDA_ARCH__)
+    if (head + 16 * j < k || at + 32 > n) std::abort();  // the host replay checks j0 and j1
+#endif
+    std::uint32_t w[8], out[4];
+    load_16(s + at, w);
+    load_16(s + at + 16, w + 4);
+    switch (k / 4) {
+      case 0: funnel4<0>(w, shift, out); break;
+      case 1: funnel4<1>(w, shift, out); break;
+      case 2: funnel4<2>(w, shift, out); break;
+      default: funnel4<3>(w, shift, out); break;
+    }
+    std::byte* to = d + head + 16 * j;
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<uint4*>(to) = make_uint4(out[0], out[1], out[2], out[3]);
+#else
+    if (reinterpret_cast<std::uintptr_t>(to) % 16 != 0) std::abort();
+    std::memcpy(to, out, 16);
+#endif
+  }
+  const std::size_t done = head + 16 * j1;
+  copy_shifted(s + done, d + done, n - done, lane);
+}
+
 /// Lane `lane`'s share of copying `n` bytes from `s` to `d` (see the file comment).
 DISTTRAIN_HOST_DEVICE inline void copy_range(const std::byte* s, std::byte* d, std::size_t n,
                                              int lane) {
@@ -152,7 +226,7 @@ DISTTRAIN_HOST_DEVICE inline void copy_range(const std::byte* s, std::byte* d, s
   const auto da = reinterpret_cast<std::uintptr_t>(d);
   const std::uintptr_t apart = sa ^ da;  // the low bits they differ in
   if ((apart & 3) != 0) {
-    copy_shifted(s, d, n, lane);
+    copy_shifted_16(s, d, n, lane);
     return;
   }
   std::size_t w = 4;
