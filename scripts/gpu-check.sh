@@ -55,6 +55,14 @@ SUMMARY="$SUMMARY_DIR/gpu-check.json"
 LOGS="$SUMMARY_DIR/gpu-check-logs"
 BUILD="$ROOT/build/cuda"
 
+# The commit, and "+ changes" when tracked files differ from it (a copied
+# working tree whose .git is older than its files says so instead of naming
+# a commit it does not hold).
+COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ "$COMMIT" != unknown ] && ! git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null; then
+  COMMIT="$COMMIT + changes"
+fi
+
 say() { printf '\033[1m[gpu-check t=%ss]\033[0m %s\n' "$((SECONDS - START))" "$*"; }
 
 # ---- the summary -------------------------------------------------------------
@@ -107,7 +115,7 @@ write_summary() {
   {
     printf '{\n  "status": %s,\n  "reason": %s,\n' "$(json_str "$STATUS")" "$(json_str "$REASON")"
     printf '  "seconds": %s,\n  "budget_seconds": %s,\n' "$((SECONDS - START))" "$BUDGET"
-    printf '  "commit": %s,\n' "$(json_str "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)")"
+    printf '  "commit": %s,\n' "$(json_str "$COMMIT")"
     printf '  "machine": %s,\n' "$MACHINE"
     printf '  "steps": [%s],\n' "$steps"
     printf '  "build_warnings": %s,\n' "$BUILD_WARNINGS"
