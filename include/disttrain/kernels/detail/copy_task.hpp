@@ -160,7 +160,7 @@ DISTTRAIN_HOST_DEVICE inline void funnel4(const std::uint32_t (&w)[8], unsigned 
   }
 }
 
-/// The aligned 16 bytes at `p` as four words (`first` or last four of `w`).
+/// The aligned 16 bytes at `p` as four 4-byte words, into `w[0..3]`.
 DISTTRAIN_HOST_DEVICE inline void load_16(const std::byte* p, std::uint32_t* w) {
 #if defined(__CUDA_ARCH__)
   const uint4 v = *reinterpret_cast<const uint4*>(p);
