@@ -322,22 +322,19 @@ if [ -f "$BUILD/gpu-check-junit.xml" ]; then
 fi
 
 # ---- 5. benchmarks ------------------------------------------------------------------
-if [ -x "$BUILD/benchmarks/bench_copy_blocks_cuda" ]; then
-  rc=0
-  run_step bench_copy_blocks 75 sh -c \
-    "'$BUILD/benchmarks/bench_copy_blocks_cuda' --json >'$LOGS/bench_copy_blocks.json'" || rc=$?
-  BENCH_COPY="$(bench_result "$rc" "$LOGS/bench_copy_blocks.json")"
-else
-  BENCH_COPY='{"skipped": "bench_copy_blocks_cuda was not built"}'
-fi
-if [ -x "$BUILD/benchmarks/bench_nccl_one_rank" ]; then
-  rc=0
-  run_step bench_nccl_one_rank 75 sh -c \
-    "'$BUILD/benchmarks/bench_nccl_one_rank' --json >'$LOGS/bench_nccl_one_rank.json'" || rc=$?
-  BENCH_NCCL_ONE="$(bench_result "$rc" "$LOGS/bench_nccl_one_rank.json")"
-else
-  BENCH_NCCL_ONE="{\"skipped\": $(json_str "bench_nccl_one_rank was not built${REASON:+ ($REASON)}")}"
-fi
+# bench_step <variable> <step name> <binary>: runs a one-process GPU benchmark
+# with --json and sets <variable> to its JSON, or to why there is none.
+bench_step() {
+  local var="$1" name="$2" bin="$BUILD/benchmarks/$3" rc=0
+  if [ ! -x "$bin" ]; then
+    printf -v "$var" '%s' "{\"skipped\": $(json_str "$3 was not built${REASON:+ ($REASON)}")}"
+    return 0
+  fi
+  run_step "$name" 75 sh -c "'$bin' --json >'$LOGS/$name.json'" || rc=$?
+  printf -v "$var" '%s' "$(bench_result "$rc" "$LOGS/$name.json")"
+}
+bench_step BENCH_COPY bench_copy_blocks bench_copy_blocks_cuda
+bench_step BENCH_NCCL_ONE bench_nccl_one_rank bench_nccl_one_rank
 if [ -x "$BUILD/benchmarks/bench_nccl_mpi" ]; then
   if [ "$N_GPUS" -lt 2 ]; then
     BENCH_NCCL="{\"skipped\": $(json_str "needs 2 GPUs: NCCL rejects two ranks of one communicator on the same GPU (duplicate GPU); this machine has $N_GPUS")}"

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_device.hpp"
 #include "disttrain/kernels/copy_blocks_cuda.hpp"
 #include "harness.hpp"
 #include "p2p_report.hpp"
@@ -128,13 +129,7 @@ pattern varlen(std::size_t bytes) {
 
 int main(int argc, char** argv) {
   const auto opt = disttrain::bench::parse_options(argc, argv);
-  int devices = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&devices);
-  if (rc != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
-    return 77;
-  }
+  if (!disttrain::test::have_gpu()) return 77;  // it said why
   cudaStream_t s = nullptr;
   DISTTRAIN_CUDA_CHECK(cudaStreamCreate(&s));
   const std::vector<std::size_t> sizes =

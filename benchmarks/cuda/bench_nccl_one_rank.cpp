@@ -29,21 +29,15 @@
 #include <nlohmann/json.hpp>
 
 #include "disttrain/comm/nccl_backend.hpp"
+#include "cuda_device.hpp"
 #include "harness.hpp"
+#include "nccl_checks.hpp"
 #include "p2p_report.hpp"
 
-namespace {
+using disttrain::bench::cuda_ok;
+using disttrain::bench::nccl_ok;
 
-void nccl_ok(ncclResult_t rc, const char* call) {
-  if (rc != ncclSuccess)
-    disttrain::fail(disttrain::errc::comm_error, "bench_nccl_one_rank", call, ": ",
-                    ncclGetErrorString(rc));
-}
-void cuda_ok(cudaError_t rc, const char* call) {
-  if (rc != cudaSuccess)
-    disttrain::fail(disttrain::errc::comm_error, "bench_nccl_one_rank", call, ": ",
-                    cudaGetErrorString(rc));
-}
+namespace {
 
 // Seconds per message of `reps` messages.
 template <class F>
@@ -57,13 +51,7 @@ double per_message(int reps, F&& one) {
 
 int main(int argc, char** argv) {
   const auto opt = disttrain::bench::parse_options(argc, argv);
-  int devices = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&devices);
-  if (rc != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
-    return 77;
-  }
+  if (!disttrain::test::have_gpu()) return 77;  // it said why
   cuda_ok(cudaSetDevice(0), "cudaSetDevice");
   cudaStream_t backend_stream = nullptr, raw_stream = nullptr;
   cuda_ok(cudaStreamCreate(&backend_stream), "cudaStreamCreate");

@@ -26,27 +26,15 @@
 #include "disttrain/comm/mpi_backend.hpp"
 #include "disttrain/comm/nccl_backend.hpp"
 #include "harness.hpp"
+#include "nccl_checks.hpp"
 #include "one_way.hpp"
 #include "p2p_report.hpp"
 
 using disttrain::bench::one_way;
 
-namespace {
-
-void check(ncclResult_t rc, const char* what) {
-  if (rc != ncclSuccess)
-    disttrain::fail(disttrain::errc::comm_error, "bench_nccl_mpi", what, ": ",
-                    ncclGetErrorString(rc));
-}
-
-void cuda_ok(cudaError_t rc, const char* call) {
-  if (rc != cudaSuccess)
-    disttrain::fail(disttrain::errc::comm_error, "bench_nccl_mpi", call, ": ",
-                    cudaGetErrorString(rc));
-}
+using disttrain::bench::cuda_ok;
+using disttrain::bench::nccl_ok;
 #define CUDA_OK(call) cuda_ok((call), #call)
-
-}  // namespace
 
 int main(int argc, char** argv) {
   disttrain::mpi_session session(argc, argv);
@@ -71,10 +59,10 @@ int main(int argc, char** argv) {
   auto b = disttrain::nccl_backend::from_mpi(MPI_COMM_WORLD, backend_stream,
                                              {std::chrono::seconds(120)});
   ncclUniqueId id{};
-  if (me == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  if (me == 0) nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(id.internal, static_cast<int>(sizeof(id.internal)), MPI_BYTE, 0, MPI_COMM_WORLD);
   ncclComm_t raw = nullptr;
-  check(ncclCommInitRank(&raw, n, id, me), "ncclCommInitRank");
+  nccl_ok(ncclCommInitRank(&raw, n, id, me), "ncclCommInitRank");
 
   const std::vector<std::size_t> sizes =
       opt.quick ? std::vector<std::size_t>{64 << 10, 4 << 20}
@@ -90,11 +78,11 @@ int main(int argc, char** argv) {
       return one_way(
           me, reps,
           [&] {
-            check(ncclSend(buf, s, ncclUint8, 1, raw, raw_stream), "ncclSend");
+            nccl_ok(ncclSend(buf, s, ncclUint8, 1, raw, raw_stream), "ncclSend");
             CUDA_OK(cudaStreamSynchronize(raw_stream));
           },
           [&] {
-            check(ncclRecv(buf, s, ncclUint8, 0, raw, raw_stream), "ncclRecv");
+            nccl_ok(ncclRecv(buf, s, ncclUint8, 0, raw, raw_stream), "ncclRecv");
             CUDA_OK(cudaStreamSynchronize(raw_stream));
           });
     };

@@ -53,6 +53,15 @@ std::vector<std::uint32_t> to_host(const std::byte* d, std::size_t n) {
   return h;
 }
 
+// Elements of device `d` that differ from `want` (a count, so a failure does
+// not print a million elements).
+std::size_t mismatches(const std::byte* d, const std::vector<std::uint32_t>& want) {
+  const auto got = to_host(d, want.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
+  return bad;
+}
+
 }  // namespace
 
 TEST_CASE("NCCL backend on one GPU: self point-to-point, collectives, fence") {
@@ -82,7 +91,7 @@ TEST_CASE("NCCL backend on one GPU: self point-to-point, collectives, fence") {
     b.wait(r);
     CHECK(!s.valid());
     CHECK(!r.valid());
-    CHECK(to_host(dst.data(), n) == want);
+    CHECK(mismatches(dst.data(), want) == 0);
   }
 
   // Collectives of a world of one: allgather copies, broadcast keeps, barrier returns.
@@ -112,7 +121,7 @@ TEST_CASE("NCCL backend on one GPU: self point-to-point, collectives, fence") {
   b.wait(f);
   std::vector<std::uint32_t> want(n / 2);
   for (std::size_t i = 0; i < n / 2; ++i) want[i] = src_h[2 * i];
-  CHECK(to_host(dst.data(), n / 2) == want);
+  CHECK(mismatches(dst.data(), want) == 0);
   CHECK(!b.broken());
 }
 

@@ -98,60 +98,45 @@ DISTTRAIN_HOST_DEVICE inline void copy_bytes(const std::byte* s, std::byte* d, s
     d[i] = s[i];
 }
 
-/// The aligned 4-byte word at `p`.
-DISTTRAIN_HOST_DEVICE inline std::uint32_t load_word(const std::byte* p) {
+/// The aligned `W` bytes at `p` (W = 4 or 16) as 4-byte words, into `w[0, W / 4)`.
+template <std::size_t W>
+DISTTRAIN_HOST_DEVICE inline void load_words(const std::byte* p, std::uint32_t* w) {
 #if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const std::uint32_t*>(p);
+  if constexpr (W == 16) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    w[0] = v.x;
+    w[1] = v.y;
+    w[2] = v.z;
+    w[3] = v.w;
+  } else {
+    w[0] = *reinterpret_cast<const std::uint32_t*>(p);
+  }
 #else
-  if (reinterpret_cast<std::uintptr_t>(p) % 4 != 0) std::abort();  // as the device would fault
-  std::uint32_t v = 0;
-  std::memcpy(&v, p, 4);
-  return v;
+  if (reinterpret_cast<std::uintptr_t>(p) % W != 0) std::abort();  // as the device would fault
+  std::memcpy(w, p, W);
 #endif
 }
 
-/// Lane `lane`'s share of copying `n` bytes when source and destination differ
-/// in their two lowest address bits: each aligned 4-byte word of the
-/// destination is two aligned source words shifted together (a funnel shift);
-/// bytes at the ends, and wherever a source word would reach outside [s, s + n).
-DISTTRAIN_HOST_DEVICE inline void copy_shifted(const std::byte* s, std::byte* d, std::size_t n,
-                                               int lane) {
-  std::size_t head = (4 - (reinterpret_cast<std::uintptr_t>(d) & 3)) & 3;  // d + head: aligned
-  if (head > n) head = n;
-  const std::size_t k = (reinterpret_cast<std::uintptr_t>(s) + head) & 3;  // s + head's offset
-  // Word j of the destination (at head + 4j) reads the source words at
-  // head + 4j - k and 4 bytes on: j0 and j1 keep both inside [0, n).
-  const std::size_t j0 = head < k ? 1 : 0;
-  const std::size_t j1 = n + k >= head + 8 ? (n + k - head - 8) / 4 + 1 : 0;
-  if (k == 0 || j1 <= j0) {
-    copy_bytes(s, d, 0, n, lane);
-    return;
-  }
-  copy_bytes(s, d, 0, head + 4 * j0, lane);
-  const auto shift = static_cast<unsigned>(8 * k);
-  for (std::size_t j = j0 + static_cast<std::size_t>(lane); j < j1; j += warp_lanes) {
-    const std::size_t at = head + 4 * j - k;
-#if !defined(__CUDA_ARCH__)
-    if (head + 4 * j < k || at + 8 > n) std::abort();  // the host replay checks j0 and j1
-#endif
-    const std::uint32_t lo = load_word(s + at), hi = load_word(s + at + 4);
+/// Stores `w[0, W / 4)` as the aligned `W` bytes at `p`.
+template <std::size_t W>
+DISTTRAIN_HOST_DEVICE inline void store_words(std::byte* p, const std::uint32_t* w) {
 #if defined(__CUDA_ARCH__)
-    *reinterpret_cast<std::uint32_t*>(d + head + 4 * j) = __funnelshift_r(lo, hi, shift);
+  if constexpr (W == 16)
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  else
+    *reinterpret_cast<std::uint32_t*>(p) = w[0];
 #else
-    const auto v = static_cast<std::uint32_t>(((std::uint64_t{hi} << 32) | lo) >> shift);
-    if (reinterpret_cast<std::uintptr_t>(d + head + 4 * j) % 4 != 0) std::abort();
-    std::memcpy(d + head + 4 * j, &v, 4);
+  if (reinterpret_cast<std::uintptr_t>(p) % W != 0) std::abort();
+  std::memcpy(p, w, W);
 #endif
-  }
-  copy_bytes(s, d, head + 4 * j1, n, lane);
 }
 
-/// `w[Q + i]` and `w[Q + i + 1]` shifted right together by `shift` bits, for
-/// i = 0..3: 16 bytes starting `4 * Q + shift / 8` bytes into the 32 of `w`.
-template <int Q>
-DISTTRAIN_HOST_DEVICE inline void funnel4(const std::uint32_t (&w)[8], unsigned shift,
-                                          std::uint32_t (&out)[4]) {
-  for (int i = 0; i < 4; ++i) {
+/// `out[i]` = `w[Q + i]` and `w[Q + i + 1]` shifted right together by `shift`
+/// bits, i < N: the 4N bytes that start `4 * Q + shift / 8` bytes into `w`.
+template <int Q, int N>
+DISTTRAIN_HOST_DEVICE inline void funnel(const std::uint32_t* w, unsigned shift,
+                                         std::uint32_t* out) {
+  for (int i = 0; i < N; ++i) {
 #if defined(__CUDA_ARCH__)
     out[i] = __funnelshift_r(w[Q + i], w[Q + i + 1], shift);
 #else
@@ -160,63 +145,56 @@ DISTTRAIN_HOST_DEVICE inline void funnel4(const std::uint32_t (&w)[8], unsigned 
   }
 }
 
-/// The aligned 16 bytes at `p` as four 4-byte words, into `w[0..3]`.
-DISTTRAIN_HOST_DEVICE inline void load_16(const std::byte* p, std::uint32_t* w) {
-#if defined(__CUDA_ARCH__)
-  const uint4 v = *reinterpret_cast<const uint4*>(p);
-  w[0] = v.x;
-  w[1] = v.y;
-  w[2] = v.z;
-  w[3] = v.w;
-#else
-  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) std::abort();  // as the device would fault
-  std::memcpy(w, p, 16);
-#endif
-}
-
 /// Lane `lane`'s share of copying `n` bytes when source and destination differ
-/// in their two lowest address bits, 16 bytes at a time: each aligned 16-byte
-/// word of the destination is made of the two aligned 16-byte source words
-/// it straddles (funnel shifts of their 4-byte parts); `copy_shifted` does
-/// the ends, and wherever a source word would reach outside [s, s + n).
-DISTTRAIN_HOST_DEVICE inline void copy_shifted_16(const std::byte* s, std::byte* d, std::size_t n,
-                                                  int lane) {
-  std::size_t head = (16 - (reinterpret_cast<std::uintptr_t>(d) & 15)) & 15;  // d + head: aligned
-  if (head > n) head = n;
-  const std::size_t k = (reinterpret_cast<std::uintptr_t>(s) + head) & 15;  // s + head's offset
-  // Word j (at head + 16j) reads source words at head + 16j - k and 16 on.
+/// in their two lowest address bits: each aligned `W`-byte word of the
+/// destination (W = 16 or 4) is made of the two aligned `W`-byte source words
+/// it straddles, shifted together (funnel shifts of their 4-byte parts). The
+/// ends, and wherever a source word would reach outside [s, s + n), go
+/// through `copy_shifted<4>`, whose ends are bytes.
+template <std::size_t W>
+DISTTRAIN_HOST_DEVICE inline void copy_shifted(const std::byte* s, std::byte* d, std::size_t n,
+                                               int lane) {
+  std::size_t head = (W - (reinterpret_cast<std::uintptr_t>(d) & (W - 1))) & (W - 1);
+  if (head > n) head = n;  // d + head: aligned
+  const std::size_t k =
+      (reinterpret_cast<std::uintptr_t>(s) + head) & (W - 1);  // s + head's offset
+  // Word j of the destination (at head + Wj) reads the source words at
+  // head + Wj - k and W bytes on: j0 and j1 keep both inside [0, n).
   const std::size_t j0 = head < k ? 1 : 0;
-  const std::size_t j1 = n + k >= head + 32 ? (n + k - head - 32) / 16 + 1 : 0;
+  const std::size_t j1 = n + k >= head + 2 * W ? (n + k - head - 2 * W) / W + 1 : 0;
+  const auto ends = [&](std::size_t from, std::size_t to) {
+    if constexpr (W == 4)
+      copy_bytes(s, d, from, to, lane);
+    else
+      copy_shifted<4>(s + from, d + from, to - from, lane);
+  };
   if (k % 4 == 0 || j1 <= j0) {
-    copy_shifted(s, d, n, lane);
+    ends(0, n);
     return;
   }
-  copy_shifted(s, d, head + 16 * j0, lane);
+  ends(0, head + W * j0);
   const auto shift = static_cast<unsigned>(8 * (k % 4));
   for (std::size_t j = j0 + static_cast<std::size_t>(lane); j < j1; j += warp_lanes) {
-    const std::size_t at = head + 16 * j - k;
+    const std::size_t at = head + W * j - k;
 #if !defined(__CUDA_ARCH__)
-    if (head + 16 * j < k || at + 32 > n) std::abort();  // the host replay checks j0 and j1
+    if (head + W * j < k || at + 2 * W > n) std::abort();  // the host replay checks j0 and j1
 #endif
-    std::uint32_t w[8], out[4];
-    load_16(s + at, w);
-    load_16(s + at + 16, w + 4);
-    switch (k / 4) {
-      case 0: funnel4<0>(w, shift, out); break;
-      case 1: funnel4<1>(w, shift, out); break;
-      case 2: funnel4<2>(w, shift, out); break;
-      default: funnel4<3>(w, shift, out); break;
+    std::uint32_t w[2 * W / 4], out[W / 4];
+    load_words<W>(s + at, w);
+    load_words<W>(s + at + W, w + W / 4);
+    if constexpr (W == 4) {
+      funnel<0, 1>(w, shift, out);
+    } else {
+      switch (k / 4) {
+        case 0: funnel<0, 4>(w, shift, out); break;
+        case 1: funnel<1, 4>(w, shift, out); break;
+        case 2: funnel<2, 4>(w, shift, out); break;
+        default: funnel<3, 4>(w, shift, out); break;
+      }
     }
-    std::byte* to = d + head + 16 * j;
-#if defined(__CUDA_ARCH__)
-    *reinterpret_cast<uint4*>(to) = make_uint4(out[0], out[1], out[2], out[3]);
-#else
-    if (reinterpret_cast<std::uintptr_t>(to) % 16 != 0) std::abort();
-    std::memcpy(to, out, 16);
-#endif
+    store_words<W>(d + head + W * j, out);
   }
-  const std::size_t done = head + 16 * j1;
-  copy_shifted(s + done, d + done, n - done, lane);
+  ends(head + W * j1, n);
 }
 
 /// Lane `lane`'s share of copying `n` bytes from `s` to `d` (see the file comment).
@@ -226,7 +204,7 @@ DISTTRAIN_HOST_DEVICE inline void copy_range(const std::byte* s, std::byte* d, s
   const auto da = reinterpret_cast<std::uintptr_t>(d);
   const std::uintptr_t apart = sa ^ da;  // the low bits they differ in
   if ((apart & 3) != 0) {
-    copy_shifted_16(s, d, n, lane);
+    copy_shifted<16>(s, d, n, lane);
     return;
   }
   std::size_t w = 4;
