@@ -28,8 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "disttrain/comm/nccl_backend.hpp"
 #include "cuda_device.hpp"
+#include "disttrain/comm/nccl_backend.hpp"
 #include "harness.hpp"
 #include "nccl_checks.hpp"
 #include "p2p_report.hpp"
