@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the device tests (test_copy_blocks_cuda.cpp,
-// test_nccl_one_rank_cuda.cpp): whether a CUDA device exists, printing
+// nccl_one_rank_cuda.cpp): whether a CUDA device exists, printing
 // "SKIPPED: ..." with the reason when it does not.
 #include <cuda_runtime_api.h>
 

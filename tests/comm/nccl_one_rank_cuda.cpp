@@ -1,4 +1,3 @@
-// disttrain-test: own executable (see tests/CMakeLists.txt)
 // The NCCL backend, the CUDA stream pair and the copy_blocks kernel on ONE
 // GPU, in one process: what a single-GPU machine can prove of the device path
 // (NCCL rejects two ranks of one communicator on the same GPU, so the
@@ -8,16 +7,14 @@
 // sends that must end in an error and an aborted communicator within the
 // timeout, never in a hang or a "completed" request.
 //
-// Compiled twice, like test_copy_blocks_cuda.cpp: as a plain unit test (no
-// NCCL: it only reports that it was skipped) and, when disttrain::nccl and
-// disttrain::kernels exist, linked against them (tests/mpi/CMakeLists.txt
-// registers it as gpu.nccl_one_rank); that build skips at run time, saying
-// so, where no GPU is present.
+// Built only with disttrain::nccl and disttrain::kernels (not a test_*.cpp,
+// so the CPU unit-test glob leaves it out): tests/mpi/CMakeLists.txt registers
+// it as gpu.nccl_one_rank. It skips at run time, saying so, where no GPU is
+// present.
 #include <cstdio>
 
 #include "disttrain_catch.hpp"
 
-#if defined(DISTTRAIN_HAS_NCCL) && defined(DISTTRAIN_HAS_CUDA_KERNELS)
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -170,14 +167,3 @@ TEST_CASE("NCCL backend on one GPU: a receive nobody sends fails and aborts with
   }
   cudaStreamDestroy(s);
 }
-
-#else
-
-TEST_CASE(
-    "NCCL backend on one GPU (skipped: built without disttrain::nccl and disttrain::kernels)") {
-  std::printf(
-      "SKIPPED: NCCL or the CUDA kernels not built (configure the cuda preset to build "
-      "gpu.nccl_one_rank)\n");
-}
-
-#endif
