@@ -4,8 +4,10 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "disttrain/core.hpp"
+#include "disttrain/core/detail/visit_held.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain_catch.hpp"
 
@@ -73,6 +75,38 @@ TEST_CASE("json helpers report missing and mistyped fields with their path") {
   DISTTRAIN_CHECK_ERROR(disttrain::detail::json_get<int>(j, "name", "model"), errc::parse_error,
                         "model.name");
   DISTTRAIN_CHECK_ERROR(disttrain::parse_json("{bad", "cfg.json"), errc::parse_error, "cfg.json");
+}
+
+namespace {
+// Throws from its copy: assigning one into a variant that holds something
+// else leaves the variant valueless.
+struct throws_on_copy {
+  throws_on_copy() = default;
+  throws_on_copy(const throws_on_copy&) { throw 1; }
+  throws_on_copy& operator=(const throws_on_copy&) = default;
+};
+}  // namespace
+
+TEST_CASE("visit_held calls the function with the held alternative, as std::visit does") {
+  using v3 = std::variant<int, std::string, double>;
+  const auto name = [](const auto& x) -> std::string {
+    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>)
+      return "string " + x;
+    else
+      return disttrain::cat(x);
+  };
+  for (const v3& v : {v3(7), v3(std::string("s")), v3(2.5)})
+    CHECK(disttrain::detail::visit_held(name, v) == std::visit(name, v));
+  int calls = 0;
+  disttrain::detail::visit_held([&](const auto&) { ++calls; }, v3(1.0));  // void result
+  CHECK(calls == 1);
+
+  std::variant<int, throws_on_copy> v;
+  const throws_on_copy t;
+  CHECK_THROWS(v = t);
+  REQUIRE(v.valueless_by_exception());
+  DISTTRAIN_CHECK_ERROR(disttrain::detail::visit_held([](const auto&) { return 0; }, v),
+                        errc::internal, "visit_held");
 }
 
 TEST_CASE("version macros agree") {

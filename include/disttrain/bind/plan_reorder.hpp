@@ -103,13 +103,13 @@ plan_reorder<C> reorder_for_plan(const parallel_plan& p, const C& cm) {
   const auto& mods = cm.model().modules;
   std::vector<int> tp(mods.size(), 0);
   std::vector<std::size_t> column_of(mods.size(), 0);
-  std::vector<bool> seen(mods.size(), false);
+  std::vector<char> seen(mods.size(), 0);
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     std::size_t k = 0;
     while (k < mods.size() && mods[k].name != p.modules[i].name) ++k;
     require(k < mods.size(), cat("plan.modules[", i, "].name"), "module '", p.modules[i].name,
             "' is not a module of the cost model's model");
-    seen[k] = true;
+    seen[k] = 1;
     tp[k] = p.modules[i].tp;
     column_of[k] = seg.segment_of[i];
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
+#include "disttrain/core/detail/visit_held.hpp"
 #include "disttrain/model/rng.hpp"
 
 namespace disttrain {
@@ -72,7 +73,7 @@ class distribution {
   /// @brief Throws `invalid_argument` at `path` (e.g. "data.text_tokens.sigma")
   /// for negative spreads, empty ranges, empty or negative histograms.
   void validate(std::string_view path) const {
-    std::visit(
+    detail::visit_held(
         [&](const auto& d) {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {
@@ -111,7 +112,7 @@ class distribution {
   /// @brief Draws one value (consumes a fixed number of `rng` outputs per kind:
   /// constant 0, uniform_int >= 1, lognormal 2, histogram 1).
   [[nodiscard]] double draw(splitmix64& rng) const {
-    return std::visit(
+    return detail::visit_held(
         [&](const auto& d) -> double {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {
@@ -153,7 +154,7 @@ class distribution {
 
   /// @brief Exact mean (the clamped log-normal's through the normal CDF).
   [[nodiscard]] double mean() const {
-    return std::visit(
+    return detail::visit_held(
         [&](const auto& d) -> double {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {
@@ -185,7 +186,7 @@ class distribution {
   // Smallest / largest value of a histogram with a positive weight.
   // lowest() / highest(): the range `draw` can return.
   [[nodiscard]] double bound(bool largest) const {
-    return std::visit(
+    return detail::visit_held(
         [&](const auto& d) -> double {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {

@@ -239,8 +239,7 @@ class rank_layout {
     check_segment(b);
     require(a != b, "rank_layout.boundary", "segments must differ, got ", a, " twice");
     std::vector<int> out = stage_ranks(a, stage_id{segment(a).pp - 1});
-    std::vector<int> tail = stage_ranks(b, stage_id{0});
-    out.insert(out.end(), tail.begin(), tail.end());
+    for (const int r : stage_ranks(b, stage_id{0})) out.push_back(r);
     return out;
   }
 

@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <functional>
 #include <iterator>
-#include <ranges>
 #include <span>
 #include <string>
 #include <type_traits>

@@ -141,8 +141,10 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
     std::vector<std::size_t> last(static_cast<std::size_t>(s.num_chunks), ops.size());
     for (std::size_t i = 0; i < ops.size(); ++i)
       if (ops[i].kind == last_kind) last[static_cast<std::size_t>(ops[i].chunk)] = i;
-    std::vector<std::vector<schedule_op>> after(ops.size());
-    std::vector<std::pair<std::size_t, schedule_op>> finishes;  // (position of its start, op)
+    // Per position: the bucket starts placed after it; the finishes, which go
+    // at the end in the order of their starts' positions.
+    std::vector<std::vector<schedule_op>> after(ops.size()), finish(ops.size());
+    std::size_t syncs = 0;
     for (int c = 0; c < s.num_chunks; ++c) {
       std::size_t i = last[static_cast<std::size_t>(c)];
       if (i == ops.size())
@@ -154,18 +156,18 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
       for (int b = 0; b < buckets_per_chunk; ++b) {
         const int bucket = c * buckets_per_chunk + b;
         after[i].push_back(schedule_op::sync(op_kind::grad_sync_start, stage, c, bucket));
-        finishes.emplace_back(i, schedule_op::sync(op_kind::grad_sync_finish, stage, c, bucket));
+        finish[i].push_back(schedule_op::sync(op_kind::grad_sync_finish, stage, c, bucket));
+        ++syncs;
       }
     }
-    std::stable_sort(finishes.begin(), finishes.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<schedule_op> out;
-    out.reserve(ops.size() + 2 * finishes.size() + 1);
+    out.reserve(ops.size() + 2 * syncs + 1);
     for (std::size_t i = 0; i < ops.size(); ++i) {
       out.push_back(ops[i]);
-      out.insert(out.end(), after[i].begin(), after[i].end());
+      for (const schedule_op& o : after[i]) out.push_back(o);
     }
-    for (const auto& f : finishes) out.push_back(f.second);
+    for (const auto& at : finish)
+      for (const schedule_op& o : at) out.push_back(o);
     out.push_back(schedule_op::step(stage));
     ops = std::move(out);
   }

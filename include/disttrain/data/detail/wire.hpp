@@ -26,20 +26,26 @@ class byte_writer {
 
   template <class T>
   requires std::is_trivially_copyable_v<T>
-  void put(const T& v) {
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    out_.insert(out_.end(), p, p + sizeof(T));
-  }
+  void put(const T& v) { append(&v, sizeof(T)); }
   /// @brief A length (u64) then the bytes.
   void put_bytes(std::span<const std::byte> bytes) {
     put(static_cast<std::uint64_t>(bytes.size()));
-    out_.insert(out_.end(), bytes.begin(), bytes.end());
+    append(bytes.data(), bytes.size());
   }
   void put_string(std::string_view s) {
     put_bytes(std::as_bytes(std::span<const char>(s.data(), s.size())));
   }
 
  private:
+  // resize + memcpy rather than a range insert: one less template to
+  // instantiate in every translation unit (docs/header_cost.md).
+  void append(const void* p, std::size_t n) {
+    if (n == 0) return;
+    const std::size_t old = out_.size();
+    out_.resize(old + n);
+    std::memcpy(out_.data() + old, p, n);
+  }
+
   std::vector<std::byte>& out_;
 };
 

@@ -3,6 +3,8 @@
 /// @brief The planner search's incumbent: the best plan found so far, and the
 /// total order (iteration time, GPUs, `tie_key`) that ranks plans.
 
+#include <cstddef>
+#include <initializer_list>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -25,11 +27,14 @@ namespace detail {
   k.push_back(p.microbatch_samples());
   const module_plan& b = p.modules[p.backbone_index()];
   auto rc = [](const module_plan& m) { return m.recompute ? 2 : m.selective_recompute ? 1 : 0; };
-  k.insert(k.end(),
-           {b.tp, rc(b), b.dp, b.pp, b.virtual_stages, p.schedule == plan_schedule::zb_h1 ? 1 : 0});
+  auto add = [&k](std::initializer_list<long long> xs) {
+    for (const long long x : xs) k.push_back(x);
+  };
+  add({b.tp, rc(b), b.dp, b.pp, b.virtual_stages, p.schedule == plan_schedule::zb_h1 ? 1 : 0});
   for (const auto& m : p.modules)
-    if (m.role != "backbone") k.insert(k.end(), {m.colocated ? 1 : 0, m.pp, m.tp, rc(m), m.dp});
-  for (const auto& m : p.modules) k.insert(k.end(), m.layers.begin(), m.layers.end());
+    if (m.role != "backbone") add({m.colocated ? 1 : 0, m.pp, m.tp, rc(m), m.dp});
+  for (const auto& m : p.modules)
+    for (const auto l : m.layers) k.push_back(l);
   return k;
 }
 
@@ -45,7 +50,11 @@ struct ranked_plan {
                                        const ranked_plan& b) {
   if (t != b.time) return t < b.time;
   if (g != b.gpus) return g < b.gpus;
-  return k < b.key;
+  // Element by element: `k < b.key` would instantiate vector's three-way
+  // comparison in every translation unit (docs/header_cost.md).
+  for (std::size_t i = 0; i < k.size() && i < b.key.size(); ++i)
+    if (k[i] != b.key[i]) return k[i] < b.key[i];
+  return k.size() < b.key.size();
 }
 
 /// @brief The best plan found so far. Its time prunes the search: a branch

@@ -29,7 +29,7 @@ namespace detail {
       lo.push_back(d);
       if (d != x / d) hi.push_back(x / d);
     }
-  lo.insert(lo.end(), hi.rbegin(), hi.rend());
+  for (std::size_t i = hi.size(); i-- > 0;) lo.push_back(hi[i]);
   return lo;
 }
 

@@ -143,7 +143,7 @@ class side_search {
   const side_list& options(std::size_t i, int n, int pp, const std::vector<int>& in_flight,
                            planner_stats& stats, violation& viol) {
     std::vector<long long> key{static_cast<long long>(i), n, pp};
-    key.insert(key.end(), in_flight.begin(), in_flight.end());
+    for (const int f : in_flight) key.push_back(f);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     ++stats.side_lists;

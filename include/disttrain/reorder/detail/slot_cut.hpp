@@ -66,10 +66,12 @@ class slot_cutter {
       case slot_start::arrival:
         for (std::size_t i = 0; i < n; ++i) seq[i] = static_cast<std::uint32_t>(i);
         break;
-      case slot_start::size_sorted: std::ranges::copy(ranked, seq.begin()); break;
-      case slot_start::by_id: std::ranges::copy(ranking.by_id(), seq.begin()); break;
+      case slot_start::size_sorted: std::copy(ranked.begin(), ranked.end(), seq.begin()); break;
+      case slot_start::by_id:
+        std::copy(ranking.by_id().begin(), ranking.by_id().end(), seq.begin());
+        break;
       case slot_start::by_module:  // consecutive by one module's cost (descending, ties by rank)
-        std::ranges::copy(ranked, seq.begin());
+        std::copy(ranked.begin(), ranked.end(), seq.begin());
         std::sort(seq.begin(), seq.end(), [&](std::uint32_t x, std::uint32_t y) {
           const double cx = batch[x].cost[c.module], cy = batch[y].cost[c.module];
           if (cx != cy) return cx > cy;

@@ -78,14 +78,18 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
         1U + (back[static_cast<std::size_t>(stage)] ? 1U : 0U) +
         (back[static_cast<std::size_t>(stage)] && s.has_weight(stage) ? 1U : 0U);
     remaining += per * flows[r].size();
-    if (stage == 0) fq[r].assign(flows[r].begin(), flows[r].end());
+    if (stage == 0)
+      for (const int mb : flows[r]) fq[r].push_back(mb);
   }
   // Arrival time of a message sent now from `from` to `to` taking `dur`: after the link's previous one.
   const auto deliver = [&](std::size_t from, int to, double now, double dur) {
     auto& links = link_free[from];
     auto it =
         std::find_if(links.begin(), links.end(), [to](const auto& l) { return l.first == to; });
-    if (it == links.end()) it = links.insert(links.end(), {to, 0.0});
+    if (it == links.end()) {
+      links.push_back({to, 0.0});
+      it = links.end() - 1;
+    }
     it->second = std::max(it->second, now) + dur;
     return it->second;
   };
