@@ -211,10 +211,9 @@ args parse(int argc, char** argv) {
 disttrain::scenario read_config(const std::string& path, std::optional<int> gpus,
                                 disttrain::planner_options& popt, disttrain::cost_params& cparams) {
   using disttrain::json;
-  namespace dd = disttrain::detail;
   json j = disttrain::read_json_file(path);
   if (!j.is_object()) disttrain::fail(disttrain::errc::parse_error, path, "expected a JSON object");
-  dd::check_keys(
+  disttrain::check_keys(
       j,
       {"name", "description", "model", "cluster", "data", "global_batch_size", "planner", "cost"},
       "");
@@ -224,9 +223,9 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   if (j.contains("data") && j["data"].is_string())
     j["data"] = json(disttrain::presets::data_preset(j["data"].get<std::string>()));
   if (j.contains("cluster") && j["cluster"].is_object() && j["cluster"].contains("preset")) {
-    dd::check_keys(j["cluster"], {"preset", "num_gpus"}, "cluster");
-    const auto name = dd::json_get<std::string>(j["cluster"], "preset", "cluster");
-    const int n = gpus ? *gpus : dd::json_get<int>(j["cluster"], "num_gpus", "cluster");
+    disttrain::check_keys(j["cluster"], {"preset", "num_gpus"}, "cluster");
+    const auto name = disttrain::json_get<std::string>(j["cluster"], "preset", "cluster");
+    const int n = gpus ? *gpus : disttrain::json_get<int>(j["cluster"], "num_gpus", "cluster");
     disttrain::require_positive(n, "cluster.num_gpus");
     j["cluster"] = json(disttrain::presets::cluster_preset(name, n));
   }
@@ -235,10 +234,10 @@ disttrain::scenario read_config(const std::string& path, std::optional<int> gpus
   const json cost = j.contains("cost") ? j["cost"] : json::object();
   j.erase("planner");  // read above; the rest is the scenario
   j.erase("cost");
-  auto sc = dd::read_scenario(j, "");
+  auto sc = disttrain::read_scenario(j, "");
   // The GPU's calibrated defaults (cost_params.hpp), overridden by the config's "cost".
-  cparams =
-      dd::read_cost_params(cost, "cost", disttrain::calibrated_cost_params(sc.cluster.gpu.name));
+  cparams = disttrain::read_cost_params(cost, "cost",
+                                        disttrain::calibrated_cost_params(sc.cluster.gpu.name));
   if (sc.name.empty()) sc.name = path;
   return sc;
 }

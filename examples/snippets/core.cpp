@@ -81,8 +81,7 @@ void ensure() {
 void checked() {
   const std::int64_t rows = 1024, hidden = 4096;
   //! [checked]
-  const std::int64_t elems =
-      disttrain::detail::checked_mul(rows, hidden, "activation_shape.hidden");
+  const std::int64_t elems = disttrain::checked_mul(rows, hidden, "activation_shape.hidden");
   //! [checked]
   snippets::check(elems == 1024 * 4096, "checked_mul");
 }
@@ -113,7 +112,7 @@ void format() {
 void json() {
   //! [json]
   auto j = disttrain::parse_json(R"({"layers": 32})", "config.json");
-  int layers = disttrain::detail::json_get<int>(j, "layers", "model.backbone");
+  int layers = disttrain::json_get<int>(j, "layers", "model.backbone");
   //! [json]
   snippets::check(layers == 32, "json_get");
 }

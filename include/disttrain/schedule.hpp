@@ -12,6 +12,7 @@
 #include "disttrain/schedule/multi_module.hpp"
 #include "disttrain/schedule/one_f_one_b.hpp"
 #include "disttrain/schedule/op.hpp"
+#include "disttrain/schedule/op_cost.hpp"
 #include "disttrain/schedule/schedule.hpp"
 #include "disttrain/schedule/validate.hpp"
 #include "disttrain/schedule/zero_bubble.hpp"

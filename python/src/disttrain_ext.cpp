@@ -51,7 +51,6 @@ using namespace nb::literals;
 namespace {
 
 using disttrain::json;
-namespace dd = disttrain::detail;
 
 // ---- specs, planner options, cost parameters --------------------------------
 
@@ -74,12 +73,12 @@ struct problem {
   disttrain::plan_request req;
 
   static problem make(const std::string& scenario_json, const std::string& cost_json) {
-    auto sc = dd::read_scenario(parse(scenario_json, "scenario"), "");
+    auto sc = disttrain::read_scenario(parse(scenario_json, "scenario"), "");
     // The GPU's calibrated defaults (as disttrain-plan), overridden field by field.
     disttrain::cost_params cp = disttrain::calibrated_cost_params(sc.cluster.gpu.name);
     if (!cost_json.empty()) {
       const json cj = parse(cost_json, "cost");
-      if (!cj.is_null()) cp = dd::read_cost_params(cj, "cost", cp);
+      if (!cj.is_null()) cp = disttrain::read_cost_params(cj, "cost", cp);
     }
     cp.validate_for(sc.cluster.gpu, "cost");
     disttrain::analytic_cost_model cm(sc.model, sc.cluster, cp);
@@ -161,7 +160,7 @@ using tokens_array = nb::ndarray<const std::uint32_t, nb::ndim<2>, nb::c_contig,
 
 disttrain::reorder_options read_reorder_options(const std::string& options_json) {
   const json j = parse(options_json, "reorder_options");
-  dd::check_keys(
+  disttrain::check_keys(
       j,
       {"modules", "microbatches", "microbatch_group", "equal_count", "slots", "balance", "order",
        "order_budget", "slot_search_budget", "slot_search_below", "cut_search_budget", "stages"},

@@ -38,29 +38,28 @@ using namespace nb::literals;
 namespace {
 
 using disttrain::json;
-namespace dd = disttrain::detail;
 
 // ---- topology <-> JSON -----------------------------------------------------------
 
 disttrain::topology read_topology(const std::string& text) {
   const json j = disttrain::parse_json(text, "topology");
-  dd::check_keys(j, {"modules"}, "topology");
-  const json& ms = dd::json_get<json>(j, "modules", "topology");
+  disttrain::check_keys(j, {"modules"}, "topology");
+  const json& ms = disttrain::json_get<json>(j, "modules", "topology");
   disttrain::require(ms.is_array(), "topology.modules", "must be an array");
   std::vector<disttrain::topology_module> mods;
   for (std::size_t i = 0; i < ms.size(); ++i) {
     const std::string path = disttrain::cat("topology.modules[", i, "]");
     const json& m = ms[i];
-    dd::check_keys(m, {"name", "role", "tp", "pp", "dp", "trainable", "colocated"}, path);
+    disttrain::check_keys(m, {"name", "role", "tp", "pp", "dp", "trainable", "colocated"}, path);
     disttrain::topology_module g;
-    g.name = dd::json_get<std::string>(m, "name", path);
-    g.role =
-        disttrain::parse_module_role(dd::json_get<std::string>(m, "role", path), path + ".role");
-    g.tp = dd::json_get_or<int>(m, "tp", 1, path);
-    g.pp = dd::json_get_or<int>(m, "pp", 1, path);
-    g.dp = dd::json_get_or<int>(m, "dp", 1, path);
-    g.trainable = dd::json_get_or<bool>(m, "trainable", true, path);
-    g.colocated = dd::json_get_or<bool>(m, "colocated", false, path);
+    g.name = disttrain::json_get<std::string>(m, "name", path);
+    g.role = disttrain::parse_module_role(disttrain::json_get<std::string>(m, "role", path),
+                                          path + ".role");
+    g.tp = disttrain::json_get_or<int>(m, "tp", 1, path);
+    g.pp = disttrain::json_get_or<int>(m, "pp", 1, path);
+    g.dp = disttrain::json_get_or<int>(m, "dp", 1, path);
+    g.trainable = disttrain::json_get_or<bool>(m, "trainable", true, path);
+    g.colocated = disttrain::json_get_or<bool>(m, "colocated", false, path);
     mods.push_back(std::move(g));
   }
   return disttrain::topology(std::move(mods));  // validates, naming topology.modules[i].<field>

@@ -26,8 +26,8 @@ constexpr std::int64_t i64max = std::numeric_limits<std::int64_t>::max();
 }  // namespace
 
 TEST_CASE("checked_mul / checked_add detect overflow of signed and unsigned types") {
-  using disttrain::detail::checked_add;
-  using disttrain::detail::checked_mul;
+  using disttrain::checked_add;
+  using disttrain::checked_mul;
   CHECK(checked_mul(p2(31), p2(31), "x") == p2(62));
   CHECK(checked_mul(std::int64_t{-3}, std::int64_t{5}, "x") == -15);
   CHECK(checked_mul(std::int64_t{-1}, i64max, "x") == -i64max);

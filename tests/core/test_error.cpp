@@ -68,11 +68,11 @@ TEST_CASE("cat prints text, characters and numbers as a precision-10 stream did"
 
 TEST_CASE("json helpers report missing and mistyped fields with their path") {
   auto j = disttrain::parse_json(R"({"layers": 32, "name": "x"})");
-  CHECK(disttrain::detail::json_get<int>(j, "layers", "model") == 32);
-  CHECK(disttrain::detail::json_get_or<int>(j, "heads", 7, "model") == 7);
-  DISTTRAIN_CHECK_ERROR(disttrain::detail::json_get<int>(j, "hidden", "model"), errc::parse_error,
+  CHECK(disttrain::json_get<int>(j, "layers", "model") == 32);
+  CHECK(disttrain::json_get_or<int>(j, "heads", 7, "model") == 7);
+  DISTTRAIN_CHECK_ERROR(disttrain::json_get<int>(j, "hidden", "model"), errc::parse_error,
                         "model.hidden");
-  DISTTRAIN_CHECK_ERROR(disttrain::detail::json_get<int>(j, "name", "model"), errc::parse_error,
+  DISTTRAIN_CHECK_ERROR(disttrain::json_get<int>(j, "name", "model"), errc::parse_error,
                         "model.name");
   DISTTRAIN_CHECK_ERROR(disttrain::parse_json("{bad", "cfg.json"), errc::parse_error, "cfg.json");
 }

@@ -72,21 +72,21 @@ TEST_CASE("integer fields reject fractions and out-of-range numbers") {
   j["cluster"]["num_gpus"] = 64.0;
   CHECK(read(j).cluster.num_gpus == 64);
   const json k = parse_json(R"({"n": 1e3, "v": [1, 2.5], "s": "8", "b": 9e18, "u": 1.8e19})");
-  CHECK(detail::json_get<int>(k, "n", "x") == 1000);
-  check_error([&] { (void)detail::json_get<std::vector<int>>(k, "v", "x"); }, errc::parse_error,
+  CHECK(disttrain::json_get<int>(k, "n", "x") == 1000);
+  check_error([&] { (void)disttrain::json_get<std::vector<int>>(k, "v", "x"); }, errc::parse_error,
               "x.v[1]", "must be an integer");
-  check_error([&] { (void)detail::json_get<int>(k, "s", "x"); }, errc::parse_error, "x.s",
+  check_error([&] { (void)disttrain::json_get<int>(k, "s", "x"); }, errc::parse_error, "x.s",
               "wrong type (string)");
-  CHECK(detail::json_get<std::int64_t>(k, "b") == std::int64_t{9000000000000000000});
-  check_error([&] { (void)detail::json_get<std::int64_t>(k, "u"); }, errc::parse_error, "u",
+  CHECK(disttrain::json_get<std::int64_t>(k, "b") == std::int64_t{9000000000000000000});
+  check_error([&] { (void)disttrain::json_get<std::int64_t>(k, "u"); }, errc::parse_error, "u",
               "out of range");
-  CHECK(detail::json_get<std::uint64_t>(k, "u") == std::uint64_t{18000000000000000000U});
+  CHECK(disttrain::json_get<std::uint64_t>(k, "u") == std::uint64_t{18000000000000000000U});
   // Nested arrays are checked at every depth (a fuzz finding: 1.5e87 in a
   // sample placement was a float-to-int conversion, undefined behaviour).
   const json n = parse_json(R"({"r": [[0, 2], [1.5e87, 3]], "ok": [[1], [], [2, 3e0]]})");
-  check_error([&] { (void)detail::json_get<std::vector<std::vector<int>>>(n, "r", "p"); },
+  check_error([&] { (void)disttrain::json_get<std::vector<std::vector<int>>>(n, "r", "p"); },
               errc::parse_error, "p.r[1][0]", "out of range");
-  CHECK(detail::json_get<std::vector<std::vector<int>>>(n, "ok") ==
+  CHECK(disttrain::json_get<std::vector<std::vector<int>>>(n, "ok") ==
         std::vector<std::vector<int>>{{1}, {}, {2, 3}});
   check_error([&] { (void)parse_json(R"([4294967744, 448])").get<image_size>(); },
               errc::parse_error, "image_size[0]", "out of range");
@@ -177,10 +177,10 @@ TEST_CASE("unknown keys are errors naming the path, with a did-you-mean hint") {
   const json k = parse_json(R"({"alpha": 1, "zzzzzz": 2})");
   check_error(
       [&] {
-        detail::check_keys(k, {"alpha", "beta"}, "cfg");
+        disttrain::check_keys(k, {"alpha", "beta"}, "cfg");
       },
       errc::parse_error, "cfg.zzzzzz", "unknown key 'zzzzzz' (known keys: alpha, beta)");
-  CHECK_NOTHROW(detail::check_keys(k, {"alpha", "zzzzzz"}, "cfg"));
+  CHECK_NOTHROW(disttrain::check_keys(k, {"alpha", "zzzzzz"}, "cfg"));
 }
 
 TEST_CASE("everything disttrain writes reads back under the key checks") {

@@ -162,13 +162,12 @@ TEST_CASE("recompute modes in plan JSON and attention_score_bytes in cost JSON")
   cost_params c;
   c.attention_score_bytes = 13;
   const json cj = c;
-  CHECK(detail::read_cost_params(cj, "cost").attention_score_bytes == 13);
+  CHECK(disttrain::read_cost_params(cj, "cost").attention_score_bytes == 13);
   json neg = cj;
   neg["attention_score_bytes"] = -1;
-  DISTTRAIN_CHECK_ERROR(detail::read_cost_params(neg, "cost"), errc::invalid_argument,
+  DISTTRAIN_CHECK_ERROR(disttrain::read_cost_params(neg, "cost"), errc::invalid_argument,
                         "cost.attention_score_bytes");
   // read_cost_params keeps the base's values for absent fields.
-  CHECK(
-      detail::read_cost_params(json::object(), "cost", calibrated_cost_params("a100")).efficiency ==
-      calibrated_cost_params("a100").efficiency);
+  CHECK(disttrain::read_cost_params(json::object(), "cost", calibrated_cost_params("a100"))
+            .efficiency == calibrated_cost_params("a100").efficiency);
 }

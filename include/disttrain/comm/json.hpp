@@ -22,8 +22,7 @@ inline void to_json(json& j, const sample_placement& p) {
   j = json{{"replicas", std::move(r)}};
 }
 inline void from_json(const json& j, sample_placement& p) {
-  p = sample_placement(
-      detail::json_get<std::vector<std::vector<int>>>(j, "replicas", "sample_placement"));
+  p = sample_placement(json_get<std::vector<std::vector<int>>>(j, "replicas", "sample_placement"));
 }
 namespace detail {
 // JSON descriptors (core/json.hpp, `json_field`): each field named once.

@@ -407,7 +407,7 @@ class local_backend : public detail::deadline_waits<local_backend> {
     detail::p2p_broadcast(v, data, root);
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size())) &&
+    require(!mul_overflows(mine.size(), static_cast<std::size_t>(size())) &&
                 all.size() == mine.size() * static_cast<std::size_t>(size()),
             "local_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(),
             " x ", size());

@@ -516,7 +516,7 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
     wait_collective(q, "broadcast", data.size());
   }
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
-    require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
+    require(!mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
                 all.size() == mine.size() * static_cast<std::size_t>(size_),
             "mpi_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(), " x ",
             size_);

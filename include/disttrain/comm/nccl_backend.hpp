@@ -310,7 +310,7 @@ class nccl_backend : public detail::deadline_waits<nccl_backend> {
   /// @brief All-gather of device bytes.
   void allgather(std::span<const std::byte> mine, std::span<std::byte> all) {
     require_usable("allgather");
-    require(!detail::mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
+    require(!mul_overflows(mine.size(), static_cast<std::size_t>(size_)) &&
                 all.size() == mine.size() * static_cast<std::size_t>(size_),
             "nccl_backend.allgather", "output of ", all.size(), " bytes, need ", mine.size(), " x ",
             size_);

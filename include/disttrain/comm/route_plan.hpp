@@ -150,20 +150,19 @@ class route_plan {
   /// @brief Elements of `rank`'s source buffer (0 if not a sender).
   [[nodiscard]] std::int64_t source_elements(int rank) const {
     const auto i = rank_info(rank);
-    return i.src_rows < 0 ? 0 : detail::checked_mul(i.src_rows, hidden_, "route.source_elements");
+    return i.src_rows < 0 ? 0 : checked_mul(i.src_rows, hidden_, "route.source_elements");
   }
   /// @brief Elements of `rank`'s destination buffer (0 if not a receiver).
   [[nodiscard]] std::int64_t destination_elements(int rank) const {
     const auto i = rank_info(rank);
-    return i.dst_rows < 0 ? 0
-                          : detail::checked_mul(i.dst_rows, hidden_, "route.destination_elements");
+    return i.dst_rows < 0 ? 0 : checked_mul(i.dst_rows, hidden_, "route.destination_elements");
   }
   /// @brief Elements moved in `phase` (0: crossing the boundary, 1: fan-out)
   /// by the messages planned (in a rank's part: its messages only).
   [[nodiscard]] std::int64_t phase_elements(int phase) const {
     std::int64_t e = 0;
     for (const auto& m : messages_)
-      if (m.phase == phase) e = detail::checked_add(e, m.elements, "route_plan.phase_elements");
+      if (m.phase == phase) e = checked_add(e, m.elements, "route_plan.phase_elements");
     return e;
   }
   /// @brief The least elements any plan must move across: sum of rows x hidden.

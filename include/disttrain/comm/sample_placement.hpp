@@ -139,7 +139,7 @@ struct activation_shape {
   [[nodiscard]] std::int64_t total_rows(std::string_view where = "activation_shape") const {
     std::int64_t r = 0;
     for (std::int64_t x : rows) {
-      if (detail::add_overflows(r, x)) (void)detail::checked_add(r, x, cat(where, ".rows"));
+      if (add_overflows(r, x)) (void)checked_add(r, x, cat(where, ".rows"));
       r += x;
     }
     return r;
@@ -148,8 +148,7 @@ struct activation_shape {
   /// overflow names `<where>.hidden`).
   [[nodiscard]] std::int64_t total_elements(std::string_view where = "activation_shape") const {
     const std::int64_t r = total_rows(where);
-    if (detail::mul_overflows(r, hidden))
-      (void)detail::checked_mul(r, hidden, cat(where, ".hidden"));
+    if (mul_overflows(r, hidden)) (void)checked_mul(r, hidden, cat(where, ".hidden"));
     return r * hidden;
   }
   /// @brief Bytes of all samples: `total_elements() x elem_size` (checked
@@ -157,7 +156,7 @@ struct activation_shape {
   [[nodiscard]] std::int64_t total_bytes(std::string_view where = "activation_shape") const {
     const std::int64_t e = total_elements(where);
     const auto es = static_cast<std::int64_t>(elem_size);
-    if (elem_size > static_cast<std::size_t>(INT64_MAX) || detail::mul_overflows(e, es))
+    if (elem_size > static_cast<std::size_t>(INT64_MAX) || mul_overflows(e, es))
       fail(errc::invalid_argument, cat(where, ".elem_size"), "size overflow: ", e, " elements x ",
            elem_size, " bytes exceeds ", INT64_MAX, " bytes");
     return e * es;
@@ -166,7 +165,7 @@ struct activation_shape {
   [[nodiscard]] std::int64_t replica_rows(const sample_placement& p, int replica) const {
     std::int64_t r = 0;
     for (int s : p.samples(replica))
-      r = detail::checked_add(r, rows.at(static_cast<std::size_t>(s)), "activation_shape.rows");
+      r = checked_add(r, rows.at(static_cast<std::size_t>(s)), "activation_shape.rows");
     return r;
   }
   friend bool operator==(const activation_shape&, const activation_shape&) = default;

@@ -16,7 +16,7 @@
 
 #include "disttrain/core/check.hpp"
 
-namespace disttrain::detail {
+namespace disttrain {
 
 /// @brief True if `a * b` does not fit in `T`.
 template <class T>
@@ -66,4 +66,4 @@ template <class T>
   return static_cast<T>(a + b);
 }
 
-}  // namespace disttrain::detail
+}  // namespace disttrain

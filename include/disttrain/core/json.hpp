@@ -191,15 +191,17 @@ template <class T>
   }
 }
 
+}  // namespace detail
+
 /// @brief Reads required field `key` of object `j` as `T`; errors name `path.key`.
 /// Integer fields reject fractions and out-of-range values instead of truncating.
 template <class T>
 [[nodiscard]] T json_get(const json& j, std::string_view key, std::string_view path = {}) {
-  const std::string where = join_path(path, key);
+  const std::string where = detail::join_path(path, key);
   if (!j.is_object()) fail(errc::parse_error, path, "expected a JSON object, got ", j.type_name());
   auto it = j.find(std::string(key));
   if (it == j.end()) fail(errc::parse_error, where, "required field is missing");
-  return json_convert<T>(*it, where);
+  return detail::json_convert<T>(*it, where);
 }
 
 /// @brief Reads optional field `key` of `j` as `T`, or returns `fallback`.
@@ -210,6 +212,8 @@ template <class T>
   if (!j.contains(std::string(key))) return fallback;
   return json_get<T>(j, key, path);
 }
+
+namespace detail {
 
 /// @brief Levenshtein distance between `a` and `b` (for "did you mean" hints).
 [[nodiscard]] inline std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -227,6 +231,8 @@ template <class T>
   return row[b.size()];
 }
 
+}  // namespace detail
+
 /// @brief Throws `parse_error` at `path.key` for the first key of object `j`
 /// not in `allowed`: "unknown key 'num_gpu'; did you mean 'num_gpus'?" (the
 /// nearest allowed key by edit distance, when close), else the allowed keys.
@@ -241,19 +247,19 @@ inline void check_keys(const json& j, std::span<const std::string_view> allowed,
     std::string_view best;
     std::size_t best_d = std::numeric_limits<std::size_t>::max();
     for (std::string_view k : allowed) {
-      const std::size_t d = edit_distance(key, k);
+      const std::size_t d = detail::edit_distance(key, k);
       if (d < best_d) best_d = d, best = k;
     }
     if (!best.empty() && best_d <= std::max<std::size_t>(2, key.size() / 3))
-      fail(errc::parse_error, join_path(path, key), "unknown key '", key, "'; did you mean '", best,
-           "'?");
+      fail(errc::parse_error, detail::join_path(path, key), "unknown key '", key,
+           "'; did you mean '", best, "'?");
     std::string known;
     for (std::string_view k : allowed) {
       if (!known.empty()) known += ", ";
       known += k;
     }
-    fail(errc::parse_error, join_path(path, key), "unknown key '", key, "' (known keys: ", known,
-         ")");
+    fail(errc::parse_error, detail::join_path(path, key), "unknown key '", key,
+         "' (known keys: ", known, ")");
   }
 }
 
@@ -262,6 +268,8 @@ inline void check_keys(const json& j, std::initializer_list<std::string_view> al
                        std::string_view path) {
   check_keys(j, std::span<const std::string_view>(allowed.begin(), allowed.size()), path);
 }
+
+namespace detail {
 
 /// @brief Throws `parse_error` at `where`: "unknown <what> '<name>' (expected
 /// a, b or c)", the end of a reader that picks a variant by a kind name.

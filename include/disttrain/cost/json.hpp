@@ -94,26 +94,27 @@ inline void to_json(json& j, const cost_params& p) {
   j["efficiency"] = std::move(e);
 }
 
-namespace detail {
-/// @brief Reads cost parameters at `path`; every field optional (`base`'s value kept).
+/// @brief Reads cost parameters at `path`; every field is optional (`base`'s
+/// value kept), so a configuration overrides, e.g., a GPU's calibrated defaults.
 [[nodiscard]] inline cost_params read_cost_params(const json& j, std::string_view path,
                                                   const cost_params& base = {}) {
   cost_params p = base;
-  read_fields(j, p, cost_params_fields, path, {"efficiency"});
+  detail::read_fields(j, p, detail::cost_params_fields, path, {"efficiency"});
   if (j.contains("efficiency")) {
     const json& e = j.at("efficiency");
-    const std::string ep = join_path(path, "efficiency");
+    const std::string ep = detail::join_path(path, "efficiency");
     static constexpr const char* names[3] = {"encoder", "backbone", "generator"};
     if (!e.is_object()) fail(errc::parse_error, ep, "expected a JSON object, got ", e.type_name());
     check_keys(e, {"encoder", "backbone", "generator"}, ep);
     for (std::size_t i = 0; i < 3; ++i)
       if (e.contains(names[i]))
-        p.efficiency[i] = read_efficiency_params(e.at(names[i]), join_path(ep, names[i]));
+        p.efficiency[i] =
+            detail::read_efficiency_params(e.at(names[i]), detail::join_path(ep, names[i]));
   }
   p.validate(path);
   return p;
 }
-}  // namespace detail
-inline void from_json(const json& j, cost_params& p) { p = detail::read_cost_params(j, "cost"); }
+
+inline void from_json(const json& j, cost_params& p) { p = read_cost_params(j, "cost"); }
 
 }  // namespace disttrain

@@ -30,9 +30,9 @@ struct image_u8 {
   void validate(std::string_view where) const {
     require(width > 0 && height > 0 && channels > 0, where, "image of ", width, "x", height, "x",
             channels, ": every dimension must be > 0");
-    const auto n = detail::checked_mul(detail::checked_mul(static_cast<std::size_t>(width),
-                                                           static_cast<std::size_t>(height), where),
-                                       static_cast<std::size_t>(channels), where);
+    const auto n = checked_mul(
+        checked_mul(static_cast<std::size_t>(width), static_cast<std::size_t>(height), where),
+        static_cast<std::size_t>(channels), where);
     require(pixels.size() == n, where, "image of ", width, "x", height, "x", channels, " needs ", n,
             " bytes, has ", pixels.size());
   }

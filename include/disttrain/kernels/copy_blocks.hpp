@@ -48,7 +48,7 @@ struct copy_block {
 
   /// @brief Elements copied: rows * cols (`invalid_argument` if that overflows).
   [[nodiscard]] std::int64_t elements() const {
-    return detail::checked_mul(rows, cols, "copy_block.elements");
+    return checked_mul(rows, cols, "copy_block.elements");
   }
   /// @brief Whether the block copies nothing (no product, so never overflows).
   [[nodiscard]] constexpr bool empty() const noexcept { return rows == 0 || cols == 0; }
@@ -75,7 +75,7 @@ inline void coalesce_in_place(std::vector<copy_block>& blocks) {
       copy_block& p = blocks[n - 1];
       if (p.rows == 1 && b.rows == 1 && p.src_offset + p.cols == b.src_offset &&
           p.dst_offset + p.cols == b.dst_offset) {
-        p.cols = detail::checked_add(p.cols, b.cols, "copy_block.cols");
+        p.cols = checked_add(p.cols, b.cols, "copy_block.cols");
         p.src_ld = p.cols;
         p.dst_ld = p.cols;
         continue;
@@ -134,8 +134,8 @@ inline constexpr std::int64_t copy_chunk_elements = 4096;
     const copy_block& b = blocks[i];
     const std::int64_t per_row =
         b.empty() ? 0 : b.cols / copy_chunk_elements + (b.cols % copy_chunk_elements != 0);
-    p[i + 1] = detail::checked_add(p[i], detail::checked_mul(b.rows, per_row, "copy_block.tasks"),
-                                   "copy_block.tasks");
+    p[i + 1] =
+        checked_add(p[i], checked_mul(b.rows, per_row, "copy_block.tasks"), "copy_block.tasks");
   }
   return p;
 }
@@ -149,8 +149,8 @@ inline void copy_blocks_cpu(std::span<const std::byte> src, std::span<std::byte>
   const block_extent e = extent(blocks);
   const auto es = static_cast<std::int64_t>(elem_size);
   // Once the extents times the element size fit, every offset below does too.
-  const std::int64_t src_end = detail::checked_mul(e.src, es, "copy_blocks.elem_size");
-  const std::int64_t dst_end = detail::checked_mul(e.dst, es, "copy_blocks.elem_size");
+  const std::int64_t src_end = checked_mul(e.src, es, "copy_blocks.elem_size");
+  const std::int64_t dst_end = checked_mul(e.dst, es, "copy_blocks.elem_size");
   require(static_cast<std::uint64_t>(src_end) <= src.size(), "copy_blocks.src",
           "blocks reach byte ", src_end, " but the source has ", src.size());
   require(static_cast<std::uint64_t>(dst_end) <= dst.size(), "copy_blocks.dst",

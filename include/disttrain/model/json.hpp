@@ -490,13 +490,13 @@ inline void to_json(json& j, const scenario& s) {
   j = detail::fields_to_json(s, detail::scenario_fields);
 }
 
-namespace detail {
-/// @brief Reads a scenario at `path` (fields are `path.model...`, `path.cluster...`).
+/// @brief Reads and validates a scenario at `path` (fields are
+/// `path.model...`, `path.cluster...`): what `from_json` does, with the path
+/// errors name (e.g. a tool reading a scenario out of a larger file).
 [[nodiscard]] inline scenario read_scenario(const json& j, std::string_view path) {
-  return read_validated(j, scenario_fields, path);
+  return detail::read_validated(j, detail::scenario_fields, path);
 }
-}  // namespace detail
 
-inline void from_json(const json& j, scenario& s) { s = detail::read_scenario(j, ""); }
+inline void from_json(const json& j, scenario& s) { s = read_scenario(j, ""); }
 
 }  // namespace disttrain

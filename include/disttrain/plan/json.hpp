@@ -39,7 +39,7 @@ inline void to_json(json& j, const segment_spec& s) {
 /// `base` (written by a rank_layout, checked there) is allowed, other keys
 /// are errors. Errors name `segments.<name>.<key>`.
 inline void from_json(const json& j, segment_spec& s) {
-  const std::string p = "segments." + detail::json_get<std::string>(j, "name", "segment");
+  const std::string p = "segments." + json_get<std::string>(j, "name", "segment");
   s = segment_spec{};
   detail::read_fields(j, s, detail::segment_spec_fields, p, {"base"});
 }
@@ -64,19 +64,19 @@ inline void to_json(json& j, const rank_layout& L) {
            {"segments", std::move(segs)}};
 }
 inline void from_json(const json& j, rank_layout& L) {
-  const json segs = detail::json_get<json>(j, "segments", "rank_layout");
+  const json segs = json_get<json>(j, "segments", "rank_layout");
   if (!segs.is_array()) fail(errc::parse_error, "rank_layout.segments", "expected an array");
   std::vector<segment_spec> v;
   for (const json& e : segs) v.push_back(e.get<segment_spec>());
-  L = rank_layout(std::move(v), detail::json_get_or<int>(j, "gpus_per_node", 0, "rank_layout"));
+  L = rank_layout(std::move(v), json_get_or<int>(j, "gpus_per_node", 0, "rank_layout"));
   if (j.contains("world_size")) {
-    const int w = detail::json_get<int>(j, "world_size", "rank_layout");
+    const int w = json_get<int>(j, "world_size", "rank_layout");
     require(w == L.world_size(), "rank_layout.world_size", "given ", w, " but the segments need ",
             L.world_size());
   }
   for (std::size_t i = 0; i < segs.size(); ++i)
     if (segs[i].contains("base")) {
-      const int b = detail::json_get<int>(segs[i], "base", "rank_layout.segments");
+      const int b = json_get<int>(segs[i], "base", "rank_layout.segments");
       require(b == L.base(static_cast<int>(i)),
               cat("rank_layout.", L.segment(static_cast<int>(i)).name, ".base"), "given ", b,
               " but contiguous numbering gives ", L.base(static_cast<int>(i)));
@@ -129,7 +129,7 @@ inline void to_json(json& j, const module_plan& m) {
 /// `layers` is required. Errors name `plan.<module>.<field>`.
 inline void from_json(const json& j, module_plan& m) {
   m = module_plan{};
-  m.name = detail::json_get<std::string>(j, "name", "plan.modules[]");
+  m.name = json_get<std::string>(j, "name", "plan.modules[]");
   const std::string p = "plan." + m.name;
   detail::read_fields(j, m, detail::module_plan_fields, p, {"name", "recompute", "gpus"});
   if (j.contains("recompute") && j.at("recompute").is_string()) {
@@ -140,7 +140,7 @@ inline void from_json(const json& j, module_plan& m) {
     m.recompute = mode == "full";
     m.selective_recompute = mode == "selective";
   } else {
-    m.recompute = detail::json_get_or<bool>(j, "recompute", false, p);
+    m.recompute = json_get_or<bool>(j, "recompute", false, p);
   }
 }
 
@@ -159,7 +159,7 @@ inline void from_json(const json& j, parallel_plan& p) {
   p = parallel_plan{};
   detail::read_fields(j, p, detail::parallel_plan_fields, "plan",
                       {"schedule", "total_gpus", "modules"});
-  const auto s = detail::json_get_or<std::string>(j, "schedule", "1f1b", "plan");
+  const auto s = json_get_or<std::string>(j, "schedule", "1f1b", "plan");
   bool known = false;
   for (plan_schedule x : {plan_schedule::one_f_one_b, plan_schedule::gpipe, plan_schedule::zb_h1})
     if (s == to_string(x)) {
@@ -167,7 +167,7 @@ inline void from_json(const json& j, parallel_plan& p) {
       known = true;
     }
   if (!known) detail::fail_unknown_name("plan.schedule", "schedule", s, {"1f1b", "gpipe", "zb_h1"});
-  const json mods = detail::json_get<json>(j, "modules", "plan");
+  const json mods = json_get<json>(j, "modules", "plan");
   if (!mods.is_array()) fail(errc::parse_error, "plan.modules", "expected an array");
   p.modules.clear();
   for (const json& e : mods) p.modules.push_back(e.get<module_plan>());
@@ -255,7 +255,7 @@ inline constexpr auto plan_result_fields =
   if (j.is_null()) return o;
   detail::read_fields(j, o, detail::planner_options_fields, path, {"objective"});
   if (j.contains("objective")) {
-    const auto name = detail::json_get<std::string>(j, "objective", path);
+    const auto name = json_get<std::string>(j, "objective", path);
     o.objective = parse_objective(name, detail::join_path(path, "objective"));
   }
   return o;

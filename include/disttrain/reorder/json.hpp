@@ -79,15 +79,15 @@ inline void to_json(json& j, const reorder_options& o) {
 inline void from_json(const json& j, reorder_options& o) {
   const std::string_view p = "reorder_options";
   o = reorder_options{};
-  const json& mods = detail::json_get<json>(j, "modules", p);
+  const json& mods = json_get<json>(j, "modules", p);
   require(mods.is_array(), "reorder_options.modules", "must be an array");
   for (std::size_t k = 0; k < mods.size(); ++k) {
     const std::string mp = cat("reorder_options.modules[", k, "]");
-    detail::check_keys(mods[k], {"name", "dp", "max_samples", "max_tokens"}, mp);
-    o.modules.push_back({detail::json_get_or<std::string>(mods[k], "name", cat("module", k), mp),
-                         detail::json_get<std::uint32_t>(mods[k], "dp", mp),
-                         detail::json_get_or<std::uint32_t>(mods[k], "max_samples", 0, mp),
-                         detail::json_get_or<std::uint64_t>(mods[k], "max_tokens", 0, mp)});
+    check_keys(mods[k], {"name", "dp", "max_samples", "max_tokens"}, mp);
+    o.modules.push_back({json_get_or<std::string>(mods[k], "name", cat("module", k), mp),
+                         json_get<std::uint32_t>(mods[k], "dp", mp),
+                         json_get_or<std::uint32_t>(mods[k], "max_samples", 0, mp),
+                         json_get_or<std::uint64_t>(mods[k], "max_tokens", 0, mp)});
   }
   detail::read_fields(j, o, detail::reorder_options_fields, p, {"modules", "stages"});
   if (j.contains("stages")) {
@@ -95,9 +95,9 @@ inline void from_json(const json& j, reorder_options& o) {
     require(st.is_array(), "reorder_options.stages", "must be an array, got ", st.type_name());
     for (std::size_t s = 0; s < st.size(); ++s) {
       const std::string sp = cat("reorder_options.stages[", s, "]");
-      o.stages.push_back({detail::json_get<std::uint32_t>(st[s], "module", sp),
-                          detail::json_get_or<double>(st[s], "forward_scale", 1.0, sp),
-                          detail::json_get_or<double>(st[s], "backward_scale", 2.0, sp)});
+      o.stages.push_back({json_get<std::uint32_t>(st[s], "module", sp),
+                          json_get_or<double>(st[s], "forward_scale", 1.0, sp),
+                          json_get_or<double>(st[s], "backward_scale", 2.0, sp)});
     }
   }
   o.validate();
@@ -131,23 +131,23 @@ inline void from_json(const json& j, reorder_result& r) {
                       {"dp", "samples", "imbalance"});
   require_in_range<std::uint32_t>(r.modules, 1, static_cast<std::uint32_t>(max_reorder_modules),
                                   "reorder_result.modules");
-  const auto dp = detail::json_get<std::vector<std::uint32_t>>(j, "dp", "reorder_result");
+  const auto dp = json_get<std::vector<std::uint32_t>>(j, "dp", "reorder_result");
   require(dp.size() == r.modules, "reorder_result.dp", "has ", dp.size(),
           " entries, modules=", r.modules);
   std::copy(dp.begin(), dp.end(), r.dp.begin());
-  const json& s = detail::json_get<json>(j, "samples", "reorder_result");
+  const json& s = json_get<json>(j, "samples", "reorder_result");
   require(s.is_array(), "reorder_result.samples", "must be an array");
   for (std::size_t i = 0; i < s.size(); ++i) {
     const std::string path = cat("reorder_result.samples[", i, "]");
     sample_place& p = r.samples.emplace_back();
     detail::read_fields(s[i], p, detail::sample_place_fields, path, {"replica", "offset"});
-    const auto rep = detail::json_get<std::vector<std::uint32_t>>(s[i], "replica", path);
-    const auto off = detail::json_get<std::vector<std::uint32_t>>(s[i], "offset", path);
+    const auto rep = json_get<std::vector<std::uint32_t>>(s[i], "replica", path);
+    const auto off = json_get<std::vector<std::uint32_t>>(s[i], "offset", path);
     require(rep.size() == r.modules && off.size() == r.modules, path,
             "replica/offset need one entry per module (", r.modules, ")");
     for (std::size_t k = 0; k < r.modules; ++k) p.module[k] = module_place{rep[k], off[k]};
   }
-  const auto imb = detail::json_get_or<std::vector<double>>(j, "imbalance", {}, "reorder_result");
+  const auto imb = json_get_or<std::vector<double>>(j, "imbalance", {}, "reorder_result");
   for (std::size_t k = 0; k < imb.size() && k < max_reorder_modules; ++k) r.imbalance[k] = imb[k];
   rebuild_cells(r);
   validate(r);

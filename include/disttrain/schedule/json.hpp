@@ -51,7 +51,7 @@ inline void to_json(json& j, const schedule_op& o) {
 /// @brief Reads an op written by `to_json`; field errors name the field.
 inline void from_json(const json& j, schedule_op& o) {
   o = schedule_op{};
-  o.kind = parse_op_kind(detail::json_get<std::string>(j, "kind"), "kind");
+  o.kind = parse_op_kind(json_get<std::string>(j, "kind"), "kind");
   detail::read_fields(j, o, detail::schedule_op_fields, "", {"kind"});
 }
 
@@ -86,7 +86,7 @@ inline void to_json(json& j, const pipeline_schedule& s) {
 inline void from_json(const json& j, pipeline_schedule& s) {
   s = pipeline_schedule{};
   detail::read_fields(j, s, detail::pipeline_schedule_fields, "schedule", {"segments", "ranks"});
-  const auto segs = detail::json_get<json>(j, "segments", "schedule");
+  const auto segs = json_get<json>(j, "segments", "schedule");
   if (!segs.is_array()) fail(errc::parse_error, "schedule.segments", "expected an array");
   for (std::size_t i = 0; i < segs.size(); ++i) {
     try {
@@ -95,13 +95,13 @@ inline void from_json(const json& j, pipeline_schedule& s) {
       fail(errc::parse_error, cat("schedule.segments[", i, "].", e.where()), e.message());
     }
   }
-  const auto ranks = detail::json_get<json>(j, "ranks", "schedule");
+  const auto ranks = json_get<json>(j, "ranks", "schedule");
   if (!ranks.is_array()) fail(errc::parse_error, "schedule.ranks", "expected an array");
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const std::string path = cat("schedule.ranks[", r, "]");
     const auto& jr = ranks[r];
     detail::read_fields(jr, s.ranks.emplace_back(), detail::schedule_rank_fields, path, {"ops"});
-    const auto jops = detail::json_get<json>(jr, "ops", path);
+    const auto jops = json_get<json>(jr, "ops", path);
     if (!jops.is_array()) fail(errc::parse_error, path + ".ops", "expected an array");
     std::vector<schedule_op> ops;
     ops.reserve(jops.size());

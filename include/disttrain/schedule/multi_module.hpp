@@ -44,6 +44,7 @@
 
 #include "disttrain/core/check.hpp"
 #include "disttrain/schedule/detail/list_scheduler.hpp"
+#include "disttrain/schedule/op_cost.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
 namespace disttrain {
@@ -72,8 +73,7 @@ struct multi_module_spec {
   std::vector<module_segment> segments;  ///< in pipeline order
   int num_microbatches = 0;              ///< global microbatches
   bool split_backward = false;           ///< B/W split (W deferred as in ZB-H1)
-  detail::op_cost_fn
-      cost;  ///< (rank, op) -> seconds used to order ops; empty: balanced (file comment)
+  op_cost_fn cost;  ///< (rank, op) -> seconds used to order ops; empty: balanced (file comment)
 };
 
 /// @brief Compute-only multi-module schedule (see the file comment).
@@ -147,7 +147,7 @@ struct multi_module_spec {
     }
     base += static_cast<std::size_t>(seg.num_stages) * static_cast<std::size_t>(seg.dp);
   }
-  detail::op_cost_fn cost = spec.cost;
+  op_cost_fn cost = spec.cost;
   if (!cost) {
     // Balanced modules: a replica of DP degree dp serves max_dp/dp times as many
     // microbatches, so a planner gives it that much less time per microbatch.

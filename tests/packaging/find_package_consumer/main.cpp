@@ -40,9 +40,9 @@ int main() {
 
   // JSON helpers report the full path of a missing field.
   const auto j = disttrain::parse_json(R"({"model": {"layers": 32}})", "consumer.json");
-  check(disttrain::detail::json_get<int>(j.at("model"), "layers", "model") == 32, "json_get");
+  check(disttrain::json_get<int>(j.at("model"), "layers", "model") == 32, "json_get");
   try {
-    (void)disttrain::detail::json_get<int>(j.at("model"), "heads", "model");
+    (void)disttrain::json_get<int>(j.at("model"), "heads", "model");
     check(false, "missing field must throw");
   } catch (const disttrain::error& e) {
     check(e.code() == disttrain::errc::parse_error && e.where() == "model.heads", "json path");

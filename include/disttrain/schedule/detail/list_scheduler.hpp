@@ -25,19 +25,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <queue>
 #include <utility>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
 #include "disttrain/schedule/communication.hpp"
+#include "disttrain/schedule/op_cost.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
 namespace disttrain::detail {
-
-/// @brief Cost of an op while generating: (rank, op) -> seconds.
-using op_cost_fn = std::function<double(const schedule_rank&, const schedule_op&)>;
 
 /// @brief Fills `s.ops` (compute only). `flows[r]` lists rank r's microbatches
 /// (the forward order of first-stage ranks);
