@@ -171,10 +171,13 @@ python_deps() {
   # (larger: CUDA libraries). Without either, those tests SKIP with the reason.
   if ! "$PY_VENV/bin/python" -c 'import torch' >/dev/null 2>&1; then
     echo "installing PyTorch (CPU wheel) for the disttrain.torch tests"
+    # pip's own error for an unreachable index is noise here: the fallback says what happened.
     "$PY_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --retries 1 \
-        --timeout 30 torch --index-url https://download.pytorch.org/whl/cpu ||
+        --timeout 30 torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null || {
+      echo "download.pytorch.org unavailable: installing PyTorch from PyPI instead"
       "$PY_VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch ||
-      echo "PyTorch could not be installed: the disttrain.torch tests will be SKIPPED"
+        echo "PyTorch could not be installed: the disttrain.torch tests will be SKIPPED"
+    }
   fi
   return 0
 }
