@@ -5,7 +5,10 @@
 # machine load), and, measured in the same run, the user CPU seconds of a TU
 # that includes only the standard headers the header reaches ("std s"): the
 # floor no change to disttrain's own code can go below, and a baseline that
-# tells a slow machine from a heavy header (docs/header_cost.md).
+# tells a slow machine from a heavy header (docs/header_cost.md). With g++,
+# also the memory g++ allocated for the TU ("gcc MB", -ftime-report's GGC
+# total): it does not depend on the machine's load, so two checkouts compare
+# on a noisy machine where their times do not ("-" with other compilers).
 # Headers: disttrain.hpp, every part umbrella (<part>.hpp),
 # reorder/reorderer.hpp, comm/route.hpp, and the component headers
 # cost/calibration.hpp (Eigen) and core/format.hpp (fmt).
@@ -29,7 +32,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS="$2"; shift 2 ;;
     --markdown) MARKDOWN=yes; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "header_cost.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     *) headers+=("$1"); shift ;;
   esac
@@ -49,10 +52,10 @@ trap 'rm -rf "$TMP"' EXIT
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 if [ "$MARKDOWN" = yes ]; then
-  printf '| header | parse s (wall) | parse s (user CPU) | std headers only, s (user CPU) | preprocessed lines | preprocessed KiB |\n'
-  printf '|---|---:|---:|---:|---:|---:|\n'
+  printf '| header | parse s (wall) | parse s (user CPU) | std headers only, s (user CPU) | g++ allocations, MB | preprocessed lines | preprocessed KiB |\n'
+  printf '|---|---:|---:|---:|---:|---:|---:|\n'
 else
-  printf '%-36s %10s %10s %8s %12s %10s\n' header "wall s" "user s" "std s" "pp lines" "pp KiB"
+  printf '%-36s %10s %10s %8s %8s %12s %10s\n' header "wall s" "user s" "std s" "gcc MB" "pp lines" "pp KiB"
 fi
 for h in "${headers[@]}"; do
   [ -f "include/$h" ] || { echo "header_cost.sh: no include/$h" >&2; exit 1; }
@@ -80,6 +83,11 @@ for h in "${headers[@]}"; do
     read -r _ user <"$TMP/t"
     echo "$user" >>"$TMP/std"
   done
+  # g++'s GGC total, e.g. "413M" or "857k"; other compilers print no such line.
+  mb="$("$CXX" "${flags[@]}" -fsyntax-only -ftime-report "$TMP/tu.cpp" 2>&1 |
+    awk '/^ *TOTAL *:/ { v = $NF; u = substr(v, length(v)); n = substr(v, 1, length(v) - 1) + 0
+                         if (u == "M") print n; else if (u == "k") printf "%.1f\n", n / 1024; else if (u == "G") print n * 1024 }')" || true
+  [ -n "$mb" ] || mb="-"
   "$CXX" "${flags[@]}" -E -P "$TMP/tu.cpp" >"$TMP/pp.cpp"
   lines="$(wc -l <"$TMP/pp.cpp")"
   kib="$(( $(wc -c <"$TMP/pp.cpp") / 1024 ))"
@@ -88,8 +96,8 @@ for h in "${headers[@]}"; do
   std="$(median <"$TMP/std")"
   if [ "$MARKDOWN" = yes ]; then
     # shellcheck disable=SC2016  # the backquotes are markdown
-    printf '| `%s` | %.2f | %.2f | %.2f | %s | %s |\n' "$h" "$wall" "$user" "$std" "$lines" "$kib"
+    printf '| `%s` | %.2f | %.2f | %.2f | %s | %s | %s |\n' "$h" "$wall" "$user" "$std" "$mb" "$lines" "$kib"
   else
-    printf '%-36s %10.2f %10.2f %8.2f %12s %10s\n' "$h" "$wall" "$user" "$std" "$lines" "$kib"
+    printf '%-36s %10.2f %10.2f %8.2f %8s %12s %10s\n' "$h" "$wall" "$user" "$std" "$mb" "$lines" "$kib"
   fi
 done
