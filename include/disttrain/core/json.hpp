@@ -191,6 +191,22 @@ template <class T>
   }
 }
 
+/// @brief Levenshtein distance between `a` and `b` (for "did you mean" hints).
+[[nodiscard]] inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t k = 0; k <= b.size(); ++k) row[k] = k;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t k = 1; k <= b.size(); ++k) {
+      const std::size_t up = row[k];
+      row[k] = std::min({row[k] + 1, row[k - 1] + 1, diag + (a[i - 1] == b[k - 1] ? 0U : 1U)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
 }  // namespace detail
 
 /// @brief Reads required field `key` of object `j` as `T`; errors name `path.key`.
@@ -212,26 +228,6 @@ template <class T>
   if (!j.contains(std::string(key))) return fallback;
   return json_get<T>(j, key, path);
 }
-
-namespace detail {
-
-/// @brief Levenshtein distance between `a` and `b` (for "did you mean" hints).
-[[nodiscard]] inline std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t k = 0; k <= b.size(); ++k) row[k] = k;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t k = 1; k <= b.size(); ++k) {
-      const std::size_t up = row[k];
-      row[k] = std::min({row[k] + 1, row[k - 1] + 1, diag + (a[i - 1] == b[k - 1] ? 0U : 1U)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace detail
 
 /// @brief Throws `parse_error` at `path.key` for the first key of object `j`
 /// not in `allowed`: "unknown key 'num_gpu'; did you mean 'num_gpus'?" (the

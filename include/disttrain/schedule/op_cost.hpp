@@ -11,9 +11,8 @@
 namespace disttrain {
 
 /// @brief Seconds op `o` takes on schedule rank `r`, for ordering ops while a
-/// schedule is generated (e.g. a cost model's stage times). Must return a
-/// finite value `>= 0`; the generator throws `invalid_argument` naming the op
-/// otherwise.
+/// schedule is generated (e.g. a cost model's stage times). A negative or NaN
+/// result makes the generator throw `invalid_argument` naming the op.
 using op_cost_fn = std::function<double(const schedule_rank& r, const schedule_op& o)>;
 
 }  // namespace disttrain

@@ -67,9 +67,11 @@ class slot_cutter {
         for (std::size_t i = 0; i < n; ++i) seq[i] = static_cast<std::uint32_t>(i);
         break;
       case slot_start::size_sorted: std::copy(ranked.begin(), ranked.end(), seq.begin()); break;
-      case slot_start::by_id:
-        std::copy(ranking.by_id().begin(), ranking.by_id().end(), seq.begin());
+      case slot_start::by_id: {
+        const std::span<const std::uint32_t> ids = ranking.by_id();
+        std::copy(ids.begin(), ids.end(), seq.begin());
         break;
+      }
       case slot_start::by_module:  // consecutive by one module's cost (descending, ties by rank)
         std::copy(ranked.begin(), ranked.end(), seq.begin());
         std::sort(seq.begin(), seq.end(), [&](std::uint32_t x, std::uint32_t y) {
