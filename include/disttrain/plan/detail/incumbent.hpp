@@ -3,7 +3,7 @@
 /// @brief The planner search's incumbent: the best plan found so far, and the
 /// total order (iteration time, GPUs, `tie_key`) that ranks plans.
 
-#include <cstddef>
+#include <algorithm>
 #include <initializer_list>
 #include <limits>
 #include <utility>
@@ -50,11 +50,9 @@ struct ranked_plan {
                                        const ranked_plan& b) {
   if (t != b.time) return t < b.time;
   if (g != b.gpus) return g < b.gpus;
-  // Element by element: `k < b.key` would instantiate vector's three-way
-  // comparison in every translation unit (docs/header_cost.md).
-  for (std::size_t i = 0; i < k.size() && i < b.key.size(); ++i)
-    if (k[i] != b.key[i]) return k[i] < b.key[i];
-  return k.size() < b.key.size();
+  // Not `k < b.key`: that instantiates vector's three-way comparison in every
+  // translation unit (docs/header_cost.md).
+  return std::lexicographical_compare(k.begin(), k.end(), b.key.begin(), b.key.end());
 }
 
 /// @brief The best plan found so far. Its time prunes the search: a branch
