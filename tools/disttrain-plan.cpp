@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "disttrain/bind/data_plan.hpp"
 #include "disttrain/bind/heterogeneity.hpp"
 #include "disttrain/bind/json.hpp"
 #include "disttrain/bind/simulate_plan.hpp"
@@ -69,6 +70,13 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
                        1: plain 1F1B, which --trace / --svg need)
   --objective OBJ      what to minimise: time (default), throughput_per_gpu (time x GPUs),
                        min_gpus_within (fewest GPUs within --within of the best time)
+  --data-objective D   what the time is of: sampled (default with --objective time when
+                       the data varies: the mean iteration over sampled global batches after
+                       the reorderer, interleaving not searched) or expected (the closed form
+                       of the expected batch; docs/planner.md "Planning for the data")
+  --data-batches N     sampled batches the sampled objective averages (default 8)
+  --finalists N        also simulate the N best plans of the sampled objective with
+                       simulate_plan and keep the fastest (slower; default 0)
   --within X           tolerance of min_gpus_within as a fraction (default 0.05)
   --max-gpus N         use at most N of the cluster's GPUs
   --no-mixed           never colocate just one side module (per-side-module colocation)
@@ -105,8 +113,8 @@ struct args {
   std::string preset = "paper-72b";
   std::optional<std::string> config, evaluate_file, trace_file, svg_file;
   std::optional<int> gpus, batch, max_side_pp, max_backbone_pp, min_backbone_pp, max_virtual_stages,
-      max_gpus, iterations;
-  std::optional<std::string> sync_overlap, objective, within;
+      max_gpus, iterations, data_batches, finalists;
+  std::optional<std::string> sync_overlap, objective, within, data_objective;
   std::optional<std::uint64_t> seed;
   bool json = false, stages = false, list = false, no_mixed = false, no_sp = false,
        zero_bubble = false, selective = false;
@@ -165,6 +173,12 @@ args parse(int argc, char** argv) {
       a.objective = value();
     else if (s == "--within")
       a.within = value();
+    else if (s == "--data-objective")
+      a.data_objective = value();
+    else if (s == "--data-batches")
+      a.data_batches = parse_int("--data-batches", value());
+    else if (s == "--finalists")
+      a.finalists = parse_int("--finalists", value());
     else if (s == "--max-gpus")
       a.max_gpus = parse_int("--max-gpus", value());
     else if (s == "--sync-overlap")
@@ -297,11 +311,8 @@ heterogeneity_run simulate_data(const args& a, const disttrain::scenario& sc, co
                                 const disttrain::plan_result& ours,
                                 const disttrain::plan_result& base) {
   heterogeneity_run out{{}, ours, base, interleaved(ours.plan) || interleaved(base.plan), 0.0};
-  if (out.replanned) {
-    popt.max_virtual_stages = 1;
-    out.ours = disttrain::plan_parallelism(cm, req, popt);
-    out.base = disttrain::plan_megatron_baseline(cm, req, popt);
-  }
+  out.ours = disttrain::without_interleaving(cm, req, popt, ours, false);
+  out.base = disttrain::without_interleaving(cm, req, popt, base, true);
   const auto t0 = std::chrono::steady_clock::now();
   out.h = disttrain::simulate_heterogeneity(out.base.plan, out.ours.plan, cm, sc.data,
                                             {.iterations = *a.iterations, .seed = a.seed});
@@ -315,8 +326,18 @@ std::string programs(const heterogeneity_run& r) {
                      r.ours.plan.schedule);
 }
 
-disttrain::json to_json(const heterogeneity_run& r) {
+// The sampled objective's answer, when it was used.
+const disttrain::data_plan_result* sampled(const disttrain::data_plan_result& d) {
+  return d.objective == disttrain::data_objective::sampled ? &d : nullptr;
+}
+
+disttrain::json to_json(const heterogeneity_run& r, const disttrain::data_plan_result* pred) {
   disttrain::json j = r.h;
+  if (pred) {
+    j["plan_reordered"]["predicted_mean_s"] = pred->predicted.mean_s;
+    j["plan_reordered"]["predicted_p90_s"] = pred->predicted.p90_s;
+    j["plan_reordered"]["predicted_mfu"] = pred->predicted_mfu;
+  }
   j["simulator"] = "simulate_plan: " + programs(r);
   j["replanned_without_interleaving"] = r.replanned;
   j["baseline_evaluated_s"] = r.base.evaluation.iteration_time_s;
@@ -330,7 +351,7 @@ disttrain::json to_json(const heterogeneity_run& r) {
 }
 
 void print(const heterogeneity_run& r, const disttrain::plan_result& ours,
-           const disttrain::plan_result& base) {
+           const disttrain::plan_result& base, const disttrain::data_plan_result* pred) {
   const auto& h = r.h;
   fmt::print(
       "\nData heterogeneity, simulated: {} sampled global batches of {} (data seed {}), each "
@@ -345,21 +366,47 @@ void print(const heterogeneity_run& r, const disttrain::plan_result& ours,
   row("(a) baseline, arrival order", h.baseline_arrival);
   row("(b) plan, arrival order", h.plan_arrival);
   row("(c) plan, reordered", h.plan_reordered);
+  row("(d) baseline, reordered", h.baseline_reordered);
+  if (pred)
+    fmt::print("  {:<28} {:>9} {:>7.4f} s {:>7.4f} s {:>15} {:>5.1f}%\n",
+               "(c) predicted by the planner", "", pred->predicted.p90_s, pred->predicted.mean_s,
+               "", 100 * pred->predicted_mfu);
   fmt::print(
-      "Gains (ratios of mean iteration times): orchestration (a)/(b) {:.3f}x, reordering "
-      "(b)/(c) {:.3f}x, total (a)/(c) {:.3f}x\n",
-      h.orchestration_gain, h.reordering_gain, h.total_gain);
+      "Gains (ratios of mean iteration times): orchestration (d)/(c) {:.3f}x, reordering "
+      "(b)/(c) {:.3f}x, total (a)/(c) {:.3f}x; orchestration in arrival order (a)/(b) "
+      "{:.3f}x\n",
+      h.orchestration_gain, h.reordering_gain, h.total_gain, h.orchestration_gain_arrival);
   if (r.replanned)
     fmt::print(
-        "Note: simulate_plan has no interleaved 1F1B program yet, so both plans were re-planned "
-        "with --max-virtual-stages 1 for this simulation (closed form: baseline {:.4f} s, "
-        "{:.4f} s with interleaving; plan {:.4f} s, {:.4f} s with interleaving). The simulated "
+        "Note: simulate_plan has no interleaved 1F1B program yet, so the interleaved plans were "
+        "re-planned with --max-virtual-stages 1 for this simulation (closed form: baseline "
+        "{:.4f} s, {:.4f} s with interleaving; plan {:.4f} s, {:.4f} s as planned). The simulated "
         "orchestration gain is over that plain-1F1B baseline; with interleaving the closed-form "
         "orchestration gain is {:.3f}x instead of {:.3f}x.\n",
         r.base.evaluation.iteration_time_s, base.evaluation.iteration_time_s,
         r.ours.evaluation.iteration_time_s, ours.evaluation.iteration_time_s,
         base.evaluation.iteration_time_s / ours.evaluation.iteration_time_s,
         r.base.evaluation.iteration_time_s / r.ours.evaluation.iteration_time_s);
+}
+
+// The sampled objective's prediction and search, in words.
+std::string describe(const disttrain::data_plan_result& d) {
+  std::string s = fmt::format(
+      "predicted on {} sampled batches (the planner's own, held out from --iterations'): mean "
+      "{:.4f} s, p90 {:.4f} s, MFU {:.1f}% (the expected-batch optimum's closed form: {:.4f} s)\n",
+      d.batches, d.predicted.mean_s, d.predicted.p90_s, 100 * d.predicted_mfu,
+      d.expected_optimum_s);
+  s += fmt::format(
+      "search: {} plan classes within the bound, {} scored by the chain model ({} cut early), "
+      "{} simulated{}\n",
+      d.stats.classes, d.stats.screened, d.stats.cut_early, d.stats.simulated,
+      d.stats.interleaving_excluded ? "; interleaved 1F1B not searched (nothing simulates it yet)"
+                                    : "");
+  if (d.stats.below_closed > 0)
+    s += fmt::format("warning: {} scored batches ran under their plan's closed form by more than "
+                     "the bound's slack (assumption A7, docs/planner.md)\n",
+                     d.stats.below_closed);
+  return s;
 }
 
 int run(const args& a) {
@@ -434,7 +481,17 @@ int run(const args& a) {
     return 0;
   }
 
-  const auto ours = disttrain::plan_parallelism(cm, req, popt);
+  disttrain::data_plan_options dopt;
+  dopt.objective = a.data_objective
+                       ? disttrain::parse_data_objective(*a.data_objective, "--data-objective")
+                   : popt.objective == disttrain::plan_objective::time
+                       ? disttrain::data_objective::sampled
+                       : disttrain::data_objective::expected;
+  if (a.data_batches) dopt.batches = *a.data_batches;
+  if (a.finalists) dopt.finalists = *a.finalists;
+  const auto data_plan = disttrain::plan_for_data(cm, req, sc.data, popt, dopt);
+  const disttrain::data_plan_result* pred = sampled(data_plan);
+  const auto& ours = data_plan.result;
   const auto base = disttrain::plan_megatron_baseline(cm, req, popt);
   const double speedup = base.evaluation.iteration_time_s / ours.evaluation.iteration_time_s;
   if (a.json) {
@@ -445,11 +502,13 @@ int run(const args& a) {
     out["baseline"] = disttrain::json(base);
     out["speedup"] = speedup;
     out["objective"] = std::string(disttrain::to_string(popt.objective));
+    out["data_objective"] = std::string(disttrain::to_string(data_plan.objective));
     out["per_gpu_speedup"] = per_gpu_throughput(ours) / per_gpu_throughput(base);
     out["baseline_gpus_unused"] = sc.cluster.num_gpus - base.evaluation.gpus;
     write_timeline(a, ours.plan, cm, req.sample_workload, &out);
+    if (pred) out["data_plan"] = data_plan;
     if (a.iterations)
-      out["heterogeneity"] = to_json(simulate_data(a, sc, cm, req, popt, ours, base));
+      out["heterogeneity"] = to_json(simulate_data(a, sc, cm, req, popt, ours, base), pred);
     if (const auto pub = disttrain::presets::published(sc.name))
       out["published"] = {{"mfu", pub->mfu}, {"speedup", pub->speedup}, {"source", pub->source}};
     fmt::print("{}\n", out.dump(2));
@@ -462,11 +521,19 @@ int run(const args& a) {
   const char* family = colocated == 0       ? "disaggregated"
                        : colocated == sides ? "monolithic: disaggregation does not pay off here"
                                             : "mixed: one side module colocated";
-  fmt::print(
-      "Planned layout ({}; objective {}; exact over its search space, solved in {:.1f} "
-      "ms):\n{}{}\n",
-      family, disttrain::to_string(popt.objective), ours.solve_ms,
-      disttrain::format_plan(ours.plan), disttrain::format_evaluation(ours.evaluation, a.stages));
+  if (pred)
+    fmt::print(
+        "Planned layout ({}; objective {} over sampled batches: the mean iteration of {} sampled "
+        "global batches after the reorderer; solved in {:.1f} ms):\n{}{}{}\n",
+        family, disttrain::to_string(popt.objective), data_plan.batches, ours.solve_ms,
+        disttrain::format_plan(ours.plan), disttrain::format_evaluation(ours.evaluation, a.stages),
+        describe(data_plan));
+  else
+    fmt::print(
+        "Planned layout ({}; objective {}; exact over its search space, solved in {:.1f} "
+        "ms):\n{}{}\n",
+        family, disttrain::to_string(popt.objective), ours.solve_ms,
+        disttrain::format_plan(ours.plan), disttrain::format_evaluation(ours.evaluation, a.stages));
   fmt::print(
       "Megatron-LM-style baseline (one TP/PP/DP, encoder on the first stage, generator on the "
       "last, even "
@@ -475,8 +542,8 @@ int run(const args& a) {
   const double per_gpu = per_gpu_throughput(ours) / per_gpu_throughput(base);
   if (popt.objective == disttrain::plan_objective::time) {
     fmt::print(
-        "Speedup over the baseline: {:.2f}x iteration time ({:.4f} s vs {:.4f} s), MFU {:.1f}% on "
-        "{} GPUs vs {:.1f}% on {} GPUs\n",
+        "Speedup over the baseline (closed forms of the expected batch): {:.2f}x iteration time "
+        "({:.4f} s vs {:.4f} s), MFU {:.1f}% on {} GPUs vs {:.1f}% on {} GPUs\n",
         speedup, ours.evaluation.iteration_time_s, base.evaluation.iteration_time_s,
         100 * ours.evaluation.mfu, ours.evaluation.gpus, 100 * base.evaluation.mfu,
         base.evaluation.gpus);
@@ -498,7 +565,7 @@ int run(const args& a) {
   std::optional<heterogeneity_run> het;
   if (a.iterations) {
     het = simulate_data(a, sc, cm, req, popt, ours, base);
-    print(*het, ours, base);
+    print(*het, ours, base, pred);
   }
   if (const auto pub = disttrain::presets::published(sc.name)) {
     fmt::print(
@@ -507,10 +574,11 @@ int run(const args& a) {
         pub->source, 100 * pub->mfu, pub->speedup, 100 * ours.evaluation.mfu, speedup);
     if (het)
       fmt::print(
-          "Simulated here ({} sampled batches{}): MFU {:.1f}% (plan, reordered), orchestration "
-          "{:.2f}x x reordering {:.2f}x = {:.2f}x over the baseline in arrival order.\n",
+          "Simulated here ({} sampled batches{}): MFU {:.1f}% (plan, reordered), {:.2f}x over the "
+          "baseline in arrival order (orchestration {:.2f}x with both reordered, reordering "
+          "{:.2f}x on the plan).\n",
           het->h.iterations, het->replanned ? ", plain 1F1B" : "", 100 * het->h.plan_reordered.mfu,
-          het->h.orchestration_gain, het->h.reordering_gain, het->h.total_gain);
+          het->h.total_gain, het->h.orchestration_gain, het->h.reordering_gain);
     else
       fmt::print("The reordering gain is simulated with --iterations N.\n");
     fmt::print("The gap is explained in docs/planner.md (\"Against the paper\").\n");

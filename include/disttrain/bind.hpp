@@ -10,6 +10,7 @@
 /// before it in the data flow; bind/ may include any part.
 ///
 /// JSON I/O is not included: `disttrain/bind/json.hpp` (or `disttrain/json.hpp`).
+#include "disttrain/bind/data_plan.hpp"
 #include "disttrain/bind/heterogeneity.hpp"
 #include "disttrain/bind/placement.hpp"
 #include "disttrain/bind/plan_reorder.hpp"

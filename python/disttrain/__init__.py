@@ -25,7 +25,8 @@ from .errors import (CommError, Error, Infeasible, Internal, InvalidArgument, Pa
                      ScheduleError, Timeout, Unsupported)
 
 __all__ = [
-    "__version__", "presets", "plan", "plan_baseline", "evaluate", "simulate", "reorder",
+    "__version__", "presets", "plan", "plan_baseline", "heterogeneity", "evaluate", "simulate",
+    "reorder",
     "Reorderer", "topology", "topology_of", "reorder_options_of", "reorderer_of", "bind_rank",
     "cell", "OP_KINDS", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
     "CommError", "Timeout", "Unsupported", "Internal",
@@ -92,11 +93,18 @@ def _dumps(x: Any) -> str:
 
 
 def _plan(scenario: Scenario, options: dict[str, Any], cost: Optional[Mapping[str, Any]],
-          baseline: bool) -> dict[str, Any]:
+          baseline: bool, data: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     text, planner, sc_cost = _scenario(scenario)
     planner.update({k: v for k, v in options.items() if v is not None})
+    data = {k: v for k, v in (data or {}).items() if v is not None}
     return _json.loads(_core.plan(text, _json.dumps(planner),
-                                  _dumps(cost if cost is not None else sc_cost), baseline))
+                                  _dumps(cost if cost is not None else sc_cost), baseline,
+                                  _json.dumps(data) if data else ""))
+
+
+def _data_options(data_objective: Optional[str], data_batches: Optional[int],
+                  finalists: Optional[int]) -> dict[str, Any]:
+    return dict(objective=data_objective, batches=data_batches, finalists=finalists)
 
 
 def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
@@ -105,7 +113,8 @@ def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
          search_selective_recompute: Optional[bool] = None,
          max_virtual_stages: Optional[int] = None, overlap_grad_reduce: Optional[bool] = None,
          overlap_param_gather: Optional[bool] = None, sequence_parallel: Optional[bool] = None,
-         zero_bubble: Optional[bool] = None,
+         zero_bubble: Optional[bool] = None, data_objective: Optional[str] = None,
+         data_batches: Optional[int] = None, finalists: Optional[int] = None,
          cost: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """The planner's best disaggregated layout (``disttrain-plan``'s plan).
 
@@ -121,7 +130,15 @@ def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
     ``gpus``, ``bubble_fraction``, ``max_memory_bytes``, ``samples_per_s``,
     ``solve_ms`` (wall time: the only field that varies between runs),
     ``stats``, ``evaluation`` (per-stage report), ``scenario``, ``num_gpus``,
-    ``global_batch``. Raises ``Infeasible`` when nothing fits.
+    ``global_batch``, ``data_objective``. Raises ``Infeasible`` when nothing fits.
+
+    ``data_objective``: ``"sampled"`` (the default with the time objective, as
+    ``disttrain-plan``) minimises the mean iteration over ``data_batches``
+    sampled global batches after the reorderer (interleaving is not searched);
+    the result then holds ``data_plan`` (``predicted`` mean/p90 iteration
+    times, ``predicted_mfu``, search counters). ``"expected"`` minimises the
+    closed form of the expected batch. ``finalists`` re-ranks the best plans
+    with the full simulator (slower). docs/planner.md, "Planning for the data".
     """
     return _plan(scenario, dict(max_backbone_pp=max_backbone_pp, min_backbone_pp=min_backbone_pp,
                                 max_side_pp=max_side_pp,
@@ -132,7 +149,30 @@ def plan(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,
                                 overlap_grad_reduce=overlap_grad_reduce,
                                 overlap_param_gather=overlap_param_gather,
                                 sequence_parallel=sequence_parallel,
-                                zero_bubble=zero_bubble), cost, False)
+                                zero_bubble=zero_bubble), cost, False,
+                 _data_options(data_objective, data_batches, finalists))
+
+
+def heterogeneity(scenario: Scenario, *, iterations: int = 8, seed: Optional[int] = None,
+                  data_objective: Optional[str] = None, data_batches: Optional[int] = None,
+                  finalists: Optional[int] = None, cost: Optional[Mapping[str, Any]] = None,
+                  **planner: Any) -> dict[str, Any]:
+    """The plan (:func:`plan` with the same data options) and the Megatron-LM-style
+    baseline on ``iterations`` sampled global batches (``disttrain-plan
+    --iterations``), interleaved plans re-planned without interleaving. Four
+    cases, each with ``mean_s``, ``median_s``, ``p90_s``, ``seconds``, ``mfu``:
+    ``baseline_arrival`` (a), ``plan_arrival`` (b), ``plan_reordered`` (c, with
+    ``predicted_mean_s`` / ``predicted_p90_s`` under the sampled objective) and
+    ``baseline_reordered`` (d); gains ``orchestration_gain`` (d)/(c),
+    ``reordering_gain`` (b)/(c), ``total_gain`` (a)/(c); ``plan`` and
+    ``baseline_plan``. ``planner``: :func:`plan`'s planner keywords."""
+    text, popt, sc_cost = _scenario(scenario)
+    popt.update({k: v for k, v in planner.items() if v is not None})
+    data = {k: v for k, v in _data_options(data_objective, data_batches, finalists).items()
+            if v is not None}
+    return _json.loads(_core.heterogeneity(text, _json.dumps(popt),
+                                           _dumps(cost if cost is not None else sc_cost),
+                                           _json.dumps(data) if data else "", iterations, seed))
 
 
 def plan_baseline(scenario: Scenario, *, max_backbone_pp: Optional[int] = None,

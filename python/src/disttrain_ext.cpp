@@ -25,6 +25,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "disttrain/bind/data_plan.hpp"
+#include "disttrain/bind/json.hpp"
 #include "disttrain/bind/simulate_plan.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
@@ -100,16 +102,69 @@ disttrain::parallel_plan read_plan(const std::string& plan_json, const disttrain
   return plan;
 }
 
+// The data objective's options from {"objective", "batches", "finalists"}
+// (absent: disttrain-plan's defaults: sampled with the time objective).
+disttrain::data_plan_options read_data_options(const json& d,
+                                               const disttrain::planner_options& popt) {
+  disttrain::data_plan_options o;
+  o.objective = popt.objective == disttrain::plan_objective::time
+                    ? disttrain::data_objective::sampled
+                    : disttrain::data_objective::expected;
+  if (d.is_null()) return o;
+  disttrain::check_keys(d, {"objective", "batches", "finalists"}, "data_plan_options");
+  if (d.contains("objective"))
+    o.objective = disttrain::parse_data_objective(
+        disttrain::json_get<std::string>(d, "objective", "data_plan_options"),
+        "data_plan_options.objective");
+  if (d.contains("batches")) o.batches = disttrain::json_get<int>(d, "batches", "data_plan_options");
+  if (d.contains("finalists"))
+    o.finalists = disttrain::json_get<int>(d, "finalists", "data_plan_options");
+  return o;
+}
+
 std::string plan_impl(const std::string& scenario_json, const std::string& planner_json,
-                      const std::string& cost_json, bool baseline) {
+                      const std::string& cost_json, bool baseline, const std::string& data_json) {
   const auto pb = problem::make(scenario_json, cost_json);
   const auto popt = read_planner_options(parse(planner_json, "planner"));
-  const auto r = baseline ? disttrain::plan_megatron_baseline(pb.cm, pb.req, popt)
-                          : disttrain::plan_parallelism(pb.cm, pb.req, popt);
-  json out = r;
+  json out;
+  if (baseline) {
+    out = disttrain::plan_megatron_baseline(pb.cm, pb.req, popt);
+  } else {
+    const auto d = disttrain::plan_for_data(pb.cm, pb.req, pb.sc.data, popt,
+                                            read_data_options(data_json.empty() ? json() : parse(data_json, "data"), popt));
+    out = d.result;
+    out["data_objective"] = std::string(disttrain::to_string(d.objective));
+    if (d.objective == disttrain::data_objective::sampled) out["data_plan"] = d;
+  }
   out["scenario"] = pb.sc.name;
   out["num_gpus"] = pb.sc.cluster.num_gpus;
   out["global_batch"] = pb.sc.global_batch_size;
+  return out.dump();
+}
+
+// The four cases of disttrain-plan --iterations (bind/heterogeneity.hpp) with
+// the planner's prediction, as the CLI's "heterogeneity" JSON.
+std::string heterogeneity_impl(const std::string& scenario_json, const std::string& planner_json,
+                               const std::string& cost_json, const std::string& data_json,
+                               int iterations, std::optional<std::uint64_t> seed) {
+  const auto pb = problem::make(scenario_json, cost_json);
+  const auto popt = read_planner_options(parse(planner_json, "planner"));
+  const auto d = disttrain::plan_for_data(pb.cm, pb.req, pb.sc.data, popt,
+                                          read_data_options(data_json.empty() ? json() : parse(data_json, "data"), popt));
+  const auto ours = disttrain::without_interleaving(pb.cm, pb.req, popt, d.result, false);
+  const auto base = disttrain::without_interleaving(
+      pb.cm, pb.req, popt, disttrain::plan_megatron_baseline(pb.cm, pb.req, popt), true);
+  const auto h = disttrain::simulate_heterogeneity(base.plan, ours.plan, pb.cm, pb.sc.data,
+                                                   {.iterations = iterations, .seed = seed});
+  json out = h;
+  if (d.objective == disttrain::data_objective::sampled) {
+    out["plan_reordered"]["predicted_mean_s"] = d.predicted.mean_s;
+    out["plan_reordered"]["predicted_p90_s"] = d.predicted.p90_s;
+    out["plan_reordered"]["predicted_mfu"] = d.predicted_mfu;
+  }
+  out["plan"] = ours.plan;
+  out["baseline_plan"] = base.plan;
+  out["data_objective"] = std::string(disttrain::to_string(d.objective));
   return out.dump();
 }
 
@@ -429,8 +484,11 @@ NB_MODULE(_core, m) {
       "name"_a, "num_gpus"_a);
   m.def("cluster_preset_names", &disttrain::presets::cluster_preset_names);
 
-  m.def("plan", &plan_impl, "scenario"_a, "planner"_a, "cost"_a, "baseline"_a, release,
+  m.def("plan", &plan_impl, "scenario"_a, "planner"_a, "cost"_a, "baseline"_a, "data"_a, release,
         "Plans the scenario (JSON text); returns the result as JSON text.");
+  m.def("heterogeneity", &heterogeneity_impl, "scenario"_a, "planner"_a, "cost"_a, "data"_a,
+        "iterations"_a, "seed"_a.none(), release,
+        "The plan and the baseline on sampled batches, four cases; returns JSON text.");
   m.def("evaluate", &evaluate_impl, "plan"_a, "scenario"_a, "cost"_a, release,
         "Scores a plan on a scenario; returns JSON text.");
   m.def("simulate", &simulate_impl, "plan"_a, "scenario"_a, "cost"_a, "trace"_a.none(),

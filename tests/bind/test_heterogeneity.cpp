@@ -106,7 +106,8 @@ TEST_CASE("simulate_heterogeneity: each case is simulate_plan with its map") {
   CHECK(h.iterations == 3);
   CHECK(h.global_batch == 32);
   CHECK(h.seed == s.sc.data.seed);
-  for (const auto* c : {&h.baseline_arrival, &h.plan_arrival, &h.plan_reordered}) {
+  for (const auto* c :
+       {&h.baseline_arrival, &h.plan_arrival, &h.plan_reordered, &h.baseline_reordered}) {
     REQUIRE(c->times.seconds.size() == 3);
     CHECK(c->times.min_s <= c->times.median_s);
     CHECK(c->times.median_s <= c->times.p90_s);
@@ -116,7 +117,12 @@ TEST_CASE("simulate_heterogeneity: each case is simulate_plan with its map") {
   }
   CHECK(h.baseline_arrival.gpus == s.base.plan.total_gpus());
   CHECK(h.plan_reordered.gpus == s.ours.plan.total_gpus());
-  CHECK(h.orchestration_gain == h.baseline_arrival.times.mean_s / h.plan_arrival.times.mean_s);
+  CHECK(h.baseline_reordered.gpus == s.base.plan.total_gpus());
+  CHECK(h.baseline_reordered.expected_s == h.baseline_arrival.expected_s);
+  CHECK(h.orchestration_gain ==
+        h.baseline_reordered.times.mean_s / h.plan_reordered.times.mean_s);
+  CHECK(h.orchestration_gain_arrival ==
+        h.baseline_arrival.times.mean_s / h.plan_arrival.times.mean_s);
   CHECK(h.reordering_gain == h.plan_arrival.times.mean_s / h.plan_reordered.times.mean_s);
   CHECK(h.total_gain == h.baseline_arrival.times.mean_s / h.plan_reordered.times.mean_s);
 
@@ -134,6 +140,9 @@ TEST_CASE("simulate_heterogeneity: each case is simulate_plan with its map") {
       disttrain::plan_sample_map(s.base.plan, s.cm, view, disttrain::sample_order::arrival);
   CHECK(disttrain::simulate_plan(s.base.plan, s.cm, view, base_arrival).result.iteration_time ==
         h.baseline_arrival.times.seconds[1]);
+  // (d): the baseline with the reorderer's map.
+  CHECK(disttrain::simulate_plan(s.base.plan, s.cm, view).result.iteration_time ==
+        h.baseline_reordered.times.seconds[1]);
   // A "reordered" map equal to the arrival map simulates exactly as (b).
   auto same = arrival;
   same.iteration_time = -1.0;  // the objective's value plays no part in the simulation
@@ -157,10 +166,13 @@ TEST_CASE("simulate_heterogeneity: deterministic, seeded, the plan against itsel
   // Baseline = plan: (a) and (b) are the same simulation.
   const auto self = disttrain::simulate_heterogeneity(p, p, s.cm, s.sc.data, opt);
   CHECK(self.orchestration_gain == 1.0);
+  CHECK(self.orchestration_gain_arrival == 1.0);
   CHECK(self.baseline_arrival.times.seconds == self.plan_arrival.times.seconds);
+  CHECK(self.baseline_reordered.times.seconds == self.plan_reordered.times.seconds);
   CHECK(self.plan_reordered.times.seconds == h1.plan_reordered.times.seconds);
   const auto j = disttrain::json(h1);
-  for (const char* key : {"baseline_arrival", "plan_arrival", "plan_reordered"}) {
+  for (const char* key :
+       {"baseline_arrival", "plan_arrival", "plan_reordered", "baseline_reordered"}) {
     CHECK(j.at(key).contains("median_s"));
     CHECK(j.at(key).contains("p90_s"));
     CHECK(j.at(key).at("seconds").size() == 2);

@@ -6,18 +6,21 @@
 ///
 /// For each of `iterations` global batches drawn from the data distribution
 /// (batch b = sample ids `b * B .. b * B + B - 1` of a `data_sampler`, B the
-/// plans' global batch; deterministic for a seed), three simulations
-/// (`simulate_plan`: every GPU's bound 1F1B program, durations from the cost
-/// model, on the batch's own per-sample workloads):
+/// plans' global batch; deterministic for a seed; `sample_batches`), four
+/// simulations (`simulate_plan`: every GPU's bound 1F1B program, durations
+/// from the cost model, on the batch's own per-sample workloads):
 /// - (a) the baseline with the data in arrival order (`sample_order::arrival`:
 ///   microbatches and DP shares dealt in input order, as Megatron-LM's
 ///   sampler does);
 /// - (b) the plan with the data in arrival order;
-/// - (c) the plan with the reorderer's map (`sample_order::reordered`).
+/// - (c) the plan with the reorderer's map (`sample_order::reordered`);
+/// - (d) the baseline with the reorderer's map: what a user who adopts only
+///   the reorderer gets.
 ///
 /// Gains are ratios of the mean iteration times over the sampled batches (so
-/// of throughputs): orchestration = (a)/(b), reordering = (b)/(c), total =
-/// (a)/(c) = their product. Each case also reports the simulated *expected*
+/// of throughputs): orchestration = (d)/(c) (both reordered), reordering =
+/// (b)/(c), total = (a)/(c); (a)/(b), the orchestration gain when neither
+/// reorders, is `orchestration_gain_arrival`. Each case also reports the simulated *expected*
 /// batch (`global_batch` samples of the mean workload, the batch `evaluate`
 /// prices): the time a plan would take without any data heterogeneity.
 ///
@@ -47,6 +50,35 @@
 #include "disttrain/plan/parallel_plan.hpp"
 
 namespace disttrain {
+
+/// @brief Fills `out` (its size: the batch) with the workloads of samples
+/// `first_id, first_id + 1, ..` of `sampler`, reusing its storage.
+inline void sample_batch_into(const model_spec& model, const data_sampler& sampler,
+                              std::uint64_t first_id, std::vector<model_workload>& out) {
+  sample s;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    sampler.draw_into(first_id + static_cast<std::uint64_t>(i), s);
+    out[i] = workload_of(model, s);
+  }
+}
+
+/// @brief The workloads of `batches` global batches of `global_batch` samples
+/// of `data`: batch b holds sample ids `first_id + b * global_batch ..`.
+/// Deterministic. Throws `invalid_argument` for a non-positive count or
+/// batch, and like `data_sampler` for an invalid spec.
+[[nodiscard]] inline std::vector<std::vector<model_workload>> sample_batches(
+    const model_spec& model, const data_spec& data, int global_batch, int batches,
+    std::uint64_t first_id = 0) {
+  require_positive(global_batch, "global_batch");
+  require_positive(batches, "batches");
+  const data_sampler sampler(data);
+  const auto b = static_cast<std::size_t>(global_batch);
+  std::vector<std::vector<model_workload>> out(static_cast<std::size_t>(batches),
+                                               std::vector<model_workload>(b));
+  for (std::size_t it = 0; it < out.size(); ++it)
+    sample_batch_into(model, sampler, first_id + static_cast<std::uint64_t>(it * b), out[it]);
+  return out;
+}
 
 /// @brief Most sampled batches one `simulate_heterogeneity` call takes.
 inline constexpr int max_heterogeneity_iterations = 100000;
@@ -108,9 +140,11 @@ struct heterogeneity_result {
   heterogeneity_case baseline_arrival;  ///< (a)
   heterogeneity_case plan_arrival;      ///< (b)
   heterogeneity_case plan_reordered;    ///< (c)
-  double orchestration_gain = 0;        ///< mean (a) / mean (b)
-  double reordering_gain = 0;           ///< mean (b) / mean (c)
-  double total_gain = 0;                ///< mean (a) / mean (c)
+  heterogeneity_case baseline_reordered;  ///< (d)
+  double orchestration_gain = 0;          ///< mean (d) / mean (c)
+  double reordering_gain = 0;             ///< mean (b) / mean (c)
+  double total_gain = 0;                  ///< mean (a) / mean (c)
+  double orchestration_gain_arrival = 0;  ///< mean (a) / mean (b)
 };
 
 /// @brief Simulates `baseline` and `plan` on `opt.iterations` sampled global
@@ -154,20 +188,17 @@ template <cost_model C>
     std::vector<double> seconds{};
     double flops = 0;  // model FLOPs of the sampled batches
   };
-  std::array<simulated_case, 3> cases{
+  std::array<simulated_case, 4> cases{
       simulated_case{&baseline, sample_order::arrival, &out.baseline_arrival},
       simulated_case{&plan, sample_order::arrival, &out.plan_arrival},
-      simulated_case{&plan, sample_order::reordered, &out.plan_reordered}};
+      simulated_case{&plan, sample_order::reordered, &out.plan_reordered},
+      simulated_case{&baseline, sample_order::reordered, &out.baseline_reordered}};
   std::vector<model_workload> batch(b);
-  sample s;
   for (int it = 0; it < opt.iterations; ++it) {
+    sample_batch_into(cost.model(), sampler, static_cast<std::uint64_t>(it) * b, batch);
     model_workload total;
     total.size = modules;
-    for (std::size_t i = 0; i < b; ++i) {
-      sampler.draw_into(static_cast<std::uint64_t>(it) * b + i, s);
-      batch[i] = workload_of(cost.model(), s);
-      total += batch[i];
-    }
+    for (const model_workload& w : batch) total += w;
     const std::span<const model_workload> view(batch);
     // Model FLOPs of the batch, once per plan ((b) and (c) share theirs).
     const model_workload mean = total * (1.0 / static_cast<double>(b));
@@ -190,14 +221,17 @@ template <cost_model C>
     hc.times = summarize_times(std::move(c.seconds));
     const double denom = total_s * static_cast<double>(hc.gpus) * cost.peak_flops();
     hc.mfu = denom > 0 ? c.flops / denom : 0.0;
-    // (b) and (c) share the plan: its expected batch is simulated once.
-    hc.expected_s = c.out == &out.plan_reordered
-                        ? out.plan_arrival.expected_s
-                        : simulate_plan(*c.plan, cost, expected).result.iteration_time;
+    // (b) and (c), (a) and (d) share a plan: its expected batch is simulated once.
+    hc.expected_s = c.out == &out.plan_reordered       ? out.plan_arrival.expected_s
+                    : c.out == &out.baseline_reordered ? out.baseline_arrival.expected_s
+                                                       : simulate_plan(*c.plan, cost, expected)
+                                                             .result.iteration_time;
   }
-  out.orchestration_gain = out.baseline_arrival.times.mean_s / out.plan_arrival.times.mean_s;
+  out.orchestration_gain = out.baseline_reordered.times.mean_s / out.plan_reordered.times.mean_s;
   out.reordering_gain = out.plan_arrival.times.mean_s / out.plan_reordered.times.mean_s;
   out.total_gain = out.baseline_arrival.times.mean_s / out.plan_reordered.times.mean_s;
+  out.orchestration_gain_arrival =
+      out.baseline_arrival.times.mean_s / out.plan_arrival.times.mean_s;
   return out;
 }
 

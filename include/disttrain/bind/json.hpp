@@ -8,6 +8,7 @@
 
 #include <tuple>
 
+#include "disttrain/bind/data_plan.hpp"
 #include "disttrain/bind/heterogeneity.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/plan/json.hpp"
@@ -30,9 +31,24 @@ inline constexpr auto heterogeneity_result_fields =
                optional_field("baseline_arrival", &heterogeneity_result::baseline_arrival),
                optional_field("plan_arrival", &heterogeneity_result::plan_arrival),
                optional_field("plan_reordered", &heterogeneity_result::plan_reordered),
+               optional_field("baseline_reordered", &heterogeneity_result::baseline_reordered),
                optional_field("orchestration_gain", &heterogeneity_result::orchestration_gain),
                optional_field("reordering_gain", &heterogeneity_result::reordering_gain),
-               optional_field("total_gain", &heterogeneity_result::total_gain)};
+               optional_field("total_gain", &heterogeneity_result::total_gain),
+               optional_field("orchestration_gain_arrival",
+                              &heterogeneity_result::orchestration_gain_arrival)};
+inline constexpr auto data_plan_stats_fields =
+    std::tuple{optional_field("classes", &data_plan_stats::classes),
+               optional_field("screened", &data_plan_stats::screened),
+               optional_field("cut_early", &data_plan_stats::cut_early),
+               optional_field("simulated", &data_plan_stats::simulated),
+               optional_field("below_closed", &data_plan_stats::below_closed),
+               optional_field("interleaving_excluded", &data_plan_stats::interleaving_excluded)};
+inline constexpr auto data_plan_finalist_fields =
+    std::tuple{optional_field("plan", &data_plan_finalist::plan),
+               optional_field("closed_form_s", &data_plan_finalist::closed_form_s),
+               optional_field("modelled_s", &data_plan_finalist::modelled_s),
+               optional_field("simulated_s", &data_plan_finalist::simulated_s)};
 }  // namespace detail
 
 // ---- heterogeneity.hpp ----
@@ -50,10 +66,36 @@ inline void to_json(json& j, const heterogeneity_case& c) {
 }
 
 /// @brief JSON form: `{"iterations", "seed", "global_batch", "baseline_arrival",
-/// "plan_arrival", "plan_reordered", "orchestration_gain", "reordering_gain",
-/// "total_gain"}`.
+/// "plan_arrival", "plan_reordered", "baseline_reordered", "orchestration_gain",
+/// "reordering_gain", "total_gain", "orchestration_gain_arrival"}`.
 inline void to_json(json& j, const heterogeneity_result& r) {
   j = detail::fields_to_json(r, detail::heterogeneity_result_fields);
+}
+
+// ---- data_plan.hpp ----
+/// @brief JSON form of the counters.
+inline void to_json(json& j, const data_plan_stats& s) {
+  j = detail::fields_to_json(s, detail::data_plan_stats_fields);
+}
+
+/// @brief JSON form of a finalist.
+inline void to_json(json& j, const data_plan_finalist& f) {
+  j = detail::fields_to_json(f, detail::data_plan_finalist_fields);
+}
+
+/// @brief JSON form of the data objective's side of a `data_plan_result`
+/// (the plan itself is `result`'s JSON): `{"objective", "batches",
+/// "first_sample", "predicted", "predicted_mfu", "expected_optimum_s",
+/// "stats", "finalists"}`.
+inline void to_json(json& j, const data_plan_result& d) {
+  j = json{{"objective", std::string(to_string(d.objective))},
+           {"batches", d.batches},
+           {"first_sample", d.first_sample},
+           {"predicted", d.predicted},
+           {"predicted_mfu", d.predicted_mfu},
+           {"expected_optimum_s", d.expected_optimum_s},
+           {"stats", d.stats},
+           {"finalists", d.finalists}};
 }
 
 }  // namespace disttrain

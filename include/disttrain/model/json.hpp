@@ -18,6 +18,7 @@
 #include "disttrain/model/model_spec.hpp"
 #include "disttrain/model/module_spec.hpp"
 #include "disttrain/model/sample.hpp"
+#include "disttrain/model/sample_csv.hpp"
 #include "disttrain/model/scenario.hpp"
 #include "disttrain/model/workload.hpp"
 
@@ -411,11 +412,19 @@ inline void to_json(json& j, const data_spec& d) {
 
 namespace detail {
 /// @brief Reads a data spec at `path`. `"records_file": "x.json"` (an array of
-/// samples) may replace `"records"`; distributions not given keep defaults.
+/// samples) or `"records_csv": "x.csv"` (`read_sample_csv`, with
+/// `"patch_size"` for its `image_tokens` column, default 14) may replace
+/// `"records"`; distributions not given keep defaults.
 [[nodiscard]] inline data_spec read_data_spec(const json& j, std::string_view path) {
   data_spec d;
   read_fields(j, d, std::tuple_cat(data_spec_fields, data_distribution_fields), path,
-              {"records", "records_file"});
+              {"records", "records_file", "records_csv", "patch_size"});
+  const int sources = (j.contains("records") ? 1 : 0) + (j.contains("records_file") ? 1 : 0) +
+                      (j.contains("records_csv") ? 1 : 0);
+  if (sources > 1)
+    fail(errc::invalid_argument, path, "give one of records, records_file and records_csv");
+  if (j.contains("patch_size") && !j.contains("records_csv"))
+    fail(errc::invalid_argument, join_path(path, "patch_size"), "applies to records_csv only");
   auto read_records = [&](const json& arr, const std::string& p) {
     if (!arr.is_array())
       fail(errc::parse_error, p, "expected an array of samples, got ", arr.type_name());
@@ -431,6 +440,10 @@ namespace detail {
   } else if (j.contains("records_file")) {
     const auto file = json_get<std::string>(j, "records_file", path);
     read_records(read_json_file(file), file);
+  } else if (j.contains("records_csv")) {
+    sample_csv_options o;
+    if (j.contains("patch_size")) o.patch_size = json_get<int>(j, "patch_size", path);
+    d.records = read_sample_csv_file(json_get<std::string>(j, "records_csv", path), o);
   }
   d.validate(path);
   return d;

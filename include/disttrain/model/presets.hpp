@@ -335,6 +335,47 @@ namespace disttrain::presets {
   return d;
 }
 
+/// @brief LLaVA-style supervised fine-tuning at native resolution, built from
+/// the public figure "~99% of samples have 500-1500 image tokens" (LLaVA-
+/// style SFT; docs/planner.md, "Your own data"): one input image per sample,
+/// square, whose side is log-normal with median 412 px and sigma 0.107, so
+/// that a patch-14 encoder without resizing (hires-70b's InternViT) sees
+/// log-normal tokens with median 866 (= sqrt(500 x 1500)) and 99% within
+/// 500-1500 (sigma of the tokens ln(3) / (2 x 2.576) = 0.213). Our
+/// assumptions, not in the figure: one image per sample, text log-normal
+/// with median 300 tokens (sigma 0.6, 16-4096), no image to generate.
+[[nodiscard]] inline data_spec llava_sft() {
+  data_spec d;
+  d.name = "llava-sft";
+  d.text_tokens = lognormal_dist{.median = 300, .sigma = 0.6, .min = 16, .max = 4096};
+  d.images_per_sample = constant_dist{1};
+  d.image_side = lognormal_dist{.median = 412, .sigma = 0.107, .min = 196, .max = 1344};
+  d.image_aspect = constant_dist{1};
+  d.generated_per_sample = constant_dist{0};
+  d.seed = 0x11a7a;
+  return d;
+}
+
+/// @brief OBELICS-like interleaved web documents, built from the public
+/// figures of OBELICS (141M documents, 115B text tokens, 353M images: about
+/// 2.5 images and 815 text tokens per document; docs/planner.md, "Your own
+/// data"): images per document from a histogram of mean 2.51 (0-6 images,
+/// our shape), text log-normal with median 592 and sigma 0.8 (mean 815
+/// before clamping to 32-8192; our shape), web-size images, nothing to
+/// generate.
+[[nodiscard]] inline data_spec obelics_like() {
+  data_spec d;
+  d.name = "obelics";
+  d.text_tokens = lognormal_dist{.median = 592, .sigma = 0.8, .min = 32, .max = 8192};
+  d.images_per_sample = histogram_dist{{0, 1, 2, 3, 4, 5, 6},
+                                       {0.05, 0.28, 0.25, 0.17, 0.10, 0.08, 0.07}};
+  d.image_side = web_image_side();
+  d.image_aspect = web_image_aspect();
+  d.generated_per_sample = constant_dist{0};
+  d.seed = 0x0be1;
+  return d;
+}
+
 /// @brief Image generation with an understanding prompt (any-to-image data): a
 /// prompt (median 120 tokens), one reference image (web size), and 1-4 images to
 /// generate at 768-1024 px. Our histogram.
@@ -406,7 +447,9 @@ inline constexpr named<data_spec> data_table[] = {{"laion-400m", laion400m_like}
                                                   {"interleaved", interleaved_image_text},
                                                   {"high-res", high_res_images},
                                                   {"video", video_clips},
-                                                  {"generation", generation_heavy}};
+                                                  {"generation", generation_heavy},
+                                                  {"llava-sft", llava_sft},
+                                                  {"obelics", obelics_like}};
 
 template <class T, std::size_t N>
 [[nodiscard]] T find(const named<T> (&table)[N], std::string_view name, std::string_view kind) {
@@ -445,7 +488,8 @@ template <class T, std::size_t N>
   return detail::names(detail::model_table);
 }
 
-/// @brief Data preset by name: laion-400m, interleaved, high-res, video, generation.
+/// @brief Data preset by name: laion-400m, interleaved, high-res, video, generation,
+/// llava-sft, obelics.
 [[nodiscard]] inline data_spec data_preset(std::string_view name) {
   return detail::find(detail::data_table, name, "data");
 }

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "disttrain/core/check.hpp"
 #include "disttrain/cost/cost_model.hpp"
@@ -56,6 +57,20 @@ template <cost_model C>
          "layer count, "
          "first/last layer and dp)");
   return r;
+}
+
+/// @brief The best plan of every `plan_class` of the planner's space (under
+/// `opt`, objective ignored) whose closed-form time is at most `limit`, best
+/// first; each is exact within its class. Adds the search's counters to
+/// `stats`. Behind `plan_for_data` (`bind/data_plan.hpp`).
+template <cost_model C>
+[[nodiscard]] std::vector<ranked_plan> plan_classes(const C& cost, const plan_request& req,
+                                                    const planner_options& opt, double limit,
+                                                    planner_stats& stats) {
+  plan_search<C> search(cost, req, opt);
+  std::vector<ranked_plan> out = search.run_classes(limit);
+  stats = search.stats();
+  return out;
 }
 
 /// @brief Walks the exact time-vs-GPUs frontier for the objectives other than

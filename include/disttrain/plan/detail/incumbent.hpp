@@ -4,8 +4,10 @@
 /// total order (iteration time, GPUs, `tie_key`) that ranks plans.
 
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -55,36 +57,98 @@ struct ranked_plan {
   return std::lexicographical_compare(k.begin(), k.end(), b.key.begin(), b.key.end());
 }
 
-/// @brief The best plan found so far. Its time prunes the search: a branch
-/// whose lower bound exceeds `time()` cannot hold a better plan.
+/// @brief A class of plans that share what data heterogeneity acts on: the
+/// samples per microbatch n (so the microbatch count), the backbone's dp and
+/// pp (so its samples per cell n / dp and the pipeline depth), its virtual
+/// stages, ZB-H1, and which side modules are colocated (bit 0 encoder, bit 1
+/// generator). `plan_for_data` re-ranks the best plan of each class on
+/// sampled batches (docs/planner.md, "Planning for the data").
+using plan_class = std::array<long long, 6>;
+
+/// @brief The best plan found so far, or (pool mode, `keep_classes`) the best
+/// plan of every `plan_class` at most `limit`. Its time prunes the search: a
+/// branch whose lower bound exceeds `time()` cannot hold a better plan (of
+/// the class entered last, in pool mode), and the search stops at the first
+/// backbone configuration whose bound exceeds `limit()`.
 class incumbent {
  public:
-  /// @brief Iteration time of the best plan so far (+inf before the first).
-  [[nodiscard]] double time() const noexcept { return best_.time; }
+  /// @brief Pool mode: keep the best plan of every class whose time is at
+  /// most `limit` (the search then prunes per class, and globally by `limit`).
+  void keep_classes(double limit) {
+    pool_ = true;
+    limit_ = limit;
+  }
+  /// @brief Pool mode: the class the next `may_improve` / `consider` /
+  /// `time` calls are about (a no-op otherwise).
+  void enter(const plan_class& c) {
+    if (pool_) cur_ = &classes_[c];
+  }
+  /// @brief The pruning threshold of the current class: the best time so
+  /// far (+inf before the first), never above `limit()`.
+  [[nodiscard]] double time() const noexcept {
+    if (!pool_) return best_.time;
+    return cur_ == nullptr ? limit_ : std::min(limit_, cur_->time);
+  }
+  /// @brief The threshold of the whole search (`time()` outside pool mode).
+  [[nodiscard]] double limit() const noexcept { return pool_ ? limit_ : best_.time; }
   /// @brief Whether no plan has been found yet.
-  [[nodiscard]] bool empty() const noexcept { return best_.plan.modules.empty(); }
-  /// @brief The best plan so far.
+  [[nodiscard]] bool empty() const noexcept {
+    if (!pool_) return best_.plan.modules.empty();
+    for (const auto& [c, r] : classes_)
+      if (!r.plan.modules.empty()) return false;
+    return true;
+  }
+  /// @brief The best plan so far (not in pool mode).
   [[nodiscard]] const ranked_plan& best() const noexcept { return best_; }
+
+  /// @brief Pool mode: the best plan of every class, in the order
+  /// (time, GPUs, `tie_key`); the incumbent is left empty.
+  [[nodiscard]] std::vector<ranked_plan> take_classes() {
+    std::vector<ranked_plan> out;
+    for (auto& [c, r] : classes_)
+      if (!r.plan.modules.empty()) out.push_back(std::move(r));
+    classes_.clear();
+    cur_ = nullptr;
+    std::sort(out.begin(), out.end(), [](const ranked_plan& a, const ranked_plan& b) {
+      return ranks_before(a.time, a.gpus, a.key, b);
+    });
+    return out;
+  }
 
   /// @brief Whether a plan of `time` on `gpus` GPUs could rank before the
   /// incumbent (equal time and GPUs: the tie key decides, so maybe).
   [[nodiscard]] bool may_improve(double time, long long gpus) const noexcept {
-    return time < best_.time || (time == best_.time && gpus <= best_.gpus);
+    if (pool_ && time > limit_) return false;
+    const ranked_plan& b = current();
+    return time < b.time || (time == b.time && gpus <= b.gpus);
   }
 
-  /// @brief Makes `p` (scored `time`, `gpus`) the incumbent if it ranks before it.
+  /// @brief Makes `p` (scored `time`, `gpus`) the incumbent (of the current
+  /// class) if it ranks before it.
   void consider(double time, long long gpus, parallel_plan&& p) {
     if (!may_improve(time, gpus)) return;
     auto key = tie_key(p);
-    if (!ranks_before(time, gpus, key, best_)) return;
-    best_.time = time;
-    best_.gpus = gpus;
-    best_.key = std::move(key);
-    best_.plan = std::move(p);
+    ranked_plan& b = current();
+    if (!ranks_before(time, gpus, key, b)) return;
+    b.time = time;
+    b.gpus = gpus;
+    b.key = std::move(key);
+    b.plan = std::move(p);
   }
 
  private:
+  [[nodiscard]] const ranked_plan& current() const noexcept {
+    return pool_ && cur_ != nullptr ? *cur_ : best_;
+  }
+  [[nodiscard]] ranked_plan& current() noexcept {
+    return pool_ && cur_ != nullptr ? *cur_ : best_;
+  }
+
   ranked_plan best_;
+  bool pool_ = false;
+  double limit_ = std::numeric_limits<double>::infinity();
+  std::map<plan_class, ranked_plan> classes_;
+  ranked_plan* cur_ = nullptr;
 };
 
 }  // namespace detail

@@ -110,17 +110,30 @@ class plan_search : private search_space {
 
   /// @brief Runs the search; returns the best plan or throws `errc::infeasible`.
   ranked_plan run() {
-    backbone_configs();
-    stats_.backbone_configs = static_cast<long long>(nodes_.size());
-    if (opt_.include_monolithic) search_monolithic();
-    if (opt_.include_disaggregated) search_disaggregated();
+    search();
     if (!best_.empty()) return best_.best();
     no_plan();
+  }
+
+  /// @brief Runs the search in pool mode: the best plan of every
+  /// `plan_class` whose time is at most `limit`, best first (empty when none
+  /// is). Exact per class, as `run` is over the whole space.
+  std::vector<ranked_plan> run_classes(double limit) {
+    best_.keep_classes(limit);
+    search();
+    return best_.take_classes();
   }
 
   [[nodiscard]] const planner_stats& stats() const noexcept { return stats_; }
 
  private:
+  void search() {
+    backbone_configs();
+    stats_.backbone_configs = static_cast<long long>(nodes_.size());
+    if (opt_.include_monolithic) search_monolithic();
+    if (opt_.include_disaggregated) search_disaggregated();
+  }
+
   [[noreturn]] void no_plan() {
     const long long min_gpus =
         opt_.include_monolithic ? 1 : 1 + (has_e_ ? 1 : 0) + (has_g_ ? 1 : 0);
@@ -145,6 +158,12 @@ class plan_search : private search_space {
     int v = 1;                           // interleaved chunks per device
     bool zb = false;                     // ZB-H1 (v == 1)
   };
+
+  /// @brief The `plan_class` of backbone configuration `b` with side modules
+  /// colocated as `ce` / `cg`.
+  [[nodiscard]] static plan_class class_of(const backbone_cfg& b, bool ce, bool cg) noexcept {
+    return {b.n, b.dp, b.pp, b.v, b.zb ? 1 : 0, (ce ? 1 : 0) + (cg ? 2 : 0)};
+  }
 
   /// @brief A plan with `b`'s microbatching and schedule, its modules named, no layout yet.
   [[nodiscard]] parallel_plan base_plan(const backbone_cfg& b) const {
@@ -417,8 +436,10 @@ class plan_search : private search_space {
     }
     for (std::size_t at = 0; backbone_cfg* node = config(at); ++at) {
       backbone_cfg& b = *node;
-      if (b.lb > best_.time()) break;
+      if (b.lb > best_.limit()) break;
       for (const side_mode& md : modes) {
+        best_.enter(class_of(b, md.ce, md.cg));
+        if (b.lb > best_.time()) continue;
         const long long side_min = (has_e_ && !md.ce ? 1 : 0) + (has_g_ && !md.cg ? 1 : 0);
         if (static_cast<long long>(b.tp) * b.pp * b.dp + side_min > N_) continue;
         const split_key key = md.ce || md.cg
@@ -649,7 +670,9 @@ class plan_search : private search_space {
     std::sort(rules.begin(), rules.end());
     for (std::size_t at = 0; backbone_cfg* node = config(at); ++at) {
       backbone_cfg& c = *node;
-      if (c.lb > best_.time()) break;
+      if (c.lb > best_.limit()) break;
+      best_.enter(class_of(c, has_e_, has_g_));
+      if (c.lb > best_.time()) continue;
       const int m = S_ / c.n;
       for (layer_split_rule rule : rules) {
         const split_key key = tables_.mono_key(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
