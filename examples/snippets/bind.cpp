@@ -170,6 +170,33 @@ void heterogeneity_options() {
   check(o.iterations == 16 && o.seed == 7u, "heterogeneity_options");
 }
 
+void plan_for_data() {
+  //! [plan_for_data]
+  auto sc = disttrain::presets::scenario_preset("mllm-7b");
+  sc.cluster.num_gpus = 16;
+  sc.global_batch_size = 32;
+  disttrain::analytic_cost_model cm(sc.model, sc.cluster);
+  auto req = disttrain::make_request(sc);
+  // The mean iteration over sampled batches after the reorderer (the default
+  // objective); data_objective::expected plans for the expected batch.
+  disttrain::data_plan_result d = disttrain::plan_for_data(cm, req, sc.data);
+  double mean = d.predicted.mean_s, p90 = d.predicted.p90_s;  // on the planner's own batches
+  const disttrain::parallel_plan& plan = d.result.plan;       // plain 1F1B
+  //! [plan_for_data]
+  check(d.objective == disttrain::data_objective::sampled && mean > 0 && p90 >= d.predicted.min_s &&
+            plan.global_batch == 32,
+        "plan_for_data");
+}
+
+void data_plan_options() {
+  //! [data_plan_options]
+  disttrain::data_plan_options o{.objective = disttrain::data_objective::sampled,
+                                 .batches = 16,     // 0: enough for 4096 samples, at least 8
+                                 .finalists = 2};  // re-ranked by simulate_plan
+  //! [data_plan_options]
+  check(o.batches == 16 && o.finalists == 2, "data_plan_options");
+}
+
 void summarize_times() {
   //! [summarize_times]
   auto s = disttrain::summarize_times({1.0, 3.0, 2.0});  // median 2, p90 3
@@ -457,6 +484,8 @@ int main() {
   r.run("bind_file", bind_file);
   r.run("heterogeneity_file", heterogeneity_file);
   r.run("heterogeneity_options", heterogeneity_options);
+  r.run("plan_for_data", plan_for_data);
+  r.run("data_plan_options", data_plan_options);
   r.run("summarize_times", summarize_times);
   r.run("placement_file", placement_file);
   r.run("microbatch_samples", microbatch_samples);

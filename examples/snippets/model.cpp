@@ -3,11 +3,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "disttrain/model.hpp"
 #include "disttrain/model/format.hpp"
 #include "disttrain/model/json.hpp"
+#include "disttrain/model/sample_csv.hpp"
 #include "snippets.hpp"
 
 namespace {
@@ -77,6 +80,21 @@ void data_sampler() {
   //! [data_sampler]
   check(x == disttrain::data_sampler(d).draw(12345), "draw is deterministic");
   check(batch.size() == 1024 && batch.front().id == 0 && batch.back().id == 1023, "draw_batch");
+}
+
+void read_sample_csv() {
+  //! [read_sample_csv]
+  std::istringstream csv(
+      "text_tokens,images,image_tokens,generated_images\n"
+      "812,2,1024,0\n"
+      "95,1,576,1\n");
+  std::vector<disttrain::sample> rows = disttrain::read_sample_csv(csv, "my_data.csv");
+  disttrain::data_spec mine;
+  mine.records = rows;  // the planner samples batches from them (cycled by id)
+  //! [read_sample_csv]
+  check(rows.size() == 2 && rows[0].images.size() == 2 && rows[0].images[0].width == 32 * 14,
+        "read_sample_csv");
+  check(disttrain::data_sampler(mine).draw(3).text_tokens == 95, "records cycle by id");
 }
 
 void constant_dist() {
@@ -269,6 +287,7 @@ void expected_workload() {
 
 int main() {
   snippets::runner r("model");
+  r.run("read_sample_csv", read_sample_csv);
   r.run("vit_encoder_arch", vit_encoder_arch);
   r.run("decoder_llm_arch", decoder_llm_arch);
   r.run("diffusion_arch", diffusion_arch);
