@@ -89,3 +89,38 @@ def test_evaluate_and_simulate_match_the_cli(plan_tool, tmp_path):
     assert json.loads((tmp_path / "py.trace.json").read_text()) == json.loads(
         (tmp_path / "cli.trace.json").read_text())
     assert "<svg" in (tmp_path / "py.svg").read_text()
+
+
+def _small(preset="mllm-7b", gpus=16, batch=32):
+    scenario = disttrain.presets.scenario(preset)
+    scenario["cluster"]["num_gpus"] = gpus
+    scenario["global_batch_size"] = batch
+    return scenario
+
+
+def test_data_objective_matches_the_cli(plan_tool):
+    c = cli(plan_tool, "--preset", "mllm-7b", "--gpus", "16", "--batch", "32", "--json")
+    ours = disttrain.plan(_small())
+    assert ours["data_objective"] == c["data_objective"] == "sampled"
+    assert ours["plan"] == c["plan"]
+    assert ours["data_plan"]["predicted"] == c["data_plan"]["predicted"]
+    assert all(m["virtual_stages"] == 1 for m in ours["plan"]["modules"])
+    expected = disttrain.plan(_small(), data_objective="expected")
+    assert expected["data_objective"] == "expected" and "data_plan" not in expected
+    few = disttrain.plan(_small(), data_batches=2, finalists=0)
+    assert len(few["data_plan"]["predicted"]["seconds"]) == 2
+    with pytest.raises(disttrain.ParseError):
+        disttrain.plan(_small(), data_objective="mean")
+
+
+def test_heterogeneity_matches_the_cli(plan_tool):
+    c = cli(plan_tool, "--preset", "mllm-7b", "--gpus", "16", "--batch", "32", "--iterations",
+            "2", "--json")["heterogeneity"]
+    h = disttrain.heterogeneity(_small(), iterations=2)
+    for case in ("baseline_arrival", "plan_arrival", "plan_reordered", "baseline_reordered"):
+        assert h[case]["seconds"] == c[case]["seconds"], case
+    for gain in ("orchestration_gain", "reordering_gain", "total_gain"):
+        assert h[gain] == c[gain], gain
+    assert h["plan_reordered"]["predicted_mean_s"] == c["plan_reordered"]["predicted_mean_s"]
+    assert h["total_gain"] == pytest.approx(
+        h["baseline_arrival"]["mean_s"] / h["plan_reordered"]["mean_s"])

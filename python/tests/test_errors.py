@@ -76,7 +76,7 @@ def test_evaluate_batch_mismatch():
 
 
 def test_simulate_interleaved_is_unsupported():
-    r = disttrain.plan("mllm-70b")
+    r = disttrain.plan("mllm-70b", data_objective="expected")  # "sampled" plans plain 1F1B
     assert any(m["virtual_stages"] > 1 for m in r["plan"]["modules"])
     with pytest.raises(disttrain.Unsupported) as info:
         disttrain.simulate(r, "mllm-70b")
