@@ -250,7 +250,7 @@ class chain_model {
     for (std::uint32_t r = 0; r < map.dp[bseg]; ++r) {
       for (const std::size_t c : own_)
         for (std::size_t j = 0; j < m; ++j)
-          put(c, S, j, d.cell_times(static_cast<int>(c), static_cast<int>(r), j));
+          put(c, S, j, d.cell_times(static_cast<int>(c), replica_id{static_cast<int>(r)}, j));
       // A side stage's slowest replica among those feeding (or fed by) this
       // backbone replica in the microbatch.
       for (const auto& [c, seg] : side_)
@@ -258,7 +258,7 @@ class chain_model {
           f_[j * S + c] = 0.0;
           b_[j * S + c] = 0.0;
           for (const std::uint32_t i : map.cell(bseg, r, j)) {
-            const auto rr = static_cast<int>(map.samples[i].module[seg].replica);
+            const replica_id rr{static_cast<int>(map.samples[i].module[seg].replica)};
             const stage_times& t = d.cell_times(static_cast<int>(c), rr, j);
             f_[j * S + c] = std::max(f_[j * S + c], t.forward_s);
             b_[j * S + c] = std::max(b_[j * S + c], t.backward_s + t.weight_grad_s);

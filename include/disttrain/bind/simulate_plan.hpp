@@ -156,9 +156,9 @@ class plan_bound_durations {
   /// @brief F, B (B + W unless split) and W (0 unless split) seconds of
   /// replica `r` of chain stage `c` in microbatch `j`; zeros for a replica
   /// with no sample. Throws `std::out_of_range` outside the shape.
-  [[nodiscard]] const stage_times& cell_times(int c, int r, std::size_t j) const {
+  [[nodiscard]] const stage_times& cell_times(int c, replica_id r, std::size_t j) const {
     const chain_stage& cs = stages_.at(static_cast<std::size_t>(c));
-    return cs.times.at(static_cast<std::size_t>(r) * m_ + j);
+    return cs.times.at(static_cast<std::size_t>(r.value) * m_ + j);
   }
 
   /// @brief F, B (B + W unless split), W (0 unless split) or the optimizer step of `rank`.
