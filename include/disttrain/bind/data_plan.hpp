@@ -397,10 +397,12 @@ template <cost_model C>
   };
   const double widest = dopt.finalists > 0 ? 1.0 + dopt.finalist_within : 1.0;
   std::vector<double> seconds;
+  // classes[0] is the expected-batch optimum (the best closed form): always
+  // scored in full, so that a broken A7 cannot leave no plan.
   for (std::size_t i = 0; i < classes.size(); ++i) {
     const detail::ranked_plan& c = classes[i];
-    if (c.time > best * widest * (1.0 + dopt.bound_slack)) break;  // A7
-    if (c.time > best * window(c.plan) * (1.0 + dopt.bound_slack)) continue;
+    if (i > 0 && c.time > best * widest * (1.0 + dopt.bound_slack)) break;  // A7
+    if (i > 0 && c.time > best * window(c.plan) * (1.0 + dopt.bound_slack)) continue;
     ++out.stats.screened;
     detail::chain_model<C> cm(c.plan, cost, req.sample_workload);
     double sum = 0;
@@ -412,7 +414,7 @@ template <cost_model C>
       seconds.push_back(t);
       // A7: the batches left take at least the closed form / (1 + slack) each.
       const double rest = static_cast<double>(batches.size() - seconds.size()) * c.time;
-      if (seconds.size() < batches.size() &&
+      if (i > 0 && seconds.size() < batches.size() &&
           (sum + rest / (1.0 + dopt.bound_slack)) / nb > best * window(c.plan))
         break;
     }
