@@ -209,8 +209,9 @@ int main(int argc, char** argv) {
       "\nData objective, paper-72b on {} GPUs, batch {} (plan_for_data vs plan_parallelism, "
       "same run)\n",
       data.gpus, data.batch);
-  fmt::print("  expected batch (closed form): {:>8.2f} ms (target <= 10 ms)   plan {:.4f} s closed\n",
-             data.expected_ms, data.expected_closed_s);
+  fmt::print(
+      "  expected batch (closed form): {:>8.2f} ms (target <= 10 ms)   plan {:.4f} s closed\n",
+      data.expected_ms, data.expected_closed_s);
   fmt::print(
       "  sampled batches (default):    {:>8.2f} ms (target <= 1000 ms), {:.0f}x the expected "
       "objective's; plan {:.4f} s closed, predicted mean {:.4f} s; {} classes scored, {} "

@@ -403,9 +403,10 @@ std::string describe(const disttrain::data_plan_result& d) {
       d.stats.interleaving_excluded ? "; interleaved 1F1B not searched (nothing simulates it yet)"
                                     : "");
   if (d.stats.below_closed > 0)
-    s += fmt::format("warning: {} scored batches ran under their plan's closed form by more than "
-                     "the bound's slack (assumption A7, docs/planner.md)\n",
-                     d.stats.below_closed);
+    s += fmt::format(
+        "warning: {} scored batches ran under their plan's closed form by more than "
+        "the bound's slack (assumption A7, docs/planner.md)\n",
+        d.stats.below_closed);
   return s;
 }
 
@@ -482,11 +483,10 @@ int run(const args& a) {
   }
 
   disttrain::data_plan_options dopt;
-  dopt.objective = a.data_objective
-                       ? disttrain::parse_data_objective(*a.data_objective, "--data-objective")
-                   : popt.objective == disttrain::plan_objective::time
-                       ? disttrain::data_objective::sampled
-                       : disttrain::data_objective::expected;
+  dopt.objective =
+      a.data_objective ? disttrain::parse_data_objective(*a.data_objective, "--data-objective")
+      : popt.objective == disttrain::plan_objective::time ? disttrain::data_objective::sampled
+                                                          : disttrain::data_objective::expected;
   if (a.data_batches) dopt.batches = *a.data_batches;
   if (a.finalists) dopt.finalists = *a.finalists;
   const auto data_plan = disttrain::plan_for_data(cm, req, sc.data, popt, dopt);

@@ -191,7 +191,7 @@ void plan_for_data() {
 void data_plan_options() {
   //! [data_plan_options]
   disttrain::data_plan_options o{.objective = disttrain::data_objective::sampled,
-                                 .batches = 16,     // 0: enough for 4096 samples, at least 8
+                                 .batches = 16,    // 0: enough for 4096 samples, at least 8
                                  .finalists = 2};  // re-ranked by simulate_plan
   //! [data_plan_options]
   check(o.batches == 16 && o.finalists == 2, "data_plan_options");

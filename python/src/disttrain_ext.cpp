@@ -116,7 +116,8 @@ disttrain::data_plan_options read_data_options(const json& d,
     o.objective = disttrain::parse_data_objective(
         disttrain::json_get<std::string>(d, "objective", "data_plan_options"),
         "data_plan_options.objective");
-  if (d.contains("batches")) o.batches = disttrain::json_get<int>(d, "batches", "data_plan_options");
+  if (d.contains("batches"))
+    o.batches = disttrain::json_get<int>(d, "batches", "data_plan_options");
   if (d.contains("finalists"))
     o.finalists = disttrain::json_get<int>(d, "finalists", "data_plan_options");
   return o;
@@ -130,8 +131,9 @@ std::string plan_impl(const std::string& scenario_json, const std::string& plann
   if (baseline) {
     out = disttrain::plan_megatron_baseline(pb.cm, pb.req, popt);
   } else {
-    const auto d = disttrain::plan_for_data(pb.cm, pb.req, pb.sc.data, popt,
-                                            read_data_options(data_json.empty() ? json() : parse(data_json, "data"), popt));
+    const auto d = disttrain::plan_for_data(
+        pb.cm, pb.req, pb.sc.data, popt,
+        read_data_options(data_json.empty() ? json() : parse(data_json, "data"), popt));
     out = d.result;
     out["data_objective"] = std::string(disttrain::to_string(d.objective));
     if (d.objective == disttrain::data_objective::sampled) out["data_plan"] = d;
@@ -149,8 +151,9 @@ std::string heterogeneity_impl(const std::string& scenario_json, const std::stri
                                int iterations, std::optional<std::uint64_t> seed) {
   const auto pb = problem::make(scenario_json, cost_json);
   const auto popt = read_planner_options(parse(planner_json, "planner"));
-  const auto d = disttrain::plan_for_data(pb.cm, pb.req, pb.sc.data, popt,
-                                          read_data_options(data_json.empty() ? json() : parse(data_json, "data"), popt));
+  const auto d = disttrain::plan_for_data(
+      pb.cm, pb.req, pb.sc.data, popt,
+      read_data_options(data_json.empty() ? json() : parse(data_json, "data"), popt));
   const auto ours = disttrain::without_interleaving(pb.cm, pb.req, popt, d.result, false);
   const auto base = disttrain::without_interleaving(
       pb.cm, pb.req, popt, disttrain::plan_megatron_baseline(pb.cm, pb.req, popt), true);

@@ -119,8 +119,7 @@ TEST_CASE("simulate_heterogeneity: each case is simulate_plan with its map") {
   CHECK(h.plan_reordered.gpus == s.ours.plan.total_gpus());
   CHECK(h.baseline_reordered.gpus == s.base.plan.total_gpus());
   CHECK(h.baseline_reordered.expected_s == h.baseline_arrival.expected_s);
-  CHECK(h.orchestration_gain ==
-        h.baseline_reordered.times.mean_s / h.plan_reordered.times.mean_s);
+  CHECK(h.orchestration_gain == h.baseline_reordered.times.mean_s / h.plan_reordered.times.mean_s);
   CHECK(h.orchestration_gain_arrival ==
         h.baseline_arrival.times.mean_s / h.plan_arrival.times.mean_s);
   CHECK(h.reordering_gain == h.plan_arrival.times.mean_s / h.plan_reordered.times.mean_s);

@@ -50,8 +50,9 @@ TEST_CASE("read_sample_csv: columns in any order, tokens to pixels, defaults") {
   CHECK(disttrain::encoder_tokens(v, s[0].images[0]) == 900);
   CHECK(disttrain::encoder_tokens(v, s[1].images[0]) >= 500);
 
-  const auto hw = parse("text_tokens,images,image_height,image_width,generated_images,"
-                        "generated_side\n5,2,300,400,1,768\n");
+  const auto hw = parse(
+      "text_tokens,images,image_height,image_width,generated_images,"
+      "generated_side\n5,2,300,400,1,768\n");
   REQUIRE(hw.size() == 1);
   CHECK(hw[0].images[1].height == 300);
   CHECK(hw[0].images[1].width == 400);
@@ -88,8 +89,7 @@ TEST_CASE("a data spec reads records_csv, and one records source only") {
     std::ofstream f(path);
     f << "text_tokens,images,image_tokens\n100,1,400\n200,2,900\n";
   }
-  const auto d = disttrain::json::parse(R"({"records_csv": ")" + path +
-                                        R"(", "patch_size": 16})")
+  const auto d = disttrain::json::parse(R"({"records_csv": ")" + path + R"(", "patch_size": 16})")
                      .get<disttrain::data_spec>();
   REQUIRE(d.records.size() == 2);
   CHECK(d.records[1].images[0].width == 30 * 16);

@@ -83,11 +83,11 @@ TEST_CASE("plan_for_data: within 2% of an enumeration scored by the simulator") 
     add_plan(rivals, cm, req, popt, true);  // the Megatron-style baseline
     add_plan(rivals, cm, req, popt);        // the expected-batch optimum
     double best = std::numeric_limits<double>::infinity();
-    for (const auto& p : rivals) best = std::min(best, disttrain::simulate_batches(p, cm, batches).mean_s);
+    for (const auto& p : rivals)
+      best = std::min(best, disttrain::simulate_batches(p, cm, batches).mean_s);
     INFO("chosen " << chosen << " s, best of " << rivals.size() << " rivals " << best << " s");
     CHECK(chosen <= 1.02 * best);
     // The prediction (the planner's own batches) against the held-out simulation.
     CHECK(std::abs(d.predicted.mean_s / chosen - 1.0) <= 0.10);
   }
 }
-

@@ -60,7 +60,8 @@ TEST_CASE("plan_for_data: data without variance plans for the expected batch") {
   const auto req = disttrain::make_request(sc);
   const auto d = disttrain::plan_for_data(cm, req, sc.data);
   CHECK(d.objective == disttrain::data_objective::expected);
-  CHECK(disttrain::json(d.result.plan) == disttrain::json(disttrain::plan_parallelism(cm, req).plan));
+  CHECK(disttrain::json(d.result.plan) ==
+        disttrain::json(disttrain::plan_parallelism(cm, req).plan));
 }
 
 TEST_CASE("data_varies: distributions and records") {
@@ -109,8 +110,8 @@ TEST_CASE("plan_for_data: finalists are simulated and the fastest is kept") {
   const auto sc = make({"mllm-7b", 16, 32});
   const disttrain::analytic_cost_model cm(sc.model, sc.cluster);
   const auto req = disttrain::make_request(sc);
-  const auto d = disttrain::plan_for_data(
-      cm, req, sc.data, {}, {.batches = 3, .finalists = 3, .finalist_within = 1.0});
+  const auto d = disttrain::plan_for_data(cm, req, sc.data, {},
+                                          {.batches = 3, .finalists = 3, .finalist_within = 1.0});
   REQUIRE(!d.finalists.empty());
   CHECK(d.stats.simulated == static_cast<long long>(d.finalists.size()));
   for (std::size_t i = 1; i < d.finalists.size(); ++i)

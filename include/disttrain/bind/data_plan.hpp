@@ -120,9 +120,9 @@ constexpr std::string_view to_string(data_objective o) noexcept {
     }
     return false;
   }
-  for (const distribution* d : {&data.text_tokens, &data.images_per_sample, &data.image_side,
-                                &data.image_aspect, &data.generated_per_sample,
-                                &data.generated_side})
+  for (const distribution* d :
+       {&data.text_tokens, &data.images_per_sample, &data.image_side, &data.image_aspect,
+        &data.generated_per_sample, &data.generated_side})
     if (d->lowest() != d->highest()) return true;
   return false;
 }
@@ -168,10 +168,10 @@ struct data_plan_options {
 
 /// @brief Counters of one `plan_for_data` search.
 struct data_plan_stats {
-  long long classes = 0;     ///< plan classes with a closed form within the bound
-  long long screened = 0;    ///< classes scored by the chain model
-  long long cut_early = 0;   ///< of those, stopped before their last batch (A7 bound)
-  long long simulated = 0;   ///< finalists simulated with `simulate_plan`
+  long long classes = 0;       ///< plan classes with a closed form within the bound
+  long long screened = 0;      ///< classes scored by the chain model
+  long long cut_early = 0;     ///< of those, stopped before their last batch (A7 bound)
+  long long simulated = 0;     ///< finalists simulated with `simulate_plan`
   long long below_closed = 0;  ///< chain-model batches under their plan's closed form (A7 broken)
   bool interleaving_excluded = false;  ///< the options allowed interleaving; not searched
 };
@@ -188,13 +188,13 @@ struct data_plan_finalist {
 struct data_plan_result {
   plan_result result;  ///< the chosen plan, its closed-form evaluation; solve_ms: everything
   data_objective objective = data_objective::sampled;  ///< the objective used
-  int batches = 0;                   ///< planner batches (0 for `expected`)
-  std::uint64_t first_sample = 0;    ///< sample id of the first planner batch's first sample
+  int batches = 0;                                     ///< planner batches (0 for `expected`)
+  std::uint64_t first_sample = 0;  ///< sample id of the first planner batch's first sample
   /// The chosen plan on the planner's batches, reordered: `simulate_plan`'s
   /// times for a finalist, else the chain model's (empty for `expected`).
   iteration_time_stats predicted{};
-  double predicted_mfu = 0;          ///< model FLOPs / (predicted mean x GPUs x peak)
-  double expected_optimum_s = 0;     ///< closed form of the expected-batch optimum
+  double predicted_mfu = 0;                   ///< model FLOPs / (predicted mean x GPUs x peak)
+  double expected_optimum_s = 0;              ///< closed form of the expected-batch optimum
   std::vector<data_plan_finalist> finalists;  ///< best simulated first
   data_plan_stats stats;
   planner_stats search;  ///< the pool search's counters
@@ -215,9 +215,9 @@ class chain_model {
     sync_s_ = ev.sync_time_s;
     parallel_plan plain = p;
     plain.schedule = plan_schedule::one_f_one_b;
-    const plan_evaluation e1 =
-        p.schedule == plan_schedule::one_f_one_b ? ev : evaluate(plain, cost, expected,
-                                                                 no_memory_check);
+    const plan_evaluation e1 = p.schedule == plan_schedule::one_f_one_b
+                                   ? ev
+                                   : evaluate(plain, cost, expected, no_memory_check);
     if (p.schedule != plan_schedule::one_f_one_b && e1.pipeline_time_s > 0)
       scale_ = ev.pipeline_time_s / e1.pipeline_time_s;
     pt_ = pipeline_time(pipeline_kind::one_f_one_b, hop_latency(e1, p.num_microbatches));
@@ -297,7 +297,7 @@ class chain_model {
   const parallel_plan& p_;
   const C& cost_;
   topology topo_;
-  std::vector<std::size_t> own_;                            // the backbone's chain stages
+  std::vector<std::size_t> own_;                           // the backbone's chain stages
   std::vector<std::pair<std::size_t, std::size_t>> side_;  // other chain stages, their segment
   double closed_s_ = 0, sync_s_ = 0, scale_ = 1.0;
   pipeline_time pt_;
@@ -337,12 +337,11 @@ template <cost_model C>
                                              const data_plan_options& dopt = {}) {
   require_in_range(dopt.batches, 0, max_data_plan_batches, "data_plan_options.batches");
   const int nbatches = data_plan_batches(dopt.batches, req.global_batch);
-  require(dopt.finalists >= 0, "data_plan_options.finalists", "must be >= 0, got ",
-          dopt.finalists);
-  require(std::isfinite(dopt.bound_slack) && dopt.bound_slack >= 0,
-          "data_plan_options.bound_slack", "must be finite and >= 0, got ", dopt.bound_slack);
-  require(dopt.simulation_budget >= 0, "data_plan_options.simulation_budget",
-          "must be >= 0, got ", dopt.simulation_budget);
+  require(dopt.finalists >= 0, "data_plan_options.finalists", "must be >= 0, got ", dopt.finalists);
+  require(std::isfinite(dopt.bound_slack) && dopt.bound_slack >= 0, "data_plan_options.bound_slack",
+          "must be finite and >= 0, got ", dopt.bound_slack);
+  require(dopt.simulation_budget >= 0, "data_plan_options.simulation_budget", "must be >= 0, got ",
+          dopt.simulation_budget);
   require(std::isfinite(dopt.finalist_within) && dopt.finalist_within >= 0,
           "data_plan_options.finalist_within", "must be finite and >= 0, got ",
           dopt.finalist_within);
@@ -375,9 +374,8 @@ template <cost_model C>
     for (const auto& b : batches) bound += cm(b);
     bound /= nb;
   }
-  std::vector<detail::ranked_plan> classes =
-      detail::plan_classes(cost, req, opt, std::max(bound, first.evaluation.iteration_time_s),
-                           out.search);
+  std::vector<detail::ranked_plan> classes = detail::plan_classes(
+      cost, req, opt, std::max(bound, first.evaluation.iteration_time_s), out.search);
   out.stats.classes = static_cast<long long>(classes.size());
 
   // Step 4: the chain model over the classes, best closed form first.
@@ -456,9 +454,9 @@ template <cost_model C>
   out.result.plan = std::move(classes[chosen].plan);
   out.result.evaluation = evaluate(out.result.plan, cost, req.sample_workload);
   out.result.stats = out.search;
-  out.predicted_mfu = out.result.evaluation.model_flops /
-                      (out.predicted.mean_s * static_cast<double>(out.result.evaluation.gpus) *
-                       cost.peak_flops());
+  out.predicted_mfu =
+      out.result.evaluation.model_flops /
+      (out.predicted.mean_s * static_cast<double>(out.result.evaluation.gpus) * cost.peak_flops());
   out.result.solve_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

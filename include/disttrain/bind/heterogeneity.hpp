@@ -134,12 +134,12 @@ struct heterogeneity_case {
 
 /// @brief `simulate_heterogeneity`'s answer (see the file comment).
 struct heterogeneity_result {
-  int iterations = 0;                   ///< sampled batches
-  std::uint64_t seed = 0;               ///< data stream seed used
-  int global_batch = 0;                 ///< samples per batch
-  heterogeneity_case baseline_arrival;  ///< (a)
-  heterogeneity_case plan_arrival;      ///< (b)
-  heterogeneity_case plan_reordered;    ///< (c)
+  int iterations = 0;                     ///< sampled batches
+  std::uint64_t seed = 0;                 ///< data stream seed used
+  int global_batch = 0;                   ///< samples per batch
+  heterogeneity_case baseline_arrival;    ///< (a)
+  heterogeneity_case plan_arrival;        ///< (b)
+  heterogeneity_case plan_reordered;      ///< (c)
   heterogeneity_case baseline_reordered;  ///< (d)
   double orchestration_gain = 0;          ///< mean (d) / mean (c)
   double reordering_gain = 0;             ///< mean (b) / mean (c)
@@ -222,10 +222,10 @@ template <cost_model C>
     const double denom = total_s * static_cast<double>(hc.gpus) * cost.peak_flops();
     hc.mfu = denom > 0 ? c.flops / denom : 0.0;
     // (b) and (c), (a) and (d) share a plan: its expected batch is simulated once.
-    hc.expected_s = c.out == &out.plan_reordered       ? out.plan_arrival.expected_s
-                    : c.out == &out.baseline_reordered ? out.baseline_arrival.expected_s
-                                                       : simulate_plan(*c.plan, cost, expected)
-                                                             .result.iteration_time;
+    hc.expected_s = c.out == &out.plan_reordered ? out.plan_arrival.expected_s
+                    : c.out == &out.baseline_reordered
+                        ? out.baseline_arrival.expected_s
+                        : simulate_plan(*c.plan, cost, expected).result.iteration_time;
   }
   out.orchestration_gain = out.baseline_reordered.times.mean_s / out.plan_reordered.times.mean_s;
   out.reordering_gain = out.plan_arrival.times.mean_s / out.plan_reordered.times.mean_s;

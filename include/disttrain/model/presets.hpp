@@ -367,8 +367,8 @@ namespace disttrain::presets {
   data_spec d;
   d.name = "obelics";
   d.text_tokens = lognormal_dist{.median = 592, .sigma = 0.8, .min = 32, .max = 8192};
-  d.images_per_sample = histogram_dist{{0, 1, 2, 3, 4, 5, 6},
-                                       {0.05, 0.28, 0.25, 0.17, 0.10, 0.08, 0.07}};
+  d.images_per_sample =
+      histogram_dist{{0, 1, 2, 3, 4, 5, 6}, {0.05, 0.28, 0.25, 0.17, 0.10, 0.08, 0.07}};
   d.image_side = web_image_side();
   d.image_aspect = web_image_aspect();
   d.generated_per_sample = constant_dist{0};
@@ -443,13 +443,11 @@ inline constexpr named<model_spec> model_table[] = {{"mllm-7b", mllm_7b},
                                                     {"mllm-70b", mllm_70b},
                                                     {"paper-72b", paper_72b},
                                                     {"hires-70b", hires_70b}};
-inline constexpr named<data_spec> data_table[] = {{"laion-400m", laion400m_like},
-                                                  {"interleaved", interleaved_image_text},
-                                                  {"high-res", high_res_images},
-                                                  {"video", video_clips},
-                                                  {"generation", generation_heavy},
-                                                  {"llava-sft", llava_sft},
-                                                  {"obelics", obelics_like}};
+inline constexpr named<data_spec> data_table[] = {
+    {"laion-400m", laion400m_like},   {"interleaved", interleaved_image_text},
+    {"high-res", high_res_images},    {"video", video_clips},
+    {"generation", generation_heavy}, {"llava-sft", llava_sft},
+    {"obelics", obelics_like}};
 
 template <class T, std::size_t N>
 [[nodiscard]] T find(const named<T> (&table)[N], std::string_view name, std::string_view kind) {

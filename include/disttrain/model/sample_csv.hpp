@@ -61,8 +61,8 @@ inline std::vector<std::string_view> split_csv(std::string_view line) {
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = line.find(',', start);
-    std::string_view f = line.substr(start, comma == std::string_view::npos ? line.npos
-                                                                            : comma - start);
+    std::string_view f =
+        line.substr(start, comma == std::string_view::npos ? line.npos : comma - start);
     while (!f.empty() && (f.front() == ' ' || f.front() == '\t')) f.remove_prefix(1);
     while (!f.empty() && (f.back() == ' ' || f.back() == '\t' || f.back() == '\r'))
       f.remove_suffix(1);
@@ -162,7 +162,8 @@ inline long long csv_integer(std::string_view f, std::string_view where) {
         const int side = positive(csv_column::image_side, 0);
         im = image_size{side, side};
       } else {
-        im = image_size{positive(csv_column::image_height, 0), positive(csv_column::image_width, 0)};
+        im =
+            image_size{positive(csv_column::image_height, 0), positive(csv_column::image_width, 0)};
       }
       s.images.assign(static_cast<std::size_t>(n), im);
     }

@@ -140,9 +140,7 @@ class incumbent {
   [[nodiscard]] const ranked_plan& current() const noexcept {
     return pool_ && cur_ != nullptr ? *cur_ : best_;
   }
-  [[nodiscard]] ranked_plan& current() noexcept {
-    return pool_ && cur_ != nullptr ? *cur_ : best_;
-  }
+  [[nodiscard]] ranked_plan& current() noexcept { return pool_ && cur_ != nullptr ? *cur_ : best_; }
 
   ranked_plan best_;
   bool pool_ = false;
