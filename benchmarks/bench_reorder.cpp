@@ -526,6 +526,96 @@ nlohmann::json limits_table(bool json, bool quick) {
   return rows;
 }
 
+// ---- 7. Time sweep (issue 41): no batch size the default stalls on ----------
+// The default's wall time per call (best of 3) for every n = 16, 32, ... up to
+// 4096 (quick: every 64th up to 512), on the four shapes above and i.i.d.
+// lognormal costs, for two pipelines: encoder dp 2 -> backbone pp 4 dp 4 ->
+// generator dp 2 over 16 microbatches (the layout the time cliff was found
+// on), and dp 4 / 8 / 4 over 32. Baseline, same run: LPT split and the paper's
+// order (no search). Reported: the worst default call and its ratio to the
+// baseline's time on that batch.
+nlohmann::json time_sweep(bool json, bool quick) {
+  struct layout {
+    std::uint32_t side, dp, m;
+  };
+  const layout layouts[] = {{2, 4, 16}, {4, 8, 32}};
+  const std::size_t n_max = quick ? 512 : 4096, step = quick ? 64 : 16;
+  const int reps = quick ? 1 : 3;
+  const auto best_of = [&](reorderer<>& r, const std::vector<sample_meta>& batch,
+                           reorder_result& res) {
+    double best = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      r.assign(batch, res);
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  nlohmann::json rows = nlohmann::json::array();
+  if (!json)
+    fmt::print(
+        "\nTime sweep: the default's wall time per call (best of {}), n = {}..{} step {};\n"
+        "baseline: LPT split + paper order, same batch. Worst n per data shape and layout\n"
+        "{:>11} {:>9} | {:>6} {:>9} {:>9} {:>6} | {:>9}\n",
+        reps, step, n_max, step, "data", "layout", "n", "default", "baseline", "ratio", "median");
+  double worst_all = 0.0;
+  for (const layout& l : layouts) {
+    reorder_options o;
+    o.modules = {{"encoder", l.side}, {"backbone", l.dp}, {"generator", l.side}};
+    o.microbatches = l.m;
+    o.stages = chain_stages(std::vector<std::uint32_t>{1, 4, 1});
+    reorder_options ob = o;
+    ob.balance = balance_method::lpt;
+    ob.order = order_method::paper;
+    reorderer<> def(o), base(ob);
+    reorder_result res;
+    const std::string name = fmt::format("{}/{}/{} m{}", l.side, l.dp, l.side, l.m);
+    for (int sh = 0; sh < 5; ++sh) {
+      double worst = 0.0, worst_base = 0.0;
+      std::size_t worst_n = 0;
+      std::vector<double> all;
+      for (std::size_t n = std::max<std::size_t>(step, l.m); n <= n_max; n += step) {
+        std::vector<sample_meta> batch;
+        if (sh < 4) {
+          batch = shaped(static_cast<shape>(sh), n, 3, 7 * n + 1);
+        } else {  // i.i.d. lognormal costs per module
+          std::mt19937_64 rng(7 * n + 2);
+          std::lognormal_distribution<double> ln(0.0, 1.0);
+          batch.resize(n);
+          for (std::size_t i = 0; i < n; ++i) {
+            batch[i].id = i;
+            for (std::size_t k = 0; k < 3; ++k) batch[i].cost[k] = ln(rng);
+          }
+        }
+        const double t = best_of(def, batch, res);
+        all.push_back(t);
+        if (t > worst) {
+          worst = t;
+          worst_n = n;
+          worst_base = best_of(base, batch, res);
+        }
+      }
+      std::sort(all.begin(), all.end());
+      const double median = all[all.size() / 2];
+      const char* data = sh < 4 ? name_of(static_cast<shape>(sh)) : "lognormal";
+      worst_all = std::max(worst_all, worst);
+      rows.push_back({{"data", data},
+                      {"layout", name},
+                      {"worst_n", worst_n},
+                      {"worst_default_s", worst},
+                      {"baseline_s", worst_base},
+                      {"default_over_baseline", worst / worst_base},
+                      {"median_default_s", median}});
+      if (!json)
+        fmt::print("{:>11} {:>9} | {:>6} {:>7.2f}ms {:>7.2f}ms {:>6.1f} | {:>7.2f}ms\n", data, name,
+                   worst_n, worst * 1e3, worst_base * 1e3, worst / worst_base, median * 1e3);
+    }
+  }
+  if (!json) fmt::print("worst default call of the sweep: {:.2f} ms\n", worst_all * 1e3);
+  return rows;
+}
+
 // ---- Order search quality (--order) ------------------------------------------
 // The microbatch order search against a reference on generated microbatch
 // times (four size shapes: log-normal, rare huge, bimodal, Pareto; per-stage
@@ -691,7 +781,7 @@ nlohmann::json order_quality(bool json, bool quick) {
 int main(int argc, char** argv) {
   // --kk: only the large-DP table (and the process's peak RSS).
   bool kk_only = false, e2e_only = false, speed_only = false, limits_only = false,
-       order_only = false;
+       order_only = false, sweep_only = false;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (i > 0 && std::strcmp(argv[i], "--kk") == 0)
@@ -704,6 +794,8 @@ int main(int argc, char** argv) {
       limits_only = true;
     else if (i > 0 && std::strcmp(argv[i], "--order") == 0)
       order_only = true;
+    else if (i > 0 && std::strcmp(argv[i], "--sweep") == 0)
+      sweep_only = true;
     else
       args.push_back(argv[i]);
     if (i > 0 && (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0))
@@ -713,7 +805,8 @@ int main(int argc, char** argv) {
           "               --speed  run only the speed table\n"
           "               --limits run only the per-replica limits table\n"
           "               --order  run only the order search table (vs brute force / "
-          "multi-start)\n");
+          "multi-start)\n"
+          "               --sweep  run only the time sweep (n in steps of 16 up to 4096)\n");
   }
   const auto opt = bench::parse_options(static_cast<int>(args.size()), args.data());
   nlohmann::json out;
@@ -724,8 +817,14 @@ int main(int argc, char** argv) {
     if (opt.json) std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
+  if (sweep_only) {
+    out["time_sweep"] = time_sweep(opt.json, opt.quick);
+    if (opt.json) std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
   if (order_only) {
     out["order_search"] = order_quality(opt.json, opt.quick);
+    out["time_sweep"] = time_sweep(opt.json, opt.quick);
     if (opt.json) std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }

@@ -294,6 +294,7 @@ def _reorder_options(dp: Union[int, Sequence[int]], microbatches: int, *,
                      order: Optional[str] = None, order_budget: Optional[int] = None,
                      slot_search_budget: Optional[int] = None,
                      slot_search_below: Optional[int] = None,
+                     exact_search_budget: Optional[int] = None,
                      stages: Optional[Sequence[Any]] = None) -> str:
     """The C++ reorder_options JSON text of :func:`reorder`'s arguments."""
     dps = [dp] if isinstance(dp, (int, _np.integer)) else list(dp)
@@ -311,7 +312,8 @@ def _reorder_options(dp: Union[int, Sequence[int]], microbatches: int, *,
     for key, v in (("microbatch_group", microbatch_group), ("equal_count", equal_count),
                    ("slots", slots), ("balance", balance), ("order", order),
                    ("order_budget", order_budget), ("slot_search_budget", slot_search_budget),
-                   ("slot_search_below", slot_search_below)):
+                   ("slot_search_below", slot_search_below),
+                   ("exact_search_budget", exact_search_budget)):
         if v is not None:
             o[key] = v
     if stages is not None:
@@ -333,13 +335,15 @@ class Reorderer:
                  balance: Optional[str] = None, order: Optional[str] = None,
                  order_budget: Optional[int] = None, slot_search_budget: Optional[int] = None,
                  slot_search_below: Optional[int] = None,
+                 exact_search_budget: Optional[int] = None,
                  stages: Optional[Sequence[Any]] = None) -> None:
         self._r = _core.Reorderer(_reorder_options(
             dp, microbatches, names=names, max_samples=max_samples, max_tokens=max_tokens,
             microbatch_group=microbatch_group,
             equal_count=equal_count, slots=slots, balance=balance, order=order,
             order_budget=order_budget, slot_search_budget=slot_search_budget,
-            slot_search_below=slot_search_below, stages=stages))
+            slot_search_below=slot_search_below, exact_search_budget=exact_search_budget,
+            stages=stages))
 
     @property
     def options(self) -> dict[str, Any]:
@@ -375,8 +379,9 @@ def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids
     balanced, best, objective: the default, which depends on the input order;
     best does not), ``balance`` (none, lpt, karmarkar_karp, refined), ``order``
     (identity, paper, search), ``order_budget``, ``slot_search_budget``,
-    ``slot_search_below``, ``stages`` (dicts or ``(module, forward_scale,
-    backward_scale)`` tuples).
+    ``slot_search_below``, ``exact_search_budget`` (the exact finish's work
+    for the whole batch, which bounds a call's time; 0: none), ``stages``
+    (dicts or ``(module, forward_scale, backward_scale)`` tuples).
 
     Returns a dict whose arrays are in input row order: ``id`` uint64 ``(n,)``,
     ``microbatch`` uint32 ``(n,)`` (execution position, 0 runs first),
@@ -431,8 +436,10 @@ def topology(t: Topology) -> dict[str, Any]:
 
     ``t``: a dict with ``"modules"`` (or the list itself), each module a dict
     with ``name``, ``role`` (encoder, backbone, generator), and optional
-    ``tp``/``pp``/``dp`` (1), ``trainable`` (True), ``colocated`` (False), in
-    pipeline order. Returns the modules plus what is derived from them:
+    ``tp``/``pp``/``dp`` (1), ``trainable`` (True), ``colocated`` (False),
+    ``layers`` (layers per stage, which weight the reorderer's stages; absent:
+    equal stages; :func:`topology_of` fills them from the plan), in pipeline
+    order. Returns the modules plus what is derived from them:
     ``world_size``, ``backbone`` (module index), ``chain`` (``[module, stage]``
     per chain stage), ``owning_modules`` (the modules that own ranks: the
     reorderer's modules, in order), ``ranks`` (per global rank: ``module``,

@@ -218,11 +218,11 @@ using tokens_array = nb::ndarray<const std::uint32_t, nb::ndim<2>, nb::c_contig,
 
 disttrain::reorder_options read_reorder_options(const std::string& options_json) {
   const json j = parse(options_json, "reorder_options");
-  disttrain::check_keys(
-      j,
-      {"modules", "microbatches", "microbatch_group", "equal_count", "slots", "balance", "order",
-       "order_budget", "slot_search_budget", "slot_search_below", "cut_search_budget", "stages"},
-      "reorder_options");
+  disttrain::check_keys(j,
+                        {"modules", "microbatches", "microbatch_group", "equal_count", "slots",
+                         "balance", "order", "order_budget", "slot_search_budget",
+                         "slot_search_below", "cut_search_budget", "exact_search_budget", "stages"},
+                        "reorder_options");
   return j.get<disttrain::reorder_options>();  // validates
 }
 

@@ -50,7 +50,8 @@ disttrain::topology read_topology(const std::string& text) {
   for (std::size_t i = 0; i < ms.size(); ++i) {
     const std::string path = disttrain::cat("topology.modules[", i, "]");
     const json& m = ms[i];
-    disttrain::check_keys(m, {"name", "role", "tp", "pp", "dp", "trainable", "colocated"}, path);
+    disttrain::check_keys(m, {"name", "role", "tp", "pp", "dp", "trainable", "colocated", "layers"},
+                          path);
     disttrain::topology_module g;
     g.name = disttrain::json_get<std::string>(m, "name", path);
     g.role = disttrain::parse_module_role(disttrain::json_get<std::string>(m, "role", path),
@@ -60,6 +61,7 @@ disttrain::topology read_topology(const std::string& text) {
     g.dp = disttrain::json_get_or<int>(m, "dp", 1, path);
     g.trainable = disttrain::json_get_or<bool>(m, "trainable", true, path);
     g.colocated = disttrain::json_get_or<bool>(m, "colocated", false, path);
+    g.layers = disttrain::json_get_or<std::vector<int>>(m, "layers", {}, path);
     mods.push_back(std::move(g));
   }
   return disttrain::topology(std::move(mods));  // validates, naming topology.modules[i].<field>
@@ -70,14 +72,17 @@ disttrain::topology read_topology(const std::string& text) {
 // (the reorderer's modules, in order) and each rank's coordinate.
 std::string topology_json(const disttrain::topology& t) {
   json mods = json::array();
-  for (const auto& g : t.modules())
-    mods.push_back({{"name", g.name},
-                    {"role", std::string(disttrain::to_string(g.role))},
-                    {"tp", g.tp},
-                    {"pp", g.pp},
-                    {"dp", g.dp},
-                    {"trainable", g.trainable},
-                    {"colocated", g.colocated}});
+  for (const auto& g : t.modules()) {
+    json mod{{"name", g.name},
+             {"role", std::string(disttrain::to_string(g.role))},
+             {"tp", g.tp},
+             {"pp", g.pp},
+             {"dp", g.dp},
+             {"trainable", g.trainable},
+             {"colocated", g.colocated}};
+    if (!g.layers.empty()) mod["layers"] = g.layers;  // from a plan, or given
+    mods.push_back(std::move(mod));
+  }
   json chain = json::array(), owning = json::array(), ranks = json::array();
   for (int c = 0; c < t.num_chain_stages(); ++c) {
     const auto [m, s] = t.chain_at(c);

@@ -52,6 +52,32 @@ def test_topology_of_plan_agrees_with_the_plan():
     assert not disttrain.topology_of(r["plan"], model)["modules"][0]["trainable"]
 
 
+def test_the_sampler_scores_stages_as_the_plan_does():
+    """One derivation of the reorder options (issue 40): the topology of a plan
+    carries its layers per stage, so the reorderer a sampler builds from it
+    (reorderer_of) weights each stage by its layers, as simulate_plan does."""
+    r = disttrain.plan("mllm-70b")
+    t = disttrain.topology_of(r)
+    o = disttrain.reorder_options_of(t, 8)
+    stages = iter(o["stages"])
+    for k, mi in enumerate(t["owning_modules"]):
+        layers = r["plan"]["modules"][mi]["layers"]
+        assert t["modules"][mi]["layers"] == layers
+        for n in layers:
+            s = next(stages)
+            assert s["module"] == k
+            assert s["forward_scale"] == pytest.approx(n / sum(layers), rel=1e-15)
+            assert s["backward_scale"] == 2 * s["forward_scale"]
+    assert disttrain.reorderer_of(t, 8).options["stages"] == o["stages"]
+    # By hand: layers are optional (equal stages without them) and checked.
+    hand = disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "layers": [1, 3]}])
+    assert [s["forward_scale"] for s in disttrain.reorder_options_of(hand, 2)["stages"]] == \
+        [0.25, 0.75]
+    with pytest.raises(disttrain.Error) as info:
+        disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "layers": [4]}])
+    assert info.value.where == "topology.modules[0].layers"
+
+
 @pytest.mark.parametrize("mods, errc, where", [
     ([{"name": "a", "role": "backbone", "dp": 0}], "invalid_argument", "topology.modules[0].dp"),
     ([{"name": "a", "role": "backbone"}, {"name": "a", "role": "generator"}],

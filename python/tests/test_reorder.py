@@ -129,12 +129,16 @@ def test_per_microbatch_limits():
         key = res["microbatch"].astype(np.int64) * dp[q] + res["replica"][:, q]
         return [np.flatnonzero(key == x) for x in np.unique(key)]
 
-    # Limits a quarter of the way from the unlimited plan's fullest cell to the mean cell.
+    # Limits an eighth of the way from the unlimited plan's fullest cell to the
+    # mean cell. (A quarter no longer packs since the unlimited plan's cells
+    # are better balanced, issue 41: its module-1 peak fell from 5420 to 4755
+    # tokens, and the reorderer, before and after, packs module 1 at 4400
+    # tokens but not at 4300.)
     max_tokens = []
     for q in range(2):
         peak = max(int(tok[rows, q].sum()) for rows in cells(free, q))
         mean = int(tok[:, q].sum()) // (m * dp[q]) + 1
-        max_tokens.append(max(int(tok[:, q].max()), (mean + 3 * peak) // 4))
+        max_tokens.append(max(int(tok[:, q].max()), (mean + 7 * peak) // 8))
         assert max_tokens[q] < peak  # the limit binds
     share = -(-n // m)
     max_samples = [0, -(-share // dp[1])]
@@ -164,3 +168,17 @@ def test_per_microbatch_limits():
         disttrain.reorder(c, dp, m, tokens=-tok.astype(np.int64), max_tokens=max_tokens)
     with pytest.raises(disttrain.InvalidArgument):
         disttrain.reorder(c, dp, m, tokens=tok, max_tokens=[1, 2, 3])
+
+
+def test_exact_search_budget_is_an_option():
+    # Slots of 20 samples: the exact finish applies (issue 41). With it the
+    # iteration time is never above the same call without it.
+    c = costs(n=320, k=3, seed=41)
+    dp, m = [2, 4, 2], 16
+    full = disttrain.reorder(c, dp, m)
+    bare = disttrain.reorder(c, dp, m, exact_search_budget=0)
+    check_map(full, c, dp, m)
+    check_map(bare, c, dp, m)
+    assert full["iteration_time"] <= bare["iteration_time"]
+    r = disttrain.Reorderer(dp, m, exact_search_budget=1000)
+    assert r.options["exact_search_budget"] == 1000

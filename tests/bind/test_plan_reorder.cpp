@@ -1,4 +1,5 @@
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "disttrain/bind/plan_reorder.hpp"
@@ -122,4 +123,54 @@ TEST_CASE("workload_cost: column map errors name the field") {
   DISTTRAIN_CHECK_ERROR(wc(cm, {}, {0, 9, 1}), errc::invalid_argument,
                         "workload_cost.column_of[1]");
   CHECK(wc(cm, {}, {1, 0, 1}).columns() == 2);
+}
+
+TEST_CASE("reorder options: one derivation, from a plan or its topology (issue 40)") {
+  // reorder_segments(plan) weighted a module's stages by their layers, and
+  // reorder_options_of(topology) weighted them equally, so a sampler built
+  // from the plan's topology (disttrain.torch.BatchSampler) and simulate_plan
+  // scored the same microbatch order differently. Now the topology carries
+  // the layers per stage and both go through reorder_options_of.
+  const auto model = disttrain::presets::mllm_7b();
+  for (const bool colocated : {false, true}) {
+    const auto p = plan_7b(model, colocated);
+    const disttrain::topology t = disttrain::topology_of(p);
+    CHECK(t.module(t.backbone()).layers == p.modules[1].layers);
+    const auto from_plan = disttrain::reorder_segments(p).options;
+    const auto from_topology = disttrain::reorder_options_of(t, 4);
+    CHECK(from_plan == from_topology);
+    const double first = 8.0 / model.modules[1].layers();
+    const std::size_t bb = colocated ? 0 : 1;  // the backbone's first stage
+    REQUIRE(from_topology.stages.size() > bb);
+    CHECK(from_topology.stages[bb] ==
+          disttrain::pipeline_stage{static_cast<std::uint32_t>(bb), first, 2.0 * first});
+    // The same order scores the same, bit for bit.
+    std::mt19937_64 rng(40);
+    std::vector<disttrain::sample_meta> batch(64);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      batch[i].id = i;
+      for (std::size_t k = 0; k < from_plan.modules.size(); ++k)
+        batch[i].cost[k] = 0.01 + static_cast<double>(rng() % 1000) * 1e-4;
+    }
+    auto fixed = [](disttrain::reorder_options o) {
+      o.order = disttrain::order_method::identity;
+      o.slots = disttrain::slot_policy::arrival;
+      return o;
+    };
+    CHECK(disttrain::reorderer<>(fixed(from_plan)).assign(batch).iteration_time ==
+          disttrain::reorderer<>(fixed(from_topology)).assign(batch).iteration_time);
+  }
+  // A topology written by hand, without layers: equal stages (chain_stages).
+  const disttrain::topology hand({{"vit", disttrain::module_role::encoder, 1, 1, 2},
+                                  {"llm", disttrain::module_role::backbone, 2, 3, 2}});
+  CHECK(disttrain::reorder_options_of(hand, 6).stages ==
+        disttrain::chain_stages(std::vector<std::uint32_t>{1, 3}));
+  CHECK(disttrain::stage_share(hand.module(hand.backbone()), disttrain::stage_id{2}) == 1.0 / 3.0);
+  // Layers that do not match the stages: located errors.
+  using role = disttrain::module_role;
+  DISTTRAIN_CHECK_ERROR(disttrain::topology({{"llm", role::backbone, 1, 2, 1, true, false, {4}}}),
+                        errc::invalid_argument, "topology.modules[0].layers");
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::topology({{"llm", role::backbone, 1, 2, 1, true, false, {4, 0}}}),
+      errc::invalid_argument, "topology.modules[0].layers[1]");
 }

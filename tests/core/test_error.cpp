@@ -7,8 +7,8 @@
 #include <variant>
 
 #include "disttrain/core.hpp"
-#include "disttrain/core/detail/visit_held.hpp"
 #include "disttrain/core/json.hpp"
+#include "disttrain/core/visit_held.hpp"
 #include "disttrain_catch.hpp"
 
 using disttrain::errc;
@@ -96,17 +96,17 @@ TEST_CASE("visit_held calls the function with the held alternative, as std::visi
       return disttrain::cat(x);
   };
   for (const v3& v : {v3(7), v3(std::string("s")), v3(2.5)})
-    CHECK(disttrain::detail::visit_held(name, v) == std::visit(name, v));
+    CHECK(disttrain::visit_held(name, v) == std::visit(name, v));
   int calls = 0;
-  disttrain::detail::visit_held([&](const auto&) { ++calls; }, v3(1.0));  // void result
+  disttrain::visit_held([&](const auto&) { ++calls; }, v3(1.0));  // void result
   CHECK(calls == 1);
 
   std::variant<int, throws_on_copy> v;
   const throws_on_copy t;
   CHECK_THROWS(v = t);
   REQUIRE(v.valueless_by_exception());
-  DISTTRAIN_CHECK_ERROR(disttrain::detail::visit_held([](const auto&) { return 0; }, v),
-                        errc::internal, "visit_held");
+  DISTTRAIN_CHECK_ERROR(disttrain::visit_held([](const auto&) { return 0; }, v), errc::internal,
+                        "visit_held");
 }
 
 TEST_CASE("version macros agree") {

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   disttrain::fuzz::input in(data, size);
   const std::size_t expected = in.byte();
   const auto stamp = d::parse_stamp(std::as_bytes(std::span(data, size)));
-  (void)d::hex64(stamp.plan);
+  (void)disttrain::hex64(stamp.plan);
   d::wire_header h;
   const auto head = in.rest();
   if (!head.empty()) std::memcpy(&h, head.data(), std::min(head.size(), sizeof(h)));

@@ -509,3 +509,49 @@ TEST_CASE("partition: the wide pass and MULTIFIT never make refined worse") {
     }
   }
 }
+
+TEST_CASE("partition: finish runs the branch and bound alone, within its node budget (issue 41)") {
+  std::mt19937_64 rng(41);
+  for (int trial = 0; trial < 24; ++trial) {
+    const std::size_t n = 8 + static_cast<std::size_t>(trial % 6);
+    const std::uint32_t k = 2 + static_cast<std::uint32_t>(trial % 3);
+    const bool equal = trial % 4 == 3;
+    const auto c = reorder_test::random_costs(rng, n, trial);
+    disttrain::partitioner p;
+    std::vector<std::uint32_t> bins(n);
+    const double seed = p.partition(c, k, equal, balance_method::lpt, bins);
+    INFO("trial " << trial << " n=" << n << " k=" << k << " equal " << equal);
+    // No budget: the split is left as it is.
+    std::vector<std::uint32_t> same = bins;
+    const auto none = p.finish(c, k, equal, same, {}, 0);
+    CHECK(same == bins);
+    CHECK(none.nodes == 0);
+    CHECK(none.max_load == Approx(seed).epsilon(1e-12));
+    // A small budget: never worse than the seed, and never past the budget.
+    std::vector<std::uint32_t> some = bins;
+    const auto part = p.finish(c, k, equal, some, {}, 5);
+    CHECK(part.nodes <= 5);
+    CHECK(part.max_load <= seed * (1 + 1e-12));
+    check_counts(some, k, equal);
+    // Enough nodes: the optimum (brute force), and the same split `refined` finishes with.
+    const auto full = p.finish(c, k, equal, bins, {}, 10'000'000);
+    CHECK(full.max_load == Approx(reorder_test::optimal_max_load(c, k, equal)).epsilon(1e-9));
+    CHECK(full.max_load == Approx(max_load(c, bins, k)).epsilon(1e-12));
+    check_counts(bins, k, equal);
+  }
+  // Beyond exact_max_items: left alone, no nodes.
+  disttrain::partitioner p;
+  const auto c = reorder_test::random_costs(rng, 40, 1);
+  std::vector<std::uint32_t> bins(c.size());
+  (void)p.partition(c, 4, false, balance_method::lpt, bins);
+  const std::vector<std::uint32_t> before = bins;
+  CHECK(p.finish(c, 4, false, bins, {}, 1'000'000).nodes == 0);
+  CHECK(bins == before);
+  // Bad input: located errors, as improve's.
+  DISTTRAIN_CHECK_ERROR(p.finish(c, 0, false, bins, {}, 10), errc::invalid_argument, "bins");
+  bins[3] = 4;
+  DISTTRAIN_CHECK_ERROR(p.finish(c, 4, false, bins, {}, 10), errc::invalid_argument, "bin_of[3]");
+  std::vector<std::uint32_t> short_bins(3);
+  DISTTRAIN_CHECK_ERROR(p.finish(c, 4, false, short_bins, {}, 10), errc::invalid_argument,
+                        "bin_of");
+}

@@ -15,7 +15,9 @@
 ///
 /// Scoring pipeline: segment k is split into its `pp` stages, stage s running
 /// `layers[s] / sum(layers)` of the segment's forward (x1) and backward (x2)
-/// load. (A colocated module's time is spread over the host's stages in the
+/// load: the options are `reorder_options_of(topology_of(plan))`, the one
+/// derivation, so a sampler built from the plan's topology scores orders as
+/// `simulate_plan` does. (A colocated module's time is spread over the host's stages in the
 /// same proportion, not put on the first/last stage alone.)
 ///
 /// @snippet bind.cpp plan_reorder_file
@@ -26,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "disttrain/bind/topology_views.hpp"
 #include "disttrain/bind/workload_cost.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/cost/cost_model.hpp"
@@ -50,34 +53,18 @@ struct plan_segments {
 /// @snippet bind.cpp reorder_segments
 inline plan_segments reorder_segments(const parallel_plan& p) {
   validate(p);
+  const topology t = topology_of(p);
+  require(t.owning_modules().size() <= max_reorder_modules, "plan.modules", "has more than ",
+          max_reorder_modules, " segments, the reorderer's limit");
   plan_segments out;
-  const std::size_t bb = p.backbone_index();
-  std::uint32_t bb_segment = 0;
+  out.options = reorder_options_of(t, static_cast<std::uint32_t>(p.num_microbatches));
+  // A colocated module runs on its host's ranks: the backbone's segment.
+  const auto host = static_cast<std::uint32_t>(t.owning_index(t.backbone()));
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
-    const module_plan& m = p.modules[i];
-    if (m.colocated) continue;
-    if (i == bb) bb_segment = static_cast<std::uint32_t>(out.options.modules.size());
-    require(out.options.modules.size() < max_reorder_modules, "plan.modules", "has more than ",
-            max_reorder_modules, " segments, the reorderer's limit");
-    const auto k = static_cast<std::uint32_t>(out.options.modules.size());
-    out.options.modules.push_back({m.name, static_cast<std::uint32_t>(m.dp)});
-    long long total = 0;
-    for (int l : m.layers) total += l;
-    for (int l : m.layers) {
-      const double share = static_cast<double>(l) / static_cast<double>(total);
-      out.options.stages.push_back({k, share, 2.0 * share});
-    }
+    const module_id m{static_cast<int>(i)};
+    out.segment_of.push_back(t.module(m).colocated ? host
+                                                   : static_cast<std::uint32_t>(t.owning_index(m)));
   }
-  std::uint32_t next = 0;
-  for (const module_plan& m : p.modules) {
-    if (m.colocated) {
-      out.segment_of.push_back(bb_segment);
-    } else {
-      out.segment_of.push_back(next++);
-    }
-  }
-  out.options.microbatches = static_cast<std::uint32_t>(p.num_microbatches);
-  out.options.validate();
   return out;
 }
 

@@ -50,7 +50,6 @@
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/cost/stage.hpp"
 #include "disttrain/model/workload.hpp"
-#include "disttrain/plan/detail/stage_cost.hpp"
 #include "disttrain/plan/evaluate.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/reorder/assignment.hpp"
@@ -194,11 +193,8 @@ class plan_bound_durations {
     for (std::size_t j = 0; j < m_; ++j)
       mean += cells_[map_.cell_index(cs.segment, static_cast<std::size_t>(ri.replica), j)].w;
     mean = mean * (1.0 / static_cast<double>(m_));
-    detail::stage_sync sync;
-    for (const stage_config& cfg : cs.parts)
-      sync.add(detail::part_sync(cost_, cfg, mean[cfg.module], spans));
-    sync.optimizer_s = 0.0;  // the optimizer step is its own op
-    return sync.exposed_s(overlap_rs_, overlap_ag_);
+    return exposed_stage_sync(cost_, cs.parts, mean, spans,
+                              {.grad_reduce = overlap_rs_, .param_gather = overlap_ag_});
   }
 
  private:

@@ -100,33 +100,41 @@ struct chain_options {
   return s;
 }
 
-/// @brief The reorderer's options: module k = the k-th module that owns
-/// ranks, with its DP degree; the scoring pipeline has each module's stages
-/// (`chain_stages`). Other fields keep their defaults.
+/// @brief The reorderer's options, the one derivation (plans go through it
+/// too: `reorder_segments`): module k = the k-th module that owns ranks, with
+/// its DP degree; the scoring pipeline has each module's stages, stage s of a
+/// module scaled by `stage_share` (forward share, backward 2 x share: the
+/// module's layers per stage when the topology has them, else equal stages as
+/// `chain_stages`). Other fields keep their defaults. Throws
+/// `invalid_argument` at `reorder_options.modules` beyond `max_reorder_modules`
+/// modules that own ranks (`reorder_options::validate`).
 [[nodiscard]] inline reorder_options reorder_options_of(const topology& t,
                                                         std::uint32_t microbatches) {
   reorder_options o;
-  std::vector<std::uint32_t> stages;
   for (const module_id m : t.owning_modules()) {
     const topology_module& g = t.module(m);
+    const auto k = static_cast<std::uint32_t>(o.modules.size());
     o.modules.push_back({g.name, static_cast<std::uint32_t>(g.dp)});
-    stages.push_back(static_cast<std::uint32_t>(g.pp));
+    for (int s = 0; s < g.pp; ++s) {
+      const double share = stage_share(g, stage_id{s});
+      o.stages.push_back({k, share, 2.0 * share});
+    }
   }
   o.microbatches = microbatches;
-  o.stages = chain_stages(stages);
   o.validate();
   return o;
 }
 
-/// @brief The topology of a plan: its modules, degrees and colocation, all
-/// trainable. Validates the plan (`invalid_argument` naming `plan....`).
+/// @brief The topology of a plan: its modules, degrees, colocation and
+/// layers per stage, all trainable. Validates the plan (`invalid_argument`
+/// naming `plan....`).
 [[nodiscard]] inline topology topology_of(const parallel_plan& p) {
   validate(p);
   std::vector<topology_module> mods;
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     const module_plan& m = p.modules[i];
     mods.push_back({m.name, parse_module_role(m.role, cat("plan.modules[", i, "].role")), m.tp,
-                    m.pp, m.dp, true, m.colocated});
+                    m.pp, m.dp, true, m.colocated, m.layers});
   }
   return topology(std::move(mods));
 }

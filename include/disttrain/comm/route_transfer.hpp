@@ -205,7 +205,7 @@ class route_transfer {
     int dst = -1;
     std::size_t bytes = 0;  // the payload's
     buffer_pool::lease staging;
-    detail::plan_stamp stamp;
+    plan_stamp stamp;
     detail::wire_header hdr;
     std::vector<std::int64_t> piece_words;
     request stamp_req, header, pieces, payload;
@@ -213,7 +213,7 @@ class route_transfer {
   struct incoming {
     int msg = 0;
     buffer_pool::lease staging;
-    detail::plan_stamp stamp;
+    plan_stamp stamp;
     detail::wire_header hdr;
     std::vector<std::int64_t> piece_words;  // verify: the sender's pieces
     std::span<std::byte> landing;           // where the payload arrives
@@ -225,9 +225,9 @@ class route_transfer {
   // A destination's abort notice, watched while this rank's sends to it are out.
   struct watch {
     int peer = -1;
-    std::uint64_t seq = 0;        // this route's number with `peer` (route_sequences)
-    detail::plan_stamp notice{};  // lands here
-    bool aborted = false;         // a notice of this route came: `peer` failed
+    std::uint64_t seq = 0;  // this route's number with `peer` (route_sequences)
+    plan_stamp notice{};    // lands here
+    bool aborted = false;   // a notice of this route came: `peer` failed
     request req;
   };
   // A rank that sends to this one, with this route's number (for a notice to it).
@@ -402,7 +402,7 @@ class route_transfer {
   // deadline): if the stamp is a data stamp of the planned size, the verify
   // header and pieces and the payload.
   void drain_one(incoming& in) {
-    if (in.stamp.magic != detail::plan_stamp::magic_value || in.stamp.bytes != in.landing.size())
+    if (in.stamp.magic != plan_stamp::magic_value || in.stamp.bytes != in.landing.size())
       return;  // an abort or a foreign message: nothing of ours follows; another size: not taken
     if (opts_.verify && !in.payload_posted) {
       if (in.header.valid()) receive_header(in);
@@ -430,11 +430,11 @@ class route_transfer {
       if (e.code() != errc::comm_error || first_abort() != nullptr ||
           detail::names_dead_rank(e.message()))
         throw;
-      fail(errc::comm_error, e.where(), e.message(), " (this was the ", sizeof(detail::plan_stamp),
+      fail(errc::comm_error, e.where(), e.message(), " (this was the ", sizeof(plan_stamp),
            "-byte plan stamp sent ahead of every message of a route: is the peer running "
            "route_transfer for this route?)");
     }
-    if (in.stamp.magic == detail::plan_stamp::abort_value)
+    if (in.stamp.magic == plan_stamp::abort_value)
       fail(errc::comm_error, payload.where(), "rank ", m.src,
            " aborted the route after its own error (",
            to_string(static_cast<errc>(in.stamp.plan % 64)), "): its message of ", payload.bytes,
@@ -445,7 +445,7 @@ class route_transfer {
   // this rank's plan gives for the message (a size disagreement names both sizes).
   void check_stamp(const incoming& in, const route_message& m) const {
     const transfer_info t{me_, m.src, opts_.tag, in.landing.size(), false};
-    if (in.stamp.magic != detail::plan_stamp::magic_value)
+    if (in.stamp.magic != plan_stamp::magic_value)
       fail(errc::comm_error, t.where(),
            "the first message of the pair is not a plan stamp (is the peer running "
            "route_transfer for this route?)");
@@ -453,13 +453,13 @@ class route_transfer {
       fail(errc::comm_error, t.where(),
            detail::size_mismatch(m.src, std::to_string(in.stamp.bytes), t),
            ": the two ranks planned this route differently (plan fingerprints ",
-           detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()), ")");
+           hex64(in.stamp.plan), " vs ", hex64(plan_->fingerprint()), ")");
     const std::uint64_t want = plan_->stamp(m);
     if (in.stamp.message != want)
       fail(errc::comm_error, t.where(), "plan disagreement: rank ", m.src, " and rank ", me_,
-           " planned this route from different inputs (plan fingerprints ",
-           detail::hex64(in.stamp.plan), " vs ", detail::hex64(plan_->fingerprint()),
-           ", message of ", m.elements, " elements, phase ", m.phase,
+           " planned this route from different inputs (plan fingerprints ", hex64(in.stamp.plan),
+           " vs ", hex64(plan_->fingerprint()), ", message of ", m.elements, " elements, phase ",
+           m.phase,
            "): different placements, sample orders, shapes, split axes or options; "
            "transfer_options::verify names both shapes. The destination buffer's "
            "content is unspecified");
@@ -478,11 +478,11 @@ class route_transfer {
   // together, at most abort_grace_ms: a peer that is gone already is not
   // waited for long.
   struct abort_batch {
-    std::deque<detail::plan_stamp> msgs;  // deque: a posted buffer never moves
-    std::vector<request> reqs;            // declared last: gone before the buffers
+    std::deque<plan_stamp> msgs;  // deque: a posted buffer never moves
+    std::vector<request> reqs;    // declared last: gone before the buffers
   };
   struct abort_message {
-    detail::plan_stamp stamp;
+    plan_stamp stamp;
     int peer = -1;
     int tag = 0;
   };
@@ -498,8 +498,8 @@ class route_transfer {
       for (int phase = f.owed_from; phase < 2; ++phase) {
         const auto sends = plan_->sends_of(me_, phase);
         for (std::size_t k = phase == 0 ? sent0_ : 0; k < sends.size(); ++k) {
-          detail::plan_stamp st;
-          st.magic = detail::plan_stamp::abort_value;
+          plan_stamp st;
+          st.magic = plan_stamp::abort_value;
           st.plan = static_cast<std::uint64_t>(f.code);
           post_abort(a, {st, msg(sends[k]).dst, opts_.tag});
         }
@@ -518,8 +518,8 @@ class route_transfer {
     try {
       for (const sender& s : senders_) {
         if (fully_received_from(s.peer)) continue;  // its sends are complete: nothing to tell
-        detail::plan_stamp st;
-        st.magic = detail::plan_stamp::notice_value;
+        plan_stamp st;
+        st.magic = plan_stamp::notice_value;
         st.plan = static_cast<std::uint64_t>(f.code);
         st.message = s.seq;
         st.bytes = 0;
@@ -583,7 +583,7 @@ class route_transfer {
     for (auto& w : watches_) {
       try {
         while (!w.aborted && w.req.valid() && b_->test(w.req)) {
-          if (w.notice.magic == detail::plan_stamp::notice_value && w.notice.message == w.seq)
+          if (w.notice.magic == plan_stamp::notice_value && w.notice.message == w.seq)
             w.aborted = true;
           else
             post_watch(w);

@@ -1,8 +1,9 @@
 #pragma once
 /// @file topology.hpp
 /// @brief The one description of a disaggregated pipeline: for each module its
-/// name, role, TP/PP/DP degrees, whether it trains, and whether it is
-/// colocated; with strong ids and the one global rank numbering.
+/// name, role, TP/PP/DP degrees, whether it trains, whether it is colocated,
+/// and optionally its layers per stage; with strong ids and the one global
+/// rank numbering.
 ///
 /// Every other view of the pipeline is *derived* from a `topology` by a
 /// library function (bind/topology_views.hpp): the communicator's
@@ -90,6 +91,9 @@ struct topology_module {
   int dp = 1;                                ///< data-parallel replicas
   bool trainable = true;                     ///< false: frozen (no weight gradients)
   bool colocated = false;                    ///< runs on a backbone stage's ranks (owns none)
+  /// Layers of each stage (size pp, each >= 1; empty: stages of equal
+  /// weight). Only their ratios are read: `stage_share`.
+  std::vector<int> layers{};
 
   /// @brief GPUs the module owns: tp * pp * dp, or 0 when colocated.
   [[nodiscard]] long long gpus() const noexcept {
@@ -97,6 +101,19 @@ struct topology_module {
   }
   friend bool operator==(const topology_module&, const topology_module&) = default;
 };
+
+/// @brief The share of its module's per-microbatch work that stage `s` runs:
+/// `layers[s] / sum(layers)`, or `1 / pp` without layers. The one stage-weight
+/// rule: the reorderer's scoring pipeline (`reorder_options_of`) uses it,
+/// whether the topology came from a plan or was written by hand.
+[[nodiscard]] inline double stage_share(const topology_module& g, stage_id s) {
+  require_in_range(s.value, 0, g.pp - 1, cat("topology.", g.name, ".stage"));
+  if (g.layers.empty()) return 1.0 / static_cast<double>(g.pp);
+  long long total = 0;
+  for (const int l : g.layers) total += l;
+  return static_cast<double>(g.layers[static_cast<std::size_t>(s.value)]) /
+         static_cast<double>(total);
+}
 
 /// @brief Where a global rank sits.
 struct topology_coord {
@@ -221,6 +238,10 @@ class topology {
       require_in_range(g.tp, 1, 1 << 20, w + ".tp");
       require_in_range(g.pp, 1, 1 << 20, w + ".pp");
       require_in_range(g.dp, 1, 1 << 20, w + ".dp");
+      require(g.layers.empty() || g.layers.size() == static_cast<std::size_t>(g.pp), w + ".layers",
+              "has ", g.layers.size(), " entries, need pp = ", g.pp, " (one per stage) or none");
+      for (std::size_t s = 0; s < g.layers.size(); ++s)
+        require_in_range(g.layers[s], 1, 1 << 20, cat(w, ".layers[", s, "]"));
       const int role = static_cast<int>(g.role);
       require(role >= last_role, w + ".role", "a ", to_string(g.role),
               " after a later role: modules must be in pipeline order (encoders, the "

@@ -87,7 +87,7 @@
 #include <vector>
 
 #include "disttrain/comm/backend.hpp"
-#include "disttrain/comm/detail/plan_stamp.hpp"
+#include "disttrain/comm/plan_stamp.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/exec/bucket_allreduce.hpp"
 #include "disttrain/exec/detail/abort_notices.hpp"
@@ -200,8 +200,8 @@ class executor {
 
   struct pending {
     std::vector<exec_message> msgs;
-    std::vector<int> tags;                   // per message
-    std::vector<detail::plan_stamp> stamps;  // bound programs: per message (see stamped)
+    std::vector<int> tags;           // per message
+    std::vector<plan_stamp> stamps;  // bound programs: per message (see stamped)
     std::vector<request> reqs;
     std::vector<char> done;
     bool posted = false;
@@ -239,7 +239,7 @@ class executor {
     p.msgs.push_back({b.op.peer, bytes, 0});
     p.tags.push_back(b.tag);
     if constexpr (stamped<bound_op>) {
-      detail::plan_stamp st;  // a receive's is overwritten by the sender's
+      plan_stamp st;  // a receive's is overwritten by the sender's
       st.message = b.stamp;
       st.bytes = static_cast<std::uint64_t>(b.bytes);
       p.stamps.push_back(st);
@@ -252,14 +252,13 @@ class executor {
   // Device-memory backends carry no stamp (documented in docs/exec.md).
   template <class Op>
   static constexpr bool stamped = std::is_same_v<Op, bound_op>&& B::memory == memory_space::host;
-  void check_stamp(const bound_op& b, const detail::plan_stamp& got,
-                   const std::string& where) const {
-    if (got.magic == detail::plan_stamp::magic_value && got.message == b.stamp &&
+  void check_stamp(const bound_op& b, const plan_stamp& got, const std::string& where) const {
+    if (got.magic == plan_stamp::magic_value && got.message == b.stamp &&
         got.bytes == static_cast<std::uint64_t>(b.bytes))
       return;
     fail(errc::comm_error, where, "plan disagreement: rank ", b.op.peer, " sent stamp ",
-         detail::hex64(got.message), " (", got.bytes, " bytes) where this rank's program has ",
-         detail::hex64(b.stamp), " (", b.bytes,
+         hex64(got.message), " (", got.bytes, " bytes) where this rank's program has ",
+         hex64(b.stamp), " (", b.bytes,
          " bytes): the two programs were bound from different inputs (topology, chain, "
          "sample map or activation shapes) or run out of order; the received bytes are "
          "not used");

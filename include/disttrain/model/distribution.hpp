@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/detail/visit_held.hpp"
+#include "disttrain/core/visit_held.hpp"
 #include "disttrain/model/rng.hpp"
 
 namespace disttrain {
@@ -73,7 +73,7 @@ class distribution {
   /// @brief Throws `invalid_argument` at `path` (e.g. "data.text_tokens.sigma")
   /// for negative spreads, empty ranges, empty or negative histograms.
   void validate(std::string_view path) const {
-    detail::visit_held(
+    visit_held(
         [&](const auto& d) {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {
@@ -112,7 +112,7 @@ class distribution {
   /// @brief Draws one value (consumes a fixed number of `rng` outputs per kind:
   /// constant 0, uniform_int >= 1, lognormal 2, histogram 1).
   [[nodiscard]] double draw(splitmix64& rng) const {
-    return detail::visit_held(
+    return visit_held(
         [&](const auto& d) -> double {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {
@@ -154,7 +154,7 @@ class distribution {
 
   /// @brief Exact mean (the clamped log-normal's through the normal CDF).
   [[nodiscard]] double mean() const {
-    return detail::visit_held(
+    return visit_held(
         [&](const auto& d) -> double {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {
@@ -186,7 +186,7 @@ class distribution {
   // Smallest / largest value of a histogram with a positive weight.
   // lowest() / highest(): the range `draw` can return.
   [[nodiscard]] double bound(bool largest) const {
-    return detail::visit_held(
+    return visit_held(
         [&](const auto& d) -> double {
           using T = std::decay_t<decltype(d)>;
           if constexpr (std::is_same_v<T, constant_dist>) {

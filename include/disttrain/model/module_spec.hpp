@@ -8,8 +8,8 @@
 #include <variant>
 
 #include "disttrain/core/check.hpp"
-#include "disttrain/core/detail/visit_held.hpp"
 #include "disttrain/core/topology.hpp"  // module_role
+#include "disttrain/core/visit_held.hpp"
 #include "disttrain/model/architecture.hpp"
 
 namespace disttrain {
@@ -35,14 +35,14 @@ struct module_spec {
 
   /// @brief Number of layers (pipeline cut points + 1).
   [[nodiscard]] int layers() const noexcept {
-    return detail::visit_held([](const auto& a) { return a.layers; }, arch);
+    return visit_held([](const auto& a) { return a.layers; }, arch);
   }
 
   /// @brief Validates name, role/architecture agreement and the architecture.
   void validate(std::string_view path) const {
     require(!name.empty(), detail::join_path(path, "name"), "must not be empty");
     const std::string ap = detail::join_path(path, "arch");
-    detail::visit_held([&](const auto& a) { a.validate(ap); }, arch);
+    visit_held([&](const auto& a) { a.validate(ap); }, arch);
     const bool ok =
         (role == module_role::encoder && std::holds_alternative<vit_encoder_arch>(arch)) ||
         (role == module_role::backbone && std::holds_alternative<decoder_llm_arch>(arch)) ||

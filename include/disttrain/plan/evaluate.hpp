@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -169,6 +170,30 @@ inline void fail_memory(const stage_report& s, double limit) {
 /// `sample_workload` (see the file comment). Throws `invalid_argument` /
 /// `infeasible` naming the plan field, or `infeasible` at "<module>/stage <j>"
 /// with the bytes over when a GPU does not fit (unless `opt.check_memory` is false).
+/// @brief Which DP collectives overlap compute (`parallel_plan::overlap_grad_reduce`,
+/// `overlap_param_gather`).
+struct sync_overlap {
+  bool grad_reduce = false;   ///< the reduce-scatter hides behind the last backward
+  bool param_gather = false;  ///< the all-gather hides behind the first forward
+};
+
+/// @brief The exposed DP synchronisation of one pipeline stage, without the
+/// optimizer step: its parts (a backbone stage with colocated modules has
+/// several, in model-module order), each priced on its module's mean
+/// microbatch `mean[part.module]`, with the DP group inside one node or
+/// across nodes (`spans_nodes`). The planner's rule, so a simulation of the
+/// plan (`simulate_plan`) prices what the planner does.
+template <cost_model C>
+[[nodiscard]] double exposed_stage_sync(const C& cost, std::span<const stage_config> parts,
+                                        const model_workload& mean, bool spans_nodes,
+                                        sync_overlap overlap) {
+  detail::stage_sync sync;
+  for (const stage_config& cfg : parts)
+    sync.add(detail::part_sync(cost, cfg, mean[cfg.module], spans_nodes));
+  sync.optimizer_s = 0.0;  // the optimizer step is its own op
+  return sync.exposed_s(overlap.grad_reduce, overlap.param_gather);
+}
+
 template <cost_model C>
 [[nodiscard]] plan_evaluation evaluate(const parallel_plan& p, const C& cost,
                                        const model_workload& sample_workload,

@@ -42,7 +42,8 @@ inline constexpr auto reorder_options_fields =
                optional_field("order_budget", &reorder_options::order_budget),
                optional_field("slot_search_budget", &reorder_options::slot_search_budget),
                optional_field("slot_search_below", &reorder_options::slot_search_below),
-               optional_field("cut_search_budget", &reorder_options::cut_search_budget)};
+               optional_field("cut_search_budget", &reorder_options::cut_search_budget),
+               optional_field("exact_search_budget", &reorder_options::exact_search_budget)};
 // reorder_result and a sample's place: their scalars (`dp`, `imbalance` and a
 // sample's `replica`/`offset` are arrays over the modules, written apart).
 inline constexpr auto reorder_result_fields =

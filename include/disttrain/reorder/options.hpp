@@ -108,6 +108,11 @@ struct reorder_options {
       4;  ///< ... only if some module has < this many samples per replica per slot
   std::uint32_t cut_search_budget =
       256;  ///< best/objective: slot swaps scored by the objective (0: candidates only)
+  /// `refined`: work of the exact finish (branch and bound) on the chosen
+  /// plan's small cells, all cells of a batch together, in search nodes x
+  /// the cell's replicas (0: no exact finish; each cell also at most
+  /// `partitioner::exact_node_budget` nodes). Bounds the time of a call.
+  std::uint32_t exact_search_budget = 1u << 19;
   std::vector<pipeline_stage> stages{};  ///< scoring pipeline; empty: one stage per module
 
   friend bool operator==(const reorder_options&, const reorder_options&) = default;

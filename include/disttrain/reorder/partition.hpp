@@ -134,6 +134,16 @@ class partitioner {
   double partition(std::span<const double> costs, std::uint32_t bins, bool equal_count,
                    balance_method method, std::span<std::uint32_t> bin_of,
                    std::span<const std::uint32_t> hint = {}) {
+    return partition(costs, bins, equal_count, method, bin_of, hint, exact_node_budget);
+  }
+
+  /// @brief As `partition`, with `exact_nodes` in place of `exact_node_budget`
+  /// for `refined`'s branch-and-bound finish (0: no finish). The reorderer
+  /// splits every candidate so and finishes only the chosen plan's cells
+  /// (`finish`) within a budget for the whole batch.
+  double partition(std::span<const double> costs, std::uint32_t bins, bool equal_count,
+                   balance_method method, std::span<std::uint32_t> bin_of,
+                   std::span<const std::uint32_t> hint, std::uint32_t exact_nodes) {
     require(bins > 0, "bins", "number of bins must be > 0, got ", bins);
     require(bins <= max_partition_bins, "bins", "number of bins ", bins, " exceeds the limit ",
             max_partition_bins);
@@ -173,10 +183,46 @@ class partitioner {
     lower_ = lower_bound(total);
     if (ws_.k <= refine_kk_max_bins && n <= refine_kk_max_items) best = try_kk(bin_of, best, false);
     best = try_fit(bin_of, best, false);
-    if (n <= exact_max_items && ws_.k > 1 && ws_.k <= exact_max_bins)
-      exact_.run(ws_, bin_of, best, exact_node_budget);
+    if (exact_applies() && exact_nodes != 0) exact_.run(ws_, bin_of, best, exact_nodes);
     // Summed afresh: the steps' running loads can differ from it in the last bits.
     return ws_.max_load(bin_of);
+  }
+
+  /// @brief True when `refined` finishes a problem of `items` items in `bins`
+  /// bins with the branch and bound (`exact_max_items`, `exact_max_bins`).
+  [[nodiscard]] bool exact_applies(std::size_t items, std::uint32_t bins) const noexcept {
+    return items <= exact_max_items && bins > 1 && bins <= exact_max_bins;
+  }
+
+  /// @brief What `finish` did: the max load after it, and the search nodes it visited.
+  struct finish_result {
+    double max_load = 0.0;    ///< never above the seed's
+    std::uint64_t nodes = 0;  ///< branch-and-bound nodes visited (0: not a small problem)
+  };
+
+  /// @brief `refined`'s last step alone on an existing assignment `bin_of`:
+  /// on a problem of at most `exact_max_items` items and 2..`exact_max_bins`
+  /// bins, the branch and bound seeded with `bin_of`, within `node_budget`
+  /// nodes (exact when it completes); other problems are left as they are.
+  /// `hint` as in `partition`. Errors as `improve`.
+  finish_result finish(std::span<const double> costs, std::uint32_t bins, bool equal_count,
+                       std::span<std::uint32_t> bin_of, std::span<const std::uint32_t> hint,
+                       std::uint32_t node_budget) {
+    check_assignment(costs, bins, bin_of);
+    if (costs.empty()) {
+      ws_.order.clear();
+      return {};
+    }
+    (void)detail::partition_workspace::check_costs(costs);
+    reserve(costs.size(), bins, balance_method::lpt);
+    ws_.costs = costs;
+    ws_.k = bins;
+    ws_.equal = equal_count;
+    ws_.sort_items(hint);
+    const double seed = ws_.max_load(bin_of);
+    if (!exact_applies() || node_budget == 0) return {seed, 0};
+    exact_.run(ws_, bin_of, seed, node_budget);
+    return {ws_.max_load(bin_of), exact_.nodes()};
   }
 
   /// @brief `refined`'s later steps on an existing assignment `bin_of` (e.g.
@@ -193,13 +239,7 @@ class partitioner {
   /// `bin_of[i]` for a bin out of range.
   double improve(std::span<const double> costs, std::uint32_t bins, bool equal_count,
                  std::span<std::uint32_t> bin_of, std::span<const std::uint32_t> hint = {}) {
-    require(bins > 0 && bins <= max_partition_bins, "bins", "number of bins must be in [1, ",
-            max_partition_bins, "], got ", bins);
-    require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
-            " entries, need ", costs.size());
-    for (std::size_t i = 0; i < bin_of.size(); ++i)
-      if (bin_of[i] >= bins)
-        fail(errc::invalid_argument, cat("bin_of[", i, "]"), "bin ", bin_of[i], " >= bins ", bins);
+    check_assignment(costs, bins, bin_of);
     const std::size_t n = costs.size();
     if (n == 0) {
       ws_.order.clear();
@@ -228,6 +268,22 @@ class partitioner {
   [[nodiscard]] std::span<const std::uint32_t> ranking() const noexcept { return ws_.order; }
 
  private:
+  // improve() / finish(): the bin count and an existing assignment.
+  static void check_assignment(std::span<const double> costs, std::uint32_t bins,
+                               std::span<const std::uint32_t> bin_of) {
+    require(bins > 0 && bins <= max_partition_bins, "bins", "number of bins must be in [1, ",
+            max_partition_bins, "], got ", bins);
+    require(bin_of.size() == costs.size(), "bin_of", "output has ", bin_of.size(),
+            " entries, need ", costs.size());
+    for (std::size_t i = 0; i < bin_of.size(); ++i)
+      if (bin_of[i] >= bins)
+        fail(errc::invalid_argument, cat("bin_of[", i, "]"), "bin ", bin_of[i], " >= bins ", bins);
+  }
+
+  [[nodiscard]] bool exact_applies() const noexcept {
+    return exact_applies(ws_.costs.size(), ws_.k);
+  }
+
   // `refined`'s KK step: KK cannot beat max(mean, largest item), so it is
   // skipped once `best` is within refine_kk_skip_gap of that bound; otherwise
   // KK runs and replaces bin_of when better. Small problems always refine

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "disttrain/comm/detail/plan_stamp.hpp"
+#include "disttrain/comm/plan_stamp.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/core/check.hpp"
 

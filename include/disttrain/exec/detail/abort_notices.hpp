@@ -7,7 +7,7 @@
 /// At the start of a run each peer gets one posted 32-byte receive on the
 /// program's control tag. The executor's waits go through `wait`: the
 /// backend's own wait in slices of `poll_ms`, the notices tested in between.
-/// A rank that fails sends each peer a notice (`detail::plan_stamp` with
+/// A rank that fails sends each peer a notice (`plan_stamp` with
 /// `notice_value`, `plan` = the error code, `message` = the run's sequence
 /// number with that peer, `bytes` = 1 + the rank whose error it was: itself,
 /// or the origin of the notice that stopped it, so that the whole chain of
@@ -29,7 +29,7 @@
 
 #include "disttrain/comm/backend.hpp"
 #include "disttrain/comm/detail/backend_parts.hpp"
-#include "disttrain/comm/detail/plan_stamp.hpp"
+#include "disttrain/comm/plan_stamp.hpp"
 #include "disttrain/core/check.hpp"
 
 namespace disttrain::detail {

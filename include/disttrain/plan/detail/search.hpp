@@ -196,45 +196,46 @@ class plan_search : private search_space {
   /// L (Megatron-LM's rules).
   void backbone_configs() {
     nodes_.clear();
-    const double L = static_cast<double>(mods_[bi_].layers);
-    for (int n : divisors(S_)) {
-      const int m = S_ / n;
+    for (int n : divisors(S_))
       for (int tp : mods_[bi_].tps)
         for (recompute_mode rc : rcs_)
-          for (int dp : divisors(n)) {
-            const int k = n / dp;
-            const double r = tables_.rho(tables_.table(bi_, tp, rc, k));
-            for (int pp = min_pp_b_; pp <= max_pp_b_; ++pp) {
-              if (static_cast<long long>(tp) * pp * dp > N_) break;
-              const double lb =
-                  (static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + r * L) *
-                  (1.0 - 1e-9);
-              nodes_.push_back(backbone_cfg{lb, n, tp, dp, pp, k, rc, nullptr});
-              if (opt_.zero_bubble) {
-                // ZB-H1: the fill is sum (t_j - 2 W_j) + 2 max W >= rho_zb L (W <= F + B).
-                const double rz = tables_.rho_zb(tables_.table(bi_, tp, rc, k)) * L;
-                const double x =
-                    static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + rz;
-                nodes_.push_back(
-                    backbone_cfg{x - std::abs(x) * 1e-9, n, tp, dp, pp, k, rc, nullptr, 1, true});
-              }
-              if (pp < 2 || m % pp != 0) continue;
-              for (int v = 2; v <= opt_.max_virtual_stages; ++v) {
-                if (mods_[bi_].layers % v != 0 || mods_[bi_].layers / v < pp) continue;
-                const double vv = static_cast<double>(v);
-                const double t = r * L / static_cast<double>(pp);
-                const double lbv =
-                    (static_cast<double>(m - 1) * t + (r * L / vv + (1.0 - 1.0 / vv) * t)) *
-                    (1.0 - 1e-9);
-                nodes_.push_back(backbone_cfg{lbv, n, tp, dp, pp, k, rc, nullptr, v});
-              }
-            }
-          }
-    }
+          for (int dp : divisors(n))
+            add_depths(backbone_cfg{0.0, n, tp, dp, 0, n / dp, rc, nullptr});
     pending_.resize(nodes_.size());
     for (std::size_t i = 0; i < nodes_.size(); ++i) pending_[i] = {nodes_[i].lb, i};
     std::make_heap(pending_.begin(), pending_.end(), std::greater<>{});
     sorted_.clear();
+  }
+
+  /// @brief The nodes of backbone `c` (its samples per microbatch, TP, DP,
+  /// recompute; `pp` and the bound unset) at every pipeline depth: plain
+  /// 1F1B, ZB-H1 when enabled, and each interleaving Megatron-LM allows.
+  void add_depths(const backbone_cfg& c) {
+    const double L = static_cast<double>(mods_[bi_].layers);
+    const int m = S_ / c.n;
+    const double r = tables_.rho(tables_.table(bi_, c.tp, c.rc, c.k));
+    for (int pp = min_pp_b_; pp <= max_pp_b_; ++pp) {
+      if (static_cast<long long>(c.tp) * pp * c.dp > N_) break;
+      const double lb =
+          (static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + r * L) * (1.0 - 1e-9);
+      nodes_.push_back(backbone_cfg{lb, c.n, c.tp, c.dp, pp, c.k, c.rc, nullptr});
+      if (opt_.zero_bubble) {
+        // ZB-H1: the fill is sum (t_j - 2 W_j) + 2 max W >= rho_zb L (W <= F + B).
+        const double rz = tables_.rho_zb(tables_.table(bi_, c.tp, c.rc, c.k)) * L;
+        const double x = static_cast<double>(m - 1) * (r * L / static_cast<double>(pp)) + rz;
+        nodes_.push_back(
+            backbone_cfg{x - std::abs(x) * 1e-9, c.n, c.tp, c.dp, pp, c.k, c.rc, nullptr, 1, true});
+      }
+      if (pp < 2 || m % pp != 0) continue;
+      for (int v = 2; v <= opt_.max_virtual_stages; ++v) {
+        if (mods_[bi_].layers % v != 0 || mods_[bi_].layers / v < pp) continue;
+        const double vv = static_cast<double>(v);
+        const double t = r * L / static_cast<double>(pp);
+        const double lbv =
+            (static_cast<double>(m - 1) * t + (r * L / vv + (1.0 - 1.0 / vv) * t)) * (1.0 - 1e-9);
+        nodes_.push_back(backbone_cfg{lbv, c.n, c.tp, c.dp, pp, c.k, c.rc, nullptr, v});
+      }
+    }
   }
 
   /// @brief The i-th backbone configuration in increasing bound order, or
@@ -513,7 +514,15 @@ class plan_search : private search_space {
       for (int ppe = se ? 1 : 0; ppe <= max_e; ++ppe) {
         if (gb + ppe + ppg > N_) break;
         if (b.zb && !ready(ppe + b.pp + ppg)) continue;
-        pair_search(b, gb, ppe, ppg, ppe + b.pp + ppg, m, md);
+        pair_search({.b = b,
+                     .gb = gb,
+                     .ppe = ppe,
+                     .ppg = ppg,
+                     .P = ppe + b.pp + ppg,
+                     .m = m,
+                     .md = md,
+                     .se = se,
+                     .sg = sg});
       }
     }
   }
@@ -532,51 +541,92 @@ class plan_search : private search_space {
                      : boundary_of(dirs, a_in, a_nic, b_in, b_nic, false);
   }
 
-  void pair_search(const backbone_cfg& b, long long gb, int ppe, int ppg, int P, int m,
-                   side_mode md) {
-    static const side_list none{{side_option{}}};
-    const side_list* E = &none;
-    const side_list* G = &none;
-    const bool se = has_e_ && !md.ce, sg = has_g_ && !md.cg;  // separate side modules
-    auto in_flight = [&](int pos) {
-      return b.zb ? zb_h1_in_flight(P, m) : one_f_one_b_in_flight(P, pos, m);
-    };
-    if (se) {
-      std::vector<int> fl;
-      for (int j = 0; j < ppe; ++j) fl.push_back(in_flight(j));
-      E = &sides_.options(ei_, b.n, ppe, fl, stats_, viol_);
+  /// @brief A backbone configuration with side-module depths: what
+  /// pair_search pairs (the arguments that travel together).
+  struct pair_query {
+    const backbone_cfg& b;
+    long long gb = 0;  ///< the backbone's GPUs (tp x pp x dp)
+    int ppe = 0;       ///< encoder stages (0: colocated or none)
+    int ppg = 0;       ///< generator stages (0: colocated or none)
+    int P = 0;         ///< chain stages, ppe + pp + ppg
+    int m = 0;         ///< microbatches
+    side_mode md{};    ///< which side modules are colocated
+    bool se = false;   ///< the encoder is a separate module
+    bool sg = false;   ///< the generator is a separate module
+    [[nodiscard]] long long stage_ranks() const noexcept {
+      return static_cast<long long>(b.tp) * b.dp;  // ranks per backbone stage
     }
-    if (sg) {
-      std::vector<int> fl;
-      for (int j = 0; j < ppg; ++j) fl.push_back(in_flight(ppe + b.pp + j));
-      G = &sides_.options(gi_, b.n, ppg, fl, stats_, viol_);
-    }
+  };
+
+  /// @brief The boundary transfers between the backbone and its separate side
+  /// modules: NVLink / NIC halves on the backbone's side, and the directions.
+  struct boundary_halves {
+    double e_in = 0.0, e_nic = 0.0, g_in = 0.0, g_nic = 0.0;
+    double dirs_e = 0.0, dirs_g = 0.0;
+  };
+
+  /// @brief Every pairing of `q`'s backbone with the side modules' options
+  /// (encoder options by GPUs, then generator options, largest affordable
+  /// first, while the bound can beat the incumbent).
+  void pair_search(const pair_query& q) {
+    const side_list* E = side_options(q, ei_, q.se, 0, q.ppe);
+    const side_list* G = side_options(q, gi_, q.sg, q.ppe + q.b.pp, q.ppg);
     if (E->options.empty() || G->options.empty()) return;
-    const long long sb = static_cast<long long>(b.tp) * b.dp;  // ranks per backbone stage
-    const double be_in = se ? sides_.transfer_time(ei_, b.k, b.tp, true) : 0.0;
-    const double be_nic = se ? sides_.transfer_time(ei_, b.k, b.tp, false) : 0.0;
-    const double bg_in = sg ? sides_.transfer_time(gi_, b.k, b.tp, true) : 0.0;
-    const double bg_nic = sg ? sides_.transfer_time(gi_, b.k, b.tp, false) : 0.0;
-    const double dirs_e = se ? mods_[ei_].dirs : 0.0;
-    const double dirs_g = mods_[bi_].dirs;
-    // Generator terms with this backbone in the best case (any placement), and prefix minima (over
-    // fewer GPUs) for the bound.
-    const std::size_t ng = G->options.size();
+    const boundary_halves h = halves_of(q);
+    generator_bounds(q, *G, h);
+    const long long budget = N_ - q.gb;
+    for (const side_option& e : E->options) {
+      if (e.gpus + G->options.front().gpus > budget) break;
+      if (e.gpus % q.b.tp != 0) continue;  // the backbone's first rank must be a multiple of its tp
+      const module_terms et = q.se ? encoder_terms(q, e, h) : module_terms{};
+      const module_terms bt = backbone_terms_at(q.b, bctx_, e.gpus);
+      pair_generators(q, *G, e, {et, bt}, h);
+    }
+  }
+
+  /// @brief A separate side module's options for `depth` stages from chain
+  /// position `first` (their in-flight counts), or the one empty option.
+  const side_list* side_options(const pair_query& q, std::size_t module, bool separate, int first,
+                                int depth) {
+    static const side_list none{{side_option{}}};
+    if (!separate) return &none;
+    std::vector<int> fl;
+    for (int j = 0; j < depth; ++j)
+      fl.push_back(q.b.zb ? zb_h1_in_flight(q.P, q.m) : one_f_one_b_in_flight(q.P, first + j, q.m));
+    return &sides_.options(module, q.b.n, depth, fl, stats_, viol_);
+  }
+
+  [[nodiscard]] boundary_halves halves_of(const pair_query& q) const {
+    const backbone_cfg& b = q.b;
+    boundary_halves h;
+    h.e_in = q.se ? sides_.transfer_time(ei_, b.k, b.tp, true) : 0.0;
+    h.e_nic = q.se ? sides_.transfer_time(ei_, b.k, b.tp, false) : 0.0;
+    h.g_in = q.sg ? sides_.transfer_time(gi_, b.k, b.tp, true) : 0.0;
+    h.g_nic = q.sg ? sides_.transfer_time(gi_, b.k, b.tp, false) : 0.0;
+    h.dirs_e = q.se ? mods_[ei_].dirs : 0.0;
+    h.dirs_g = mods_[bi_].dirs;
+    return h;
+  }
+
+  /// @brief The generator options' terms with this backbone in the best case
+  /// (any placement), and their prefix minima (over fewer GPUs) for the bound.
+  void generator_bounds(const pair_query& q, const side_list& G, const boundary_halves& h) {
+    const std::size_t ng = G.options.size();
     gterms_.assign(ng, module_terms{});
     pmin_t_.resize(ng);
     pmin_path_.resize(ng);
     pmin_zpath_.resize(ng);
     for (std::size_t i = 0; i < ng; ++i) {
-      const side_option& o = G->options[i];
-      if (sg) {
+      const side_option& o = G.options[i];
+      if (q.sg) {
         gterms_[i].max_stage_s = o.max_stage;
         gterms_[i].path_s =
-            o.path_base + best_boundary(dirs_g, bg_in, bg_nic, o.side_in, o.side_nic,
-                                        may_share_node(sb, o.links.ranks, g_));
+            o.path_base + best_boundary(h.dirs_g, h.g_in, h.g_nic, o.side_in, o.side_nic,
+                                        may_share_node(q.stage_ranks(), o.links.ranks, g_));
         gterms_[i].sync_s = o.sync;
         gterms_[i].stages = o.pp;
         gterms_[i].loop_s = gterms_[i].path_s;
-        if (b.zb) add_weights(gterms_[i], o.layout->weights);
+        if (q.b.zb) add_weights(gterms_[i], o.layout->weights);
       }
       // ZB-H1: the path less twice the W sum (the bound's W terms are 0).
       const double zpath = gterms_[i].path_s - 2.0 * gterms_[i].w_sum_s;
@@ -585,62 +635,86 @@ class plan_search : private search_space {
       pmin_path_[i] = i == 0 ? gterms_[i].path_s : std::min(pmin_path_[i - 1], gterms_[i].path_s);
       pmin_zpath_[i] = i == 0 ? zpath : std::min(pmin_zpath_[i - 1], zpath);
     }
-    const long long budget = N_ - gb;
-    for (const side_option& e : E->options) {
-      if (e.gpus + G->options.front().gpus > budget) break;
-      if (e.gpus % b.tp != 0) continue;  // the backbone's first rank must be a multiple of its tp
-      module_terms et{};
-      if (se) {
-        const long long se_ranks = e.links.ranks;
-        et.max_stage_s = e.max_stage;
-        et.path_s = e.path_base +
-                    boundary_of(dirs_e, e.side_in, e.side_nic, be_in, be_nic,
-                                blocks_in_one_node(e.gpus - se_ranks, se_ranks, e.gpus, sb, g_));
-        et.sync_s = e.sync;
-        et.stages = e.pp;
-        et.loop_s = et.path_s;
-        if (b.zb) add_weights(et, e.layout->weights);
+  }
+
+  /// @brief The separate encoder option `e`'s terms, placed first (rank 0).
+  module_terms encoder_terms(const pair_query& q, const side_option& e, const boundary_halves& h) {
+    module_terms et{};
+    const long long se_ranks = e.links.ranks;
+    et.max_stage_s = e.max_stage;
+    et.path_s = e.path_base + boundary_of(h.dirs_e, e.side_in, e.side_nic, h.e_in, h.e_nic,
+                                          blocks_in_one_node(e.gpus - se_ranks, se_ranks, e.gpus,
+                                                             q.stage_ranks(), g_));
+    et.sync_s = e.sync;
+    et.stages = e.pp;
+    et.loop_s = et.path_s;
+    if (q.b.zb) add_weights(et, e.layout->weights);
+    return et;
+  }
+
+  /// @brief The separate generator option `go`'s terms, placed from rank `base_g`.
+  module_terms generator_terms(const pair_query& q, const side_option& go, long long base_g,
+                               const boundary_halves& h) {
+    module_terms gt{};
+    gt.max_stage_s = go.max_stage;
+    gt.sync_s = place(go.links, base_g, link_case::placed, g_, hops_);
+    gt.path_s = accumulate_path({.stage_s = go.layout->times, .hop_s = hops_}, 0.0) +
+                boundary_of(h.dirs_g, h.g_in, h.g_nic, go.side_in, go.side_nic,
+                            blocks_in_one_node(base_g - q.stage_ranks(), q.stage_ranks(), base_g,
+                                               go.links.ranks, g_));
+    gt.stages = go.pp;
+    gt.loop_s = gt.path_s;
+    if (q.b.zb) add_weights(gt, go.layout->weights);
+    return gt;
+  }
+
+  /// @brief An encoder option's terms and the backbone's beside it.
+  struct front_terms {
+    module_terms encoder, backbone;
+  };
+
+  /// @brief Encoder option `e` with every generator option it can afford,
+  /// most GPUs first; stops where the bound (prefix minima) exceeds the
+  /// incumbent, which bounds every option with fewer GPUs.
+  void pair_generators(const pair_query& q, const side_list& G, const side_option& e,
+                       const front_terms& f, const boundary_halves& h) {
+    const long long budget = N_ - q.gb;
+    const long long base_g = q.gb + e.gpus;  // the generator's first rank
+    // Affordable generator options: [0, idx), idx >= 1 by pair_search's check.
+    const auto idx = static_cast<std::size_t>(
+        std::upper_bound(G.options.begin(), G.options.end(), budget - e.gpus,
+                         [](long long v, const side_option& o) { return v < o.gpus; }) -
+        G.options.begin());
+    for (std::size_t i = idx; i-- > 0;) {
+      {
+        const module_terms arr[3] = {
+            f.encoder, f.backbone,
+            module_terms{pmin_t_[i], pmin_zpath_[i], 0.0, q.ppg, pmin_path_[i]}};
+        if (combine(q.m, arr).iteration_s > best_.time()) break;  // bounds every option in [0, i]
       }
-      const module_terms bt = backbone_terms_at(b, bctx_, e.gpus);
-      const long long base_g = gb + e.gpus;  // the generator's first rank
-      // Affordable generator options: [0, idx), idx >= 1 by the check above.
-      const auto idx = static_cast<std::size_t>(
-          std::upper_bound(G->options.begin(), G->options.end(), budget - e.gpus,
-                           [](long long v, const side_option& o) { return v < o.gpus; }) -
-          G->options.begin());
-      for (std::size_t i = idx; i-- > 0;) {
-        {
-          const module_terms arr[3] = {
-              et, bt, module_terms{pmin_t_[i], pmin_zpath_[i], 0.0, ppg, pmin_path_[i]}};
-          if (combine(m, arr).iteration_s > best_.time()) break;  // bounds every option in [0, i]
-        }
-        const side_option& go = G->options[i];
-        if (sg && base_g % go.tp != 0) continue;
-        ++stats_.pairs_evaluated;
-        module_terms gt{};
-        if (sg) {
-          gt.max_stage_s = go.max_stage;
-          gt.sync_s = place(go.links, base_g, link_case::placed, g_, hops_);
-          gt.path_s = accumulate_path({.stage_s = go.layout->times, .hop_s = hops_}, 0.0) +
-                      boundary_of(dirs_g, bg_in, bg_nic, go.side_in, go.side_nic,
-                                  blocks_in_one_node(base_g - sb, sb, base_g, go.links.ranks, g_));
-          gt.stages = go.pp;
-          gt.loop_s = gt.path_s;
-          if (b.zb) add_weights(gt, go.layout->weights);
-        }
-        const module_terms arr[3] = {et, bt, gt};
-        const double time = combine(m, arr).iteration_s;
-        const long long gpus = gb + e.gpus + go.gpus;
-        if (!best_.may_improve(time, gpus)) continue;
-        parallel_plan p = base_plan(b);
-        set_module(p, bi_, b.tp, b.pp, b.dp, b.rc, b.layout->layers, b.v);
-        if (se) set_module(p, ei_, e.tp, e.pp, e.dp, e.rc, e.layout->layers);
-        if (sg) set_module(p, gi_, go.tp, go.pp, go.dp, go.rc, go.layout->layers);
-        if (md.ce) set_colocated(p, ei_, b);
-        if (md.cg) set_colocated(p, gi_, b);
-        best_.consider(time, gpus, std::move(p));
-      }
+      const side_option& go = G.options[i];
+      if (q.sg && base_g % go.tp != 0) continue;
+      ++stats_.pairs_evaluated;
+      const module_terms gt = q.sg ? generator_terms(q, go, base_g, h) : module_terms{};
+      const module_terms arr[3] = {f.encoder, f.backbone, gt};
+      const double time = combine(q.m, arr).iteration_s;
+      const long long gpus = q.gb + e.gpus + go.gpus;
+      if (best_.may_improve(time, gpus)) consider_pair(q, e, go, time, gpus);
     }
+  }
+
+  /// @brief The plan of `q`'s backbone with encoder option `e` and generator
+  /// option `go`, offered to the incumbent.
+  void consider_pair(const pair_query& q, const side_option& e, const side_option& go, double time,
+                     long long gpus) {
+    const backbone_cfg& b = q.b;
+    parallel_plan p = base_plan(b);
+    set_module(p, bi_, b.tp, b.pp, b.dp, b.rc, b.layout->layers, b.v);
+    if (q.se) set_module(p, ei_, e.tp, e.pp, e.dp, e.rc, e.layout->layers);
+    if (q.sg) set_module(p, gi_, go.tp, go.pp, go.dp, go.rc, go.layout->layers);
+    if (q.md.ce) set_colocated(p, ei_, b);
+    if (q.md.cg) set_colocated(p, gi_, b);
+    best_.consider(time, gpus, std::move(p));
   }
 
   static void set_module(parallel_plan& p, std::size_t i, int tp, int pp, int dp, recompute_mode rc,

@@ -33,6 +33,7 @@ class branch_and_bound {
     for (std::size_t i = 0; i < n; ++i) total += ws.costs[i];
     const double lower = std::max(ws.costs[ws.order[0]], total / static_cast<double>(ws.k));
     const double tol = best * 1e-12;
+    nodes_ = 0;
     if (best <= lower + tol) return best;
     ws.load.assign(ws.k, 0.0);
     ws.count.assign(ws.k, 0);
@@ -44,11 +45,15 @@ class branch_and_bound {
     found_ = false;
     lower_ = lower;
     branch(ws, 0, 0.0, 0);
+    nodes_ = std::min(nodes_, budget_);  // the node that found the budget spent was not visited
     if (found_) {
       for (std::size_t d = 0; d < n; ++d) bin_of[ws.order[d]] = best_path_[d];
     }
     return best_;
   }
+
+  /// @brief Search nodes the last run visited (0 when the seed was at the bound).
+  [[nodiscard]] std::size_t nodes() const noexcept { return nodes_; }
 
  private:
   void branch(partition_workspace& ws, std::size_t depth, double cur_max, std::uint32_t big) {

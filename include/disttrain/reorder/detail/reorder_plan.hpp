@@ -32,6 +32,7 @@ struct reorder_plan {
   std::vector<std::uint32_t> ranking;   ///< per cell: its members by cost (a partitioner hint)
   std::vector<cell_failure> bad;        ///< per slot: the cell no split could fit
   std::size_t bad_slots = 0;            ///< slots with such a cell
+  bool refined = false;  ///< cells split by `balance_method::refined` (the exact finish applies)
 
   /// @brief Copies `other` into this plan's buffers (no allocation once they
   /// have the capacity).
@@ -48,6 +49,7 @@ struct reorder_plan {
     ranking.assign(other.ranking.begin(), other.ranking.end());
     bad.assign(other.bad.begin(), other.bad.end());
     bad_slots = other.bad_slots;
+    refined = other.refined;
   }
 };
 

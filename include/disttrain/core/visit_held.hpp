@@ -4,14 +4,14 @@
 /// holds, through a chain of index tests. It replaces `std::visit` in the
 /// headers: `std::visit` builds a dispatch table per call site, which cost
 /// parse time in every translation unit that includes them
-/// (docs/header_cost.md).
+/// (docs/header_cost.md). Public: model/ uses it, and so may a trainer.
 
 #include <cstddef>
 #include <variant>
 
 #include "disttrain/core/check.hpp"
 
-namespace disttrain::detail {
+namespace disttrain {
 
 /// @brief `f(alternative held by v)`; `f` returns the same type for every
 /// alternative. Throws `errc::internal` for a valueless variant (one whose
@@ -27,4 +27,4 @@ decltype(auto) visit_held(F&& f, const std::variant<Ts...>& v) {
   }
 }
 
-}  // namespace disttrain::detail
+}  // namespace disttrain

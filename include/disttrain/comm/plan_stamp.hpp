@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 
-namespace disttrain::detail {
+namespace disttrain {
 
-/// Sent with every message of a route (32 bytes, one small extra message,
+/// @brief Sent with every message of a route (32 bytes, one small extra message,
 /// no extra round trip: the receiver posts its receive with the payload's):
 /// the sender's plan fingerprint and the message's stamp (plan fingerprint
 /// mixed with src, dst, phase and element count). The receiver compares the
@@ -38,7 +38,7 @@ struct plan_stamp {
 };
 static_assert(sizeof(plan_stamp) == 4 * sizeof(std::int64_t));
 
-/// "0x0123456789abcdef".
+/// @brief A 64-bit fingerprint as errors print it: "0x0123456789abcdef".
 [[nodiscard]] inline std::string hex64(std::uint64_t v) {
   constexpr char digits[] = "0123456789abcdef";
   std::string s = "0x0000000000000000";
@@ -46,4 +46,4 @@ static_assert(sizeof(plan_stamp) == 4 * sizeof(std::int64_t));
   return s;
 }
 
-}  // namespace disttrain::detail
+}  // namespace disttrain
