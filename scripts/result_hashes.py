@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Hashes of what a refactor must keep: the planner's plans (every preset,
 three option sets, with the simulated iterations that run the reorderer's
-maps) and the reorderer's maps on the benchmark's data shapes.
+maps), the reorderer's maps on the benchmark's data shapes, and the bound
+per-rank programs (every op's peer, bytes, tag, stamp and copy blocks) of
+every rank of four topologies (colocated, frozen, TP fan-out, DP ratios).
 
     scripts/result_hashes.py [BUILD_DIR]     (default build/dev)
 
@@ -10,7 +12,9 @@ results. Timing fields (solve_ms, wall_s, ... and the benchmark's times) are
 left out; everything else is hashed as the tools print it. Needs
 BUILD_DIR/tools/disttrain-plan, and BUILD_DIR/benchmarks/bench_reorder for
 the map lines (configure with -DDISTTRAIN_BUILD_BENCHMARKS=ON; skipped, and
-said, without it).
+said, without it), and the Python package (scripts/quickstart.sh test-python
+installs it into build/python-venv; run this script with that venv's python)
+for the program lines (skipped, and said, without it).
 """
 import hashlib
 import json
@@ -51,6 +55,7 @@ def main():
     bench = os.path.join(build, "benchmarks", "bench_reorder")
     if not os.access(bench, os.X_OK):
         print(f"reorder maps: skipped ({bench} not built)")
+        bind_hashes()
         return
     for section in ("--e2e", "--limits"):
         out = subprocess.run([bench, section, "--json"], check=True, capture_output=True,
@@ -61,6 +66,59 @@ def main():
         kept = {k: [{c: v for c, v in r.items() if not c.endswith(TIMING) and "ratio" not in c}
                     for r in t] for k, t in rows.items()}
         print(f"reorder {section[2:]:10} {'':12} {digest(kept)}")
+    bind_hashes()
+
+
+# Topologies whose every rank's bound program is hashed: a colocated encoder
+# before the backbone (module ids and rank-owning indices differ), a frozen
+# encoder, TP fan-out on both sides, DP ratios 2->1, 1->3, 3->2.
+BIND_TOPOLOGIES = [
+    [{"name": "vit", "role": "encoder", "tp": 1, "pp": 1, "dp": 2},
+     {"name": "llm", "role": "backbone", "tp": 2, "pp": 2, "dp": 1},
+     {"name": "dit", "role": "generator", "tp": 1, "pp": 1, "dp": 1}],
+    [{"name": "vit", "role": "encoder", "colocated": True},
+     {"name": "llm", "role": "backbone", "tp": 2, "pp": 2, "dp": 2},
+     {"name": "dit", "role": "generator", "tp": 2, "pp": 1, "dp": 3}],
+    [{"name": "vit", "role": "encoder", "tp": 2, "pp": 1, "dp": 3, "trainable": False},
+     {"name": "llm", "role": "backbone", "tp": 1, "pp": 3, "dp": 2, "layers": [3, 2, 3]},
+     {"name": "dit", "role": "generator", "colocated": True}],
+    [{"name": "audio", "role": "encoder", "tp": 1, "pp": 2, "dp": 1},
+     {"name": "llm", "role": "backbone", "tp": 4, "pp": 1, "dp": 1}],
+]
+
+
+def bind_hashes():
+    try:
+        import numpy as np
+        import disttrain as dt
+    except ImportError as e:
+        print(f"bound programs: skipped (the Python package is not importable: {e})")
+        return
+    rng = np.random.default_rng(7)
+    for i, topo in enumerate(BIND_TOPOLOGIES):
+        t = dt.topology(topo)
+        owning = t["owning_modules"]
+        n, mb = 24, 4
+        costs = rng.uniform(0.5, 2.0, size=(n, len(owning)))
+        m = dt.reorderer_of(topo, mb).assign(costs)
+        links = len(t["chain"]) - 1
+        shapes = [{"hidden": 8 + 4 * l, "rows": rng.integers(1, 9, size=n), "elem_size": 2}
+                  for l in range(links)]
+        for split in (False, True):
+            h = hashlib.sha256()
+            for r in range(t["world_size"]):
+                prog = dt.bind_rank(topo, m, shapes, r, buckets=2, split_backward=split)
+                for k in sorted(prog):
+                    v = prog[k]
+                    h.update(k.encode())
+                    if isinstance(v, np.ndarray):
+                        h.update(str(v.dtype).encode() + np.ascontiguousarray(v).tobytes())
+                    elif isinstance(v, list):
+                        for b in v:
+                            h.update(b"-" if b is None else np.ascontiguousarray(b).tobytes())
+                    else:
+                        h.update(repr(v).encode())
+            print(f"program topology{i} {'split' if split else 'fused':12} {h.hexdigest()[:16]}")
 
 
 if __name__ == "__main__":
