@@ -78,8 +78,7 @@ std::uint64_t hash_world(const bound_world& w) {
 // The routes bind_rank plans for `rank` (slots into / out of its stage),
 // planned alone: the baseline of bind_rank.
 std::size_t plan_routes_of(const topology& t, const reorder_result& map,
-                           const std::vector<link_shape>& shapes, const rank_layout& L, int rank,
-                           bool all_links) {
+                           const std::vector<link_shape>& shapes, int rank, bool all_links) {
   const topology_coord me = t.coord(rank);
   const int c = t.chain_stage(me.module, me.stage);
   std::size_t messages = 0;
@@ -94,13 +93,14 @@ std::size_t plan_routes_of(const topology& t, const reorder_result& map,
       for (const std::uint32_t idx : mp.samples) a.rows.push_back(ls.rows[idx]);
       const auto [ma, sa] = t.chain_at(link);
       const auto [mb, sb] = t.chain_at(link + 1);
-      const route_endpoint up{t.owning_index(ma), sa.value}, down{t.owning_index(mb), sb.value};
-      const sample_placement& pu = mp.module[static_cast<std::size_t>(up.segment)];
-      const sample_placement& pd = mp.module[static_cast<std::size_t>(down.segment)];
+      const route_endpoint up{ma, sa}, down{mb, sb};
+      // The sample map lists the modules that own ranks (topology::owning_modules).
+      const sample_placement& pu = mp.module[static_cast<std::size_t>(t.owning_index(ma))];
+      const sample_placement& pd = mp.module[static_cast<std::size_t>(t.owning_index(mb))];
       for (const bool bwd : {false, true}) {
         const route_options o{ls.split, true, bwd};
         const route_plan r =
-            bwd ? plan_route(L, down, pd, up, pu, a, o) : plan_route(L, up, pu, down, pd, a, o);
+            bwd ? plan_route(t, down, pd, up, pu, a, o) : plan_route(t, up, pu, down, pd, a, o);
         messages += r.messages().size();
       }
     }
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   const topology topo = topology_of(plan, sc.model);
   const pipeline_schedule chain = chain_program(topo, {.microbatches = microbatches});
 
-  // The batch, its costs per segment and its sample map.
+  // The batch, its costs per module and its sample map.
   const data_sampler sampler(sc.data);
   const std::vector<sample> batch = sampler.draw_batch(0, static_cast<std::size_t>(samples));
   std::vector<model_workload> work;
@@ -144,7 +144,6 @@ int main(int argc, char** argv) {
   reorder_result map = reo.assign(meta);
   const std::vector<link_shape> shapes =
       plan_link_shapes(plan, cm, topo, map, std::span<const model_workload>(work));
-  const rank_layout L = layout_of(topo);
 
   // 1. One rank: the slowest of a few representative ranks.
   std::vector<int> ranks;
@@ -176,7 +175,7 @@ int main(int argc, char** argv) {
     }
   }
   rank_routes_ms =
-      ms_of([&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, L, slowest, false)); },
+      ms_of([&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, slowest, false)); },
             quick, &rank_routes_cpu_ms);
 
   // 2. The whole world.
@@ -185,7 +184,7 @@ int main(int argc, char** argv) {
   const double world_ms =
       ms_of([&] { world = bind_world(topo, chain, map, shapes); }, quick, &world_cpu_ms);
   const double world_routes_ms =
-      ms_of([&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, L, 0, true)); }, quick,
+      ms_of([&] { bench::do_not_optimize(plan_routes_of(topo, map, shapes, 0, true)); }, quick,
             &world_routes_cpu_ms);
   const std::uint64_t hash = hash_world(world);
   // bind_rank and bind_world agree on the slowest rank.

@@ -151,7 +151,8 @@ void stream_routes(disttrain::local_backend& ep, const disttrain::route_plan& pl
 
 // The plan of a route moving `bytes` from rank 0 to rank 1 in one contiguous message.
 disttrain::route_plan one_message_route(std::size_t bytes) {
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 1},
+                               {"b", disttrain::module_role::backbone, 1, 1, 1}});
   const auto p = disttrain::sample_placement::round_robin(1, 1);
   return disttrain::plan_boundary_route(
       L, 0, p, p, disttrain::activation_shape{{static_cast<std::int64_t>(bytes / 1024)}, 1024, 1},
@@ -285,7 +286,7 @@ struct route_bench {
   std::size_t messages;
 };
 
-route_bench bench_plan(const std::string& name, const disttrain::rank_layout& L, int n, int dp_a,
+route_bench bench_plan(const std::string& name, const disttrain::topology& L, int n, int dp_a,
                        int dp_b, std::int64_t hidden, bool quick) {
   std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
   for (int s = 0; s < n; ++s)
@@ -318,7 +319,8 @@ struct exec_result {
 
 // Executes a 2 -> 1 route (TP 1) on the local backend, 3 threads, rows split (zero copy).
 exec_result bench_exec(bool quick) {
-  const disttrain::rank_layout L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 1, 1, 1}});
+  const disttrain::topology L({{"enc", disttrain::module_role::encoder, 1, 1, 2},
+                               {"llm", disttrain::module_role::backbone, 1, 1, 1}});
   const int n = 8;
   const std::int64_t hidden = quick ? 1024 : 4096;
   const disttrain::activation_shape shape{std::vector<std::int64_t>(n, quick ? 256 : 2048), hidden,
@@ -377,18 +379,21 @@ int main(int argc, char** argv) {
   for (std::size_t s : sizes) measure_p2p(s, opt.quick, p2p);
   std::vector<route_bench> plans;
   // Paper's worked example: encoder DP 2 TP 2 -> backbone stage DP 3 TP 4, 1172-GPU scale boundaries.
-  plans.push_back(bench_plan(
-      "vit dp2 tp2 -> llm dp3 tp4",
-      disttrain::rank_layout({{"vit", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 1, 3}}),
-      opt.quick ? 48 : 192, 2, 3, 5120, opt.quick));
-  plans.push_back(bench_plan(
-      "llm dp16 tp8 -> gen dp48 tp1",
-      disttrain::rank_layout({{"llm", "backbone", 8, 1, 16}, {"gen", "generator", 1, 1, 48}}),
-      opt.quick ? 96 : 960, 16, 48, 8192, opt.quick));
-  plans.push_back(bench_plan(
-      "vit dp64 tp1 -> llm dp12 tp8",
-      disttrain::rank_layout({{"vit", "encoder", 1, 1, 64}, {"llm", "backbone", 8, 1, 12}}),
-      opt.quick ? 96 : 960, 64, 12, 8192, opt.quick));
+  plans.push_back(
+      bench_plan("vit dp2 tp2 -> llm dp3 tp4",
+                 disttrain::topology({{"vit", disttrain::module_role::encoder, 2, 1, 2},
+                                      {"llm", disttrain::module_role::backbone, 4, 1, 3}}),
+                 opt.quick ? 48 : 192, 2, 3, 5120, opt.quick));
+  plans.push_back(
+      bench_plan("llm dp16 tp8 -> gen dp48 tp1",
+                 disttrain::topology({{"llm", disttrain::module_role::backbone, 8, 1, 16},
+                                      {"gen", disttrain::module_role::generator, 1, 1, 48}}),
+                 opt.quick ? 96 : 960, 16, 48, 8192, opt.quick));
+  plans.push_back(
+      bench_plan("vit dp64 tp1 -> llm dp12 tp8",
+                 disttrain::topology({{"vit", disttrain::module_role::encoder, 1, 1, 64},
+                                      {"llm", disttrain::module_role::backbone, 8, 1, 12}}),
+                 opt.quick ? 96 : 960, 64, 12, 8192, opt.quick));
   const exec_result ex = bench_exec(opt.quick);
 
   if (opt.json) {

@@ -39,9 +39,11 @@ int main() {
     const std::vector<int> on_backbone{2, 0, 1, 1, 2, 0, 2, 1, 0};
     const auto pa = disttrain::sample_placement::from_replica_map(on_encoder, 2);
     const auto pb = disttrain::sample_placement::from_replica_map(on_backbone, 3);
-    // Segments in pipeline order: {name, role, tp, pp, dp}; 8 GPUs per node.
-    const disttrain::rank_layout layout({{"vit", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 1, 3}},
-                                        8);
+    // Modules in pipeline order: {name, role, tp, pp, dp}; 8 GPUs per node, every TP group
+    // inside one node.
+    const disttrain::topology layout({{"vit", disttrain::module_role::encoder, 1, 1, 2},
+                                      {"llm", disttrain::module_role::backbone, 2, 1, 3}});
+    disttrain::require_tp_in_nodes(layout, 8, "route_local");
     const disttrain::activation_shape shape{rows, hidden, sizeof(float)};
     const auto plan = disttrain::plan_boundary_route(layout, 0, pa, pb, shape);
 
@@ -54,9 +56,9 @@ int main() {
       dst[static_cast<std::size_t>(r)].resize(
           static_cast<std::size_t>(plan.destination_elements(r)));
       const auto c = layout.coord(r);
-      if (c.segment != 0) continue;
+      if (c.module != disttrain::module_id{0}) continue;
       std::size_t at = 0;  // a replica's buffer: its samples' rows, in placement order
-      for (int smp : pa.samples(c.replica))
+      for (int smp : pa.samples(c.replica.value))
         for (std::int64_t i = 0; i < rows[static_cast<std::size_t>(smp)]; ++i)
           for (int col = 0; col < hidden; ++col) s[at++] = value(smp, i, col);
     }
@@ -85,10 +87,10 @@ int main() {
     long long wrong = 0, checked = 0;
     for (int r = 0; r < world_size; ++r) {
       const auto c = layout.coord(r);
-      if (c.segment != 1) continue;
+      if (c.module != disttrain::module_id{1}) continue;
       const auto& d = dst[static_cast<std::size_t>(r)];
       std::size_t at = 0;
-      for (int smp : pb.samples(c.replica))
+      for (int smp : pb.samples(c.replica.value))
         for (std::int64_t i = 0; i < rows[static_cast<std::size_t>(smp)]; ++i)
           for (int col = 0; col < hidden; ++col, ++checked)
             if (d[at++] != value(smp, i, col)) ++wrong;

@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
     };
     // A whole route (rank 0 -> rank 1, one contiguous message sent in place)
     // with its always-on plan stamp: one 32-byte message ahead of the payload.
-    const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+    const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 1},
+                                 {"b", disttrain::module_role::backbone, 1, 1, 1}});
     const auto p1 = disttrain::sample_placement::round_robin(1, 1);
     const auto plan = disttrain::plan_boundary_route(
         L, 0, p1, p1, disttrain::activation_shape{{static_cast<std::int64_t>(s / 1024)}, 1024, 1},

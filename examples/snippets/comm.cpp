@@ -27,7 +27,8 @@ using snippets::run_ranks;
 // A route of 4 samples from an encoder (DP 2, ranks 0 and 1) to a backbone
 // (rank 2), `rows` x 8 floats per sample, and every rank's buffers for it.
 struct small_route {
-  disttrain::rank_layout layout{{{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 1, 1, 1}}};
+  disttrain::topology layout{{{"enc", disttrain::module_role::encoder, 1, 1, 2},
+                              {"llm", disttrain::module_role::backbone, 1, 1, 1}}};
   disttrain::route_plan plan =
       disttrain::plan_boundary_route(layout, 0, disttrain::sample_placement::round_robin(4, 2),
                                      disttrain::sample_placement::round_robin(4, 1),
@@ -235,7 +236,8 @@ void local_backend() {
 void route() {
   std::int64_t elements = 0;
   //! [route]
-  disttrain::rank_layout L({{"vit", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 1, 3}});
+  disttrain::topology L({{"vit", disttrain::module_role::encoder, 2, 1, 2},
+                         {"llm", disttrain::module_role::backbone, 4, 1, 3}});
   auto pa = disttrain::sample_placement::round_robin(6, 2);
   auto pb = disttrain::sample_placement::round_robin(6, 3);
   disttrain::activation_shape shape{{5, 7, 1, 9, 3, 4}, 1024, 2};

@@ -128,6 +128,31 @@ void topology() {
   snippets::check(r == 9, "topology rank");
 }
 
+void topology_groups() {
+  //! [topology_groups]
+  using disttrain::module_role;
+  disttrain::topology t({{"vit", module_role::encoder, 2, 1, 2},
+                         {"llm", module_role::backbone, 4, 2, 3},
+                         {"sd", module_role::generator, 1, 1, 4}});
+  // t.world_size() == 4 + 24 + 4; t.coord(5) is llm stage 0, replica 0, TP rank 1
+  auto tp = t.tp_group(disttrain::module_id{1}, disttrain::stage_id{0},
+                       disttrain::replica_id{2});  // {12, 13, 14, 15}
+  auto b = t.boundary_group(0);                    // vit ranks 0..3 and llm stage-0 ranks 4..15
+  int color = t.group_color(disttrain::group_kind::dp, 5);  // MPI_Comm_split's color
+  //! [topology_groups]
+  snippets::check(t.world_size() == 4 + 24 + 4, "world_size");
+  snippets::check(
+      t.coord(5) == disttrain::topology_coord{disttrain::module_id{1}, disttrain::stage_id{0},
+                                              disttrain::replica_id{0}, 1},
+      "coord(5)");
+  snippets::check(tp == std::vector<int>{12, 13, 14, 15}, "tp_group");
+  std::vector<int> first16;
+  for (int r = 0; r < 16; ++r) first16.push_back(r);
+  snippets::check(b == first16, "boundary_group(0)");
+  // DP groups: vit has 2 (stage 0 x TP 2), llm stage 0 TP rank 1 is the fourth.
+  snippets::check(color == 2 + 1, "group_color");
+}
+
 void version() {
   //! [version]
   static_assert(disttrain::version_major == DISTTRAIN_VERSION_MAJOR);
@@ -151,6 +176,7 @@ int main() {
   r.run("format", format);
   r.run("json", json);
   r.run("topology", topology);
+  r.run("topology_groups", topology_groups);
   r.run("version", version);
   return r.finish();
 }

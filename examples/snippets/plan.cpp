@@ -95,13 +95,14 @@ void format() {
   check(fmt::format("{}", disttrain::plan_schedule::one_f_one_b) == "1f1b", "plan_schedule");
 }
 
-void to_rank_layout() {
+void topology_of() {
   const disttrain::plan_result& result = paper_72b_result();
-  //! [to_rank_layout]
-  disttrain::rank_layout L = disttrain::to_rank_layout(result.plan);
-  auto tp_groups = L.groups(disttrain::group_kind::tp);
-  //! [to_rank_layout]
-  check(L.world_size() == result.plan.total_gpus() && !tp_groups.empty(), "to_rank_layout");
+  //! [topology_of]
+  disttrain::topology t = disttrain::topology_of(result.plan);
+  disttrain::require_tp_in_nodes(t, result.plan.gpus_per_node, "plan");  // the planner's are
+  auto tp_groups = t.groups(disttrain::group_kind::tp);  // one MPI_Comm_split color each
+  //! [topology_of]
+  check(t.world_size() == result.plan.total_gpus() && !tp_groups.empty(), "topology_of");
 }
 
 void parallel_plan_file() {
@@ -204,45 +205,6 @@ void read_planner_options() {
   check(o.max_side_pp == 1, "read_planner_options");
 }
 
-void rank_layout_file() {
-  //! [rank_layout_file]
-  disttrain::rank_layout L(
-      {{"vit", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 2, 3}, {"sd", "generator", 1, 1, 4}}, 8);
-  // L.world_size() == 4 + 24 + 4; L.coord(5) == {1, 0, 0, 1}
-  auto tp = L.tp_group(1, disttrain::stage_id{0}, disttrain::replica_id{2});  // {12, 13, 14, 15}
-  auto b = L.boundary_group(0);  // vit ranks 0..3 and llm stage-0 ranks 4..15
-  //! [rank_layout_file]
-  check(L.world_size() == 4 + 24 + 4, "world_size");
-  check(L.coord(5) == disttrain::rank_coord{1, 0, 0, 1}, "coord(5)");
-  check(tp == std::vector<int>{12, 13, 14, 15}, "tp_group");
-  std::vector<int> first16;
-  for (int r = 0; r < 16; ++r) first16.push_back(r);
-  check(b == first16, "boundary_group(0)");
-}
-
-void segment_spec() {
-  //! [segment_spec]
-  disttrain::segment_spec s{"llm", "backbone", 8, 4, 2};  // 64 GPUs
-  //! [segment_spec]
-  check(s.size() == 64, "segment_spec size");
-}
-
-void rank_coord() {
-  //! [rank_coord]
-  disttrain::rank_coord c{1, 0, 2, 3};  // segment 1, stage 0, replica 2, tp_rank 3
-  //! [rank_coord]
-  check(c.segment == 1 && c.replica == 2 && c.tp_rank == 3, "rank_coord");
-}
-
-void rank_layout() {
-  //! [rank_layout]
-  disttrain::rank_layout L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 2, 1}});
-  int r = L.rank({1, 1, 0, 1});                        // 2 + (1*1+0)*2 + 1 == 5
-  auto dp = L.dp_group(0, disttrain::stage_id{0}, 0);  // {0, 1}
-  //! [rank_layout]
-  check(r == 5 && dp == std::vector<int>{0, 1}, "rank and dp_group");
-}
-
 void plan_request() {
   //! [plan_request]
   auto sc = disttrain::presets::scenario_preset("paper-72b");
@@ -265,9 +227,9 @@ void umbrella() {
   const disttrain::analytic_cost_model cost_model(scenario.model, scenario.cluster);
   //! [umbrella]
   auto result = disttrain::plan_parallelism(cost_model, disttrain::make_request(scenario));
-  auto layout = disttrain::to_rank_layout(result.plan);
+  auto topology = disttrain::topology_of(result.plan);
   //! [umbrella]
-  check(layout.world_size() == result.plan.total_gpus(), "umbrella: planner and layout");
+  check(topology.world_size() == result.plan.total_gpus(), "umbrella: planner and topology");
 }
 
 }  // namespace
@@ -280,7 +242,7 @@ int main() {
   r.run("stage_config_of", stage_config_of);
   r.run("fidelity", fidelity);
   r.run("format", format);
-  r.run("to_rank_layout", to_rank_layout);
+  r.run("topology_of", topology_of);
   r.run("parallel_plan_file", parallel_plan_file);
   r.run("plan_schedule", plan_schedule);
   r.run("module_plan", module_plan);
@@ -292,10 +254,6 @@ int main() {
   r.run("plan_objective", plan_objective);
   r.run("planner_options", planner_options);
   r.run("read_planner_options", read_planner_options);
-  r.run("rank_layout_file", rank_layout_file);
-  r.run("segment_spec", segment_spec);
-  r.run("rank_coord", rank_coord);
-  r.run("rank_layout", rank_layout);
   r.run("plan_request", plan_request);
   r.run("make_request", make_request);
   r.run("umbrella", umbrella);

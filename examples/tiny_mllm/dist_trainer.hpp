@@ -43,7 +43,6 @@
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/data/preprocess_pipeline.hpp"
 #include "disttrain/exec.hpp"
-#include "disttrain/plan/rank_layout.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 
 #include "bound_host.hpp"
@@ -200,11 +199,8 @@ class rank_trainer {
   [[nodiscard]] const std::map<std::string, matrix>& last_gradients() const {
     return host_.last_gradients();
   }
-  /// @brief Where this rank sits (module index among the modules, stage, replica).
-  [[nodiscard]] disttrain::rank_coord coord() const {
-    const auto& tc = host_.coord();
-    return {topo_.owning_index(tc.module), tc.stage.value, tc.replica.value, tc.tp_rank};
-  }
+  /// @brief Where this rank sits in the topology (module, stage, replica, TP rank).
+  [[nodiscard]] disttrain::topology_coord coord() const { return host_.coord(); }
   [[nodiscard]] const disttrain::topology& topology() const { return topo_; }
   /// @brief This rank's program of the last step.
   [[nodiscard]] const disttrain::bound_rank& bound() const { return mine_; }
@@ -227,10 +223,10 @@ class rank_trainer {
     const disttrain::reorder_result& map = maps_[k] = reorderer_.assign(costs);
     disttrain::validate(map);
     const auto me = coord();
+    const auto column = static_cast<std::size_t>(topo_.owning_index(me.module));
     std::vector<std::uint64_t> order;
     for (std::uint32_t j = 0; j < map.microbatches; ++j)
-      for (std::uint32_t idx :
-           map.cell(static_cast<std::size_t>(me.segment), static_cast<std::size_t>(me.replica), j))
+      for (std::uint32_t idx : map.cell(column, static_cast<std::size_t>(me.replica.value), j))
         order.push_back(map.samples[idx].id);
     if (order.empty()) return;  // this replica has no sample in the whole batch
     pipe_.submit(k, order);

@@ -18,5 +18,5 @@
 #include "disttrain/comm/route_plan.hpp"
 #include "disttrain/comm/route_transfer.hpp"
 #include "disttrain/comm/sample_placement.hpp"
+#include "disttrain/core/topology.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
-#include "disttrain/plan/rank_layout.hpp"

@@ -15,5 +15,4 @@
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/plan/planner.hpp"
 #include "disttrain/plan/planner_options.hpp"
-#include "disttrain/plan/rank_layout.hpp"
 #include "disttrain/plan/request.hpp"

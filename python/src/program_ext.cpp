@@ -42,47 +42,14 @@ using disttrain::json;
 // ---- topology <-> JSON -----------------------------------------------------------
 
 disttrain::topology read_topology(const std::string& text) {
-  const json j = disttrain::parse_json(text, "topology");
-  disttrain::check_keys(j, {"modules"}, "topology");
-  const json& ms = disttrain::json_get<json>(j, "modules", "topology");
-  disttrain::require(ms.is_array(), "topology.modules", "must be an array");
-  std::vector<disttrain::topology_module> mods;
-  for (std::size_t i = 0; i < ms.size(); ++i) {
-    const std::string path = disttrain::cat("topology.modules[", i, "]");
-    const json& m = ms[i];
-    disttrain::check_keys(m, {"name", "role", "tp", "pp", "dp", "trainable", "colocated", "layers"},
-                          path);
-    disttrain::topology_module g;
-    g.name = disttrain::json_get<std::string>(m, "name", path);
-    g.role = disttrain::parse_module_role(disttrain::json_get<std::string>(m, "role", path),
-                                          path + ".role");
-    g.tp = disttrain::json_get_or<int>(m, "tp", 1, path);
-    g.pp = disttrain::json_get_or<int>(m, "pp", 1, path);
-    g.dp = disttrain::json_get_or<int>(m, "dp", 1, path);
-    g.trainable = disttrain::json_get_or<bool>(m, "trainable", true, path);
-    g.colocated = disttrain::json_get_or<bool>(m, "colocated", false, path);
-    g.layers = disttrain::json_get_or<std::vector<int>>(m, "layers", {}, path);
-    mods.push_back(std::move(g));
-  }
-  return disttrain::topology(std::move(mods));  // validates, naming topology.modules[i].<field>
+  // Errors name topology.modules[i].<field> (core/json.hpp's reader).
+  return disttrain::parse_json(text, "topology").get<disttrain::topology>();
 }
 
 // The topology and everything derived from it that a Python trainer needs:
 // its modules, the world size, the chain stages, the modules that own ranks
 // (the reorderer's modules, in order) and each rank's coordinate.
 std::string topology_json(const disttrain::topology& t) {
-  json mods = json::array();
-  for (const auto& g : t.modules()) {
-    json mod{{"name", g.name},
-             {"role", std::string(disttrain::to_string(g.role))},
-             {"tp", g.tp},
-             {"pp", g.pp},
-             {"dp", g.dp},
-             {"trainable", g.trainable},
-             {"colocated", g.colocated}};
-    if (!g.layers.empty()) mod["layers"] = g.layers;  // from a plan, or given
-    mods.push_back(std::move(mod));
-  }
   json chain = json::array(), owning = json::array(), ranks = json::array();
   for (int c = 0; c < t.num_chain_stages(); ++c) {
     const auto [m, s] = t.chain_at(c);
@@ -97,9 +64,12 @@ std::string topology_json(const disttrain::topology& t) {
                      {"tp_rank", co.tp_rank},
                      {"chain_stage", t.chain_stage(co.module, co.stage)}});
   }
-  return json{{"modules", std::move(mods)},          {"world_size", t.world_size()},
-              {"backbone", t.backbone().value},      {"chain", std::move(chain)},
-              {"owning_modules", std::move(owning)}, {"ranks", std::move(ranks)},
+  return json{{"modules", t.modules()},
+              {"world_size", t.world_size()},
+              {"backbone", t.backbone().value},
+              {"chain", std::move(chain)},
+              {"owning_modules", std::move(owning)},
+              {"ranks", std::move(ranks)},
               {"describe", disttrain::describe(t)}}
       .dump();
 }

@@ -90,8 +90,10 @@ TEST_CASE("placement: equals the tiny_mllm hand mapping on reorderer output; rou
   }
   const reorder_result res = disttrain::reorderer<>(o).assign(batch);
   // TP 2 / 1 / 2, one stage each: ranks 0..3 encoder, 4..6 backbone, 7..14 generator.
-  const disttrain::rank_layout L(
-      {{"enc", "encoder", 2, 1, 2}, {"llm", "backbone", 1, 1, 3}, {"gen", "generator", 2, 1, 4}});
+  using disttrain::module_role;
+  const disttrain::topology L({{"enc", module_role::encoder, 2, 1, 2},
+                               {"llm", module_role::backbone, 1, 1, 3},
+                               {"gen", module_role::generator, 2, 1, 4}});
   const auto rows_of = [](std::uint64_t id) { return static_cast<std::int64_t>(id % 11); };
   for (std::uint32_t j = 0; j < res.microbatches; ++j) {
     const auto mp = disttrain::microbatch_placements(res, j);
@@ -117,7 +119,9 @@ TEST_CASE("placement: equals the tiny_mllm hand mapping on reorderer output; rou
         for (std::uint32_t r = 0; r < res.dp[k]; ++r) {
           std::int64_t rows = 0;
           for (std::uint32_t idx : res.cell(k, r, j)) rows += rows_of(res.samples[idx].id);
-          const int rank = L.rank(static_cast<int>(k), 0, static_cast<int>(r), 0);
+          const int rank =
+              L.rank({disttrain::module_id{static_cast<int>(k)}, disttrain::stage_id{0},
+                      disttrain::replica_id{static_cast<int>(r)}, 0});
           CHECK((side == 0 ? plan.source_elements(rank) : plan.destination_elements(rank)) ==
                 rows * 8);
         }

@@ -13,13 +13,17 @@
 
 #include "disttrain/comm/route.hpp"
 #include "disttrain/comm/sample_placement.hpp"
-#include "disttrain/plan/rank_layout.hpp"
+#include "disttrain/core/topology.hpp"
 
 namespace disttrain::test {
 
+// A route's end: stage `stage` of module `module` (its index in
+// topology::modules()).
+inline route_endpoint at(int module, int stage) { return {module_id{module}, stage_id{stage}}; }
+
 struct route_case {
   std::string name;
-  rank_layout layout;
+  topology layout;
   route_endpoint from;
   route_endpoint to;
   sample_placement pa;
@@ -65,10 +69,10 @@ struct rank_buffers {
 inline rank_buffers make_buffers(const route_case& c, int rank) {
   rank_buffers b;
   const auto co = c.layout.coord(rank);
-  if (co.segment == c.from.segment && co.stage == c.from.stage)
-    b.source = replica_buffer(c.pa, co.replica, c.shape);
-  if (co.segment == c.to.segment && co.stage == c.to.stage) {
-    b.expected = replica_buffer(c.pb, co.replica, c.shape);
+  if (co.module == c.from.module && co.stage == c.from.stage)
+    b.source = replica_buffer(c.pa, co.replica.value, c.shape);
+  if (co.module == c.to.module && co.stage == c.to.stage) {
+    b.expected = replica_buffer(c.pb, co.replica.value, c.shape);
     b.destination.assign(b.expected.size(), std::byte{0xAB});
   }
   return b;
@@ -80,9 +84,9 @@ inline rank_buffers make_buffers(const route_case& c, int rank) {
 inline std::size_t count_mismatches(const route_case& c, int rank, const rank_buffers& b) {
   if (b.destination.size() != b.expected.size()) return b.expected.size() + 1;
   const auto co = c.layout.coord(rank);
-  if (co.segment != c.to.segment || co.stage != c.to.stage) return b.destination.empty() ? 0 : 1;
-  const int tp_b = c.layout.segment(c.to.segment).tp;
-  const int S = std::lcm(c.layout.segment(c.from.segment).tp, tp_b);
+  if (co.module != c.to.module || co.stage != c.to.stage) return b.destination.empty() ? 0 : 1;
+  const int tp_b = c.layout.module(c.to.module).tp;
+  const int S = std::lcm(c.layout.module(c.from.module).tp, tp_b);
   const auto es = c.shape.elem_size;
   const std::int64_t H = c.shape.hidden;
   auto slice_of = [S](std::int64_t i, std::int64_t n) {  // slice k with i in [k n / S, (k+1) n / S)
@@ -91,7 +95,7 @@ inline std::size_t count_mismatches(const route_case& c, int rank, const rank_bu
     return S - 1;
   };
   std::size_t bad = 0, pos = 0;
-  for (int s : c.pb.samples(co.replica)) {
+  for (int s : c.pb.samples(co.replica.value)) {
     const std::int64_t rows = c.shape.rows[static_cast<std::size_t>(s)];
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t col = 0; col < H; ++col, pos += es) {
@@ -105,43 +109,44 @@ inline std::size_t count_mismatches(const route_case& c, int rank, const rank_bu
 }
 
 inline std::vector<route_case> local_route_cases() {
-  using L = rank_layout;
+  using L = topology;
+  using enum module_role;
   std::vector<route_case> v;
   const activation_shape uneven{{5, 0, 7, 1, 9, 3, 4, 11, 2, 6, 8, 13}, 24, 4};
   const int n = static_cast<int>(uneven.rows.size());
   auto rr = [&](int dp) { return sample_placement::round_robin(n, dp); };
   // 2 -> 3 with TP 2 -> 4 (the paper's encoder/backbone example, one stage).
   v.push_back({"dp2tp2->dp3tp4",
-               L({{"enc", "encoder", 2, 1, 2}, {"llm", "backbone", 4, 1, 3}}),
-               {0, 0},
-               {1, 0},
+               L({{"enc", encoder, 2, 1, 2}, {"llm", backbone, 4, 1, 3}}),
+               at(0, 0),
+               at(1, 0),
                rr(2),
                rr(3),
                uneven,
                {}});
   // 3 -> 2, TP 4 -> 2.
   v.push_back({"dp3tp4->dp2tp2",
-               L({{"llm", "backbone", 4, 1, 3}, {"gen", "generator", 2, 1, 2}}),
-               {0, 0},
-               {1, 0},
+               L({{"llm", backbone, 4, 1, 3}, {"gen", generator, 2, 1, 2}}),
+               at(0, 0),
+               at(1, 0),
                rr(3),
                rr(2),
                uneven,
                {}});
   // 4 -> 1, TP 1 -> 8 (hidden 24 not a multiple of... S = 8 divides; fine).
   v.push_back({"dp4tp1->dp1tp8",
-               L({{"enc", "encoder", 1, 1, 4}, {"llm", "backbone", 8, 1, 1}}),
-               {0, 0},
-               {1, 0},
+               L({{"enc", encoder, 1, 1, 4}, {"llm", backbone, 8, 1, 1}}),
+               at(0, 0),
+               at(1, 0),
                rr(4),
                rr(1),
                uneven,
                {}});
   // 1 -> 4, TP 2 -> 1.
   v.push_back({"dp1tp2->dp4tp1",
-               L({{"llm", "backbone", 2, 1, 1}, {"gen", "generator", 1, 1, 4}}),
-               {0, 0},
-               {1, 0},
+               L({{"llm", backbone, 2, 1, 1}, {"gen", generator, 1, 1, 4}}),
+               at(0, 0),
+               at(1, 0),
                rr(1),
                rr(4),
                uneven,
@@ -152,9 +157,9 @@ inline std::vector<route_case> local_route_cases() {
     const std::vector<int> ma{2, 0, 2, 2, 0, 0, 2};  // replica 1 empty
     const std::vector<int> mb{1, 1, 0, 1, 0, 1, 1};
     v.push_back({"irregular tp3->tp2",
-                 L({{"a", "", 3, 1, 3}, {"b", "", 2, 1, 2}}),
-                 {0, 0},
-                 {1, 0},
+                 L({{"a", encoder, 3, 1, 3}, {"b", backbone, 2, 1, 2}}),
+                 at(0, 0),
+                 at(1, 0),
                  sample_placement::from_replica_map(ma, 3),
                  sample_placement::from_replica_map(mb, 2),
                  odd,
@@ -162,18 +167,18 @@ inline std::vector<route_case> local_route_cases() {
   }
   // Hidden smaller than the slice count (hidden 3, S = 4): empty slices are skipped.
   v.push_back({"hidden<slices",
-               L({{"a", "", 4, 1, 1}, {"b", "", 1, 1, 2}}),
-               {0, 0},
-               {1, 0},
+               L({{"a", encoder, 4, 1, 1}, {"b", backbone, 1, 1, 2}}),
+               at(0, 0),
+               at(1, 0),
                rr(1),
                rr(2),
                activation_shape{uneven.rows, 3, 8},
                {}});
-  // Consecutive stages of one segment (TP 2, DP 2, PP 3): stage 1 -> 2.
+  // Consecutive stages of one module (TP 2, DP 2, PP 3): stage 1 -> 2.
   v.push_back({"stage1->stage2",
-               L({{"enc", "", 1, 1, 1}, {"llm", "backbone", 2, 3, 2}}),
-               {1, 1},
-               {1, 2},
+               L({{"enc", encoder, 1, 1, 1}, {"llm", backbone, 2, 3, 2}}),
+               at(1, 1),
+               at(1, 2),
                rr(2),
                rr(2),
                uneven,
@@ -183,9 +188,9 @@ inline std::vector<route_case> local_route_cases() {
     sample_placement pa({{11, 3, 5, 7, 9, 1}, {0, 2, 4, 6, 8, 10}});
     sample_placement pb({{0, 5}, {11, 10, 9, 8}, {1, 2, 3, 4, 6, 7}});
     v.push_back({"rows split 2->3",
-                 L({{"a", "", 2, 1, 2}, {"b", "", 2, 1, 3}}),
-                 {0, 0},
-                 {1, 0},
+                 L({{"a", encoder, 2, 1, 2}, {"b", backbone, 2, 1, 3}}),
+                 at(0, 0),
+                 at(1, 0),
                  pa,
                  pb,
                  uneven,
@@ -193,9 +198,9 @@ inline std::vector<route_case> local_route_cases() {
   }
   // Without fan-out (receivers keep their slices only).
   v.push_back({"no fan-out",
-               L({{"a", "", 1, 1, 2}, {"b", "", 4, 1, 1}}),
-               {0, 0},
-               {1, 0},
+               L({{"a", encoder, 1, 1, 2}, {"b", backbone, 4, 1, 1}}),
+               at(0, 0),
+               at(1, 0),
                rr(2),
                rr(1),
                uneven,
@@ -210,47 +215,48 @@ namespace disttrain::test {
 // Cases of at most 8 ranks (for the MPI multi-process runs), covering the same
 // DP ratios 2->3, 3->2, 4->1, 1->4, consecutive stages and uneven samples.
 inline std::vector<route_case> small_route_cases() {
-  using L = rank_layout;
+  using L = topology;
+  using enum module_role;
   std::vector<route_case> v;
   const activation_shape uneven{{5, 0, 7, 1, 9, 3, 4, 11, 2, 6, 8, 13}, 12, 4};
   const int n = static_cast<int>(uneven.rows.size());
   auto rr = [&](int dp) { return sample_placement::round_robin(n, dp); };
   v.push_back({"dp2tp1->dp3tp2",
-               L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 1, 3}}),
-               {0, 0},
-               {1, 0},
+               L({{"enc", encoder, 1, 1, 2}, {"llm", backbone, 2, 1, 3}}),
+               at(0, 0),
+               at(1, 0),
                rr(2),
                rr(3),
                uneven,
                {}});
   v.push_back({"dp3tp2->dp2tp1",
-               L({{"llm", "backbone", 2, 1, 3}, {"gen", "generator", 1, 1, 2}}),
-               {0, 0},
-               {1, 0},
+               L({{"llm", backbone, 2, 1, 3}, {"gen", generator, 1, 1, 2}}),
+               at(0, 0),
+               at(1, 0),
                rr(3),
                rr(2),
                uneven,
                {}});
   v.push_back({"dp4tp1->dp1tp4",
-               L({{"enc", "encoder", 1, 1, 4}, {"llm", "backbone", 4, 1, 1}}),
-               {0, 0},
-               {1, 0},
+               L({{"enc", encoder, 1, 1, 4}, {"llm", backbone, 4, 1, 1}}),
+               at(0, 0),
+               at(1, 0),
                rr(4),
                rr(1),
                uneven,
                {}});
   v.push_back({"dp1tp2->dp4tp1",
-               L({{"llm", "backbone", 2, 1, 1}, {"gen", "generator", 1, 1, 4}}),
-               {0, 0},
-               {1, 0},
+               L({{"llm", backbone, 2, 1, 1}, {"gen", generator, 1, 1, 4}}),
+               at(0, 0),
+               at(1, 0),
                rr(1),
                rr(4),
                uneven,
                {split_axis::rows, true}});
   v.push_back({"stage0->stage1 tp2 dp2",
-               L({{"llm", "backbone", 2, 2, 2}}),
-               {0, 0},
-               {0, 1},
+               L({{"llm", backbone, 2, 2, 2}}),
+               at(0, 0),
+               at(0, 1),
                rr(2),
                rr(2),
                uneven,
@@ -259,9 +265,9 @@ inline std::vector<route_case> small_route_cases() {
     const std::vector<int> ma{2, 0, 2, 2, 0, 0, 2, 1, 1, 0, 2, 2};
     const std::vector<int> mb{1, 1, 0, 1, 0, 1, 1, 0, 0, 0, 1, 1};
     v.push_back({"irregular dp3->dp2 tp1->tp2",
-                 L({{"a", "", 1, 1, 3}, {"b", "", 2, 1, 2}}),
-                 {0, 0},
-                 {1, 0},
+                 L({{"a", encoder, 1, 1, 3}, {"b", backbone, 2, 1, 2}}),
+                 at(0, 0),
+                 at(1, 0),
                  sample_placement::from_replica_map(ma, 3),
                  sample_placement::from_replica_map(mb, 2),
                  activation_shape{uneven.rows, 7, 2},

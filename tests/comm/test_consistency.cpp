@@ -13,11 +13,13 @@
 #include "disttrain/exec/bucket_allreduce.hpp"
 #include "disttrain_catch.hpp"
 #include "local_harness.hpp"
+#include "route_cases.hpp"
 
 using disttrain::errc;
 using disttrain::local_backend;
 using disttrain::local_world;
 using disttrain::sample_placement;
+using disttrain::test::at;
 using namespace std::chrono_literals;
 
 namespace {
@@ -58,43 +60,46 @@ TEST_CASE("local backend rejects negative tags like MPI; its collectives still w
 }
 
 TEST_CASE("route planning rejects backward routes and skipped modules, naming the field") {
-  const disttrain::rank_layout L(
-      {{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 1, 2, 2}, {"gen", "generator", 1, 1, 2}});
+  using enum disttrain::module_role;
+  const disttrain::topology L(
+      {{"enc", encoder, 1, 1, 2}, {"llm", backbone, 1, 2, 2}, {"gen", generator, 1, 1, 2}});
   const auto p = sample_placement::round_robin(4, 2);
   const disttrain::activation_shape shape{{1, 2, 3, 4}, 8, 4};
-  const auto back = error_of([&] { (void)disttrain::plan_route(L, {1, 1}, p, {0, 0}, p, shape); });
+  const auto back =
+      error_of([&] { (void)disttrain::plan_route(L, at(1, 1), p, at(0, 0), p, shape); });
   CHECK(back.code() == errc::invalid_argument);
-  CHECK(back.where() == "route.to.segment");
+  CHECK(back.where() == "route.to.module");
   CHECK(contains(back.message(), "backward"));
-  CHECK(contains(back.message(), "from segment 1 ('llm') to segment 2"));
-  const auto back2 = error_of([&] { (void)disttrain::plan_route(L, {2, 0}, p, {1, 0}, p, shape); });
-  CHECK(back2.where() == "route.to.segment");
-  const auto skip = error_of([&] { (void)disttrain::plan_route(L, {0, 0}, p, {2, 0}, p, shape); });
+  CHECK(contains(back.message(), "from 'llm' to 'gen'"));
+  const auto back2 =
+      error_of([&] { (void)disttrain::plan_route(L, at(2, 0), p, at(1, 0), p, shape); });
+  CHECK(back2.where() == "route.to.module");
+  const auto skip =
+      error_of([&] { (void)disttrain::plan_route(L, at(0, 0), p, at(2, 0), p, shape); });
   CHECK(skip.code() == errc::invalid_argument);
-  CHECK(skip.where() == "route.to.segment");
+  CHECK(skip.where() == "route.to.module");
   CHECK(!contains(skip.message(), "backward"));
-  CHECK_NOTHROW(disttrain::plan_route(L, {0, 0}, p, {1, 0}, p, shape));
+  CHECK_NOTHROW(disttrain::plan_route(L, at(0, 0), p, at(1, 0), p, shape));
 }
 
 TEST_CASE("consecutive stages of one module must share the placement") {
-  const disttrain::rank_layout L({{"enc", "encoder", 1, 1, 1}, {"llm", "backbone", 2, 3, 2}});
+  using enum disttrain::module_role;
+  const disttrain::topology L({{"enc", encoder, 1, 1, 1}, {"llm", backbone, 2, 3, 2}});
   const disttrain::activation_shape shape{{1, 2, 3, 4}, 8, 4};
   const sample_placement a({{0, 2}, {1, 3}});
   const sample_placement b({{2, 0}, {1, 3}});  // same replicas, other order
   const sample_placement c({{0, 1}, {2, 3}});  // other replicas
   for (const auto* other : {&b, &c}) {
-    const auto e = error_of([&] {
-      (void)disttrain::plan_route(L, {1, 0}, a, {1, 1}, *other, shape);
-    });
+    const auto e =
+        error_of([&] { (void)disttrain::plan_route(L, at(1, 0), a, at(1, 1), *other, shape); });
     CHECK(e.code() == errc::invalid_argument);
     CHECK(e.where() == "route.placement_b");
     CHECK(contains(e.message(), "stage 0 and stage 1 of 'llm'"));
   }
-  CHECK(contains(error_of([&] {
-                   (void)disttrain::plan_route(L, {1, 0}, a, {1, 1}, b, shape);
-                 }).message(),
-                 "replica 0 position 0: sample 0 vs 2"));
-  CHECK_NOTHROW(disttrain::plan_route(L, {1, 1}, a, {1, 2}, a, shape));
+  CHECK(contains(
+      error_of([&] { (void)disttrain::plan_route(L, at(1, 0), a, at(1, 1), b, shape); }).message(),
+      "replica 0 position 0: sample 0 vs 2"));
+  CHECK_NOTHROW(disttrain::plan_route(L, at(1, 1), a, at(1, 2), a, shape));
 }
 
 TEST_CASE("a size mismatch names both sizes, the same text on both sides, either direction") {
@@ -122,7 +127,8 @@ TEST_CASE("timeouts quote the configured timeout, not the time left for the last
   // Rank 2 receives from ranks 0 and 1 under one deadline of 400 ms; rank 0
   // answers after ~150 ms, rank 1 never: the error on rank 1's message must
   // say 400 ms (the time left when that wait began was ~250 ms).
-  const disttrain::rank_layout L({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 2},
+                               {"b", disttrain::module_role::backbone, 1, 1, 1}});
   const auto pa = sample_placement::round_robin(2, 2);
   const auto pb = sample_placement::round_robin(2, 1);
   const disttrain::activation_shape shape{{2, 2}, 4, 4};

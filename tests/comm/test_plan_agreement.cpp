@@ -17,11 +17,12 @@ using disttrain::activation_shape;
 using disttrain::errc;
 using disttrain::local_backend;
 using disttrain::local_world;
-using disttrain::rank_layout;
 using disttrain::route_options;
 using disttrain::sample_placement;
 using disttrain::split_axis;
+using disttrain::topology;
 using namespace std::chrono_literals;
+using enum disttrain::module_role;
 
 namespace {
 
@@ -39,13 +40,14 @@ struct result {
   std::vector<std::string> errors;
   std::vector<bool> correct;
 };
-result run(const rank_layout& L, const side& ref, const std::function<side(int)>& plan_of,
-           bool verify, bool slow_sender = false) {
+result run(const topology& L, const side& ref, const std::function<side(int)>& plan_of, bool verify,
+           bool slow_sender = false) {
   local_world world(L.world_size(), {2000ms});
   result res{std::vector<std::string>(static_cast<std::size_t>(L.world_size())),
              std::vector<bool>(static_cast<std::size_t>(L.world_size()), true)};
-  const disttrain::test::route_case rc{"ref",  L,      {0, 0},    {1, 0},
-                                       ref.pa, ref.pb, ref.shape, ref.opts};
+  const disttrain::test::route_case rc{
+      "ref",     L,       disttrain::test::at(0, 0), disttrain::test::at(1, 0), ref.pa, ref.pb,
+      ref.shape, ref.opts};
   auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
     const side mine = plan_of(b.rank());
     const auto plan = disttrain::plan_boundary_route(L, 0, mine.pa, mine.pb, mine.shape, mine.opts);
@@ -91,7 +93,7 @@ bool contains(const std::string& s, const std::string& part) {
 
 TEST_CASE("plan agreement without verify: same byte count, different plan -> error") {
   // 1 -> 1 (TP 1 -> 2, with the fan-out): ranks 0 | 1, 2.
-  const rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 2, 1, 1}});
+  const topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 2, 1, 1}});
   const side ref{sample_placement({{0, 1, 2, 3}}),
                  sample_placement({{0, 1, 2, 3}}),
                  activation_shape{{4, 4, 4, 4}, 8, 4},
@@ -145,7 +147,7 @@ TEST_CASE("plan agreement without verify: same byte count, different plan -> err
 TEST_CASE("plan agreement: the receiver that rejects a stamp still takes the payload behind it") {
   // The sender cannot tell that its receiver disagreed: it must complete, not
   // time out, also when it posts the payload only after the receiver failed.
-  const rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 1, 1, 1}});
   const side ref{sample_placement({{0, 1, 2}}),
                  sample_placement({{0, 1, 2}}),
                  activation_shape{{4, 4, 4}, 8, 4},
@@ -162,7 +164,7 @@ TEST_CASE("plan agreement: the receiver that rejects a stamp still takes the pay
 }
 
 TEST_CASE("plan agreement with verify: the shapes are named first, the stamp catches the rest") {
-  const rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 1, 1, 1}});
   const side ref{
       sample_placement({{0, 1}}), sample_placement({{0, 1}}), activation_shape{{4, 4}, 8, 4}, {}};
   const side swapped{ref.pa, sample_placement({{1, 0}}), ref.shape, ref.opts};
@@ -172,7 +174,7 @@ TEST_CASE("plan agreement with verify: the shapes are named first, the stamp cat
 }
 
 TEST_CASE("route_plan::fingerprint: equal inputs agree, every input changes it") {
-  const rank_layout L({{"a", "", 1, 1, 2}, {"b", "", 2, 1, 2}});
+  const topology L({{"a", encoder, 1, 1, 2}, {"b", backbone, 2, 1, 2}});
   const auto p = sample_placement::round_robin(4, 2);
   const activation_shape shape{{1, 2, 3, 4}, 8, 2};
   const auto base = disttrain::plan_boundary_route(L, 0, p, p, shape).fingerprint();
@@ -190,8 +192,8 @@ TEST_CASE("route_plan::fingerprint: equal inputs agree, every input changes it")
           .fingerprint(),
       disttrain::plan_boundary_route(L, 0, p, p, shape, {split_axis::rows, true}).fingerprint(),
       disttrain::plan_boundary_route(L, 0, p, p, shape, {split_axis::hidden, false}).fingerprint(),
-      disttrain::plan_boundary_route(rank_layout({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 2}}), 0, p, p,
-                                     shape)
+      disttrain::plan_boundary_route(topology({{"a", encoder, 1, 1, 2}, {"b", backbone, 1, 1, 2}}),
+                                     0, p, p, shape)
           .fingerprint(),
   };
   for (std::size_t i = 0; i < others.size(); ++i) {

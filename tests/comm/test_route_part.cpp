@@ -11,18 +11,21 @@
 #include "disttrain/comm/route.hpp"
 #include "disttrain/model/rng.hpp"
 #include "disttrain_catch.hpp"
+#include "route_cases.hpp"
 
 using disttrain::errc;
-using disttrain::rank_layout;
 using disttrain::route_message;
 using disttrain::route_options;
 using disttrain::route_plan;
 using disttrain::sample_placement;
+using disttrain::topology;
+using disttrain::test::at;
+using enum disttrain::module_role;
 
 namespace {
 
 struct random_route {
-  rank_layout layout;
+  topology layout;
   disttrain::route_endpoint from, to;
   sample_placement pa, pb;
   disttrain::activation_shape shape;
@@ -51,7 +54,7 @@ random_route make_route(std::uint64_t seed) {
   random_route c;
   const int tp_a = draw(g, 1, 4), dp_a = draw(g, 1, 5), pp_b = draw(g, 1, 2);
   const int tp_b = draw(g, 1, 4), dp_b = draw(g, 1, 5);
-  c.layout = rank_layout({{"a", "", tp_a, 1, dp_a}, {"b", "", tp_b, pp_b, dp_b}});
+  c.layout = topology({{"a", encoder, tp_a, 1, dp_a}, {"b", backbone, tp_b, pp_b, dp_b}});
   const int n = draw(g, 0, 12);
   for (int s = 0; s < n; ++s)
     c.shape.rows.push_back(draw(g, 0, 4) == 0 ? 0 : draw(g, 1, 7));  // some samples have no rows
@@ -61,10 +64,10 @@ random_route make_route(std::uint64_t seed) {
   c.opts.fan_out = draw(g, 0, 3) != 0;
   c.opts.backward = draw(g, 0, 1) == 1;
   const bool stage_route = pp_b == 2 && draw(g, 0, 1) == 1;
-  disttrain::route_endpoint up{0, 0}, down{1, 0};
+  disttrain::route_endpoint up = at(0, 0), down = at(1, 0);
   c.pa = random_placement(g, n, stage_route ? dp_b : dp_a);
   c.pb = stage_route ? c.pa : random_placement(g, n, dp_b);
-  if (stage_route) up = {1, 0}, down = {1, 1};
+  if (stage_route) up = at(1, 0), down = at(1, 1);
   // Backward: from the later stage to the earlier one, placements swapped.
   if (c.opts.backward) {
     c.from = down, c.to = up;
@@ -167,7 +170,7 @@ TEST_CASE("a rank's part of a route is the whole route's messages of that rank",
 }
 
 TEST_CASE("a rank's part: rank out of range and message lookups are named errors", "[route]") {
-  const rank_layout L({{"enc", "", 2, 1, 2}, {"llm", "", 2, 1, 3}});
+  const topology L({{"enc", encoder, 2, 1, 2}, {"llm", backbone, 2, 1, 3}});
   const auto p2 = sample_placement::round_robin(5, 2);
   const auto p3 = sample_placement::round_robin(5, 3);
   const disttrain::activation_shape shape{{1, 2, 3, 4, 5}, 8, 4};

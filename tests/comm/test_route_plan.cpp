@@ -10,10 +10,12 @@
 #include "route_cases.hpp"
 
 using disttrain::errc;
-using disttrain::rank_layout;
 using disttrain::route_plan;
 using disttrain::sample_placement;
+using disttrain::topology;
+using disttrain::test::at;
 using disttrain::test::route_case;
+using enum disttrain::module_role;
 
 namespace {
 
@@ -26,8 +28,8 @@ route_plan plan_of(const route_case& c) {
 // sender of a phase-0 piece really holds the sample and the receiver needs it.
 void check_coverage(const route_case& c, const route_plan& p) {
   const auto& L = c.layout;
-  const auto& A = L.segment(c.from.segment);
-  const auto& B = L.segment(c.to.segment);
+  const auto& A = L.module(c.from.module);
+  const auto& B = L.module(c.to.module);
   std::map<int, std::map<std::tuple<int, std::int64_t, std::int64_t>, int>>
       got;                                                             // rank -> element -> count
   std::map<std::tuple<int, std::int64_t, std::int64_t>, int> crossed;  // element -> count (phase 0)
@@ -37,16 +39,16 @@ void check_coverage(const route_case& c, const route_plan& p) {
       e += pc.elements();
       const auto cs = L.coord(m.src);
       const auto cd = L.coord(m.dst);
-      CHECK(cd.segment == c.to.segment);
-      CHECK(cd.stage == c.to.stage);
-      CHECK(cd.replica == c.pb.replica_of(pc.sample));
+      CHECK(cd.module.value == c.to.module.value);
+      CHECK(cd.stage.value == c.to.stage.value);
+      CHECK(cd.replica.value == c.pb.replica_of(pc.sample));
       if (m.phase == 0) {
-        CHECK(cs.segment == c.from.segment);
-        CHECK(cs.stage == c.from.stage);
-        CHECK(cs.replica == c.pa.replica_of(pc.sample));
+        CHECK(cs.module.value == c.from.module.value);
+        CHECK(cs.stage.value == c.from.stage.value);
+        CHECK(cs.replica.value == c.pa.replica_of(pc.sample));
       } else {
-        CHECK(cs.segment == c.to.segment);
-        CHECK(cs.replica == cd.replica);
+        CHECK(cs.module.value == c.to.module.value);
+        CHECK(cs.replica.value == cd.replica.value);
       }
       for (std::int64_t r = pc.row0; r < pc.row0 + pc.rows; ++r)
         for (std::int64_t col = pc.col0; col < pc.col0 + pc.cols; ++col) {
@@ -68,7 +70,7 @@ void check_coverage(const route_case& c, const route_plan& p) {
   if (c.opts.fan_out) {
     for (int b = 0; b < B.dp; ++b)
       for (int t = 0; t < B.tp; ++t) {
-        const int r = L.rank(c.to.segment, c.to.stage, b, t);
+        const int r = L.rank({c.to.module, c.to.stage, disttrain::replica_id{b}, t});
         std::int64_t want = 0;
         for (int s : c.pb.samples(b))
           want += c.shape.rows[static_cast<std::size_t>(s)] * c.shape.hidden;
@@ -96,8 +98,8 @@ TEST_CASE(
     // Buffer sizes per rank follow the placements.
     for (const auto& ri : p.ranks()) {
       const auto co = c.layout.coord(ri.rank);
-      if (ri.src_rows >= 0) CHECK(ri.src_rows == c.shape.replica_rows(c.pa, co.replica));
-      if (ri.dst_rows >= 0) CHECK(ri.dst_rows == c.shape.replica_rows(c.pb, co.replica));
+      if (ri.src_rows >= 0) CHECK(ri.src_rows == c.shape.replica_rows(c.pa, co.replica.value));
+      if (ri.dst_rows >= 0) CHECK(ri.dst_rows == c.shape.replica_rows(c.pb, co.replica.value));
     }
     // Determinism: recomputation gives the same messages.
     const route_plan q = plan_of(c);
@@ -117,7 +119,7 @@ TEST_CASE(
 
 TEST_CASE("hand-computed plan: 2 -> 3 replicas, TP 1 -> 2, hidden split") {
   // enc: 2 ranks (dp 2, tp 1) = ranks 0, 1; llm: dp 3, tp 2 = ranks 2..7.
-  const rank_layout L({{"enc", "encoder", 1, 1, 2}, {"llm", "backbone", 2, 1, 3}});
+  const topology L({{"enc", encoder, 1, 1, 2}, {"llm", backbone, 2, 1, 3}});
   // samples 0..3 with rows {2, 3, 1, 4}; placements: A: r0 {0, 2}, r1 {1, 3}; B: r0 {3}, r1 {0, 1}, r2 {2}.
   const sample_placement pa({{0, 2}, {1, 3}});
   const sample_placement pb({{3}, {0, 1}, {2}});
@@ -160,7 +162,7 @@ TEST_CASE("hand-computed plan: 2 -> 3 replicas, TP 1 -> 2, hidden split") {
 }
 
 TEST_CASE("row split of contiguous single pieces is zero copy") {
-  const rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 1, 1, 1}});
   const auto p = disttrain::plan_boundary_route(
       L, 0, sample_placement::round_robin(3, 1), sample_placement::round_robin(3, 1),
       disttrain::activation_shape{{2, 5, 1}, 8, 2}, {disttrain::split_axis::rows, true});
@@ -171,7 +173,7 @@ TEST_CASE("row split of contiguous single pieces is zero copy") {
 }
 
 TEST_CASE("route planning rejects inconsistent inputs naming the field") {
-  const rank_layout L({{"enc", "", 1, 1, 2}, {"llm", "", 2, 2, 3}});
+  const topology L({{"enc", encoder, 1, 1, 2}, {"llm", backbone, 2, 2, 3}});
   const auto p2 = sample_placement::round_robin(4, 2);
   const auto p3 = sample_placement::round_robin(4, 3);
   const disttrain::activation_shape shape{{1, 2, 3, 4}, 8, 4};
@@ -181,12 +183,13 @@ TEST_CASE("route planning rejects inconsistent inputs naming the field") {
                         "route.placement_b");
   DISTTRAIN_CHECK_ERROR(disttrain::plan_boundary_route(L, 1, p2, p3, shape), errc::invalid_argument,
                         "route.boundary");
-  DISTTRAIN_CHECK_ERROR(disttrain::plan_route(L, {1, 0}, p3, {1, 0}, p3, shape),
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_route(L, at(1, 0), p3, at(1, 0), p3, shape),
                         errc::invalid_argument, "route.to.stage");
-  DISTTRAIN_CHECK_ERROR(disttrain::plan_route(L, {0, 0}, p2, {1, 1}, p3, shape),
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_route(L, at(0, 0), p2, at(1, 1), p3, shape),
                         errc::invalid_argument, "route.to.stage");
-  DISTTRAIN_CHECK_ERROR(disttrain::plan_stage_route(L, 1, 1, p3, shape), errc::invalid_argument,
-                        "route.to.stage");
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::plan_stage_route(L, disttrain::module_id{1}, disttrain::stage_id{1}, p3, shape),
+      errc::invalid_argument, "route.to.stage");
   DISTTRAIN_CHECK_ERROR(
       disttrain::plan_boundary_route(L, 0, p2, sample_placement::round_robin(5, 3), shape),
       errc::invalid_argument, "route.placement_b");
@@ -202,7 +205,8 @@ TEST_CASE("route planning rejects inconsistent inputs naming the field") {
                         "sample_placement.replica[0][1]");
   DISTTRAIN_CHECK_ERROR(sample_placement::from_replica_map(std::vector<int>{0, 2}, 2),
                         errc::invalid_argument, "sample_placement.replica_of[1]");
-  CHECK_NOTHROW(disttrain::plan_stage_route(L, 1, 0, p3, shape));
+  CHECK_NOTHROW(
+      disttrain::plan_stage_route(L, disttrain::module_id{1}, disttrain::stage_id{0}, p3, shape));
 }
 
 TEST_CASE("sample placement and shape JSON round trip") {

@@ -16,8 +16,10 @@ using disttrain::errc;
 using disttrain::local_backend;
 using disttrain::local_world;
 using disttrain::route_plan;
+using disttrain::test::at;
 using disttrain::test::route_case;
 using namespace std::chrono_literals;
+using enum disttrain::module_role;
 
 namespace {
 
@@ -115,9 +117,9 @@ TEST_CASE("contiguous messages are sent in place (no packing)") {
   REQUIRE(rows != nullptr);
   // TP 1 -> 1 with a row split: single-sample messages are contiguous on both ends.
   route_case c{"tp1 rows",
-               disttrain::rank_layout({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}}),
-               {0, 0},
-               {1, 0},
+               disttrain::topology({{"a", encoder, 1, 1, 2}, {"b", backbone, 1, 1, 1}}),
+               at(0, 0),
+               at(1, 0),
                disttrain::sample_placement({{0}, {1}}),
                disttrain::sample_placement({{0, 1}}),
                disttrain::activation_shape{{3, 4}, 16, 4},
@@ -133,7 +135,7 @@ TEST_CASE("contiguous messages are sent in place (no packing)") {
 
 TEST_CASE("verify mode: a receiver with different batch metadata fails naming both shapes") {
   // Sender believes sample 1 has 3 rows, receiver believes 5: same message count, different shapes.
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 1, 1, 1}});
   const auto p = disttrain::sample_placement::round_robin(2, 1);
   const disttrain::activation_shape sender_shape{{2, 3}, 4, 4};
   const disttrain::activation_shape receiver_shape{{2, 5}, 4, 4};
@@ -168,7 +170,7 @@ TEST_CASE("verify mode: a receiver with different batch metadata fails naming bo
 }
 
 TEST_CASE("without verify, a size disagreement is a comm_error naming both byte counts") {
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 1, 1, 1}});
   const auto p = disttrain::sample_placement::round_robin(2, 1);
   local_world world(2, {300ms});
   auto errors = disttrain::test::run_ranks(world, [&](local_backend& b) {
@@ -190,7 +192,7 @@ TEST_CASE("verify mode detects a corrupted payload by checksum") {
   // verify with one buffer and a receiver checking against the header. Here the
   // receiver side checks the checksum of what arrived; we flip one byte of the
   // source after start() (the contiguous send reads the buffer at match time).
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 1, 1, 1}});
   const auto p = disttrain::sample_placement::round_robin(1, 1);
   const disttrain::activation_shape shape{{4}, 4, 4};
   local_world world(2, {1000ms});
@@ -221,7 +223,7 @@ TEST_CASE("verify mode detects a corrupted payload by checksum") {
 }
 
 TEST_CASE("a sender that never sends: receiver times out naming peer, tag and bytes") {
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 1, 1, 1}});
   const auto p = disttrain::sample_placement::round_robin(1, 1);
   const disttrain::activation_shape shape{{3}, 4, 4};
   local_world world(2, {5000ms});
@@ -252,7 +254,7 @@ TEST_CASE("a rank whose start fails aborts every message it owes: receivers fail
   // expects rank 1's phase-1 slice, must learn it from rank 1's abort stamp,
   // not from its own 3 s timeout. Rank 0's send to rank 1 is not aborted
   // (only a receiver can learn of an abort): it completes or times out.
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 2, 1, 1}});
+  const disttrain::topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 2, 1, 1}});
   const disttrain::sample_placement p({{0, 1}});
   const disttrain::activation_shape shape{{4, 4}, 8, 4};
   local_world world(3, {3000ms});
@@ -293,7 +295,7 @@ TEST_CASE("a rank that fails before its fan-out aborts it: its TP peers fail at 
   // sizes): its phase-0 receive fails (plan disagreement), so its fan-out to
   // rank 2 never comes. Rank 2 must learn that from rank 1 (an abort stamp),
   // not from its own 3 s timeout.
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 2, 1, 1}});
+  const disttrain::topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 2, 1, 1}});
   const disttrain::sample_placement ref({{0, 1}}), swapped({{1, 0}});
   const disttrain::activation_shape shape{{4, 4}, 8, 4};
   local_world world(3, {3000ms});
@@ -332,7 +334,7 @@ namespace {
 
 // 1 -> 1, one message of 4 MiB (samples of 512 rows x 1024 x 4 B).
 struct big_route {
-  disttrain::rank_layout layout{{{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}}};
+  disttrain::topology layout{{{"a", encoder, 1, 1, 1}, {"b", backbone, 1, 1, 1}}};
   disttrain::sample_placement placement = disttrain::sample_placement::round_robin(2, 1);
   disttrain::activation_shape shape{{512, 512}, 1024, 4};
   [[nodiscard]] route_plan plan() const {
@@ -397,7 +399,7 @@ TEST_CASE("a rank waiting for its own receives learns of a failed destination fr
   // for rank 0 while its destination, rank 2, has already failed. It must
   // learn that from rank 2's abort notice while it waits, not after rank 0's
   // message came (2 s; before the receive waits watched notices).
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 2, 1, 1}});
+  const disttrain::topology L({{"a", encoder, 1, 1, 1}, {"b", backbone, 2, 1, 1}});
   const disttrain::sample_placement p({{0, 1}});
   const disttrain::activation_shape shape{{64, 64}, 1024, 4};
   local_world world(3, {10000ms});
@@ -487,7 +489,7 @@ TEST_CASE(
   // (its stamp came: rank 0 is live), but not rank 1's: rank 1 posts each
   // send 1 s late (fault_backend delay). Rank 1 must learn of rank 2's
   // failure from its abort notice, not from its own 10 s timeout.
-  const disttrain::rank_layout L({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", encoder, 1, 1, 2}, {"b", backbone, 1, 1, 1}});
   const auto pa = disttrain::sample_placement::round_robin(4, 2);
   const auto pb = disttrain::sample_placement::round_robin(4, 1);
   const disttrain::sample_placement swapped({{1, 0, 3, 2}});

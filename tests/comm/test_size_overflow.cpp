@@ -14,11 +14,12 @@
 
 using disttrain::activation_shape;
 using disttrain::errc;
-using disttrain::rank_layout;
 using disttrain::route_options;
 using disttrain::sample_placement;
 using disttrain::split_axis;
+using disttrain::topology;
 using disttrain::kernels::copy_block;
+using enum disttrain::module_role;
 
 namespace {
 constexpr std::int64_t p2(int e) { return std::int64_t{1} << e; }
@@ -51,7 +52,7 @@ TEST_CASE("checked_mul / checked_add detect overflow of signed and unsigned type
 
 TEST_CASE(
     "route planning: rows 2^40 x hidden 2^30 is an error naming the field, not 0 or INT64_MIN") {
-  const rank_layout L({{"enc", "", 1, 1, 1}, {"llm", "", 2, 1, 1}});
+  const topology L({{"enc", encoder, 1, 1, 1}, {"llm", backbone, 2, 1, 1}});
   const auto p = sample_placement::round_robin(1, 1);
   DISTTRAIN_CHECK_ERROR(
       disttrain::plan_boundary_route(L, 0, p, p, activation_shape{{p2(40)}, p2(30), 2}),
@@ -68,7 +69,7 @@ TEST_CASE(
 }
 
 TEST_CASE("route planning: an element size of 2^62 does not wrap byte counts to 0") {
-  const rank_layout L({{"enc", "", 1, 1, 1}, {"llm", "", 1, 1, 1}});
+  const topology L({{"enc", encoder, 1, 1, 1}, {"llm", backbone, 1, 1, 1}});
   const auto p = sample_placement::round_robin(1, 1);
   const activation_shape huge{{4}, 1, std::size_t{1} << 62};
   DISTTRAIN_CHECK_ERROR(disttrain::plan_boundary_route(L, 0, p, p, huge), errc::invalid_argument,
@@ -85,7 +86,7 @@ TEST_CASE("route planning: an element size of 2^62 does not wrap byte counts to 
 TEST_CASE("route planning: slice bounds of huge but valid sizes are exact (no n * k overflow)") {
   // 2^61 rows, TP 1 -> 8: slice k covers rows [k 2^58, (k+1) 2^58). Computing
   // n * (k + 1) directly overflows int64 for k = 7.
-  const rank_layout L({{"enc", "", 1, 1, 1}, {"llm", "", 8, 1, 1}});
+  const topology L({{"enc", encoder, 1, 1, 1}, {"llm", backbone, 8, 1, 1}});
   const auto p = sample_placement::round_robin(1, 1);
   const activation_shape shape{{p2(61)}, 1, 1};
   const auto plan =

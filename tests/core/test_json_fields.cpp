@@ -105,13 +105,10 @@ TEST_CASE("descriptors of the library write the documented keys") {
   m.activations = 4;
   CHECK(json(m) == disttrain::parse_json(R"({"params": 1.0, "grads": 2.0, "optimizer": 3.0,
                                              "activations": 4.0, "total": 10.0})"));
-  disttrain::rank_coord c{1, 2, 3, 4};
-  const json jc = c;
-  CHECK(jc == disttrain::parse_json(R"({"segment": 1, "stage": 2, "replica": 3, "tp_rank": 4})"));
-  CHECK(jc.get<disttrain::rank_coord>() == c);
-  DISTTRAIN_CHECK_ERROR(disttrain::parse_json(R"({"segment": 1, "stage": 2, "replica": 3})")
-                            .get<disttrain::rank_coord>(),
-                        errc::parse_error, "rank_coord.tp_rank");
+  const disttrain::topology_module g{"vit", disttrain::module_role::encoder, 2, 1, 3, false};
+  const json jg = g;
+  CHECK(jg == disttrain::parse_json(R"({"name": "vit", "role": "encoder", "tp": 2, "pp": 1,
+                                        "dp": 3, "trainable": false, "colocated": false})"));
   // An efficiency curve written without its TP penalty reads as none.
   const auto e = disttrain::parse_json(R"({"e_max": 0.7, "flops_half": 2e10})")
                      .get<disttrain::efficiency_params>();

@@ -17,7 +17,7 @@ using trainer = rank_trainer<disttrain::local_backend>;
 struct rank_record {
   std::vector<step_result> steps;
   std::map<std::string, matrix> grads;
-  disttrain::rank_coord coord;
+  disttrain::topology_coord coord;
 };
 
 inline std::vector<rank_record> run_world(

@@ -34,8 +34,8 @@ void check_equivalence(const config& c, const dist_plan& plan) {
   for (const auto& r : rec) {
     CHECK(std::abs(r.steps.at(0).loss - serial_loss) <= 1e-12 * serial_loss);
     for (const auto& [name, g] : r.grads) {
-      INFO("parameter " << name << " on module " << r.coord.segment << " stage " << r.coord.stage
-                        << " replica " << r.coord.replica);
+      INFO("parameter " << name << " on module " << r.coord.module.value << " stage "
+                        << r.coord.stage.value << " replica " << r.coord.replica.value);
       REQUIRE(ref.contains(name));
       const tiny_mllm::matrix& want = ref.at(name)->grad;
       REQUIRE(g.rows() == want.rows());
@@ -53,7 +53,7 @@ void check_equivalence(const config& c, const dist_plan& plan) {
   }
   for (std::size_t a = 0; a < rec.size(); ++a)
     for (std::size_t b = a + 1; b < rec.size(); ++b)
-      if (rec[a].coord.segment == rec[b].coord.segment && rec[a].coord.stage == rec[b].coord.stage)
+      if (rec[a].coord.module == rec[b].coord.module && rec[a].coord.stage == rec[b].coord.stage)
         for (const auto& [name, g] : rec[a].grads) CHECK(g == rec[b].grads.at(name));
 }
 
@@ -151,7 +151,7 @@ TEST_CASE("every sample is consumed exactly once per iteration by every module t
     std::map<std::pair<int, int>, std::multiset<std::uint64_t>> seen;
     for (const auto& r : rec)
       for (std::uint64_t id : r.steps.at(static_cast<std::size_t>(k)).consumed)
-        seen[{r.coord.segment, r.coord.stage}].insert(id);
+        seen[{r.coord.module.value, r.coord.stage.value}].insert(id);
     CHECK(seen.size() == 4);  // encoder, backbone stage 0 and 1, generator
     for (const auto& [where, ids] : seen) {
       INFO("iteration " << k << " module " << where.first << " stage " << where.second);

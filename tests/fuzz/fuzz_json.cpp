@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 6: read_as<disttrain::profile>(j); break;
     case 7: read_as<disttrain::efficiency_params>(j); break;
     case 8: read_as<disttrain::parallel_plan>(j); break;
-    case 9: read_as<disttrain::rank_layout>(j); break;
+    case 9: read_as<disttrain::topology>(j); break;
     case 10: read_as<disttrain::reorder_options>(j); break;
     case 11: read_as<disttrain::pipeline_schedule>(j); break;
     case 12: read_as<disttrain::sample_placement>(j); break;

@@ -44,12 +44,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const int tp_a = in.in(1, 4), pp_a = in.in(1, 3), dp_a = in.in(1, 4);
     const int tp_b = in.in(1, 4), pp_b = in.in(1, 3), dp_b = in.in(1, 4);
-    const disttrain::rank_layout L({{"a", "", tp_a, pp_a, dp_a}, {"b", "", tp_b, pp_b, dp_b}});
-    const disttrain::route_endpoint from{in.in(0, 1), in.in(0, 2)};
-    const disttrain::route_endpoint to{in.in(0, 1), in.in(0, 2)};
+    const disttrain::topology L({{"a", disttrain::module_role::encoder, tp_a, pp_a, dp_a},
+                                 {"b", disttrain::module_role::backbone, tp_b, pp_b, dp_b}});
+    const disttrain::route_endpoint from{disttrain::module_id{in.in(0, 1)},
+                                         disttrain::stage_id{in.in(0, 2)}};
+    const disttrain::route_endpoint to{disttrain::module_id{in.in(0, 1)},
+                                       disttrain::stage_id{in.in(0, 2)}};
     const int n = in.in(0, 12);
-    const int dpa = L.segment(from.segment).dp;
-    const int dpb = in.flag() ? L.segment(to.segment).dp : in.in(1, 4);
+    const int dpa = L.module(from.module).dp;
+    const int dpb = in.flag() ? L.module(to.module).dp : in.in(1, 4);
     const auto pa = placement(in, n, dpa);
     const auto pb = in.flag() ? pa : placement(in, n, dpb);
     disttrain::activation_shape shape;

@@ -126,7 +126,8 @@ void silent_peer_times_out() {
 void verify_mismatch() {
   // Sender believes sample 1 has 3 rows, receiver believes 5.
   mpi_backend b(MPI_COMM_WORLD, {2000ms});
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 1},
+                               {"b", disttrain::module_role::backbone, 1, 1, 1}});
   const auto p = disttrain::sample_placement::round_robin(2, 1);
   const disttrain::activation_shape shape{{2, b.rank() == 0 ? 3 : 5}, 4, 4};
   if (b.rank() < 2) {

@@ -31,31 +31,33 @@ constexpr double grace_s = 2.0;  // oversubscribed ranks, cancellation grace per
 // Routes on the first three ranks: 2 -> 1 (two senders), 1 -> 2 with
 // TP 2 and the fan-out, and consecutive stages of one module.
 std::vector<disttrain::test::route_case> mpi_cases() {
-  using L = disttrain::rank_layout;
+  using L = disttrain::topology;
+  using disttrain::test::at;
+  using enum disttrain::module_role;
   const disttrain::activation_shape shape{{5, 0, 7, 1, 9, 3, 4, 11}, 24, 4};
   const int n = static_cast<int>(shape.rows.size());
   auto rr = [&](int dp) { return sample_placement::round_robin(n, dp); };
   std::vector<disttrain::test::route_case> v;
   v.push_back({"dp2->dp1",
-               L({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}}),
-               {0, 0},
-               {1, 0},
+               L({{"a", encoder, 1, 1, 2}, {"b", backbone, 1, 1, 1}}),
+               at(0, 0),
+               at(1, 0),
                rr(2),
                rr(1),
                shape,
                {}});
   v.push_back({"dp1->tp2",
-               L({{"a", "", 1, 1, 1}, {"b", "", 2, 1, 1}}),
-               {0, 0},
-               {1, 0},
+               L({{"a", encoder, 1, 1, 1}, {"b", backbone, 2, 1, 1}}),
+               at(0, 0),
+               at(1, 0),
                rr(1),
                rr(1),
                shape,
                {}});
   v.push_back({"stage1->stage2",
-               L({{"m", "", 1, 3, 1}}),
-               {0, 1},
-               {0, 2},
+               L({{"m", backbone, 1, 3, 1}}),
+               at(0, 1),
+               at(0, 2),
                rr(1),
                rr(1),
                shape,

@@ -98,12 +98,15 @@ void backend_keeps_timed_out_send_buffer() {
 // sender reuses the pool and its own source buffer, then the receiver posts.
 void route_straggler_gets_intact_bytes_or_error() {
   mpi_backend b(MPI_COMM_WORLD, {10000ms});
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 1},
+                               {"b", disttrain::module_role::backbone, 1, 1, 1}});
   // Sample order differs between the two sides: the sender packs (2 blocks).
   const disttrain::sample_placement pa({{1, 0}});
   const disttrain::sample_placement pb({{0, 1}});
   const disttrain::activation_shape shape{{512, 512}, 1024, 4};  // 4 MiB message
-  const auto plan = disttrain::plan_route(L, {0, 0}, pa, {1, 0}, pb, shape);
+  const disttrain::route_endpoint from{disttrain::module_id{0}, disttrain::stage_id{0}};
+  const disttrain::route_endpoint to{disttrain::module_id{1}, disttrain::stage_id{0}};
+  const auto plan = disttrain::plan_route(L, from, pa, to, pb, shape);
   const auto me = b.rank();
   std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(me)) * 4);
   std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(me)) * 4);

@@ -112,9 +112,10 @@ void device_routes() {
   auto b = disttrain::nccl_backend::from_mpi(MPI_COMM_WORLD, g_stream, {20000ms});
   auto cases = disttrain::test::small_route_cases();
   cases.push_back({"reordered 1->1",
-                   disttrain::rank_layout({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}}),
-                   {0, 0},
-                   {1, 0},
+                   disttrain::topology({{"a", disttrain::module_role::encoder, 1, 1, 1},
+                                        {"b", disttrain::module_role::backbone, 1, 1, 1}}),
+                   disttrain::test::at(0, 0),
+                   disttrain::test::at(1, 0),
                    disttrain::sample_placement({{0, 1, 2}}),
                    disttrain::sample_placement({{2, 0, 1}}),
                    disttrain::activation_shape{{3, 5, 2}, 6, 4},

@@ -35,7 +35,8 @@ void receiver_fails_in_start() {
   mpi_backend b(MPI_COMM_WORLD, {10000ms});
   const int me = b.rank();
   if (me < 2) {
-    const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+    const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 1},
+                                 {"b", disttrain::module_role::backbone, 1, 1, 1}});
     const auto p = disttrain::sample_placement::round_robin(2, 1);
     const disttrain::activation_shape shape{{512, 512}, 1024, 4};
     const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);
@@ -86,7 +87,8 @@ void receiver_fails_in_wait() {
   const int me = b.rank();
   MPI_Barrier(MPI_COMM_WORLD);
   if (me < 3) {
-    const disttrain::rank_layout L({{"a", "", 1, 1, 2}, {"b", "", 1, 1, 1}});
+    const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 2},
+                                 {"b", disttrain::module_role::backbone, 1, 1, 1}});
     const auto pa = disttrain::sample_placement::round_robin(4, 2);
     const auto pb = disttrain::sample_placement::round_robin(4, 1);
     const disttrain::sample_placement swapped({{1, 0, 3, 2}});

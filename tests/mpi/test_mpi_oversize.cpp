@@ -103,7 +103,8 @@ void posting_order_kept() {
 // error names both sizes.
 void verify_header_vs_plain_sender() {
   mpi_backend b(MPI_COMM_WORLD, {5000ms});
-  const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+  const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 1},
+                               {"b", disttrain::module_role::backbone, 1, 1, 1}});
   const auto p = disttrain::sample_placement::round_robin(1, 1);
   const disttrain::activation_shape shape{{64}, 256, 4};  // 64 KiB
   const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);

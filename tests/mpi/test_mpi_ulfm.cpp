@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
   }
   if (me == 2) {
     // The route a -> b on the pair: its source (pair rank 0) is world rank 1.
-    const disttrain::rank_layout L({{"a", "", 1, 1, 1}, {"b", "", 1, 1, 1}});
+    const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 1},
+                                 {"b", disttrain::module_role::backbone, 1, 1, 1}});
     const auto p = disttrain::sample_placement::round_robin(2, 1);
     const disttrain::activation_shape shape{{64, 64}, 256, 4};
     const auto plan = disttrain::plan_boundary_route(L, 0, p, p, shape);

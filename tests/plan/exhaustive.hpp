@@ -159,8 +159,8 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
 
   exhaustive_result best;
   detail::ranked_plan rb;
-  // Whether p is within the GPU budget and every segment starts at a multiple of its tp
-  // (rank_layout's rule).
+  // Whether p is within the GPU budget and every module owning ranks starts at a
+  // multiple of its tp (topology_of's rule, require_tp_in_nodes).
   auto admissible = [&](const parallel_plan& p) {
     if (p.total_gpus() > N) return false;
     long long first_rank = 0;

@@ -41,7 +41,7 @@ int zb_optima = 0;           // planner optima that run ZB-H1
 int zb_cases = 0;            // cases searched with ZB-H1 in the space
 int selective_optima = 0;    // planner optima with selective recompute on a module
 
-// Whether the placement (to_rank_layout's numbering) puts a stage of at most a node's GPUs across
+// Whether the placement (topology_of's numbering) puts a stage of at most a node's GPUs across
 // two nodes, or a module boundary inside one node: links the old layout-independent rules
 // (a DP group spans nodes iff tp * dp > gpus per node; boundaries on the NIC) priced otherwise.
 bool placement_matters(const disttrain::parallel_plan& p) {

@@ -1,4 +1,4 @@
-// The plan value type: validation naming fields, JSON round trip, rank layout.
+// The plan value type: validation naming fields, JSON round trip, its topology.
 #include <string>
 
 #include "disttrain/plan/format.hpp"
@@ -115,22 +115,28 @@ TEST_CASE("validate rejects inconsistent plans naming the field") {
   CHECK_NOTHROW(disttrain::validate(p));
 }
 
-TEST_CASE("to_rank_layout: segments in pipeline order, colocated modules on the backbone") {
+TEST_CASE("topology_of: modules in pipeline order, colocated modules on the backbone") {
+  using disttrain::module_id;
   auto p = sample_plan();
   p.modules[0].dp = 8;  // 8 GPUs: the backbone (tp 4) starts at rank 8
-  const auto L = disttrain::to_rank_layout(p);
-  REQUIRE(L.num_segments() == 3);
-  CHECK(L.world_size() == p.total_gpus());
-  CHECK(L.base(1) == 8);
-  CHECK(L.segment(1).tp == 4);
+  const disttrain::topology t = disttrain::topology_of(p);
+  REQUIRE(t.owning_modules().size() == 3);
+  CHECK(t.world_size() == p.total_gpus());
+  CHECK(t.base(module_id{1}) == 8);
+  CHECK(t.module(module_id{1}).tp == 4);
+  CHECK(t.module(module_id{1}).layers == p.modules[1].layers);
   auto q = p;
   q.modules[0] = module_plan{"vit", "encoder", 2, 1, 2, {32}, false, true};
-  const auto L2 = disttrain::to_rank_layout(q);
-  CHECK(L2.num_segments() == 2);
-  CHECK(L2.segment(0).name == "llm");
+  const disttrain::topology t2 = disttrain::topology_of(q);
+  CHECK(t2.owning_modules().size() == 2);
+  CHECK(t2.module(t2.owning_modules()[0]).name == "llm");
+  CHECK(t2.module(module_id{0}).colocated);
   auto bad = sample_plan();
   bad.modules[0].dp = 2;  // the backbone would start at rank 2, not a multiple of tp 4
-  DISTTRAIN_CHECK_ERROR(disttrain::to_rank_layout(bad), errc::invalid_argument, "llm");
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::require_tp_in_nodes(disttrain::topology_of(bad), bad.gpus_per_node, "plan"),
+      errc::invalid_argument, "plan.llm.tp");
+  disttrain::require_tp_in_nodes(t, p.gpus_per_node, "plan");
 }
 
 TEST_CASE("readable table") {

@@ -1,4 +1,4 @@
-// Link classes come from the plan's rank placement (to_rank_layout's numbering),
+// Link classes come from the plan's rank placement (topology_of's numbering),
 // not from a layout-independent rule: mllm-13b on 36 H800 GPUs with a 3-GPU
 // encoder puts every 8-GPU backbone stage across two nodes, so its DP sync and
 // its stage-to-stage transfers run over the NIC.
@@ -39,12 +39,11 @@ TEST_CASE("a stage's DP sync is priced by where its DP group sits (mllm-13b on 3
   const parallel_plan p = straddling(req.global_batch);
   const auto e =
       disttrain::evaluate(p, cm, req.sample_workload, disttrain::evaluate_options{false});
-  const disttrain::rank_layout L = disttrain::to_rank_layout(p);
+  const disttrain::topology L = disttrain::topology_of(p);
   const int g = sc.cluster.gpus_per_node;
   int straddling_stages = 0;
   for (const auto& s : e.stages) {
-    const int seg = L.segment_index(s.module);
-    const auto group = L.dp_group(seg, disttrain::stage_id{s.stage}, 0);
+    const auto group = L.dp_group(L.find(s.module), disttrain::stage_id{s.stage}, 0);
     const bool spans = group.front() / g != group.back() / g;
     straddling_stages += spans ? 1 : 0;
     std::size_t mod = 0;
@@ -98,10 +97,10 @@ TEST_CASE("the planner's answer is priced by its own placement (mllm-13b on 36 G
   const auto r = disttrain::plan_parallelism(cm, req);
   // The search's score equals evaluate()'s (run_planner checks it bit for bit), and every DP
   // group the plan prices as NVLink sits inside one node of its rank layout.
-  const disttrain::rank_layout L = disttrain::to_rank_layout(r.plan);
+  const disttrain::topology L = disttrain::topology_of(r.plan);
   const int g = sc.cluster.gpus_per_node;
   for (const auto& s : r.evaluation.stages) {
-    const auto group = L.dp_group(L.segment_index(s.module), disttrain::stage_id{s.stage}, 0);
+    const auto group = L.dp_group(L.find(s.module), disttrain::stage_id{s.stage}, 0);
     std::size_t mod = 0;
     while (sc.model.modules[mod].name != s.module) ++mod;
     if (!s.colocated.empty()) continue;  // colocated parts add their own sync

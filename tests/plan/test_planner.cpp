@@ -39,8 +39,9 @@ void check_feasible(const disttrain::plan_result& r, const disttrain::analytic_c
   for (const auto& s : e.stages) CHECK(s.memory_bytes <= cm.memory_limit());
   CHECK(r.plan.total_gpus() <= cm.cluster().num_gpus);
   CHECK(r.plan.global_batch == req.global_batch);
-  const auto L = disttrain::to_rank_layout(r.plan);
+  const auto L = disttrain::topology_of(r.plan);
   CHECK(L.world_size() == r.plan.total_gpus());
+  CHECK_NOTHROW(disttrain::require_tp_in_nodes(L, r.plan.gpus_per_node, "plan"));
   CHECK(e.mfu > 0);
   CHECK(e.mfu < 1);
 }

@@ -89,7 +89,6 @@ struct bind_context {
   const pipeline_schedule& chain;
   const reorder_result& map;
   const std::vector<link_shape>& shapes;
-  rank_layout layout;
   message_tags tags;
   int stages = 0;
 
@@ -99,7 +98,6 @@ struct bind_context {
         chain(c),
         map(m),
         shapes(s),
-        layout(layout_of(t)),
         tags(t.num_chain_stages(), 1, c.num_microbatches, 1),
         stages(t.num_chain_stages()) {
     require(c.num_stages == stages && c.num_chunks == 1 && c.num_ranks() == stages, "bind.chain",
@@ -126,7 +124,7 @@ struct bind_context {
 
   [[nodiscard]] route_endpoint endpoint(int c) const {
     const auto [m, s] = topo.chain_at(c);
-    return {topo.owning_index(m), s.value};
+    return {m, s};
   }
   // The route of `link` in microbatch j, forward or backward; `o` gives
   // for_rank and headers_only.
@@ -139,13 +137,14 @@ struct bind_context {
     a.rows.reserve(mp.samples.size());
     for (const std::uint32_t idx : mp.samples) a.rows.push_back(ls.rows[idx]);
     const route_endpoint up = endpoint(link), down = endpoint(link + 1);
-    const sample_placement& pu = mp.module[static_cast<std::size_t>(up.segment)];
-    const sample_placement& pd = mp.module[static_cast<std::size_t>(down.segment)];
+    const sample_placement& pu = mp.module[static_cast<std::size_t>(topo.owning_index(up.module))];
+    const sample_placement& pd =
+        mp.module[static_cast<std::size_t>(topo.owning_index(down.module))];
     o.split = ls.split;
     o.fan_out = true;
     o.backward = backward;
-    return backward ? plan_route(layout, down, pd, up, pu, a, o)
-                    : plan_route(layout, up, pu, down, pd, a, o);
+    return backward ? plan_route(topo, down, pd, up, pu, a, o)
+                    : plan_route(topo, up, pu, down, pd, a, o);
   }
 };
 
@@ -345,7 +344,7 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
   // The modules at the ends of the links: only their placements are built.
   std::vector<std::size_t> modules;
   for (int e = lo; e <= hi && hi > lo; ++e) {
-    const auto m = static_cast<std::size_t>(cx.endpoint(e).segment);
+    const auto m = static_cast<std::size_t>(topo.owning_index(cx.endpoint(e).module));
     if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
   }
   // Per microbatch, slots 0..3; a chain of one stage (every module on the

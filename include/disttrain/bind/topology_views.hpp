@@ -1,19 +1,17 @@
 #pragma once
 /// @file topology_views.hpp
 /// @brief Every per-part view of a pipeline, derived from its one `topology`
-/// (core/topology.hpp), and the conversion of a plan into a topology:
+/// (core/topology.hpp):
 ///
 /// | view                     | for                         | function          |
 /// |--------------------------|-----------------------------|-------------------|
-/// | `rank_layout`            | routes, groups (comm/)      | `layout_of`       |
 /// | chain schedule           | bind step (schedule/)       | `chain_program`   |
 /// | `reorder_options`        | the reorderer (reorder/)    | `reorder_options_of` |
-/// | `topology`               | from a `parallel_plan`      | `topology_of`     |
 ///
-/// The rank layout numbers ranks exactly as the topology does, and the
-/// reorderer's module k is the topology's k-th module that owns ranks
-/// (`topology::owning_modules`), so a sample map indexes the same modules as
-/// the routes and the schedule.
+/// The routes (comm/) take the topology itself, and a plan converts to one
+/// with `topology_of` (plan/layout.hpp). The reorderer's module k is the
+/// topology's k-th module that owns ranks (`topology::owning_modules`), so a
+/// sample map indexes the same modules as the routes and the schedule.
 ///
 /// @snippet bind.cpp topology_views
 
@@ -26,8 +24,8 @@
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/model/model_spec.hpp"
+#include "disttrain/plan/layout.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
-#include "disttrain/plan/rank_layout.hpp"
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/multi_module.hpp"
@@ -35,17 +33,6 @@
 #include "disttrain/schedule/zero_bubble.hpp"
 
 namespace disttrain {
-
-/// @brief The communicator's rank layout: one segment per module that owns
-/// ranks, numbered as the topology numbers them.
-[[nodiscard]] inline rank_layout layout_of(const topology& t) {
-  std::vector<segment_spec> segs;
-  for (const module_id m : t.owning_modules()) {
-    const topology_module& g = t.module(m);
-    segs.push_back({g.name, std::string(to_string(g.role)), g.tp, g.pp, g.dp});
-  }
-  return rank_layout(std::move(segs));
-}
 
 /// @brief Settings of `chain_program`.
 struct chain_options {
@@ -123,39 +110,6 @@ struct chain_options {
   o.microbatches = microbatches;
   o.validate();
   return o;
-}
-
-/// @brief The topology of a plan: its modules, degrees, colocation and
-/// layers per stage, all trainable. Validates the plan (`invalid_argument`
-/// naming `plan....`).
-[[nodiscard]] inline topology topology_of(const parallel_plan& p) {
-  validate(p);
-  std::vector<topology_module> mods;
-  for (std::size_t i = 0; i < p.modules.size(); ++i) {
-    const module_plan& m = p.modules[i];
-    mods.push_back({m.name, parse_module_role(m.role, cat("plan.modules[", i, "].role")), m.tp,
-                    m.pp, m.dp, true, m.colocated, m.layers});
-  }
-  return topology(std::move(mods));
-}
-
-/// @brief The topology of a plan for `model`: as `topology_of(plan)`, with
-/// each module trainable unless the model freezes it. Throws
-/// `invalid_argument` at `plan.modules[i].name` for a module the model lacks.
-[[nodiscard]] inline topology topology_of(const parallel_plan& p, const model_spec& model) {
-  topology base = topology_of(p);
-  std::vector<topology_module> mods = base.modules();
-  for (std::size_t i = 0; i < mods.size(); ++i) {
-    bool found = false;
-    for (const auto& ms : model.modules)
-      if (ms.name == mods[i].name) {
-        mods[i].trainable = !ms.frozen;
-        found = true;
-      }
-    require(found, cat("plan.modules[", i, "].name"), "module '", mods[i].name,
-            "' is not in model '", model.name, "'");
-  }
-  return topology(std::move(mods));
 }
 
 }  // namespace disttrain

@@ -58,8 +58,8 @@ inline void to_json(json& j, const route_plan& p) {
                       {"phase", m.phase},
                       {"elements", m.elements},
                       {"pieces", m.pieces}});
-  j = json{{"from", {{"segment", p.from().segment}, {"stage", p.from().stage}}},
-           {"to", {{"segment", p.to().segment}, {"stage", p.to().stage}}},
+  j = json{{"from", {{"module", p.from().module.value}, {"stage", p.from().stage.value}}},
+           {"to", {{"module", p.to().module.value}, {"stage", p.to().stage.value}}},
            {"hidden", p.hidden()},
            {"elem_size", p.elem_size()},
            {"slices", p.slices()},

@@ -49,21 +49,22 @@
 #include "disttrain/comm/route_plan.hpp"
 #include "disttrain/comm/sample_placement.hpp"
 #include "disttrain/core/check.hpp"
-#include "disttrain/plan/rank_layout.hpp"
+#include "disttrain/core/topology.hpp"
 
 namespace disttrain {
 
 /// @brief Plans the route from stage `from` (samples placed by `pa`) to stage
-/// `to` (samples placed by `pb`). `from` and `to` are consecutive stages of
-/// one segment, or the last stage of one segment and the first of another.
+/// `to` (samples placed by `pb`) of topology `t`. `from` and `to` are
+/// consecutive stages of one module, or the last stage of a module that owns
+/// ranks and the first stage of the next one (`topology::owning_modules`).
 /// Throws `invalid_argument` naming the field (`route.from.stage`,
 /// `route.placement_b`, `activation_shape.rows[3]`, ...).
-[[nodiscard]] inline route_plan plan_route(const rank_layout& L, route_endpoint from,
+[[nodiscard]] inline route_plan plan_route(const topology& t, route_endpoint from,
                                            const sample_placement& pa, route_endpoint to,
                                            const sample_placement& pb,
                                            const activation_shape& shape, route_options opts = {}) {
-  detail::check_route(L, from, pa, to, pb, shape, opts);
-  detail::route_builder build(L, from, pa, to, pb, shape, opts);
+  detail::check_route(t, from, pa, to, pb, shape, opts);
+  detail::route_builder build(t, from, pa, to, pb, shape, opts);
   route_plan plan;
   plan.from_ = from;
   plan.to_ = to;
@@ -79,24 +80,25 @@ namespace disttrain {
   return plan;
 }
 
-/// @brief Route across module boundary `i` (last stage of segment i -> first
-/// stage of segment i+1).
-[[nodiscard]] inline route_plan plan_boundary_route(const rank_layout& L, int boundary,
+/// @brief Route across module boundary `i` (`topology::boundary_group`: the
+/// last stage of owning module i -> the first stage of owning module i + 1).
+[[nodiscard]] inline route_plan plan_boundary_route(const topology& t, int boundary,
                                                     const sample_placement& pa,
                                                     const sample_placement& pb,
                                                     const activation_shape& shape,
                                                     route_options opts = {}) {
-  require_in_range(boundary, 0, L.num_boundaries() - 1, "route.boundary");
-  const int a = boundary;
-  return plan_route(L, {a, L.segment(a).pp - 1}, pa, {a + 1, 0}, pb, shape, opts);
+  require_in_range(boundary, 0, t.num_boundaries() - 1, "route.boundary");
+  const auto i = static_cast<std::size_t>(boundary);
+  const module_id a = t.owning_modules()[i], b = t.owning_modules()[i + 1];
+  return plan_route(t, {a, stage_id{t.module(a).pp - 1}}, pa, {b, stage_id{0}}, pb, shape, opts);
 }
 
-/// @brief Route between stage `stage` and `stage + 1` of one segment (same placement).
-[[nodiscard]] inline route_plan plan_stage_route(const rank_layout& L, int segment, int stage,
+/// @brief Route between stage `stage` and `stage + 1` of one module (same placement).
+[[nodiscard]] inline route_plan plan_stage_route(const topology& t, module_id m, stage_id stage,
                                                  const sample_placement& p,
                                                  const activation_shape& shape,
                                                  route_options opts = {}) {
-  return plan_route(L, {segment, stage}, p, {segment, stage + 1}, p, shape, opts);
+  return plan_route(t, {m, stage}, p, {m, stage_id{stage.value + 1}}, p, shape, opts);
 }
 
 }  // namespace disttrain

@@ -14,16 +14,16 @@
 #include "disttrain/comm/sample_placement.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
+#include "disttrain/core/topology.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
 #include "disttrain/model/rng.hpp"
-#include "disttrain/plan/rank_layout.hpp"
 
 namespace disttrain {
 
-/// @brief A stage of a segment: where a route starts or ends.
+/// @brief A stage of a module that owns ranks: where a route starts or ends.
 struct route_endpoint {
-  int segment = 0;
-  int stage = 0;
+  module_id module;  ///< index in `topology::modules()`
+  stage_id stage;
   friend bool operator==(const route_endpoint&, const route_endpoint&) = default;
 };
 
@@ -187,7 +187,7 @@ class route_plan {
   [[nodiscard]] std::uint64_t stamp(const route_message& m) const noexcept;
 
  private:
-  friend route_plan plan_route(const rank_layout&, route_endpoint, const sample_placement&,
+  friend route_plan plan_route(const topology&, route_endpoint, const sample_placement&,
                                route_endpoint, const sample_placement&, const activation_shape&,
                                route_options);
 

@@ -44,6 +44,7 @@
 #include <nlohmann/json.hpp>
 
 #include "disttrain/core/check.hpp"
+#include "disttrain/core/topology.hpp"
 
 namespace disttrain {
 
@@ -365,4 +366,64 @@ template <class T, class... M>
 }
 
 }  // namespace detail
+
+// ---- topology.hpp ----
+// module_role by `to_string`'s names (core/topology.hpp), with the semantics
+// of NLOHMANN_JSON_SERIALIZE_ENUM that `json_convert` relies on: a value
+// outside the enumeration writes the first name, an unknown name reads as the
+// first enumerator (which `json_convert` then rejects, listing the names).
+inline void to_json(json& j, const module_role& r) {
+  for (const module_role x : module_roles)
+    if (x == r) {
+      j = std::string(to_string(x));
+      return;
+    }
+  j = std::string(to_string(module_roles[0]));
+}
+inline void from_json(const json& j, module_role& r) {
+  r = module_roles[0];
+  if (!j.is_string()) return;
+  for (const module_role x : module_roles)
+    if (j.get_ref<const std::string&>() == to_string(x)) r = x;
+}
+
+namespace detail {
+[[nodiscard]] inline module_role read_module_role(const json& j, std::string_view path) {
+  if (!j.is_string())
+    fail(errc::parse_error, path, "expected encoder, backbone or generator, got ", j.dump());
+  return parse_module_role(j.get<std::string>(), path);
+}
+inline constexpr auto topology_module_fields =
+    std::tuple{required_field("name", &topology_module::name),
+               required_field("role", &topology_module::role, read_module_role),
+               optional_field("tp", &topology_module::tp),
+               optional_field("pp", &topology_module::pp),
+               optional_field("dp", &topology_module::dp),
+               optional_field("trainable", &topology_module::trainable),
+               optional_field("colocated", &topology_module::colocated),
+               optional_field("layers", &topology_module::layers)};
+}  // namespace detail
+
+/// @brief `{"name", "role", "tp", "pp", "dp", "trainable", "colocated"}`, and
+/// `"layers"` when the module has them.
+inline void to_json(json& j, const topology_module& g) {
+  j = detail::fields_to_json(g, detail::topology_module_fields);
+  if (g.layers.empty()) j.erase("layers");
+}
+/// @brief `{"modules": [...]}`.
+inline void to_json(json& j, const topology& t) { j = json{{"modules", t.modules()}}; }
+/// @brief Reads `{"modules": [...]}`: each module needs `name` and `role`,
+/// tp/pp/dp default 1, trainable true, colocated false, layers none; then
+/// validates (`topology`'s checks). Errors name `topology.modules[i].<key>`.
+inline void from_json(const json& j, topology& t) {
+  check_keys(j, {"modules"}, "topology");
+  const json& ms = json_get<json>(j, "modules", "topology");
+  if (!ms.is_array()) fail(errc::parse_error, "topology.modules", "expected an array");
+  std::vector<topology_module> mods(ms.size());
+  for (std::size_t i = 0; i < ms.size(); ++i)
+    detail::read_fields(ms[i], mods[i], detail::topology_module_fields,
+                        cat("topology.modules[", i, "]"));
+  t = topology(std::move(mods));
+}
+
 }  // namespace disttrain

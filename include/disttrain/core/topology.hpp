@@ -5,11 +5,11 @@
 /// and optionally its layers per stage; with strong ids and the one global
 /// rank numbering.
 ///
-/// Every other view of the pipeline is *derived* from a `topology` by a
-/// library function (bind/topology_views.hpp): the communicator's
-/// `rank_layout`, the schedule's chain spec, the reorderer's options, the
-/// workload cost; a `parallel_plan` converts to one (`topology_of`). No
-/// trainer copies degrees field by field.
+/// The communicator plans its routes on a `topology` (comm/route.hpp), and
+/// every other view of the pipeline is *derived* from one by a library
+/// function (bind/topology_views.hpp): the schedule's chain spec, the
+/// reorderer's options, the workload cost; a `parallel_plan` converts to one
+/// (`topology_of`, plan/layout.hpp). No trainer copies degrees field by field.
 ///
 /// ## Rank numbering (the only one)
 /// Modules that own GPUs are numbered in pipeline order; inside a module
@@ -17,6 +17,29 @@
 /// `rank = base(module) + (stage * dp + replica) * tp + tp_rank`. A colocated
 /// module owns no ranks: it runs on the ranks of the backbone stage it sits on
 /// (its first stage for an encoder, its last for a generator).
+///
+/// ## Groups and the order used to create communicators
+/// Every group is a list of ranks in **ascending rank order**, so with
+/// `MPI_Comm_split(world, color, key)` use `key = rank` (or the position in the
+/// list; same order), and with `ncclCommInitRank` the group-local rank is the
+/// position in the list. Groups of one kind are enumerated in a fixed order
+/// and `color` = index in that enumeration (`group_color`); modules that own
+/// ranks, in pipeline order:
+///
+/// | kind | members | enumeration order (color) |
+/// |---|---|---|
+/// | TP | same module, stage, replica | module, stage, replica |
+/// | PP | same module, replica, tp_rank (a replica's chain of stages) | module, replica, tp_rank |
+/// | DP | same module, stage, tp_rank | module, stage, tp_rank |
+/// | boundary | last stage of owning module i + first stage of owning module i+1 | i |
+///
+/// TP, PP and DP groups each partition the world, so one `MPI_Comm_split` per
+/// kind creates them all. Boundary groups overlap when a module has a single
+/// stage (its ranks are both the tail of one boundary and the head of the
+/// next), so create boundary i with its own split: color 0 for members and
+/// `MPI_UNDEFINED` for the others (or `MPI_Comm_create_group`).
+///
+/// @snippet core.cpp topology_groups
 ///
 /// ## Chain stages
 /// The pipeline as one chain: the stages of every non-colocated module in
@@ -115,6 +138,20 @@ struct topology_module {
          static_cast<double>(total);
 }
 
+/// @brief Kind of a process group (see the file comment).
+enum class group_kind : std::uint8_t { tp, pp, dp, boundary };
+
+/// @brief Name of a group kind: "tp", "pp", "dp", "boundary".
+[[nodiscard]] constexpr std::string_view to_string(group_kind k) noexcept {
+  switch (k) {
+    case group_kind::tp: return "tp";
+    case group_kind::pp: return "pp";
+    case group_kind::dp: return "dp";
+    case group_kind::boundary: return "boundary";
+  }
+  return "unknown";
+}
+
 /// @brief Where a global rank sits.
 struct topology_coord {
   module_id module;
@@ -189,11 +226,116 @@ class topology {
     c.stage = stage_id{off / g.dp};
     return c;
   }
-  /// @brief Ascending global ranks of the data-parallel group of (module, stage, tp rank).
+  /// @brief Node of rank `r` on nodes of `gpus_per_node` GPUs (`r / gpus_per_node`).
+  [[nodiscard]] int node(int r, int gpus_per_node) const {
+    require_in_range(r, 0, world_ - 1, "topology.rank");
+    require_positive(gpus_per_node, "topology.gpus_per_node");
+    return r / gpus_per_node;
+  }
+
+  // ---- groups (see the file comment); every list ascends ----
+  /// @brief The tensor-parallel group of (module, stage, replica).
+  [[nodiscard]] std::vector<int> tp_group(module_id m, stage_id s, replica_id d) const {
+    std::vector<int> out;
+    for (int t = 0; t < module(m).tp; ++t) out.push_back(rank({m, s, d, t}));
+    return out;
+  }
+  /// @brief The pipeline group of (module, replica, tp rank), in stage order.
+  [[nodiscard]] std::vector<int> pp_group(module_id m, replica_id d, int tp_rank) const {
+    std::vector<int> out;
+    for (int p = 0; p < module(m).pp; ++p) out.push_back(rank({m, stage_id{p}, d, tp_rank}));
+    return out;
+  }
+  /// @brief The data-parallel group of (module, stage, tp rank), in replica order.
   [[nodiscard]] std::vector<int> dp_group(module_id m, stage_id s, int tp_rank) const {
     std::vector<int> out;
-    out.reserve(static_cast<std::size_t>(module(m).dp));
     for (int d = 0; d < module(m).dp; ++d) out.push_back(rank({m, s, replica_id{d}, tp_rank}));
+    return out;
+  }
+  /// @brief Every rank of one stage of a module (all replicas and TP ranks).
+  [[nodiscard]] std::vector<int> stage_ranks(module_id m, stage_id s) const {
+    const int first = rank({m, s, replica_id{0}, 0});
+    std::vector<int> out(static_cast<std::size_t>(module(m).dp * module(m).tp));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = first + static_cast<int>(i);
+    return out;
+  }
+  /// @brief Module boundaries: owning modules minus one (0 with one module).
+  [[nodiscard]] int num_boundaries() const noexcept { return static_cast<int>(owning_.size()) - 1; }
+  /// @brief Boundary group `i`: the last stage of owning module i, then the
+  /// first stage of owning module i + 1.
+  [[nodiscard]] std::vector<int> boundary_group(int i) const {
+    require_in_range(i, 0, num_boundaries() - 1, "topology.boundary");
+    return boundary_group(owning_[static_cast<std::size_t>(i)],
+                          owning_[static_cast<std::size_t>(i) + 1]);
+  }
+  /// @brief The last stage of module `a`, then the first stage of module `b`
+  /// (any two modules that own ranks, e.g. a second encoder feeding the backbone).
+  [[nodiscard]] std::vector<int> boundary_group(module_id a, module_id b) const {
+    require(a != b, "topology.boundary", "modules must differ, got ", a.value, " twice");
+    std::vector<int> out = stage_ranks(a, stage_id{module(a).pp - 1});
+    for (const int r : stage_ranks(b, stage_id{0})) out.push_back(r);
+    return out;
+  }
+  /// @brief Every group of `kind`, in enumeration order (index = color).
+  [[nodiscard]] std::vector<std::vector<int>> groups(group_kind kind) const {
+    std::vector<std::vector<int>> out;
+    if (kind == group_kind::boundary) {
+      for (int i = 0; i < num_boundaries(); ++i) out.push_back(boundary_group(i));
+      return out;
+    }
+    for (const module_id m : owning_) {
+      const topology_module& g = module(m);
+      const auto [outer, inner] = group_extents(kind, g);
+      for (int a = 0; a < outer; ++a)
+        for (int b = 0; b < inner; ++b) {
+          switch (kind) {
+            case group_kind::tp: out.push_back(tp_group(m, stage_id{a}, replica_id{b})); break;
+            case group_kind::pp: out.push_back(pp_group(m, replica_id{a}, b)); break;
+            default: out.push_back(dp_group(m, stage_id{a}, b)); break;
+          }
+        }
+    }
+    return out;
+  }
+  /// @brief Color of rank `r`'s group of `kind` for `MPI_Comm_split` (its
+  /// index in `groups(kind)`). Boundary groups overlap: use `boundary_colors`
+  /// (this throws for them).
+  [[nodiscard]] int group_color(group_kind kind, int r) const {
+    require(kind != group_kind::boundary, "topology.group_color",
+            "boundary groups overlap; use boundary_colors(rank)");
+    const topology_coord c = coord(r);
+    int color = 0;
+    for (const module_id m : owning_) {
+      if (m == c.module) break;
+      const auto [outer, inner] = group_extents(kind, module(m));
+      color += outer * inner;
+    }
+    const int inner = group_extents(kind, module(c.module)).second;
+    switch (kind) {
+      case group_kind::tp: return color + c.stage.value * inner + c.replica.value;
+      case group_kind::pp: return color + c.replica.value * inner + c.tp_rank;
+      default: return color + c.stage.value * inner + c.tp_rank;
+    }
+  }
+  /// @brief Position of rank `r` in its group of `kind` (the `key`, the
+  /// group-local rank): tp rank, stage or replica. Throws for boundaries.
+  [[nodiscard]] int group_rank(group_kind kind, int r) const {
+    require(kind != group_kind::boundary, "topology.group_rank",
+            "boundary groups overlap; find the rank in boundary_group(i)");
+    const topology_coord c = coord(r);
+    switch (kind) {
+      case group_kind::tp: return c.tp_rank;
+      case group_kind::pp: return c.stage.value;
+      default: return c.replica.value;
+    }
+  }
+  /// @brief The boundary groups rank `r` belongs to (0, 1 or 2), ascending.
+  [[nodiscard]] std::vector<int> boundary_colors(int r) const {
+    const topology_coord c = coord(r);
+    const int k = owning_index(c.module);
+    std::vector<int> out;
+    if (c.stage.value == 0 && k > 0) out.push_back(k - 1);
+    if (c.stage.value == module(c.module).pp - 1 && k < num_boundaries()) out.push_back(k);
     return out;
   }
 
@@ -224,6 +366,16 @@ class topology {
   friend bool operator==(const topology& a, const topology& b) { return a.modules_ == b.modules_; }
 
  private:
+  // (outer, inner) loop extents of a module's groups of `kind` in enumeration
+  // order: TP (stage, replica), PP (replica, tp rank), DP (stage, tp rank).
+  [[nodiscard]] static std::pair<int, int> group_extents(group_kind kind,
+                                                         const topology_module& g) noexcept {
+    switch (kind) {
+      case group_kind::tp: return {g.pp, g.dp};
+      case group_kind::pp: return {g.dp, g.tp};
+      default: return {g.pp, g.tp};
+    }
+  }
   void index() {
     require(!modules_.empty(), "topology.modules", "must hold at least one module");
     int backbones = 0;
@@ -275,6 +427,25 @@ class topology {
   module_id backbone_;
   int world_ = 0;
 };
+
+/// @brief Checks that every TP group of `t` sits inside one node of
+/// `gpus_per_node` GPUs: each TP degree divides `gpus_per_node` and each
+/// owning module's first rank is a multiple of its TP degree. Throws
+/// `invalid_argument` at `where.<module>.tp`.
+inline void require_tp_in_nodes(const topology& t, int gpus_per_node, std::string_view where) {
+  require_positive(gpus_per_node, cat(where, ".gpus_per_node"));
+  for (const module_id m : t.owning_modules()) {
+    const topology_module& g = t.module(m);
+    const int base = t.base(m);
+    if (gpus_per_node % g.tp != 0 || base % g.tp != 0)
+      fail(
+          errc::invalid_argument, cat(where, ".", g.name, ".tp"), "tp ", g.tp,
+          gpus_per_node % g.tp != 0
+              ? cat(" must divide gpus_per_node ", gpus_per_node, " (TP groups stay inside a node)")
+              : cat(" does not divide the module's first rank ", base,
+                    " (a TP group would straddle two nodes); reorder or pad modules"));
+  }
+}
 
 /// @brief "encoder TP2 PP1 DP2 -> backbone TP2 PP2 DP3 -> generator (colocated)".
 [[nodiscard]] inline std::string describe(const topology& t) {

@@ -6,7 +6,7 @@
 /// the map's order, and for each sample the parts the rank consumes.
 ///
 /// A rank of module k, replica r (which ranks those are is the trainer's
-/// `rank_layout`; typically the first pipeline stage takes the inputs and the
+/// `topology`; typically the first pipeline stage takes the inputs and the
 /// last stage the targets) asks for exactly what its module trains on:
 ///
 /// @snippet data.cpp sample_requests

@@ -7,7 +7,7 @@
 ///
 /// Algorithm: every member sends its bucket to every other member and
 /// receives theirs; `finish` adds the g contributions **in group order** (the
-/// group is the list of ranks in ascending order, as `rank_layout::dp_group`
+/// group is the list of ranks in ascending order, as `topology::dp_group`
 /// returns it). Every member therefore computes bit-identical sums, so
 /// replicas' parameters never drift apart. Traffic is (g-1) n elements each
 /// way per member for g members and n elements: fine for the small DP groups

@@ -206,25 +206,7 @@ inline void from_json(const json& j, decoder_llm_arch& a) {
 inline void from_json(const json& j, diffusion_arch& a) { a = detail::read_diffusion_arch(j, ""); }
 
 // ---- module_spec.hpp ----
-// module_role by `to_string`'s names (core/topology.hpp), with the semantics
-// of NLOHMANN_JSON_SERIALIZE_ENUM that `json_convert` relies on: a value
-// outside the enumeration writes the first name, an unknown name reads as the
-// first enumerator (which `json_convert` then rejects, listing the names).
-inline void to_json(json& j, const module_role& r) {
-  for (const module_role x : module_roles)
-    if (x == r) {
-      j = std::string(to_string(x));
-      return;
-    }
-  j = std::string(to_string(module_roles[0]));
-}
-inline void from_json(const json& j, module_role& r) {
-  r = module_roles[0];
-  if (!j.is_string()) return;
-  for (const module_role x : module_roles)
-    if (j.get_ref<const std::string&>() == to_string(x)) r = x;
-}
-
+// module_role: core/json.hpp.
 namespace detail {
 // A module's fields but its architecture (a variant, read by its "type").
 inline constexpr auto module_spec_fields = std::tuple{

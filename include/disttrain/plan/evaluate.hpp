@@ -22,7 +22,7 @@
 /// A stage's exposed sync is its ZeRO-1 reduce-scatter + all-gather + optimizer
 /// step, less what the plan's `overlap_grad_reduce` / `overlap_param_gather`
 /// hide behind the last backward / first forward (`detail::stage_sync`).
-/// Links follow the plan's rank placement (`to_rank_layout`'s numbering): a
+/// Links follow the plan's rank placement (`topology_of`'s numbering): a
 /// stage's DP sync runs on NVLink iff the stage's ranks sit in one node, a
 /// transfer between two stages iff both stages' ranks do; else the NIC
 /// (`detail/stage_cost.hpp`).
@@ -107,7 +107,7 @@ namespace detail {
 
 /// @brief Checks a plan against the model and cluster of a cost model: the
 /// same modules in the same order, layer counts, node size, GPU count, and
-/// TP groups inside nodes (as `to_rank_layout` requires). Throws naming the plan field.
+/// TP groups inside nodes (as `topology_of` requires). Throws naming the plan field.
 inline void check_plan_against(const parallel_plan& p, const model_spec& model,
                                const cluster_spec& cluster) {
   validate(p);
@@ -211,7 +211,7 @@ template <cost_model C>
   auto samples_of = [&](int dp) { return (n + dp - 1) / dp; };
   const int kb = samples_of(bb.dp);
 
-  // Chain positions, and each disaggregated module's first rank (`to_rank_layout`'s numbering).
+  // Chain positions, and each disaggregated module's first rank (`topology_of`'s numbering).
   int total_stages = 0;
   std::vector<long long> base(p.modules.size(), 0);
   long long next_rank = 0;

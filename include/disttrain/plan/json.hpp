@@ -15,82 +15,8 @@
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/plan/planner.hpp"
 #include "disttrain/plan/planner_options.hpp"
-#include "disttrain/plan/rank_layout.hpp"
 
 namespace disttrain {
-
-// ---- rank_layout.hpp ----
-namespace detail {
-inline constexpr auto rank_coord_fields = std::tuple{
-    required_field("segment", &rank_coord::segment), required_field("stage", &rank_coord::stage),
-    required_field("replica", &rank_coord::replica),
-    required_field("tp_rank", &rank_coord::tp_rank)};
-inline constexpr auto segment_spec_fields =
-    std::tuple{required_field("name", &segment_spec::name),
-               optional_field("role", &segment_spec::role), optional_field("tp", &segment_spec::tp),
-               optional_field("pp", &segment_spec::pp), optional_field("dp", &segment_spec::dp)};
-}  // namespace detail
-
-/// @brief `{"name", "role", "tp", "pp", "dp"}`.
-inline void to_json(json& j, const segment_spec& s) {
-  j = detail::fields_to_json(s, detail::segment_spec_fields);
-}
-/// @brief Reads a segment; `role` optional (default ""), tp/pp/dp default 1;
-/// `base` (written by a rank_layout, checked there) is allowed, other keys
-/// are errors. Errors name `segments.<name>.<key>`.
-inline void from_json(const json& j, segment_spec& s) {
-  const std::string p = "segments." + json_get<std::string>(j, "name", "segment");
-  s = segment_spec{};
-  detail::read_fields(j, s, detail::segment_spec_fields, p, {"base"});
-}
-/// @brief `{"segment", "stage", "replica", "tp_rank"}`.
-inline void to_json(json& j, const rank_coord& c) {
-  j = detail::fields_to_json(c, detail::rank_coord_fields);
-}
-inline void from_json(const json& j, rank_coord& c) {
-  detail::read_fields(j, c, detail::rank_coord_fields, "rank_coord");
-}
-/// @brief `{"gpus_per_node", "world_size", "segments": [...]}` (world_size and
-/// each segment's "base" are informative; on input they are checked if present).
-inline void to_json(json& j, const rank_layout& L) {
-  json segs = json::array();
-  for (int s = 0; s < L.num_segments(); ++s) {
-    json js = L.segment(s);
-    js["base"] = L.base(s);
-    segs.push_back(std::move(js));
-  }
-  j = json{{"gpus_per_node", L.gpus_per_node()},
-           {"world_size", L.world_size()},
-           {"segments", std::move(segs)}};
-}
-inline void from_json(const json& j, rank_layout& L) {
-  const json segs = json_get<json>(j, "segments", "rank_layout");
-  if (!segs.is_array()) fail(errc::parse_error, "rank_layout.segments", "expected an array");
-  std::vector<segment_spec> v;
-  for (const json& e : segs) v.push_back(e.get<segment_spec>());
-  L = rank_layout(std::move(v), json_get_or<int>(j, "gpus_per_node", 0, "rank_layout"));
-  if (j.contains("world_size")) {
-    const int w = json_get<int>(j, "world_size", "rank_layout");
-    require(w == L.world_size(), "rank_layout.world_size", "given ", w, " but the segments need ",
-            L.world_size());
-  }
-  for (std::size_t i = 0; i < segs.size(); ++i)
-    if (segs[i].contains("base")) {
-      const int b = json_get<int>(segs[i], "base", "rank_layout.segments");
-      require(b == L.base(static_cast<int>(i)),
-              cat("rank_layout.", L.segment(static_cast<int>(i)).name, ".base"), "given ", b,
-              " but contiguous numbering gives ", L.base(static_cast<int>(i)));
-    }
-}
-
-/// @brief Every group of every kind as JSON (`{"tp": [[..],..], "pp": .., "dp": .., "boundary": ..}`),
-/// for tools and debugging.
-[[nodiscard]] inline json groups_to_json(const rank_layout& L) {
-  json j;
-  for (group_kind k : {group_kind::tp, group_kind::pp, group_kind::dp, group_kind::boundary})
-    j[std::string(to_string(k))] = L.groups(k);
-  return j;
-}
 
 // ---- parallel_plan.hpp ----
 namespace detail {

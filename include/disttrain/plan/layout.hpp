@@ -1,32 +1,60 @@
 #pragma once
 /// @file layout.hpp
-/// @brief From a plan to its rank layout (the single source of truth for
-/// communicators, reordering and execution).
+/// @brief From a plan to its topology (core/topology.hpp): the one layout
+/// vocabulary and rank numbering that the communicator, the reorderer, the
+/// binder and the executor use.
 ///
-/// Every disaggregated module becomes one segment, in pipeline order, on a
-/// contiguous block of ranks; colocated modules run on the ranks of the
-/// backbone's first/last stage and have no segment. Placement keeps every TP
-/// group inside a node: `rank_layout` checks that each segment's first rank is
-/// a multiple of its TP degree (the planner only returns plans that satisfy
-/// this).
+/// Every module keeps its plan entry's name, role, degrees, colocation and
+/// layers per stage; disaggregated modules own contiguous rank blocks in
+/// pipeline order, colocated ones run on the ranks of the backbone's first
+/// (encoder) or last (generator) stage. The planner's plans keep every TP
+/// group inside a node (each module's first rank a multiple of its TP
+/// degree); `require_tp_in_nodes(topology_of(p), p.gpus_per_node, "plan")`
+/// checks a hand-written plan (a TP group across nodes runs, slowly).
 
+#include <cstddef>
 #include <utility>
 #include <vector>
 
+#include "disttrain/core/check.hpp"
+#include "disttrain/core/topology.hpp"
+#include "disttrain/model/model_spec.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
-#include "disttrain/plan/rank_layout.hpp"
 
 namespace disttrain {
 
-/// @brief The rank layout of `p` (validates `p`; a segment whose base rank is
-/// not a multiple of its TP degree throws `invalid_argument` naming it).
-/// @snippet plan.cpp to_rank_layout
-[[nodiscard]] inline rank_layout to_rank_layout(const parallel_plan& p) {
+/// @brief The topology of a plan: its modules, degrees, colocation and
+/// layers per stage, all trainable. Validates the plan (`invalid_argument`
+/// naming `plan....`).
+/// @snippet plan.cpp topology_of
+[[nodiscard]] inline topology topology_of(const parallel_plan& p) {
   validate(p);
-  std::vector<segment_spec> segs;
-  for (const auto& m : p.modules)
-    if (!m.colocated) segs.push_back(segment_spec{m.name, m.role, m.tp, m.pp, m.dp});
-  return rank_layout(std::move(segs), p.gpus_per_node);
+  std::vector<topology_module> mods;
+  for (std::size_t i = 0; i < p.modules.size(); ++i) {
+    const module_plan& m = p.modules[i];
+    mods.push_back({m.name, parse_module_role(m.role, cat("plan.modules[", i, "].role")), m.tp,
+                    m.pp, m.dp, true, m.colocated, m.layers});
+  }
+  return topology(std::move(mods));
+}
+
+/// @brief The topology of a plan for `model`: as `topology_of(plan)`, with
+/// each module trainable unless the model freezes it. Throws
+/// `invalid_argument` at `plan.modules[i].name` for a module the model lacks.
+[[nodiscard]] inline topology topology_of(const parallel_plan& p, const model_spec& model) {
+  topology base = topology_of(p);
+  std::vector<topology_module> mods = base.modules();
+  for (std::size_t i = 0; i < mods.size(); ++i) {
+    bool found = false;
+    for (const auto& ms : model.modules)
+      if (ms.name == mods[i].name) {
+        mods[i].trainable = !ms.frozen;
+        found = true;
+      }
+    require(found, cat("plan.modules[", i, "].name"), "module '", mods[i].name,
+            "' is not in model '", model.name, "'");
+  }
+  return topology(std::move(mods));
 }
 
 }  // namespace disttrain

@@ -20,8 +20,8 @@
 #include "disttrain/comm/sample_placement.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
+#include "disttrain/core/topology.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
-#include "disttrain/plan/rank_layout.hpp"
 
 namespace disttrain::detail {
 
@@ -79,55 +79,65 @@ inline std::vector<std::int64_t> row_offsets(const sample_placement& p, const ac
 
 /// Checks a route's ends, placements and shape (plan_route's errors, named by
 /// field: `route.from.stage`, `route.placement_b`, `activation_shape.rows[3]`, ...).
-inline void check_route(const rank_layout& L, route_endpoint from, const sample_placement& pa,
+inline void check_route(const topology& t, route_endpoint from, const sample_placement& pa,
                         route_endpoint to, const sample_placement& pb,
                         const activation_shape& shape, const route_options& opts) {
-  require_in_range(from.segment, 0, L.num_segments() - 1, "route.from.segment");
-  require_in_range(to.segment, 0, L.num_segments() - 1, "route.to.segment");
-  const segment_spec& A = L.segment(from.segment);
-  const segment_spec& B = L.segment(to.segment);
-  require_in_range(from.stage, 0, A.pp - 1, "route.from.stage");
-  require_in_range(to.stage, 0, B.pp - 1, "route.to.stage");
+  require_in_range(from.module.value, 0, t.num_modules() - 1, "route.from.module");
+  require_in_range(to.module.value, 0, t.num_modules() - 1, "route.to.module");
+  const topology_module& A = t.module(from.module);
+  const topology_module& B = t.module(to.module);
+  for (const auto& [g, w] : {std::pair{&A, "route.from"}, std::pair{&B, "route.to"}})
+    if (g->colocated)
+      fail(errc::invalid_argument, cat(w, ".module"), "module '", g->name,
+           "' is colocated: it owns no ranks, so no route starts or ends on it");
+  require_in_range(from.stage.value, 0, A.pp - 1, "route.from.stage");
+  require_in_range(to.stage.value, 0, B.pp - 1, "route.to.stage");
   // The pipeline order of the two ends: (up, down); a backward route
   // (gradients, route_options::backward) runs down -> up.
   const auto [up, down] = opts.backward ? std::pair{to, from} : std::pair{from, to};
   const char* up_field = opts.backward ? "route.to" : "route.from";
   const char* down_field = opts.backward ? "route.from" : "route.to";
-  const segment_spec& U = L.segment(up.segment);
-  const segment_spec& D = L.segment(down.segment);
+  const topology_module& U = t.module(up.module);
+  const topology_module& D = t.module(down.module);
   // (Field names are built only on failure: routes are planned per microbatch.)
-  if (up.segment == down.segment) {
-    if (down.stage != up.stage + 1)
-      fail(errc::invalid_argument, cat(down_field, ".stage"), "within segment '", U.name,
-           "' a route joins consecutive stages: stage ", up.stage, " and stage ", up.stage + 1,
-           ", got ", down.stage);
+  if (up.module == down.module) {
+    if (down.stage.value != up.stage.value + 1)
+      fail(errc::invalid_argument, cat(down_field, ".stage"), "within module '", U.name,
+           "' a route joins consecutive stages: stage ", up.stage.value, " and stage ",
+           up.stage.value + 1, ", got ", down.stage.value);
     // Consecutive stages of one module hold the same replicas' samples in the
     // same order (Megatron hands the activation on as is).
     if (!(pa == pb))
       fail(errc::invalid_argument, "route.placement_b",
-           "consecutive stages of one module need the same placement: stage ", from.stage,
-           " and stage ", to.stage, " of '", A.name,
+           "consecutive stages of one module need the same placement: stage ", from.stage.value,
+           " and stage ", to.stage.value, " of '", A.name,
            "' were given different ones (first difference: ", first_placement_difference(pa, pb),
            ")");
   } else {
-    const int step = opts.backward ? -1 : 1;
-    if (down.segment != up.segment + 1)
-      fail(errc::invalid_argument, cat(down_field, ".segment"),
+    // Module boundaries join consecutive modules that own ranks.
+    const int ku = t.owning_index(up.module), kd = t.owning_index(down.module);
+    if (kd != ku + 1) {
+      const int next = t.owning_index(from.module) + (opts.backward ? -1 : 1);
+      const bool exists = next >= 0 && next < static_cast<int>(t.owning_modules().size());
+      fail(errc::invalid_argument, cat(down_field, ".module"),
            opts.backward ? "a gradient route runs backward" : "a module boundary runs forward",
-           ", from segment ", from.segment, " ('", A.name, "') to segment ", from.segment + step,
-           ", got segment ", to.segment, " ('", B.name, "')",
-           !opts.backward && to.segment < from.segment
+           ", from '", A.name, "' to ",
+           exists ? cat("'", t.module(t.owning_modules()[static_cast<std::size_t>(next)]).name, "'")
+                  : std::string("no module"),
+           " (the next module that owns ranks), got '", B.name, "'",
+           !opts.backward && kd < ku
                ? " (a backward route: set route_options::backward for gradients)"
                : "");
-    if (up.stage != U.pp - 1)
+    }
+    if (up.stage.value != U.pp - 1)
       fail(errc::invalid_argument, cat(up_field, ".stage"),
            "a module boundary joins the last stage ", U.pp - 1, " of '", U.name, "', got ",
-           up.stage);
-    if (down.stage != 0)
+           up.stage.value);
+    if (down.stage.value != 0)
       fail(errc::invalid_argument, cat(down_field, ".stage"),
-           "a module boundary joins stage 0 of '", D.name, "', got ", down.stage);
+           "a module boundary joins stage 0 of '", D.name, "', got ", down.stage.value);
   }
-  require_in_range(opts.for_rank, -1, L.world_size() - 1, "route_options.for_rank");
+  require_in_range(opts.for_rank, -1, t.world_size() - 1, "route_options.for_rank");
   require(pa.dp() == A.dp, "route.placement_a", "has ", pa.dp(), " replicas but '", A.name,
           "' has dp ", A.dp);
   require(pb.dp() == B.dp, "route.placement_b", "has ", pb.dp(), " replicas but '", B.name,
@@ -150,23 +160,23 @@ inline void check_route(const rank_layout& L, route_endpoint from, const sample_
 /// row offsets on both sides, which messages are built) and the phases.
 class route_builder {
  public:
-  route_builder(const rank_layout& L, route_endpoint from, const sample_placement& pa,
+  route_builder(const topology& t, route_endpoint from, const sample_placement& pa,
                 route_endpoint to, const sample_placement& pb, const activation_shape& shape,
                 const route_options& opts)
-      : L_(L),
+      : T_(t),
         from_(from),
         to_(to),
         pa_(pa),
         pb_(pb),
         shape_(shape),
         opts_(opts),
-        A_(L.segment(from.segment)),
-        B_(L.segment(to.segment)),
+        A_(t.module(from.module)),
+        B_(t.module(to.module)),
         S_(static_cast<int>(std::lcm(std::int64_t{A_.tp}, std::int64_t{B_.tp}))),
         off_a_(row_offsets(pa, shape)),
         off_b_(row_offsets(pb, shape)),
-        base_a_(L.rank(from.segment, from.stage, 0, 0)),
-        base_b_(L.rank(to.segment, to.stage, 0, 0)) {
+        base_a_(t.rank({from.module, from.stage, replica_id{0}, 0})),
+        base_b_(t.rank({to.module, to.stage, replica_id{0}, 0})) {
     // Column slices of the hidden dimension, the same for every sample.
     if (opts.split == split_axis::hidden && !shape.rows.empty())
       for (int k = 0; k < S_; ++k) columns_.push_back(slice_bounds(shape.hidden, k, S_));
@@ -244,8 +254,8 @@ class route_builder {
     const int me = opts_.for_rank;
     int my_replica = -1;
     if (me >= 0) {
-      const rank_coord mc = L_.coord(me);
-      if (mc.segment == to_.segment && mc.stage == to_.stage) my_replica = mc.replica;
+      const topology_coord mc = T_.coord(me);
+      if (mc.module == to_.module && mc.stage == to_.stage) my_replica = mc.replica.value;
     }
     for (int b = 0; b < B_.dp; ++b)
       for (int owner = 0; owner < B_.tp; ++owner) {
@@ -304,9 +314,11 @@ class route_builder {
   /// @brief Fingerprint of the inputs (checked against the peer's on the wire).
   [[nodiscard]] std::uint64_t fingerprint() const {
     fingerprint_builder f;
-    for (const auto& [e, seg] : {std::pair{from_, &A_}, std::pair{to_, &B_}})
-      f.add(e.segment).add(e.stage).add(seg->tp).add(seg->dp).add(
-          L_.rank(e.segment, e.stage, 0, 0));
+    // A module is hashed by its index among the modules that own ranks (the
+    // fingerprints of the earlier per-segment layout, kept bit-identical).
+    for (const auto& [e, g, base] :
+         {std::tuple{from_, &A_, base_a_}, std::tuple{to_, &B_, base_b_}})
+      f.add(T_.owning_index(e.module)).add(e.stage.value).add(g->tp).add(g->dp).add(base);
     f.add(opts_.split).add(opts_.fan_out).add(shape_.hidden).add(shape_.elem_size);
     f.add(shape_.rows.size());
     for (std::int64_t r : shape_.rows) f.add(r);
@@ -326,7 +338,7 @@ class route_builder {
     return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
            static_cast<std::uint32_t>(dst);
   }
-  // Global rank of (replica, TP rank) on each side (rank_layout's numbering:
+  // Global rank of (replica, TP rank) on each side (the topology's numbering:
   // TP innermost, replicas next).
   [[nodiscard]] int rank_a(int replica, int tp_rank) const noexcept {
     return base_a_ + replica * A_.tp + tp_rank;
@@ -377,14 +389,14 @@ class route_builder {
     kernels::coalesce_in_place(m.recv_blocks);
   }
 
-  const rank_layout& L_;
+  const topology& T_;
   route_endpoint from_, to_;
   const sample_placement& pa_;
   const sample_placement& pb_;
   const activation_shape& shape_;
   const route_options& opts_;
-  const segment_spec& A_;
-  const segment_spec& B_;
+  const topology_module& A_;
+  const topology_module& B_;
   int S_;                                    // slices per sample
   std::vector<std::int64_t> off_a_, off_b_;  // row offset of every sample on each side
   int base_a_, base_b_;                      // rank of (replica 0, TP rank 0) on each side

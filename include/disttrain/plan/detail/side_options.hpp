@@ -70,7 +70,7 @@ struct stage_links {
 enum class link_case { placed, best, worst };
 
 /// @brief Hops (into `hops`) and the largest exposed sync of a module with
-/// links `L` whose first rank is `base` (`to_rank_layout`'s placement) on
+/// links `L` whose first rank is `base` (`topology_of`'s placement) on
 /// nodes of `gpus_per_node`, under `lc`.
 [[nodiscard]] inline double place(const stage_links& L, long long base, link_case lc,
                                   int gpus_per_node, std::vector<double>& hops) {

@@ -3,7 +3,7 @@
 /// @brief The per-stage cost formulas shared by `evaluate` and the planner
 /// (one definition, so both produce bit-identical numbers).
 ///
-/// Placement rules (the rank numbering of `to_rank_layout`: the disaggregated
+/// Placement rules (the rank numbering of `topology_of`: the disaggregated
 /// modules on contiguous rank blocks in pipeline order, a module's stage `j`
 /// on ranks [base + j s, base + (j + 1) s) with `s = tp * dp`, nodes of
 /// `gpus_per_node` consecutive ranks):
