@@ -466,11 +466,18 @@ def reorder_options_of(t: Topology, microbatches: int) -> dict[str, Any]:
     return _json.loads(_core.reorder_options_of(_topology_text(t), int(microbatches)))
 
 
-def reorderer_of(t: Topology, microbatches: int) -> "Reorderer":
-    """A :class:`Reorderer` with :func:`reorder_options_of`'s options."""
+def reorderer_of(t: Topology, microbatches: int, **options: Any) -> "Reorderer":
+    """A :class:`Reorderer` with :func:`reorder_options_of`'s options (modules,
+    DP degrees, the scoring stages); ``options``: any other keyword argument
+    of :class:`Reorderer` (``balance``, ``order``, ``max_samples``, ...)."""
     o = reorder_options_of(t, microbatches)
+    for fixed in ("dp", "microbatches", "names", "stages"):
+        if fixed in options:
+            raise InvalidArgument(f"disttrain: invalid_argument at reorderer_of.{fixed}: "
+                                  f"derived from the topology, not an option",
+                                  "invalid_argument", f"reorderer_of.{fixed}")
     return Reorderer([m["dp"] for m in o["modules"]], o["microbatches"],
-                     names=[m["name"] for m in o["modules"]], stages=o["stages"])
+                     names=[m["name"] for m in o["modules"]], stages=o["stages"], **options)
 
 
 def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],

@@ -12,9 +12,14 @@ torch is imported when a :class:`Runner` is built, not when this module is:
 >>> for batch_map, mine in sampler.batches():      # mine[j]: my dataset indices of microbatch j
 ...     out = runner.run(batch_map)                  # F/B via `forward`, sends/recvs, DP reduction
 ...     opt.step(); opt.zero_grad()
+
+With a ``torch.utils.data.DataLoader`` (``batch_sampler=sampler``, any
+``num_workers``), take each global batch's map with its data from
+:meth:`BatchSampler.loader_batches`: the sampler runs ahead of the loader.
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as _np
@@ -78,11 +83,21 @@ class BatchSampler:
     a microbatch: an empty list). :meth:`batches` yields ``(map, lists)`` per
     global batch, the map being what :class:`Runner.run` and
     :func:`disttrain.bind_rank` take. Indices must be unique within a batch.
+
+    A ``DataLoader`` prefetches: it iterates the sampler ahead of the batches
+    it hands out (``num_workers * prefetch_factor`` lists), so :attr:`map`
+    (the newest map) is not the map of the batch in hand. Each map travels
+    with its global batch instead: :meth:`loader_batches` yields ``(map,
+    [one loaded batch per microbatch])`` in the loader's order.
+
+    ``reorder``: keyword arguments of :class:`disttrain.Reorderer` beyond
+    what the topology gives (``balance``, ``order``, ``max_samples``,
+    ``max_tokens``, ...), e.g. ``{"max_samples": 8}``.
     """
 
     def __init__(self, sampler: Iterable[int], batch_size: int, topology: Any, rank: int,
                  costs: Callable[[_np.ndarray], Any], microbatches: int, *,
-                 drop_last: bool = True) -> None:
+                 drop_last: bool = True, reorder: Optional[Mapping[str, Any]] = None) -> None:
         self.topology = topology if "ranks" in topology else _dt.topology(topology)
         if not 0 <= rank < self.topology["world_size"]:
             raise _dt.InvalidArgument(f"disttrain: invalid_argument at BatchSampler.rank: rank "
@@ -95,8 +110,10 @@ class BatchSampler:
         self.sampler, self.batch_size, self.rank = sampler, int(batch_size), int(rank)
         self.microbatches, self.drop_last, self._costs = int(microbatches), drop_last, costs
         self.module, self.replica = module_of(self.topology, rank)
-        self.reorderer = _dt.reorderer_of(self.topology, microbatches)
-        self.map: Optional[dict[str, Any]] = None  #: the last global batch's sample map
+        self.reorderer = _dt.reorderer_of(self.topology, microbatches, **dict(reorder or {}))
+        self.map: Optional[dict[str, Any]] = None  #: the newest global batch's sample map
+        # The maps of the batches iterated but not yet taken by loader_batches.
+        self._pending: deque[dict[str, Any]] = deque()
 
     def reorder(self, indices: Sequence[int]) -> dict[str, Any]:
         """The sample map of one global batch (the same on every rank)."""
@@ -125,8 +142,35 @@ class BatchSampler:
             yield self.map, self.mine(self.map)
 
     def __iter__(self) -> Iterator[list[int]]:
-        for _, lists in self.batches():
+        self._pending.clear()  # a new pass (a new DataLoader iterator)
+        for m, lists in self.batches():
+            self._pending.append(m)
             yield from lists
+
+    def loader_batches(self, loader: Iterable[Any]) -> Iterator[tuple[dict[str, Any], list[Any]]]:
+        """Iterates ``loader`` (a DataLoader whose ``batch_sampler`` is this
+        sampler) and yields, per global batch, ``(map, batches)``: the batch's
+        sample map and the loader's ``microbatches`` batches of it, in
+        execution order. The map is the one the loaded indices came from,
+        however far the loader prefetched. The loader must keep the
+        sampler's order (``in_order=True``, the default)."""
+        group: list[Any] = []
+        for item in loader:
+            group.append(item)
+            if len(group) == self.microbatches:
+                if not self._pending:
+                    raise _dt.InvalidArgument(
+                        "disttrain: invalid_argument at BatchSampler.loader_batches: the loader "
+                        "handed out a global batch this sampler did not produce (is it the "
+                        "loader's batch_sampler?)", "invalid_argument",
+                        "BatchSampler.loader_batches")
+                yield self._pending.popleft(), group
+                group = []
+        if group:
+            raise _dt.InvalidArgument(
+                f"disttrain: invalid_argument at BatchSampler.loader_batches: the loader ended "
+                f"{len(group)} batches into a global batch of {self.microbatches} microbatches",
+                "invalid_argument", "BatchSampler.loader_batches")
 
     def __len__(self) -> int:
         n = len(self.sampler)  # type: ignore[arg-type]
@@ -144,9 +188,21 @@ class Runner:
     received input, a flat tensor of the samples' ``rows x hidden`` blocks
     (None on the first chain stage), with ``requires_grad``. It returns, on
     the last chain stage, the loss (a scalar: scale it as the trainer's loss,
-    e.g. divided by the global batch), elsewhere the output, whose flattening
-    is the samples' ``rows x hidden`` blocks in ``ids`` order. B is autograd:
-    ``backward`` of the loss, or of the output with the received gradient.
+    e.g. divided by the global batch); elsewhere the output, either
+
+    - a dict ``{sample id: tensor}`` of each sample's ``rows x hidden``
+      values (checked sample by sample against ``shapes``: a sample with
+      another row count, a missing or a foreign id fails naming the sample),
+      or
+    - one tensor whose flattening is the samples' blocks in ``ids`` order
+      (only its total size can be checked: rows in another order go
+      undetected);
+
+    or ``(output, loss)``: the output as above plus a loss of this stage
+    (e.g. the LM loss on the backbone's last stage before a generator). B is
+    autograd over every loss and output (with the received gradient) of the
+    microbatch; :meth:`run` reports the sum of this rank's losses. The
+    output's dtype must be ``dtype`` (no silent cast on the wire).
 
     ``shapes(map)``: the activation of each chain link for that batch, as
     :func:`disttrain.bind_rank` takes it (``elem_size`` is ``dtype``'s).
@@ -159,15 +215,26 @@ class Runner:
     TP fan-out messages (every TP rank of a replica receives the whole
     input); the math of a TP split is the forward callback's.
 
+    ``tied``: parameters held on several pipeline stages that are one weight
+    (Megatron-LM's embedding group: the input embedding on the backbone's
+    first stage, the LM head on its last), as ``{name: (chain_stages,
+    param)}``, the same names and chain stages on every rank, ``param`` this
+    rank's copy (None on a rank outside those stages). The stages must be of
+    one module; at the ``optimizer_step`` op each copy's gradient becomes the
+    sum over the copies of its replica and TP rank (after the data-parallel
+    sum, so every copy ends with the whole gradient). Start the copies equal.
+
     Builds one ``torch.distributed`` group per data-parallel group of the
-    topology (every rank must construct its Runner at the same point).
+    topology and per tied group (every rank must construct its Runner at the
+    same point).
     """
 
     def __init__(self, topology: Any, forward: Callable[[int, Any, _np.ndarray], Any],
                  shapes: Callable[[Mapping[str, Any]], Sequence[Mapping[str, Any]]], *,
                  params: Optional[Iterable[Any]] = None, dtype: Any = None,
                  device: Any = None, rank: Optional[int] = None, buckets: int = 1,
-                 step: Optional[Callable[[], None]] = None, recv_ahead: bool = True) -> None:
+                 step: Optional[Callable[[], None]] = None, recv_ahead: bool = True,
+                 tied: Optional[Mapping[str, tuple[Sequence[int], Any]]] = None) -> None:
         torch = _torch()
         self._t, self._dist = torch, torch.distributed
         if not self._dist.is_initialized():
@@ -204,12 +271,108 @@ class Runner:
                     g = self._dist.new_group(members)
                     if self.rank in members:
                         self._group = g
+        self._tied = self._tied_groups(tied or {})
         self.program: Optional[dict[str, Any]] = None  #: the last iteration's bound program
+        self._shapes: list[Mapping[str, Any]] = []
+        self._row_of: dict[int, int] = {}
+
+    def _tied_groups(self, tied: Mapping[str, tuple[Sequence[int], Any]]) -> list[tuple]:
+        """(group, param, name) of each tied group this rank is in; every rank
+        creates every group, in name order."""
+        out: list[tuple] = []
+        ranks, chain = self.topology["ranks"], self.topology["chain"]
+        for name in sorted(tied):
+            where = f"Runner.tied[{name!r}]"
+            stages, param = tied[name]
+            stages = sorted({int(c) for c in stages})
+            bad = [c for c in stages if not 0 <= c < len(chain)]
+            if bad or len(stages) < 2:
+                raise _dt.InvalidArgument(
+                    f"disttrain: invalid_argument at {where}: needs two or more chain stages in "
+                    f"[0, {len(chain)}), got {sorted(tied[name][0])}", "invalid_argument", where)
+            mods = sorted({chain[c][0] for c in stages})
+            if len(mods) != 1:
+                names = [self.topology["modules"][m]["name"] for m in mods]
+                raise _dt.InvalidArgument(
+                    f"disttrain: invalid_argument at {where}: chain stages {stages} lie in modules "
+                    f"{names}; a tied group lies in one module (one DP and TP degree)",
+                    "invalid_argument", where)
+            if (self.chain_stage in stages) != (param is not None):
+                raise _dt.InvalidArgument(
+                    f"disttrain: invalid_argument at {where}: rank {self.rank} is on chain stage "
+                    f"{self.chain_stage}, "
+                    f"{'one of' if self.chain_stage in stages else 'not one of'} {stages}, but "
+                    f"was {'not ' if param is None else ''}given a parameter",
+                    "invalid_argument", where)
+            mod = self.topology["modules"][mods[0]]
+            for d in range(mod["dp"]):
+                for t in range(mod["tp"]):
+                    members = [r for r, c in enumerate(ranks)
+                               if c["module"] == mods[0] and c["replica"] == d
+                               and c["tp_rank"] == t and c["chain_stage"] in stages]
+                    g = self._dist.new_group(members)
+                    if self.rank in members:
+                        out.append((g, param, name))
+        return out
+
+    def _sync_tied(self) -> None:
+        """Sums each tied parameter's gradient over its copies."""
+        for g, param, _ in self._tied:
+            grad = param.grad if param.grad is not None else self._t.zeros_like(param)
+            self._dist.all_reduce(grad, group=g)
+            param.grad = grad
+
+    def _output(self, j: int, out: Any, ids: _np.ndarray, p: Mapping[str, Any]) -> Any:
+        """F's output of microbatch ``j`` as the flat send buffer, checked."""
+        torch = self._t
+        where = "Runner.forward"
+        if isinstance(out, Mapping):
+            link = self._shapes[self.chain_stage]
+            hidden, rows = int(link["hidden"]), link["rows"]
+            want = [int(i) for i in ids]
+            extra = sorted({int(k) for k in out} - set(want))
+            if extra:
+                raise _dt.InvalidArgument(
+                    f"disttrain: invalid_argument at {where}: microbatch {j} of rank {self.rank} "
+                    f"returned sample {extra[0]}, which is not one of its samples {want}",
+                    "invalid_argument", where)
+            keyed = {int(k): v for k, v in out.items()}
+            parts = []
+            for i in want:
+                if i not in keyed:
+                    raise _dt.InvalidArgument(
+                        f"disttrain: invalid_argument at {where}: microbatch {j} of rank "
+                        f"{self.rank} returned no output for sample {i}", "invalid_argument",
+                        where)
+                r = int(rows[self._row_of[i]])
+                if keyed[i].numel() != r * hidden:
+                    raise _dt.InvalidArgument(
+                        f"disttrain: invalid_argument at {where}: microbatch {j} of rank "
+                        f"{self.rank}: sample {i} has {keyed[i].numel()} elements, shapes() "
+                        f"gives it {r} rows x {hidden}", "invalid_argument", where)
+                parts.append(keyed[i].reshape(-1))
+            yj = torch.cat(parts) if parts else torch.zeros(0, dtype=self.dtype,
+                                                            device=self.device)
+        else:
+            yj = out.reshape(-1)
+        if yj.dtype != self.dtype:
+            raise _dt.InvalidArgument(
+                f"disttrain: invalid_argument at {where}: microbatch {j} of rank {self.rank} "
+                f"returned {yj.dtype}, the Runner's dtype is {self.dtype} (build the Runner with "
+                f"the model's dtype, or cast in forward)", "invalid_argument", where)
+        if yj.numel() != int(p["output_elements"][j]):
+            raise _dt.InvalidArgument(
+                f"disttrain: invalid_argument at {where}: microbatch {j} of rank {self.rank} "
+                f"returned {yj.numel()} elements, its output buffer holds "
+                f"{int(p['output_elements'][j])} (rows x hidden per sample, from shapes)",
+                "invalid_argument", where)
+        return yj
 
     def bind(self, map: Mapping[str, Any]) -> dict[str, Any]:
         """This rank's bound program for the batch of ``map``."""
         elem = self._t.empty((), dtype=self.dtype).element_size()
-        shapes = [dict(s, elem_size=elem) for s in self.shapes(map)]
+        self._shapes = shapes = [dict(s, elem_size=elem) for s in self.shapes(map)]
+        self._row_of = {int(i): r for r, i in enumerate(map["id"])}
         return _dt.bind_rank(self.topology, map, shapes, self.rank, buckets=self.buckets)
 
     def _bucket_params(self, b: int) -> list[Any]:
@@ -217,9 +380,10 @@ class Runner:
         return [p for i, p in enumerate(self.params) if i * self.buckets // n == b]
 
     def run(self, map: Mapping[str, Any]) -> dict[str, Any]:
-        """Runs one iteration on the batch of ``map``. Returns ``loss`` (this
-        rank's summed loss, a float; 0 off the last chain stage), ``program``
-        and ``messages`` (point-to-point ops run)."""
+        """Runs one iteration on the batch of ``map``. Returns ``loss`` (the
+        sum of this rank's losses, a float: the last chain stage's and any
+        stage's ``(output, loss)``; 0 on a rank with none), ``program`` and
+        ``messages`` (point-to-point ops run)."""
         torch, dist = self._t, self._dist
         p = self.program = self.bind(map)
         for q in self.params:  # the gradients of this batch only
@@ -232,6 +396,7 @@ class Runner:
         dy = [zeros(n) for n in p["output_elements"]]     # received output gradient
         x: list[Any] = [None] * M                         # the input F read (autograd leaf)
         y: list[Any] = [None] * M                         # F's output (or loss)
+        aux: list[Any] = [None] * M                       # a stage's own loss: (output, loss)
         dx: list[Any] = [None] * M                        # input gradient B produced
         blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
         ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
@@ -255,6 +420,7 @@ class Runner:
         sends: list[tuple[Any, Any]] = []
         reductions: dict[int, tuple[Any, Any, list[Any]]] = {}
         loss = 0.0
+        synced = False  # the tied gradients (at the optimizer_step op)
         for i, k in enumerate(kinds):
             j = int(mbs[i])
             if k == _KIND["F"]:
@@ -267,21 +433,21 @@ class Runner:
                     y[j] = out if isinstance(out, torch.Tensor) else None
                     loss += float(out.detach() if isinstance(out, torch.Tensor) else out)
                 else:
-                    yj = out.reshape(-1)
-                    if yj.numel() != int(p["output_elements"][j]):
-                        raise _dt.InvalidArgument(
-                            f"disttrain: invalid_argument at Runner.forward: microbatch {j} of "
-                            f"rank {self.rank} returned {yj.numel()} elements, its output "
-                            f"buffer holds {int(p['output_elements'][j])} (rows x hidden per "
-                            f"sample, from shapes)", "invalid_argument", "Runner.forward")
-                    y[j] = yj
+                    if isinstance(out, tuple):
+                        out, aux[j] = out
+                        loss += float(aux[j].detach())
+                    y[j] = self._output(j, out, ids[j], p)
             elif k == _KIND["B"]:
-                out = y[j]
-                if out is not None and out.requires_grad:
-                    if self.last_stage:
-                        out.backward()
-                    else:
-                        out.backward(dy[j])
+                # One backward over the microbatch's output (with the received
+                # gradient) and its losses.
+                roots, grads = [], []
+                for t, g in ((y[j], None if self.last_stage else dy[j]), (aux[j], None)):
+                    if isinstance(t, torch.Tensor) and t.requires_grad:
+                        roots.append(t)
+                        grads.append(g)
+                if roots:
+                    torch.autograd.backward(roots, grads)
+                aux[j] = None
                 xj = x[j]
                 dx[j] = (xj.grad if xj is not None and xj.grad is not None
                          else zeros(p["input_elements"][j]))
@@ -335,12 +501,16 @@ class Runner:
                         q.grad.copy_(flat[o:o + n].view_as(q))
                         o += n
             elif k == _KIND["optimizer_step"]:
+                self._sync_tied()
+                synced = True
                 if self.step is not None:
                     self.step()
             else:
                 raise _dt.Unsupported(f"disttrain: unsupported at Runner.run: op kind "
                                       f"{_dt.OP_KINDS[k]} (split backward is not supported)",
                                       "unsupported", "Runner.run")
+        if not synced:
+            self._sync_tied()
         for work, _ in sends:
             work.wait()
         return {"loss": loss, "program": p,

@@ -87,3 +87,61 @@ def test_torch_mllm_under_torchrun(layout):
     err = float(re.search(r"max relative gradient error: (\S+)", out.stdout).group(1))
     assert err <= 1e-12, text
     assert "check (limit 1e-12): OK" in out.stdout
+
+
+def test_batch_sampler_takes_reorder_options():
+    t = disttrain.topology(TOPO)
+    ids = list(range(24))
+    default = BatchSampler(ids, 24, t, 0, costs, 4).reorder(ids)
+    lpt = BatchSampler(ids, 24, t, 0, costs, 4, reorder={"balance": "lpt"})
+    assert lpt.reorderer.options["balance"] == "lpt"
+    capped = BatchSampler(ids, 24, t, 0, costs, 4, reorder={"max_samples": [4, 6, 3]})
+    m = capped.reorder(ids)
+    for k, dp in enumerate(m["dp"]):
+        for r in range(dp):
+            for j in range(4):
+                assert len(disttrain.cell(m, k, r, j)) <= [4, 6, 3][k]
+    assert sorted(default["id"].tolist()) == sorted(m["id"].tolist())
+    with pytest.raises(disttrain.InvalidArgument) as e:
+        BatchSampler(ids, 24, t, 0, costs, 4, reorder={"stages": []})
+    assert e.value.where == "reorderer_of.stages"
+    with pytest.raises(TypeError):  # a misspelt option names the Python parameter
+        BatchSampler(ids, 24, t, 0, costs, 4, reorder={"balanse": "lpt"})
+
+
+FEATURES = os.path.join(os.path.dirname(__file__), "torch_features.py")
+
+
+def _features(mode, nproc):
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed (scripts/quickstart.sh installs it)")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    launch = [] if nproc is None else ["-m", "torch.distributed.run", "--standalone",
+                                       "--nproc-per-node", str(nproc)]
+    out = subprocess.run([sys.executable, *launch, FEATURES, mode], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    return out.stdout
+
+
+def test_runner_tied_embedding_and_two_losses_equal_serial():
+    # Backbone PP2 DP2: the embedding on stage 0 tied to the LM head on stage 1,
+    # stage 0 returning (per-sample outputs, its own loss), stage 1 the LM loss.
+    out = _features("tied", 4)
+    err = float(re.search(r"max relative gradient error: (\S+)", out).group(1))
+    assert err <= 1e-12, out
+    a, b = re.search(r"losses: (\S+) vs serial (\S+)", out).groups()
+    assert float(a) == pytest.approx(float(b), rel=1e-12)
+
+
+def test_runner_names_the_sample_whose_rows_are_wrong():
+    out = _features("wrong-rows", 2)
+    assert "error at Runner.forward:" in out, out
+    sample = int(re.search(r"sample (\d+) has \d+ elements, shapes\(\) gives it", out).group(1))
+    first = re.search(r"microbatch 0 samples: \[([^\]]*)\]", out).group(1)
+    assert sample in [int(s) for s in first.split(",")]
+
+
+def test_batch_sampler_maps_travel_with_dataloader_workers():
+    out = _features("dataloader", None)
+    assert "every microbatch matched its map" in out, out

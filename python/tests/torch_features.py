@@ -1,0 +1,192 @@
+"""Checks of disttrain.torch that need PyTorch (run by test_torch.py in a
+subprocess, so the test process stays torch-free):
+
+  torchrun --nproc-per-node 4 torch_features.py tied
+      a backbone PP2 DP2 whose token embedding is tied to the LM head on the
+      other stage (Runner(tied=...)), stage 0 also returning its own loss
+      ((output, loss)) and its output per sample ({id: rows}); every
+      parameter's gradient against one process on the same batch
+  torchrun --nproc-per-node 2 torch_features.py wrong-rows
+      stage 0 returns each sample's rows under another sample's id: the
+      Runner fails naming the sample
+  python torch_features.py dataloader
+      BatchSampler as a DataLoader's batch_sampler with 2 workers:
+      loader_batches pairs every microbatch's data with its own map
+"""
+from __future__ import annotations
+
+import datetime
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import disttrain
+from disttrain.torch import BatchSampler, Runner
+
+VOCAB, DIM, BATCH, MICROBATCHES, SEED = 13, 6, 8, 2, 99
+
+
+def tokens(i: int) -> torch.Tensor:
+    """Sample i: 3..7 tokens (lengths differ from sample to sample)."""
+    g = np.random.default_rng(SEED + i)
+    return torch.as_tensor(g.integers(0, VOCAB, 3 + (i * 3) % 5))
+
+
+def costs(ids: np.ndarray) -> np.ndarray:
+    return np.array([[float(len(tokens(int(i))))] for i in ids])
+
+
+class Model(nn.Module):
+    """Embedding (tied with the head) -> stage 0 -> stage 1 -> head; an
+    auxiliary loss on stage 0's output, the LM loss after the head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(SEED)
+        self.embed = nn.Embedding(VOCAB, DIM)
+        self.stage0 = nn.Linear(DIM, DIM)
+        self.stage1 = nn.Linear(DIM, DIM)
+        self.double()
+
+    def first(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(self.stage0(self.embed(t)))
+        return h, 0.1 * (h ** 2).sum() / BATCH
+
+    def last(self, h: torch.Tensor, t: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        logits = torch.tanh(self.stage1(h)) @ head.T
+        return nn.functional.cross_entropy(logits[:-1], t[1:], reduction="sum") / BATCH
+
+
+def shapes(m):
+    return [{"hidden": DIM, "rows": np.array([len(tokens(int(i))) for i in m["id"]])}]
+
+
+def run_tied() -> int:
+    rank = dist.get_rank()
+    topo = disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "dp": 2}])
+    stage = topo["ranks"][rank]["chain_stage"]
+    model = Model()
+    mine = [model.embed.weight, model.stage0.weight, model.stage0.bias] if stage == 0 else \
+        [model.embed.weight, model.stage1.weight, model.stage1.bias]
+
+    def forward(j, x, ids):
+        if stage == 0:
+            outs, aux = {}, torch.zeros((), dtype=torch.float64)
+            for i in ids:
+                h, a = model.first(tokens(int(i)))
+                outs[int(i)], aux = h, aux + a
+            return outs, aux
+        rows = [len(tokens(int(i))) for i in ids]
+        hs = torch.split(x.view(-1, DIM), rows) if len(ids) else []
+        return sum((model.last(h, tokens(int(i)), model.embed.weight) for h, i in zip(hs, ids)),
+                   torch.zeros((), dtype=torch.float64))
+
+    sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES,
+                           reorder={"balance": "lpt"})
+    runner = Runner(topo, forward, shapes, params=mine, dtype=torch.float64,
+                    tied={"embedding": ([0, 1], model.embed.weight)})
+    batch_map, _ = next(sampler.batches())
+    out = runner.run(batch_map)
+    # The serial model: the same batch in one process, one embedding.
+    ref = Model()
+    total = torch.zeros((), dtype=torch.float64)
+    for i in range(BATCH):
+        h, aux = ref.first(tokens(i))
+        total = total + aux + ref.last(h, tokens(i), ref.embed.weight)
+    total.backward()
+    want = {"embed.weight": ref.embed.weight.grad}
+    for n, p in ref.named_parameters():
+        want.setdefault(n, p.grad)
+    err = 0.0
+    for n, p in model.named_parameters():
+        if any(p is q for q in mine):
+            w = want[n]
+            err = max(err, float((p.grad - w).abs().max() / (1.0 + w.abs().max())))
+    e = torch.tensor([err, out["loss"]], dtype=torch.float64)
+    dist.all_reduce(e[:1], op=dist.ReduceOp.MAX)
+    loss = e[1:].clone()
+    dist.all_reduce(loss)
+    if rank == 0:
+        print(f"losses: {loss.item():.12f} vs serial {total.item():.12f}")
+        print(f"max relative gradient error: {e[0].item():.3g}", flush=True)
+    ok = e[0].item() <= 1e-12 and abs(loss.item() - total.item()) <= 1e-12 * abs(total.item())
+    return 0 if ok else 1
+
+
+def run_wrong_rows() -> int:
+    rank = dist.get_rank()
+    topo = disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "dp": 1}])
+    model = Model()
+
+    def forward(j, x, ids):
+        # The mistake: rows computed in ids order, filed under the next sample's id.
+        hs = [model.first(tokens(int(i)))[0] for i in ids]
+        keys = [int(i) for i in ids[1:]] + [int(ids[0])]
+        return dict(zip(keys, hs))
+
+    sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES)
+    batch_map, lists = next(sampler.batches())
+    status = 0
+    if rank == 0:  # nothing is posted before the first F (recv_ahead=False), so it fails alone
+        runner = Runner(topo, forward, shapes, params=[], dtype=torch.float64, recv_ahead=False)
+        try:
+            runner.run(batch_map)
+            print("no error", flush=True)
+            status = 1
+        except disttrain.InvalidArgument as e:
+            print(f"error at {e.where}: {e}", flush=True)
+            print(f"microbatch 0 samples: {lists[0]}", flush=True)
+    else:
+        Runner(topo, forward, shapes, params=[], dtype=torch.float64)
+    dist.barrier()
+    return status
+
+
+def run_dataloader() -> int:
+    topo = disttrain.topology([{"name": "enc", "role": "encoder", "dp": 2},
+                               {"name": "llm", "role": "backbone", "pp": 2, "dp": 1}])
+
+    def costs2(ids):
+        c = costs(ids)
+        return np.hstack([c, c * 2])
+
+    class Indices(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            return int(i)
+
+    order = list(np.random.default_rng(3).permutation(64))
+    sampler = BatchSampler(order, 16, topo, 1, costs2, 4)
+    loader = torch.utils.data.DataLoader(Indices(), batch_sampler=sampler, num_workers=2,
+                                         collate_fn=list)
+    batches = wrong_by_newest = 0
+    for it, (m, micro) in enumerate(sampler.loader_batches(loader)):
+        want = sampler.mine(m)
+        assert [sorted(int(i) for i in m["id"])] == [sorted(order[16 * it:16 * (it + 1)])], it
+        for j in range(4):
+            assert micro[j] == want[j], (it, j, micro[j], want[j])
+            wrong_by_newest += micro[j] != sampler.mine(sampler.map)[j]
+        batches += 1
+    print(f"dataloader: {batches} global batches, every microbatch matched its map; "
+          f"{wrong_by_newest} of {4 * batches} would not match BatchSampler.map (the newest)")
+    return 0 if batches == 4 else 1
+
+
+def main() -> int:
+    mode = sys.argv[1]
+    torch.set_num_threads(1)
+    if mode == "dataloader":
+        return run_dataloader()
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    status = run_tied() if mode == "tied" else run_wrong_rows()
+    dist.destroy_process_group()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
