@@ -84,7 +84,8 @@ TEST_CASE("topology groups: paper example, by hand") {
   disttrain::require_tp_in_nodes(t, 8, "t");  // every TP group inside a node of 8
   for (int r = 0; r < t.world_size(); ++r) {
     const auto c = t.coord(r);
-    for (const int q : t.tp_group(c.module, c.stage, c.replica)) CHECK(t.node(q, 8) == t.node(r, 8));
+    for (const int q : t.tp_group(c.module, c.stage, c.replica))
+      CHECK(t.node(q, 8) == t.node(r, 8));
   }
 }
 
@@ -92,7 +93,8 @@ TEST_CASE("topology groups: TP/PP/DP partition the world; colors and keys match 
   const std::vector<topology> topologies = {
       paper_example(),
       topology({{"a", bb, 1, 3, 2}}),
-      topology({{"e1", enc, 2, 2, 1}, {"e2", enc, 1, 1, 3}, {"b", bb, 2, 3, 2}, {"g", gen, 4, 1, 1}}),
+      topology(
+          {{"e1", enc, 2, 2, 1}, {"e2", enc, 1, 1, 3}, {"b", bb, 2, 3, 2}, {"g", gen, 4, 1, 1}}),
       // Colocated modules own no ranks and no groups; module ids skip them.
       topology({{"c", enc, 1, 1, 1, true, true},
                 {"e", enc, 2, 1, 2},
@@ -150,14 +152,14 @@ TEST_CASE("topology groups: a single-stage middle module belongs to two boundari
 }
 
 TEST_CASE("topology: invalid topologies and queries name the field") {
-  DISTTRAIN_CHECK_ERROR(topology(std::vector<disttrain::topology_module>{}),
-                        errc::invalid_argument, "topology.modules");
+  DISTTRAIN_CHECK_ERROR(topology(std::vector<disttrain::topology_module>{}), errc::invalid_argument,
+                        "topology.modules");
   DISTTRAIN_CHECK_ERROR(topology({{"a", bb, 0, 1, 1}}), errc::invalid_argument,
                         "topology.modules[0].tp");
   DISTTRAIN_CHECK_ERROR(topology({{"a", bb, 1, 1, -1}}), errc::invalid_argument,
                         "topology.modules[0].dp");
-  DISTTRAIN_CHECK_ERROR(topology({{"a", enc, 1, 1, 1}, {"a", bb, 1, 1, 1}}),
-                        errc::invalid_argument, "topology.modules[1].name");
+  DISTTRAIN_CHECK_ERROR(topology({{"a", enc, 1, 1, 1}, {"a", bb, 1, 1, 1}}), errc::invalid_argument,
+                        "topology.modules[1].name");
   DISTTRAIN_CHECK_ERROR(topology({{"", bb, 1, 1, 1}}), errc::invalid_argument,
                         "topology.modules[0].name");
   // Node placement: tp 3 does not divide 8 GPUs per node.

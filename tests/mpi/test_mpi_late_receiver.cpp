@@ -154,6 +154,64 @@ void route_straggler_gets_intact_bytes_or_error() {
   b.barrier();
 }
 
+// Route level, zero copy (issue 38): a rows-split route whose message is one
+// contiguous range is sent straight from the caller's source buffer. The
+// send times out, the caller catches the error and reuses its buffer (which
+// the error says not to do), then the receiver posts. MPI still reads the
+// caller's buffer, now overwritten: the receiver must fail naming the sender
+// (its void notice), never report the overwritten bytes as received.
+void route_zero_copy_straggler_gets_intact_bytes_or_error() {
+  mpi_backend b(MPI_COMM_WORLD, {10000ms});
+  const disttrain::topology L({{"a", disttrain::module_role::encoder, 1, 1, 1},
+                               {"b", disttrain::module_role::backbone, 1, 1, 1}});
+  const disttrain::sample_placement p({{0, 1}});  // the same order: one contiguous range
+  const disttrain::activation_shape shape{{512, 512}, 1024, 4};  // 4 MiB: rendezvous
+  const disttrain::route_endpoint from{disttrain::module_id{0}, disttrain::stage_id{0}};
+  const disttrain::route_endpoint to{disttrain::module_id{1}, disttrain::stage_id{0}};
+  const auto plan =
+      disttrain::plan_route(L, from, p, to, p, shape, {.split = disttrain::split_axis::rows});
+  const auto me = b.rank();
+  std::vector<std::byte> src(static_cast<std::size_t>(plan.source_elements(me)) * 4);
+  std::vector<std::byte> dst(static_cast<std::size_t>(plan.destination_elements(me)) * 4);
+  disttrain::buffer_pool pool;
+  constexpr int rounds = 4;  // each a fresh route: the outcome must hold every time
+  for (int round = 0; round < rounds; ++round) {
+    const int tag = 50 + round;
+    if (me == 0) {
+      src = pattern(src.size(), 3 + static_cast<std::size_t>(round));
+      const auto e = capture([&] {
+        disttrain::route_transfer<mpi_backend> t(b, plan, pool, {tag, false, 100ms});
+        t.start(src, dst);
+        MPI_CHECK(t.packed_send_bytes() == 0);  // zero copy: MPI reads `src` itself
+        t.wait();
+      });
+      MPI_CHECK(e.code() == errc::timeout);
+      for (auto& x : src) x = std::byte{0xEE};  // the misuse: the buffer is reused at once
+      MPI_Barrier(MPI_COMM_WORLD);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const auto until = std::chrono::steady_clock::now() + 5s;
+      while (b.sends_in_flight() > 0 && std::chrono::steady_clock::now() < until) {}
+    } else if (me == 1) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      std::fill(dst.begin(), dst.end(), std::byte{0});
+      const auto e = capture([&] {
+        disttrain::run_route(b, plan, src, dst, pool, {tag, false, 2000ms});
+      });
+      if (e.code() == errc::internal) {  // no error: every byte must be the sent one
+        MPI_CHECK(dst == pattern(dst.size(), 3 + static_cast<std::size_t>(round)));
+      } else {
+        MPI_CHECK(e.code() == errc::comm_error || e.code() == errc::timeout);
+        if (e.code() == errc::comm_error) MPI_CHECK(contains(e.message(), "rank 0 voided"));
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+      MPI_Barrier(MPI_COMM_WORLD);
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  }
+  b.barrier();
+}
+
 // After a receive timed out, the application recreates the backend; a
 // straggler's message sent on the old communicator must not reach the new
 // one (OpenMPI reuses a freed communicator's context id: the old one must
@@ -194,6 +252,9 @@ int main(int argc, char** argv) {
                                        backend_keeps_timed_out_send_buffer},
                                       {"route straggler gets intact bytes or an error",
                                        route_straggler_gets_intact_bytes_or_error},
+                                      {"zero-copy route straggler: intact bytes or an error "
+                                       "naming the sender",
+                                       route_zero_copy_straggler_gets_intact_bytes_or_error},
                                       {"a late message never reaches the next communicator",
                                        late_message_never_reaches_the_next_communicator}});
 }

@@ -26,11 +26,15 @@ namespace disttrain {
 /// from a failed rank to the ranks that send to it, on the route's control
 /// tag (`route_control_tag`): `magic` = `notice_value`, `plan` = the failed
 /// rank's error code, `message` = the route's sequence number between the
-/// two ranks (`route_sequences`), `bytes` = 0.
+/// two ranks (`route_sequences`), `bytes` = 0. A sender whose sends failed
+/// after they were posted (a timeout) sends a *void notice* the same way to
+/// their receivers (`magic` = `void_value`): a late receiver fails naming it
+/// instead of taking bytes the sender's application may since have reused.
 struct plan_stamp {
   static constexpr std::int64_t magic_value = 0x44545253544d50ll;   // "DTRSTMP"
   static constexpr std::int64_t abort_value = 0x44545241425254ll;   // "DTRABRT"
   static constexpr std::int64_t notice_value = 0x4454524e4f5443ll;  // "DTRNOTC"
+  static constexpr std::int64_t void_value = 0x445452564f4944ll;    // "DTRVOID"
   std::int64_t magic = magic_value;
   std::uint64_t plan = 0;     ///< the sender's `route_plan::fingerprint()` (abort: its errc)
   std::uint64_t message = 0;  ///< `route_plan::stamp(m)` (`bound_op::stamp`)

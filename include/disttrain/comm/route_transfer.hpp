@@ -62,6 +62,21 @@
 ///   need a backend with `try_wait` and `route_sequences()` (local, MPI,
 ///   `fault_backend` over them); elsewhere a sender learns of a failed
 ///   receiver from its own timeout.
+/// - *void notices* (forward), to its receivers: a rank whose sends fail
+///   after they were posted (a timeout in `wait`) sends one, on the control
+///   tag, to every destination of a message that did not complete and is
+///   sent zero copy from the caller's buffer (a packed message's staging
+///   buffer stays with the backend until MPI is done with it). MPI cannot
+///   take back a posted send: a receiver that posts late could still get
+///   the bytes of the sender's buffer as they are *then*, after the sender's
+///   application caught the timeout and reused the buffer. So every rank
+///   watches the control tag of the ranks it receives from as well (one
+///   receive per peer), and a message whose sender voided it fails
+///   (`comm_error` naming the sender) before its receive is reported
+///   complete: correct bytes or an error, never silently the reused ones.
+///   The notice is posted before `wait` throws, and with it ahead of the
+///   reused bytes on the pair's transport, a receiver that takes them sees
+///   the notice first.
 ///
 /// @snippet comm.cpp route_transfer
 
@@ -163,7 +178,12 @@ class route_transfer {
       throw;
     }
     watch_receives_ = false;
-    complete_sends();
+    try {
+      complete_sends();
+    } catch (const error& e) {
+      void_sends(e.code());
+      throw;
+    }
     done_ = true;
   }
 
@@ -208,6 +228,8 @@ class route_transfer {
     plan_stamp stamp;
     detail::wire_header hdr;
     std::vector<std::int64_t> piece_words;
+    bool completed = false;  // every part of it sent (complete_sends)
+    bool borrowed = false;   // the payload is read from the caller's buffer (zero copy)
     request stamp_req, header, pieces, payload;
   };
   struct incoming {
@@ -222,18 +244,17 @@ class route_transfer {
     bool payload_posted = false, received = false, finished = false;
     request stamp_req, header, pieces, payload;
   };
-  // A destination's abort notice, watched while this rank's sends to it are out.
+  // A peer's notices (one receive per peer on the control tag), watched
+  // while this rank's exchange with it is open: an abort notice if this rank
+  // sends to it, a void notice if it sends to this rank.
+  static constexpr std::uint64_t no_seq = ~std::uint64_t{0};
   struct watch {
     int peer = -1;
-    std::uint64_t seq = 0;  // this route's number with `peer` (route_sequences)
-    plan_stamp notice{};    // lands here
-    bool aborted = false;   // a notice of this route came: `peer` failed
+    std::uint64_t seq_send = no_seq;  // this route's number as `peer`'s sender (route_sequences)
+    std::uint64_t seq_recv = no_seq;  // ... as its receiver
+    plan_stamp notice{};              // lands here
+    bool aborted = false;             // a notice of this route came: `peer` failed
     request req;
-  };
-  // A rank that sends to this one, with this route's number (for a notice to it).
-  struct sender {
-    int peer = -1;
-    std::uint64_t seq = 0;
   };
 
   [[nodiscard]] std::string where_self() const {
@@ -307,6 +328,7 @@ class route_transfer {
     if (m.contiguous_send()) {
       data = from.subspan(detail::element_bytes(m.send_blocks[0].src_offset, es, "route.offset"),
                           bytes);
+      o.borrowed = true;
     } else {
       o.staging = pool_->acquire(bytes);
       kernels::copy_blocks_cpu(from, o.staging.span(), m.send_blocks, es);
@@ -353,6 +375,12 @@ class route_transfer {
       if (opts_.verify) check_header(in, m);
       check_stamp(in, m);
       wait_for(in.payload);
+      // Its sender may have voided it (a timeout, then its caller reused the
+      // buffer): the notice is tested before the bytes count as received.
+      if constexpr (has_notices) {
+        poll_notices();
+        if (const watch* w = watch_of(m.src); w != nullptr && w->aborted) fail_aborted(*w);
+      }
       in.received = true;
       if (opts_.verify) {
         const auto got = static_cast<std::int64_t>(detail::checksum64(in.landing));
@@ -516,14 +544,11 @@ class route_transfer {
       in.stamp_req = request{};
     }
     try {
-      for (const sender& s : senders_) {
-        if (fully_received_from(s.peer)) continue;  // its sends are complete: nothing to tell
-        plan_stamp st;
-        st.magic = plan_stamp::notice_value;
-        st.plan = static_cast<std::uint64_t>(f.code);
-        st.message = s.seq;
-        st.bytes = 0;
-        post_abort(a, {st, s.peer, route_control_tag(opts_.tag)});
+      for (const watch& s : watches_) {
+        // A peer that sends to this rank, unless its sends are complete: nothing to tell.
+        if (s.seq_recv == no_seq || fully_received_from(s.peer)) continue;
+        post_abort(a, {notice(plan_stamp::notice_value, f.code, s.seq_recv), s.peer,
+                       route_control_tag(opts_.tag)});
       }
     } catch (...) {}
     const auto d = wait_deadline::after(std::chrono::milliseconds(abort_grace_ms));
@@ -531,6 +556,39 @@ class route_transfer {
       try {
         detail::wait_until(*b_, r, d);
       } catch (...) {}
+    }
+  }
+  [[nodiscard]] static plan_stamp notice(std::int64_t magic, errc code, std::uint64_t seq) {
+    plan_stamp st;
+    st.magic = magic;
+    st.plan = static_cast<std::uint64_t>(code);
+    st.message = seq;
+    st.bytes = 0;
+    return st;
+  }
+  // After this rank's sends failed in `complete_sends` (e.g. a timeout): a
+  // void notice to every destination with a message that did not complete
+  // and is read from the caller's buffer (zero copy), so that a late
+  // receiver fails instead of taking bytes the caller may reuse (see the
+  // file comment). A packed message's staging buffer stays with the backend
+  // until the transport is done with it: its late receiver gets its bytes.
+  void void_sends(errc code) noexcept {
+    if constexpr (has_notices) {
+      abort_batch a;
+      for (const watch& w : watches_) {
+        if (w.seq_send == no_seq) continue;
+        const bool open = std::ranges::any_of(
+            out_, [&](const outgoing& o) { return o.dst == w.peer && !o.completed && o.borrowed; });
+        if (open)
+          post_abort(a, {notice(plan_stamp::void_value, code, w.seq_send), w.peer,
+                         route_control_tag(opts_.tag)});
+      }
+      const auto d = wait_deadline::after(std::chrono::milliseconds(abort_grace_ms));
+      for (auto& r : a.reqs) {
+        try {
+          detail::wait_until(*b_, r, d);
+        } catch (...) {}
+      }
     }
   }
   void post_abort(abort_batch& a, const abort_message& m) noexcept {
@@ -552,22 +610,28 @@ class route_transfer {
 
   // Numbers this route with each peer (see the file comment), first thing in
   // `start`: both ends count it even if one of them fails right after. One
-  // pass over the messages, in order: each distinct destination gets a
-  // watch, each distinct source a `sender` entry (none for this rank itself).
+  // pass over the messages, in order: each distinct peer gets a watch, with
+  // its number as a destination and as a source (none for this rank itself).
   void number_peers() {
     if constexpr (has_notices) {
       using side = detail::route_sequences::side;
       auto& seq = b_->route_sequences();
+      const auto watch_for = [&](int peer) -> watch& {
+        const auto it = std::ranges::find(watches_, peer, &watch::peer);
+        if (it != watches_.end()) return *it;
+        watch& w = watches_.emplace_back();
+        w.peer = peer;
+        return w;
+      };
       for (const route_message& m : plan_->messages()) {
-        if (m.src == me_ && m.dst != me_ &&
-            std::ranges::find(watches_, m.dst, &watch::peer) == watches_.end()) {
-          watch& w = watches_.emplace_back();
-          w.peer = m.dst;
-          w.seq = seq.next(m.dst, side::sender);
+        if (m.src == me_ && m.dst != me_) {
+          watch& w = watch_for(m.dst);
+          if (w.seq_send == no_seq) w.seq_send = seq.next(m.dst, side::sender);
         }
-        if (m.dst == me_ && m.src != me_ &&
-            std::ranges::find(senders_, m.src, &sender::peer) == senders_.end())
-          senders_.push_back({m.src, seq.next(m.src, side::receiver)});
+        if (m.dst == me_ && m.src != me_) {
+          watch& w = watch_for(m.src);
+          if (w.seq_recv == no_seq) w.seq_recv = seq.next(m.src, side::receiver);
+        }
       }
     }
   }
@@ -583,7 +647,10 @@ class route_transfer {
     for (auto& w : watches_) {
       try {
         while (!w.aborted && w.req.valid() && b_->test(w.req)) {
-          if (w.notice.magic == plan_stamp::notice_value && w.notice.message == w.seq)
+          const bool ours =
+              (w.notice.magic == plan_stamp::notice_value && w.notice.message == w.seq_send) ||
+              (w.notice.magic == plan_stamp::void_value && w.notice.message == w.seq_recv);
+          if (ours)
             w.aborted = true;
           else
             post_watch(w);
@@ -608,8 +675,13 @@ class route_transfer {
   void complete_sends() {
     if (!watches_.empty()) slice_end_ = clock::now() + std::chrono::milliseconds(notice_poll_ms);
     for (auto& o : out_) {
+      bool all = true;  // (a timeout throws out of the loop: `completed` stays false)
       for (request* r : {&o.stamp_req, &o.header, &o.pieces, &o.payload})
-        if (!complete_send(o.dst, *r)) break;
+        if (!complete_send(o.dst, *r)) {
+          all = false;
+          break;
+        }
+      o.completed = all;
       if (!o.payload.valid()) o.staging.reset();
     }
     if (const watch* w = first_abort()) fail_aborted(*w);
@@ -645,6 +717,7 @@ class route_transfer {
   // Throws for the abort notice of `w.peer`, after withdrawing this rank's
   // sends to it as after a timeout.
   [[noreturn]] void fail_aborted(const watch& w) {
+    if (w.notice.magic == plan_stamp::void_value) fail_voided(w);
     std::size_t bytes = 0, count = 0;
     for (auto& o : out_) {
       const bool pending =
@@ -679,6 +752,19 @@ class route_transfer {
                           bytes, " bytes"),
          " (abort notice on control tag ", route_control_tag(opts_.tag), ")",
          count == 0 ? std::string() : cat("; ", state));
+  }
+
+  // Throws for the void notice of `w.peer` (it sends to this rank).
+  [[noreturn]] void fail_voided(const watch& w) {
+    std::size_t bytes = 0;
+    for (const auto& in : in_)
+      if (msg(in.msg).src == w.peer) bytes += in.landing.size();
+    fail(errc::comm_error, transfer_info{me_, w.peer, opts_.tag, bytes, false}.where(), "rank ",
+         w.peer, " voided its messages to this rank after its own error (",
+         to_string(static_cast<errc>(w.notice.plan % 64)),
+         "): its sends did not complete, and its caller may since have reused the buffer they "
+         "read, so their bytes are not taken (void notice on control tag ",
+         route_control_tag(opts_.tag), "); the destination buffer's content is unspecified");
   }
 
   void check_header(incoming& in, const route_message& m) {
@@ -735,10 +821,9 @@ class route_transfer {
   wait_deadline deadline_{};
   std::deque<outgoing> out_;  // deque: elements never move (buffers are in flight)
   std::deque<incoming> in_;
-  // One per destination (abort notices); all are created in number_peers,
+  // One per peer (abort and void notices); all are created in number_peers,
   // before any is posted, so none moves once its receive is posted.
   std::vector<watch> watches_;
-  std::vector<sender> senders_;  // one per source (abort notices)
   std::size_t packed_send_bytes_ = 0;
 };
 
