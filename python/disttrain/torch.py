@@ -379,15 +379,24 @@ class Runner:
         n = len(self.params)
         return [p for i, p in enumerate(self.params) if i * self.buckets // n == b]
 
-    def run(self, map: Mapping[str, Any]) -> dict[str, Any]:
+    def run(self, map: Mapping[str, Any], *, zero_grad: bool = True,
+            sync: bool = True) -> dict[str, Any]:
         """Runs one iteration on the batch of ``map``. Returns ``loss`` (the
         sum of this rank's losses, a float: the last chain stage's and any
         stage's ``(output, loss)``; 0 on a rank with none), ``program`` and
-        ``messages`` (point-to-point ops run)."""
+        ``messages`` (point-to-point ops run).
+
+        Gradient accumulation over several batches: ``zero_grad=False`` keeps
+        the gradients already in ``params`` (the default clears them first),
+        ``sync=False`` skips the data-parallel and tied sums and the
+        ``optimizer_step`` op (Megatron-LM's ``no_sync``), e.g.
+        ``run(m1, sync=False); run(m2, zero_grad=False)``: the last call sums
+        every batch's gradients over the DP group once, then steps."""
         torch, dist = self._t, self._dist
         p = self.program = self.bind(map)
-        for q in self.params:  # the gradients of this batch only
-            q.grad = None
+        if zero_grad:
+            for q in self.params:  # the gradients of this batch only
+                q.grad = None
         kinds, mbs, peers, tags = p["kind"], p["microbatch"], p["peer"], p["tag"]
         phases, elements = p["phase"], p["elements"]
         M = int(map["microbatches"])
@@ -480,6 +489,9 @@ class Runner:
                     dst, tag = int(peers[i]), int(tags[i])
                     sends.append((dist.isend(data, dst=dst, tag=tag), data))
                     sends.append((dist.isend(st, dst=dst, tag=tag), st))
+            elif k in (_KIND["grad_sync_start"], _KIND["grad_sync_finish"],
+                       _KIND["optimizer_step"]) and not sync:
+                continue  # accumulating: no reduction, no step (see above)
             elif k == _KIND["grad_sync_start"]:
                 b = int(p["bucket"][i])
                 ps = self._bucket_params(b)
@@ -509,7 +521,7 @@ class Runner:
                 raise _dt.Unsupported(f"disttrain: unsupported at Runner.run: op kind "
                                       f"{_dt.OP_KINDS[k]} (split backward is not supported)",
                                       "unsupported", "Runner.run")
-        if not synced:
+        if sync and not synced:
             self._sync_tied()
         for work, _ in sends:
             work.wait()

@@ -134,6 +134,13 @@ def test_runner_tied_embedding_and_two_losses_equal_serial():
     assert float(a) == pytest.approx(float(b), rel=1e-12)
 
 
+def test_runner_accumulates_gradients_over_two_runs():
+    # The same batch as the tied test, in two halves: run(sync=False), run(zero_grad=False).
+    out = _features("accumulate", 4)
+    err = float(re.search(r"max relative gradient error: (\S+)", out).group(1))
+    assert err <= 1e-12, out
+
+
 def test_runner_names_the_sample_whose_rows_are_wrong():
     out = _features("wrong-rows", 2)
     assert "error at Runner.forward:" in out, out

@@ -6,6 +6,8 @@ subprocess, so the test process stays torch-free):
       other stage (Runner(tied=...)), stage 0 also returning its own loss
       ((output, loss)) and its output per sample ({id: rows}); every
       parameter's gradient against one process on the same batch
+  torchrun --nproc-per-node 4 torch_features.py accumulate
+      the same batch in two halves: run(sync=False), then run(zero_grad=False)
   torchrun --nproc-per-node 2 torch_features.py wrong-rows
       stage 0 returns each sample's rows under another sample's id: the
       Runner fails naming the sample
@@ -64,7 +66,7 @@ def shapes(m):
     return [{"hidden": DIM, "rows": np.array([len(tokens(int(i))) for i in m["id"]])}]
 
 
-def run_tied() -> int:
+def run_tied(accumulate: bool = False) -> int:
     rank = dist.get_rank()
     topo = disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "dp": 2}])
     stage = topo["ranks"][rank]["chain_stage"]
@@ -84,12 +86,17 @@ def run_tied() -> int:
         return sum((model.last(h, tokens(int(i)), model.embed.weight) for h, i in zip(hs, ids)),
                    torch.zeros((), dtype=torch.float64))
 
-    sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES,
+    # accumulate: the batch in two halves, one run() each, summed before the DP sum.
+    size = BATCH // 2 if accumulate else BATCH
+    sampler = BatchSampler(range(BATCH), size, topo, rank, costs, MICROBATCHES,
                            reorder={"balance": "lpt"})
     runner = Runner(topo, forward, shapes, params=mine, dtype=torch.float64,
                     tied={"embedding": ([0, 1], model.embed.weight)})
-    batch_map, _ = next(sampler.batches())
-    out = runner.run(batch_map)
+    maps = [m for m, _ in sampler.batches()]
+    out = {"loss": 0.0}
+    for n, batch_map in enumerate(maps):
+        last = n + 1 == len(maps)
+        out["loss"] += runner.run(batch_map, zero_grad=n == 0, sync=last)["loss"]
     # The serial model: the same batch in one process, one embedding.
     ref = Model()
     total = torch.zeros((), dtype=torch.float64)
@@ -183,7 +190,10 @@ def main() -> int:
     if mode == "dataloader":
         return run_dataloader()
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-    status = run_tied() if mode == "tied" else run_wrong_rows()
+    if mode in ("tied", "accumulate"):
+        status = run_tied(accumulate=mode == "accumulate")
+    else:
+        status = run_wrong_rows()
     dist.destroy_process_group()
     return status
 
