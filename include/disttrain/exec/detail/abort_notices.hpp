@@ -66,15 +66,19 @@ class abort_notices {
   ~abort_notices() = default;
 
   /// @brief Waits for `r` until `d` like `detail::wait_until`, but fails with
-  /// `comm_error` at `where()` as soon as a peer's notice of this run arrives.
+  /// `comm_error` at `where()` as soon as a peer's notice of this run arrives,
+  /// also once `r` completed: a receive whose sender aborted (e.g. after its
+  /// send timed out, when its host may since have reused the buffer the
+  /// transport still read) is not reported complete.
   template <class Where>
   void wait(request& r, const wait_deadline& d, const Where& where) {
     if constexpr (supported) {
       if (!watches_.empty()) {
         check(where);
-        if (wait_in_slices(*b_, r, d.at, std::chrono::milliseconds(poll_ms), [&] { check(where); }))
-          return;
+        const bool done =
+            wait_in_slices(*b_, r, d.at, std::chrono::milliseconds(poll_ms), [&] { check(where); });
         check(where);
+        if (done) return;
       }
     }
     wait_until(*b_, r, d);
