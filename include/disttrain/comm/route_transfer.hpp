@@ -551,12 +551,7 @@ class route_transfer {
                        route_control_tag(opts_.tag)});
       }
     } catch (...) {}
-    const auto d = wait_deadline::after(std::chrono::milliseconds(abort_grace_ms));
-    for (auto& r : a.reqs) {
-      try {
-        detail::wait_until(*b_, r, d);
-      } catch (...) {}
-    }
+    wait_grace(a);
   }
   [[nodiscard]] static plan_stamp notice(std::int64_t magic, errc code, std::uint64_t seq) {
     plan_stamp st;
@@ -583,12 +578,16 @@ class route_transfer {
           post_abort(a, {notice(plan_stamp::void_value, code, w.seq_send), w.peer,
                          route_control_tag(opts_.tag)});
       }
-      const auto d = wait_deadline::after(std::chrono::milliseconds(abort_grace_ms));
-      for (auto& r : a.reqs) {
-        try {
-          detail::wait_until(*b_, r, d);
-        } catch (...) {}
-      }
+      wait_grace(a);
+    }
+  }
+  // Waits for a batch's sends together, at most abort_grace_ms; never throws.
+  void wait_grace(abort_batch& a) noexcept {
+    const auto d = wait_deadline::after(std::chrono::milliseconds(abort_grace_ms));
+    for (auto& r : a.reqs) {
+      try {
+        detail::wait_until(*b_, r, d);
+      } catch (...) {}
     }
   }
   void post_abort(abort_batch& a, const abort_message& m) noexcept {
