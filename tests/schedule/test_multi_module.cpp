@@ -141,3 +141,63 @@ TEST_CASE("a replica that skips a gradient bucket is rejected naming the stage")
             ops.end());
   DISTTRAIN_CHECK_ERROR(validate_schedule(bad), errc::schedule_error, "stage 1 bucket 0");
 }
+
+TEST_CASE(
+    "an interleaved backbone between an encoder and a generator: Megatron-LM's order on its "
+    "ranks, every microbatch through every chunk in path order, validates") {
+  for (const int enc_dp : {1, 2})
+    for (const int P : {2, 3})
+      for (const int V : {2, 3})
+        for (const int per : {1, 2, 3})
+          for (const bool frozen_enc : {false, true}) {
+            multi_module_spec spec;
+            spec.segments = {{"encoder", 1, enc_dp, !frozen_enc},
+                             {"backbone", P, 1},
+                             {"generator", 1, 1}};
+            spec.segments[1].chunks = V;
+            spec.num_microbatches = P * per * enc_dp;
+            INFO("enc dp " << enc_dp << " P " << P << " V " << V << " m "
+                           << spec.num_microbatches << " frozen " << frozen_enc);
+            const auto c = make_multi_module(spec);
+            CHECK(c.num_chunks == V);
+            CHECK(c.num_virtual_stages() == 1 + P * V + 1);
+            // Virtual stages in path order: encoder, backbone chunk 0 stages
+            // 0..P-1, chunk 1, ..., generator.
+            CHECK(c.virtual_stage(1, 1) == 1 + P);
+            CHECK(c.stage_chunk(1 + P) == std::pair<int, int>{1, 1});
+            CHECK(c.virtual_stage(P + 1, 0) == 1 + P * V);
+            // The backbone ranks run interleaved_ops, the encoder and generator one chunk.
+            for (int i = 0; i < P; ++i) {
+              const std::size_t r = static_cast<std::size_t>(enc_dp + i);
+              interleaved_rank ir;
+              ir.stages = P;
+              ir.position = i;
+              ir.chunks = V;
+              ir.op_stage = 1 + i;
+              for (int mb = 0; mb < spec.num_microbatches; ++mb) ir.microbatches.push_back(mb);
+              ir.extra_warmup = V;  // one virtual stage (the generator) after the backbone
+              CHECK(c.ops[r] == interleaved_ops(ir));
+            }
+            const auto s = add_grad_sync(add_communication(c));
+            CHECK_NOTHROW(validate_schedule(s));
+            const auto res = simulate(s, table_durations::uniform(1, 2));
+            CHECK(res.iteration_time > 0);
+          }
+}
+
+TEST_CASE("an interleaved segment: invalid combinations are located errors") {
+  multi_module_spec spec;
+  spec.segments = {{"encoder", 1, 1}, {"backbone", 2, 1}};
+  spec.segments[1].chunks = 2;
+  spec.num_microbatches = 3;
+  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
+                        "multi_module.segments[1] (backbone) replica 0.num_microbatches");
+  spec.num_microbatches = 4;
+  spec.split_backward = true;
+  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
+                        "multi_module.segments[1] (backbone).chunks");
+  spec.split_backward = false;
+  spec.segments[1].num_stages = 1;
+  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
+                        "multi_module.segments[1] (backbone).chunks");
+}

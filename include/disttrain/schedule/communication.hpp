@@ -34,7 +34,7 @@ inline std::vector<char> backward_mask(const pipeline_schedule& s) {
   std::vector<char> out(static_cast<std::size_t>(V), 0);
   bool any = false;
   for (int vs = 0; vs < V; ++vs) {
-    any = any || s.stage_trainable(vs % s.num_stages);
+    any = any || s.stage_trainable(s.stage_chunk(vs).first);
     out[static_cast<std::size_t>(vs)] = any ? 1 : 0;
   }
   return out;
@@ -82,7 +82,7 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
     if (vs < 0 || vs >= V) return -1;
     return owner[static_cast<std::size_t>(vs) * M + static_cast<std::size_t>(mb)];
   };
-  const auto at = [&](int vs) { return std::pair<int, int>{vs % s.num_stages, vs / s.num_stages}; };
+  const auto at = [&](int vs) { return s.stage_chunk(vs); };
   for (std::size_t r = 0; r < s.ops.size(); ++r) {
     const int me = static_cast<int>(r);
     std::vector<schedule_op> out;
@@ -138,14 +138,15 @@ inline std::vector<int> forward_owners(const pipeline_schedule& s) {
     if (!s.stage_trainable(stage)) continue;
     const op_kind last_kind = s.split_backward ? op_kind::weight : op_kind::backward;
     auto& ops = s.ops[r];
-    std::vector<std::size_t> last(static_cast<std::size_t>(s.num_chunks), ops.size());
+    const int chunks = s.chunks_of_stage(stage);
+    std::vector<std::size_t> last(static_cast<std::size_t>(chunks), ops.size());
     for (std::size_t i = 0; i < ops.size(); ++i)
       if (ops[i].kind == last_kind) last[static_cast<std::size_t>(ops[i].chunk)] = i;
     // Per position: the bucket starts placed after it; the finishes, which go
     // at the end in the order of their starts' positions.
     std::vector<std::vector<schedule_op>> after(ops.size()), finish(ops.size());
     std::size_t syncs = 0;
-    for (int c = 0; c < s.num_chunks; ++c) {
+    for (int c = 0; c < chunks; ++c) {
       std::size_t i = last[static_cast<std::size_t>(c)];
       if (i == ops.size())
         fail(errc::schedule_error, cat(s.rank_name(static_cast<int>(r)), " chunk ", c), "has no ",

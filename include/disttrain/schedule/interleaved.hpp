@@ -16,6 +16,9 @@
 /// @snippet schedule.cpp interleaved
 
 #include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "disttrain/core/check.hpp"
 #include "disttrain/schedule/schedule.hpp"
@@ -30,43 +33,89 @@ namespace disttrain {
 }
 
 /// @brief Checks Megatron's constraint for interleaving: `m % p == 0`, `v >= 2`;
-/// throws `invalid_argument` naming the field, the value and the nearest valid counts.
-inline void check_interleaved(int num_stages, int num_microbatches, int num_chunks) {
-  require_positive(num_stages, "interleaved.num_stages");
-  require_positive(num_microbatches, "interleaved.num_microbatches");
-  require(num_chunks >= 2, "interleaved.num_chunks",
+/// throws `invalid_argument` at `where` (`where.num_microbatches`, ...) naming
+/// the value and the nearest valid counts.
+inline void check_interleaved(int num_stages, int num_microbatches, int num_chunks,
+                              std::string_view where = "interleaved") {
+  require_positive(num_stages, cat(where, ".num_stages"));
+  require_positive(num_microbatches, cat(where, ".num_microbatches"));
+  require(num_chunks >= 2, cat(where, ".num_chunks"),
           "must be >= 2 (use make_1f1b for one chunk), got ", num_chunks);
+  require(num_stages >= 2, cat(where, ".num_stages"), "interleaving needs >= 2 stages, got ",
+          num_stages);
   if (num_microbatches % num_stages != 0) {
     const int lo = num_microbatches / num_stages * num_stages;
-    fail(errc::invalid_argument, "interleaved.num_microbatches",
+    fail(errc::invalid_argument, cat(where, ".num_microbatches"),
          "must be a multiple of the pipeline size ", num_stages,
          " for the interleaved schedule, got ", num_microbatches,
          " (nearest valid: ", lo > 0 ? cat(lo, " or ") : std::string(), lo + num_stages, ")");
   }
 }
 
+/// @brief One rank of an interleaved pipeline, for `interleaved_ops` (named
+/// fields: adjacent ints would be easy to swap).
+struct interleaved_rank {
+  int stages = 2;                 ///< pipeline stages of the interleaved module (p >= 2)
+  int position = 0;               ///< this rank's stage in [0, p)
+  int chunks = 2;                 ///< model chunks per rank (v >= 2)
+  std::vector<int> microbatches;  ///< the microbatches it runs, in order (a multiple of p)
+  int op_stage = 0;               ///< the stage its ops name (e.g. a chain stage)
+  /// Warm-up forwards added to Megatron-LM's count, for stages after the
+  /// module that lengthen the round trip (multi_module.hpp); 0 alone.
+  int extra_warmup = 0;
+  bool backward = true;  ///< B ops (false: forward-only)
+};
+
+/// @brief The compute ops of one rank under interleaved 1F1B (see the file
+/// comment), with chunk c of microbatch list entry e as (op_stage, c, mb).
+/// Throws `invalid_argument` at `interleaved.*` for an invalid combination.
+[[nodiscard]] inline std::vector<schedule_op> interleaved_ops(const interleaved_rank& r) {
+  const int p = r.stages;
+  const int v = r.chunks;
+  const int m = static_cast<int>(r.microbatches.size());
+  check_interleaved(p, m, v);
+  require_in_range(r.position, 0, p - 1, "interleaved.position");
+  require_non_negative(r.extra_warmup, "interleaved.extra_warmup");
+  const auto mb_of = [&](int k) {
+    return r.microbatches[static_cast<std::size_t>((k / (p * v)) * p + k % p)];
+  };
+  const auto fchunk = [p, v](int k) { return (k % (p * v)) / p; };
+  const auto bchunk = [p, v](int k) { return v - 1 - (k % (p * v)) / p; };
+  const int total = v * m;
+  std::vector<schedule_op> ops;
+  const auto fwd = [&](int k) {
+    ops.push_back(schedule_op::forward(r.op_stage, fchunk(k), mb_of(k)));
+  };
+  const auto bwd = [&](int k) {
+    ops.push_back(schedule_op::backward(r.op_stage, bchunk(k), mb_of(k)));
+  };
+  if (!r.backward) {
+    for (int k = 0; k < total; ++k) fwd(k);
+    return ops;
+  }
+  const int w =
+      m == p ? total : std::min(interleaved_warmup(p, r.position, m, v) + r.extra_warmup, total);
+  for (int k = 0; k < w; ++k) fwd(k);
+  for (int i = 0; i < total - w; ++i) {
+    fwd(w + i);
+    bwd(i);
+  }
+  for (int k = total - w; k < total; ++k) bwd(k);
+  return ops;
+}
+
 /// @brief Compute-only interleaved 1F1B on `num_stages` ranks with `num_chunks` chunks per rank.
 [[nodiscard]] inline pipeline_schedule make_interleaved_1f1b(int num_stages, int num_microbatches,
                                                              int num_chunks) {
   check_interleaved(num_stages, num_microbatches, num_chunks);
-  const int p = num_stages;
-  const int v = num_chunks;
-  const int m = num_microbatches;
-  auto s = detail::single_pipeline("interleaved_1f1b", p, m, v);
-  const auto mb_of = [p, v](int k) { return (k / (p * v)) * p + k % p; };
-  const auto fchunk = [p, v](int k) { return (k % (p * v)) / p; };
-  const auto bchunk = [p, v](int k) { return v - 1 - (k % (p * v)) / p; };
-  const int total = v * m;
-  for (int r = 0; r < p; ++r) {
-    auto& ops = s.ops[static_cast<std::size_t>(r)];
-    const int w = interleaved_warmup(p, r, m, v);
-    for (int k = 0; k < w; ++k) ops.push_back(schedule_op::forward(r, fchunk(k), mb_of(k)));
-    for (int i = 0; i < total - w; ++i) {
-      ops.push_back(schedule_op::forward(r, fchunk(w + i), mb_of(w + i)));
-      ops.push_back(schedule_op::backward(r, bchunk(i), mb_of(i)));
-    }
-    for (int k = total - w; k < total; ++k)
-      ops.push_back(schedule_op::backward(r, bchunk(k), mb_of(k)));
+  auto s = detail::single_pipeline("interleaved_1f1b", num_stages, num_microbatches, num_chunks);
+  interleaved_rank r;
+  r.stages = num_stages;
+  r.chunks = num_chunks;
+  for (int mb = 0; mb < num_microbatches; ++mb) r.microbatches.push_back(mb);
+  for (int i = 0; i < num_stages; ++i) {
+    r.position = r.op_stage = i;
+    s.ops[static_cast<std::size_t>(i)] = interleaved_ops(r);
   }
   return s;
 }

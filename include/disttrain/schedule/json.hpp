@@ -22,11 +22,13 @@ inline constexpr auto schedule_op_fields = std::tuple{
     required_field("stage", &schedule_op::stage), optional_field("chunk", &schedule_op::chunk),
     optional_field("mb", &schedule_op::microbatch), optional_field("peer", &schedule_op::peer),
     optional_field("bucket", &schedule_op::bucket)};
-inline constexpr auto segment_info_fields = std::tuple{
-    required_field("name", &segment_info::name),
-    required_field("first_stage", &segment_info::first_stage),
-    required_field("num_stages", &segment_info::num_stages),
-    optional_field("dp", &segment_info::dp), optional_field("trainable", &segment_info::trainable)};
+inline constexpr auto segment_info_fields =
+    std::tuple{required_field("name", &segment_info::name),
+               required_field("first_stage", &segment_info::first_stage),
+               required_field("num_stages", &segment_info::num_stages),
+               optional_field("dp", &segment_info::dp),
+               optional_field("trainable", &segment_info::trainable),
+               optional_field("chunks", &segment_info::chunks)};
 inline constexpr auto schedule_rank_fields =
     std::tuple{required_field("segment", &schedule_rank::segment),
                required_field("stage", &schedule_rank::stage),
@@ -60,7 +62,7 @@ inline void from_json(const json& j, schedule_op& o) {
 inline void to_json(json& j, const segment_info& g) {
   j = detail::fields_to_json(g, detail::segment_info_fields);
 }
-/// @brief Reads a segment (`dp` defaults to 1, `trainable` to true).
+/// @brief Reads a segment (`dp` and `chunks` default to 1, `trainable` to true).
 inline void from_json(const json& j, segment_info& g) {
   g = segment_info{};
   detail::read_fields(j, g, detail::segment_info_fields, "segment");
@@ -94,6 +96,8 @@ inline void from_json(const json& j, pipeline_schedule& s) {
     } catch (const error& e) {
       fail(errc::parse_error, cat("schedule.segments[", i, "].", e.where()), e.message());
     }
+    // A one-segment schedule may leave its chunks to `num_chunks`.
+    if (segs.size() == 1 && !segs[i].contains("chunks")) s.segments.back().chunks = s.num_chunks;
   }
   const auto ranks = json_get<json>(j, "ranks", "schedule");
   if (!ranks.is_array()) fail(errc::parse_error, "schedule.ranks", "expected an array");

@@ -25,7 +25,17 @@
 /// the plan will be simulated with; e.g. wrap a `duration_model`). Without
 /// one, modules are assumed balanced as a planner sizes them: F costs
 /// dp / max_dp (B twice that, or B = W = F when split), so a replica serving
-/// more microbatches runs each faster.
+/// more microbatches runs each faster; a chunk op of an interleaved segment
+/// takes 1 / chunks of that.
+///
+/// Interleaved segments (`chunks` > 1, Megatron-LM's virtual pipeline
+/// stages; needs >= 2 stages and no split backward): each rank holds `chunks`
+/// model chunks and runs Megatron-LM's interleaved 1F1B order over its
+/// microbatches (`interleaved_ops`, interleaved.hpp), so a replica's
+/// microbatch count must be a multiple of the segment's stages. Its warm-up
+/// grows by `chunks` per virtual stage after the segment (a later stage's
+/// op, balanced, takes as long as `chunks` chunk ops). A microbatch's path
+/// runs the segment's chunks in order (schedule.hpp, "virtual stages").
 ///
 /// Frozen segments (`trainable = false`) have no W ops and no grad sync; a
 /// stage has B ops only if it or a stage before it is trainable (a frozen
@@ -43,7 +53,9 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
+#include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/detail/list_scheduler.hpp"
+#include "disttrain/schedule/interleaved.hpp"
 #include "disttrain/schedule/op_cost.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
@@ -64,6 +76,7 @@ struct module_segment {
   bool trainable = true;        ///< false: frozen
   std::vector<int> replica_of;  ///< microbatch -> replica (size M); empty: mb % dp
   int max_inflight = 0;         ///< activation cap per rank; 0: the default (file comment)
+  int chunks = 1;               ///< model chunks per rank (> 1: interleaved 1F1B)
 };
 
 /// @brief Input of `make_multi_module`.
@@ -92,6 +105,13 @@ struct multi_module_spec {
     require_positive(seg.num_stages, w + ".num_stages");
     require_positive(seg.dp, w + ".dp");
     require_non_negative(seg.max_inflight, w + ".max_inflight");
+    require_positive(seg.chunks, w + ".chunks");
+    if (seg.chunks > 1) {
+      require(seg.num_stages >= 2, w + ".chunks", "interleaving (", seg.chunks,
+              " chunks) needs >= 2 stages, got ", seg.num_stages);
+      require(!spec.split_backward, w + ".chunks",
+              "interleaved 1F1B does not split the backward pass (no zero-bubble with chunks)");
+    }
     require(seg.dp <= M, w + ".dp", "dp ", seg.dp, " exceeds the ", M,
             " microbatches: a replica would get none");
     if (!seg.replica_of.empty()) {
@@ -106,7 +126,8 @@ struct multi_module_spec {
       for (std::size_t rep = 0; rep < count.size(); ++rep)
         require(count[rep] > 0, w + ".replica_of", "replica ", rep, " receives no microbatch");
     }
-    s.segments.push_back({seg.name, stage, seg.num_stages, seg.dp, seg.trainable});
+    s.segments.push_back({seg.name, stage, seg.num_stages, seg.dp, seg.trainable, seg.chunks});
+    s.num_chunks = std::max(s.num_chunks, seg.chunks);
     for (int st = stage; st < stage + seg.num_stages; ++st)
       for (int rep = 0; rep < seg.dp; ++rep) s.ranks.push_back({static_cast<int>(g), st, rep});
     stage += seg.num_stages;
@@ -115,19 +136,24 @@ struct multi_module_spec {
   const std::size_t R = s.ranks.size();
   const auto MM = static_cast<std::size_t>(M);
 
-  // Owners, forward orders and caps.
-  std::vector<int> owner(static_cast<std::size_t>(s.num_stages) * MM, -1);
+  // Owners (per virtual stage), forward orders, caps and fixed orders.
+  const int V = s.num_virtual_stages();
+  std::vector<int> owner(static_cast<std::size_t>(V) * MM, -1);
   std::vector<std::vector<int>> flows(R);
   std::vector<int> cap(R, 1);
+  std::vector<std::vector<schedule_op>> fixed(R);
   std::vector<int> max_dp_from(static_cast<std::size_t>(s.num_stages) + 1, 0);
   for (int st = s.num_stages - 1; st >= 0; --st)
     max_dp_from[static_cast<std::size_t>(st)] =
         std::max(max_dp_from[static_cast<std::size_t>(st) + 1],
                  s.segments[static_cast<std::size_t>(s.segment_of_stage(st))].dp);
+  const auto back = detail::backward_mask(s);
   std::size_t base = 0;
   for (std::size_t g = 0; g < spec.segments.size(); ++g) {
     const auto& seg = spec.segments[g];
     const int first = s.segments[g].first_stage;
+    // Virtual stages after the segment's last one.
+    const int after = V - s.virtual_stage(first + seg.num_stages - 1, seg.chunks - 1) - 1;
     for (int st = first; st < first + seg.num_stages; ++st) {
       const std::size_t row =
           base + static_cast<std::size_t>(st - first) * static_cast<std::size_t>(seg.dp);
@@ -135,15 +161,29 @@ struct multi_module_spec {
         const int rep =
             seg.replica_of.empty() ? mb % seg.dp : seg.replica_of[static_cast<std::size_t>(mb)];
         const std::size_t r = row + static_cast<std::size_t>(rep);
-        owner[static_cast<std::size_t>(st) * MM + static_cast<std::size_t>(mb)] =
-            static_cast<int>(r);
+        for (int c = 0; c < seg.chunks; ++c)
+          owner[static_cast<std::size_t>(s.virtual_stage(st, c)) * MM +
+                static_cast<std::size_t>(mb)] = static_cast<int>(r);
         flows[r].push_back(mb);
       }
-      const int left = s.num_stages - st;
+      const int left = V - s.virtual_stage(st, 0);
       const int d = max_dp_from[static_cast<std::size_t>(st)];
-      for (int rep = 0; rep < seg.dp; ++rep)
-        cap[row + static_cast<std::size_t>(rep)] =
-            seg.max_inflight > 0 ? seg.max_inflight : (left * d + seg.dp - 1) / seg.dp;
+      for (int rep = 0; rep < seg.dp; ++rep) {
+        const std::size_t r = row + static_cast<std::size_t>(rep);
+        cap[r] = seg.max_inflight > 0 ? seg.max_inflight : (left * d + seg.dp - 1) / seg.dp;
+        if (seg.chunks > 1) {
+          check_interleaved(seg.num_stages, static_cast<int>(flows[r].size()), seg.chunks,
+                            cat("multi_module.segments[", g, "] (", seg.name, ") replica ", rep));
+          fixed[r] = interleaved_ops(
+              {.stages = seg.num_stages,
+               .position = st - first,
+               .chunks = seg.chunks,
+               .microbatches = flows[r],
+               .op_stage = st,
+               .extra_warmup = seg.chunks * after,
+               .backward = back[static_cast<std::size_t>(s.virtual_stage(st, 0))] != 0});
+        }
+      }
     }
     base += static_cast<std::size_t>(seg.num_stages) * static_cast<std::size_t>(seg.dp);
   }
@@ -155,7 +195,7 @@ struct multi_module_spec {
     const auto max_dp = static_cast<double>(max_dp_from[0]);
     std::vector<double> unit(s.segments.size());
     for (std::size_t g = 0; g < unit.size(); ++g)
-      unit[g] = static_cast<double>(s.segments[g].dp) / max_dp;
+      unit[g] = static_cast<double>(s.segments[g].dp) / max_dp / s.segments[g].chunks;
     cost = [split, unit](const schedule_rank& r, const schedule_op& o) {
       const double u = unit[static_cast<std::size_t>(r.segment)];
       switch (o.kind) {
@@ -166,7 +206,7 @@ struct multi_module_spec {
       }
     };
   }
-  detail::list_schedule(s, flows, cap, owner, cost);
+  detail::list_schedule(s, flows, cap, owner, fixed, cost);
   return s;
 }
 

@@ -11,8 +11,15 @@
 /// - `segments`: consecutive stage ranges, each a module (encoder, backbone,
 ///   generator) with its own data-parallel degree and a `trainable` flag.
 ///   Single-module schedules have one segment named "pipeline".
-/// - `num_chunks` > 1 for interleaved schedules: rank at stage `s` then holds
-///   the virtual stages `s, s + num_stages, ...` (`chunk * num_stages + stage`).
+/// - Interleaving (virtual stages): a segment of `chunks` > 1 model chunks
+///   per rank holds, at its stage `s`, one virtual stage per chunk. A
+///   microbatch's path (its *virtual stages*, numbered in path order) runs
+///   through the segments in order and through a segment's chunks in order,
+///   each chunk over all the segment's stages: in a segment of P stages
+///   starting at virtual stage o, stage `first_stage + i` chunk c is virtual
+///   stage `o + c * P + i`. With one segment that is Megatron-LM's
+///   `chunk * num_stages + stage`. `num_chunks` is the most chunks of any
+///   segment (1: no interleaving).
 /// - `num_microbatches`: global microbatch ids `0 .. num_microbatches-1`; each
 ///   microbatch passes through exactly one replica of every stage.
 ///
@@ -22,8 +29,10 @@
 ///
 /// @snippet schedule.cpp schedule_file
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
@@ -40,6 +49,7 @@ struct segment_info {
   int num_stages = 1;             ///< stages of the segment
   int dp = 1;                     ///< data-parallel replicas of every stage of the segment
   bool trainable = true;          ///< false: frozen (no weight gradients, no W, no grad sync)
+  int chunks = 1;                 ///< model chunks per rank (interleaving: > 1)
 
   friend bool operator==(const segment_info&, const segment_info&) = default;
 };
@@ -61,22 +71,52 @@ struct schedule_rank {
 struct pipeline_schedule {
   std::string name;                           ///< generator name, e.g. "1f1b"
   int num_stages = 0;                         ///< pipeline stages (rank positions)
-  int num_chunks = 1;                         ///< virtual chunks per rank (interleaving)
+  int num_chunks = 1;                         ///< most chunks of any segment (interleaving)
   int num_microbatches = 0;                   ///< global microbatches in the iteration
   bool split_backward = false;                ///< B and W separate (zero-bubble schedules)
   std::vector<segment_info> segments;         ///< stage ranges in pipeline order
   std::vector<schedule_rank> ranks;           ///< one per (stage, replica)
   std::vector<std::vector<schedule_op>> ops;  ///< program of every rank
 
-  /// @brief Stages times chunks: the length of a microbatch's path.
-  [[nodiscard]] int num_virtual_stages() const noexcept { return num_stages * num_chunks; }
-  /// @brief `chunk * num_stages + stage`.
-  [[nodiscard]] int virtual_stage(int stage, int chunk) const noexcept {
-    return chunk * num_stages + stage;
+  /// @brief The length of a microbatch's path: per segment, stages times chunks.
+  [[nodiscard]] int num_virtual_stages() const noexcept {
+    if (segments.size() <= 1) return num_stages * num_chunks;
+    int n = 0;
+    for (const auto& g : segments) n += g.num_stages * g.chunks;
+    return n;
+  }
+  /// @brief Virtual stage of (stage, chunk) (see the file comment); with one
+  /// segment `chunk * num_stages + stage`. Throws if no segment holds `stage`.
+  [[nodiscard]] int virtual_stage(int stage, int chunk) const {
+    if (segments.size() <= 1) return chunk * num_stages + stage;
+    int offset = 0;
+    for (const auto& g : segments) {
+      if (stage < g.first_stage + g.num_stages)
+        return offset + chunk * g.num_stages + (stage - g.first_stage);
+      offset += g.num_stages * g.chunks;
+    }
+    fail(errc::schedule_error, cat("stage ", stage), "no segment holds this stage");
   }
   /// @brief Virtual stage of an op (its stage and chunk).
-  [[nodiscard]] int virtual_stage(const schedule_op& o) const noexcept {
+  [[nodiscard]] int virtual_stage(const schedule_op& o) const {
     return virtual_stage(o.stage, o.chunk);
+  }
+  /// @brief The (stage, chunk) of virtual stage `vs`: the inverse of `virtual_stage`.
+  [[nodiscard]] std::pair<int, int> stage_chunk(int vs) const {
+    if (segments.size() <= 1) return {vs % num_stages, vs / num_stages};
+    for (const auto& g : segments) {
+      const int n = g.num_stages * g.chunks;
+      if (vs < n) return {g.first_stage + vs % g.num_stages, vs / g.num_stages};
+      vs -= n;
+    }
+    fail(errc::schedule_error, "virtual stage", "out of range: the path has ", num_virtual_stages(),
+         " virtual stages");
+  }
+  /// @brief Model chunks of the rank(s) at `stage` (its segment's `chunks`).
+  [[nodiscard]] int chunks_of_stage(int stage) const {
+    return segments.size() <= 1
+               ? num_chunks
+               : segments[static_cast<std::size_t>(segment_of_stage(stage))].chunks;
   }
   /// @brief Number of schedule ranks.
   [[nodiscard]] int num_ranks() const noexcept { return static_cast<int>(ranks.size()); }
@@ -104,12 +144,12 @@ struct pipeline_schedule {
   /// some stage before it on the microbatch's path is trainable.
   [[nodiscard]] bool has_backward(int vs) const {
     for (int u = 0; u <= vs; ++u)
-      if (stage_trainable(u % num_stages)) return true;
+      if (stage_trainable(stage_chunk(u).first)) return true;
     return false;
   }
   /// @brief Whether virtual stage `vs` has W ops (split backward and trainable).
   [[nodiscard]] bool has_weight(int vs) const {
-    return split_backward && stage_trainable(vs % num_stages);
+    return split_backward && stage_trainable(stage_chunk(vs).first);
   }
   /// @brief Readable name of rank `r`, e.g. "rank 4 (backbone stage 2 replica 1)".
   [[nodiscard]] std::string rank_name(int r) const {
@@ -132,7 +172,7 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
   if (s.num_microbatches <= 0)
     bad("schedule.num_microbatches", "must be > 0, got ", s.num_microbatches);
   if (s.segments.empty()) bad("schedule.segments", "must hold at least one segment");
-  int next = 0;
+  int next = 0, chunks = 1;
   for (std::size_t i = 0; i < s.segments.size(); ++i) {
     const auto& g = s.segments[i];
     const std::string w = cat("schedule.segments[", i, "] (", g.name, ")");
@@ -141,8 +181,18 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
           " (segments must be consecutive)");
     if (g.num_stages <= 0) bad(w, "num_stages must be > 0, got ", g.num_stages);
     if (g.dp <= 0) bad(w, "dp must be > 0, got ", g.dp);
+    if (g.chunks <= 0 || g.chunks > s.num_chunks)
+      bad(w, "chunks must be in [1, num_chunks = ", s.num_chunks, "], got ", g.chunks);
+    if (s.segments.size() == 1 && g.chunks != s.num_chunks)
+      bad(w, "chunks is ", g.chunks, ", the schedule's num_chunks ", s.num_chunks,
+          " (one segment: the same)");
+    if (g.chunks > 1 && g.num_stages < 2)
+      bad(w, "interleaving (chunks ", g.chunks, ") needs at least 2 stages, got ", g.num_stages);
+    chunks = std::max(chunks, g.chunks);
     next += g.num_stages;
   }
+  if (!s.segments.empty() && chunks != s.num_chunks)
+    bad("schedule.num_chunks", "is ", s.num_chunks, ", the segments' most chunks ", chunks);
   if (next != s.num_stages)
     bad("schedule.segments", "cover ", next, " stages, schedule has ", s.num_stages);
   if (s.ops.size() != s.ranks.size())
@@ -185,10 +235,10 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
         return cat(s.rank_name(static_cast<int>(r)), " op #", i, " ", describe(o));
       };
       if (static_cast<int>(o.kind) >= num_op_kinds) bad(where(), "invalid op kind");
-      if (o.chunk < 0 || o.chunk >= s.num_chunks)
-        bad(where(), "chunk ", o.chunk, " out of range [0, ", s.num_chunks, ")");
       if (o.stage < 0 || o.stage >= s.num_stages)
         bad(where(), "stage ", o.stage, " out of range [0, ", s.num_stages, ")");
+      if (o.chunk < 0 || o.chunk >= s.chunks_of_stage(o.stage))
+        bad(where(), "chunk ", o.chunk, " out of range [0, ", s.chunks_of_stage(o.stage), ")");
       const bool has_mb = is_compute(o.kind) && o.kind != op_kind::optimizer_step;
       if ((has_mb || is_p2p(o.kind)) && (o.microbatch < 0 || o.microbatch >= s.num_microbatches))
         bad(where(), "microbatch ", o.microbatch, " out of range [0, ", s.num_microbatches, ")");
@@ -213,7 +263,7 @@ inline pipeline_schedule single_pipeline(std::string name, int p, int m, int chu
   s.num_stages = p;
   s.num_chunks = chunks;
   s.num_microbatches = m;
-  s.segments = {segment_info{"pipeline", 0, p, 1, true}};
+  s.segments = {segment_info{"pipeline", 0, p, 1, true, chunks}};
   for (int r = 0; r < p; ++r) s.ranks.push_back({0, r, 0});
   s.ops.assign(static_cast<std::size_t>(p), {});
   return s;

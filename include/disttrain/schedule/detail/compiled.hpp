@@ -126,10 +126,10 @@ inline void compile_schedule(const pipeline_schedule& s, compiled_schedule& c) {
     return static_cast<std::size_t>(vs) * M + static_cast<std::size_t>(mb);
   };
   const auto vname = [&](int vs, int mb) {
-    const int st = vs % s.num_stages;
+    const auto [st, chunk] = s.stage_chunk(vs);
     const auto& seg = s.segments[static_cast<std::size_t>(s.segment_of_stage(st))];
     std::string w = cat(seg.name, "/stage ", st);
-    if (s.num_chunks > 1) w += cat(" chunk ", vs / s.num_stages);
+    if (seg.chunks > 1) w += cat(" chunk ", chunk);
     return cat(w, " mb ", mb);
   };
   const auto err = [](const std::string& where, const auto&... parts) {

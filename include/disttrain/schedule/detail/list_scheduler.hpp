@@ -1,7 +1,13 @@
 #pragma once
 /// @file list_scheduler.hpp
-/// @brief Internal: greedy list scheduling of a chained pipeline (non-interleaved)
-/// under per-rank activation caps, used by the ZB-H1 and multi-module generators.
+/// @brief Internal: greedy list scheduling of a chained pipeline under
+/// per-rank activation caps, used by the multi-module generator.
+///
+/// Ranks of a one-chunk segment are scheduled greedily (below). Ranks given a
+/// fixed order (`fixed[r]`, e.g. an interleaved segment's Megatron-LM order)
+/// run it as written, each op once its input has arrived; the event
+/// simulation still decides when, and so what the greedy ranks around them
+/// see. Messages are keyed by virtual stage, so a rank may hold several.
 ///
 /// An event-driven simulation with the given op costs decides each rank's op
 /// order. When a rank is idle it starts, in priority order:
@@ -37,25 +43,35 @@
 namespace disttrain::detail {
 
 /// @brief Fills `s.ops` (compute only). `flows[r]` lists rank r's microbatches
-/// (the forward order of first-stage ranks);
-/// `cap[r]` its activation cap; `owner[stage * M + mb]` the rank running (stage, mb).
+/// (the forward order of first-stage ranks); `cap[r]` its activation cap;
+/// `owner[vs * M + mb]` the rank running (virtual stage vs, mb); `fixed[r]`,
+/// when not empty, rank r's compute ops in their order (the rank is then not
+/// scheduled greedily).
 inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<int>>& flows,
                           const std::vector<int>& cap, const std::vector<int>& owner,
+                          const std::vector<std::vector<schedule_op>>& fixed,
                           const op_cost_fn& cost) {
   const std::size_t R = s.ranks.size();
   const auto M = static_cast<std::size_t>(s.num_microbatches);
-  const int S = s.num_stages;
+  const int V = s.num_virtual_stages();
   const auto back = backward_mask(s);
-  const auto key = [M](int stage, int mb) {
-    return static_cast<std::size_t>(stage) * M + static_cast<std::size_t>(mb);
+  const auto key = [M](int vs, int mb) {
+    return static_cast<std::size_t>(vs) * M + static_cast<std::size_t>(mb);
   };
   s.ops.assign(R, {});
+  // Fixed-order ranks: what has arrived, and the next op of each.
+  std::vector<char> act_ready(static_cast<std::size_t>(V) * M, 0), grad_ready(act_ready);
+  std::vector<std::size_t> next(R, 0);
+  // A greedy rank's one virtual stage.
+  std::vector<int> vs_of(R, 0);
+  for (std::size_t r = 0; r < R; ++r) vs_of[r] = s.virtual_stage(s.ranks[r].stage, 0);
 
   struct event {
     double t;
     std::uint64_t seq;
-    int kind;  // 0: rank r finished its op; 1: activation for (stage, mb) arrived; 2: gradient arrived
+    int kind;  // 0: rank r finished its op; 1: activation for (vs, mb) arrived; 2: gradient arrived
     int rank;
+    int vs;
     int mb;
     bool operator>(const event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
   };
@@ -70,12 +86,11 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
   std::vector<schedule_op> running(R);
   std::size_t remaining = 0;
   for (std::size_t r = 0; r < R; ++r) {
-    const int stage = s.ranks[r].stage;
-    const std::size_t per =
-        1U + (back[static_cast<std::size_t>(stage)] ? 1U : 0U) +
-        (back[static_cast<std::size_t>(stage)] && s.has_weight(stage) ? 1U : 0U);
-    remaining += per * flows[r].size();
-    if (stage == 0)
+    const int vs = vs_of[r];
+    const std::size_t per = 1U + (back[static_cast<std::size_t>(vs)] ? 1U : 0U) +
+                            (back[static_cast<std::size_t>(vs)] && s.has_weight(vs) ? 1U : 0U);
+    remaining += fixed[r].empty() ? per * flows[r].size() : fixed[r].size();
+    if (vs == 0 && fixed[r].empty())
       for (const int mb : flows[r]) fq[r].push_back(mb);
   }
   // Arrival time of a message sent now from `from` to `to` taking `dur`: after the link's previous one.
@@ -97,32 +112,63 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
            " is ", v, " (must be >= 0)");
     return v;
   };
+  // The next op of a fixed-order rank, if its input has arrived.
+  const auto next_fixed = [&](std::size_t r, schedule_op& o) {
+    if (next[r] == fixed[r].size()) return false;
+    o = fixed[r][next[r]];
+    const std::size_t k = key(s.virtual_stage(o), o.microbatch);
+    const bool ready = o.kind == op_kind::forward    ? (k < M || act_ready[k] != 0)
+                       : o.kind == op_kind::backward ? grad_ready[k] != 0
+                                                     : true;
+    if (ready) ++next[r];
+    return ready;
+  };
   const auto try_start = [&](std::size_t r, double now) {
     if (busy[r]) return;
     const int stage = s.ranks[r].stage;
-    const bool has_b = back[static_cast<std::size_t>(stage)] != 0;
+    const bool has_b = back[static_cast<std::size_t>(vs_of[r])] != 0;
     schedule_op o;
-    const bool can_b = !bq[r].empty();
-    const bool can_f = !fq[r].empty() && (!has_b || inflight[r] < cap[r]);
-    if (can_b && (!can_f || !last_b[r])) {
-      o = schedule_op::backward(stage, 0, bq[r].front());
-      bq[r].pop_front();
-      last_b[r] = 1;
-    } else if (can_f) {
-      o = schedule_op::forward(stage, 0, fq[r].front());
-      fq[r].pop_front();
-      if (has_b) ++inflight[r];
-      last_b[r] = 0;
-    } else if (!wq[r].empty()) {
-      o = schedule_op::weight(stage, 0, wq[r].front());
-      wq[r].pop_front();
+    if (!fixed[r].empty()) {
+      if (!next_fixed(r, o)) return;
     } else {
-      return;
+      const bool can_b = !bq[r].empty();
+      const bool can_f = !fq[r].empty() && (!has_b || inflight[r] < cap[r]);
+      if (can_b && (!can_f || !last_b[r])) {
+        o = schedule_op::backward(stage, 0, bq[r].front());
+        bq[r].pop_front();
+        last_b[r] = 1;
+      } else if (can_f) {
+        o = schedule_op::forward(stage, 0, fq[r].front());
+        fq[r].pop_front();
+        if (has_b) ++inflight[r];
+        last_b[r] = 0;
+      } else if (!wq[r].empty()) {
+        o = schedule_op::weight(stage, 0, wq[r].front());
+        wq[r].pop_front();
+      } else {
+        return;
+      }
     }
     busy[r] = 1;
     running[r] = o;
     s.ops[r].push_back(o);
-    q.push({now + cost_of(r, o), seq++, 0, static_cast<int>(r), o.microbatch});
+    q.push({now + cost_of(r, o), seq++, 0, static_cast<int>(r), 0, o.microbatch});
+  };
+  // An arrival at rank r: queued for a greedy rank, marked for a fixed one.
+  const auto arrive = [&](std::size_t r, bool grad, int vs, int mb) {
+    if (!fixed[r].empty())
+      (grad ? grad_ready : act_ready)[key(vs, mb)] = 1;
+    else
+      (grad ? bq : fq)[r].push_back(mb);
+  };
+  // Sends the tensor of (vs, mb) produced on rank r to the owner of `to_vs`.
+  const auto send = [&](std::size_t r, const schedule_op& o, int to_vs, double now) {
+    const bool grad = o.kind != op_kind::forward;
+    const int to = owner[key(to_vs, o.microbatch)];
+    const schedule_op snd = schedule_op::send(grad ? op_kind::send_grad : op_kind::send_act,
+                                              o.stage, o.chunk, o.microbatch, to);
+    const double at = to == static_cast<int>(r) ? now : deliver(r, to, now, cost_of(r, snd));
+    q.push({at, seq++, grad ? 2 : 1, to, to_vs, o.microbatch});
   };
 
   std::vector<std::size_t> dirty;
@@ -134,36 +180,25 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
       const event e = q.top();
       q.pop();
       const auto r = static_cast<std::size_t>(e.rank);
-      if (e.kind == 1) {
-        fq[r].push_back(e.mb);
-      } else if (e.kind == 2) {
-        bq[r].push_back(e.mb);
+      if (e.kind != 0) {
+        arrive(r, e.kind == 2, e.vs, e.mb);
       } else {
         busy[r] = 0;
         --remaining;
         const schedule_op o = running[r];
-        const int stage = o.stage;
-        const bool has_b = back[static_cast<std::size_t>(stage)] != 0;
+        const int vs = s.virtual_stage(o);
+        const bool has_b = back[static_cast<std::size_t>(vs)] != 0;
         if (o.kind == op_kind::forward) {
-          if (stage + 1 < S) {
-            const int to = owner[key(stage + 1, o.microbatch)];
-            const schedule_op snd =
-                schedule_op::send(op_kind::send_act, stage, 0, o.microbatch, to);
-            q.push({deliver(r, to, now, cost_of(r, snd)), seq++, 1, to, o.microbatch});
-          } else if (has_b) {
-            bq[r].push_back(o.microbatch);
-          }
+          if (vs + 1 < V)
+            send(r, o, vs + 1, now);
+          else if (has_b)
+            arrive(r, true, vs, o.microbatch);
         } else if (o.kind == op_kind::backward) {
-          if (s.has_weight(stage))
+          if (s.has_weight(vs) && fixed[r].empty())
             wq[r].push_back(o.microbatch);
           else
             --inflight[r];
-          if (stage > 0 && back[static_cast<std::size_t>(stage - 1)]) {
-            const int to = owner[key(stage - 1, o.microbatch)];
-            const schedule_op snd =
-                schedule_op::send(op_kind::send_grad, stage, 0, o.microbatch, to);
-            q.push({deliver(r, to, now, cost_of(r, snd)), seq++, 2, to, o.microbatch});
-          }
+          if (vs > 0 && back[static_cast<std::size_t>(vs - 1)]) send(r, o, vs - 1, now);
         } else {
           --inflight[r];
         }
