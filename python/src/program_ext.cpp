@@ -47,13 +47,20 @@ disttrain::topology read_topology(const std::string& text) {
 }
 
 // The topology and everything derived from it that a Python trainer needs:
-// its modules, the world size, the chain stages, the modules that own ranks
-// (the reorderer's modules, in order) and each rank's coordinate.
+// its modules, the world size, the chain stages, the virtual stages (the
+// path: [chain stage, chunk] each; one per chain stage without interleaving),
+// the modules that own ranks (the reorderer's modules, in order) and each
+// rank's coordinate.
 std::string topology_json(const disttrain::topology& t) {
-  json chain = json::array(), owning = json::array(), ranks = json::array();
+  json chain = json::array(), path = json::array(), owning = json::array(),
+       ranks = json::array();
   for (int c = 0; c < t.num_chain_stages(); ++c) {
     const auto [m, s] = t.chain_at(c);
     chain.push_back({m.value, s.value});
+  }
+  for (int v = 0; v < t.num_virtual_stages(); ++v) {
+    const auto [c, k] = t.virtual_at(v);
+    path.push_back({c, k});
   }
   for (const auto m : t.owning_modules()) owning.push_back(m.value);
   for (int r = 0; r < t.world_size(); ++r) {
@@ -68,6 +75,7 @@ std::string topology_json(const disttrain::topology& t) {
               {"world_size", t.world_size()},
               {"backbone", t.backbone().value},
               {"chain", std::move(chain)},
+              {"path", std::move(path)},
               {"owning_modules", std::move(owning)},
               {"ranks", std::move(ranks)},
               {"describe", disttrain::describe(t)}}
@@ -176,9 +184,9 @@ std::vector<std::int64_t> block_rows(const std::vector<disttrain::kernels::copy_
 // point-to-point op, its index array (see block_index).
 struct flat_program {
   int rank = -1, chain_stage = -1;
-  std::vector<int> dp_group;
+  std::vector<int> dp_group, virtual_stages;
   std::vector<std::int64_t> input_elements, output_elements;
-  std::vector<std::int32_t> kind, stage, microbatch, peer, bucket, tag, link, phase, message;
+  std::vector<std::int32_t> kind, stage, chunk, microbatch, peer, bucket, tag, link, phase, message;
   std::vector<std::int64_t> bytes, elements;
   std::vector<std::uint64_t> stamp;
   std::vector<char> p2p;                          // per op: point-to-point?
@@ -193,10 +201,11 @@ flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index)
   f.rank = p.rank;
   f.chain_stage = p.chain_stage;
   f.dp_group = p.dp_group;
+  f.virtual_stages = p.virtual_stages;
   f.input_elements = p.input_elements;
   f.output_elements = p.output_elements;
   const std::size_t n = p.ops.size();
-  for (auto* v : {&f.kind, &f.stage, &f.microbatch, &f.peer, &f.bucket, &f.tag, &f.link, &f.phase,
+  for (auto* v : {&f.kind, &f.stage, &f.chunk, &f.microbatch, &f.peer, &f.bucket, &f.tag, &f.link, &f.phase,
                   &f.message})
     v->reserve(n);
   f.with_index = with_index;
@@ -206,6 +215,7 @@ flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index)
     const disttrain::bound_op& b = p.ops[i];
     f.kind.push_back(static_cast<std::int32_t>(b.op.kind));
     f.stage.push_back(b.op.stage);
+    f.chunk.push_back(b.op.chunk);
     f.microbatch.push_back(b.op.microbatch);
     f.peer.push_back(b.op.peer);
     f.bucket.push_back(b.op.bucket);
@@ -238,10 +248,12 @@ nb::dict to_dict(flat_program&& f) {
   d["rank"] = f.rank;
   d["chain_stage"] = f.chain_stage;
   d["dp_group"] = f.dp_group;
+  d["virtual_stages"] = f.virtual_stages;
   d["input_elements"] = to_numpy(std::move(f.input_elements));
   d["output_elements"] = to_numpy(std::move(f.output_elements));
   d["kind"] = to_numpy(std::move(f.kind));
   d["stage"] = to_numpy(std::move(f.stage));
+  d["chunk"] = to_numpy(std::move(f.chunk));
   d["microbatch"] = to_numpy(std::move(f.microbatch));
   d["peer"] = to_numpy(std::move(f.peer));
   d["bucket"] = to_numpy(std::move(f.bucket));
@@ -283,7 +295,7 @@ nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool spli
     const disttrain::topology topo = read_topology(topology_text);
     const auto order = id_order(id);
     const auto map = read_map(id, mb, replica, offset, microbatches, dp, order);
-    const std::size_t links = static_cast<std::size_t>(std::max(topo.num_chain_stages() - 1, 0));
+    const auto links = static_cast<std::size_t>(topo.num_links());
     disttrain::require(rows.shape(0) == links && rows.shape(1) == id.shape(0), "shapes.rows",
                        "must be (", links, ", ", id.shape(0),
                        ") (one row per link, one column per sample), got (", rows.shape(0), ", ",

@@ -28,9 +28,11 @@ namespace {
 using disttrain::topology;
 
 topology three(int etp, int edp, int btp, int bpp, int bdp, int gtp, int gdp,
-               bool frozen_encoder = false) {
+               bool frozen_encoder = false, int chunks = 1) {
+  disttrain::topology_module llm{"llm", module_role::backbone, btp, bpp, bdp};
+  llm.chunks = chunks;
   return topology({{"enc", module_role::encoder, etp, 1, edp, !frozen_encoder},
-                   {"llm", module_role::backbone, btp, bpp, bdp},
+                   llm,
                    {"gen", module_role::generator, gtp, 1, gdp}});
 }
 
@@ -53,7 +55,7 @@ constexpr std::int64_t hidden = 6;
 
 // Rows of sample index i on every link: 1..3.
 std::vector<disttrain::link_shape> shapes(const topology& t, const disttrain::reorder_result& map) {
-  std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_chain_stages() - 1));
+  std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_links()));
   for (auto& l : out) {
     l.hidden = hidden;
     l.elem_size = sizeof(double);
@@ -62,9 +64,10 @@ std::vector<disttrain::link_shape> shapes(const topology& t, const disttrain::re
   return out;
 }
 
-// Chain stage c maps x -> 2x + 1 (stage 0 seeds its output from the sample
+// Virtual stage c maps x -> 2x + 1 (stage 0 seeds its output from the sample
 // ids); the last stage checks what arrived and seeds the gradient with ones;
-// B doubles the gradient; stage 0 checks the gradient that came back.
+// B doubles the gradient; stage 0 checks the gradient that came back. (Chain
+// stages without interleaving; an interleaved rank runs several.)
 struct toy_host {
   using grad_type = double;
   const disttrain::bound_rank* mine = nullptr;
@@ -91,9 +94,9 @@ struct toy_host {
   }
   void forward(const disttrain::schedule_op& op) {
     ran.push_back(op);
-    const int c = mine->program.chain_stage;
-    auto x = buf.input(op.microbatch);
-    auto y = buf.output(op.microbatch);
+    const int c = mine->program.virtual_stages.at(static_cast<std::size_t>(op.chunk));
+    auto x = buf.input(op.microbatch, op.chunk);
+    auto y = buf.output(op.microbatch, op.chunk);
     std::size_t at = 0;
     for (auto id : ids(op.microbatch)) {
       const auto rows = 1 + static_cast<std::int64_t>(id % 3);
@@ -108,9 +111,9 @@ struct toy_host {
   }
   void backward(const disttrain::schedule_op& op) {
     ran.push_back(op);
-    const int c = mine->program.chain_stage;
-    auto dx = buf.input_grad(op.microbatch);
-    auto dy = buf.output_grad(op.microbatch);
+    const int c = mine->program.virtual_stages.at(static_cast<std::size_t>(op.chunk));
+    auto dx = buf.input_grad(op.microbatch, op.chunk);
+    auto dy = buf.output_grad(op.microbatch, op.chunk);
     // The gradient of stage c's output: 2^(stages - 2 - c) (the last stage has no output).
     const double expect = c + 1 < stages ? static_cast<double>(1 << (stages - 2 - c)) : 0.0;
     for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = c + 1 == stages ? 1.0 : 2.0 * dy[i];
@@ -152,7 +155,7 @@ void run_layout(const topology& t, int n, int microbatches, bool split = false, 
     toy_host h;
     h.mine = &mine;
     h.map = &map;
-    h.stages = t.num_chain_stages();
+    h.stages = t.num_virtual_stages();
     const auto co = t.coord(me);
     h.module_index = t.owning_index(co.module);
     h.replica = co.replica.value;
@@ -201,18 +204,70 @@ TEST_CASE("bound programs carry TP fan-out and reversed gradient routes", "[bind
   SECTION("a replica with no sample in a microbatch") {
     run_layout(three(1, 4, 1, 1, 1, 1, 4), 5, 2);
   }
+  SECTION("interleaved: enc TP1 DP2 -> llm TP2 PP2 DP1 x2 chunks -> gen TP1 DP1") {
+    run_layout(three(1, 2, 2, 2, 1, 1, 1, false, 2), 10, 4);
+  }
+  SECTION("interleaved: frozen enc TP1 DP1 -> llm TP1 PP3 DP2 x3 chunks -> gen TP2 DP1") {
+    run_layout(three(1, 1, 1, 3, 2, 2, 1, true, 3), 14, 6);
+  }
+  SECTION("interleaved, microbatches = pp: enc TP2 DP1 -> llm TP1 PP2 DP2 x2 -> gen TP1 DP2") {
+    run_layout(three(2, 1, 1, 2, 2, 1, 2, false, 2), 7, 2);
+  }
+}
+
+TEST_CASE("interleaved: links join chunk c on the last stage to chunk c + 1 on the first",
+          "[bind]") {
+  const topology t = three(1, 2, 2, 2, 1, 1, 1, false, 2);
+  // Path: enc, llm s0 c0, llm s1 c0, llm s0 c1, llm s1 c1, gen.
+  REQUIRE(t.num_virtual_stages() == 6);
+  CHECK(t.virtual_at(3) == std::pair<int, int>{1, 1});
+  CHECK(t.virtual_stage(2, 1) == 4);
+  const auto chain = disttrain::chain_program(t, {.microbatches = 4});
+  const auto map = sample_map(t, 8, 4);
+  const auto w = disttrain::bind_world(t, chain, map, shapes(t, map));
+  // llm stage 1 TP rank 0 (global rank 4) sends chunk 0's activations to llm
+  // stage 0 (ranks 2, 3) across link 2, and receives their gradients back.
+  const auto& p = w.programs[4];
+  CHECK(p.virtual_stages == std::vector<int>{2, 4});
+  bool act = false, grad = false;
+  for (const auto& b : p.ops) {
+    if (b.link != 2) continue;
+    if (b.op.kind == op_kind::send_act && b.phase == 0) {
+      act = true;
+      CHECK((b.op.peer == 2 || b.op.peer == 3));
+      CHECK(b.op.stage == 2);  // the producer: chain stage 2 (llm stage 1), chunk 0
+      CHECK(b.op.chunk == 0);
+    }
+    if (b.op.kind == op_kind::recv_grad && b.phase == 0) grad = true;
+  }
+  CHECK(act);
+  CHECK(grad);
+  // Microbatches must be a multiple of the interleaved module's stages.
+  DISTTRAIN_CHECK_ERROR(disttrain::chain_program(t, {.microbatches = 3}), errc::invalid_argument,
+                        "chain_options (llm).num_microbatches");
+  DISTTRAIN_CHECK_ERROR(disttrain::chain_program(t, {.microbatches = 4, .zero_bubble = true}),
+                        errc::invalid_argument, "chain_options.zero_bubble");
+  // A chain of other chunks does not bind.
+  const auto flat = disttrain::chain_program(three(1, 2, 2, 2, 1, 1, 1), {.microbatches = 4});
+  DISTTRAIN_CHECK_ERROR(disttrain::bind_world(t, flat, map, shapes(t, map)), errc::invalid_argument,
+                        "bind.chain");
 }
 
 TEST_CASE("validate_bound reports a deadlock and a mismatched message", "[bind]") {
-  const topology t = three(1, 2, 2, 2, 2, 1, 1);
-  const auto chain = disttrain::chain_program(t, {.microbatches = 3});
-  const auto map = sample_map(t, 9, 3);
+  const bool interleaved = GENERATE(false, true);
+  INFO("interleaved " << interleaved);
+  const topology t = three(1, 2, 2, 2, 2, 1, 1, false, interleaved ? 2 : 1);
+  const int m = interleaved ? 4 : 3;
+  const auto chain = disttrain::chain_program(t, {.microbatches = m});
+  const auto map = sample_map(t, 9, m);
   disttrain::bound_world w = disttrain::bind_world(t, chain, map, shapes(t, map));
   REQUIRE_NOTHROW(disttrain::validate_bound(w));
   // A receive moved before the send its sender waits on: the two ranks deadlock.
   {
     auto bad = w;
-    auto& ops = bad.programs[0].ops;  // encoder rank 0: F, send_act..., recv_grad, B
+    // Encoder rank 0 (F, send_act..., recv_grad, B), or an interleaved
+    // backbone rank (llm stage 0, rank 2).
+    auto& ops = bad.programs[interleaved ? 2 : 0].ops;
     std::size_t recv = ops.size();
     for (std::size_t i = 0; i < ops.size(); ++i)
       if (ops[i].op.kind == op_kind::recv_grad) {
@@ -276,7 +331,7 @@ TEST_CASE("programs bound from different sample maps of equal sizes fail, never 
     toy_host h;
     h.mine = &mine;
     h.map = me == 0 ? &b : &a;
-    h.stages = t.num_chain_stages();
+    h.stages = t.num_virtual_stages();
     h.module_index = t.owning_index(t.coord(me).module);
     h.buf.reset(mine);
     disttrain::executor<disttrain::local_backend> ex(be, {.timeout = 500ms});

@@ -151,13 +151,12 @@ TEST_CASE(
         for (const int per : {1, 2, 3})
           for (const bool frozen_enc : {false, true}) {
             multi_module_spec spec;
-            spec.segments = {{"encoder", 1, enc_dp, !frozen_enc},
-                             {"backbone", P, 1},
-                             {"generator", 1, 1}};
+            spec.segments = {
+                {"encoder", 1, enc_dp, !frozen_enc}, {"backbone", P, 1}, {"generator", 1, 1}};
             spec.segments[1].chunks = V;
             spec.num_microbatches = P * per * enc_dp;
-            INFO("enc dp " << enc_dp << " P " << P << " V " << V << " m "
-                           << spec.num_microbatches << " frozen " << frozen_enc);
+            INFO("enc dp " << enc_dp << " P " << P << " V " << V << " m " << spec.num_microbatches
+                           << " frozen " << frozen_enc);
             const auto c = make_multi_module(spec);
             CHECK(c.num_chunks == V);
             CHECK(c.num_virtual_stages() == 1 + P * V + 1);

@@ -4,7 +4,8 @@
 /// microbatch the rank's four activation buffers, packed into and unpacked
 /// from the messages of its bound program.
 ///
-/// Per microbatch j a rank of chain stage c holds
+/// Per microbatch j (and model chunk k of an interleaved module: every
+/// accessor takes it, 0 otherwise) a rank of chain stage c holds
 /// - `input(j)`: the activation it receives from stage c - 1 (its replica's
 ///   samples in placement order, `rows x hidden` row-major per sample), and
 ///   `input_grad(j)`, the gradient of it that it sends back;
@@ -39,7 +40,7 @@ class activation_buffers {
   /// @brief Sizes (and zeroes) the buffers for `mine`, which must outlive the iteration.
   void reset(const bound_rank& mine) {
     rank_ = &mine;
-    const std::size_t M = mine.program.input_elements.size();
+    const std::size_t M = mine.program.input_elements.size();  // microbatches x chunks
     mb_.assign(M, {});
     for (std::size_t j = 0; j < M; ++j) {
       const auto in = static_cast<std::size_t>(mine.program.input_elements[j]);
@@ -52,10 +53,10 @@ class activation_buffers {
     staging_.clear();
   }
 
-  [[nodiscard]] std::span<T> input(int mb) { return at(mb).x; }
-  [[nodiscard]] std::span<T> input_grad(int mb) { return at(mb).dx; }
-  [[nodiscard]] std::span<T> output(int mb) { return at(mb).y; }
-  [[nodiscard]] std::span<T> output_grad(int mb) { return at(mb).dy; }
+  [[nodiscard]] std::span<T> input(int mb, int chunk = 0) { return at(mb, chunk).x; }
+  [[nodiscard]] std::span<T> input_grad(int mb, int chunk = 0) { return at(mb, chunk).dx; }
+  [[nodiscard]] std::span<T> output(int mb, int chunk = 0) { return at(mb, chunk).y; }
+  [[nodiscard]] std::span<T> output_grad(int mb, int chunk = 0) { return at(mb, chunk).dy; }
 
   /// @brief The bytes of a point-to-point op: a send's packed data (valid
   /// until `reset`), a receive's landing buffer. Throws `invalid_argument`
@@ -79,7 +80,7 @@ class activation_buffers {
     auto it = staging_.find(key(b));
     require(it != staging_.end(), "activation_buffers", describe(b.op),
             " received without a payload");
-    mb_buf& buf = at(b.op.microbatch);
+    mb_buf& buf = at(b);
     std::vector<T>& dst = b.op.kind == op_kind::recv_act ? buf.x : buf.dy;
     kernels::copy_blocks_cpu(std::as_bytes(std::span(it->second)),
                              std::as_writable_bytes(std::span(dst)), m.recv_blocks, sizeof(T));
@@ -96,9 +97,16 @@ class activation_buffers {
     require(rank_ != nullptr, "activation_buffers", "used before reset()");
     return *rank_;
   }
-  mb_buf& at(int mb) {
-    require_in_range(mb, 0, static_cast<int>(mb_.size()) - 1, "activation_buffers.microbatch");
-    return mb_[static_cast<std::size_t>(mb)];
+  mb_buf& at(int mb, int chunk) {
+    const int chunks = rank().program.chunks();
+    require_in_range(chunk, 0, chunks - 1, "activation_buffers.chunk");
+    require_in_range(mb, 0, static_cast<int>(mb_.size()) / chunks - 1,
+                     "activation_buffers.microbatch");
+    return mb_[static_cast<std::size_t>(mb * chunks + chunk)];
+  }
+  // The buffers of a point-to-point op: its microbatch, this rank's chunk at its link.
+  mb_buf& at(const bound_op& b) {
+    return at(b.op.microbatch, rank().program.chunk_at_link(b.link).first);
   }
   static op_key key(const bound_op& b) {
     return {static_cast<int>(b.op.kind), b.op.microbatch, b.link, b.phase, b.message};
@@ -106,7 +114,7 @@ class activation_buffers {
   // A crossing send packs its route's source buffer; a fan-out send the
   // buffer its slices arrived in.
   std::span<const T> source_of(const bound_op& b) {
-    mb_buf& buf = at(b.op.microbatch);
+    mb_buf& buf = at(b);
     const bool act = b.op.kind == op_kind::send_act;
     if (b.phase == 0) return act ? buf.y : buf.dx;
     return act ? buf.x : buf.dy;

@@ -4,6 +4,14 @@
 /// activation shapes) -> the program of each global rank, with every message's
 /// real peer, bytes and tag (schedule/bound_program.hpp).
 ///
+/// ## Interleaving
+/// A module with `chunks` > 1 (topology.hpp, "Virtual stages") runs its chunks
+/// as separate virtual stages: links join consecutive virtual stages (chunk c
+/// on the module's last stage sends to chunk c + 1 on its first), a rank's
+/// routes and buffers are per (microbatch, chunk), and message tags name the
+/// producing virtual stage. Without chunks, virtual stages are chain stages
+/// and everything below reads as written.
+///
 /// ## The split-microbatch model
 /// Microbatch j is split over *all* replicas of every module (the
 /// reorderer's cells): every replica, and every TP rank of it, runs every
@@ -59,21 +67,27 @@ struct link_shape {
 /// @brief A rank's bound program and the routes its messages belong to.
 struct bound_rank {
   bound_program program;
-  /// Per microbatch j, slot `j * 4 + k`: k = 0 the forward route into the
-  /// rank's stage, 1 the backward route out of it (input gradient), 2 the
-  /// forward route out of it, 3 the backward route into it (output gradient);
-  /// each the rank's part of the route (`route_plan::for_rank`). Routes a
-  /// stage has no link for are empty.
+  /// Per microbatch j and chunk c, slot `(j * chunks + c) * 4 + k`: k = 0
+  /// the forward route into the chunk's virtual stage, 1 the backward route
+  /// out of it (input gradient), 2 the forward route out of it, 3 the
+  /// backward route into it (output gradient); each the rank's part of the
+  /// route (`route_plan::for_rank`). Routes a stage has no link for are empty.
   std::vector<route_plan> routes;
 
+  /// @brief Slot in `routes` of microbatch j's route across `link` (forward
+  /// or `backward`), for this rank at one of its ends.
+  [[nodiscard]] std::size_t slot_of(std::size_t j, int link, bool backward) const {
+    const auto [chunk, upstream] = program.chunk_at_link(link);
+    const int k = backward ? (upstream ? 3 : 1) : (upstream ? 2 : 0);
+    return (j * static_cast<std::size_t>(program.chunks()) + static_cast<std::size_t>(chunk)) * 4 +
+           static_cast<std::size_t>(k);
+  }
   /// @brief The route a point-to-point op of the program belongs to.
   [[nodiscard]] const route_plan& route_of(const bound_op& b) const {
     require(is_p2p(b.op.kind) && b.op.microbatch >= 0, "bound_rank.route_of", "op ", describe(b.op),
             " is not point-to-point");
     const bool grad = b.op.kind == op_kind::send_grad || b.op.kind == op_kind::recv_grad;
-    const bool out = b.link == program.chain_stage;
-    const auto k = static_cast<std::size_t>((out ? 2 : 0) + (grad ? 1 : 0));
-    return routes.at(static_cast<std::size_t>(b.op.microbatch) * 4 + k);
+    return routes.at(slot_of(static_cast<std::size_t>(b.op.microbatch), b.link, grad));
   }
   /// @brief The message of a point-to-point op (by its index in the whole route).
   [[nodiscard]] const route_message& message_of(const bound_op& b) const {
@@ -91,6 +105,7 @@ struct bind_context {
   const std::vector<link_shape>& shapes;
   message_tags tags;
   int stages = 0;
+  int vstages = 0;  // virtual stages (the path)
 
   bind_context(const topology& t, const pipeline_schedule& c, const reorder_result& m,
                const std::vector<link_shape>& s)
@@ -98,11 +113,15 @@ struct bind_context {
         chain(c),
         map(m),
         shapes(s),
-        tags(t.num_chain_stages(), 1, c.num_microbatches, 1),
-        stages(t.num_chain_stages()) {
-    require(c.num_stages == stages && c.num_chunks == 1 && c.num_ranks() == stages, "bind.chain",
-            "is not the chain of this topology (", stages,
-            " stages, one rank each; build it with chain_program)");
+        tags(t.num_virtual_stages(), 1, c.num_microbatches, 1),
+        stages(t.num_chain_stages()),
+        vstages(t.num_virtual_stages()) {
+    bool same = c.num_stages == stages && c.num_ranks() == stages &&
+                c.segments.size() == t.owning_modules().size();
+    for (std::size_t k = 0; same && k < c.segments.size(); ++k)
+      same = c.segments[k].chunks == t.module(t.owning_modules()[k]).chunks;
+    require(same, "bind.chain", "is not the chain of this topology (", stages,
+            " stages, one rank each, the modules' chunks; build it with chain_program)");
     require(m.modules == t.owning_modules().size(), "bind.map.modules", "the sample map has ",
             m.modules, " modules, the topology ", t.owning_modules().size(),
             " that own ranks (colocated modules are not reorder "
@@ -115,15 +134,16 @@ struct bind_context {
     require(m.microbatches == static_cast<std::uint32_t>(c.num_microbatches),
             "bind.map.microbatches", "the sample map has ", m.microbatches,
             " microbatches, the chain ", c.num_microbatches);
-    require(s.size() == static_cast<std::size_t>(stages > 0 ? stages - 1 : 0), "bind.shapes",
-            "has ", s.size(), " entries, need one per link (", stages - 1, ")");
+    require(s.size() == static_cast<std::size_t>(t.num_links()), "bind.shapes", "has ", s.size(),
+            " entries, need one per link (", t.num_links(), ")");
     for (std::size_t l = 0; l < s.size(); ++l)
       require(s[l].rows.size() == m.samples.size(), cat("bind.shapes[", l, "].rows"), "has ",
               s[l].rows.size(), " entries, the map has ", m.samples.size(), " samples");
   }
 
-  [[nodiscard]] route_endpoint endpoint(int c) const {
-    const auto [m, s] = topo.chain_at(c);
+  // The (module, stage) at virtual stage v.
+  [[nodiscard]] route_endpoint endpoint(int v) const {
+    const auto [m, s] = topo.chain_at(topo.virtual_at(v).first);
     return {m, s};
   }
   // The route of `link` in microbatch j, forward or backward; `o` gives
@@ -162,9 +182,10 @@ struct rank_messages {
   std::span<const rank_message> recv0, send1, recv1, send0;  // 0/1: the phase
 };
 
-// Every indexed rank's messages on each of its route slots (bound_rank::routes),
-// by role, in one flat array: entry ((rank * slots + slot) * 4 + role) of
-// `begin` starts its list in `messages` (roles in rank_messages order).
+// Every indexed rank's messages on each of its route slots (bound_rank::routes
+// of one microbatch), by role, in one flat array: entry ((rank * slots +
+// slot) * 4 + role) of `begin` starts its list in `messages` (roles in
+// rank_messages order).
 struct message_lists {
   std::size_t slots = 0;
   std::vector<std::uint32_t> begin;
@@ -185,29 +206,32 @@ struct message_lists {
 };
 
 // Indexes the messages of the routes `for_each_route` visits (as
-// fn(microbatch, link, backward, route), microbatches 0..microbatches-1) for
-// the ranks `local_of` maps to 0..stage_of.size()-1 (-1: not indexed), whose
-// chain stages are `stage_of`: a counting sort from route order to (rank,
-// slot, role) order, which keeps route order.
+// fn(link, backward, route), one microbatch) for the ranks `local_of` maps to
+// 0..progs.size()-1 (-1: not indexed), whose programs `progs` give their
+// virtual stages, with `slots` route slots per rank (4 per chunk): a
+// counting sort from route order to (rank, slot, role) order, which keeps
+// route order.
 template <class ForEachRoute, class LocalOf>
-message_lists index_messages(const std::vector<int>& stage_of, std::size_t microbatches,
+message_lists index_messages(std::span<const bound_program> progs, std::size_t slots,
                              const ForEachRoute& for_each_route, const LocalOf& local_of) {
   message_lists out;
-  out.slots = microbatches * 4;
-  out.begin.assign(stage_of.size() * out.slots * 4 + 1, 0);
+  out.slots = slots;
+  out.begin.assign(progs.size() * out.slots * 4 + 1, 0);
   // Calls fn(entry, the rank's view of the message) for each (indexed rank, message).
   const auto visit = [&](const auto& fn) {
-    for_each_route([&](std::size_t j, int link, bool bwd, const route_plan& rp) {
+    for_each_route([&](int link, bool bwd, const route_plan& rp) {
       for (const route_message& m : rp.messages())
         for (const bool sending : {true, false}) {
           const int r = local_of(sending ? m.src : m.dst);
           if (r < 0) continue;
-          // Slot of this route for the rank: into its stage (0/3) or out of it (1/2).
-          const int c = stage_of[static_cast<std::size_t>(r)];
-          const bool into = bwd ? c == link : c == link + 1;
-          const int k = bwd ? (into ? 3 : 1) : (into ? 0 : 2);
+          // Slot of this route for the rank's chunk at the link: into its
+          // virtual stage (0/3) or out of it (1/2).
+          const auto [chunk, upstream] = progs[static_cast<std::size_t>(r)].chunk_at_link(link);
+          const int k = bwd ? (upstream ? 3 : 1) : (upstream ? 2 : 0);
           const int role = m.phase == 0 ? (sending ? 3 : 0) : (sending ? 1 : 2);
-          fn((static_cast<std::size_t>(r) * out.slots + j * 4 + static_cast<std::size_t>(k)) * 4 +
+          fn((static_cast<std::size_t>(r) * out.slots + static_cast<std::size_t>(chunk) * 4 +
+              static_cast<std::size_t>(k)) *
+                     4 +
                  static_cast<std::size_t>(role),
              rank_message{m.elements, rp.stamp(m), sending ? m.dst : m.src, m.index});
         }
@@ -228,12 +252,13 @@ message_lists index_messages(const std::vector<int>& stage_of, std::size_t micro
   return out;
 }
 
-// Where a transfer's messages sit: the chain stage its schedule op names, the
-// microbatch, the link (chain boundary) whose shape it moves, the tag its
-// messages carry and that link's element size. Named fields, so that the
-// stage and the link (often c - 1 and c) cannot be swapped unseen.
+// Where a transfer's messages sit: the chain stage and chunk of the op that
+// produced the tensor, the microbatch, the link whose shape it moves, the tag
+// its messages carry and that link's element size. Named fields, so that the
+// stage and the link (often adjacent numbers) cannot be swapped unseen.
 struct message_site {
   int stage = 0;
+  int chunk = 0;
   int microbatch = 0;
   int link = 0;
   int tag = 0;
@@ -245,7 +270,7 @@ inline void emit_messages(std::vector<bound_op>& out, const message_site& at,
                           std::span<const rank_message> ms, int phase, op_kind kind) {
   for (const rank_message& m : ms) {
     bound_op b;
-    b.op = schedule_op::send(kind, at.stage, 0, at.microbatch, m.peer);
+    b.op = schedule_op::send(kind, at.stage, at.chunk, at.microbatch, m.peer);
     b.bytes = checked_mul(m.elements, static_cast<std::int64_t>(at.elem_size), "bind.bytes");
     b.tag = at.tag;
     b.link = at.link;
@@ -256,54 +281,53 @@ inline void emit_messages(std::vector<bound_op>& out, const message_site& at,
   }
 }
 
-// Fills the ops of `p` (rank, chain stage c = p.chain_stage), which has
-// `messages` messages; `msgs(j, k)` gives its messages on route slot k of
-// microbatch j (see bound_rank::routes).
+// Fills the ops of `p` (rank, chain stage p.chain_stage, virtual stages
+// p.virtual_stages), which has `messages` messages; `msgs(j, c, k)` gives its
+// messages on route slot k of chunk c in microbatch j (see bound_rank::routes).
 template <class Msgs>
 void emit_program(const bind_context& cx, bound_program& p, std::size_t messages,
                   const Msgs& msgs) {
-  const int c = p.chain_stage;
-  p.ops.reserve(cx.chain.ops[static_cast<std::size_t>(c)].size() + messages);
-  const auto elem_size = [&](int link) {
-    return cx.shapes[static_cast<std::size_t>(link)].elem_size;
+  p.ops.reserve(cx.chain.ops[static_cast<std::size_t>(p.chain_stage)].size() + messages);
+  // The site of the tensor produced at virtual stage `v` (an activation
+  // crosses link v, a gradient link v - 1).
+  const auto site = [&](int v, bool grad, int mb) {
+    const int link = grad ? v - 1 : v;
+    const auto [stage, chunk] = cx.topo.virtual_at(v);
+    return message_site{.stage = stage,
+                        .chunk = chunk,
+                        .microbatch = mb,
+                        .link = link,
+                        .tag = cx.tags.p2p_at(v, grad, mb),
+                        .elem_size = cx.shapes[static_cast<std::size_t>(link)].elem_size};
   };
-  const bool upstream_backward = c > 0 && cx.chain.has_backward(c - 1);
-  for (const schedule_op& o : cx.chain.ops[static_cast<std::size_t>(c)]) {
+  for (const schedule_op& o : cx.chain.ops[static_cast<std::size_t>(p.chain_stage)]) {
     const auto j = static_cast<std::size_t>(o.microbatch);
     const int mb = o.microbatch;
-    // The site of the transfer whose schedule op is `send` from chain stage
-    // `stage`: activations cross link `stage` (to stage + 1), gradients link
-    // `stage - 1` (to stage - 1).
-    const auto site = [&](op_kind send, int stage) {
-      const int link = send == op_kind::send_act ? stage : stage - 1;
-      return message_site{.stage = stage,
-                          .microbatch = mb,
-                          .link = link,
-                          .tag = cx.tags.p2p(schedule_op::send(send, stage, 0, mb, 0)),
-                          .elem_size = elem_size(link)};
-    };
+    const int v = o.kind == op_kind::forward || o.kind == op_kind::backward
+                      ? p.virtual_stages.at(static_cast<std::size_t>(o.chunk))
+                      : -1;
     if (o.kind == op_kind::forward) {
-      if (c > 0) {
-        const message_site at = site(op_kind::send_act, c - 1);
-        const rank_messages in = msgs(j, 0);
+      if (v > 0) {
+        const message_site at = site(v - 1, false, mb);
+        const rank_messages in = msgs(j, o.chunk, 0);
         emit_messages(p.ops, at, in.recv0, 0, op_kind::recv_act);
         emit_messages(p.ops, at, in.send1, 1, op_kind::send_act);
         emit_messages(p.ops, at, in.recv1, 1, op_kind::recv_act);
       }
       p.ops.push_back({o});
-      if (c + 1 < cx.stages)
-        emit_messages(p.ops, site(op_kind::send_act, c), msgs(j, 2).send0, 0, op_kind::send_act);
+      if (v + 1 < cx.vstages)
+        emit_messages(p.ops, site(v, false, mb), msgs(j, o.chunk, 2).send0, 0, op_kind::send_act);
     } else if (o.kind == op_kind::backward) {
-      if (c + 1 < cx.stages) {
-        const message_site at = site(op_kind::send_grad, c + 1);
-        const rank_messages in = msgs(j, 3);
+      if (v + 1 < cx.vstages) {
+        const message_site at = site(v + 1, true, mb);
+        const rank_messages in = msgs(j, o.chunk, 3);
         emit_messages(p.ops, at, in.recv0, 0, op_kind::recv_grad);
         emit_messages(p.ops, at, in.send1, 1, op_kind::send_grad);
         emit_messages(p.ops, at, in.recv1, 1, op_kind::recv_grad);
       }
       p.ops.push_back({o});
-      if (upstream_backward)
-        emit_messages(p.ops, site(op_kind::send_grad, c), msgs(j, 1).send0, 0, op_kind::send_grad);
+      if (v > 0 && cx.chain.has_backward(v - 1))
+        emit_messages(p.ops, site(v, true, mb), msgs(j, o.chunk, 1).send0, 0, op_kind::send_grad);
     } else if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) {
       bound_op b{o};
       b.tag = cx.tags.bucket(o.bucket);
@@ -314,78 +338,88 @@ void emit_program(const bind_context& cx, bound_program& p, std::size_t messages
   }
 }
 
-// Binds the ranks `ranks` (all of whose links lie in [lo, hi)): per
-// microbatch, plans the routes of links lo..hi-1 with `opts` (one rank's
-// part, or headers only for the world), records the ranks' buffer sizes,
-// indexes the ranks' messages and hands each route to `keep(j, link,
-// backward, route&&)`; then emits each rank's program.
-template <class Keep>
-std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<int>& ranks, int lo,
-                                      int hi, route_options opts, const Keep& keep) {
+// Binds the ranks `ranks` (all of whose links are in `links`, ascending):
+// per microbatch, plans the routes of `links` with `opts` (one rank's part,
+// or headers only for the world), records the ranks' buffer sizes, indexes
+// the ranks' messages and hands each route to `keep(j, link, backward,
+// route&&)`; then emits each rank's program. `ready(program)` sees each
+// program once its rank, stages and chunks are set, before any `keep`.
+template <class Keep, class Ready>
+std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
+                                      const std::vector<int>& links, route_options opts,
+                                      const Keep& keep, const Ready& ready) {
   const topology& topo = cx.topo;
   const auto M = static_cast<std::size_t>(cx.chain.num_microbatches);
   const std::size_t N = ranks.size();
   std::vector<int> local_of(static_cast<std::size_t>(topo.world_size()), -1);
   std::vector<bound_program> out(N);
-  std::vector<int> stage_of(N);
+  std::size_t max_chunks = 1;
   for (std::size_t i = 0; i < N; ++i) {
     const int r = ranks[i];
     local_of[static_cast<std::size_t>(r)] = static_cast<int>(i);
     const topology_coord me = topo.coord(r);
     bound_program& p = out[i];
     p.rank = r;
-    p.chain_stage = stage_of[i] = topo.chain_stage(me.module, me.stage);
+    p.chain_stage = topo.chain_stage(me.module, me.stage);
+    for (int k = 0; k < topo.chunks_of(p.chain_stage); ++k)
+      p.virtual_stages.push_back(topo.virtual_stage(p.chain_stage, k));
+    max_chunks = std::max(max_chunks, p.virtual_stages.size());
     p.dp_group = topo.dp_group(me.module, me.stage, me.tp_rank);
     p.control_tag = cx.tags.control();
-    p.input_elements.assign(M, 0);
-    p.output_elements.assign(M, 0);
+    p.input_elements.assign(M * p.virtual_stages.size(), 0);
+    p.output_elements.assign(M * p.virtual_stages.size(), 0);
+    ready(std::as_const(p));
   }
   const auto local = [&](int r) { return local_of[static_cast<std::size_t>(r)]; };
   // The modules at the ends of the links: only their placements are built.
   std::vector<std::size_t> modules;
-  for (int e = lo; e <= hi && hi > lo; ++e) {
-    const auto m = static_cast<std::size_t>(topo.owning_index(cx.endpoint(e).module));
-    if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
-  }
-  // Per microbatch, slots 0..3; a chain of one stage (every module on the
-  // same GPUs, pp 1) has no link, and its lists are empty, not missing.
+  for (const int l : links)
+    for (const int e : {l, l + 1}) {
+      const auto m = static_cast<std::size_t>(topo.owning_index(cx.endpoint(e).module));
+      if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
+    }
+  // Per microbatch, slots 0..3 of each chunk; a chain of one stage (every
+  // module on the same GPUs, pp 1) has no link, and its lists are empty, not missing.
   std::vector<message_lists> lists(M);
-  std::vector<route_plan> routes(static_cast<std::size_t>(std::max(hi - lo, 0)) * 2);
+  std::vector<route_plan> routes(links.size() * 2);
   for (std::size_t j = 0; j < M; ++j) {
     const microbatch_placement mp =
-        hi > lo ? microbatch_placements(cx.map, j, modules) : microbatch_placement{};
-    for (int l = lo; l < hi; ++l)
+        links.empty() ? microbatch_placement{} : microbatch_placements(cx.map, j, modules);
+    for (std::size_t i = 0; i < links.size(); ++i)
       for (int bwd = 0; bwd < 2; ++bwd) {
-        route_plan& rp = routes[static_cast<std::size_t>((l - lo) * 2 + bwd)];
-        rp = cx.route(l, mp, bwd != 0, opts);
+        route_plan& rp = routes[i * 2 + static_cast<std::size_t>(bwd)];
+        rp = cx.route(links[i], mp, bwd != 0, opts);
         if (bwd != 0) continue;
         // A forward route's receivers hold its destination buffer as their
         // input, its senders its source buffer as their output.
         for (const route_rank_info& info : rp.ranks()) {
-          const int i = local(info.rank);
-          if (i < 0) continue;
-          bound_program& p = out[static_cast<std::size_t>(i)];
-          if (info.dst_rows >= 0) p.input_elements[j] = rp.destination_elements(info.rank);
-          if (info.src_rows >= 0) p.output_elements[j] = rp.source_elements(info.rank);
+          const int r = local(info.rank);
+          if (r < 0) continue;
+          bound_program& p = out[static_cast<std::size_t>(r)];
+          const auto at = j * p.virtual_stages.size() +
+                          static_cast<std::size_t>(p.chunk_at_link(links[i]).first);
+          if (info.dst_rows >= 0) p.input_elements[at] = rp.destination_elements(info.rank);
+          if (info.src_rows >= 0) p.output_elements[at] = rp.source_elements(info.rank);
         }
       }
     lists[j] = index_messages(
-        stage_of, 1,
+        std::span<const bound_program>(out), max_chunks * 4,
         [&](const auto& fn) {
-          for (int l = lo; l < hi; ++l)
+          for (std::size_t i = 0; i < links.size(); ++i)
             for (int bwd = 0; bwd < 2; ++bwd)
-              fn(0, l, bwd != 0, routes[static_cast<std::size_t>((l - lo) * 2 + bwd)]);
+              fn(links[i], bwd != 0, routes[i * 2 + static_cast<std::size_t>(bwd)]);
         },
         local);
-    for (int l = lo; l < hi; ++l)
+    for (std::size_t i = 0; i < links.size(); ++i)
       for (int bwd = 0; bwd < 2; ++bwd)
-        keep(j, l, bwd != 0, std::move(routes[static_cast<std::size_t>((l - lo) * 2 + bwd)]));
+        keep(j, links[i], bwd != 0, std::move(routes[i * 2 + static_cast<std::size_t>(bwd)]));
   }
   for (std::size_t i = 0; i < N; ++i) {
     std::size_t messages = 0;
     for (const message_lists& ml : lists) messages += ml.count(i);
-    emit_program(cx, out[i], messages,
-                 [&](std::size_t j, int k) { return lists[j].at(i, static_cast<std::size_t>(k)); });
+    emit_program(cx, out[i], messages, [&](std::size_t j, int chunk, int k) {
+      return lists[j].at(i, static_cast<std::size_t>(chunk * 4 + k));
+    });
   }
   return out;
 }
@@ -407,13 +441,22 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
   route_options part;
   part.for_rank = rank;
   bound_rank out;
-  out.routes.resize(M * 4);
-  // The links into and out of the rank's stage: slots 0/1 and 2/3.
-  const int lo = std::max(c - 1, 0), hi = std::min(c + 1, cx.stages - 1);
+  // The links into and out of each of the rank's virtual stages.
+  std::vector<int> links;
+  for (int k = 0; k < topo.chunks_of(c); ++k) {
+    const int v = topo.virtual_stage(c, k);
+    if (v > 0) links.push_back(v - 1);
+    if (v + 1 < cx.vstages) links.push_back(v);
+  }
+  std::sort(links.begin(), links.end());
   auto programs = detail::bind_ranks(
-      cx, {rank}, lo, hi, part, [&](std::size_t j, int link, bool bwd, route_plan&& r) {
-        const int k = (link == c ? 2 : 0) + (bwd ? 1 : 0);
-        out.routes[j * 4 + static_cast<std::size_t>(k)] = std::move(r);
+      cx, {rank}, links, part,
+      [&](std::size_t j, int link, bool bwd, route_plan&& r) {
+        out.routes[out.slot_of(j, link, bwd)] = std::move(r);
+      },
+      [&](const bound_program& p) {
+        out.program.virtual_stages = p.virtual_stages;
+        out.routes.resize(M * p.virtual_stages.size() * 4);
       });
   out.program = std::move(programs.front());
   return out;
@@ -428,13 +471,16 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
   const detail::bind_context cx(topo, chain, map, shapes);
   std::vector<int> ranks(static_cast<std::size_t>(topo.world_size()));
   for (std::size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<int>(r);
+  std::vector<int> links(static_cast<std::size_t>(std::max(topo.num_links(), 0)));
+  for (std::size_t l = 0; l < links.size(); ++l) links[l] = static_cast<int>(l);
   route_options headers;
   headers.headers_only = true;
   bound_world w;
   w.name = chain.name;
   w.num_microbatches = chain.num_microbatches;
-  w.programs = detail::bind_ranks(cx, ranks, 0, std::max(cx.stages - 1, 0), headers,
-                                  [](std::size_t, int, bool, route_plan&&) {});
+  w.programs = detail::bind_ranks(
+      cx, ranks, links, headers, [](std::size_t, int, bool, route_plan&&) {},
+      [](const bound_program&) {});
   return w;
 }
 
@@ -454,7 +500,8 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
   int first = 0;
   for (const module_id m : t.owning_modules()) {
     const topology_module& g = t.module(m);
-    s.segments.push_back({g.name, first, g.pp, g.dp, g.trainable});
+    s.segments.push_back({g.name, first, g.pp, g.dp, g.trainable, g.chunks});
+    s.num_chunks = std::max(s.num_chunks, g.chunks);
     first += g.pp;
   }
   for (const bound_program& p : w.programs) {

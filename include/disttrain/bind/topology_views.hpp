@@ -28,6 +28,7 @@
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/schedule/communication.hpp"
+#include "disttrain/schedule/interleaved.hpp"
 #include "disttrain/schedule/multi_module.hpp"
 #include "disttrain/schedule/validate.hpp"
 #include "disttrain/schedule/zero_bubble.hpp"
@@ -52,6 +53,9 @@ struct chain_options {
 /// Every replica (and TP rank) of a chain stage runs that stage's program on
 /// its share of each microbatch; `bind_rank` adds the messages. The chain
 /// with communication is validated here (order, matching, no deadlock).
+/// A module with `chunks` > 1 runs Megatron-LM's interleaved 1F1B on its
+/// stages (`make_multi_module`; microbatches a multiple of its pp; no split
+/// backward): its chain stages' ops carry the chunk.
 /// With `zero_bubble`, each stage keeps the passes `make_multi_module` gives
 /// it (a frozen stage no W, a forward-only one no B) in ZB-H1's order: every
 /// stage then holds up to min(stages, microbatches) microbatches' activations.
@@ -62,6 +66,13 @@ struct chain_options {
   for (const module_id m : t.owning_modules()) {
     const topology_module& g = t.module(m);
     spec.segments.emplace_back(g.name, g.pp, 1, g.trainable);
+    spec.segments.back().chunks = g.chunks;
+    if (g.chunks > 1) {
+      require(!o.zero_bubble && !o.split_backward, "chain_options.zero_bubble", "module '", g.name,
+              "' is interleaved (", g.chunks,
+              " chunks): interleaved 1F1B does not split the backward pass");
+      check_interleaved(g.pp, o.microbatches, g.chunks, cat("chain_options (", g.name, ")"));
+    }
   }
   spec.num_microbatches = o.microbatches;
   spec.split_backward = o.split_backward || o.zero_bubble;

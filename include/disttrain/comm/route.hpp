@@ -55,8 +55,10 @@ namespace disttrain {
 
 /// @brief Plans the route from stage `from` (samples placed by `pa`) to stage
 /// `to` (samples placed by `pb`) of topology `t`. `from` and `to` are
-/// consecutive stages of one module, or the last stage of a module that owns
-/// ranks and the first stage of the next one (`topology::owning_modules`).
+/// consecutive stages of one module (or, in a module with chunks, its last
+/// stage and its first: chunk c to chunk c + 1), or the last stage of a
+/// module that owns ranks and the first stage of the next one
+/// (`topology::owning_modules`).
 /// Throws `invalid_argument` naming the field (`route.from.stage`,
 /// `route.placement_b`, `activation_shape.rows[3]`, ...).
 [[nodiscard]] inline route_plan plan_route(const topology& t, route_endpoint from,

@@ -401,19 +401,21 @@ inline constexpr auto topology_module_fields =
                optional_field("dp", &topology_module::dp),
                optional_field("trainable", &topology_module::trainable),
                optional_field("colocated", &topology_module::colocated),
-               optional_field("layers", &topology_module::layers)};
+               optional_field("layers", &topology_module::layers),
+               optional_field("chunks", &topology_module::chunks)};
 }  // namespace detail
 
 /// @brief `{"name", "role", "tp", "pp", "dp", "trainable", "colocated"}`, and
-/// `"layers"` when the module has them.
+/// `"layers"` when the module has them and `"chunks"` when more than 1.
 inline void to_json(json& j, const topology_module& g) {
   j = detail::fields_to_json(g, detail::topology_module_fields);
   if (g.layers.empty()) j.erase("layers");
+  if (g.chunks == 1) j.erase("chunks");
 }
 /// @brief `{"modules": [...]}`.
 inline void to_json(json& j, const topology& t) { j = json{{"modules", t.modules()}}; }
 /// @brief Reads `{"modules": [...]}`: each module needs `name` and `role`,
-/// tp/pp/dp default 1, trainable true, colocated false, layers none; then
+/// tp/pp/dp and chunks default 1, trainable true, colocated false, layers none; then
 /// validates (`topology`'s checks). Errors name `topology.modules[i].<key>`.
 inline void from_json(const json& j, topology& t) {
   check_keys(j, {"modules"}, "topology");

@@ -46,6 +46,15 @@
 /// order. Chain stage c runs on the ranks of `(module, stage) = chain_at(c)`;
 /// link c joins chain stage c to c + 1.
 ///
+/// ## Virtual stages (a microbatch's path)
+/// A module with `chunks` > 1 holds, on each stage's ranks, that many model
+/// chunks (Megatron-LM's interleaving): the path runs chunk 0 over all its
+/// stages, then chunk 1, and so on. Virtual stage v is the v-th step of the
+/// path over the owning modules: a module of P stages and V chunks whose
+/// path starts at o has stage s chunk c at `o + c * P + s`. Link v joins
+/// virtual stages v and v + 1 (`num_links`); without chunks, virtual stages
+/// are chain stages and links join chain stages c and c + 1.
+///
 /// @snippet core.cpp topology
 
 #include <algorithm>
@@ -117,6 +126,11 @@ struct topology_module {
   /// Layers of each stage (size pp, each >= 1; empty: stages of equal
   /// weight). Only their ratios are read: `stage_share`.
   std::vector<int> layers{};
+  /// Model chunks per device (Megatron-LM's virtual pipeline stages; > 1:
+  /// interleaved 1F1B, needs pp >= 2, an owning module, and layers that
+  /// split into equal chunks). Chunk c of stage s holds layers[s] / chunks
+  /// layers; see "Virtual stages" in the file comment.
+  int chunks = 1;
 
   /// @brief GPUs the module owns: tp * pp * dp, or 0 when colocated.
   [[nodiscard]] long long gpus() const noexcept {
@@ -353,6 +367,26 @@ class topology {
       require_in_range(s.value, 0, module(m).pp - 1, cat("topology.", module(m).name, ".stage"));
     return chain_first_[static_cast<std::size_t>(m.value)] + s.value;
   }
+  /// @brief Steps of a microbatch's path (see "Virtual stages"): the chain
+  /// stages when no module has chunks.
+  [[nodiscard]] int num_virtual_stages() const noexcept { return static_cast<int>(path_.size()); }
+  /// @brief Links between consecutive virtual stages: `num_virtual_stages() - 1`.
+  [[nodiscard]] int num_links() const noexcept { return num_virtual_stages() - 1; }
+  /// @brief (chain stage, chunk) of virtual stage `v`.
+  [[nodiscard]] std::pair<int, int> virtual_at(int v) const {
+    require_in_range(v, 0, num_virtual_stages() - 1, "topology.virtual_stage");
+    return path_[static_cast<std::size_t>(v)];
+  }
+  /// @brief Virtual stage of chunk `chunk` of chain stage `c`.
+  [[nodiscard]] int virtual_stage(int c, int chunk) const {
+    const auto [m, s] = chain_at(c);
+    const topology_module& g = module(m);
+    require_in_range(chunk, 0, g.chunks - 1, cat("topology.", g.name, ".chunk"));
+    return path_first_[static_cast<std::size_t>(m.value)] + chunk * g.pp + s.value;
+  }
+  /// @brief Model chunks of chain stage `c` (its module's `chunks`).
+  [[nodiscard]] int chunks_of(int c) const { return module(chain_at(c).first).chunks; }
+
   /// @brief Non-colocated modules in order: the modules a sample map (the
   /// reorderer's result) lists, index k of the map = entry k here.
   [[nodiscard]] const std::vector<module_id>& owning_modules() const noexcept { return owning_; }
@@ -394,6 +428,15 @@ class topology {
               "has ", g.layers.size(), " entries, need pp = ", g.pp, " (one per stage) or none");
       for (std::size_t s = 0; s < g.layers.size(); ++s)
         require_in_range(g.layers[s], 1, 1 << 20, cat(w, ".layers[", s, "]"));
+      require_in_range(g.chunks, 1, 1 << 10, w + ".chunks");
+      if (g.chunks > 1) {
+        require(g.pp >= 2 && !g.colocated, w + ".chunks", "interleaving (", g.chunks,
+                " chunks) needs a module that owns ranks with pp >= 2, got pp ", g.pp,
+                g.colocated ? " (colocated)" : "");
+        for (std::size_t s = 0; s < g.layers.size(); ++s)
+          require(g.layers[s] % g.chunks == 0, cat(w, ".layers[", s, "]"), g.layers[s],
+                  " layers do not split into ", g.chunks, " equal chunks");
+      }
       const int role = static_cast<int>(g.role);
       require(role >= last_role, w + ".role", "a ", to_string(g.role),
               " after a later role: modules must be in pipeline order (encoders, the "
@@ -411,8 +454,13 @@ class topology {
         require(world <= (1LL << 30), w, "the world reaches ", world,
                 " ranks, at most 2^30 supported");
         owning_.push_back(module_id{static_cast<int>(i)});
+        path_first_.push_back(static_cast<int>(path_.size()));
+        for (int c = 0; c < g.chunks; ++c)
+          for (int s = 0; s < g.pp; ++s) path_.emplace_back(static_cast<int>(chain_.size()) + s, c);
         for (int s = 0; s < g.pp; ++s)
           chain_.emplace_back(module_id{static_cast<int>(i)}, stage_id{s});
+      } else {
+        path_first_.push_back(static_cast<int>(path_.size()));
       }
     }
     require(backbones == 1, "topology.modules", "needs exactly one backbone, got ", backbones);
@@ -423,6 +471,8 @@ class topology {
   std::vector<int> bases_;        // per module: first rank (colocated: next module's base)
   std::vector<int> chain_first_;  // per module: its first chain stage
   std::vector<std::pair<module_id, stage_id>> chain_;
+  std::vector<int> path_first_;            // per module: its first virtual stage
+  std::vector<std::pair<int, int>> path_;  // per virtual stage: (chain stage, chunk)
   std::vector<module_id> owning_;
   module_id backbone_;
   int world_ = 0;
@@ -458,6 +508,7 @@ inline void require_tp_in_nodes(const topology& t, int gpus_per_node, std::strin
       continue;
     }
     s += cat(" TP", g.tp, " PP", g.pp, " DP", g.dp);
+    if (g.chunks > 1) s += cat(" x", g.chunks, " chunks");
     if (!g.trainable) s += " (frozen)";
   }
   return s;

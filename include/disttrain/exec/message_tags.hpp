@@ -58,12 +58,18 @@ class message_tags {
   [[nodiscard]] int p2p(const schedule_op& op, int sub = 0) const {
     if (!is_p2p(op.kind))  // (described only on failure: tags are looked up per message)
       fail(errc::invalid_argument, "message_tags", "op ", describe(op), " is not point-to-point");
-    const int vs = op.chunk * stages_ + op.stage;
+    const bool grad = op.kind == op_kind::send_grad || op.kind == op_kind::recv_grad;
+    return p2p_at(op.chunk * stages_ + op.stage, grad, op.microbatch, sub);
+  }
+  /// @brief Tag of sub-message `sub` of the activation (or gradient, `grad`)
+  /// produced at virtual stage `vs` for microbatch `mb`: for paths whose
+  /// virtual stages are not `chunk * stages + stage` (bind.hpp numbers them
+  /// as the topology does; construct with `stages` = its virtual stages, `chunks` 1).
+  [[nodiscard]] int p2p_at(int vs, bool grad, int mb, int sub = 0) const {
     require_in_range(vs, 0, v_ - 1, "message_tags.virtual_stage");
-    require_in_range(op.microbatch, 0, m_ - 1, "message_tags.microbatch");
+    require_in_range(mb, 0, m_ - 1, "message_tags.microbatch");
     require_in_range(sub, 0, sub_ - 1, "message_tags.sub");
-    const int grad = op.kind == op_kind::send_grad || op.kind == op_kind::recv_grad ? 1 : 0;
-    return ((op.microbatch * v_ + vs) * 2 + grad) * sub_ + sub;
+    return ((mb * v_ + vs) * 2 + (grad ? 1 : 0)) * sub_ + sub;
   }
   /// @brief Tag of gradient bucket `bucket`.
   [[nodiscard]] int bucket(int b) const {

@@ -23,8 +23,8 @@
 
 namespace disttrain {
 
-/// @brief The topology of a plan: its modules, degrees, colocation and
-/// layers per stage, all trainable. Validates the plan (`invalid_argument`
+/// @brief The topology of a plan: its modules, degrees, colocation, layers
+/// per stage and chunks (`virtual_stages`), all trainable. Validates the plan (`invalid_argument`
 /// naming `plan....`).
 /// @snippet plan.cpp topology_of
 [[nodiscard]] inline topology topology_of(const parallel_plan& p) {
@@ -33,7 +33,7 @@ namespace disttrain {
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     const module_plan& m = p.modules[i];
     mods.push_back({m.name, parse_module_role(m.role, cat("plan.modules[", i, "].role")), m.tp,
-                    m.pp, m.dp, true, m.colocated, m.layers});
+                    m.pp, m.dp, true, m.colocated, m.layers, m.virtual_stages});
   }
   return topology(std::move(mods));
 }

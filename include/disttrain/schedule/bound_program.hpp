@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
@@ -34,9 +35,10 @@ namespace disttrain {
 /// @brief One op of a bound program (see the file comment).
 ///
 /// For point-to-point kinds, `op.peer` is the global rank of the other side
-/// and `op.stage` the chain stage that produced the tensor (as in schedules);
-/// `link` is the chain link the message crosses (link c joins chain stages c
-/// and c + 1), `phase` 0 for the crossing, 1 for the TP fan-out, and
+/// and `op.stage` / `op.chunk` the chain stage and chunk that produced the
+/// tensor (as in schedules); `link` is the link the message crosses (link v
+/// joins virtual stages v and v + 1 of the topology; chain stages c and
+/// c + 1 without interleaving), `phase` 0 for the crossing, 1 for the TP fan-out, and
 /// `message` the index of the message in its route (`bound_rank::route_of`).
 struct bound_op {
   schedule_op op;          ///< kind, chain stage, chunk, microbatch, peer, bucket
@@ -63,10 +65,27 @@ struct bound_program {
   /// uses, the same in every program of a world (bind: `message_tags::control()`);
   /// < 0: none.
   int control_tag = -1;
-  /// Per microbatch, elements of its activation buffers: the input it receives
-  /// (and the input gradient it sends back) and the output it sends (and the
-  /// output gradient it receives).
+  /// Per model chunk, the virtual stage it runs (topology.hpp, "Virtual
+  /// stages"): one entry, `chain_stage`'s, without interleaving.
+  std::vector<int> virtual_stages;
+  /// Per (microbatch j, chunk k) at `j * chunks() + k`, elements of its
+  /// activation buffers: the input it receives (and the input gradient it
+  /// sends back) and the output it sends (and the output gradient it receives).
   std::vector<std::int64_t> input_elements, output_elements;
+
+  /// @brief Model chunks of the rank (1 without interleaving).
+  [[nodiscard]] int chunks() const noexcept { return static_cast<int>(virtual_stages.size()); }
+  /// @brief The chunk of this rank at an end of `link`, and whether it is the
+  /// upstream end (its output crosses the link) or the downstream one; throws
+  /// `invalid_argument` if the rank is at neither end.
+  [[nodiscard]] std::pair<int, bool> chunk_at_link(int link) const {
+    for (std::size_t k = 0; k < virtual_stages.size(); ++k) {
+      if (virtual_stages[k] == link) return {static_cast<int>(k), true};
+      if (virtual_stages[k] == link + 1) return {static_cast<int>(k), false};
+    }
+    fail(errc::invalid_argument, "bound_program.link", "rank ", rank, " is at neither end of link ",
+         link);
+  }
 
   [[nodiscard]] std::size_t num_messages() const noexcept {
     std::size_t n = 0;

@@ -101,10 +101,14 @@ inline void check_route(const topology& t, route_endpoint from, const sample_pla
   const topology_module& D = t.module(down.module);
   // (Field names are built only on failure: routes are planned per microbatch.)
   if (up.module == down.module) {
-    if (down.stage.value != up.stage.value + 1)
+    // Consecutive stages, or (interleaved) chunk c on the last stage to chunk c + 1 on the first.
+    const bool wrap = U.chunks > 1 && up.stage.value == U.pp - 1 && down.stage.value == 0;
+    if (down.stage.value != up.stage.value + 1 && !wrap)
       fail(errc::invalid_argument, cat(down_field, ".stage"), "within module '", U.name,
            "' a route joins consecutive stages: stage ", up.stage.value, " and stage ",
-           up.stage.value + 1, ", got ", down.stage.value);
+           up.stage.value + 1,
+           U.chunks > 1 && up.stage.value == U.pp - 1 ? " or 0 (next chunk)" : "", ", got ",
+           down.stage.value);
     // Consecutive stages of one module hold the same replicas' samples in the
     // same order (Megatron hands the activation on as is).
     if (!(pa == pb))
