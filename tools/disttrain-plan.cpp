@@ -97,13 +97,12 @@ iteration time and MFU, the Megatron-LM-style baseline's and the speedup.
   --stages             also print every pipeline stage (time, memory, in flight)
   --trace FILE         write the simulated iteration as Chrome/Perfetto trace JSON
   --svg FILE           write the simulated iteration as an SVG timeline
-  --iterations N       simulate N sampled global batches (every GPU's bound 1F1B program):
-                       (a) the baseline with the data in arrival order, (b) the plan in
-                       arrival order, (c) the plan with the reorderer's map; prints the
-                       iteration times (median, p90) and the orchestration (a/b) and
-                       reordering (b/c) gains. Interleaved plans are re-planned with
-                       --max-virtual-stages 1 for it (said in the output). Seconds at
-                       paper-72b scale (docs/planner.md)
+  --iterations N       simulate N sampled global batches (every GPU's bound program, in
+                       the plan's schedule, interleaved 1F1B included): (a) the baseline
+                       with the data in arrival order, (b) the plan in arrival order,
+                       (c) the plan with the reorderer's map; prints the iteration times
+                       (median, p90) and the orchestration (a/b) and reordering (b/c)
+                       gains. Seconds at paper-72b scale (docs/planner.md)
   --seed S             data stream seed of --iterations' batches (default: the data's own)
   --list-presets       list the built-in scenarios
   -h, --help           this text
@@ -289,30 +288,19 @@ void write_timeline(const args& a, const disttrain::parallel_plan& plan, const C
                a.svg_file ? "; svg: " + *a.svg_file : "");
 }
 
-bool interleaved(const disttrain::parallel_plan& p) {
-  for (const auto& m : p.modules)
-    if (m.virtual_stages > 1) return true;
-  return false;
-}
-
 // --iterations: the plan and the baseline simulated on sampled batches
-// (bind/heterogeneity.hpp). simulate_plan runs plain 1F1B, so interleaved
-// plans are re-planned with max_virtual_stages 1 and the output says so.
+// (bind/heterogeneity.hpp), each as planned (interleaved 1F1B included).
 struct heterogeneity_run {
   disttrain::heterogeneity_result h;
   disttrain::plan_result ours, base;  // the plans simulated
-  bool replanned = false;             // ... re-planned without interleaving
   double wall_s = 0;
 };
 
 template <class C>
 heterogeneity_run simulate_data(const args& a, const disttrain::scenario& sc, const C& cm,
-                                const disttrain::plan_request& req, disttrain::planner_options popt,
                                 const disttrain::plan_result& ours,
                                 const disttrain::plan_result& base) {
-  heterogeneity_run out{{}, ours, base, interleaved(ours.plan) || interleaved(base.plan), 0.0};
-  out.ours = disttrain::without_interleaving(cm, req, popt, ours, false);
-  out.base = disttrain::without_interleaving(cm, req, popt, base, true);
+  heterogeneity_run out{{}, ours, base, 0.0};
   const auto t0 = std::chrono::steady_clock::now();
   out.h = disttrain::simulate_heterogeneity(out.base.plan, out.ours.plan, cm, sc.data,
                                             {.iterations = *a.iterations, .seed = a.seed});
@@ -322,8 +310,14 @@ heterogeneity_run simulate_data(const args& a, const disttrain::scenario& sc, co
 
 // What simulate_plan ran: every GPU's bound program, in the plans' schedules.
 std::string programs(const heterogeneity_run& r) {
-  return fmt::format("every GPU's bound program: baseline {}, plan {}", r.base.plan.schedule,
-                     r.ours.plan.schedule);
+  const auto name = [](const disttrain::parallel_plan& p) {
+    int v = 1;
+    for (const auto& m : p.modules) v = std::max(v, m.virtual_stages);
+    return v > 1 ? fmt::format("interleaved {} ({} chunks)", p.schedule, v)
+                 : fmt::format("{}", p.schedule);
+  };
+  return fmt::format("every GPU's bound program: baseline {}, plan {}", name(r.base.plan),
+                     name(r.ours.plan));
 }
 
 // The sampled objective's answer, when it was used.
@@ -339,19 +333,13 @@ disttrain::json to_json(const heterogeneity_run& r, const disttrain::data_plan_r
     j["plan_reordered"]["predicted_mfu"] = pred->predicted_mfu;
   }
   j["simulator"] = "simulate_plan: " + programs(r);
-  j["replanned_without_interleaving"] = r.replanned;
   j["baseline_evaluated_s"] = r.base.evaluation.iteration_time_s;
   j["plan_evaluated_s"] = r.ours.evaluation.iteration_time_s;
-  if (r.replanned) {
-    j["baseline_plan"] = r.base.plan;
-    j["plan"] = r.ours.plan;
-  }
   j["wall_s"] = r.wall_s;
   return j;
 }
 
-void print(const heterogeneity_run& r, const disttrain::plan_result& ours,
-           const disttrain::plan_result& base, const disttrain::data_plan_result* pred) {
+void print(const heterogeneity_run& r, const disttrain::data_plan_result* pred) {
   const auto& h = r.h;
   fmt::print(
       "\nData heterogeneity, simulated: {} sampled global batches of {} (data seed {}), each "
@@ -376,17 +364,6 @@ void print(const heterogeneity_run& r, const disttrain::plan_result& ours,
       "(b)/(c) {:.3f}x, total (a)/(c) {:.3f}x; orchestration in arrival order (a)/(b) "
       "{:.3f}x\n",
       h.orchestration_gain, h.reordering_gain, h.total_gain, h.orchestration_gain_arrival);
-  if (r.replanned)
-    fmt::print(
-        "Note: simulate_plan has no interleaved 1F1B program yet, so the interleaved plans were "
-        "re-planned with --max-virtual-stages 1 for this simulation (closed form: baseline "
-        "{:.4f} s, {:.4f} s with interleaving; plan {:.4f} s, {:.4f} s as planned). The simulated "
-        "orchestration gain is over that plain-1F1B baseline; with interleaving the closed-form "
-        "orchestration gain is {:.3f}x instead of {:.3f}x.\n",
-        r.base.evaluation.iteration_time_s, base.evaluation.iteration_time_s,
-        r.ours.evaluation.iteration_time_s, ours.evaluation.iteration_time_s,
-        base.evaluation.iteration_time_s / ours.evaluation.iteration_time_s,
-        r.base.evaluation.iteration_time_s / r.ours.evaluation.iteration_time_s);
 }
 
 // The sampled objective's prediction and search, in words.
@@ -400,8 +377,9 @@ std::string describe(const disttrain::data_plan_result& d) {
       "search: {} plan classes within the bound, {} scored by the chain model ({} cut early), "
       "{} simulated{}\n",
       d.stats.classes, d.stats.screened, d.stats.cut_early, d.stats.simulated,
-      d.stats.interleaving_excluded ? "; interleaved 1F1B not searched (nothing simulates it yet)"
-                                    : "");
+      d.stats.interleaving_excluded
+          ? "; interleaved 1F1B not searched (the chain model is plain 1F1B's)"
+          : "");
   if (d.stats.below_closed > 0)
     s += fmt::format(
         "warning: {} scored batches ran under their plan's closed form by more than "
@@ -507,8 +485,7 @@ int run(const args& a) {
     out["baseline_gpus_unused"] = sc.cluster.num_gpus - base.evaluation.gpus;
     write_timeline(a, ours.plan, cm, req.sample_workload, &out);
     if (pred) out["data_plan"] = data_plan;
-    if (a.iterations)
-      out["heterogeneity"] = to_json(simulate_data(a, sc, cm, req, popt, ours, base), pred);
+    if (a.iterations) out["heterogeneity"] = to_json(simulate_data(a, sc, cm, ours, base), pred);
     if (const auto pub = disttrain::presets::published(sc.name))
       out["published"] = {{"mfu", pub->mfu}, {"speedup", pub->speedup}, {"source", pub->source}};
     fmt::print("{}\n", out.dump(2));
@@ -564,8 +541,8 @@ int run(const args& a) {
   }
   std::optional<heterogeneity_run> het;
   if (a.iterations) {
-    het = simulate_data(a, sc, cm, req, popt, ours, base);
-    print(*het, ours, base, pred);
+    het = simulate_data(a, sc, cm, ours, base);
+    print(*het, pred);
   }
   if (const auto pub = disttrain::presets::published(sc.name)) {
     fmt::print(
@@ -577,11 +554,11 @@ int run(const args& a) {
                  100 * pred->predicted_mfu);
     if (het)
       fmt::print(
-          "Simulated here ({} sampled batches{}): MFU {:.1f}% (plan, reordered), {:.2f}x over the "
+          "Simulated here ({} sampled batches): MFU {:.1f}% (plan, reordered), {:.2f}x over the "
           "baseline in arrival order (orchestration {:.2f}x with both reordered, reordering "
           "{:.2f}x on the plan).\n",
-          het->h.iterations, het->replanned ? ", plain 1F1B" : "", 100 * het->h.plan_reordered.mfu,
-          het->h.total_gain, het->h.orchestration_gain, het->h.reordering_gain);
+          het->h.iterations, 100 * het->h.plan_reordered.mfu, het->h.total_gain,
+          het->h.orchestration_gain, het->h.reordering_gain);
     else
       fmt::print("The gains on sampled batches are simulated with --iterations N.\n");
     fmt::print("The gap is explained in docs/planner.md (\"Against the paper\").\n");

@@ -154,9 +154,8 @@ std::string heterogeneity_impl(const std::string& scenario_json, const std::stri
   const auto d = disttrain::plan_for_data(
       pb.cm, pb.req, pb.sc.data, popt,
       read_data_options(data_json.empty() ? json() : parse(data_json, "data"), popt));
-  const auto ours = disttrain::without_interleaving(pb.cm, pb.req, popt, d.result, false);
-  const auto base = disttrain::without_interleaving(
-      pb.cm, pb.req, popt, disttrain::plan_megatron_baseline(pb.cm, pb.req, popt), true);
+  const auto& ours = d.result;
+  const auto base = disttrain::plan_megatron_baseline(pb.cm, pb.req, popt);
   const auto h = disttrain::simulate_heterogeneity(base.plan, ours.plan, pb.cm, pb.sc.data,
                                                    {.iterations = iterations, .seed = seed});
   json out = h;

@@ -52,8 +52,7 @@ disttrain::topology read_topology(const std::string& text) {
 // the modules that own ranks (the reorderer's modules, in order) and each
 // rank's coordinate.
 std::string topology_json(const disttrain::topology& t) {
-  json chain = json::array(), path = json::array(), owning = json::array(),
-       ranks = json::array();
+  json chain = json::array(), path = json::array(), owning = json::array(), ranks = json::array();
   for (int c = 0; c < t.num_chain_stages(); ++c) {
     const auto [m, s] = t.chain_at(c);
     chain.push_back({m.value, s.value});
@@ -71,14 +70,10 @@ std::string topology_json(const disttrain::topology& t) {
                      {"tp_rank", co.tp_rank},
                      {"chain_stage", t.chain_stage(co.module, co.stage)}});
   }
-  return json{{"modules", t.modules()},
-              {"world_size", t.world_size()},
-              {"backbone", t.backbone().value},
-              {"chain", std::move(chain)},
-              {"path", std::move(path)},
-              {"owning_modules", std::move(owning)},
-              {"ranks", std::move(ranks)},
-              {"describe", disttrain::describe(t)}}
+  return json{{"modules", t.modules()},         {"world_size", t.world_size()},
+              {"backbone", t.backbone().value}, {"chain", std::move(chain)},
+              {"path", std::move(path)},        {"owning_modules", std::move(owning)},
+              {"ranks", std::move(ranks)},      {"describe", disttrain::describe(t)}}
       .dump();
 }
 
@@ -205,8 +200,8 @@ flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index)
   f.input_elements = p.input_elements;
   f.output_elements = p.output_elements;
   const std::size_t n = p.ops.size();
-  for (auto* v : {&f.kind, &f.stage, &f.chunk, &f.microbatch, &f.peer, &f.bucket, &f.tag, &f.link, &f.phase,
-                  &f.message})
+  for (auto* v : {&f.kind, &f.stage, &f.chunk, &f.microbatch, &f.peer, &f.bucket, &f.tag, &f.link,
+                  &f.phase, &f.message})
     v->reserve(n);
   f.with_index = with_index;
   f.blocks.resize(n);

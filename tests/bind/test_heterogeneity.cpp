@@ -209,12 +209,11 @@ TEST_CASE("simulate_heterogeneity and simulate_plan reject bad input") {
   DISTTRAIN_CHECK_ERROR(
       disttrain::simulate_heterogeneity(other_batch, p, s.cm, s.sc.data, {.iterations = 1}),
       errc::invalid_argument, "baseline.global_batch");
-  auto interleaved = s.base.plan;
-  auto& bb = interleaved.modules[interleaved.backbone_index()];
-  bb.virtual_stages = 2;
+  auto gpipe = s.base.plan;
+  gpipe.schedule = disttrain::plan_schedule::gpipe;
   DISTTRAIN_CHECK_ERROR(
-      disttrain::simulate_heterogeneity(interleaved, p, s.cm, s.sc.data, {.iterations = 1}),
-      errc::unsupported, "virtual_stages");
+      disttrain::simulate_heterogeneity(gpipe, p, s.cm, s.sc.data, {.iterations = 1}),
+      errc::unsupported, "plan.schedule");
   // A map of another plan (other segments / microbatches) is refused.
   const auto batch = s.batch(0);
   const std::span<const disttrain::model_workload> view(batch);

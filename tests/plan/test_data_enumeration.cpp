@@ -42,7 +42,7 @@ void add_plan(std::vector<disttrain::parallel_plan>& out, const disttrain::analy
 }  // namespace
 
 TEST_CASE("plan_for_data: within 2% of an enumeration scored by the simulator") {
-  // Plain 1F1B (nothing simulates interleaving yet). Sampled batches run
+  // Plain 1F1B (the sampled objective does not search interleaving). Sampled batches run
   // 1.0-1.7x their closed form on the presets, hence the factor 2; 12
   // held-out batches, as small batches vary much from one to the next.
   // hires-70b at 128 GPUs and batch 32 (2 microbatches) is left out: there

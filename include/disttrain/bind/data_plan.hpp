@@ -56,7 +56,8 @@
 /// below_closed`), so a cost model or data set that breaks it is visible.
 ///
 /// Interleaved plans are not searched in the sampled objective
-/// (`data_plan_stats::interleaving_excluded`): nothing simulates them yet.
+/// (`data_plan_stats::interleaving_excluded`): the chain model's recurrence
+/// is plain 1F1B's (`simulate_plan` runs them; the screening does not yet).
 ///
 /// @snippet bind.cpp plan_for_data
 
@@ -455,21 +456,6 @@ template <cost_model C>
   out.result.solve_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;
-}
-
-/// @brief `r` if no module of its plan is interleaved, else the best plan
-/// of the same kind re-planned with `max_virtual_stages = 1` (the planner's
-/// with `baseline` false, `plan_megatron_baseline`'s with it true): a plan
-/// `simulate_plan` and `simulate_heterogeneity` can run.
-template <cost_model C>
-[[nodiscard]] plan_result without_interleaving(const C& cost, const plan_request& req,
-                                               planner_options popt, const plan_result& r,
-                                               bool baseline) {
-  bool interleaved = false;
-  for (const module_plan& m : r.plan.modules) interleaved = interleaved || m.virtual_stages > 1;
-  if (!interleaved) return r;
-  popt.max_virtual_stages = 1;
-  return baseline ? plan_megatron_baseline(cost, req, popt) : plan_parallelism(cost, req, popt);
 }
 
 }  // namespace disttrain

@@ -24,8 +24,8 @@
 /// batch (`global_batch` samples of the mean workload, the batch `evaluate`
 /// prices): the time a plan would take without any data heterogeneity.
 ///
-/// Interleaved and GPipe plans are refused (`errc::unsupported`): the bound
-/// chain program runs 1F1B or ZB-H1; plan with `max_virtual_stages = 1`.
+/// GPipe plans are refused (`errc::unsupported`): the bound chain program
+/// runs 1F1B (interleaved where the plan interleaves) or ZB-H1.
 ///
 /// @snippet bind.cpp heterogeneity_file
 
@@ -152,8 +152,8 @@ struct heterogeneity_result {
 /// give the same result. Throws `invalid_argument` at
 /// `heterogeneity_options.iterations` (outside 1..max_heterogeneity_iterations),
 /// at `baseline.global_batch` when the two plans' batches differ, `data....`
-/// for an invalid data spec, `errc::unsupported` at `plan.<module>.virtual_stages`
-/// for an interleaved plan (before any simulation), and like `simulate_plan`.
+/// for an invalid data spec, `errc::unsupported` at `plan.schedule` for a
+/// GPipe plan (before any simulation), and like `simulate_plan`.
 template <cost_model C>
 [[nodiscard]] heterogeneity_result simulate_heterogeneity(const parallel_plan& baseline,
                                                           const parallel_plan& plan, const C& cost,

@@ -21,6 +21,11 @@
 ///   rank's stage on the samples its replica holds in microbatch j (their
 ///   workloads summed); a stage that hosts a colocated module adds that
 ///   module's whole time on the same samples; 0 for a replica with no sample.
+///   An interleaved module (`virtual_stages` v > 1) runs chunk c of stage s
+///   as its own op, over its own layers (`chunk_config`: Megatron-LM's
+///   assignment, chunk c holding the c-th v-th of the layers, each stage its
+///   `layers[s] / v`); colocated encoders join the first virtual stage,
+///   colocated generators the last.
 /// - a message: `p2p_time(bytes, same_node)`, with its own bytes and node
 ///   placement from the global rank numbering (`gpus_per_node` ranks a node);
 ///   bytes per sample are the cost model's (`transfer_bytes` across modules,
@@ -60,6 +65,24 @@
 
 namespace disttrain {
 
+/// @brief The stage config of chunk `chunk` of stage `stage` of module `i`
+/// of plan `p` (`chunk` 0 and the whole stage without interleaving): its
+/// layers are `layers[stage] / v`, starting at `chunk * L / v` plus the
+/// earlier stages' chunks, for L layers and v = `virtual_stages`.
+[[nodiscard]] inline stage_config chunk_config(const parallel_plan& p, std::size_t i, int stage,
+                                               int chunk) {
+  const module_plan& mp = p.modules.at(i);
+  const int v = mp.virtual_stages;
+  require_in_range(chunk, 0, v - 1, cat("plan.", mp.name, ".chunk"));
+  int total = 0, first = 0;
+  for (int s = 0; s < mp.pp; ++s) {
+    if (s < stage) first += mp.layers[static_cast<std::size_t>(s)] / v;
+    total += mp.layers[static_cast<std::size_t>(s)];
+  }
+  return stage_config_of(mp, i, chunk * (total / v) + first,
+                         mp.layers[static_cast<std::size_t>(stage)] / v, mp.dp);
+}
+
 /// @brief A plan's simulated iteration: what was bound and how it ran.
 struct plan_simulation {
   topology topo;                   ///< `topology_of(plan, model)`
@@ -91,7 +114,7 @@ class plan_bound_durations {
             " workloads, the sample map ", map.samples.size(), " samples");
     const std::size_t bi = p.backbone_index();
     const module_plan& bb = p.modules[bi];
-    // Parts of every chain stage, as evaluate builds them.
+    // Parts of every chain stage's chunks, as evaluate builds them.
     for (int c = 0; c < t.num_chain_stages(); ++c) {
       const auto [mid, sid] = t.chain_at(c);
       const auto i = static_cast<std::size_t>(mid.value);
@@ -99,20 +122,23 @@ class plan_bound_durations {
       chain_stage cs;
       cs.segment = static_cast<std::size_t>(t.owning_index(mid));
       cs.dp = mp.dp;
-      const auto colocated = [&](std::size_t k) {
+      cs.chunks = mp.virtual_stages;
+      cs.parts.resize(static_cast<std::size_t>(cs.chunks));
+      const auto colocated = [&](std::vector<stage_config>& parts, std::size_t k) {
         const module_plan& q = p.modules[k];
-        cs.parts.push_back(stage_config_of(q, k, 0, cost.model().modules[k].layers(), bb.dp));
+        parts.push_back(stage_config_of(q, k, 0, cost.model().modules[k].layers(), bb.dp));
       };
-      if (i == bi && sid.value == 0)
-        for (std::size_t k = 0; k < bi; ++k)
-          if (p.modules[k].colocated) colocated(k);
-      int first = 0;
-      for (int s = 0; s < sid.value; ++s) first += mp.layers[static_cast<std::size_t>(s)];
-      cs.parts.push_back(
-          stage_config_of(mp, i, first, mp.layers[static_cast<std::size_t>(sid.value)], mp.dp));
-      if (i == bi && sid.value == mp.pp - 1)
-        for (std::size_t k = bi + 1; k < p.modules.size(); ++k)
-          if (p.modules[k].colocated) colocated(k);
+      for (int k = 0; k < cs.chunks; ++k) {
+        auto& parts = cs.parts[static_cast<std::size_t>(k)];
+        if (i == bi && sid.value == 0 && k == 0)
+          for (std::size_t e = 0; e < bi; ++e)
+            if (p.modules[e].colocated) colocated(parts, e);
+        parts.push_back(chunk_config(p, i, sid.value, k));
+        if (i == bi && sid.value == mp.pp - 1 && k == cs.chunks - 1)
+          for (std::size_t e = bi + 1; e < p.modules.size(); ++e)
+            if (p.modules[e].colocated) colocated(parts, e);
+        for (const stage_config& cfg : parts) cs.all_parts.push_back(cfg);
+      }
       stages_.push_back(std::move(cs));
     }
     // Workload of every cell (segment, microbatch, replica): its samples summed.
@@ -124,20 +150,23 @@ class plan_bound_durations {
           for (const std::uint32_t idx : map.cell(k, r, j)) x.w += batch[idx];
           x.samples = map.cell(k, r, j).size();
         }
-    // F, B and W seconds per (chain stage, replica, microbatch).
+    // F, B and W seconds per (chain stage, replica, microbatch, chunk).
     for (std::size_t c = 0; c < stages_.size(); ++c) {
       chain_stage& cs = stages_[c];
-      cs.times.resize(static_cast<std::size_t>(cs.dp) * m_);
+      const auto V = static_cast<std::size_t>(cs.chunks);
+      cs.times.resize(static_cast<std::size_t>(cs.dp) * m_ * V);
       for (std::size_t r = 0; r < static_cast<std::size_t>(cs.dp); ++r)
         for (std::size_t j = 0; j < m_; ++j) {
           const cell& x = cells_[map.cell_index(cs.segment, r, j)];
           if (x.samples == 0) continue;
-          stage_times& ft = cs.times[r * m_ + j];
-          for (const stage_config& cfg : cs.parts) {
-            const stage_times st = cost.stage_time(cfg, x.w[cfg.module]);
-            ft.forward_s += st.forward_s;
-            ft.backward_s += split_ ? st.backward_s : st.backward_s + st.weight_grad_s;
-            ft.weight_grad_s += split_ ? st.weight_grad_s : 0.0;
+          for (std::size_t k = 0; k < V; ++k) {
+            stage_times& ft = cs.times[(r * m_ + j) * V + k];
+            for (const stage_config& cfg : cs.parts[k]) {
+              const stage_times st = cost.stage_time(cfg, x.w[cfg.module]);
+              ft.forward_s += st.forward_s;
+              ft.backward_s += split_ ? st.backward_s : st.backward_s + st.weight_grad_s;
+              ft.weight_grad_s += split_ ? st.weight_grad_s : 0.0;
+            }
           }
         }
     }
@@ -153,11 +182,15 @@ class plan_bound_durations {
   /// @brief DP replicas of chain stage `c`.
   [[nodiscard]] int replicas(int c) const { return stages_.at(static_cast<std::size_t>(c)).dp; }
   /// @brief F, B (B + W unless split) and W (0 unless split) seconds of
-  /// replica `r` of chain stage `c` in microbatch `j`; zeros for a replica
-  /// with no sample. Throws `std::out_of_range` outside the shape.
-  [[nodiscard]] const stage_times& cell_times(int c, replica_id r, std::size_t j) const {
+  /// chunk `chunk` of replica `r` of chain stage `c` in microbatch `j`; zeros
+  /// for a replica with no sample. Throws `std::out_of_range` outside the shape.
+  [[nodiscard]] const stage_times& cell_times(int c, replica_id r, std::size_t j,
+                                              int chunk = 0) const {
     const chain_stage& cs = stages_.at(static_cast<std::size_t>(c));
-    return cs.times.at(static_cast<std::size_t>(r.value) * m_ + j);
+    require_in_range(chunk, 0, cs.chunks - 1, "plan_bound_durations.chunk");
+    return cs.times.at((static_cast<std::size_t>(r.value) * m_ + j) *
+                           static_cast<std::size_t>(cs.chunks) +
+                       static_cast<std::size_t>(chunk));
   }
 
   /// @brief F, B (B + W unless split), W (0 unless split) or the optimizer step of `rank`.
@@ -166,12 +199,14 @@ class plan_bound_durations {
     const chain_stage& cs = stages_[static_cast<std::size_t>(ri.chain_stage)];
     if (b.op.kind == op_kind::optimizer_step) {
       double s = 0;
-      for (const stage_config& cfg : cs.parts) s += cost_.optimizer_time(cfg);
+      for (const stage_config& cfg : cs.all_parts) s += cost_.optimizer_time(cfg);
       return s;
     }
     if (b.op.microbatch < 0) return 0.0;
-    const auto& ft = cs.times[static_cast<std::size_t>(ri.replica) * m_ +
-                              static_cast<std::size_t>(b.op.microbatch)];
+    const auto& ft = cs.times[(static_cast<std::size_t>(ri.replica) * m_ +
+                               static_cast<std::size_t>(b.op.microbatch)) *
+                                  static_cast<std::size_t>(cs.chunks) +
+                              static_cast<std::size_t>(b.op.chunk)];
     if (b.op.kind == op_kind::forward) return ft.forward_s;
     if (b.op.kind == op_kind::backward) return ft.backward_s;
     if (b.op.kind == op_kind::weight) return ft.weight_grad_s;
@@ -193,16 +228,18 @@ class plan_bound_durations {
     for (std::size_t j = 0; j < m_; ++j)
       mean += cells_[map_.cell_index(cs.segment, static_cast<std::size_t>(ri.replica), j)].w;
     mean = mean * (1.0 / static_cast<double>(m_));
-    return exposed_stage_sync(cost_, cs.parts, mean, spans,
+    return exposed_stage_sync(cost_, cs.all_parts, mean, spans,
                               {.grad_reduce = overlap_rs_, .param_gather = overlap_ag_});
   }
 
  private:
   struct chain_stage {
-    std::vector<stage_config> parts;  // model-module order
-    std::size_t segment = 0;          // reorder module (index into the map)
+    std::vector<std::vector<stage_config>> parts;  // per chunk, model-module order
+    std::vector<stage_config> all_parts;           // every chunk's (the stage's parameters)
+    std::size_t segment = 0;                       // reorder module (index into the map)
     int dp = 1;
-    std::vector<stage_times> times;  // [replica * M + j]
+    int chunks = 1;
+    std::vector<stage_times> times;  // [(replica * M + j) * chunks + chunk]
   };
   struct cell {
     model_workload w;
@@ -224,7 +261,8 @@ class plan_bound_durations {
   std::vector<rank_info> ranks_;
 };
 
-/// @brief The activation crossing every chain link of plan `p` for the
+/// @brief The activation crossing every link of plan `p` (between virtual
+/// stages: chain stages without interleaving) for the
 /// samples of `map` (`batch[i]`: the workload of `map.samples[i]`), as
 /// `bind_world` takes it: the cost model's bytes per sample (`transfer_bytes`
 /// across modules, `stage_output_bytes` inside one) as rows of 1024 one-byte
@@ -237,16 +275,13 @@ template <cost_model C>
   constexpr std::int64_t columns = 1024;  // >= lcm of any two TP degrees in a node
   require(batch.size() == map.samples.size(), "plan_link_shapes.batch", "has ", batch.size(),
           " workloads, the sample map ", map.samples.size(), " samples");
-  std::vector<link_shape> out(static_cast<std::size_t>(t.num_chain_stages() - 1));
+  std::vector<link_shape> out(static_cast<std::size_t>(t.num_links()));
   for (std::size_t l = 0; l < out.size(); ++l) {
-    const auto [ma, sa] = t.chain_at(static_cast<int>(l));
-    const auto [mb, sb] = t.chain_at(static_cast<int>(l) + 1);
+    const auto [ca, ka] = t.virtual_at(static_cast<int>(l));
+    const auto [ma, sa] = t.chain_at(ca);
+    const auto mb = t.chain_at(t.virtual_at(static_cast<int>(l) + 1).first).first;
     const auto a = static_cast<std::size_t>(ma.value);
-    const module_plan& mp = p.modules[a];
-    int first = 0;
-    for (int s = 0; s < sa.value; ++s) first += mp.layers[static_cast<std::size_t>(s)];
-    const stage_config cfg =
-        stage_config_of(mp, a, first, mp.layers[static_cast<std::size_t>(sa.value)], mp.dp);
+    const stage_config cfg = chunk_config(p, a, sa.value, ka);
     link_shape& ls = out[l];
     ls.hidden = columns;
     ls.elem_size = 1;
@@ -264,16 +299,10 @@ template <cost_model C>
 namespace detail {
 
 /// @brief The chain program's settings for plan `p`: its microbatches, ZB-H1's
-/// order for a `zb_h1` plan. Refuses (`errc::unsupported`) an interleaved plan
-/// (at `plan.<module>.virtual_stages`) and a GPipe one (at `plan.schedule`):
-/// the bound chain program runs 1F1B or ZB-H1 only.
+/// order for a `zb_h1` plan (an interleaved module runs interleaved 1F1B:
+/// `chain_program`). Refuses (`errc::unsupported`) a GPipe plan (at
+/// `plan.schedule`): the bound chain program runs 1F1B or ZB-H1 only.
 inline chain_options chain_options_of(const parallel_plan& p) {
-  for (const module_plan& mp : p.modules)
-    if (mp.virtual_stages > 1)
-      fail(errc::unsupported, cat("plan.", mp.name, ".virtual_stages"),
-           "the bound chain program has no interleaved 1F1B yet; evaluate() prices this "
-           "plan, simulate_plan cannot run it (plan with max_virtual_stages = 1 to "
-           "simulate)");
   if (p.schedule == plan_schedule::gpipe)
     fail(errc::unsupported, "plan.schedule",
          "the bound chain program runs 1f1b or zb_h1, not gpipe; evaluate() prices this plan");
@@ -348,8 +377,8 @@ template <cost_model C>
 /// `invalid_argument` at `simulate_plan.batch` for an empty batch or
 /// workloads over another model, at `simulate_plan.map` for a map whose
 /// segments, DP degrees, microbatches or sample count are not the plan's and
-/// batch's, and `errc::unsupported` for an interleaved backbone
-/// (`virtual_stages > 1`) or a GPipe plan: the chain program runs 1F1B or ZB-H1.
+/// batch's, and `errc::unsupported` for a GPipe plan: the chain program runs
+/// 1F1B (interleaved where a module has `virtual_stages > 1`) or ZB-H1.
 /// @snippet bind.cpp simulate_plan
 template <cost_model C>
 [[nodiscard]] plan_simulation simulate_plan(const parallel_plan& p, const C& cost,
