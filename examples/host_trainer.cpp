@@ -8,7 +8,9 @@
 //
 // Flags: --enc-tp --enc-dp --bb-tp --bb-pp --bb-dp --gen-tp --gen-dp (omitted:
 // the planner's layout for the world size), --frozen-encoder,
-// --split-backward, --microbatches N, --batch N, --iterations N, --check
+// --split-backward, --virtual-stages V (the backbone runs interleaved 1F1B with
+// V model chunks per rank; microbatches a multiple of its pp), --microbatches
+// N, --batch N, --iterations N, --check
 // (iteration 0's gradients on every rank vs the single-process run),
 // --producers P (the last P ranks of the job load and send the samples:
 // data/producer_ranks.hpp; the others train).
@@ -33,7 +35,7 @@ namespace {
 struct options {
   std::map<std::string, int> degree;  // "enc-tp" ... "gen-dp": given on the command line
   bool frozen_encoder = false, split_backward = false, check = false;
-  int microbatches = 0, batch = 12, iterations = 2, producers = 0;
+  int microbatches = 0, batch = 12, iterations = 2, producers = 0, virtual_stages = 1;
 };
 
 options parse(int argc, char** argv) {
@@ -58,6 +60,8 @@ options parse(int argc, char** argv) {
       o.iterations = value();
     else if (a == "--producers")
       o.producers = value();
+    else if (a == "--virtual-stages")
+      o.virtual_stages = value();
     else if (a.rfind("--enc-", 0) == 0 || a.rfind("--bb-", 0) == 0 || a.rfind("--gen-", 0) == 0)
       o.degree[a.substr(2)] = value();
     else
@@ -85,6 +89,7 @@ disttrain::topology layout(const tiny_mllm::config& c, options& o, int ranks) {
       if (auto it = o.degree.find(std::string(prefix[m]) + key); it != o.degree.end())
         mods[m].*field = it->second;
   mods[0].trainable = !o.frozen_encoder;
+  mods[1].chunks = o.virtual_stages;
   if (o.microbatches == 0) o.microbatches = 4;
   return disttrain::topology(mods);
 }
@@ -95,7 +100,7 @@ int main(int argc, char** argv) {
   disttrain::mpi_session session(argc, argv);
   try {
     options o = parse(argc, argv);
-    const tiny_mllm::config cfg;
+    tiny_mllm::config cfg;
     // The last `producers` ranks of the job prepare samples; the others train.
     disttrain::mpi_backend job(MPI_COMM_WORLD, {std::chrono::seconds(60)});
     const int trainers = job.size() - o.producers;
@@ -127,6 +132,10 @@ int main(int argc, char** argv) {
                        topo.world_size(), " trainer ranks, mpirun started ", world.size(),
                        " (plus ", o.producers, " producers)");
     const int me = world.rank();
+    // An interleaved backbone needs a layer per virtual stage (the serial
+    // reference below uses the same config).
+    const auto& bb = topo.module(topo.backbone());
+    cfg.layers = std::max(cfg.layers, bb.pp * bb.chunks);
     // Once: the chain program, the reorderer, this rank's model and executor.
     const auto chain = disttrain::chain_program(
         topo, {.microbatches = o.microbatches, .split_backward = o.split_backward, .buckets = 2});

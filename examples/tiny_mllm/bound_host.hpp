@@ -13,6 +13,11 @@
 ///
 /// Link shapes (`link_shapes`): the encoder sends one row per image, every
 /// backbone stage one row per token, all `model_dim` wide.
+///
+/// An interleaved backbone (`topology_module::chunks` v > 1) holds v
+/// `backbone_stage`s per rank, chunk c of stage s running the layers of
+/// virtual stage c * pp + s (Megatron-LM's assignment); F and B run the
+/// op's chunk, and each chunk has its own optimizer state.
 
 #include <cstdint>
 #include <functional>
@@ -34,9 +39,9 @@ namespace tiny_mllm {
 /// @brief The activation crossing each link of `t`'s chain for the samples of `map`.
 inline std::vector<disttrain::link_shape> link_shapes(const config& c, const disttrain::topology& t,
                                                       const disttrain::reorder_result& map) {
-  std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_chain_stages() - 1));
+  std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_links()));
   for (std::size_t l = 0; l < out.size(); ++l) {
-    const auto from = t.module(t.chain_at(static_cast<int>(l)).first).role;
+    const auto from = t.module(t.chain_at(t.virtual_at(static_cast<int>(l)).first).first).role;
     out[l].hidden = c.model_dim;
     out[l].elem_size = sizeof(double);
     for (const auto& s : map.samples) {
@@ -70,32 +75,47 @@ class bound_host {
  public:
   using grad_type = double;
 
-  /// @brief The module of global rank `rank` of `t`; backbone stage s holds
-  /// layers [s*L/pp, (s+1)*L/pp) unless `bb_layers` gives each stage's count.
-  /// `buckets`: the gradient buckets of the chain program (parameters split evenly).
+  /// @brief The module of global rank `rank` of `t`; backbone virtual stage
+  /// u of n = pp * chunks holds layers [u*L/n, (u+1)*L/n) unless `bb_layers`
+  /// gives each stage's count (each chunk then holds its 1/chunks share).
+  /// `buckets`: the gradient buckets per chunk of the chain program (parameters split evenly).
   bound_host(const config& c, const disttrain::topology& t, int rank, adam::settings opt,
              int buckets = 1, const std::vector<int>& bb_layers = {})
       : c_(c),
         coord_(t.coord(rank)),
         role_(t.module(coord_.module).role),
-        module_index_(t.owning_index(coord_.module)),
-        optimizer_(opt),
-        buckets_(static_cast<std::size_t>(buckets)) {
+        module_index_(t.owning_index(coord_.module)) {
     if (role_ == disttrain::module_role::encoder) enc_.emplace_back(c);
     if (role_ == disttrain::module_role::generator) gen_.emplace_back(c);
     if (role_ == disttrain::module_role::backbone) {
       const int pp = t.module(coord_.module).pp, s = coord_.stage.value;
-      int first = s * c.layers / pp, last = (s + 1) * c.layers / pp;
-      if (!bb_layers.empty()) {
-        first = 0;
-        for (int i = 0; i < s; ++i) first += bb_layers.at(static_cast<std::size_t>(i));
-        last = first + bb_layers.at(static_cast<std::size_t>(s));
+      const int v = t.module(coord_.module).chunks, n = pp * v;
+      for (int k = 0; k < v; ++k) {
+        const int u = k * pp + s;  // this chunk's virtual stage within the backbone
+        int first = u * c.layers / n, last = (u + 1) * c.layers / n;
+        if (!bb_layers.empty()) {
+          int total = 0, before = 0;
+          for (int i = 0; i < pp; ++i) {
+            total += bb_layers.at(static_cast<std::size_t>(i));
+            if (i < s) before += bb_layers.at(static_cast<std::size_t>(i));
+          }
+          first = k * total / v + before / v;
+          last = first + bb_layers.at(static_cast<std::size_t>(s)) / v;
+        }
+        bb_.emplace_back(c, first, last);
       }
-      bb_.emplace_back(c, first, last);
       first_stage_ = s == 0;
     }
-    const auto n = params().size();
-    for (std::size_t i = 0; i < n; ++i) bucket_of_.push_back(i * buckets_.size() / n);
+    optimizers_.assign(parts(), adam(opt));
+    // The chain program's buckets are per chunk (chunk k's start after its
+    // last backward): part k's parameters split evenly over buckets
+    // k * buckets .. (k + 1) * buckets - 1.
+    const auto per = static_cast<std::size_t>(buckets);
+    buckets_.resize(per * parts());
+    for (std::size_t k = 0; k < parts(); ++k) {
+      const std::size_t n = params(k).size();
+      for (std::size_t i = 0; i < n; ++i) bucket_of_.push_back(k * per + i * per / n);
+    }
   }
 
   /// @brief Where samples come from: called once per sample of this rank, in
@@ -113,15 +133,15 @@ class bound_host {
     const double scale = 1.0 / static_cast<double>(map.samples.size());
     for (auto& b : bb_) b.set_loss_scale(scale);
     for (auto& g : gen_) g.set_loss_scale(scale);
-    for (auto& p : params()) p.grad.setZero();
+    for_each_param([](param_tensor& p) { p.grad.setZero(); });
     samples_.clear();
     fetch_ = fetch ? std::move(fetch) : [c = c_](std::uint64_t id) { return make_sample(c, id); };
   }
 
   // ---- bound_exec_host ---------------------------------------------------
   void forward(const disttrain::schedule_op& op) {
-    const auto x = buf_.input(op.microbatch);
-    const auto y = buf_.output(op.microbatch);
+    const auto x = buf_.input(op.microbatch, op.chunk);
+    const auto y = buf_.output(op.microbatch, op.chunk);
     std::int64_t in = 0, out = 0;
     for (const std::uint64_t id : mine_of(op.microbatch)) {
       auto at = samples_.find(id);
@@ -130,8 +150,8 @@ class bound_host {
       if (!enc_.empty()) {
         out = write(y, out, enc_.front().forward(id, s.images));
       } else if (!bb_.empty()) {
-        const int rows = first_stage_ ? s.meta.num_images() : s.meta.seq_len();
-        auto r = bb_.front().forward(id, read(x, in, rows), s.text);
+        const int rows = first_stage_ && op.chunk == 0 ? s.meta.num_images() : s.meta.seq_len();
+        auto r = chunk(op).forward(id, read(x, in, rows), s.text);
         in += rows;
         out = write(y, out, r.hidden);
         loss_ += r.loss;
@@ -142,8 +162,8 @@ class bound_host {
     }
   }
   void backward(const disttrain::schedule_op& op) {
-    const auto dx = buf_.input_grad(op.microbatch);
-    const auto dy = buf_.output_grad(op.microbatch);
+    const auto dx = buf_.input_grad(op.microbatch, op.chunk);
+    const auto dy = buf_.output_grad(op.microbatch, op.chunk);
     std::int64_t in = 0, out = 0;
     for (const std::uint64_t id : mine_of(op.microbatch)) {
       const sample_meta& m = samples_.at(id).meta;
@@ -151,41 +171,41 @@ class bound_host {
         enc_.front().backward_input(id, read(dy, out, m.num_images()));
         out += m.num_images();
       } else if (!bb_.empty()) {
-        const matrix d = bb_.front().backward_input(id, read(dy, out, m.seq_len()));
+        const matrix d = chunk(op).backward_input(id, read(dy, out, m.seq_len()));
         out += m.seq_len();
         in = write(dx, in, d);
       } else {
         in = write(dx, in, gen_.front().backward_input(id));
       }
-      if (!split_) weight_of(id);
+      if (!split_) weight_of(op, id);
     }
   }
   void weight(const disttrain::schedule_op& op) {
-    for (const std::uint64_t id : mine_of(op.microbatch)) weight_of(id);
+    for (const std::uint64_t id : mine_of(op.microbatch)) weight_of(op, id);
   }
   void optimizer_step(const disttrain::schedule_op&) {
-    for (const auto& p : params()) last_grads_[p.name] = p.grad;
-    optimizer_.step(params());
+    for_each_param([&](param_tensor& p) { last_grads_[p.name] = p.grad; });
+    for (std::size_t k = 0; k < parts(); ++k) optimizers_[k].step(params(k));
   }
   disttrain::grad_bucket<double> bucket_ready(const disttrain::schedule_op& op) {
     std::vector<double>& buf = buckets_.at(static_cast<std::size_t>(op.bucket));
     buf.clear();
-    const auto ps = params();
-    for (std::size_t i = 0; i < ps.size(); ++i)
-      if (bucket_of_[i] == static_cast<std::size_t>(op.bucket))
-        buf.insert(buf.end(), ps[i].grad.data(), ps[i].grad.data() + ps[i].grad.size());
+    std::size_t i = 0;
+    for_each_param([&](param_tensor& p) {
+      if (bucket_of_[i++] == static_cast<std::size_t>(op.bucket))
+        buf.insert(buf.end(), p.grad.data(), p.grad.data() + p.grad.size());
+    });
     return {std::span(buf), {}};
   }
   void bucket_reduced(const disttrain::schedule_op& op) {
     const std::vector<double>& buf = buckets_.at(static_cast<std::size_t>(op.bucket));
-    const auto ps = params();
-    std::size_t o = 0;
-    for (std::size_t i = 0; i < ps.size(); ++i)
-      if (bucket_of_[i] == static_cast<std::size_t>(op.bucket)) {
-        const auto n = static_cast<std::size_t>(ps[i].grad.size());
-        std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(o), n, ps[i].grad.data());
-        o += n;
-      }
+    std::size_t i = 0, o = 0;
+    for_each_param([&](param_tensor& p) {
+      if (bucket_of_[i++] != static_cast<std::size_t>(op.bucket)) return;
+      const auto n = static_cast<std::size_t>(p.grad.size());
+      std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(o), n, p.grad.data());
+      o += n;
+    });
   }
   std::span<std::byte> payload(const disttrain::bound_op& b) { return buf_.payload(b); }
   void received(const disttrain::bound_op& b) { buf_.received(b); }
@@ -196,10 +216,19 @@ class bound_host {
   [[nodiscard]] double loss() const { return loss_; }
   /// @brief Gradients by parameter name as the optimizer last saw them.
   [[nodiscard]] const std::map<std::string, matrix>& last_gradients() const { return last_grads_; }
-  [[nodiscard]] std::span<param_tensor> params() {
+  /// @brief Modules this rank runs: the backbone's chunks, or one.
+  [[nodiscard]] std::size_t parts() const { return bb_.empty() ? 1 : bb_.size(); }
+  /// @brief Parameters of part `k` (`parts()`).
+  [[nodiscard]] std::span<param_tensor> params(std::size_t k = 0) {
     if (!enc_.empty()) return enc_.front().params();
-    if (!bb_.empty()) return bb_.front().params();
+    if (!bb_.empty()) return bb_.at(k).params();
     return gen_.front().params();
+  }
+  /// @brief Calls fn(param) on every parameter of every part, in part order.
+  template <class F>
+  void for_each_param(F&& fn) {
+    for (std::size_t k = 0; k < parts(); ++k)
+      for (param_tensor& p : params(k)) fn(p);
   }
   [[nodiscard]] const disttrain::topology_coord& coord() const { return coord_; }
 
@@ -228,11 +257,14 @@ class bound_host {
     Eigen::Map<rm_matrix>(buf.data() + row * D, m.rows(), D) = m;
     return row + m.rows();
   }
-  void weight_of(std::uint64_t id) {
+  backbone_stage& chunk(const disttrain::schedule_op& op) {
+    return bb_.at(static_cast<std::size_t>(op.chunk));
+  }
+  void weight_of(const disttrain::schedule_op& op, std::uint64_t id) {
     if (!enc_.empty())
       enc_.front().backward_weight(id);
     else if (!bb_.empty())
-      bb_.front().backward_weight(id);
+      chunk(op).backward_weight(id);
     else
       gen_.front().backward_weight(id);
   }
@@ -245,7 +277,7 @@ class bound_host {
   std::vector<encoder> enc_;
   std::vector<backbone_stage> bb_;
   std::vector<generator> gen_;
-  adam optimizer_;
+  std::vector<adam> optimizers_;  // per part
   const disttrain::reorder_result* map_ = nullptr;
   disttrain::activation_buffers<double> buf_;
   std::map<std::uint64_t, sample> samples_;
