@@ -140,3 +140,68 @@ TEST_CASE("the planner interleaves where it pays and not when told not to") {
   DISTTRAIN_CHECK_ERROR(disttrain::plan_parallelism(cm, req, bad), errc::invalid_argument,
                         "planner.max_virtual_stages");
 }
+
+TEST_CASE("interleaved closed form: a colocated part runs whole in its chunk") {
+  // Two stages of 0.4 s of layers; stage 0 also runs a 0.2 s colocated encoder
+  // (whole, in chunk 0), v = 2. Path: the slowest stage (0.6) plus the other's
+  // chunk 0.4 / 2. Period: chunk 0's wave max(0.2 + 0.2, 0.2) plus chunk 1's
+  // max(0.2, 0.2): 0.6 = the stage's time; with 4 chunks 0.1 + 0.2 + 3 x 0.1 = 0.6 too.
+  const std::vector<double> t{0.6, 0.4}, h{0.0, 0.0}, e{0.2, 0.0};
+  const auto two = disttrain::detail::module_path({.stage_s = t, .hop_s = h, .fixed_s = e}, 0, 2);
+  CHECK(two.path_s == Approx(0.6 + 0.2));
+  CHECK(two.max_stage_s == Approx(0.6));
+  // A heavier encoder on a lighter stage: 0.1 s of layers + 0.5 s encoder
+  // on stage 0, 0.6 s of layers on stage 1. Chunk 0's wave: max(0.05 + 0.5,
+  // 0.3) = 0.55, chunk 1's 0.3: 0.85, more than either stage's 0.6; half
+  // ((p - 1) / p) of the excess 0.25 is charged: 0.725.
+  const std::vector<double> t2{0.6, 0.6}, e2{0.5, 0.0};
+  const auto w = disttrain::detail::module_path({.stage_s = t2, .hop_s = h, .fixed_s = e2}, 0, 2);
+  CHECK(w.max_stage_s == Approx(0.6 + 0.25 / 2));
+  CHECK(w.path_s == Approx(0.6 + 0.3));  // the first stage of equals is the slowest
+  // No fixed parts: the same bits as before.
+  const auto none = disttrain::detail::module_path({.stage_s = t, .hop_s = h}, 0, 2);
+  const auto zero = disttrain::detail::module_path(
+      {.stage_s = t, .hop_s = h, .fixed_s = std::vector<double>{0.0, 0.0}}, 0, 2);
+  CHECK(none.path_s == zero.path_s);
+  CHECK(none.max_stage_s == zero.max_stage_s);
+  CHECK(none.loop_s == zero.loop_s);
+}
+
+TEST_CASE("interleaved closed form against simulate_plan: colocated parts, uneven stages") {
+  // The closed form against the bound program it prices (expected batch),
+  // over layer splits, chunk counts and colocation; docs/planner.md gives
+  // the presets' figures.
+  const auto sc = disttrain::presets::scenario_preset("mllm-7b");
+  disttrain::analytic_cost_model cm(sc.model, sc.cluster);
+  const auto req = disttrain::make_request(sc.model, sc.data, 16, 64);
+  double lo = 10, hi = 0;
+  for (const bool colocated : {false, true})
+    for (const int v : {2, 4})
+      for (const std::vector<int>& layers :
+           {std::vector<int>{16, 16}, std::vector<int>{8, 24}, std::vector<int>{8, 8, 8, 8},
+            std::vector<int>{4, 12, 12, 4}}) {
+        if (layers.front() % v != 0 || layers.back() % v != 0 || layers[1] % v != 0) continue;
+        parallel_plan p;
+        p.global_batch = 16;
+        p.num_microbatches = 8;
+        const int pp = static_cast<int>(layers.size());
+        p.modules = {module_plan{"vit-h-14", "encoder", 1, 1, 2, {32}},
+                     module_plan{"llama-2-7b", "backbone", 2, pp, 2, layers},
+                     module_plan{"sd-2.1-unet", "generator", 1, 1, 2, {25}}};
+        if (colocated) {
+          p.modules[0] = module_plan{"vit-h-14", "encoder", 2, 1, 2, {32}};
+          p.modules[2] = module_plan{"sd-2.1-unet", "generator", 2, 1, 2, {25}};
+          p.modules[0].colocated = p.modules[2].colocated = true;
+        }
+        p.modules[1].virtual_stages = v;
+        const double closed = disttrain::evaluate(p, cm, req.sample_workload).iteration_time_s;
+        const double sim =
+            disttrain::simulate_plan(p, cm, req.sample_workload).result.iteration_time;
+        CAPTURE(colocated, v, layers, closed, sim);
+        lo = std::min(lo, sim / closed);
+        hi = std::max(hi, sim / closed);
+        CHECK(sim / closed >= 0.85);
+        CHECK(sim / closed <= 1.05);
+      }
+  WARN("simulated / closed form: " << lo << " - " << hi);
+}

@@ -236,7 +236,7 @@ template <cost_model C>
   ev.num_stages = total_stages;
   ev.memory_limit_bytes = cost.memory_limit();
   std::vector<detail::module_terms> terms;
-  std::vector<double> times, hops, weights;
+  std::vector<double> times, fixed, hops, weights;
   const bool zb = p.schedule == plan_schedule::zb_h1;
   int pos = 0;
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
@@ -246,6 +246,7 @@ template <cost_model C>
     const module_workload w = sample_workload[i] * static_cast<double>(k);
     const double dirs = detail::transfer_directions(model, i);
     times.assign(static_cast<std::size_t>(mp.pp), 0.0);
+    fixed.assign(static_cast<std::size_t>(mp.pp), 0.0);
     hops.assign(static_cast<std::size_t>(mp.pp), 0.0);
     weights.assign(static_cast<std::size_t>(mp.pp), 0.0);
     const int v = mp.virtual_stages;
@@ -273,7 +274,7 @@ template <cost_model C>
       const bool spans = !detail::in_one_node(here.first, here.second, g);
       // Parts of this stage in model-module order: [colocated encoder], module, [colocated
       // generator].
-      double time = 0, weight = 0;
+      double time = 0, weight = 0, whole = 0;  // whole: the colocated parts' time
       detail::stage_sync sync;
       memory_breakdown mem;
       // A colocated part runs in the device's first (encoder) or last (generator) chunk: it
@@ -281,6 +282,7 @@ template <cost_model C>
       auto add_part = [&](std::size_t mod, const stage_config& cfg, const module_workload& wl) {
         const stage_times st = cost.stage_time(cfg, wl);
         time += st.total_s();
+        if (mod != i) whole += st.total_s();
         weight += st.weight_grad_s;
         sync.add(detail::part_sync(cost, cfg, wl, spans));
         const memory_breakdown x =
@@ -311,6 +313,7 @@ template <cost_model C>
       r.memory = mem;
       r.memory_bytes = mem.total();
       times[static_cast<std::size_t>(j)] = time;
+      fixed[static_cast<std::size_t>(j)] = whole;
       weights[static_cast<std::size_t>(j)] = weight;
       if (j + 1 < mp.pp)
         hops[static_cast<std::size_t>(j)] =
@@ -329,7 +332,8 @@ template <cost_model C>
                                        detail::transfer_directions(model, bi),
                                        same_node(block(bi, bb.pp - 1), block(i, 0)));
     }
-    detail::module_terms t = detail::module_path({.stage_s = times, .hop_s = hops}, boundary, v);
+    detail::module_terms t =
+        detail::module_path({.stage_s = times, .hop_s = hops, .fixed_s = fixed}, boundary, v);
     t.sync_s = sync_max;
     if (zb) detail::add_weights(t, weights);
     terms.push_back(t);

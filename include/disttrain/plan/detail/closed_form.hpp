@@ -20,14 +20,27 @@
 ///
 /// Interleaved 1F1B (Megatron-LM's virtual pipeline, `v` model chunks per
 /// device, Narayanan et al. 2021): the fill and drain pass through chunks of
-/// 1/v of a stage, so a module of stage times t_j (max T, sum S) and transfers
-/// H between its stages has
+/// 1/v of a stage, so a module of stage times t_j (max T at stage k, sum S)
+/// and transfers H between its stages has
 ///
 ///     path = (S - T) / v + T + H + boundary      loop = S + v * H + boundary
 ///
 /// which is 1F1B's `S + H + boundary` at v = 1; with p equal stages the
 /// pipeline is m * T + (p - 1) * (T / v + h), the published bubble (p-1)/v.
-/// Each microbatch crosses v times as many stage boundaries (the loop).
+/// Each microbatch crosses v times as many stage boundaries (the loop). A
+/// stage's part e_j that does not split (a colocated encoder runs whole in
+/// the first chunk, a generator in the last: `stage_chain::fixed_s`) is
+/// passed whole: `(S - T)` becomes `sum_{j != k} (t_j - e_j) / v + e_j`, and
+/// the period grows: chunk c of every device runs in one wave, so a round
+/// of chunk ops costs up to `sum_c max_j t_{j,c}`, more than the slowest
+/// device's `sum_c t_{j,c}` when a chunk holds a whole encoder; waves of
+/// neighbouring devices overlap, so `(p - 1) / p` of that excess is charged
+/// (a measured compromise, not a derivation). Against `simulate_plan` of the
+/// same plan (expected batch): before this rule video-70b's planned layout
+/// (4 chunks, colocated encoder and generator) simulated 1.24x its closed
+/// form and the planner preferred it over plans that simulate 15% faster;
+/// with it the presets' interleaved plans and baselines simulate 0.98-1.04x
+/// their closed form, and small chains (test_interleave.cpp) 0.87-1.00x.
 ///
 /// ZB-H1 (`plan_schedule::zb_h1`): each module also contributes `w_sum_s`
 /// and `w_max_s`, the sum and the largest of its stages' W (weight-gradient)
@@ -130,6 +143,10 @@ inline closed_form_time combine(int m, std::span<const module_terms> t, bool loo
 struct stage_chain {
   std::span<const double> stage_s;
   std::span<const double> hop_s;
+  /// Per stage, the part of its time that does not split into chunks (a
+  /// colocated module: it runs whole in the device's first or last chunk);
+  /// empty: none. Read by interleaved modules only.
+  std::span<const double> fixed_s = {};
 };
 
 /// @brief The fill/drain path of one module: the stage times and the
@@ -156,13 +173,41 @@ struct stage_chain {
     t.path_s = t.loop_s = accumulate_path(c, boundary);
     return t;
   }
-  double sum = 0, hops = 0;
+  // Chunked time l_j = t_j - e_j and whole (fixed) time e_j of every stage;
+  // the slowest stage's (first of equals) are taken out.
+  double sum = 0, fixed = 0, hops = 0, l_max = t.max_stage_s, e_max = 0;
+  bool found = false;
   for (std::size_t j = 0; j < stage.size(); ++j) {
-    sum += stage[j];
+    const double e = c.fixed_s.empty() ? 0.0 : c.fixed_s[j];
+    sum += stage[j] - e;
+    fixed += e;
+    if (!found && stage[j] == t.max_stage_s) {
+      found = true;
+      l_max = stage[j] - e;
+      e_max = e;
+    }
     if (j + 1 < stage.size()) hops += hop[j];
   }
   const double vv = static_cast<double>(v);
-  t.path_s = (((sum - t.max_stage_s) / vv + t.max_stage_s) + hops) + boundary;
+  t.path_s = ((((sum - l_max) / vv + (fixed - e_max)) + t.max_stage_s) + hops) + boundary;
+  // The period: chunk c of every device runs in one wave, so a round costs up
+  // to sum_c max_j t_{j,c}; the fixed parts sit in the first stage's first
+  // chunk and the last stage's last chunk (the largest chunked part l stands
+  // for the other chunks' v l / v). Waves of neighbouring devices overlap,
+  // so only (P - 1) / P of the excess is charged (file comment).
+  if (!c.fixed_s.empty()) {
+    double l_all = 0;
+    for (std::size_t j = 0; j < stage.size(); ++j) l_all = std::max(l_all, stage[j] - c.fixed_s[j]);
+    const double lv = l_all / vv;
+    const auto chunk_of = [&](std::size_t j) {
+      return (stage[j] - c.fixed_s[j]) / vv + c.fixed_s[j];
+    };
+    const double extra =
+        std::max(0.0, chunk_of(0) - lv) + std::max(0.0, chunk_of(stage.size() - 1) - lv);
+    const double P = static_cast<double>(stage.size());
+    t.max_stage_s = std::max(t.max_stage_s, l_all + extra * ((P - 1) / P));
+  }
+  sum += fixed;
   t.loop_s = (sum + vv * hops) + boundary;
   return t;
 }

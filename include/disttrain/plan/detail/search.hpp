@@ -296,6 +296,10 @@ class plan_search : private search_space {
     L.hop_nic.clear();
     L.sync_in.clear();
     L.sync_nic.clear();
+    // The colocated parts run whole in the first / last chunk (closed_form.hpp).
+    L.fixed.assign(static_cast<std::size_t>(b.pp), 0.0);
+    if (b.v > 1 && ce) L.fixed.front() = tables_.colocated_time(ei_, b.tp, b.rc, b.k);
+    if (b.v > 1 && cg) L.fixed.back() = tables_.colocated_time(gi_, b.tp, b.rc, b.k);
     std::array<stage_sync, 2> ye{}, yg{};
     if (ce)
       ye = part_sync_both(cost_, tables_.colocated_cfg(ei_, b.tp, b.dp, b.rc),
@@ -326,7 +330,8 @@ class plan_search : private search_space {
   module_terms backbone_terms(const backbone_cfg& b, const stage_links& L, long long base,
                               link_case lc) {
     const double sync = place(L, base, lc, g_, hops_);
-    module_terms t = module_path({.stage_s = b.layout->times, .hop_s = hops_}, 0.0, b.v);
+    module_terms t =
+        module_path({.stage_s = b.layout->times, .hop_s = hops_, .fixed_s = L.fixed}, 0.0, b.v);
     t.sync_s = sync;
     if (b.zb) add_weights(t, b.layout->weights);
     return t;

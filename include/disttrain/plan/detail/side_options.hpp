@@ -62,7 +62,8 @@ struct violation {
 /// j -> j + 1, exposed sync of stage j), over NVLink and over the NIC.
 struct stage_links {
   std::vector<double> hop_in, hop_nic, sync_in, sync_nic;
-  long long ranks = 1;  // ranks per stage (tp * dp)
+  std::vector<double> fixed;  // per stage: colocated parts' time (`stage_chain::fixed_s`)
+  long long ranks = 1;        // ranks per stage (tp * dp)
 };
 
 /// @brief Which link classes `place` prices: the placement's, the cheapest

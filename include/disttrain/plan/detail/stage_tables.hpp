@@ -136,6 +136,13 @@ class stage_tables {
     return stage(i, 0, space_.mods_[i].layers, colocated_tp(i, tp_b), dp, rc);
   }
 
+  /// @brief Time of side module `i` colocated whole on a backbone stage of
+  /// (tp_b, rc) with k samples per replica, as `split_times` adds it.
+  double colocated_time(std::size_t i, int tp_b, recompute_mode rc, int k) {
+    return 0.0 +
+           tt(table(i, colocated_tp(i, tp_b), rc, k), stage_type::whole, space_.mods_[i].layers);
+  }
+
   /// @brief Calls `use(fn)` with the stage-time function `fn(type, c)` of the
   /// splits cached under `key`: the module's own stage times (`plain`), or the
   /// backbone's with its colocated parts' whole time added to its first
