@@ -15,9 +15,14 @@
 //     planner's evaluation of its plan for the batch, with the microbatch
 //     count it chose: the layout rebound with 32 microbatches may not fit in
 //     memory), target <= 1%; baseline: the reorder alone.
+//  4. Interleaved: the same layout and batch with the backbone in 2 model
+//     chunks per device (interleaved 1F1B), with the least multiple of its pp
+//     microbatches: bind_rank (the same ranks) and bind_world, each against
+//     the plain layout bound for that microbatch count in the same run.
 // A hash of the bound world is printed (determinism: equal across runs and
 // machines). --quick: mllm-7b on 64 GPUs, 256 samples, 8 microbatches.
 // --json prints one JSON object.
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -108,6 +113,31 @@ std::size_t plan_routes_of(const topology& t, const reorder_result& map,
   return messages;
 }
 
+// `t` with its backbone in `chunks` model chunks per device (layers
+// dropped where they do not split: they only weigh the reorderer's stages).
+topology interleaved(const topology& t, int chunks) {
+  std::vector<topology_module> mods = t.modules();
+  topology_module& bb = mods[static_cast<std::size_t>(t.backbone().value)];
+  bb.chunks = chunks;
+  for (const int l : bb.layers)
+    if (l % chunks != 0) bb.layers.clear();
+  return topology(std::move(mods));
+}
+
+// The plain layout's link shapes on the interleaved topology `ti`: a link
+// into chain stage c + 1 is the plain link c; a backbone wrap (chunk k on
+// its last stage to chunk k + 1 on its first) carries the backbone's own
+// activation, as its link into the last stage.
+std::vector<link_shape> interleaved_shapes(const topology& ti,
+                                           const std::vector<link_shape>& plain) {
+  std::vector<link_shape> out;
+  for (int l = 0; l < ti.num_links(); ++l) {
+    const int up = ti.virtual_at(l).first, down = ti.virtual_at(l + 1).first;
+    out.push_back(plain.at(static_cast<std::size_t>(down == up + 1 ? up : up - 1)));
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,7 +148,7 @@ int main(int argc, char** argv) {
   const int samples = quick ? 256 : 1024;
   const int microbatches = quick ? 8 : 32;
 
-  // The planner's layout (plain 1F1B: the chain program has no interleaving).
+  // The planner's layout in plain 1F1B (4. interleaves it).
   scenario sc = presets::scenario_preset(preset);
   sc.cluster.num_gpus = gpus;
   sc.global_batch_size = samples;
@@ -191,6 +221,46 @@ int main(int argc, char** argv) {
   const bool agree = bind_rank(topo, chain, map, shapes, slowest).program.ops ==
                      world.programs[static_cast<std::size_t>(slowest)].ops;
 
+  // 4. Interleaved (2 chunks per backbone device) against plain 1F1B, both
+  // with m2 microbatches (the least multiple of the backbone's pp >= m, as
+  // Megatron-LM's interleaving needs) and the map of the same batch for m2.
+  const int m2 = (microbatches + bbm.pp - 1) / bbm.pp * bbm.pp;
+  reorder_options o2 = pr.options;
+  o2.microbatches = static_cast<std::uint32_t>(m2);
+  const reorder_result map2 = reorderer<>(o2).assign(meta);
+  const std::vector<link_shape> shapes_m2 =
+      plan_link_shapes(plan, cm, topo, map2, std::span<const model_workload>(work));
+  const topology topo2 = interleaved(topo, 2);
+  const std::vector<link_shape> shapes2 = interleaved_shapes(topo2, shapes_m2);
+  struct side {
+    const topology* t;
+    pipeline_schedule chain;
+    const std::vector<link_shape>* shapes;
+    double rank_ms = 0, rank_cpu_ms = 0, world_ms = 0, world_cpu_ms = 0;
+    std::size_t ops = 0;
+  };
+  std::array<side, 2> sides{side{&topo, chain_program(topo, {.microbatches = m2}), &shapes_m2},
+                            side{&topo2, chain_program(topo2, {.microbatches = m2}), &shapes2}};
+  for (side& x : sides) {
+    for (const int r : ranks) {
+      double cpu = 0;
+      const double t = ms_of(
+          [&] {
+            bench::do_not_optimize(bind_rank(*x.t, x.chain, map2, *x.shapes, r).program.ops.size());
+          },
+          quick, &cpu);
+      if (t > x.rank_ms) {
+        x.rank_ms = t;
+        x.rank_cpu_ms = cpu;
+      }
+    }
+    bound_world w;
+    x.world_ms =
+        ms_of([&] { w = bind_world(*x.t, x.chain, map2, *x.shapes); }, quick, &x.world_cpu_ms);
+    x.ops = w.num_ops();
+  }
+  const side &plain2 = sides[0], &inter = sides[1];
+
   // 3. Reorder + bind per iteration vs the modelled iteration.
   reorder_result scratch;
   double reorder_cpu_ms = 0;
@@ -229,6 +299,17 @@ int main(int argc, char** argv) {
                      {"reorder_plus_bind_rank_share", share_rank},
                      {"reorder_plus_bind_world_share", share_world},
                      {"bind_rank_equals_world", agree},
+                     {"interleaved_topology", describe(topo2)},
+                     {"interleaved_microbatches", m2},
+                     {"interleaved_bind_rank_ms", inter.rank_ms},
+                     {"interleaved_bind_rank_cpu_ms", inter.rank_cpu_ms},
+                     {"interleaved_baseline_bind_rank_ms", plain2.rank_ms},
+                     {"interleaved_bind_rank_vs_plain", inter.rank_ms / plain2.rank_ms},
+                     {"interleaved_bind_world_ms", inter.world_ms},
+                     {"interleaved_bind_world_cpu_ms", inter.world_cpu_ms},
+                     {"interleaved_baseline_bind_world_ms", plain2.world_ms},
+                     {"interleaved_bind_world_ops", inter.ops},
+                     {"interleaved_bind_world_vs_plain", inter.world_ms / plain2.world_ms},
                      {"hash", fmt::format("{:016x}", hash)},
                      {"load_average_1min", load}};
     fmt::print("{}\n", j.dump(2));
@@ -248,6 +329,20 @@ int main(int argc, char** argv) {
         "route ({:.3f} ms, cpu {:.3f} ms)\n",
         "bind_world", world_ms, world_cpu_ms, world_ms / world_routes_ms, world_routes_ms,
         world_routes_cpu_ms);
+    fmt::print(
+        "  interleaved, 2 chunks per backbone device, {} microbatches ({} ops in the world; "
+        "plain 1F1B at {} microbatches as the baseline: {} ops):\n",
+        m2, inter.ops, m2, plain2.ops);
+    fmt::print(
+        "  {:<40} {:>9.3f} ms  cpu {:.3f} ms  (target <= 1 ms)  x{:.3f} plain bind_rank ({:.3f} "
+        "ms)\n",
+        "bind_rank, slowest of the same ranks", inter.rank_ms, inter.rank_cpu_ms,
+        inter.rank_ms / plain2.rank_ms, plain2.rank_ms);
+    fmt::print(
+        "  {:<40} {:>9.3f} ms  cpu {:.3f} ms  (target <= 50 ms)  x{:.3f} plain bind_world ({:.3f} "
+        "ms)\n",
+        "bind_world", inter.world_ms, inter.world_cpu_ms, inter.world_ms / plain2.world_ms,
+        plain2.world_ms);
     fmt::print("  {:<40} {:>9.3f} ms  cpu {:.3f} ms\n", "reorder (baseline of 3.)", reorder_ms,
                reorder_cpu_ms);
     fmt::print(
