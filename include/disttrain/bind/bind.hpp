@@ -62,6 +62,8 @@ struct link_shape {
   std::size_t elem_size = 4;       ///< bytes per element
   std::vector<std::int64_t> rows;  ///< per sample of the map (index into reorder_result::samples)
   split_axis split = split_axis::hidden;  ///< how a sample is sliced across TP ranks
+
+  friend bool operator==(const link_shape&, const link_shape&) = default;
 };
 
 /// @brief A rank's bound program and the routes its messages belong to.
@@ -378,6 +380,20 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
       const auto m = static_cast<std::size_t>(topo.owning_index(cx.endpoint(e).module));
       if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
     }
+  // Links whose route is an earlier link's (an interleaved module's chunks
+  // cross the same two stages with the same activation): planned once per
+  // microbatch, then copied.
+  std::vector<std::ptrdiff_t> same(links.size(), -1);
+  for (std::size_t i = 0; i < links.size(); ++i)
+    for (std::size_t k = 0; k < i && same[i] < 0; ++k) {
+      const route_endpoint a = cx.endpoint(links[i]), b = cx.endpoint(links[k]);
+      const route_endpoint a2 = cx.endpoint(links[i] + 1), b2 = cx.endpoint(links[k] + 1);
+      if (a.module == b.module && a.stage == b.stage && a2.module == b2.module &&
+          a2.stage == b2.stage &&
+          cx.shapes[static_cast<std::size_t>(links[i])] ==
+              cx.shapes[static_cast<std::size_t>(links[k])])
+        same[i] = static_cast<std::ptrdiff_t>(k);
+    }
   // Per microbatch, slots 0..3 of each chunk; a chain of one stage (every
   // module on the same GPUs, pp 1) has no link, and its lists are empty, not missing.
   std::vector<message_lists> lists(M);
@@ -388,7 +404,9 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
     for (std::size_t i = 0; i < links.size(); ++i)
       for (int bwd = 0; bwd < 2; ++bwd) {
         route_plan& rp = routes[i * 2 + static_cast<std::size_t>(bwd)];
-        rp = cx.route(links[i], mp, bwd != 0, opts);
+        rp = same[i] < 0
+                 ? cx.route(links[i], mp, bwd != 0, opts)
+                 : routes[static_cast<std::size_t>(same[i]) * 2 + static_cast<std::size_t>(bwd)];
         if (bwd != 0) continue;
         // A forward route's receivers hold its destination buffer as their
         // input, its senders its source buffer as their output.
