@@ -15,7 +15,9 @@ the world size, TP 1), --enc-tp --bb-tp --gen-tp (default 1; the modules
 have no tensor-parallel math: the TP ranks of a replica compute the same
 values from the whole input the bound program's TP fan-out gives each, so
 TP > 1 exercises the routes, not a TP speed-up),
---microbatches, --batch, --iterations, --check (iteration 0's gradients of
+--virtual-stages V (the backbone runs interleaved 1F1B, V model chunks per
+rank; --microbatches a multiple of --bb-pp), --microbatches, --batch,
+--iterations, --check (iteration 0's gradients of
 every parameter vs a single-process run on the same batch, float64; fails
 above 1e-12), --float32 (limit 1e-5), --recv-at-op (the Runner posts each
 receive at its op instead of all at the start).
@@ -115,10 +117,12 @@ class Generator(nn.Module):
         return ((self.head(h) - target) ** 2).sum()
 
 
-def stage_layers(pp: int, layers: Optional[list] = None) -> list[tuple[int, int]]:
-    """Layers [first, last) of each backbone stage: `layers` per stage, else an even split."""
+def stage_layers(pp: int, layers: Optional[list] = None, total: int = LAYERS
+                 ) -> list[tuple[int, int]]:
+    """Layers [first, last) of each backbone stage (or virtual stage: pp counts
+    them): `layers` per stage, else an even split of `total`."""
     if not layers:
-        return [(s * LAYERS // pp, (s + 1) * LAYERS // pp) for s in range(pp)]
+        return [(s * total // pp, (s + 1) * total // pp) for s in range(pp)]
     ends = np.cumsum([0] + list(layers))
     return [(int(ends[s]), int(ends[s + 1])) for s in range(pp)]
 
@@ -162,6 +166,9 @@ def layout(args: argparse.Namespace, world: int) -> dict:
                 {"name": "generator", "role": "generator", "dp": gen}]
     for m in mods:
         m["tp"] = tp[m["role"]]
+        if m["role"] == "backbone" and args.virtual_stages > 1:
+            m["chunks"] = args.virtual_stages
+            m.pop("layers", None)
     return disttrain.topology(mods)
 
 
@@ -225,6 +232,8 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--float32", action="store_true")
+    ap.add_argument("--virtual-stages", type=int, default=1,
+                    help="model chunks per backbone rank (interleaved 1F1B)")
     ap.add_argument("--recv-at-op", action="store_true",
                     help="post each receive at its op, not all at the start (Runner recv_ahead)")
     args = ap.parse_args()
@@ -242,10 +251,16 @@ def main() -> int:
     me = topo["ranks"][rank]
     role = topo["modules"][me["module"]]["role"]
     pp = next(m["pp"] for m in topo["modules"] if m["role"] == "backbone")
-    stages = stage_layers(pp, getattr(args, "bb_layers", None))
+    V = args.virtual_stages
+    # Virtual stage u = c * pp + s of the backbone holds chunk c of stage s
+    # (Megatron-LM's assignment); one per stage without interleaving.
+    stages = (stage_layers(pp * V, total=max(LAYERS, pp * V)) if V > 1
+              else stage_layers(pp, getattr(args, "bb_layers", None)))
     model = Model(stages, dtype)
+    chunks = ([model.stages[c * pp + me["stage"]] for c in range(V)] if role == "backbone"
+              else [])
     part = (model.encoder if role == "encoder" else model.generator if role == "generator"
-            else model.stages[me["stage"]])
+            else nn.ModuleList(chunks))
     samples: dict[int, dict] = {}
 
     def get(i: int) -> dict:
@@ -253,16 +268,17 @@ def main() -> int:
             samples[i] = sample(i, dtype)
         return samples[i]
 
-    def forward(j: int, x, ids: np.ndarray):
+    def forward(j: int, x, ids: np.ndarray, chunk: int = 0):
         batch = [get(int(i)) for i in ids]
         if role == "encoder":
             return (torch.cat([part(s["images"]) for s in batch]) if batch
                     else torch.zeros(0, dtype=dtype))
-        rows = [len(s["images"]) if me["stage"] == 0 and role == "backbone" else
-                len(s["images"]) + len(s["text"]) for s in batch]
+        first = me["stage"] == 0 and chunk == 0 and role == "backbone"
+        rows = [len(s["images"]) if first else len(s["images"]) + len(s["text"])
+                for s in batch]
         h = torch.split(x.view(-1, DIM), rows) if batch else []
         if role == "backbone":
-            return torch.cat([part(hi, s["text"]) for hi, s in zip(h, batch)]) if batch \
+            return torch.cat([chunks[chunk](hi, s["text"]) for hi, s in zip(h, batch)]) if batch \
                 else torch.zeros(0, dtype=dtype)
         return sum((part(hi, s["target"]) for hi, s in zip(h, batch)),
                    torch.zeros((), dtype=dtype)) / args.batch
@@ -270,15 +286,17 @@ def main() -> int:
     def shapes(map):
         ss = [get(int(i)) for i in map["id"]]
         out = []
-        for module, _ in topo["chain"][:-1]:  # link c leaves chain stage c
-            enc = topo["modules"][module]["role"] == "encoder"
+        for c, _ in topo["path"][:-1]:  # link v leaves virtual stage v (chain stage c)
+            enc = topo["modules"][topo["chain"][c][0]]["role"] == "encoder"
             out.append({"hidden": DIM, "rows": np.array(
                 [len(s["images"]) + (0 if enc else len(s["text"])) for s in ss])})
         return out
 
     sampler = BatchSampler(range(args.batch * args.iterations), args.batch, topo, rank, costs,
                            args.microbatches)
-    runner = Runner(topo, forward, shapes, params=part.parameters(), dtype=dtype,
+    params = ([list(m.parameters()) for m in chunks] if role == "backbone" and V > 1
+              else part.parameters())
+    runner = Runner(topo, forward, shapes, params=params, dtype=dtype,
                     recv_ahead=not args.recv_at_op)
     opt = torch.optim.Adam(part.parameters(), lr=1e-3)
     if rank == 0:
@@ -297,9 +315,12 @@ def main() -> int:
             ref.loss([get(int(i)) for i in range(args.batch)]).backward()
             want = dict((n, p.grad) for n, p in ref.named_parameters())
             prefix = ("encoder." if role == "encoder" else "generator." if role == "generator"
-                      else f"stages.{me['stage']}.")
+                      else "")
             err = 0.0
             for n, p in part.named_parameters():
+                if role == "backbone":  # "c.<name>": chunk c is virtual stage c * pp + stage
+                    c, rest = n.split(".", 1)
+                    n = f"stages.{int(c) * pp + me['stage']}.{rest}"
                 w = want[prefix + n]
                 g = p.grad if p.grad is not None else torch.zeros_like(p)
                 err = max(err, float((g - w).abs().max() / (1.0 + w.abs().max())))

@@ -223,7 +223,7 @@ def simulate(plan: Mapping[str, Any], scenario: Scenario, *, trace: Optional[Pat
     (``disttrain-plan --trace/--svg``): writes a Chrome/Perfetto trace JSON to
     ``trace`` and an SVG timeline to ``svg`` when given. Returns
     ``iteration_time_s`` (simulated), ``ops``, ``trace``, ``svg``, ``scenario``.
-    Interleaved plans raise ``Unsupported`` (plan with ``max_virtual_stages=1``)."""
+    Interleaved plans run as planned; a GPipe plan raises ``Unsupported``."""
     text, _, sc_cost = _scenario(scenario)
     return _json.loads(_core.simulate(_plan_text(plan), text,
                                       _dumps(cost if cost is not None else sc_cost),

@@ -215,6 +215,14 @@ class Runner:
     TP fan-out messages (every TP rank of a replica receives the whole
     input); the math of a TP split is the forward callback's.
 
+    Interleaved 1F1B (the module's ``chunks`` > 1 in the topology): this
+    rank holds one model chunk per entry of ``virtual_stages``; ``forward``
+    is then called with the keyword ``chunk`` (0-based; chunk c of stage s is
+    the path's virtual stage ``topology["path"]`` index), its input is None
+    only on the path's first virtual stage and it returns the loss only on
+    its last; ``params`` is then one sequence of parameters per chunk (the
+    program's gradient buckets are per chunk: ``buckets`` each).
+
     ``tied``: parameters held on several pipeline stages that are one weight
     (Megatron-LM's embedding group: the input embedding on the backbone's
     first stage, the LM head on its last), as ``{name: (chain_stages,
@@ -251,13 +259,28 @@ class Runner:
                                       "Runner.topology")
         self.forward, self.shapes, self.step = forward, shapes, step
         self.recv_ahead = bool(recv_ahead)
-        self.params = [p for p in params] if params is not None else []
         self.dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.device = torch.device("cpu") if device is None else torch.device(device)
-        self.buckets = max(1, min(int(buckets), max(1, len(self.params))))
         self.module, self.replica = module_of(self.topology, self.rank)
         self.chain_stage = self.topology["ranks"][self.rank]["chain_stage"]
-        self.last_stage = self.chain_stage == len(self.topology["chain"]) - 1
+        path = [tuple(x) for x in self.topology["path"]]
+        #: this rank's virtual stage per chunk (one entry unless interleaved)
+        self.virtual_stages = [v for v, (c, _) in enumerate(path) if c == self.chain_stage]
+        self._path_len = len(path)
+        self.chunks = len(self.virtual_stages)
+        self.last_stage = self.virtual_stages[-1] == self._path_len - 1
+        if self.chunks > 1:
+            groups = [list(ps) for ps in params] if params is not None else []
+            if len(groups) != self.chunks:
+                raise _dt.InvalidArgument(
+                    f"disttrain: invalid_argument at Runner.params: rank {self.rank} runs "
+                    f"{self.chunks} interleaved chunks; give one parameter list per chunk, got "
+                    f"{len(groups)}", "invalid_argument", "Runner.params")
+        else:
+            groups = [[p for p in params] if params is not None else []]
+        self._chunk_params = groups
+        self.params = [p for ps in groups for p in ps]
+        self.buckets = max(1, min([int(buckets)] + [max(1, len(ps)) for ps in groups]))
         self._group = None
         # Every rank creates every DP group, in the same order (new_group's contract).
         ranks = self.topology["ranks"]
@@ -322,12 +345,22 @@ class Runner:
             self._dist.all_reduce(grad, group=g)
             param.grad = grad
 
-    def _output(self, j: int, out: Any, ids: _np.ndarray, p: Mapping[str, Any]) -> Any:
-        """F's output of microbatch ``j`` as the flat send buffer, checked."""
+    def _chunk_at_link(self, link: int) -> int:
+        """This rank's chunk at an end of ``link`` (joining virtual stages link, link + 1)."""
+        for c, v in enumerate(self.virtual_stages):
+            if v == link or v == link + 1:
+                return c
+        raise _dt.Internal(f"disttrain: internal at Runner: rank {self.rank} is at neither "
+                                f"end of link {link}", "internal", "Runner")
+
+    def _output(self, j: int, out: Any, ids: _np.ndarray, p: Mapping[str, Any],
+                c: int = 0) -> Any:
+        """F's output of microbatch ``j`` (chunk ``c``) as the flat send buffer, checked."""
         torch = self._t
         where = "Runner.forward"
+        at = j * self.chunks + c
         if isinstance(out, Mapping):
-            link = self._shapes[self.chain_stage]
+            link = self._shapes[self.virtual_stages[c]]
             hidden, rows = int(link["hidden"]), link["rows"]
             want = [int(i) for i in ids]
             extra = sorted({int(k) for k in out} - set(want))
@@ -360,11 +393,11 @@ class Runner:
                 f"disttrain: invalid_argument at {where}: microbatch {j} of rank {self.rank} "
                 f"returned {yj.dtype}, the Runner's dtype is {self.dtype} (build the Runner with "
                 f"the model's dtype, or cast in forward)", "invalid_argument", where)
-        if yj.numel() != int(p["output_elements"][j]):
+        if yj.numel() != int(p["output_elements"][at]):
             raise _dt.InvalidArgument(
                 f"disttrain: invalid_argument at {where}: microbatch {j} of rank {self.rank} "
                 f"returned {yj.numel()} elements, its output buffer holds "
-                f"{int(p['output_elements'][j])} (rows x hidden per sample, from shapes)",
+                f"{int(p['output_elements'][at])} (rows x hidden per sample, from shapes)",
                 "invalid_argument", where)
         return yj
 
@@ -376,8 +409,10 @@ class Runner:
         return _dt.bind_rank(self.topology, map, shapes, self.rank, buckets=self.buckets)
 
     def _bucket_params(self, b: int) -> list[Any]:
-        n = len(self.params)
-        return [p for i, p in enumerate(self.params) if i * self.buckets // n == b]
+        """Bucket ``b``: chunk ``b // buckets``'s parameters, split evenly."""
+        ps = self._chunk_params[b // self.buckets] if b // self.buckets < self.chunks else []
+        n, k = len(ps), b % self.buckets
+        return [q for i, q in enumerate(ps) if i * self.buckets // n == k]
 
     def run(self, map: Mapping[str, Any], *, zero_grad: bool = True,
             sync: bool = True) -> dict[str, Any]:
@@ -398,15 +433,16 @@ class Runner:
             for q in self.params:  # the gradients of this batch only
                 q.grad = None
         kinds, mbs, peers, tags = p["kind"], p["microbatch"], p["peer"], p["tag"]
-        phases, elements = p["phase"], p["elements"]
-        M = int(map["microbatches"])
+        phases, elements, chunk_of, links = p["phase"], p["elements"], p["chunk"], p["link"]
+        M, V = int(map["microbatches"]), self.chunks
         zeros = lambda n: torch.zeros(int(n), dtype=self.dtype, device=self.device)  # noqa: E731
-        xin = [zeros(n) for n in p["input_elements"]]     # received input, per microbatch
+        # Per (microbatch j, chunk c) at j * V + c:
+        xin = [zeros(n) for n in p["input_elements"]]     # received input
         dy = [zeros(n) for n in p["output_elements"]]     # received output gradient
-        x: list[Any] = [None] * M                         # the input F read (autograd leaf)
-        y: list[Any] = [None] * M                         # F's output (or loss)
-        aux: list[Any] = [None] * M                       # a stage's own loss: (output, loss)
-        dx: list[Any] = [None] * M                        # input gradient B produced
+        x: list[Any] = [None] * (M * V)                   # the input F read (autograd leaf)
+        y: list[Any] = [None] * (M * V)                   # F's output (or loss)
+        aux: list[Any] = [None] * (M * V)                 # a stage's own loss: (output, loss)
+        dx: list[Any] = [None] * (M * V)                  # input gradient B produced
         blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
         ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
         recv_kinds = (_KIND["recv_act"], _KIND["recv_grad"])
@@ -432,35 +468,42 @@ class Runner:
         synced = False  # the tied gradients (at the optimizer_step op)
         for i, k in enumerate(kinds):
             j = int(mbs[i])
+            if k == _KIND["F"] or k == _KIND["B"]:
+                c = int(chunk_of[i])
+                vs, jc = self.virtual_stages[c], j * V + int(chunk_of[i])
+                last = vs == self._path_len - 1
+            elif k in recv_kinds or k in (_KIND["send_act"], _KIND["send_grad"]):
+                jc = j * V + self._chunk_at_link(int(links[i]))
             if k == _KIND["F"]:
                 xj = None
-                if self.chain_stage > 0:
-                    xj = x[j] = xin[j].detach().requires_grad_(True)
+                if vs > 0:
+                    xj = x[jc] = xin[jc].detach().requires_grad_(True)
                 with torch.enable_grad():
-                    out = self.forward(j, xj, ids[j])
-                if self.last_stage:
-                    y[j] = out if isinstance(out, torch.Tensor) else None
+                    out = (self.forward(j, xj, ids[j], chunk=c) if V > 1
+                           else self.forward(j, xj, ids[j]))
+                if last:
+                    y[jc] = out if isinstance(out, torch.Tensor) else None
                     loss += float(out.detach() if isinstance(out, torch.Tensor) else out)
                 else:
                     if isinstance(out, tuple):
-                        out, aux[j] = out
-                        loss += float(aux[j].detach())
-                    y[j] = self._output(j, out, ids[j], p)
+                        out, aux[jc] = out
+                        loss += float(aux[jc].detach())
+                    y[jc] = self._output(j, out, ids[j], p, c)
             elif k == _KIND["B"]:
                 # One backward over the microbatch's output (with the received
                 # gradient) and its losses.
                 roots, grads = [], []
-                for t, g in ((y[j], None if self.last_stage else dy[j]), (aux[j], None)):
+                for t, g in ((y[jc], None if last else dy[jc]), (aux[jc], None)):
                     if isinstance(t, torch.Tensor) and t.requires_grad:
                         roots.append(t)
                         grads.append(g)
                 if roots:
                     torch.autograd.backward(roots, grads)
-                aux[j] = None
-                xj = x[j]
-                dx[j] = (xj.grad if xj is not None and xj.grad is not None
-                         else zeros(p["input_elements"][j]))
-                x[j] = y[j] = None
+                aux[jc] = None
+                xj = x[jc]
+                dx[jc] = (xj.grad if xj is not None and xj.grad is not None
+                          else zeros(p["input_elements"][jc]))
+                x[jc] = y[jc] = None
             elif k in recv_kinds:
                 if elements[i] > 0:
                     work, buf, swork, st = posted.pop(i) if i in posted else post(i)
@@ -474,14 +517,14 @@ class Runner:
                             f"{int(p['stamp'][i]):#018x}: the two programs were bound from "
                             f"different inputs (topology, sample map or shapes); the received "
                             f"bytes are not used", "comm_error", f"rank {self.rank} op #{i}")
-                    dest = xin[j] if k == _KIND["recv_act"] else dy[j]
+                    dest = xin[jc] if k == _KIND["recv_act"] else dy[jc]
                     _unpack(buf, blocks[i], dest)
             elif k in (_KIND["send_act"], _KIND["send_grad"]):
                 if elements[i] > 0:
                     if k == _KIND["send_act"]:
-                        src = y[j] if phases[i] == 0 else xin[j]
+                        src = y[jc] if phases[i] == 0 else xin[jc]
                     else:
-                        src = dx[j] if phases[i] == 0 else dy[j]
+                        src = dx[jc] if phases[i] == 0 else dy[jc]
                     data = _pack(src.detach().contiguous(), blocks[i],
                                  torch.empty(int(elements[i]), dtype=self.dtype,
                                              device=self.device))

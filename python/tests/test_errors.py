@@ -75,14 +75,18 @@ def test_evaluate_batch_mismatch():
            r, sc)
 
 
-def test_simulate_interleaved_is_unsupported():
-    r = disttrain.plan("mllm-70b", data_objective="expected")  # "sampled" plans plain 1F1B
+def test_simulate_runs_interleaved_and_refuses_gpipe():
+    r = disttrain.plan_baseline("mllm-70b")  # Megatron-LM-style: interleaved 1F1B
     assert any(m["virtual_stages"] > 1 for m in r["plan"]["modules"])
+    s = disttrain.simulate(r, "mllm-70b")
+    assert s["iteration_time_s"] > r["iteration_time_s"] * 0.9
+    plan = dict(r["plan"], schedule="gpipe")
+    plan["modules"] = [dict(m, virtual_stages=1) for m in plan["modules"]]
     with pytest.raises(disttrain.Unsupported) as info:
-        disttrain.simulate(r, "mllm-70b")
+        disttrain.simulate(plan, "mllm-70b")
     e = info.value
     assert isinstance(e, NotImplementedError) and e.errc == "unsupported"
-    assert e.where.startswith("plan.") and e.where.endswith(".virtual_stages")
+    assert e.where == "plan.schedule"
 
 
 def test_reorder_errors():

@@ -1,6 +1,6 @@
 """disttrain.torch: the BatchSampler (no torch needed) and the Runner, through
 examples/python/torch_mllm.py trained disaggregated under torchrun (gloo, CPU,
-float64) at two layouts with different DP per module, each checked against a
+float64) at three layouts with different DP per module (one interleaved), each checked against a
 single-process run on the same batch (max relative gradient error <= 1e-12)."""
 import importlib.util
 import os
@@ -72,7 +72,10 @@ EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytho
 @pytest.mark.parametrize("layout", [
     ["--enc-dp", "2", "--bb-pp", "2", "--bb-dp", "1", "--gen-dp", "3"],
     ["--enc-dp", "1", "--bb-pp", "1", "--bb-dp", "3", "--gen-dp", "3"],
-], ids=["enc2-pp2-gen3", "enc1-dp3-gen3"])
+    # interleaved 1F1B: 2 model chunks per backbone rank
+    ["--enc-dp", "2", "--bb-pp", "2", "--bb-dp", "1", "--gen-dp", "3", "--virtual-stages", "2",
+     "--microbatches", "4"],
+], ids=["enc2-pp2-gen3", "enc1-dp3-gen3", "interleaved-pp2-v2"])
 def test_torch_mllm_under_torchrun(layout):
     # find_spec, not import: this process stays torch-free (test_package checks it).
     if importlib.util.find_spec("torch") is None:
