@@ -221,7 +221,7 @@ TEST_CASE("interleaved: links join chunk c on the last stage to chunk c + 1 on t
   // Path: enc, llm s0 c0, llm s1 c0, llm s0 c1, llm s1 c1, gen.
   REQUIRE(t.num_virtual_stages() == 6);
   CHECK(t.virtual_at(3) == std::pair<int, int>{1, 1});
-  CHECK(t.virtual_stage(2, 1) == 4);
+  CHECK(t.virtual_stage(t.backbone(), disttrain::stage_id{1}, 1) == 4);
   const auto chain = disttrain::chain_program(t, {.microbatches = 4});
   const auto map = sample_map(t, 8, 4);
   const auto w = disttrain::bind_world(t, chain, map, shapes(t, map));

@@ -364,7 +364,7 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
     p.rank = r;
     p.chain_stage = topo.chain_stage(me.module, me.stage);
     for (int k = 0; k < topo.chunks_of(p.chain_stage); ++k)
-      p.virtual_stages.push_back(topo.virtual_stage(p.chain_stage, k));
+      p.virtual_stages.push_back(topo.virtual_stage(me.module, me.stage, k));
     max_chunks = std::max(max_chunks, p.virtual_stages.size());
     p.dp_group = topo.dp_group(me.module, me.stage, me.tp_rank);
     p.control_tag = cx.tags.control();
@@ -462,7 +462,7 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
   // The links into and out of each of the rank's virtual stages.
   std::vector<int> links;
   for (int k = 0; k < topo.chunks_of(c); ++k) {
-    const int v = topo.virtual_stage(c, k);
+    const int v = topo.virtual_stage(me.module, me.stage, k);
     if (v > 0) links.push_back(v - 1);
     if (v + 1 < cx.vstages) links.push_back(v);
   }

@@ -377,10 +377,11 @@ class topology {
     require_in_range(v, 0, num_virtual_stages() - 1, "topology.virtual_stage");
     return path_[static_cast<std::size_t>(v)];
   }
-  /// @brief Virtual stage of chunk `chunk` of chain stage `c`.
-  [[nodiscard]] int virtual_stage(int c, int chunk) const {
-    const auto [m, s] = chain_at(c);
+  /// @brief Virtual stage of chunk `chunk` of stage `s` of module `m` (one
+  /// that owns ranks).
+  [[nodiscard]] int virtual_stage(module_id m, stage_id s, int chunk) const {
     const topology_module& g = module(m);
+    (void)chain_stage(m, s);  // checks the module and the stage
     require_in_range(chunk, 0, g.chunks - 1, cat("topology.", g.name, ".chunk"));
     return path_first_[static_cast<std::size_t>(m.value)] + chunk * g.pp + s.value;
   }
