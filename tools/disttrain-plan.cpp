@@ -375,11 +375,8 @@ std::string describe(const disttrain::data_plan_result& d) {
       d.expected_optimum_s);
   s += fmt::format(
       "search: {} plan classes within the bound, {} scored by the chain model ({} cut early), "
-      "{} simulated{}\n",
-      d.stats.classes, d.stats.screened, d.stats.cut_early, d.stats.simulated,
-      d.stats.interleaving_excluded
-          ? "; interleaved 1F1B not searched (the chain model is plain 1F1B's)"
-          : "");
+      "{} simulated\n",
+      d.stats.classes, d.stats.screened, d.stats.cut_early, d.stats.simulated);
   if (d.stats.below_closed > 0)
     s += fmt::format(
         "warning: {} scored batches ran under their plan's closed form by more than "

@@ -95,8 +95,6 @@ TEST_CASE("plan_for_data: deterministic, and its batches are held out") {
   CHECK(a.predicted.seconds == b.predicted.seconds);
   CHECK(a.predicted.seconds.size() == 4);
   CHECK(a.first_sample == disttrain::data_plan_first_sample);
-  CHECK(a.stats.interleaving_excluded);
-  for (const auto& m : a.result.plan.modules) CHECK(m.virtual_stages == 1);
   CHECK(a.stats.screened >= 1);
   CHECK(a.stats.screened <= a.stats.classes);
   CHECK(a.result.evaluation.iteration_time_s >= a.expected_optimum_s);

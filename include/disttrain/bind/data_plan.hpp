@@ -44,8 +44,9 @@
 /// own F and B per microbatch, every other module's stages with the slowest
 /// of the replicas holding the lane's samples in that microbatch; the
 /// slowest lane, plus the closed form's exposed DP sync. Hops cost the
-/// closed form's point-to-point time; a ZB-H1 plan's pipeline is scaled by
-/// its closed form's ZB-H1 / 1F1B ratio. It costs a screening reorder and
+/// closed form's point-to-point time; a ZB-H1 or interleaved plan's
+/// pipeline is scaled by its closed form's ratio to plain 1F1B (an
+/// interleaved stage runs its chunks' times summed). It costs a screening reorder and
 /// O(m x stages x dp + samples x side stages) per batch; docs/planner.md
 /// gives its error against `simulate_plan` (a few % at the presets' scale,
 /// up to 20% with 1-4 microbatches, which the finalists then settle).
@@ -55,9 +56,9 @@
 /// chain-model batches that break it are counted (`data_plan_stats::
 /// below_closed`), so a cost model or data set that breaks it is visible.
 ///
-/// Interleaved plans are not searched in the sampled objective
-/// (`data_plan_stats::interleaving_excluded`): the chain model's recurrence
-/// is plain 1F1B's (`simulate_plan` runs them; the screening does not yet).
+/// Interleaved plans are searched like the others (the chain model scales
+/// their 1F1B recurrence by the closed form's interleaved / plain ratio;
+/// the finalists are simulated as planned).
 ///
 /// @snippet bind.cpp plan_for_data
 
@@ -174,7 +175,6 @@ struct data_plan_stats {
   long long cut_early = 0;     ///< of those, stopped before their last batch (A7 bound)
   long long simulated = 0;     ///< finalists simulated with `simulate_plan`
   long long below_closed = 0;  ///< chain-model batches under their plan's closed form (A7 broken)
-  bool interleaving_excluded = false;  ///< the options allowed interleaving; not searched
 };
 
 /// @brief A plan `plan_for_data` simulated at the end.
@@ -213,13 +213,16 @@ class chain_model {
     const evaluate_options no_memory_check{.check_memory = false};
     const plan_evaluation ev = evaluate(p, cost, expected, no_memory_check);
     sync_s_ = ev.sync_time_s;
+    // Plain 1F1B, one chunk per device: the recurrence's schedule.
     parallel_plan plain = p;
     plain.schedule = plan_schedule::one_f_one_b;
-    const plan_evaluation e1 = p.schedule == plan_schedule::one_f_one_b
-                                   ? ev
-                                   : evaluate(plain, cost, expected, no_memory_check);
-    if (p.schedule != plan_schedule::one_f_one_b && e1.pipeline_time_s > 0)
-      scale_ = ev.pipeline_time_s / e1.pipeline_time_s;
+    bool is_plain = p.schedule == plan_schedule::one_f_one_b;
+    for (module_plan& m : plain.modules) {
+      is_plain = is_plain && m.virtual_stages == 1;
+      m.virtual_stages = 1;
+    }
+    const plan_evaluation e1 = is_plain ? ev : evaluate(plain, cost, expected, no_memory_check);
+    if (!is_plain && e1.pipeline_time_s > 0) scale_ = ev.pipeline_time_s / e1.pipeline_time_s;
     pt_ = pipeline_time(pipeline_kind::one_f_one_b, hop_latency(e1, p.num_microbatches));
     // The backbone's chain stages, and every other one with its segment.
     const module_id bb{static_cast<int>(p.backbone_index())};
@@ -245,7 +248,7 @@ class chain_model {
     for (std::uint32_t r = 0; r < map.dp[bseg_]; ++r) {
       const replica_id lane{static_cast<int>(r)};
       for (const int c : own_)
-        for (std::size_t j = 0; j < m; ++j) put(c, S, j, d.cell_times(c, lane, j), false);
+        for (std::size_t j = 0; j < m; ++j) put(c, S, j, stage_of(d, c, lane, j), false);
       // A side stage's slowest replica among those feeding (or fed by) this
       // backbone replica in the microbatch.
       for (const auto& [c, seg] : side_)
@@ -253,7 +256,7 @@ class chain_model {
           put(c, S, j, stage_times{}, false);
           for (const std::uint32_t i : map.cell(bseg_, r, j)) {
             const replica_id rr{static_cast<int>(map.samples[i].module[seg].replica)};
-            put(c, S, j, d.cell_times(c, rr, j), true);
+            put(c, S, j, stage_of(d, c, rr, j), true);
           }
         }
       const microbatch_times mt{m, S, f_, b_};
@@ -265,10 +268,24 @@ class chain_model {
  private:
   /// Row `j`, column `c` of F and B: `t`'s (`keep_max`: the max with what is there).
   void put(int c, std::size_t S, std::size_t j, const stage_times& t, bool keep_max) {
+    // (t: the stage's chunks summed, `stage_of`.)
     const std::size_t at = j * S + static_cast<std::size_t>(c);
     const double f = t.forward_s, b = t.backward_s + t.weight_grad_s;
     f_[at] = keep_max ? std::max(f_[at], f) : f;
     b_[at] = keep_max ? std::max(b_[at], b) : b;
+  }
+
+  /// A stage's times in microbatch j: its chunks' summed (an interleaved
+  /// plan's recurrence runs whole stages; `scale_` brings its bubble in).
+  stage_times stage_of(const plan_bound_durations<C>& d, int c, replica_id r, std::size_t j) const {
+    stage_times t;
+    for (int k = 0; k < topo_.chunks_of(c); ++k) {
+      const stage_times& x = d.cell_times(c, r, j, k);
+      t.forward_s += x.forward_s;
+      t.backward_s += x.backward_s;
+      t.weight_grad_s += x.weight_grad_s;
+    }
+    return t;
   }
 
   /// The closed form's point-to-point seconds per hop: its fill/drain path
@@ -352,9 +369,7 @@ template <cost_model C>
   if (popt.objective != plan_objective::time)
     fail(errc::unsupported, "planner.objective", "the sampled data objective minimises time; '",
          to_string(popt.objective), "' needs the expected data objective");
-  planner_options opt = popt;
-  out.stats.interleaving_excluded = opt.max_virtual_stages > 1;
-  opt.max_virtual_stages = 1;
+  const planner_options& opt = popt;
   out.batches = nbatches;
   out.first_sample = data_plan_first_sample;
   const auto batches =

@@ -42,8 +42,7 @@ inline constexpr auto data_plan_stats_fields =
                optional_field("screened", &data_plan_stats::screened),
                optional_field("cut_early", &data_plan_stats::cut_early),
                optional_field("simulated", &data_plan_stats::simulated),
-               optional_field("below_closed", &data_plan_stats::below_closed),
-               optional_field("interleaving_excluded", &data_plan_stats::interleaving_excluded)};
+               optional_field("below_closed", &data_plan_stats::below_closed)};
 inline constexpr auto data_plan_finalist_fields =
     std::tuple{optional_field("plan", &data_plan_finalist::plan),
                optional_field("closed_form_s", &data_plan_finalist::closed_form_s),
