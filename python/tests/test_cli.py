@@ -104,7 +104,6 @@ def test_data_objective_matches_the_cli(plan_tool):
     assert ours["data_objective"] == c["data_objective"] == "sampled"
     assert ours["plan"] == c["plan"]
     assert ours["data_plan"]["predicted"] == c["data_plan"]["predicted"]
-    assert all(m["virtual_stages"] == 1 for m in ours["plan"]["modules"])
     expected = disttrain.plan(_small(), data_objective="expected")
     assert expected["data_objective"] == "expected" and "data_plan" not in expected
     few = disttrain.plan(_small(), data_batches=2, finalists=0)
