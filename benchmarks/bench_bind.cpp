@@ -224,6 +224,8 @@ int main(int argc, char** argv) {
   // 4. Interleaved (2 chunks per backbone device) against plain 1F1B, both
   // with m2 microbatches (the least multiple of the backbone's pp >= m, as
   // Megatron-LM's interleaving needs) and the map of the same batch for m2.
+  require(bbm.pp >= 2, "bench_bind", "the planned backbone has pp ", bbm.pp,
+          ": nothing to interleave (section 4 needs pp >= 2)");
   const int m2 = (microbatches + bbm.pp - 1) / bbm.pp * bbm.pp;
   reorder_options o2 = pr.options;
   o2.microbatches = static_cast<std::uint32_t>(m2);
