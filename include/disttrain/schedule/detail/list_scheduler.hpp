@@ -116,39 +116,40 @@ inline void list_schedule(pipeline_schedule& s, const std::vector<std::vector<in
   const auto next_fixed = [&](std::size_t r, schedule_op& o) {
     if (next[r] == fixed[r].size()) return false;
     o = fixed[r][next[r]];
-    const std::size_t k = key(s.virtual_stage(o), o.microbatch);
-    const bool ready = o.kind == op_kind::forward    ? (k < M || act_ready[k] != 0)
+    const int vs = s.virtual_stage(o);
+    const std::size_t k = key(vs, o.microbatch);
+    const bool ready = o.kind == op_kind::forward    ? (vs == 0 || act_ready[k] != 0)
                        : o.kind == op_kind::backward ? grad_ready[k] != 0
                                                      : true;
     if (ready) ++next[r];
     return ready;
   };
-  const auto try_start = [&](std::size_t r, double now) {
-    if (busy[r]) return;
+  // The next op of a greedy rank by the priorities in the file comment, if any.
+  const auto next_greedy = [&](std::size_t r, schedule_op& o) {
     const int stage = s.ranks[r].stage;
     const bool has_b = back[static_cast<std::size_t>(vs_of[r])] != 0;
-    schedule_op o;
-    if (!fixed[r].empty()) {
-      if (!next_fixed(r, o)) return;
+    const bool can_b = !bq[r].empty();
+    const bool can_f = !fq[r].empty() && (!has_b || inflight[r] < cap[r]);
+    if (can_b && (!can_f || !last_b[r])) {
+      o = schedule_op::backward(stage, 0, bq[r].front());
+      bq[r].pop_front();
+      last_b[r] = 1;
+    } else if (can_f) {
+      o = schedule_op::forward(stage, 0, fq[r].front());
+      fq[r].pop_front();
+      if (has_b) ++inflight[r];
+      last_b[r] = 0;
+    } else if (!wq[r].empty()) {
+      o = schedule_op::weight(stage, 0, wq[r].front());
+      wq[r].pop_front();
     } else {
-      const bool can_b = !bq[r].empty();
-      const bool can_f = !fq[r].empty() && (!has_b || inflight[r] < cap[r]);
-      if (can_b && (!can_f || !last_b[r])) {
-        o = schedule_op::backward(stage, 0, bq[r].front());
-        bq[r].pop_front();
-        last_b[r] = 1;
-      } else if (can_f) {
-        o = schedule_op::forward(stage, 0, fq[r].front());
-        fq[r].pop_front();
-        if (has_b) ++inflight[r];
-        last_b[r] = 0;
-      } else if (!wq[r].empty()) {
-        o = schedule_op::weight(stage, 0, wq[r].front());
-        wq[r].pop_front();
-      } else {
-        return;
-      }
+      return false;
     }
+    return true;
+  };
+  const auto try_start = [&](std::size_t r, double now) {
+    schedule_op o;
+    if (busy[r] || !(fixed[r].empty() ? next_greedy(r, o) : next_fixed(r, o))) return;
     busy[r] = 1;
     running[r] = o;
     s.ops[r].push_back(o);
