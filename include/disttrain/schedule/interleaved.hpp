@@ -63,19 +63,20 @@ struct interleaved_rank {
   /// Warm-up forwards added to Megatron-LM's count, for stages after the
   /// module that lengthen the round trip (multi_module.hpp); 0 alone.
   int extra_warmup = 0;
-  bool backward = true;  ///< B ops (false: forward-only)
+  bool backward = true;               ///< B ops (false: forward-only)
+  std::string where = "interleaved";  ///< the field errors are named under
 };
 
 /// @brief The compute ops of one rank under interleaved 1F1B (see the file
 /// comment), with chunk c of microbatch list entry e as (op_stage, c, mb).
-/// Throws `invalid_argument` at `interleaved.*` for an invalid combination.
+/// Throws `invalid_argument` at `<where>.*` for an invalid combination.
 [[nodiscard]] inline std::vector<schedule_op> interleaved_ops(const interleaved_rank& r) {
   const int p = r.stages;
   const int v = r.chunks;
   const int m = static_cast<int>(r.microbatches.size());
-  check_interleaved(p, m, v);
-  require_in_range(r.position, 0, p - 1, "interleaved.position");
-  require_non_negative(r.extra_warmup, "interleaved.extra_warmup");
+  check_interleaved(p, m, v, r.where);
+  require_in_range(r.position, 0, p - 1, r.where + ".position");
+  require_non_negative(r.extra_warmup, r.where + ".extra_warmup");
   const auto mb_of = [&](int k) {
     return r.microbatches[static_cast<std::size_t>((k / (p * v)) * p + k % p)];
   };

@@ -172,8 +172,6 @@ struct multi_module_spec {
         const std::size_t r = row + static_cast<std::size_t>(rep);
         cap[r] = seg.max_inflight > 0 ? seg.max_inflight : (left * d + seg.dp - 1) / seg.dp;
         if (seg.chunks > 1) {
-          check_interleaved(seg.num_stages, static_cast<int>(flows[r].size()), seg.chunks,
-                            cat("multi_module.segments[", g, "] (", seg.name, ") replica ", rep));
           fixed[r] = interleaved_ops(
               {.stages = seg.num_stages,
                .position = st - first,
@@ -181,7 +179,8 @@ struct multi_module_spec {
                .microbatches = flows[r],
                .op_stage = st,
                .extra_warmup = seg.chunks * after,
-               .backward = back[static_cast<std::size_t>(s.virtual_stage(st, 0))] != 0});
+               .backward = back[static_cast<std::size_t>(s.virtual_stage(st, 0))] != 0,
+               .where = cat("multi_module.segments[", g, "] (", seg.name, ") replica ", rep)});
         }
       }
     }
