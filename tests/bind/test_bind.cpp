@@ -262,23 +262,48 @@ TEST_CASE("validate_bound reports a deadlock and a mismatched message", "[bind]"
   const auto map = sample_map(t, 9, m);
   disttrain::bound_world w = disttrain::bind_world(t, chain, map, shapes(t, map));
   REQUIRE_NOTHROW(disttrain::validate_bound(w));
-  // A receive moved before the send its sender waits on: the two ranks deadlock.
+  // A receive moved before the send its message waits on: the two ranks
+  // deadlock. The move keeps the order of the rank's receives from that peer
+  // (which the validator checks first: a crossed pair is a mismatch), so the
+  // replay itself must find the deadlock. The first such move on a rank that
+  // runs chunks (interleaved) or on the encoder rank 0.
   {
-    auto bad = w;
-    // Encoder rank 0 (F, send_act..., recv_grad, B), or an interleaved
-    // backbone rank (llm stage 0, rank 2).
-    auto& ops = bad.programs[interleaved ? 2 : 0].ops;
-    std::size_t recv = ops.size();
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (ops[i].op.kind == op_kind::recv_grad) {
-        recv = i;
-        break;
+    const auto move_recv = [](std::vector<disttrain::bound_op>& ops, std::size_t i) {
+      const int peer = ops[i].op.peer;
+      std::size_t to = i;
+      bool sends = false;
+      while (to > 0 && !(disttrain::is_recv(ops[to - 1].op.kind) && ops[to - 1].op.peer == peer)) {
+        sends = sends || (disttrain::is_send(ops[to - 1].op.kind) && ops[to - 1].op.peer == peer);
+        --to;
       }
-    REQUIRE(recv < ops.size());
-    const auto moved = ops[recv];
-    ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(recv));
-    ops.insert(ops.begin(), moved);
-    DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(bad), errc::schedule_error, "bound_world");
+      if (!sends) return false;
+      const auto moved = ops[i];
+      ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(i));
+      ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(to), moved);
+      return true;
+    };
+    // A move whose receive does not wait on the sends it passes is legal;
+    // every other one must be reported as a deadlock.
+    bool found = false;
+    for (int r = 0; r < w.world_size() && !found; ++r) {
+      if (interleaved ? w.programs[static_cast<std::size_t>(r)].chunks() < 2 : r != 0) continue;
+      for (std::size_t i = 0; i < w.programs[static_cast<std::size_t>(r)].ops.size() && !found;
+           ++i) {
+        auto bad = w;
+        auto& ops = bad.programs[static_cast<std::size_t>(r)].ops;
+        if (ops[i].op.kind != op_kind::recv_grad || !move_recv(ops, i)) continue;
+        try {
+          disttrain::validate_bound(bad);
+        } catch (const disttrain::error& e) {
+          INFO("rank " << r << " op " << i << ": " << e.what());
+          found = true;
+          CHECK(e.code() == errc::schedule_error);
+          CHECK(std::string(e.where()) == "bound_world");
+          CHECK(std::string(e.what()).find("deadlock") != std::string::npos);
+        }
+      }
+    }
+    CHECK(found);
   }
   // A byte count that differs between send and receive.
   {
@@ -321,7 +346,8 @@ TEST_CASE("programs bound from different sample maps of equal sizes fail, never 
     CHECK(wa.programs[0].ops[i].bytes == wb.programs[0].ops[i].bytes);
     CHECK(wa.programs[0].ops[i].tag == wb.programs[0].ops[i].tag);
   }
-  DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(mixed), errc::schedule_error, "recv_act");
+  // The first receive (in rank order) of a message whose stamps differ.
+  DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(mixed), errc::schedule_error, "op #4 recv_grad");
   // Run: the encoder rank binds from map B, the others from map A. The
   // backbone must fail at its first receive (before its host sees a byte).
   disttrain::local_world lw(t.world_size(), {2000ms});

@@ -29,8 +29,7 @@ set(disttrain_part_graph
 set(disttrain_detail_exceptions
   "include/disttrain/exec/detail/abort_notices.hpp: disttrain/comm/detail/backend_parts.hpp"
   "include/disttrain/sim/simulator.hpp: disttrain/schedule/detail/compiled.hpp"
-  "include/disttrain/sim/simulator.hpp: disttrain/schedule/detail/replay.hpp"
-  "include/disttrain/sim/bound_simulator.hpp: disttrain/schedule/detail/bound_replay.hpp")
+  "include/disttrain/sim/simulator.hpp: disttrain/schedule/detail/replay.hpp")
 
 cmake_minimum_required(VERSION 3.25)  # policies of `cmake -P` (IN_LIST, empty list elements)
 include("${CMAKE_CURRENT_LIST_DIR}/script_common.cmake")

@@ -105,7 +105,7 @@ TEST_CASE("simulate_bound prices each message by its own pair and bytes", "[sim]
   // the first: rank 2 gets its 3000 B at 2 + 3 = 5 s.
   CHECK(res.interval(0, 1).start == 1.0);
   CHECK(res.interval(0, 1).end == 2.0);
-  CHECK(res.interval(0, 2).start == 1.0);
+  CHECK(res.interval(0, 2).start == 2.0);  // leaves once the first has arrived
   CHECK(res.interval(0, 2).end == 5.0);
   CHECK(res.interval(1, 0).end == 2.0);
   CHECK(res.interval(2, 1).start == 5.0);

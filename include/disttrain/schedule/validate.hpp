@@ -51,10 +51,7 @@ struct validation_report {
 inline validation_report validate_schedule(const pipeline_schedule& s) {
   const auto c = detail::compile_schedule(s);
   detail::replay_state st;
-  struct interval {
-    double start, end;
-  };
-  std::vector<interval> times(c.num_ops(), interval{0.0, 0.0});  // zero durations
+  std::vector<detail::interval> times(c.num_ops());  // zero durations
   if (!detail::replay(c, true, st, times.data())) detail::report_deadlock(c, s.ops, st);
   validation_report rep;
   rep.peak_inflight = c.peak_inflight;

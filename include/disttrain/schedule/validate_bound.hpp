@@ -6,9 +6,10 @@
 /// bucket it finishes, and no rank deadlocks. Throws `errc::schedule_error`
 /// naming the op (for a deadlock: the op every blocked rank waits at).
 ///
-/// The check replays the world with the executor's semantics
-/// (schedule/detail/bound_replay.hpp) at zero durations; the compute order of
-/// each rank was already validated on the chain schedule it was bound from.
+/// The check compiles the world (schedule/detail/compile_bound.hpp) and runs
+/// the one replay (schedule/detail/replay.hpp, the simulator's) at zero
+/// durations; the compute order of each rank was already validated on the
+/// chain schedule it was bound from.
 ///
 /// @snippet schedule.cpp validate_bound
 
@@ -17,7 +18,8 @@
 #include <vector>
 
 #include "disttrain/schedule/bound_program.hpp"
-#include "disttrain/schedule/detail/bound_replay.hpp"
+#include "disttrain/schedule/detail/compile_bound.hpp"
+#include "disttrain/schedule/detail/replay.hpp"
 
 namespace disttrain {
 
@@ -30,13 +32,13 @@ struct bound_report {
 
 /// @brief Validates `w` (see the file comment).
 inline bound_report validate_bound(const bound_world& w) {
-  struct zero {
-    static double compute(int, const bound_op&) { return 0.0; }
-    static double transfer(int, int, std::int64_t) { return 0.0; }
-    static double reduce(int, const bound_op&) { return 0.0; }
-  };
-  std::vector<std::vector<detail::bound_interval>> times;
-  detail::replay_bound(w, zero{}, times);
+  detail::compiled_program c;
+  detail::compile_bound(w, c);
+  std::vector<detail::interval> times(c.num_ops());  // zero durations
+  detail::replay_state st;
+  if (!detail::replay(c, true, st, times.data()))
+    detail::report_deadlock(c, st, "bound_world",
+                            [&](std::size_t i) { return detail::name_bound_op(w, c, i); });
   bound_report rep;
   for (const auto& p : w.programs)
     for (const auto& b : p.ops) {

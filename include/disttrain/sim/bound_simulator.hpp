@@ -4,25 +4,27 @@
 /// the per-rank programs `bind_world` produces, with every message's real
 /// peer and byte count, so what is simulated is what the executor runs.
 ///
-/// The replay is the one `validate_bound` runs (schedule/detail/bound_replay.hpp),
-/// with durations: each rank runs its ops in order on one compute stream; a
+/// It runs the one replay (schedule/detail/replay.hpp) on the world compiled
+/// as `validate_bound` compiles it (schedule/detail/compile_bound.hpp), with
+/// durations: each rank runs its ops in order on one compute stream; a
 /// send is posted when reached and the rank goes on; a rank's messages leave
 /// one at a time in program order (one NIC per GPU), each arriving
 /// `transfer(src, dst, bytes)` seconds after it left; a receive waits for
 /// its message; `grad_sync_finish` waits until every member of the DP group
-/// joined the bucket plus `reduce(rank, op)` seconds. Receivers do not
-/// contend (a rank may receive from several peers at once). Durations come from a `bound_duration_model`:
+/// joined the bucket plus the member's `reduce(rank, op)` seconds. Receivers
+/// do not contend (a rank may receive from several peers at once). Durations
+/// come from a `bound_duration_model`:
 ///
 /// | member | called for | returns |
 /// |---|---|---|
 /// | `compute(rank, op)` | F, B, W, optimizer_step | seconds on the rank's stream |
 /// | `transfer(src, dst, bytes)` | each send (per pair, its own bytes) | seconds until it arrives |
-/// | `reduce(rank, op)` | each `grad_sync_finish` | seconds of the bucket's reduction after the last member joined |
+/// | `reduce(rank, op)` | each `grad_sync_start` | seconds of the bucket's reduction after the last member joined |
 ///
 /// Per rank the result splits the iteration into `busy` (compute), `exposed`
 /// (blocked in receives: `exposed_p2p`; in gradient-sync waits:
-/// `exposed_sync`) and `idle` (after its last op). Cost: O(ops + messages)
-/// per sweep of the replay (see the engine).
+/// `exposed_sync`) and `idle` (after its last op). Cost: O(ops log ranks) to
+/// compile, O(ops) to replay.
 ///
 /// @snippet sim.cpp bound_simulator
 
@@ -31,13 +33,12 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <utility>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
 #include "disttrain/schedule/bound_program.hpp"
-#include "disttrain/schedule/detail/bound_replay.hpp"
+#include "disttrain/schedule/validate_bound.hpp"  // compile_bound: the validator's compile
 #include "disttrain/sim/simulator.hpp"
 
 namespace disttrain {
@@ -84,8 +85,8 @@ static_assert(bound_duration_model<uniform_bound_durations>);
 /// @brief One simulated iteration of a bound world.
 ///
 /// Intervals (`times[rank][op]`, seconds from the iteration start): compute
-/// ops on the rank's stream; a send from posting to arrival (queued behind the
-/// rank's earlier messages; the sender does not wait); a receive from reaching it to its message's arrival;
+/// ops on the rank's stream; a send from leaving (after the rank's earlier
+/// messages; the sender does not wait) to arrival; a receive from reaching it to its message's arrival;
 /// `grad_sync_start` the bucket's reduction (last member joined to reduced);
 /// `grad_sync_finish` the rank's wait for it.
 ///
@@ -166,47 +167,49 @@ struct checked_bound_durations {
 template <bound_duration_model D>
 [[nodiscard]] bound_sim_result simulate_bound(const bound_world& w, const D& d) {
   const detail::checked_bound_durations<D> cd{w, d};
-  bound_sim_result res;
-  detail::replay_bound(w, cd, res.times);
+  detail::compiled_program c;
+  detail::compile_bound(w, c);
   const std::size_t R = w.programs.size();
+  std::vector<op_interval> flat(c.num_ops());  // durations in .end, then intervals
+  for (std::size_t r = 0; r < R; ++r) {
+    const bound_program& p = w.programs[r];
+    const int me = static_cast<int>(r);
+    for (std::size_t k = 0; k < p.ops.size(); ++k) {
+      const bound_op& b = p.ops[k];
+      double v = 0.0;
+      if (is_compute(b.op.kind))
+        v = cd.compute(me, b);
+      else if (is_send(b.op.kind))
+        v = cd.transfer(me, b.op.peer, b.bytes);
+      else if (b.op.kind == op_kind::grad_sync_start)
+        v = cd.reduce(me, b);
+      flat[c.begin[r] + k] = {0.0, v};
+    }
+  }
+  detail::replay_state st;
+  if (!detail::replay(c, true, st, flat.data()))
+    detail::report_deadlock(c, st, "bound_world",
+                            [&](std::size_t i) { return detail::name_bound_op(w, c, i); });
+  bound_sim_result res;
+  res.times.resize(R);
   res.busy.assign(R, 0.0);
   res.exposed_p2p.assign(R, 0.0);
   res.exposed_sync.assign(R, 0.0);
   res.finish.assign(R, 0.0);
-  // Last join of every bucket collective: (first rank of the group, tag) -> time.
-  std::map<std::pair<int, int>, double> joined;
   for (std::size_t r = 0; r < R; ++r) {
-    const bound_program& p = w.programs[r];
-    for (std::size_t i = 0; i < p.ops.size(); ++i) {
-      const bound_op& b = p.ops[i];
-      const op_interval& iv = res.times[r][i];
+    res.times[r].assign(flat.begin() + static_cast<std::ptrdiff_t>(c.begin[r]),
+                        flat.begin() + static_cast<std::ptrdiff_t>(c.begin[r + 1]));
+    for (std::size_t i = c.begin[r]; i < c.begin[r + 1]; ++i) {
+      const op_interval& iv = flat[i];
       const double len = iv.end - iv.start;
-      if (is_compute(b.op.kind))
+      if (is_compute(c.kind[i]))
         res.busy[r] += len;
-      else if (is_recv(b.op.kind))
+      else if (is_recv(c.kind[i]))
         res.exposed_p2p[r] += len;
-      else if (b.op.kind == op_kind::grad_sync_finish)
+      else if (c.kind[i] == op_kind::grad_sync_finish)
         res.exposed_sync[r] += len;
-      else if (b.op.kind == op_kind::grad_sync_start) {
-        double& t = joined[{p.dp_group.front(), b.tag}];
-        t = std::max(t, iv.start);
-      }
-      if (!is_send(b.op.kind)) res.finish[r] = std::max(res.finish[r], iv.end);
+      if (!is_send(c.kind[i])) res.finish[r] = std::max(res.finish[r], iv.end);
       res.iteration_time = std::max(res.iteration_time, iv.end);
-    }
-  }
-  // A rank's grad_sync_start shows the bucket's reduction: last join to reduced.
-  for (std::size_t r = 0; r < R; ++r) {
-    const bound_program& p = w.programs[r];
-    for (std::size_t i = 0; i < p.ops.size(); ++i) {
-      const bound_op& b = p.ops[i];
-      if (b.op.kind != op_kind::grad_sync_finish) continue;
-      const double t = joined[{p.dp_group.front(), b.tag}];
-      for (std::size_t k = i; k-- > 0;)
-        if (p.ops[k].op.kind == op_kind::grad_sync_start && p.ops[k].tag == b.tag) {
-          res.times[r][k] = {t, t + cd.reduce(static_cast<int>(r), b)};
-          break;
-        }
     }
   }
   return res;

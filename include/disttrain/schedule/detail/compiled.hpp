@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <ranges>
 #include <string>
 #include <vector>
 
@@ -33,29 +34,31 @@ inline constexpr op_index no_op = std::numeric_limits<op_index>::max();
 /// @brief Per rank, that rank's program: `pipeline_schedule::ops`.
 using op_lists = std::vector<std::vector<schedule_op>>;
 
-/// @brief A validated, flattened schedule (all indices are flat op indices).
+/// @brief A validated, flattened program: what `replay` (replay.hpp) reads.
+/// Schedules (`compile_schedule`, below) and bound worlds (`compile_bound`,
+/// compile_bound.hpp) compile into it, so both run on one replay.
 ///
-/// It keeps no copy of the ops: members that need an op take the schedule's
-/// `op_lists` (the one it was compiled from, or a copy of it).
-/// `link[i]` depends on the op's kind: receive -> its send, send -> its
-/// receive, grad_sync_start/finish -> its collective, F -> the B or W that
-/// frees its activations (no_op if it keeps none), that B or W -> its F.
-struct compiled_schedule {
-  pipeline_schedule meta;          ///< the schedule without its ops (names, segments, ranks)
+/// All indices are flat op indices. `link[i]` depends on the op's kind:
+/// receive -> its send, send -> its receive, grad_sync_start -> its
+/// collective, grad_sync_finish -> the same rank's grad_sync_start of the
+/// bucket, F -> the B or W that frees its activations (no_op if it keeps none
+/// or the program does not say), that B or W -> its F.
+///
+/// A *channel* carries one message at a time: in a schedule the directed link
+/// between two schedule ranks, in a bound world a GPU's outgoing messages (one
+/// NIC). A *group* runs one collective at a time: in a schedule a stage's DP
+/// replicas, in a bound world each bucket on its own (see compile_bound.hpp).
+struct compiled_program {
   std::vector<op_kind> kind;       ///< flat op -> its kind
   std::vector<std::size_t> begin;  ///< rank r's ops are [begin[r], begin[r+1])
   std::vector<int> rank_of;        ///< flat op -> rank
   std::vector<op_index> link;      ///< see the struct comment
-  std::vector<op_index>
-      channel;  ///< send or receive -> its message's directed link id (no_op otherwise)
+  std::vector<op_index> channel;   ///< send or receive -> its message's channel (no_op otherwise)
   std::size_t num_channels = 0;
-  std::vector<int> chan_src, chan_dst;  ///< link id -> sending / receiving rank
-  std::vector<std::size_t> coll_group;  ///< collective -> DP group (its stage)
+  std::vector<std::size_t> coll_group;  ///< collective -> its group
   std::vector<std::size_t>
       coll_begin;  ///< collective c has coll_begin[c+1] - coll_begin[c] members
-  std::vector<std::vector<int>> group_ranks;  ///< stage -> ranks of the stage (its DP group)
-  std::vector<int> peak_inflight;             ///< per rank: activations held at the peak (count)
-  std::vector<op_index> scratch;  ///< compile_schedule's slot table, kept to reuse its storage
+  std::vector<std::vector<int>> group_ranks;  ///< group -> its ranks
 
   [[nodiscard]] std::size_t num_ops() const noexcept { return kind.size(); }
   [[nodiscard]] std::size_t num_ranks() const noexcept {
@@ -70,6 +73,46 @@ struct compiled_schedule {
   [[nodiscard]] op_index releases(std::size_t i) const noexcept {
     return kind[i] == op_kind::backward || kind[i] == op_kind::weight ? link[i] : no_op;
   }
+  /// @brief The collective of grad_sync_start or grad_sync_finish op i.
+  [[nodiscard]] op_index collective(std::size_t i) const noexcept {
+    return kind[i] == op_kind::grad_sync_finish ? link[link[i]] : link[i];
+  }
+  /// @brief Sizes the per-op tables for `n` ops over `R` ranks of `kind_of(r)`
+  /// (a range of op kinds per rank); clears the rest.
+  template <class KindsOf>
+  void reset(std::size_t R, std::size_t n, KindsOf&& kinds_of) {
+    if (n >= static_cast<std::size_t>(no_op))
+      fail(errc::invalid_argument, "program.ops", "has ", n, " ops, at most ", no_op - 1,
+           " supported");
+    kind.resize(n);
+    rank_of.resize(n);
+    begin.assign(R + 1, 0);
+    for (std::size_t r = 0, i = 0; r < R; ++r) {
+      begin[r] = i;
+      for (const op_kind k : kinds_of(r)) {
+        kind[i] = k;
+        rank_of[i++] = static_cast<int>(r);
+      }
+      begin[r + 1] = i;
+    }
+    link.assign(n, no_op);
+    channel.assign(n, no_op);
+    num_channels = 0;
+    coll_group.clear();
+    coll_begin.assign(1, 0);
+    group_ranks.clear();
+  }
+};
+
+/// @brief A compiled schedule: the program plus the schedule's shape.
+///
+/// It keeps no copy of the ops: members that need an op take the schedule's
+/// `op_lists` (the one it was compiled from, or a copy of it).
+struct compiled_schedule : compiled_program {
+  pipeline_schedule meta;          ///< the schedule without its ops (names, segments, ranks)
+  std::vector<int> peak_inflight;  ///< per rank: activations held at the peak (count)
+  std::vector<op_index> scratch;   ///< compile_schedule's slot table, kept to reuse its storage
+
   /// @brief Flat op i of `ops`.
   [[nodiscard]] const schedule_op& op(const op_lists& ops, std::size_t i) const {
     const auto r = static_cast<std::size_t>(rank_of[i]);
@@ -95,27 +138,11 @@ inline void compile_schedule(const pipeline_schedule& s, compiled_schedule& c) {
   c.meta.segments = s.segments;
   c.meta.ranks = s.ranks;
   c.meta.ops.clear();
-  c.num_channels = 0;
-  c.chan_src.clear();
-  c.chan_dst.clear();
   const std::size_t R = s.ranks.size();
   const std::size_t n = s.num_ops();
-  if (n >= static_cast<std::size_t>(no_op))
-    fail(errc::invalid_argument, "schedule.ops", "has ", n, " ops, at most ", no_op - 1,
-         " supported");
-  c.kind.resize(n);
-  c.rank_of.resize(n);
-  c.begin.assign(R + 1, 0);
-  for (std::size_t r = 0, i = 0; r < R; ++r) {
-    c.begin[r] = i;
-    for (const auto& o : s.ops[r]) {
-      c.kind[i] = o.kind;
-      c.rank_of[i++] = static_cast<int>(r);
-    }
-    c.begin[r + 1] = i;
-  }
-  c.link.assign(n, no_op);
-  c.channel.assign(n, no_op);
+  c.reset(R, n, [&](std::size_t r) {
+    return s.ops[r] | std::views::transform([](const schedule_op& o) { return o.kind; });
+  });
   const auto op = [&](std::size_t i) -> const schedule_op& { return c.op(s.ops, i); };
   const auto name = [&](std::size_t i) { return c.name_op(s.ops, i); };
 
@@ -260,8 +287,8 @@ inline void compile_schedule(const pipeline_schedule& s, compiled_schedule& c) {
   //    link's receives are all on one rank, so the order is right iff the
   //    receives of its sends, taken in send order, come in program order.
   {
-    std::vector<int> peers;  // destinations of the current rank, index = channel offset
-    std::vector<op_index> last_recv;
+    std::vector<int> peers;           // destinations of the current rank, index = channel offset
+    std::vector<op_index> last_recv;  // per channel
     bool crossed = false;
     for (std::size_t r = 0; r < R; ++r) {
       const std::size_t base = c.num_channels;
@@ -273,8 +300,6 @@ inline void compile_schedule(const pipeline_schedule& s, compiled_schedule& c) {
           if (it == peers.end()) {
             peers.push_back(o.peer);
             last_recv.push_back(no_op);
-            c.chan_src.push_back(static_cast<int>(r));
-            c.chan_dst.push_back(o.peer);
             it = peers.end() - 1;
           }
           const std::size_t ch = base + static_cast<std::size_t>(it - peers.begin());
@@ -325,8 +350,10 @@ inline void compile_schedule(const pipeline_schedule& s, compiled_schedule& c) {
       auto it = std::lower_bound(keys.begin(), keys.end(), kk);
       return it != keys.end() && *it == kk ? static_cast<std::size_t>(it - keys.begin()) : npos;
     };
+    std::vector<char> state(keys.size());        // per rank: 0 none, 1 started, 2 finished
+    std::vector<op_index> started(keys.size());  // per rank: its grad_sync_start of the bucket
     for (std::size_t r = 0; r < R; ++r) {
-      std::vector<char> state(keys.size(), 0);  // 0 none, 1 started, 2 finished
+      std::fill(state.begin(), state.end(), char{0});
       bool stepped = false;
       for (std::size_t i = c.begin[r]; i < c.begin[r + 1]; ++i) {
         const auto& o = s.ops[r][i - c.begin[r]];
@@ -341,13 +368,15 @@ inline void compile_schedule(const pipeline_schedule& s, compiled_schedule& c) {
           if (state[id] != 0) err(name(i), "starts bucket ", o.bucket, " a second time");
           if (stepped) err(name(i), "comes after the optimizer step");
           state[id] = 1;
+          started[id] = static_cast<op_index>(i);
           ++count[id];
+          c.link[i] = static_cast<op_index>(id);
         } else {
           if (id == npos || state[id] != 1)
             err(name(i), "finishes a bucket this rank has not started");
           state[id] = 2;
+          c.link[i] = started[id];
         }
-        c.link[i] = static_cast<op_index>(id);
       }
       for (std::size_t id = 0; id < keys.size(); ++id)
         if (state[id] == 1)

@@ -1,19 +1,21 @@
 #pragma once
 /// @file replay.hpp
-/// @brief Internal: event-driven replay of a compiled schedule.
+/// @brief Internal: the one event-driven replay of a compiled program
+/// (compiled.hpp): schedules and bound worlds, simulated or validated.
 ///
 /// Semantics (the executor's): each rank runs its ops in order on one compute
-/// stream. A send is issued on the stream and moves on the directed link
-/// (src, dst), one message at a time in issue order, taking its duration; with
-/// overlap the stream continues at once, without it the stream waits for the
-/// transfer. A receive blocks the stream until its message has arrived. A
-/// grad_sync_start issues bucket b's collective on the rank's DP group; the
-/// collective starts when every member has issued it and the group's previous
-/// collective is done, and occupies the group's channel for its duration;
-/// grad_sync_finish blocks until it is done. The replay is a worklist over
+/// stream. A send is issued on the stream and moves on its channel (a link
+/// between schedule ranks, or a GPU's NIC in a bound world), one message at a
+/// time in issue order, taking its duration; with overlap the stream
+/// continues at once, without it the stream waits for the transfer. A receive
+/// blocks the stream until its message has arrived. A grad_sync_start issues
+/// the bucket's collective; the collective starts when every member has
+/// issued it and its group's previous collective is done; a member's
+/// grad_sync_finish blocks until the collective's start plus that member's
+/// duration (the group is busy for the longest). The replay is a worklist over
 /// ranks: each advances until it blocks, and a send or completed collective
 /// wakes the ranks waiting on it. O(ops). If the worklist empties while a rank
-/// still has ops, the schedule deadlocks.
+/// still has ops, the program deadlocks.
 
 #include <algorithm>
 #include <cstddef>
@@ -23,6 +25,13 @@
 #include "disttrain/schedule/detail/compiled.hpp"
 
 namespace disttrain::detail {
+
+/// @brief Start and end of one replayed op, seconds (the validators' interval;
+/// the simulators use their own with the same two members).
+struct interval {
+  double start = 0.0;
+  double end = 0.0;
+};
 
 /// @brief Buffers of one replay, reused across runs (no allocation once sized).
 struct replay_state {
@@ -35,7 +44,7 @@ struct replay_state {
   std::vector<std::size_t> coll_count;
   std::vector<op_index> coll_bind;
   std::vector<op_index> coll_ops;  ///< start ops of each collective (arrival order)
-  std::vector<double> coll_ready, coll_end;
+  std::vector<double> coll_ready;
   std::vector<char> coll_done;
   std::vector<double> group_free;  ///< per DP group (stage)
   std::vector<op_index> group_last;
@@ -44,15 +53,16 @@ struct replay_state {
 };
 
 /// @brief Replays `c`. On entry `times[i].end` holds op i's duration (compute:
-/// run time; send: transfer time; grad_sync_start: collective time; others
-/// ignored; all >= 0); the replay reads it, then overwrites `times[i]` with the
-/// op's interval (sends: the transfer; grad_sync_start: the collective).
+/// run time; send: transfer time; grad_sync_start: the member's collective
+/// time; others ignored; all >= 0); the replay reads it, then overwrites
+/// `times[i]` with the op's interval (sends: the transfer; grad_sync_start:
+/// the collective as this member sees it).
 /// `times` has one entry per op (no separate duration table to fill).
 /// Returns false on deadlock (`st.pc` then shows each rank's blocked op).
 /// A receive's message has arrived once its sender's program counter has
 /// passed the send (ranks advance one at a time), at `times[send].end`.
 template <class Interval>
-inline bool replay(const compiled_schedule& c, bool overlap, replay_state& st, Interval* times) {
+inline bool replay(const compiled_program& c, bool overlap, replay_state& st, Interval* times) {
   const std::size_t n = c.num_ops();
   const std::size_t R = c.num_ranks();
   const std::size_t C = c.num_collectives();
@@ -65,7 +75,6 @@ inline bool replay(const compiled_schedule& c, bool overlap, replay_state& st, I
   st.coll_count.assign(C, 0);
   st.coll_bind.assign(C, no_op);
   st.coll_ready.assign(C, 0.0);
-  st.coll_end.assign(C, 0.0);
   st.coll_done.assign(C, 0);
   st.group_free.assign(c.group_ranks.size(), 0.0);
   st.group_last.assign(c.group_ranks.size(), no_op);
@@ -75,8 +84,7 @@ inline bool replay(const compiled_schedule& c, bool overlap, replay_state& st, I
 
   // Raw pointers: the hot loop stores through them without the vectors being reloaded.
   const op_kind* const kind = c.kind.data();
-  const int* const chan_src = c.chan_src.data();
-  const int* const chan_dst = c.chan_dst.data();
+  const int* const rank_of = c.rank_of.data();
   const op_index* const link = c.link.data();
   const op_index* const channel = c.channel.data();
   const std::size_t* const begin = c.begin.data();
@@ -125,14 +133,14 @@ inline bool replay(const compiled_schedule& c, bool overlap, replay_state& st, I
           chan_free[ch] = xe;
           chan_last[ch] = static_cast<op_index>(i);
           if (!overlap) t = xe;
-          const auto rr = static_cast<std::size_t>(chan_dst[ch]);
+          const auto rr = static_cast<std::size_t>(rank_of[link[i]]);
           if (pc[rr] == link[i]) wake(rr);
           break;
         }
         case op_kind::recv_act:
         case op_kind::recv_grad: {
           const op_index snd = link[i];
-          if (pc[static_cast<std::size_t>(chan_src[channel[i]])] <= snd) {  // not sent yet
+          if (pc[static_cast<std::size_t>(rank_of[snd])] <= snd) {  // not sent yet
             waiting = true;
             break;
           }
@@ -148,10 +156,9 @@ inline bool replay(const compiled_schedule& c, bool overlap, replay_state& st, I
           break;
         }
         case op_kind::grad_sync_start: {
+          // times[i].end keeps this member's duration until the collective starts.
           const std::size_t id = link[i];
-          const double dur = times[i].end;  // used if this member completes the collective
           times[i].start = t;
-          times[i].end = t;
           pred[i] = prev;
           st.coll_ops[c.coll_begin[id] + st.coll_count[id]] = static_cast<op_index>(i);
           if (st.coll_count[id] == 0 || t > st.coll_ready[id]) {
@@ -161,39 +168,39 @@ inline bool replay(const compiled_schedule& c, bool overlap, replay_state& st, I
           if (++st.coll_count[id] == c.coll_begin[id + 1] - c.coll_begin[id]) {
             const std::size_t g = c.coll_group[id];
             double cs = st.coll_ready[id];
-            if (st.group_free[g] >
-                cs) {  // the group's channel is still busy with its previous bucket
+            if (st.group_free[g] > cs) {  // the group is still busy with its previous collective
               cs = st.group_free[g];
               pred[st.coll_bind[id]] = st.group_last[g];
             }
-            const double ce = cs + dur;
-            st.coll_end[id] = ce;
+            double ce = cs;
+            for (std::size_t k = c.coll_begin[id]; k < c.coll_begin[id + 1]; ++k) {
+              const std::size_t m = st.coll_ops[k];
+              times[m].end += cs;  // the member's duration -> its end
+              times[m].start = cs;
+              ce = std::max(ce, times[m].end);
+            }
             st.coll_done[id] = 1;
             st.group_free[g] = ce;
             st.group_last[g] = st.coll_bind[id];
-            for (std::size_t k = c.coll_begin[id]; k < c.coll_begin[id + 1]; ++k) {
-              const std::size_t m = st.coll_ops[k];
-              times[m].start = cs;
-              times[m].end = ce;
-            }
             for (const int mr : c.group_ranks[g]) {
               const auto mrs = static_cast<std::size_t>(mr);
               if (mrs != r && pc[mrs] < begin[mrs + 1] &&
-                  kind[pc[mrs]] == op_kind::grad_sync_finish && link[pc[mrs]] == id)
+                  kind[pc[mrs]] == op_kind::grad_sync_finish && c.collective(pc[mrs]) == id)
                 wake(mrs);
             }
           }
           break;
         }
         case op_kind::grad_sync_finish: {
-          const std::size_t id = link[i];
+          const op_index start = link[i];  // this rank's grad_sync_start of the bucket
+          const std::size_t id = link[start];
           if (!st.coll_done[id]) {
             waiting = true;
             break;
           }
           times[i].start = t;
-          if (st.coll_end[id] > t) {
-            t = st.coll_end[id];
+          if (times[start].end > t) {
+            t = times[start].end;
             pred[i] = st.coll_bind[id];
           } else {
             pred[i] = prev;
@@ -214,27 +221,34 @@ inline bool replay(const compiled_schedule& c, bool overlap, replay_state& st, I
   return !st.deadlocked;
 }
 
-/// @brief Throws `schedule_error` listing the first blocked op of every
-/// unfinished rank; `ops` are the op lists `c` was compiled from.
-[[noreturn]] inline void report_deadlock(const compiled_schedule& c, const op_lists& ops,
-                                         const replay_state& st) {
-  std::string msg = "deadlock: ";
-  std::string where;
+/// @brief Throws `schedule_error` at `where` (or at the first blocked op when
+/// empty) listing the first blocked op of every unfinished rank; `name(i)`
+/// names flat op i.
+template <class Name>
+[[noreturn]] void report_deadlock(const compiled_program& c, const replay_state& st,
+                                  std::string where, const Name& name) {
+  std::string msg = "deadlock: no rank can proceed; blocked at: ";
   bool first = true;
   for (std::size_t r = 0; r < c.num_ranks(); ++r) {
     const std::size_t i = st.pc[r];
     if (i >= c.begin[r + 1]) continue;
-    const std::string name = c.name_op(ops, i);
-    if (first) where = name;
+    const std::string n = name(i);
+    if (where.empty()) where = n;
     msg += first ? "" : "; ";
-    msg += name;
+    msg += n;
     if (is_recv(c.kind[i]))
-      msg += cat(" waits for ", c.name_op(ops, c.link[i]));
+      msg += cat(" waits for ", name(c.link[i]));
     else if (c.kind[i] == op_kind::grad_sync_finish)
-      msg += " waits for the other replicas to start the bucket";
+      msg += " waits for the other members to start the bucket";
     first = false;
   }
   fail(errc::schedule_error, where, msg);
+}
+
+/// @brief As above for a compiled schedule and the op lists it was compiled from.
+[[noreturn]] inline void report_deadlock(const compiled_schedule& c, const op_lists& ops,
+                                         const replay_state& st) {
+  report_deadlock(c, st, {}, [&](std::size_t i) { return c.name_op(ops, i); });
 }
 
 }  // namespace disttrain::detail
