@@ -27,7 +27,6 @@ set(disttrain_part_graph
 # "header: included header"; the list only shrinks (issue 38 removes all
 # four: the second simulator and replay, the abort-notice protocol written twice).
 set(disttrain_detail_exceptions
-  "include/disttrain/exec/detail/abort_notices.hpp: disttrain/comm/detail/backend_parts.hpp"
   "include/disttrain/sim/simulator.hpp: disttrain/schedule/detail/compiled.hpp"
   "include/disttrain/sim/simulator.hpp: disttrain/schedule/detail/replay.hpp")
 

@@ -95,6 +95,7 @@
 #include "disttrain/comm/buffer.hpp"
 #include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/wire_header.hpp"
+#include "disttrain/comm/notices.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
@@ -128,7 +129,12 @@ class route_transfer {
 
  public:
   route_transfer(B& backend, const route_plan& plan, buffer_pool& pool, transfer_options opts = {})
-      : b_(&backend), plan_(&plan), pool_(&pool), opts_(opts), me_(backend.rank()) {
+      : b_(&backend),
+        plan_(&plan),
+        pool_(&pool),
+        opts_(opts),
+        me_(backend.rank()),
+        watches_(backend, route_control_tag(opts.tag)) {
     require(opts.tag >= 0 && opts.tag <= route_max_tag, "transfer_options.tag", "must be in [0, ",
             route_max_tag, "], got ", opts.tag, ": the tags from ", route_max_tag + 1,
             " up are reserved for the routes' abort notices (control tag = tag + ",
@@ -207,7 +213,7 @@ class route_transfer {
         wait_deadline::after(opts_.timeout.count() >= 0 ? opts_.timeout : b_->options().timeout);
     for (int phase = 0; phase < 2; ++phase)
       for (int i : plan_->recvs_of(me_, phase)) post_receive(i);
-    for (auto& w : watches_) post_watch(w);
+    watches_.post_all();
     for (int i : plan_->sends_of(me_, 0)) {
       post_send(i, source);
       ++sent0_;
@@ -216,9 +222,7 @@ class route_transfer {
 
   using request = typename B::request;
   using clock = std::chrono::steady_clock;
-  // Whether the backend supports abort notices: waits that give nothing up
-  // (`try_wait`) and route sequence numbers.
-  static constexpr bool has_notices = detail::notice_backend<B>;
+  using watch = notice_watch<B>;
   // Requests are declared last so that they are destroyed (cancelled or
   // finished) before the buffers they point into.
   struct outgoing {
@@ -244,19 +248,6 @@ class route_transfer {
     bool payload_posted = false, received = false, finished = false;
     request stamp_req, header, pieces, payload;
   };
-  // A peer's notices (one receive per peer on the control tag), watched
-  // while this rank's exchange with it is open: an abort notice if this rank
-  // sends to it, a void notice if it sends to this rank.
-  static constexpr std::uint64_t no_seq = ~std::uint64_t{0};
-  struct watch {
-    int peer = -1;
-    std::uint64_t seq_send = no_seq;  // this route's number as `peer`'s sender (route_sequences)
-    std::uint64_t seq_recv = no_seq;  // ... as its receiver
-    plan_stamp notice{};              // lands here
-    bool aborted = false;             // a notice of this route came: `peer` failed
-    request req;
-  };
-
   [[nodiscard]] std::string where_self() const {
     return cat("rank ", me_, " route tag ", opts_.tag);
   }
@@ -269,23 +260,17 @@ class route_transfer {
   // Waits for `r` under the transfer's deadline (a timeout quotes the
   // configured timeout). While this rank takes its receives
   // (`watch_receives_`) and the backend has notices, it waits in slices of
-  // notice_poll_ms and tests its destinations' abort notices in between: a
+  // notice_watches::poll_interval and tests its destinations' abort notices in between: a
   // destination that failed fails this rank at once (it would not take this
   // rank's data anyway), not after its receives.
   void wait_for(request& r) {
-    if constexpr (has_notices) {
-      if (watch_receives_ && !watches_.empty()) {
-        // The wait comes first: a message that is already here is taken
-        // (its stamp may show this rank's own, more precise, error).
-        if (detail::wait_in_slices(*b_, r, deadline_.at, std::chrono::milliseconds(notice_poll_ms),
-                                   [&] {
-                                     poll_notices();
-                                     if (const watch* w = first_abort()) fail_aborted(*w);
-                                   }))
-          return;
-      }
-    }
-    detail::wait_until(*b_, r, deadline_);
+    if (!watch_receives_) return detail::wait_until(*b_, r, deadline_);
+    // The wait comes first: a message that is already here is taken (its
+    // stamp may show this rank's own, more precise, error).
+    watches_.wait(r, deadline_, [&] {
+      watches_.poll();
+      if (const watch* w = watches_.first_aborted()) fail_aborted(*w);
+    });
   }
   [[nodiscard]] const route_message& msg(int i) const {
     return plan_->messages()[static_cast<std::size_t>(i)];
@@ -377,10 +362,8 @@ class route_transfer {
       wait_for(in.payload);
       // Its sender may have voided it (a timeout, then its caller reused the
       // buffer): the notice is tested before the bytes count as received.
-      if constexpr (has_notices) {
-        poll_notices();
-        if (const watch* w = watch_of(m.src); w != nullptr && w->aborted) fail_aborted(*w);
-      }
+      watches_.poll();
+      if (const watch* w = watches_.find(m.src); w != nullptr && w->aborted) fail_aborted(*w);
       in.received = true;
       if (opts_.verify) {
         const auto got = static_cast<std::int64_t>(detail::checksum64(in.landing));
@@ -455,7 +438,7 @@ class route_transfer {
     } catch (const error& e) {
       if (e.code() == errc::timeout) detail::fail_timeout(payload, deadline_.timeout);
       // A notice, or a dead peer, as is; other errors get the stamp's hint.
-      if (e.code() != errc::comm_error || first_abort() != nullptr ||
+      if (e.code() != errc::comm_error || watches_.first_aborted() != nullptr ||
           detail::names_dead_rank(e.message()))
         throw;
       fail(errc::comm_error, e.where(), e.message(), " (this was the ", sizeof(plan_stamp),
@@ -502,26 +485,12 @@ class route_transfer {
     int owed_from = 2;
     int drained = -1;
   };
-  // The abort messages of a failed route, posted best effort and waited for
-  // together, at most abort_grace_ms: a peer that is gone already is not
-  // waited for long.
-  struct abort_batch {
-    std::deque<plan_stamp> msgs;  // deque: a posted buffer never moves
-    std::vector<request> reqs;    // declared last: gone before the buffers
-  };
-  struct abort_message {
-    plan_stamp stamp;
-    int peer = -1;
-    int tag = 0;
-  };
-  static constexpr int abort_grace_ms = 50;
-
   // After this rank failed (see `failure`): its receivers learn it from abort
   // stamps (they fail now rather than at their timeout), its senders from
   // abort notices on the control tag.
   void abort_route(const failure& f) noexcept {
     watch_receives_ = false;  // the drain below takes what live senders sent
-    abort_batch a;
+    notice_batch<B> batch(*b_);
     try {
       for (int phase = f.owed_from; phase < 2; ++phase) {
         const auto sends = plan_->sends_of(me_, phase);
@@ -529,7 +498,7 @@ class route_transfer {
           plan_stamp st;
           st.magic = plan_stamp::abort_value;
           st.plan = static_cast<std::uint64_t>(f.code);
-          post_abort(a, {st, msg(sends[k]).dst, opts_.tag});
+          batch.post(st, msg(sends[k]).dst, opts_.tag);
         }
       }
     } catch (...) {}
@@ -544,22 +513,15 @@ class route_transfer {
       in.stamp_req = request{};
     }
     try {
-      for (const watch& s : watches_) {
+      for (const watch& w : watches_) {
         // A peer that sends to this rank, unless its sends are complete: nothing to tell.
-        if (s.seq_recv == no_seq || fully_received_from(s.peer)) continue;
-        post_abort(a, {notice(plan_stamp::notice_value, f.code, s.seq_recv), s.peer,
-                       route_control_tag(opts_.tag)});
+        if (w.void_seq == no_notice_seq || fully_received_from(w.peer)) continue;
+        batch.post(
+            make_notice(plan_stamp::notice_value, static_cast<std::uint64_t>(f.code), w.void_seq),
+            w.peer, watches_.tag());
       }
     } catch (...) {}
-    wait_grace(a);
-  }
-  [[nodiscard]] static plan_stamp notice(std::int64_t magic, errc code, std::uint64_t seq) {
-    plan_stamp st;
-    st.magic = magic;
-    st.plan = static_cast<std::uint64_t>(code);
-    st.message = seq;
-    st.bytes = 0;
-    return st;
+    batch.wait();
   }
   // After this rank's sends failed in `complete_sends` (e.g. a timeout): a
   // void notice to every destination with a message that did not complete
@@ -568,33 +530,17 @@ class route_transfer {
   // file comment). A packed message's staging buffer stays with the backend
   // until the transport is done with it: its late receiver gets its bytes.
   void void_sends(errc code) noexcept {
-    if constexpr (has_notices) {
-      abort_batch a;
-      for (const watch& w : watches_) {
-        if (w.seq_send == no_seq) continue;
-        const bool open = std::ranges::any_of(
-            out_, [&](const outgoing& o) { return o.dst == w.peer && !o.completed && o.borrowed; });
-        if (open)
-          post_abort(a, {notice(plan_stamp::void_value, code, w.seq_send), w.peer,
-                         route_control_tag(opts_.tag)});
-      }
-      wait_grace(a);
+    notice_batch<B> batch(*b_);
+    for (const watch& w : watches_) {
+      if (w.abort_seq == no_notice_seq) continue;
+      const bool open = std::ranges::any_of(
+          out_, [&](const outgoing& o) { return o.dst == w.peer && !o.completed && o.borrowed; });
+      if (open)
+        batch.post(
+            make_notice(plan_stamp::void_value, static_cast<std::uint64_t>(code), w.abort_seq),
+            w.peer, watches_.tag());
     }
-  }
-  // Waits for a batch's sends together, at most abort_grace_ms; never throws.
-  void wait_grace(abort_batch& a) noexcept {
-    const auto d = wait_deadline::after(std::chrono::milliseconds(abort_grace_ms));
-    for (auto& r : a.reqs) {
-      try {
-        detail::wait_until(*b_, r, d);
-      } catch (...) {}
-    }
-  }
-  void post_abort(abort_batch& a, const abort_message& m) noexcept {
-    try {
-      a.msgs.push_back(m.stamp);
-      a.reqs.push_back(b_->isend(std::as_bytes(std::span(&a.msgs.back(), 1)), m.peer, m.tag));
-    } catch (...) {}
+    batch.wait();
   }
   // Whether every message `peer` sends this rank in this route has arrived.
   [[nodiscard]] bool fully_received_from(int peer) const {
@@ -612,67 +558,27 @@ class route_transfer {
   // pass over the messages, in order: each distinct peer gets a watch, with
   // its number as a destination and as a source (none for this rank itself).
   void number_peers() {
-    if constexpr (has_notices) {
+    if constexpr (notice_watches<B>::supported) {
       using side = detail::route_sequences::side;
       auto& seq = b_->route_sequences();
-      const auto watch_for = [&](int peer) -> watch& {
-        const auto it = std::ranges::find(watches_, peer, &watch::peer);
-        if (it != watches_.end()) return *it;
-        watch& w = watches_.emplace_back();
-        w.peer = peer;
-        return w;
-      };
       for (const route_message& m : plan_->messages()) {
         if (m.src == me_ && m.dst != me_) {
-          watch& w = watch_for(m.dst);
-          if (w.seq_send == no_seq) w.seq_send = seq.next(m.dst, side::sender);
+          watch& w = watches_.add(m.dst);
+          if (w.abort_seq == no_notice_seq) w.abort_seq = seq.next(m.dst, side::sender);
         }
         if (m.dst == me_ && m.src != me_) {
-          watch& w = watch_for(m.src);
-          if (w.seq_recv == no_seq) w.seq_recv = seq.next(m.src, side::receiver);
+          watch& w = watches_.add(m.src);
+          if (w.void_seq == no_notice_seq) w.void_seq = seq.next(m.src, side::receiver);
         }
       }
     }
-  }
-  void post_watch(watch& w) {
-    w.req = b_->irecv(std::as_writable_bytes(std::span(&w.notice, 1)), w.peer,
-                      route_control_tag(opts_.tag));
-  }
-  // Tests every watched notice (never blocks). A notice of another route (a
-  // stale one: another sequence number) is dropped and the receive posted
-  // again; a failed receive (e.g. a dead peer, which the sends report
-  // themselves) ends that watch.
-  void poll_notices() noexcept {
-    for (auto& w : watches_) {
-      try {
-        while (!w.aborted && w.req.valid() && b_->test(w.req)) {
-          const bool ours =
-              (w.notice.magic == plan_stamp::notice_value && w.notice.message == w.seq_send) ||
-              (w.notice.magic == plan_stamp::void_value && w.notice.message == w.seq_recv);
-          if (ours)
-            w.aborted = true;
-          else
-            post_watch(w);
-        }
-      } catch (...) {
-        w.req = request{};
-      }
-    }
-  }
-  [[nodiscard]] watch* watch_of(int peer) {
-    const auto it = std::ranges::find(watches_, peer, &watch::peer);
-    return it == watches_.end() ? nullptr : &*it;
-  }
-  [[nodiscard]] const watch* first_abort() const {
-    const auto it = std::ranges::find(watches_, true, &watch::aborted);
-    return it == watches_.end() ? nullptr : &*it;
   }
 
   // The end of `wait`: completes this rank's sends under the transfer's
   // deadline, watching for abort notices from their destinations. On success
   // the notice receives are withdrawn (nothing was sent on them).
   void complete_sends() {
-    if (!watches_.empty()) slice_end_ = clock::now() + std::chrono::milliseconds(notice_poll_ms);
+    if (!watches_.empty()) slice_end_ = clock::now() + notice_watches<B>::poll_interval;
     for (auto& o : out_) {
       bool all = true;  // (a timeout throws out of the loop: `completed` stays false)
       for (request* r : {&o.stamp_req, &o.header, &o.pieces, &o.payload})
@@ -683,33 +589,32 @@ class route_transfer {
       o.completed = all;
       if (!o.payload.valid()) o.staging.reset();
     }
-    if (const watch* w = first_abort()) fail_aborted(*w);
+    if (const watch* w = watches_.first_aborted()) fail_aborted(*w);
     watches_.clear();
   }
   // Waits for `r` (a send to `peer`): the backend's own wait, in slices of
-  // notice_poll_ms with the notices tested in between where the backend has
+  // notice_watches::poll_interval with the notices tested in between where the backend has
   // notices. False (`r` left posted) once `peer` has sent an abort notice.
   bool complete_send(int peer, request& r) {
     if (!r.valid()) return true;
-    if constexpr (has_notices) {
-      if (watch* w = watch_of(peer)) {
+    if constexpr (notice_watches<B>::supported) {
+      if (watch* w = watches_.find(peer)) {
         for (;;) {
           if (w->aborted) return false;
           if (b_->try_wait(r, std::min(deadline_.at, slice_end_))) return true;
-          poll_notices();
+          watches_.poll();
           if (w->aborted) return false;
           const auto now = clock::now();
           if (now >= deadline_.at) break;
-          slice_end_ = now + std::chrono::milliseconds(notice_poll_ms);
+          slice_end_ = now + notice_watches<B>::poll_interval;
         }
         // The deadline passed: the first rank that aborted is the news, else the timeout.
-        if (const watch* a = first_abort()) fail_aborted(*a);
+        if (const watch* a = watches_.first_aborted()) fail_aborted(*a);
       }
     }
     wait_for(r);
     return true;
   }
-  static constexpr int notice_poll_ms = 10;
   clock::time_point slice_end_{};  // end of the current wait slice (complete_sends)
   bool watch_receives_ = false;    // wait_for tests the notices (see there)
 
@@ -820,9 +725,10 @@ class route_transfer {
   wait_deadline deadline_{};
   std::deque<outgoing> out_;  // deque: elements never move (buffers are in flight)
   std::deque<incoming> in_;
-  // One per peer (abort and void notices); all are created in number_peers,
-  // before any is posted, so none moves once its receive is posted.
-  std::vector<watch> watches_;
+  // One per peer: abort notices (abort_seq: this rank sends to it) and void
+  // notices (void_seq: it sends to this rank); all are added in number_peers,
+  // before any is posted.
+  notice_watches<B> watches_;
   std::size_t packed_send_bytes_ = 0;
 };
 
