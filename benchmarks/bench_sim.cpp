@@ -44,8 +44,9 @@ struct plan_shape {
 multi_module_spec make_spec(const plan_shape& p, const table_durations& d) {
   multi_module_spec spec;
   // Order ops with the same costs the plan is simulated with.
-  spec.cost = [d](const schedule_rank& r, const schedule_op& o) {
-    return is_send(o.kind) ? d.transfer_time(r, r, o) : d.compute_time(r, o);
+  spec.cost = [d](const schedule_rank&, const schedule_op& o) {
+    const bound_op b{.op = o};
+    return is_send(o.kind) ? d.transfer(0, 0, b) : d.compute(0, b);
   };
   spec.segments = {
       {"encoder", 1, p.enc_dp}, {"backbone", p.bb_pp, p.bb_dp}, {"generator", 1, p.gen_dp}};
@@ -78,7 +79,7 @@ table_durations make_durations(const plan_shape& p) {
     for (int r = 0; r < p.bb_dp; ++r)
       d.microbatch_scale.push_back(0.6 + static_cast<double>(x % 1000) / 1000.0);
   }
-  d.transfer = 0.002;
+  d.transfer_s = 0.002;
   d.sync = 0.25;
   d.optimizer = 0.03;
   return d;
@@ -106,11 +107,11 @@ double polling_simulate(const pipeline_schedule& s, const table_durations& d) {
       const auto& o = s.ops[r][pc[r]];
       const int me = static_cast<int>(r);
       if (is_compute(o.kind)) {
-        t[r] += d.compute_time(s.ranks[r], o);
+        t[r] += d.compute(me, bound_op{.op = o});
       } else if (is_send(o.kind)) {
         auto& f = link_free[{me, o.peer}];
         const double xs = std::max(f, t[r]);
-        f = xs + d.transfer_time(s.ranks[r], s.ranks[static_cast<std::size_t>(o.peer)], o);
+        f = xs + d.transfer(me, o.peer, bound_op{.op = o});
         arrived[key{me, o.peer, o.kind == op_kind::send_act, o.stage, o.chunk, o.microbatch}] = f;
         end = std::max(end, f);
       } else if (is_recv(o.kind)) {
@@ -124,7 +125,7 @@ double polling_simulate(const pipeline_schedule& s, const table_durations& d) {
         if (++c.first == members[static_cast<std::size_t>(o.stage)]) {
           auto& g = group_free[o.stage];
           const double cs = std::max(c.second, g);
-          g = cs + d.sync_time(s.ranks[r], o);
+          g = cs + d.reduce(me, bound_op{.op = o});
           coll_end[{o.stage, o.bucket}] = g;
           end = std::max(end, g);
         }

@@ -52,25 +52,16 @@ struct synthetic_host {
 // link, a gradient message `grad`; no gradient-sync time.
 struct synthetic_durations {
   double forward = 0, act = 0, grad = 0;
-  [[nodiscard]] double compute_time(const disttrain::schedule_rank&,
-                                    const disttrain::schedule_op& o) const {
-    return o.kind == disttrain::op_kind::forward    ? forward
-           : o.kind == disttrain::op_kind::backward ? 2 * forward
-                                                    : 0.0;
+  [[nodiscard]] double compute(int, const disttrain::bound_op& b) const {
+    return b.op.kind == disttrain::op_kind::forward    ? forward
+           : b.op.kind == disttrain::op_kind::backward ? 2 * forward
+                                                       : 0.0;
   }
-  [[nodiscard]] double transfer_time(const disttrain::schedule_rank&,
-                                     const disttrain::schedule_rank&,
-                                     const disttrain::schedule_op& o) const {
-    return o.kind == disttrain::op_kind::send_grad ? grad : act;
+  [[nodiscard]] double transfer(int, int, const disttrain::bound_op& b) const {
+    return b.op.kind == disttrain::op_kind::send_grad ? grad : act;
   }
-  [[nodiscard]] double sync_time(const disttrain::schedule_rank&,
-                                 const disttrain::schedule_op&) const {
-    return 0;
-  }
-  [[nodiscard]] double activation_bytes(const disttrain::schedule_rank&,
-                                        const disttrain::schedule_op&) const {
-    return 1;
-  }
+  [[nodiscard]] double reduce(int, const disttrain::bound_op&) const { return 0; }
+  [[nodiscard]] double activation_bytes(int, const disttrain::bound_op&) const { return 1; }
 };
 
 }  // namespace disttrain::bench

@@ -41,37 +41,27 @@ void bound_simulator() {
   const auto& shapes = sw.shapes;
   //! [bound_simulator]
   disttrain::bound_world w = disttrain::bind_world(topo, chain, map, shapes);
-  disttrain::uniform_bound_durations d{.forward = 1.0, .backward = 2.0, .bytes_per_s = 1e9};
-  disttrain::bound_sim_result res = disttrain::simulate_bound(w, d);
+  disttrain::table_durations d{.forward = {1.0}, .backward = {2.0}, .bytes_per_s = 1e9};
+  disttrain::sim_result res = disttrain::simulate_bound(w, d);
   double t = res.iteration_time, waited = res.exposed(3);
   //! [bound_simulator]
   check(res.world_size() == 5 && t > 0 && waited >= 0 && waited < t, "simulate_bound");
 }
 
-void uniform_bound_durations() {
-  //! [uniform_bound_durations]
-  disttrain::uniform_bound_durations d{.forward = 1.0, .backward = 2.0};
-  static_assert(disttrain::bound_duration_model<disttrain::uniform_bound_durations>);
-  //! [uniform_bound_durations]
-  check(d.weight == 0 && d.bytes_per_s == 0, "defaults: no W, free bytes");
-}
-
-void bound_sim_result() {
+void sim_result_bound() {
   const snippets::small_world sw;
   const auto world = disttrain::bind_world(sw.topo, sw.chain, sw.map, sw.shapes);
-  const disttrain::uniform_bound_durations durations{.forward = 1.0, .backward = 2.0};
-  //! [bound_sim_result]
+  const disttrain::table_durations durations;  // F 1 s, B 2 s, free messages
   auto res = disttrain::simulate_bound(world, durations);
   auto iv = res.interval(/*rank*/ 2, /*op*/ 5);
   double f = res.busy_fraction(2);  // busy / iteration_time
-  //! [bound_sim_result]
   check(iv.end >= iv.start && f > 0 && f <= 1, "interval and busy_fraction");
 }
 
 void duration_model() {
   //! [duration_model]
   auto d = disttrain::table_durations::uniform(/*F*/ 1.0, /*B*/ 2.0);
-  static_assert(disttrain::duration_model<disttrain::table_durations>);
+  static_assert(disttrain::activation_model<disttrain::table_durations>);
   //! [duration_model]
   check(d.forward == std::vector<double>{1.0} && d.backward == std::vector<double>{2.0}, "uniform");
 }
@@ -82,7 +72,7 @@ void table_durations() {
   d.forward = {1.0, 1.5};  // two stages
   d.backward = {2.0, 3.0};
   d.microbatch_scale = {1, 1, 3};  // microbatch 2 is three times larger
-  d.transfer = 0.1;
+  d.transfer_s = 0.1;
   //! [table_durations]
   const auto s = disttrain::add_communication(disttrain::make_1f1b(2, 3));
   disttrain::table_durations plain;
@@ -125,7 +115,7 @@ void sim_options() {
   o.overlap_comm = false;  // a send blocks its rank until the transfer ends
   //! [sim_options]
   auto d = disttrain::table_durations::uniform(1.0, 2.0);
-  d.transfer = 0.5;
+  d.transfer_s = 0.5;
   const auto s = disttrain::add_communication(disttrain::make_1f1b(4, 8));
   check(disttrain::simulate(s, d, o).iteration_time > disttrain::simulate(s, d).iteration_time,
         "blocking sends are slower");
@@ -193,7 +183,7 @@ void svg_bound() {
   const snippets::small_world sw;
   const auto& topo = sw.topo;
   const auto world = disttrain::bind_world(sw.topo, sw.chain, sw.map, sw.shapes);
-  const disttrain::uniform_bound_durations d;
+  const disttrain::table_durations d;
   //! [svg_bound]
   std::string svg = disttrain::to_svg(world, disttrain::simulate_bound(world, d), &topo);
   //! [svg_bound]
@@ -215,7 +205,7 @@ void trace_bound() {
   const snippets::small_world sw;
   const auto& topo = sw.topo;
   const auto world = disttrain::bind_world(sw.topo, sw.chain, sw.map, sw.shapes);
-  const disttrain::uniform_bound_durations durations;
+  const disttrain::table_durations durations;
   //! [trace_bound]
   auto res = disttrain::simulate_bound(world, durations);
   disttrain::write_json_file("bound.trace.json", disttrain::to_trace_json(world, res, &topo));
@@ -229,8 +219,7 @@ void trace_bound() {
 int main() {
   snippets::runner r("sim");
   r.run("bound_simulator", bound_simulator);
-  r.run("uniform_bound_durations", uniform_bound_durations);
-  r.run("bound_sim_result", bound_sim_result);
+  r.run("sim_result_bound", sim_result_bound);
   r.run("duration_model", duration_model);
   r.run("table_durations", table_durations);
   r.run("format", format);

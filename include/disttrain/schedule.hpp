@@ -6,6 +6,7 @@
 /// nvcc-safe; the text table lives in the host-only `schedule/format.hpp`.
 ///
 /// JSON I/O is not included: `disttrain/schedule/json.hpp` (or `disttrain/json.hpp`).
+#include "disttrain/schedule/bind_schedule.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/gpipe.hpp"
 #include "disttrain/schedule/interleaved.hpp"

@@ -5,6 +5,5 @@
 /// SVG timeline `sim/svg.hpp`, the host-only text tables `sim/format.hpp`, and
 /// the Perfetto/Chrome trace JSON `sim/trace.hpp` (in `disttrain/json.hpp`).
 #include "disttrain/schedule.hpp"
-#include "disttrain/sim/bound_simulator.hpp"
 #include "disttrain/sim/duration_model.hpp"
 #include "disttrain/sim/simulator.hpp"

@@ -10,7 +10,6 @@
 #include "disttrain/bind/bind.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 #include "disttrain/schedule/communication.hpp"
-#include "disttrain/sim/bound_simulator.hpp"
 #include "disttrain/sim/simulator.hpp"
 #include "disttrain/sim/svg.hpp"
 #include "disttrain/sim/trace.hpp"
@@ -99,7 +98,7 @@ bound_case bind_case(const topology& t, int n, int microbatches, std::int64_t ro
 
 TEST_CASE("simulate_bound prices each message by its own pair and bytes", "[sim][bound]") {
   const bound_world w = fan_out();
-  const disttrain::uniform_bound_durations d{.forward = 1.0, .bytes_per_s = 1000.0};
+  const disttrain::table_durations d{.forward = {1.0}, .bytes_per_s = 1000.0};
   const auto res = disttrain::simulate_bound(w, d);
   // Rank 1 gets 1000 B at 1 + 1 = 2 s; rank 0's second message leaves after
   // the first: rank 2 gets its 3000 B at 2 + 3 = 5 s.
@@ -117,30 +116,29 @@ TEST_CASE("simulate_bound prices each message by its own pair and bytes", "[sim]
   CHECK(res.idle(2) == 0.0);
   CHECK(res.busy_fraction(1) == 1.0 / 6.0);
   // A transfer model that looks at the pair: rank 2's link is 10x slower.
-  struct slow_pair : disttrain::uniform_bound_durations {
-    [[nodiscard]] double transfer(int, int dst, std::int64_t bytes) const {
-      return static_cast<double>(bytes) / (dst == 2 ? 100.0 : 1000.0);
+  struct slow_pair : disttrain::table_durations {
+    [[nodiscard]] double transfer(int, int dst, const disttrain::bound_op& b) const {
+      return static_cast<double>(b.bytes) / (dst == 2 ? 100.0 : 1000.0);
     }
   };
-  static_assert(disttrain::bound_duration_model<slow_pair>);
-  CHECK(disttrain::simulate_bound(w, slow_pair{}).iteration_time == 1.0 + 1.0 + 30.0 + 1.0);
+  static_assert(disttrain::duration_model<slow_pair>);
+  CHECK(disttrain::simulate_bound(w, slow_pair{{.forward = {1.0}}}).iteration_time ==
+        1.0 + 1.0 + 30.0 + 1.0);
 }
 
 TEST_CASE("simulate_bound names the op of a bad duration and reports deadlocks", "[sim][bound]") {
   const bound_world w = fan_out();
-  DISTTRAIN_CHECK_ERROR(
-      disttrain::simulate_bound(w, disttrain::uniform_bound_durations{.forward = -1.0}),
-      errc::invalid_argument, "rank 0 op #0 F");
+  DISTTRAIN_CHECK_ERROR(disttrain::simulate_bound(w, disttrain::table_durations{.forward = {-1.0}}),
+                        errc::invalid_argument, "rank 0 op #0 F");
   DISTTRAIN_CHECK_ERROR(
       disttrain::simulate_bound(
-          w,
-          disttrain::uniform_bound_durations{.latency_s = std::numeric_limits<double>::infinity()}),
-      errc::invalid_argument, "simulate_bound.transfer(0 -> 1, 1000 B)");
+          w, disttrain::table_durations{.transfer_s = std::numeric_limits<double>::infinity()}),
+      errc::invalid_argument, "rank 0 op #1 send_act");
   auto bad = w;
   std::swap(bad.programs[1].ops[0], bad.programs[1].ops[1]);
   bad.programs[0].ops.insert(bad.programs[0].ops.begin(), p2p(op_kind::recv_grad, 0, 1, 8, 9));
   bad.programs[1].ops.push_back(p2p(op_kind::send_grad, 0, 0, 8, 9));
-  DISTTRAIN_CHECK_ERROR(disttrain::simulate_bound(bad, disttrain::uniform_bound_durations{}),
+  DISTTRAIN_CHECK_ERROR(disttrain::simulate_bound(bad, disttrain::table_durations{}),
                         errc::schedule_error, "bound_world");
 }
 
@@ -149,7 +147,7 @@ TEST_CASE("a DP-1 TP-1 bound chain simulates as the schedule simulator's chain",
   // engines must give the same iteration time (free transfers: the schedule
   // simulator's link channels then never contend).
   const auto c = bind_case(three(1, 1, 1, 2, 1, 1, 1), 8, 4);
-  const auto bound = disttrain::simulate_bound(c.world, disttrain::uniform_bound_durations{});
+  const auto bound = disttrain::simulate_bound(c.world, disttrain::table_durations{});
   const auto sched = disttrain::simulate(disttrain::add_communication(c.chain),
                                          disttrain::table_durations::uniform(1.0, 2.0));
   CHECK(bound.iteration_time == sched.iteration_time);
@@ -167,29 +165,28 @@ TEST_CASE("splitting microbatches over replicas and TP ranks keeps uniform times
   // durations independent of the share, the split world takes the chain's time.
   const auto c = bind_case(three(2, 2, 2, 2, 3, 1, 2), 24, 4);
   REQUIRE(c.world.world_size() == 4 + 12 + 2);
-  const auto res = disttrain::simulate_bound(c.world, disttrain::uniform_bound_durations{});
+  const auto res = disttrain::simulate_bound(c.world, disttrain::table_durations{});
   CHECK(res.iteration_time == 21.0);
   // With bandwidth, the busiest pair's bytes set the delays: messages cost > 0.
   const auto slow =
-      disttrain::simulate_bound(c.world, disttrain::uniform_bound_durations{.bytes_per_s = 64.0});
+      disttrain::simulate_bound(c.world, disttrain::table_durations{.bytes_per_s = 64.0});
   CHECK(slow.iteration_time > 21.0);
   double waited = 0.0;
   for (int r = 0; r < slow.world_size(); ++r)
     waited += slow.exposed_p2p[static_cast<std::size_t>(r)];
   CHECK(waited > 0.0);
   // Deterministic: the same world and durations give the same intervals.
-  CHECK(disttrain::simulate_bound(c.world, disttrain::uniform_bound_durations{.bytes_per_s = 64.0})
+  CHECK(disttrain::simulate_bound(c.world, disttrain::table_durations{.bytes_per_s = 64.0})
             .times.size() == slow.times.size());
-  CHECK(disttrain::simulate_bound(c.world, disttrain::uniform_bound_durations{.bytes_per_s = 64.0})
+  CHECK(disttrain::simulate_bound(c.world, disttrain::table_durations{.bytes_per_s = 64.0})
             .iteration_time == slow.iteration_time);
 }
 
 TEST_CASE("gradient-bucket reductions: the wait is exposed, the reduction shown on start",
           "[sim][bound]") {
   const auto c = bind_case(three(1, 1, 1, 1, 2, 1, 1), 6, 2);
-  const auto res =
-      disttrain::simulate_bound(c.world, disttrain::uniform_bound_durations{.reduce_s = 5.0});
-  const auto base = disttrain::simulate_bound(c.world, disttrain::uniform_bound_durations{});
+  const auto res = disttrain::simulate_bound(c.world, disttrain::table_durations{.sync = 5.0});
+  const auto base = disttrain::simulate_bound(c.world, disttrain::table_durations{});
   CHECK(res.iteration_time > base.iteration_time);
   bool seen = false;
   for (int r = 0; r < c.world.world_size(); ++r) {
@@ -209,7 +206,7 @@ TEST_CASE("bound worlds export a trace and an SVG, one track per global rank",
           "[sim][bound][export]") {
   const auto c = bind_case(three(2, 1, 1, 2, 2, 1, 1), 8, 2);
   const auto res = disttrain::simulate_bound(
-      c.world, disttrain::uniform_bound_durations{.bytes_per_s = 100.0, .reduce_s = 0.5});
+      c.world, disttrain::table_durations{.bytes_per_s = 100.0, .sync = 0.5});
   const auto j = disttrain::to_trace_json(c.world, res, &c.topo);
   std::set<int> pids;
   std::size_t with_bytes = 0, sends = 0;
@@ -237,4 +234,39 @@ TEST_CASE("bound worlds export a trace and an SVG, one track per global rank",
   DISTTRAIN_CHECK_ERROR(disttrain::to_trace_json(other, res), errc::invalid_argument,
                         "trace.result");
   DISTTRAIN_CHECK_ERROR(disttrain::to_svg(other, res), errc::invalid_argument, "svg.result");
+}
+
+TEST_CASE("a schedule's trivial binding is a valid bound world that simulates alike",
+          "[sim][bound]") {
+  // One program IR: every generator's op lists, bound trivially (a schedule
+  // rank is a global rank), pass validate_bound, and simulate_bound gives the
+  // schedule simulator's intervals wherever their channels cannot differ
+  // (free messages; buckets reduced in no time).
+  std::vector<disttrain::pipeline_schedule> all = {
+      disttrain::make_gpipe(3, 5), disttrain::make_1f1b(4, 6),
+      disttrain::make_interleaved_1f1b(2, 4, 2), disttrain::make_interleaved_1f1b(3, 6, 3),
+      disttrain::make_zb_h1(4, 8)};
+  for (auto& s : all) {
+    s = disttrain::add_grad_sync(disttrain::add_communication(s), 2);
+    INFO(s.name);
+    const bound_world w = disttrain::bind_schedule(s);
+    REQUIRE(w.world_size() == static_cast<int>(s.ranks.size()));
+    const auto rep = disttrain::validate_bound(w);
+    CHECK(rep.ops == s.num_ops());
+    const auto d = disttrain::table_durations::uniform(1.0, 2.0, s.split_backward ? 1.0 : 0.0);
+    const auto sched = disttrain::simulate(s, d);
+    const auto bound = disttrain::simulate_bound(w, d);
+    CHECK(bound.iteration_time == sched.iteration_time);
+    CHECK(bound.times.size() == sched.times.size());
+    for (std::size_t i = 0; i < sched.times.size(); ++i) {
+      CHECK(bound.times[i].start == sched.times[i].start);
+      CHECK(bound.times[i].end == sched.times[i].end);
+    }
+    CHECK(bound.busy == sched.busy);
+    CHECK(bound.exposed_p2p == sched.exposed_p2p);
+    // Both results carry the critical path: it ends with the last op to finish.
+    REQUIRE(!bound.critical_path.empty());
+    const auto last = bound.critical_path.back();
+    CHECK(bound.interval(last.rank, last.index).end == bound.iteration_time);
+  }
 }

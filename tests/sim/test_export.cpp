@@ -93,7 +93,7 @@ TEST_CASE("Perfetto trace: valid JSON, one track per rank, kinds distinguishable
   spec.num_microbatches = 6;
   const auto s = add_grad_sync(add_communication(make_multi_module(spec)));
   auto d = table_durations::uniform(1, 2);
-  d.transfer = 0.25;
+  d.transfer_s = 0.25;
   d.sync = 1.0;
   const auto res = simulate(s, d);
   const std::string text = to_trace_json(s, res).dump();
@@ -129,7 +129,7 @@ TEST_CASE("SVG timeline is well-formed and escapes names") {
   spec.split_backward = true;
   const auto s = add_grad_sync(add_communication(make_multi_module(spec)));
   auto d = table_durations::uniform(1, 1, 1);
-  d.transfer = 0.1;
+  d.transfer_s = 0.1;
   const auto svg = to_svg(s, simulate(s, d));
   INFO(svg.substr(0, 400));
   CHECK(xml_problem(svg).empty());

@@ -84,7 +84,7 @@ TEST_CASE("unequal microbatches are simulated as they are") {
 TEST_CASE("communication overlaps compute unless blocking") {
   // p = 2, m = 2, F = 1, B = 2, every message 1 s (hand-computed: 11 s overlapped, 12 s blocking).
   auto d = table_durations::uniform(1, 2);
-  d.transfer = 1.0;
+  d.transfer_s = 1.0;
   const auto s = add_communication(make_1f1b(2, 2));
   CHECK(run(s, d, true).iteration_time == Approx(11.0));
   CHECK(run(s, d, false).iteration_time == Approx(12.0));
@@ -93,7 +93,7 @@ TEST_CASE("communication overlaps compute unless blocking") {
 TEST_CASE("critical path runs through the messages that set the time") {
   // p = 2, m = 1, transfer 0.5: F0 [0,1] -> [1,1.5] -> F0 [1.5,2.5] B0 [2.5,4.5] -> [4.5,5] -> B0 [5,7].
   auto d = table_durations::uniform(1, 2);
-  d.transfer = 0.5;
+  d.transfer_s = 0.5;
   const auto s = add_communication(make_1f1b(2, 1));
   const auto res = run(s, d);
   CHECK(res.iteration_time == Approx(7.0));
@@ -186,7 +186,7 @@ TEST_CASE("reset validates another schedule into the same simulator, with fresh 
     }
   };
   table_durations d = table_durations::uniform(1.0, 2.0, 0.5);
-  d.transfer = 0.25;
+  d.transfer_s = 0.25;
   d.sync = 1.5;
   d.microbatch_scale = {1.0, 0.5, 2.0, 1.0, 0.75, 1.25, 1.0, 3.0};
   const std::vector<pipeline_schedule> schedules = {

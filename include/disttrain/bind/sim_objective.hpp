@@ -62,7 +62,7 @@ class simulated_objective {
       for (const auto& op : rank_ops) split = split || op.kind == op_kind::weight;
     d_.weight_fraction = split ? o.weight_fraction : 0.0;
     d_.chunks = static_cast<double>(schedule.num_chunks > 0 ? schedule.num_chunks : 1);
-    d_.transfer = o.transfer_s;
+    d_.transfer_s = o.transfer_s;
     d_.sync = o.sync_s;
     d_.optimizer = o.optimizer_s;
   }
@@ -90,9 +90,10 @@ class simulated_objective {
  private:
   struct durations {
     const microbatch_times* t = nullptr;
-    double weight_fraction = 0.0, chunks = 1.0, transfer = 0.0, sync = 0.0, optimizer = 0.0;
+    double weight_fraction = 0.0, chunks = 1.0, transfer_s = 0.0, sync = 0.0, optimizer = 0.0;
 
-    [[nodiscard]] double compute_time(const schedule_rank&, const schedule_op& o) const {
+    [[nodiscard]] double compute(int, const bound_op& b) const {
+      const schedule_op& o = b.op;
       if (o.kind == op_kind::optimizer_step) return optimizer;
       if (o.microbatch < 0) return 0.0;
       const auto j = static_cast<std::size_t>(o.microbatch), s = static_cast<std::size_t>(o.stage);
@@ -103,14 +104,8 @@ class simulated_objective {
         default: return 0.0;
       }
     }
-    [[nodiscard]] double transfer_time(const schedule_rank&, const schedule_rank&,
-                                       const schedule_op&) const {
-      return transfer;
-    }
-    [[nodiscard]] double sync_time(const schedule_rank&, const schedule_op&) const { return sync; }
-    [[nodiscard]] double activation_bytes(const schedule_rank&, const schedule_op&) const {
-      return 0.0;
-    }
+    [[nodiscard]] double transfer(int, int, const bound_op&) const { return transfer_s; }
+    [[nodiscard]] double reduce(int, const bound_op&) const { return sync; }
   };
   static_assert(duration_model<durations>);
 

@@ -61,7 +61,7 @@
 #include "disttrain/reorder/options.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 #include "disttrain/schedule/bound_program.hpp"
-#include "disttrain/sim/bound_simulator.hpp"
+#include "disttrain/sim/simulator.hpp"
 
 namespace disttrain {
 
@@ -90,10 +90,10 @@ struct plan_simulation {
   reorder_result map;              ///< the batch's sample map
   std::vector<link_shape> shapes;  ///< per chain link, rows per sample
   bound_world world;               ///< every rank's program
-  bound_sim_result result;         ///< its simulated iteration
+  sim_result result;               ///< its simulated iteration
 };
 
-/// @brief A `bound_duration_model` of a plan on a cost model for one sample
+/// @brief A `duration_model` of a plan on a cost model for one sample
 /// map (see the file comment). Keeps references to the cost model, the
 /// topology and the map, which must outlive it.
 template <cost_model C>
@@ -213,8 +213,8 @@ class plan_bound_durations {
     return 0.0;
   }
   /// @brief One message between two global ranks (NVLink inside a node, else the NIC).
-  [[nodiscard]] double transfer(int src, int dst, std::int64_t bytes) const {
-    return static_cast<double>(cost_.p2p_time(static_cast<double>(bytes), src / g_ == dst / g_));
+  [[nodiscard]] double transfer(int src, int dst, const bound_op& b) const {
+    return static_cast<double>(cost_.p2p_time(static_cast<double>(b.bytes), src / g_ == dst / g_));
   }
   /// @brief The exposed DP collectives of `rank`'s stage (see the file comment).
   [[nodiscard]] double reduce(int rank, const bound_op&) const {

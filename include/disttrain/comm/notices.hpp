@@ -131,8 +131,7 @@ class notice_watches {
   template <class Between>
   void wait(request& r, const wait_deadline& d, Between&& between) {
     if constexpr (supported) {
-      if (!watches_.empty() && detail::wait_in_slices(*b_, r, d.at, poll_interval, between))
-        return;
+      if (!watches_.empty() && detail::wait_in_slices(*b_, r, d.at, poll_interval, between)) return;
     }
     detail::wait_until(*b_, r, d);
   }

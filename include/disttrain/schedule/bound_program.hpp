@@ -4,7 +4,7 @@
 /// every point-to-point op names its real peer (a global rank), its byte count
 /// and its tag. `bind_rank` / `bind_world` (bind/bind.hpp) produce it from the
 /// topology, the chain schedule and the batch's sample map; `validate_bound`
-/// (here), `simulate_bound` (sim/bound_simulator.hpp) and `executor`
+/// (here), `simulate_bound` (sim/simulator.hpp) and `executor`
 /// (exec/executor.hpp) consume it, so the program checked is the program run.
 ///
 /// A bound program keeps the chain schedule's compute ops (F/B/W of chain

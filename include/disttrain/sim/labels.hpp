@@ -10,7 +10,7 @@
 #include "disttrain/core/topology.hpp"
 #include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/schedule.hpp"
-#include "disttrain/sim/bound_simulator.hpp"
+#include "disttrain/sim/simulator.hpp"
 
 namespace disttrain {
 
@@ -66,13 +66,13 @@ inline std::string bound_track_name(const bound_world& w, const topology* t, std
              " replica ", c.replica.value, " tp ", c.tp_rank);
 }
 /// @brief Throws `invalid_argument` at `where` unless `res` simulated `w`.
-inline void require_bound_result(const bound_world& w, const bound_sim_result& res,
-                                 const topology* t, const char* where) {
-  bool ok = res.times.size() == w.programs.size();
+inline void require_bound_result(const bound_world& w, const sim_result& res, const topology* t,
+                                 const char* where) {
+  bool ok = res.rank_begin.size() == w.programs.size() + 1;
   for (std::size_t r = 0; ok && r < w.programs.size(); ++r)
-    ok = res.times[r].size() == w.programs[r].ops.size();
+    ok = res.num_ops(static_cast<int>(r)) == w.programs[r].ops.size();
   require(ok, where, "the simulation result does not belong to this bound world (",
-          res.times.size(), " ranks simulated, ", w.programs.size(), " in the world)");
+          res.world_size(), " ranks simulated, ", w.programs.size(), " in the world)");
   require(t == nullptr || t->world_size() == w.world_size(), where, "the topology has ",
           t ? t->world_size() : 0, " ranks, the bound world ", w.world_size());
 }

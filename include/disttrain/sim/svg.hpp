@@ -22,7 +22,6 @@
 #include "disttrain/core/topology.hpp"
 #include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/schedule.hpp"
-#include "disttrain/sim/bound_simulator.hpp"
 #include "disttrain/sim/labels.hpp"
 #include "disttrain/sim/simulator.hpp"
 
@@ -192,7 +191,7 @@ std::string render_svg(const std::string& title, std::size_t rows, double iterat
 /// per global rank, labelled from `t` when given, with its busy share. Throws
 /// `invalid_argument` at `svg.result` if `res` does not belong to `w`.
 /// @snippet sim.cpp svg_bound
-[[nodiscard]] inline std::string to_svg(const bound_world& w, const bound_sim_result& res,
+[[nodiscard]] inline std::string to_svg(const bound_world& w, const sim_result& res,
                                         const topology* t = nullptr, const svg_options& opt = {}) {
   detail::require_bound_result(w, res, t, "svg.result");
   const auto R = w.programs.size();
@@ -208,7 +207,9 @@ std::string render_svg(const std::string& title, std::size_t rows, double iterat
       [&](std::size_t r) { return cat("rank ", r); },
       [&](std::size_t r) { return w.programs[r].ops.size(); },
       [&](std::size_t r, std::size_t i) -> const schedule_op& { return w.programs[r].ops[i].op; },
-      [&](std::size_t r, std::size_t i) -> const op_interval& { return res.times[r][i]; });
+      [&](std::size_t r, std::size_t i) -> const op_interval& {
+        return res.interval(static_cast<int>(r), i);
+      });
 }
 
 }  // namespace disttrain

@@ -11,7 +11,7 @@
 /// microseconds as the format requires (`sim_result` times are seconds).
 /// Open the file in https://ui.perfetto.dev or chrome://tracing.
 ///
-/// A simulated bound world (sim/bound_simulator.hpp) exports the same way,
+/// A simulated bound world (sim/simulator.hpp) exports the same way,
 /// one track per global rank, messages with their bytes and tags.
 ///
 /// @snippet sim.cpp trace_file
@@ -24,7 +24,6 @@
 #include "disttrain/core/topology.hpp"
 #include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/schedule.hpp"
-#include "disttrain/sim/bound_simulator.hpp"
 #include "disttrain/sim/labels.hpp"
 #include "disttrain/sim/simulator.hpp"
 
@@ -109,7 +108,7 @@ void append_trace_track(json& events, int pid, const std::string& name, std::siz
 /// its bytes, tag, link and route phase. Throws `invalid_argument` at
 /// `trace.result` if `res` does not belong to `w` (or `t` to `w`).
 /// @snippet sim.cpp trace_bound
-[[nodiscard]] inline json to_trace_json(const bound_world& w, const bound_sim_result& res,
+[[nodiscard]] inline json to_trace_json(const bound_world& w, const sim_result& res,
                                         const topology* t = nullptr) {
   detail::require_bound_result(w, res, t, "trace.result");
   json events = json::array();
@@ -118,7 +117,7 @@ void append_trace_track(json& events, int pid, const std::string& name, std::siz
     detail::append_trace_track(
         events, static_cast<int>(r), detail::bound_track_name(w, t, r), ops.size(),
         [&](std::size_t i) -> const schedule_op& { return ops[i].op; },
-        [&](std::size_t i) -> const op_interval& { return res.times[r][i]; },
+        [&](std::size_t i) -> const op_interval& { return res.interval(static_cast<int>(r), i); },
         [&](std::size_t i, json& a) {
           const bound_op& b = ops[i];
           if (!is_p2p(b.op.kind)) return;
