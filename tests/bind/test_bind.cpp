@@ -374,6 +374,37 @@ TEST_CASE("programs bound from different sample maps of equal sizes fail, never 
   }
 }
 
+TEST_CASE("bind_world into a used world equals a fresh bind", "[bind]") {
+  // The overload that reuses a world's storage (a training loop rebinding
+  // every batch) must give exactly the fresh world, whatever it held before:
+  // a larger interleaved world, then a smaller plain one, then the first again.
+  const topology big = three(1, 2, 2, 2, 2, 1, 1, false, 2);
+  const topology small = three(1, 1, 1, 1, 1, 1, 1);
+  disttrain::bound_world reused;
+  for (const topology* t : {&big, &small, &big}) {
+    const int m = t == &big ? 4 : 3;
+    const auto chain = disttrain::chain_program(*t, {.microbatches = m});
+    const auto map = sample_map(*t, 9, m);
+    const auto sh = shapes(*t, map);
+    disttrain::bind_world(*t, chain, map, sh, reused);
+    const disttrain::bound_world fresh = disttrain::bind_world(*t, chain, map, sh);
+    CHECK(reused.name == fresh.name);
+    CHECK(reused.num_microbatches == fresh.num_microbatches);
+    REQUIRE(reused.world_size() == fresh.world_size());
+    for (std::size_t r = 0; r < fresh.programs.size(); ++r) {
+      const auto &a = reused.programs[r], &b = fresh.programs[r];
+      CHECK(a.ops == b.ops);
+      CHECK(a.rank == b.rank);
+      CHECK(a.chain_stage == b.chain_stage);
+      CHECK(a.dp_group == b.dp_group);
+      CHECK(a.virtual_stages == b.virtual_stages);
+      CHECK(a.input_elements == b.input_elements);
+      CHECK(a.output_elements == b.output_elements);
+      CHECK(a.control_tag == b.control_tag);
+    }
+  }
+}
+
 TEST_CASE("bind rejects inputs that do not fit the topology", "[bind]") {
   const topology t = three(1, 2, 1, 2, 2, 1, 1);
   const auto chain = disttrain::chain_program(t, {.microbatches = 2});

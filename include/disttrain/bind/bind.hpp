@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -172,11 +173,13 @@ struct bind_context {
 
 // One message of a rank on one route: what its bound op needs (its phase
 // is its list's: rank_messages).
+// No default member initializers: index_messages allocates its lists
+// without zeroing them (every entry is written once).
 struct rank_message {
-  std::int64_t elements = 0;
-  std::uint64_t stamp = 0;  // route_plan::stamp (bound_op::stamp)
-  int peer = -1;            // the other end
-  int index = -1;           // in the whole route (bound_op::message)
+  std::int64_t elements;
+  std::uint64_t stamp;  // route_plan::stamp (bound_op::stamp)
+  int peer;             // the other end
+  int index;            // in the whole route (bound_op::message)
 };
 
 // The messages one rank takes part in on one route, by role.
@@ -191,13 +194,13 @@ struct rank_messages {
 struct message_lists {
   std::size_t slots = 0;
   std::vector<std::uint32_t> begin;
-  std::vector<rank_message> messages;
+  std::unique_ptr<rank_message[]> messages;  // begin.back() of them
 
   [[nodiscard]] rank_messages at(std::size_t rank, std::size_t slot) const {
     const std::size_t b = (rank * slots + slot) * 4;
     const auto list = [&](std::size_t role) {
-      return std::span<const rank_message>(messages).subspan(begin[b + role],
-                                                             begin[b + role + 1] - begin[b + role]);
+      return std::span<const rank_message>(messages.get() + begin[b + role],
+                                           begin[b + role + 1] - begin[b + role]);
     };
     return {list(0), list(1), list(2), list(3)};
   }
@@ -212,14 +215,15 @@ struct message_lists {
 // 0..progs.size()-1 (-1: not indexed), whose programs `progs` give their
 // virtual stages, with `slots` route slots per rank (4 per chunk): a
 // counting sort from route order to (rank, slot, role) order, which keeps
-// route order.
+// route order. Two visits of the routes (count, then fill: cheaper than
+// buffering the entries); the fill computes each message's stamp once.
 template <class ForEachRoute, class LocalOf>
 message_lists index_messages(std::span<const bound_program> progs, std::size_t slots,
                              const ForEachRoute& for_each_route, const LocalOf& local_of) {
   message_lists out;
   out.slots = slots;
   out.begin.assign(progs.size() * out.slots * 4 + 1, 0);
-  // Calls fn(entry, the rank's view of the message) for each (indexed rank, message).
+  // Calls fn(entry, message, sending) for each (indexed rank, message).
   const auto visit = [&](const auto& fn) {
     for_each_route([&](int link, bool bwd, const route_plan& rp) {
       for (const route_message& m : rp.messages())
@@ -235,20 +239,29 @@ message_lists index_messages(std::span<const bound_program> progs, std::size_t s
               static_cast<std::size_t>(k)) *
                      4 +
                  static_cast<std::size_t>(role),
-             rank_message{m.elements, rp.stamp(m), sending ? m.dst : m.src, m.index});
+             rp, m, sending);
         }
     });
   };
-  visit([&](std::size_t e, const rank_message&) { ++out.begin[e + 1]; });
+  visit([&](std::size_t e, const route_plan&, const route_message&, bool) { ++out.begin[e + 1]; });
   std::size_t total = 0;
   for (std::uint32_t& b : out.begin) {
     total += b;
     ensure(total <= UINT32_MAX, "bind.messages", "more than 2^32 messages in one index");
     b = static_cast<std::uint32_t>(total);
   }
-  out.messages.resize(out.begin.back());
+  out.messages = std::make_unique_for_overwrite<rank_message[]>(out.begin.back());
   // begin[e] is entry e's fill cursor, then (shifted back by one entry) its start again.
-  visit([&](std::size_t e, const rank_message& m) { out.messages[out.begin[e]++] = m; });
+  const route_message* last = nullptr;  // the sender's entry comes first: its stamp is reused
+  std::uint64_t stamp = 0;
+  visit([&](std::size_t e, const route_plan& rp, const route_message& m, bool sending) {
+    if (&m != last) {
+      stamp = rp.stamp(m);
+      last = &m;
+    }
+    out.messages[out.begin[e]++] =
+        rank_message{m.elements, stamp, sending ? m.dst : m.src, m.index};
+  });
   for (std::size_t e = out.begin.size() - 1; e > 0; --e) out.begin[e] = out.begin[e - 1];
   out.begin[0] = 0;
   return out;
@@ -344,17 +357,18 @@ void emit_program(const bind_context& cx, bound_program& p, std::size_t messages
 // per microbatch, plans the routes of `links` with `opts` (one rank's part,
 // or headers only for the world), records the ranks' buffer sizes, indexes
 // the ranks' messages and hands each route to `keep(j, link, backward,
-// route&&)`; then emits each rank's program. `ready(program)` sees each
+// route)` (an rvalue, or a const reference for a link whose route is an
+// earlier link's); then emits each rank's program. `ready(program)` sees each
 // program once its rank, stages and chunks are set, before any `keep`.
 template <class Keep, class Ready>
-std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
-                                      const std::vector<int>& links, route_options opts,
-                                      const Keep& keep, const Ready& ready) {
+void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
+                const std::vector<int>& links, route_options opts, const Keep& keep,
+                const Ready& ready, std::vector<bound_program>& out) {
   const topology& topo = cx.topo;
   const auto M = static_cast<std::size_t>(cx.chain.num_microbatches);
   const std::size_t N = ranks.size();
   std::vector<int> local_of(static_cast<std::size_t>(topo.world_size()), -1);
-  std::vector<bound_program> out(N);
+  out.resize(N);  // programs already there keep their storage
   std::size_t max_chunks = 1;
   for (std::size_t i = 0; i < N; ++i) {
     const int r = ranks[i];
@@ -363,6 +377,8 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
     bound_program& p = out[i];
     p.rank = r;
     p.chain_stage = topo.chain_stage(me.module, me.stage);
+    p.ops.clear();
+    p.virtual_stages.clear();
     for (int k = 0; k < topo.chunks_of(p.chain_stage); ++k)
       p.virtual_stages.push_back(topo.virtual_stage(me.module, me.stage, k));
     max_chunks = std::max(max_chunks, p.virtual_stages.size());
@@ -397,16 +413,19 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
   // Per microbatch, slots 0..3 of each chunk; a chain of one stage (every
   // module on the same GPUs, pp 1) has no link, and its lists are empty, not missing.
   std::vector<message_lists> lists(M);
-  std::vector<route_plan> routes(links.size() * 2);
+  std::vector<route_plan> routes(links.size() * 2);  // a copied link's stay empty
+  const auto route_of = [&](std::size_t i, int bwd) -> const route_plan& {
+    const std::size_t owner = same[i] < 0 ? i : static_cast<std::size_t>(same[i]);
+    return routes[owner * 2 + static_cast<std::size_t>(bwd)];
+  };
   for (std::size_t j = 0; j < M; ++j) {
     const microbatch_placement mp =
         links.empty() ? microbatch_placement{} : microbatch_placements(cx.map, j, modules);
     for (std::size_t i = 0; i < links.size(); ++i)
       for (int bwd = 0; bwd < 2; ++bwd) {
-        route_plan& rp = routes[i * 2 + static_cast<std::size_t>(bwd)];
-        rp = same[i] < 0
-                 ? cx.route(links[i], mp, bwd != 0, opts)
-                 : routes[static_cast<std::size_t>(same[i]) * 2 + static_cast<std::size_t>(bwd)];
+        if (same[i] < 0)
+          routes[i * 2 + static_cast<std::size_t>(bwd)] = cx.route(links[i], mp, bwd != 0, opts);
+        const route_plan& rp = route_of(i, bwd);
         if (bwd != 0) continue;
         // A forward route's receivers hold its destination buffer as their
         // input, its senders its source buffer as their output.
@@ -424,13 +443,18 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
         std::span<const bound_program>(out), max_chunks * 4,
         [&](const auto& fn) {
           for (std::size_t i = 0; i < links.size(); ++i)
-            for (int bwd = 0; bwd < 2; ++bwd)
-              fn(links[i], bwd != 0, routes[i * 2 + static_cast<std::size_t>(bwd)]);
+            for (int bwd = 0; bwd < 2; ++bwd) fn(links[i], bwd != 0, route_of(i, bwd));
         },
         local);
+    // Copied links first (by reference to their owner's route), then the
+    // owners hand theirs over.
     for (std::size_t i = 0; i < links.size(); ++i)
       for (int bwd = 0; bwd < 2; ++bwd)
-        keep(j, links[i], bwd != 0, std::move(routes[i * 2 + static_cast<std::size_t>(bwd)]));
+        if (same[i] >= 0) keep(j, links[i], bwd != 0, route_of(i, bwd));
+    for (std::size_t i = 0; i < links.size(); ++i)
+      for (int bwd = 0; bwd < 2; ++bwd)
+        if (same[i] < 0)
+          keep(j, links[i], bwd != 0, std::move(routes[i * 2 + static_cast<std::size_t>(bwd)]));
   }
   for (std::size_t i = 0; i < N; ++i) {
     std::size_t messages = 0;
@@ -439,7 +463,6 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
       return lists[j].at(i, static_cast<std::size_t>(chunk * 4 + k));
     });
   }
-  return out;
 }
 
 }  // namespace detail
@@ -467,25 +490,30 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
     if (v + 1 < cx.vstages) links.push_back(v);
   }
   std::sort(links.begin(), links.end());
-  auto programs = detail::bind_ranks(
+  std::vector<bound_program> programs;
+  detail::bind_ranks(
       cx, {rank}, links, part,
-      [&](std::size_t j, int link, bool bwd, route_plan&& r) {
-        out.routes[out.slot_of(j, link, bwd)] = std::move(r);
+      [&](std::size_t j, int link, bool bwd, auto&& r) {  // a copied link's: const&
+        out.routes[out.slot_of(j, link, bwd)] = std::forward<decltype(r)>(r);
       },
       [&](const bound_program& p) {
         out.program.virtual_stages = p.virtual_stages;
         out.routes.resize(M * p.virtual_stages.size() * 4);
-      });
+      },
+      programs);
   out.program = std::move(programs.front());
   return out;
 }
 
 /// @brief The programs of every rank (for `validate_bound`, `simulate_bound`
-/// and traces); each route is planned once, headers only, and dropped after
-/// its microbatch. Throws like `bind_rank`.
-[[nodiscard]] inline bound_world bind_world(const topology& topo, const pipeline_schedule& chain,
-                                            const reorder_result& map,
-                                            const std::vector<link_shape>& shapes) {
+/// and traces) into `w`, reusing its storage: a training loop that binds
+/// every iteration's batch into the same world allocates (and touches fresh
+/// memory) only where a program grew. Each route is planned once, headers
+/// only, and dropped after its microbatch. Throws like `bind_rank` (`w` is
+/// then unspecified).
+inline void bind_world(const topology& topo, const pipeline_schedule& chain,
+                       const reorder_result& map, const std::vector<link_shape>& shapes,
+                       bound_world& w) {
   const detail::bind_context cx(topo, chain, map, shapes);
   std::vector<int> ranks(static_cast<std::size_t>(topo.world_size()));
   for (std::size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<int>(r);
@@ -493,12 +521,19 @@ std::vector<bound_program> bind_ranks(const bind_context& cx, const std::vector<
   for (std::size_t l = 0; l < links.size(); ++l) links[l] = static_cast<int>(l);
   route_options headers;
   headers.headers_only = true;
-  bound_world w;
   w.name = chain.name;
   w.num_microbatches = chain.num_microbatches;
-  w.programs = detail::bind_ranks(
-      cx, ranks, links, headers, [](std::size_t, int, bool, route_plan&&) {},
-      [](const bound_program&) {});
+  detail::bind_ranks(
+      cx, ranks, links, headers, [](std::size_t, int, bool, const route_plan&) {},
+      [](const bound_program&) {}, w.programs);
+}
+
+/// @brief The programs of every rank, in a new world (see the overload above).
+[[nodiscard]] inline bound_world bind_world(const topology& topo, const pipeline_schedule& chain,
+                                            const reorder_result& map,
+                                            const std::vector<link_shape>& shapes) {
+  bound_world w;
+  bind_world(topo, chain, map, shapes, w);
   return w;
 }
 

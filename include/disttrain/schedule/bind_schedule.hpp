@@ -70,8 +70,8 @@ class trivial_binding {
       const int grad = o.kind == op_kind::send_grad || o.kind == op_kind::recv_grad ? 1 : 0;
       // The tensor of (stage, chunk) crosses the link after it (activation)
       // or before it (gradient).
-      b.link = vs_[first_[static_cast<std::size_t>(o.stage)] + static_cast<std::size_t>(o.chunk)] -
-               grad;
+      b.link =
+          vs_[first_[static_cast<std::size_t>(o.stage)] + static_cast<std::size_t>(o.chunk)] - grad;
       b.tag = 2 * std::max(b.link, 0) + grad;
     } else if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) {
       b.tag = o.bucket;
