@@ -17,7 +17,7 @@
 /// `transfer` after it left, while the rank computes on); each bucket is its
 /// own group, so a bucket's reduction starts when its last member joined,
 /// whatever the group's other buckets do. Receivers do not contend.
-/// O(ops log ranks).
+/// O(ops x peers per rank).
 
 #include <algorithm>
 #include <cstddef>
@@ -79,36 +79,55 @@ inline void compile_bound(const bound_world& w, compiled_program& c) {
     const auto r = static_cast<std::size_t>(c.rank_of[i]);
     return w.programs[r].ops[i - c.begin[r]];
   };
-  const auto pair_key = [R](std::size_t src, int dst) {
-    return static_cast<std::uint64_t>(src) * R + static_cast<std::uint64_t>(dst);
+  // 1. Messages: per (sender, receiver) pair, sends and receives matched in
+  //    program order. Pairs are numbered per sender (a rank has few peers:
+  //    a linear search of its list), sends grouped by pair in program order
+  //    (a counting sort), and each receive takes its pair's next send.
+  c.num_channels = R;                                                // one per sender: its NIC
+  std::vector<std::vector<std::pair<int, std::uint32_t>>> peers(R);  // sender -> (receiver, pair)
+  std::uint32_t pairs = 0;
+  const auto pair_of = [&](std::size_t src, int dst, bool add) -> std::uint32_t {
+    auto& list = peers[src];
+    for (const auto& [d, id] : list)
+      if (d == dst) return id;
+    if (!add) return UINT32_MAX;
+    list.emplace_back(dst, pairs);
+    return pairs++;
   };
-
-  // 1. Messages: per (sender, receiver), sends and receives matched in program order.
-  c.num_channels = R;  // one per sender: its NIC
-  std::map<std::uint64_t, std::pair<std::vector<op_index>, std::size_t>> sent;  // sends, matched
+  std::vector<std::uint32_t> send_pair(n, UINT32_MAX);
   for (std::size_t i = 0; i < n; ++i)
     if (is_send(c.kind[i])) {
       const auto src = static_cast<std::size_t>(c.rank_of[i]);
-      sent[pair_key(src, op(i).op.peer)].first.push_back(static_cast<op_index>(i));
+      send_pair[i] = pair_of(src, op(i).op.peer, true);
       c.channel[i] = static_cast<op_index>(src);
     }
+  std::vector<std::size_t> first(std::size_t{pairs} + 1,
+                                 0);  // pair p's sends: [first[p], first[p + 1])
+  for (std::size_t i = 0; i < n; ++i)
+    if (send_pair[i] != UINT32_MAX) ++first[send_pair[i] + 1];
+  for (std::size_t p = 0; p < pairs; ++p) first[p + 1] += first[p];
+  std::vector<op_index> sends(first.back());
+  std::vector<std::size_t> cursor(first.begin(), first.end() - 1);  // fill, then take
+  for (std::size_t i = 0; i < n; ++i)
+    if (send_pair[i] != UINT32_MAX) sends[cursor[send_pair[i]]++] = static_cast<op_index>(i);
+  std::copy(first.begin(), first.end() - 1, cursor.begin());
   for (std::size_t i = 0; i < n; ++i) {
     if (!is_recv(c.kind[i])) continue;
     const bound_op& b = op(i);
-    const auto it = sent.find(pair_key(static_cast<std::size_t>(b.op.peer), c.rank_of[i]));
-    if (it == sent.end() || it->second.second == it->second.first.size())
+    const std::uint32_t p = pair_of(static_cast<std::size_t>(b.op.peer), c.rank_of[i], false);
+    if (p == UINT32_MAX || cursor[p] == first[p + 1])
       fail(errc::schedule_error, name(i), "has no matching send on rank ", b.op.peer);
-    const op_index s = it->second.first[it->second.second++];
-    const bound_op& m = op(s);
+    const op_index snd = sends[cursor[p]++];
+    const bound_op& m = op(snd);
     if (m.tag != b.tag || m.bytes != b.bytes || m.stamp != b.stamp ||
         (m.op.kind == op_kind::send_act) != (b.op.kind == op_kind::recv_act))
-      fail(errc::schedule_error, name(i), "matches ", name(s),
+      fail(errc::schedule_error, name(i), "matches ", name(snd),
            " (messages between two ranks match in program order; tag, bytes, kind and "
            "stamp must agree: a different stamp means the two were bound from different "
            "inputs)");
-    c.link[i] = s;
-    c.link[s] = static_cast<op_index>(i);
-    c.channel[i] = c.channel[s];
+    c.link[i] = snd;
+    c.link[snd] = static_cast<op_index>(i);
+    c.channel[i] = c.channel[snd];
   }
   for (std::size_t i = 0; i < n; ++i)
     if (is_send(c.kind[i]) && c.link[i] == no_op)
