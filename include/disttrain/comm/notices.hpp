@@ -17,7 +17,7 @@
 ///   `grace` in all, never throwing: a peer that is gone already is not
 ///   waited for long.
 ///
-/// A notice is a `plan_stamp` (`make_notice`): `magic` = `notice_value` (an
+/// A notice is a `plan_stamp` (`notice_message::stamp`): `magic` = `notice_value` (an
 /// abort: the sender failed; to a rank that sends to it, or to an executor
 /// peer) or `void_value` (the sender's messages are void; to its receivers),
 /// `plan` = the error code, `message` = the exchange's sequence number between
@@ -44,16 +44,22 @@ namespace disttrain {
 /// @brief "No sequence number": a watch that accepts no notice of that kind.
 inline constexpr std::uint64_t no_notice_seq = ~std::uint64_t{0};
 
-/// @brief A notice (see the file comment).
-[[nodiscard]] inline plan_stamp make_notice(std::int64_t magic, std::uint64_t code,
-                                            std::uint64_t seq, std::uint64_t origin = 0) {
-  plan_stamp s;
-  s.magic = magic;
-  s.plan = code;
-  s.message = seq;
-  s.bytes = origin;
-  return s;
-}
+/// @brief A notice's content (see the file comment); `stamp()` is what is sent.
+struct notice_message {
+  std::int64_t magic = plan_stamp::notice_value;  ///< `notice_value` or `void_value`
+  std::uint64_t code = 0;                         ///< the error code
+  std::uint64_t seq = 0;     ///< the exchange's sequence number between the two ranks
+  std::uint64_t origin = 0;  ///< 1 + the rank whose failure it reports; 0: not said
+
+  [[nodiscard]] plan_stamp stamp() const noexcept {
+    plan_stamp s;
+    s.magic = magic;
+    s.plan = code;
+    s.message = seq;
+    s.bytes = origin;
+    return s;
+  }
+};
 
 /// @brief One peer's watch: the notices of this exchange it accepts, and
 /// where the next one lands.

@@ -516,9 +516,8 @@ class route_transfer {
       for (const watch& w : watches_) {
         // A peer that sends to this rank, unless its sends are complete: nothing to tell.
         if (w.void_seq == no_notice_seq || fully_received_from(w.peer)) continue;
-        batch.post(
-            make_notice(plan_stamp::notice_value, static_cast<std::uint64_t>(f.code), w.void_seq),
-            w.peer, watches_.tag());
+        const notice_message n{.code = static_cast<std::uint64_t>(f.code), .seq = w.void_seq};
+        batch.post(n.stamp(), w.peer, watches_.tag());
       }
     } catch (...) {}
     batch.wait();
@@ -535,10 +534,11 @@ class route_transfer {
       if (w.abort_seq == no_notice_seq) continue;
       const bool open = std::ranges::any_of(
           out_, [&](const outgoing& o) { return o.dst == w.peer && !o.completed && o.borrowed; });
-      if (open)
-        batch.post(
-            make_notice(plan_stamp::void_value, static_cast<std::uint64_t>(code), w.abort_seq),
-            w.peer, watches_.tag());
+      if (!open) continue;
+      const notice_message n{.magic = plan_stamp::void_value,
+                             .code = static_cast<std::uint64_t>(code),
+                             .seq = w.abort_seq};
+      batch.post(n.stamp(), w.peer, watches_.tag());
     }
     batch.wait();
   }

@@ -81,9 +81,10 @@ class abort_notices {
     for (const auto& w : watches_) {
       if (w.aborted) continue;  // that peer failed first: it listens no more
       const int origin = cause_rank_ >= 0 ? cause_rank_ : b_->rank();
-      batch.post(make_notice(plan_stamp::notice_value, cause_rank_ >= 0 ? cause_code_ : code,
-                             w.abort_seq, static_cast<std::uint64_t>(origin) + 1),
-                 w.peer, watches_.tag());
+      const notice_message n{.code = cause_rank_ >= 0 ? cause_code_ : code,
+                             .seq = w.abort_seq,
+                             .origin = static_cast<std::uint64_t>(origin) + 1};
+      batch.post(n.stamp(), w.peer, watches_.tag());
     }
     batch.wait();
   }

@@ -23,7 +23,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <ranges>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,11 +68,10 @@ inline std::string name_bound_op(const bound_world& w, const compiled_program& c
 inline void compile_bound(const bound_world& w, compiled_program& c) {
   check_bound_shape(w);
   const std::size_t R = w.programs.size();
-  std::size_t n = 0;
-  for (const auto& p : w.programs) n += p.ops.size();
-  c.reset(R, n, [&](std::size_t r) {
-    return w.programs[r].ops | std::views::transform([](const bound_op& b) { return b.op.kind; });
-  });
+  c.reset(
+      R, [&](std::size_t r) { return w.programs[r].ops.size(); },
+      [&](std::size_t r, std::size_t k) { return w.programs[r].ops[k].op.kind; });
+  const std::size_t n = c.num_ops();
   const auto name = [&](std::size_t i) { return name_bound_op(w, c, i); };
   const auto op = [&](std::size_t i) -> const bound_op& {
     const auto r = static_cast<std::size_t>(c.rank_of[i]);

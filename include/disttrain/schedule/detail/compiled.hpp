@@ -14,7 +14,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <ranges>
 #include <string>
 #include <vector>
 
@@ -77,10 +76,12 @@ struct compiled_program {
   [[nodiscard]] op_index collective(std::size_t i) const noexcept {
     return kind[i] == op_kind::grad_sync_finish ? link[link[i]] : link[i];
   }
-  /// @brief Sizes the per-op tables for `n` ops over `R` ranks of `kind_of(r)`
-  /// (a range of op kinds per rank); clears the rest.
-  template <class KindsOf>
-  void reset(std::size_t R, std::size_t n, KindsOf&& kinds_of) {
+  /// @brief Sizes the per-op tables for `R` ranks, rank r with `size_of(r)`
+  /// ops of kinds `kind_of(r, k)`; clears the rest.
+  template <class SizeOf, class KindOf>
+  void reset(std::size_t R, const SizeOf& size_of, const KindOf& kind_of) {
+    std::size_t n = 0;
+    for (std::size_t r = 0; r < R; ++r) n += size_of(r);
     if (n >= static_cast<std::size_t>(no_op))
       fail(errc::invalid_argument, "program.ops", "has ", n, " ops, at most ", no_op - 1,
            " supported");
@@ -89,8 +90,8 @@ struct compiled_program {
     begin.assign(R + 1, 0);
     for (std::size_t r = 0, i = 0; r < R; ++r) {
       begin[r] = i;
-      for (const op_kind k : kinds_of(r)) {
-        kind[i] = k;
+      for (std::size_t k = 0, m = size_of(r); k < m; ++k) {
+        kind[i] = kind_of(r, k);
         rank_of[i++] = static_cast<int>(r);
       }
       begin[r + 1] = i;
@@ -140,9 +141,9 @@ inline void compile_schedule(const pipeline_schedule& s, compiled_schedule& c) {
   c.meta.ops.clear();
   const std::size_t R = s.ranks.size();
   const std::size_t n = s.num_ops();
-  c.reset(R, n, [&](std::size_t r) {
-    return s.ops[r] | std::views::transform([](const schedule_op& o) { return o.kind; });
-  });
+  c.reset(
+      R, [&](std::size_t r) { return s.ops[r].size(); },
+      [&](std::size_t r, std::size_t k) { return s.ops[r][k].kind; });
   const auto op = [&](std::size_t i) -> const schedule_op& { return c.op(s.ops, i); };
   const auto name = [&](std::size_t i) { return c.name_op(s.ops, i); };
 
