@@ -92,6 +92,8 @@ struct bound_program {
     for (const auto& o : ops) n += is_p2p(o.op.kind) ? 1U : 0U;
     return n;
   }
+
+  friend bool operator==(const bound_program&, const bound_program&) = default;
 };
 
 /// @brief The programs of every global rank (`programs[r].rank == r`).
@@ -106,6 +108,8 @@ struct bound_world {
     for (const auto& p : programs) n += p.ops.size();
     return n;
   }
+
+  friend bool operator==(const bound_world&, const bound_world&) = default;
 };
 
 /// @brief "rank 5 op #12 recv_act(stage 1, mb 3 <- rank 2), 4096 B, tag 17".
