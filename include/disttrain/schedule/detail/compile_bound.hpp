@@ -99,8 +99,8 @@ inline void compile_bound(const bound_world& w, compiled_program& c) {
       send_pair[i] = pair_of(src, op(i).op.peer, true);
       c.channel[i] = static_cast<op_index>(src);
     }
-  std::vector<std::size_t> first(std::size_t{pairs} + 1,
-                                 0);  // pair p's sends: [first[p], first[p + 1])
+  // Pair p's sends are sends[first[p] .. first[p + 1]), in program order.
+  std::vector<std::size_t> first(std::size_t{pairs} + 1, 0);
   for (std::size_t i = 0; i < n; ++i)
     if (send_pair[i] != UINT32_MAX) ++first[send_pair[i] + 1];
   for (std::size_t p = 0; p < pairs; ++p) first[p + 1] += first[p];

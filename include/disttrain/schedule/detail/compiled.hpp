@@ -140,10 +140,10 @@ inline void compile_schedule(const pipeline_schedule& s, compiled_schedule& c) {
   c.meta.ranks = s.ranks;
   c.meta.ops.clear();
   const std::size_t R = s.ranks.size();
-  const std::size_t n = s.num_ops();
   c.reset(
       R, [&](std::size_t r) { return s.ops[r].size(); },
       [&](std::size_t r, std::size_t k) { return s.ops[r][k].kind; });
+  const std::size_t n = c.num_ops();
   const auto op = [&](std::size_t i) -> const schedule_op& { return c.op(s.ops, i); };
   const auto name = [&](std::size_t i) { return c.name_op(s.ops, i); };
 
