@@ -40,7 +40,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -173,13 +172,11 @@ struct bind_context {
 
 // One message of a rank on one route: what its bound op needs (its phase
 // is its list's: rank_messages).
-// No default member initializers: index_messages allocates its lists
-// without zeroing them (every entry is written once).
 struct rank_message {
-  std::int64_t elements;
-  std::uint64_t stamp;  // route_plan::stamp (bound_op::stamp)
-  int peer;             // the other end
-  int index;            // in the whole route (bound_op::message)
+  std::int64_t elements = 0;
+  std::uint64_t stamp = 0;  // route_plan::stamp (bound_op::stamp)
+  int peer = -1;            // the other end
+  int index = -1;           // in the whole route (bound_op::message)
 };
 
 // The messages one rank takes part in on one route, by role.
@@ -194,13 +191,13 @@ struct rank_messages {
 struct message_lists {
   std::size_t slots = 0;
   std::vector<std::uint32_t> begin;
-  std::unique_ptr<rank_message[]> messages;  // begin.back() of them
+  std::vector<rank_message> messages;
 
   [[nodiscard]] rank_messages at(std::size_t rank, std::size_t slot) const {
     const std::size_t b = (rank * slots + slot) * 4;
     const auto list = [&](std::size_t role) {
-      return std::span<const rank_message>(messages.get() + begin[b + role],
-                                           begin[b + role + 1] - begin[b + role]);
+      return std::span<const rank_message>(messages).subspan(begin[b + role],
+                                                             begin[b + role + 1] - begin[b + role]);
     };
     return {list(0), list(1), list(2), list(3)};
   }
@@ -250,7 +247,7 @@ message_lists index_messages(std::span<const bound_program> progs, std::size_t s
     ensure(total <= UINT32_MAX, "bind.messages", "more than 2^32 messages in one index");
     b = static_cast<std::uint32_t>(total);
   }
-  out.messages = std::make_unique_for_overwrite<rank_message[]>(out.begin.back());
+  out.messages.resize(out.begin.back());
   // begin[e] is entry e's fill cursor, then (shifted back by one entry) its start again.
   const route_message* last = nullptr;  // the sender's entry comes first: its stamp is reused
   std::uint64_t stamp = 0;
