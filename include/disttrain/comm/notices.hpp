@@ -187,7 +187,6 @@ class notice_batch {
   explicit notice_batch(B& b) noexcept : b_(&b) {}
   notice_batch(const notice_batch&) = delete;
   notice_batch& operator=(const notice_batch&) = delete;
-  ~notice_batch() { reqs_.clear(); }  // before the buffers they read
 
   /// @brief Sends `s` to `peer` on `tag` (a failure to post is ignored).
   void post(const plan_stamp& s, int peer, int tag) noexcept {
@@ -209,7 +208,7 @@ class notice_batch {
  private:
   B* b_;
   std::deque<plan_stamp> msgs_;            // deque: a posted buffer never moves
-  std::vector<typename B::request> reqs_;  // cleared first (destructor)
+  std::vector<typename B::request> reqs_;  // declared last: gone before the buffers they read
 };
 
 }  // namespace disttrain
