@@ -219,6 +219,7 @@ overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only,
   const disttrain::bench::synthetic_durations d{f, f + l.latency_s, 2 * f + l.latency_s};
   res.sim_on_s = disttrain::simulate(s, d).iteration_time;
   res.sim_off_s = disttrain::simulate(s, d, {.overlap_comm = false}).iteration_time;
+  const disttrain::bound_world w = disttrain::bench::synthetic_programs(s, bytes);
   for (bool overlap : {true, false}) {
     std::vector<double> times;
     for (int rep = 0; rep < reps; ++rep) {
@@ -229,13 +230,12 @@ overlap_result bench_overlap(const disttrain::pipeline_schedule& compute_only,
         th.emplace_back([&, r] {
           auto inner = world.endpoint(r);
           link_model_backend<disttrain::local_backend> b(inner, l);
-          sleep_host h{t_forward, bytes, {r}};
+          sleep_host h{t_forward};
           disttrain::executor<link_model_backend<disttrain::local_backend>> ex(
-              b, {s.num_stages, s.num_chunks, s.num_microbatches},
-              {.overlap = overlap, .record = false});
+              b, {.overlap = overlap, .record = false});
           b.barrier();
           per_rank[static_cast<std::size_t>(r)] =
-              ex.run(s.ops[static_cast<std::size_t>(r)], h).iteration_seconds;
+              ex.run(w.programs[static_cast<std::size_t>(r)], h).iteration_seconds;
         });
       for (auto& t : th) t.join();
       times.push_back(*std::max_element(per_rank.begin(), per_rank.end()));

@@ -3,19 +3,23 @@
 // (bench_exec.cpp over modelled links, mpi/bench_exec_mpi.cpp over MPI):
 //   - `synthetic_host<Compute>`: an exec_host whose F and B = 2F "compute" by
 //     calling `Compute{}(duration)` (a timed sleep, so ranks do not compete
-//     for cores), whose activation messages are `message_bytes` long and
-//     whose gradient messages are twice that (sized like the backward pass);
+//     for cores);
+//   - `synthetic_programs`: a schedule's bound programs whose activation
+//     messages are `message_bytes` long and whose gradient messages are
+//     twice that (sized like the backward pass);
 //   - `synthetic_durations`: the same workload for the simulator (sim/), so
 //     each benchmark can print the simulator's prediction beside the run.
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "disttrain/exec.hpp"
+#include "disttrain/schedule/bind_schedule.hpp"
 #include "disttrain/schedule/op.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
@@ -25,8 +29,6 @@ template <class Compute>
 struct synthetic_host {
   using grad_type = float;
   std::chrono::steady_clock::duration forward_time{};
-  std::size_t message_bytes = 0;
-  std::vector<int> group;  // the ranks of this rank's gradient bucket
   std::map<std::pair<int, int>, std::vector<std::byte>> buffers{};  // (kind, mb)
   std::vector<float> bucket = std::vector<float>(16, 1.0f);
 
@@ -34,19 +36,28 @@ struct synthetic_host {
   void backward(const disttrain::schedule_op&) { Compute{}(2 * forward_time); }
   void weight(const disttrain::schedule_op&) {}
   void optimizer_step(const disttrain::schedule_op&) {}
-  void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out) {
-    auto& b = buffers[{static_cast<int>(op.kind), op.microbatch}];
-    const bool grad =
-        op.kind == disttrain::op_kind::send_grad || op.kind == disttrain::op_kind::recv_grad;
-    b.resize(grad ? 2 * message_bytes : message_bytes);
-    out.push_back({op.peer, std::span(b)});
+  std::span<std::byte> payload(const disttrain::bound_op& m) {
+    auto& b = buffers[{static_cast<int>(m.op.kind), m.op.microbatch}];
+    b.resize(static_cast<std::size_t>(m.bytes));
+    return std::span(b);
   }
-  void received(const disttrain::schedule_op&) {}
+  void received(const disttrain::bound_op&) {}
   disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op&) {
-    return {std::span(bucket), std::span(group)};
+    return {std::span(bucket)};
   }
   void bucket_reduced(const disttrain::schedule_op&) {}
 };
+
+// The bound programs of `s` with activation messages of `message_bytes` and
+// gradient messages of twice that.
+inline disttrain::bound_world synthetic_programs(const disttrain::pipeline_schedule& s,
+                                                 std::size_t message_bytes) {
+  return disttrain::bind_schedule(s, [message_bytes](const disttrain::schedule_op& op) {
+    const bool grad =
+        op.kind == disttrain::op_kind::send_grad || op.kind == disttrain::op_kind::recv_grad;
+    return static_cast<std::int64_t>(grad ? 2 * message_bytes : message_bytes);
+  });
+}
 
 // F and B = 2F in seconds; an activation message takes `act` seconds on its
 // link, a gradient message `grad`; no gradient-sync time.

@@ -1,9 +1,10 @@
 // Train one step of a 4-stage pipeline under 1F1B with the executor: one
 // thread per stage on the local backend, 8 microbatches. Stage s scales its
 // input by a weight w_s (y = w_s x), the loss is the sum of the last stage's
-// outputs. The executor runs each rank's ops (F, B, the sends and receives
-// between stages) in the schedule's order, overlapping transfers with
-// compute; the host supplies the math and the message buffers. Every stage's
+// outputs. `bind_schedule` turns the schedule into bound programs (each
+// message with its peer, bytes and tag); the executor runs each rank's ops
+// (F, B, the sends and receives between stages) in order, overlapping
+// transfers with compute; the host supplies the math and the message buffers. Every stage's
 // weight gradient is compared with the same model run serially (exit 1 on a
 // difference).
 //
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -61,7 +63,8 @@ struct stage_host {
   void weight(const disttrain::schedule_op&) {}
   void optimizer_step(const disttrain::schedule_op&) {}  // add_grad_sync's ops; not used here
   // The buffer each send reads or each receive fills.
-  void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out) {
+  std::span<std::byte> payload(const disttrain::bound_op& b) {
+    const disttrain::schedule_op& op = b.op;
     std::vector<double>* buf = nullptr;
     switch (op.kind) {
       case disttrain::op_kind::send_act: buf = &y.at(op.microbatch); break;
@@ -71,9 +74,9 @@ struct stage_host {
         break;
       default: buf = &(gy[op.microbatch] = std::vector<double>(width)); break;  // recv_grad
     }
-    out.push_back({op.peer, std::as_writable_bytes(std::span(*buf))});
+    return std::as_writable_bytes(std::span(*buf));
   }
-  void received(const disttrain::schedule_op&) {}
+  void received(const disttrain::bound_op&) {}
   disttrain::grad_bucket<double> bucket_ready(const disttrain::schedule_op&) { return {}; }
   void bucket_reduced(const disttrain::schedule_op&) {}
 };
@@ -84,6 +87,10 @@ static_assert(disttrain::exec_host<stage_host>);
 int main() {
   try {
     const auto sched = disttrain::add_communication(disttrain::make_1f1b(stages, microbatches));
+    // Every message is one microbatch's `width` doubles.
+    const disttrain::bound_world programs = disttrain::bind_schedule(
+        sched,
+        [](const disttrain::schedule_op&) -> std::int64_t { return width * sizeof(double); });
     disttrain::local_world world(stages, {std::chrono::milliseconds(5000)});
     std::vector<stage_host> hosts(stages);
     std::vector<disttrain::exec_stats> stats(stages);
@@ -96,9 +103,9 @@ int main() {
           auto& h = hosts[static_cast<std::size_t>(r)];
           h.stage = sched.ranks[static_cast<std::size_t>(r)].stage;
           h.w = weight_of(h.stage);
-          disttrain::executor<disttrain::local_backend> exec(
-              backend, {sched.num_stages, sched.num_chunks, sched.num_microbatches});
-          stats[static_cast<std::size_t>(r)] = exec.run(sched.ops[static_cast<std::size_t>(r)], h);
+          disttrain::executor<disttrain::local_backend> exec(backend);
+          stats[static_cast<std::size_t>(r)] =
+              exec.run(programs.programs[static_cast<std::size_t>(r)], h);
         } catch (...) {
           errors[static_cast<std::size_t>(r)] = std::current_exception();
         }

@@ -144,16 +144,16 @@ mode_result run_mode(disttrain::mpi_backend& b, const disttrain::pipeline_schedu
   mode_result res;
   // One host for every repetition: its message buffers are allocated (and
   // their pages touched) in the untimed first run, not in the measured ones.
-  sleep_host h{forward, bytes, {me}};
+  sleep_host h{forward};
+  const disttrain::bound_world w = disttrain::bench::synthetic_programs(s, bytes);
   disttrain::executor<disttrain::mpi_backend> ex(
-      b, {s.num_stages, s.num_chunks, s.num_microbatches},
-      {.overlap = overlap, .timeout = timeout, .record = false});
+      b, {.overlap = overlap, .timeout = timeout, .record = false});
   for (int rep = 0; rep <= reps && !res.deadlock; ++rep) {
     b.barrier();
     double t = 0;
     int failed = 0;
     try {
-      t = ex.run(s.ops[static_cast<std::size_t>(me)], h).iteration_seconds;
+      t = ex.run(w.programs[static_cast<std::size_t>(me)], h).iteration_seconds;
     } catch (const disttrain::error& e) {
       // A timeout, or a peer's abort notice naming one (exec/executor.hpp, "Failures").
       const bool notice = e.code() == disttrain::errc::comm_error &&

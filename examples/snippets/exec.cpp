@@ -2,6 +2,7 @@
 // cuda_streams.hpp's example needs CUDA and stays in the header.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -41,16 +42,14 @@ disttrain::pipeline_schedule two_module_schedule() {
 // pass them on; one gradient bucket per rank, reduced over the rank's stage.
 struct schedule_host {
   using grad_type = float;
-  std::vector<int> group;
   std::map<int, std::vector<float>> in, out, gin, gout;
   std::vector<float> bucket = std::vector<float>(1, 0.0f);
   int steps = 0;
 
   static std::size_t len(int mb) { return static_cast<std::size_t>(mb + 1); }
-  schedule_host(const disttrain::pipeline_schedule& s, int me) {
-    const auto stage = s.ranks[static_cast<std::size_t>(me)].stage;
-    for (int q = 0; q < s.num_ranks(); ++q)
-      if (s.ranks[static_cast<std::size_t>(q)].stage == stage) group.push_back(q);
+  // The bytes of a point-to-point op (bind_schedule's sizes).
+  static std::int64_t bytes(const schedule_op& op) {
+    return static_cast<std::int64_t>(len(op.microbatch) * sizeof(float));
   }
   void forward(const schedule_op& op) {
     auto it = in.find(op.microbatch);
@@ -64,7 +63,8 @@ struct schedule_host {
   }
   void weight(const schedule_op&) {}
   void optimizer_step(const schedule_op&) { ++steps; }
-  void messages(const schedule_op& op, std::vector<disttrain::exec_message>& msgs) {
+  std::span<std::byte> payload(const disttrain::bound_op& b) {
+    const schedule_op& op = b.op;
     std::vector<float>* buf = nullptr;
     switch (op.kind) {
       case op_kind::send_act: buf = &out.at(op.microbatch); break;
@@ -74,12 +74,10 @@ struct schedule_host {
         break;
       default: buf = &(gin[op.microbatch] = std::vector<float>(len(op.microbatch))); break;
     }
-    msgs.push_back({op.peer, std::as_writable_bytes(std::span(*buf))});
+    return std::as_writable_bytes(std::span(*buf));
   }
-  void received(const schedule_op&) {}
-  disttrain::grad_bucket<float> bucket_ready(const schedule_op&) {
-    return {std::span(bucket), std::span(group)};
-  }
+  void received(const disttrain::bound_op&) {}
+  disttrain::grad_bucket<float> bucket_ready(const schedule_op&) { return {std::span(bucket)}; }
   void bucket_reduced(const schedule_op&) {}
 };
 static_assert(disttrain::exec_host<schedule_host>);
@@ -106,11 +104,13 @@ void executor_file() {
   std::vector<int> steps(4);
   run_ranks(4, [&](disttrain::local_backend& backend) {
     const auto my_schedule_rank = static_cast<std::size_t>(backend.rank());
-    schedule_host host(sched, backend.rank());
+    schedule_host host;
     //! [executor_file]
-    disttrain::message_tags tags(sched.num_stages, sched.num_chunks, sched.num_microbatches);
-    disttrain::executor<disttrain::local_backend> exec(backend, tags);
-    disttrain::exec_stats st = exec.run(sched.ops[my_schedule_rank], host);
+    // A schedule's programs, one backend rank per schedule rank, each message
+    // sized by the host (a plan's topology: bind_rank, below).
+    disttrain::bound_world w = disttrain::bind_schedule(sched, &schedule_host::bytes);
+    disttrain::executor<disttrain::local_backend> exec(backend);
+    disttrain::exec_stats st = exec.run(w.programs[my_schedule_rank], host);
     // st.exposed_comm_seconds: time this rank waited for data
     //! [executor_file]
     check(st.exposed_comm_seconds >= 0 && st.messages_sent > 0, "messages sent");
@@ -134,7 +134,7 @@ void executor_bound() {
     //! [executor_bound]
     disttrain::executor<disttrain::local_backend> exec(backend);
     disttrain::bound_rank mine = disttrain::bind_rank(topo, chain, map, shapes, backend.rank());
-    exec.run(mine.program, host);  // host: a bound_exec_host
+    exec.run(mine.program, host);  // host: a exec_host
     //! [executor_bound]
     forwards[static_cast<std::size_t>(backend.rank())] = host.forwards;
   });
@@ -155,49 +155,39 @@ struct my_host {
   void backward(const disttrain::schedule_op& op);
   void weight(const disttrain::schedule_op& op);
   void optimizer_step(const disttrain::schedule_op& op);
-  void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out);
-  void received(const disttrain::schedule_op& op);
+  std::span<std::byte> payload(const disttrain::bound_op& b);  // b.bytes long
+  void received(const disttrain::bound_op& b);
   disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op& op);
   void bucket_reduced(const disttrain::schedule_op& op);
 };
 static_assert(disttrain::exec_host<my_host>);
 //! [host]
 
-void exec_message() {
-  std::vector<float> buffer(4);
-  //! [exec_message]
-  disttrain::exec_message m{/*peer*/ 3, std::as_writable_bytes(std::span(buffer))};
-  //! [exec_message]
-  check(m.peer == 3 && m.bytes.size() == 16 && m.sub == 0, "exec_message");
-}
-
 void grad_bucket() {
   std::vector<double> grads(10);
-  const std::vector<int> dp_ranks{0, 4};
   //! [grad_bucket]
-  disttrain::grad_bucket<double> b{std::span(grads), std::span(dp_ranks)};
+  disttrain::grad_bucket<double> b{std::span(grads)};  // summed over the program's dp_group
   //! [grad_bucket]
-  check(b.data.size() == 10 && b.group.size() == 2, "grad_bucket");
+  check(b.data.size() == 10, "grad_bucket");
 }
 
 void message_tags() {
   //! [message_tags]
-  disttrain::message_tags tags(/*stages*/ 4, /*chunks*/ 1, /*microbatches*/ 8);
-  int t = tags.p2p(disttrain::schedule_op::send(disttrain::op_kind::send_act, 1, 0, 3, 2));
-  // the matching recv_act(stage 1, mb 3) on the peer gets the same tag
+  disttrain::message_tags tags(/*virtual stages*/ 4, /*microbatches*/ 8);
+  int t = tags.p2p(/*produced at virtual stage*/ 1, /*gradient*/ false, /*microbatch*/ 3);
+  // the activation of microbatch 3 that crosses link 1: its send and its receive
   //! [message_tags]
-  auto recv = disttrain::schedule_op::send(disttrain::op_kind::send_act, 1, 0, 3, 1);
-  recv.kind = disttrain::op_kind::recv_act;
-  check(t == tags.p2p(recv), "send and receive share the tag");
+  check(t != tags.p2p(1, true, 3) && t != tags.p2p(2, false, 3) && t < tags.control(),
+        "one tag per message of an iteration");
 }
 
 void timeline() {
   const auto sched = two_module_schedule();
   run_ranks(4, [&](disttrain::local_backend& backend) {
-    schedule_host host(sched, backend.rank());
-    disttrain::executor<disttrain::local_backend> exec(
-        backend, {sched.num_stages, sched.num_chunks, sched.num_microbatches});
-    const auto& program = sched.ops[static_cast<std::size_t>(backend.rank())];
+    schedule_host host;
+    const disttrain::bound_world w = disttrain::bind_schedule(sched, &schedule_host::bytes);
+    disttrain::executor<disttrain::local_backend> exec(backend);
+    const auto& program = w.programs[static_cast<std::size_t>(backend.rank())];
     //! [timeline]
     disttrain::exec_stats st = exec.run(program, host);
     auto all = disttrain::gather_events(backend, st.events);  // every rank's events
@@ -231,7 +221,6 @@ int main() {
   r.run("executor_file", executor_file);
   r.run("executor_bound", executor_bound);
   r.run("exec_options", exec_options);
-  r.run("exec_message", exec_message);
   r.run("grad_bucket", grad_bucket);
   r.run("message_tags", message_tags);
   r.run("timeline", timeline);

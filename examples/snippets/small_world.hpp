@@ -44,7 +44,7 @@ struct small_world {
   }
 };
 
-// A host of bound programs (a bound_exec_host) whose activations are
+// A host of bound programs (a exec_host) whose activations are
 // elements of type T: F copies its input to its output (chain stage 0 writes
 // ones), B sends back the gradient it received (the last stage writes ones);
 // one gradient bucket. Byte activations (plan_link_shapes' rows) are left as
@@ -73,7 +73,7 @@ struct basic_bound_host {
   void weight(const disttrain::schedule_op&) {}
   void optimizer_step(const disttrain::schedule_op&) {}
   disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op&) {
-    return {std::span(bucket), {}};
+    return {std::span(bucket)};
   }
   void bucket_reduced(const disttrain::schedule_op&) {}
   std::span<std::byte> payload(const disttrain::bound_op& b) { return buf.payload(b); }
@@ -81,6 +81,6 @@ struct basic_bound_host {
 };
 // small_world's links carry floats.
 using bound_host = basic_bound_host<float>;
-static_assert(disttrain::bound_exec_host<bound_host>);
+static_assert(disttrain::exec_host<bound_host>);
 
 }  // namespace snippets

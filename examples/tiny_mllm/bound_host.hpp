@@ -1,6 +1,6 @@
 #pragma once
 /// @file bound_host.hpp
-/// @brief The tiny model as a `bound_exec_host`: what is model-specific about
+/// @brief The tiny model as a `exec_host`: what is model-specific about
 /// running a bound program (bind/bind.hpp) on one rank, and nothing else.
 ///
 /// Per op it runs its module (encoder, backbone stage or generator) over its
@@ -138,7 +138,7 @@ class bound_host {
     fetch_ = fetch ? std::move(fetch) : [c = c_](std::uint64_t id) { return make_sample(c, id); };
   }
 
-  // ---- bound_exec_host ---------------------------------------------------
+  // ---- exec_host ---------------------------------------------------
   void forward(const disttrain::schedule_op& op) {
     const auto x = buf_.input(op.microbatch, op.chunk);
     const auto y = buf_.output(op.microbatch, op.chunk);
@@ -195,7 +195,7 @@ class bound_host {
       if (bucket_of_[i++] == static_cast<std::size_t>(op.bucket))
         buf.insert(buf.end(), p.grad.data(), p.grad.data() + p.grad.size());
     });
-    return {std::span(buf), {}};
+    return {std::span(buf)};
   }
   void bucket_reduced(const disttrain::schedule_op& op) {
     const std::vector<double>& buf = buckets_.at(static_cast<std::size_t>(op.bucket));
@@ -287,6 +287,6 @@ class bound_host {
   std::map<std::string, matrix> last_grads_;
   double loss_ = 0.0;
 };
-static_assert(disttrain::bound_exec_host<bound_host>);
+static_assert(disttrain::exec_host<bound_host>);
 
 }  // namespace tiny_mllm

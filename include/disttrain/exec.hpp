@@ -7,5 +7,4 @@
 #include "disttrain/exec/bucket_allreduce.hpp"
 #include "disttrain/exec/executor.hpp"
 #include "disttrain/exec/host.hpp"
-#include "disttrain/exec/message_tags.hpp"
 #include "disttrain/exec/timeline.hpp"

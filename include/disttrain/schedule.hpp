@@ -10,6 +10,7 @@
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/gpipe.hpp"
 #include "disttrain/schedule/interleaved.hpp"
+#include "disttrain/schedule/message_tags.hpp"
 #include "disttrain/schedule/multi_module.hpp"
 #include "disttrain/schedule/one_f_one_b.hpp"
 #include "disttrain/schedule/op.hpp"

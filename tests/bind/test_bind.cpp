@@ -126,13 +126,13 @@ struct toy_host {
   void weight(const disttrain::schedule_op& op) { ran.push_back(op); }
   void optimizer_step(const disttrain::schedule_op& op) { ran.push_back(op); }
   disttrain::grad_bucket<double> bucket_ready(const disttrain::schedule_op&) {
-    return {std::span(bucket), {}};
+    return {std::span(bucket)};
   }
   void bucket_reduced(const disttrain::schedule_op&) {}
   std::span<std::byte> payload(const disttrain::bound_op& b) { return buf.payload(b); }
   void received(const disttrain::bound_op& b) { buf.received(b); }
 };
-static_assert(disttrain::bound_exec_host<toy_host>);
+static_assert(disttrain::exec_host<toy_host>);
 
 // Binds and runs one iteration on every rank; checks values, gradients and
 // that the executed ops are the bound program's.

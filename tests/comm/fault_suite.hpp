@@ -20,6 +20,7 @@
 #include "disttrain/comm/fault_backend.hpp"
 #include "disttrain/comm/route_transfer.hpp"
 #include "disttrain/exec/executor.hpp"
+#include "disttrain/schedule/bind_schedule.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/multi_module.hpp"
 #include "disttrain/schedule/validate.hpp"
@@ -184,7 +185,7 @@ struct checking_host {
   using grad_type = double;
   const pipeline_schedule* s = nullptr;
   int me = 0;
-  std::vector<int> group;                                  // DP group of this rank's stage
+  std::vector<int> group;                                  // its program's dp_group
   std::map<std::array<int, 3>, std::vector<double>> bufs;  // (grad?, send?, microbatch)
   std::vector<double> bucket;
   int wrong = 0;  // received or reduced values that differ from the expectation
@@ -209,14 +210,19 @@ struct checking_host {
   void backward(const schedule_op&) {}
   void weight(const schedule_op&) {}
   void optimizer_step(const schedule_op&) {}
-  void messages(const schedule_op& op, std::vector<exec_message>& out) {
+  static std::int64_t bytes(const schedule_op& op) {
+    return static_cast<std::int64_t>(len(op.microbatch) * sizeof(double));
+  }
+  std::span<std::byte> payload(const bound_op& m) {
+    const schedule_op& op = m.op;
     auto& b = bufs[{is_grad(op) ? 1 : 0, is_send(op.kind) ? 1 : 0, op.microbatch}];
     b.assign(len(op.microbatch), 0.0);
     if (is_send(op.kind))
       for (std::size_t i = 0; i < b.size(); ++i) b[i] = value(op, i);
-    out.push_back({op.peer, std::as_writable_bytes(std::span(b))});
+    return std::as_writable_bytes(std::span(b));
   }
-  void received(const schedule_op& op) {
+  void received(const bound_op& m) {
+    const schedule_op& op = m.op;
     ++received_ops;
     const auto& b = bufs.at({is_grad(op) ? 1 : 0, 0, op.microbatch});
     for (std::size_t i = 0; i < b.size(); ++i) wrong += b[i] != value(op, i) ? 1 : 0;
@@ -224,7 +230,7 @@ struct checking_host {
   grad_bucket<double> bucket_ready(const schedule_op&) {
     bucket.resize(4);
     for (std::size_t i = 0; i < bucket.size(); ++i) bucket[i] = contribution(me, i);
-    return {std::span(bucket), std::span(group)};
+    return {std::span(bucket)};
   }
   void bucket_reduced(const schedule_op&) {
     reduced = true;
@@ -238,27 +244,20 @@ struct checking_host {
   [[nodiscard]] bool ok() const { return wrong == 0; }
 };
 
-inline std::vector<int> dp_group_of(const pipeline_schedule& s, int r) {
-  std::vector<int> g;
-  for (int q = 0; q < s.num_ranks(); ++q)
-    if (s.ranks[static_cast<std::size_t>(q)].stage == s.ranks[static_cast<std::size_t>(r)].stage)
-      g.push_back(q);
-  return g;
-}
-
 // One rank's part of an executor trial over `fb`.
 template <class B>
 rank_outcome exec_trial(fault_backend<B>& fb, const pipeline_schedule& s,
                         std::chrono::milliseconds timeout) {
   const auto t0 = std::chrono::steady_clock::now();
+  const bound_world w = bind_schedule(s, &checking_host::bytes);
+  const bound_program& mine = w.programs[static_cast<std::size_t>(fb.rank())];
   checking_host h;
   h.s = &s;
   h.me = fb.rank();
-  h.group = dp_group_of(s, fb.rank());
-  executor<fault_backend<B>> ex(fb, {s.num_stages, s.num_chunks, s.num_microbatches},
-                                {.timeout = timeout});
+  h.group = mine.dp_group;
+  executor<fault_backend<B>> ex(fb, {.timeout = timeout});
   rank_outcome r = classify(
-      t0, [&] { ex.run(s.ops[static_cast<std::size_t>(fb.rank())], h); }, [&] { return h.ok(); });
+      t0, [&] { ex.run(mine, h); }, [&] { return h.ok(); });
   count_faults(r, fb);
   return r;
 }

@@ -37,8 +37,7 @@ namespace {
 struct toy_host {
   using grad_type = double;
   const disttrain::pipeline_schedule* s = nullptr;
-  int me = 0;              // schedule rank == backend rank
-  std::vector<int> group;  // DP group of this rank's stage
+  int me = 0;  // schedule rank == backend rank
   std::map<int, std::vector<double>> in, out, gin, gout;
   std::vector<double> bucket{0.0};
   std::vector<double> reduced;  // bucket after the reduction
@@ -50,6 +49,9 @@ struct toy_host {
   int stage() const { return s->ranks[static_cast<std::size_t>(me)].stage; }
   bool last() const { return stage() == s->num_stages - 1; }
   static std::size_t len(int mb) { return static_cast<std::size_t>(mb + 1); }
+  static std::int64_t bytes(const schedule_op& op) {
+    return static_cast<std::int64_t>(len(op.microbatch) * sizeof(double));
+  }
 
   void forward(const schedule_op& op) {
     if (forwards++ == fail_at) throw std::runtime_error("injected host failure");
@@ -69,7 +71,8 @@ struct toy_host {
   }
   void weight(const schedule_op&) {}
   void optimizer_step(const schedule_op&) { ++steps; }
-  void messages(const schedule_op& op, std::vector<disttrain::exec_message>& msgs) {
+  std::span<std::byte> payload(const disttrain::bound_op& b) {
+    const schedule_op& op = b.op;
     std::vector<double>* buf = nullptr;
     switch (op.kind) {
       case op_kind::send_act: buf = &out.at(op.microbatch); break;
@@ -80,14 +83,12 @@ struct toy_host {
       case op_kind::recv_grad:
         buf = &(gin[op.microbatch] = std::vector<double>(len(op.microbatch)));
         break;
-      default: FAIL("messages() for a non-p2p op");
+      default: FAIL("payload() for a non-p2p op");
     }
-    msgs.push_back({op.peer, std::as_writable_bytes(std::span(*buf))});
+    return std::as_writable_bytes(std::span(*buf));
   }
-  void received(const schedule_op&) {}
-  disttrain::grad_bucket<double> bucket_ready(const schedule_op&) {
-    return {std::span(bucket), std::span(group)};
-  }
+  void received(const disttrain::bound_op&) {}
+  disttrain::grad_bucket<double> bucket_ready(const schedule_op&) { return {std::span(bucket)}; }
   void bucket_reduced(const schedule_op&) { reduced = bucket; }
 };
 
@@ -101,12 +102,26 @@ disttrain::pipeline_schedule two_module_schedule() {
   return s;
 }
 
-std::vector<int> dp_group_of(const disttrain::pipeline_schedule& s, int r) {
-  std::vector<int> g;
-  for (int q = 0; q < s.num_ranks(); ++q)
-    if (s.ranks[static_cast<std::size_t>(q)].stage == s.ranks[static_cast<std::size_t>(r)].stage)
-      g.push_back(q);
-  return g;
+// The schedule's programs, messages sized as toy_host's.
+disttrain::bound_world programs_of(const disttrain::pipeline_schedule& s) {
+  return disttrain::bind_schedule(s, &toy_host::bytes);
+}
+
+// A hand-written program of rank `rank` (ops not from a schedule): messages
+// sized as toy_host's, on tag 0, no abort notices.
+disttrain::bound_program program_of(int rank, const std::vector<schedule_op>& ops,
+                                    std::vector<int> group = {}) {
+  disttrain::bound_program p;
+  p.rank = rank;
+  p.dp_group = std::move(group);
+  for (const schedule_op& o : ops) {
+    disttrain::bound_op b;
+    b.op = o;
+    b.tag = 0;
+    if (disttrain::is_p2p(o.kind)) b.bytes = toy_host::bytes(o);
+    p.ops.push_back(b);
+  }
+  return p;
 }
 
 // Runs the schedule on a local world (`before(host)` first on each rank);
@@ -117,15 +132,14 @@ std::pair<std::vector<toy_host>, std::vector<std::exception_ptr>> run_toy_ranks(
     std::chrono::milliseconds timeout, const Before& before) {
   disttrain::local_world world(s.num_ranks(), {timeout});
   std::vector<toy_host> hosts(static_cast<std::size_t>(s.num_ranks()));
+  const disttrain::bound_world w = programs_of(s);
   auto errors = disttrain::test::run_ranks(world, [&](disttrain::local_backend& b) {
     toy_host& h = hosts[static_cast<std::size_t>(b.rank())];
     h.s = &s;
     h.me = b.rank();
-    h.group = dp_group_of(s, b.rank());
     before(h);
-    disttrain::executor<disttrain::local_backend> ex(
-        b, {s.num_stages, s.num_chunks, s.num_microbatches}, opts);
-    ex.run(s.ops[static_cast<std::size_t>(b.rank())], h);
+    disttrain::executor<disttrain::local_backend> ex(b, opts);
+    ex.run(w.programs[static_cast<std::size_t>(b.rank())], h);
   });
   return {std::move(hosts), std::move(errors)};
 }
@@ -155,31 +169,41 @@ std::pair<errc, std::string> error_of(const std::exception_ptr& e) {
 static_assert(disttrain::exec_host<toy_host>);
 static_assert(!disttrain::exec_host<int>);
 
-TEST_CASE("message_tags: a send and its receive share a tag; tags are unique per message") {
+TEST_CASE("bind_schedule: a send and its receive share a tag and a stamp; tags are unique") {
   const auto s = two_module_schedule();
-  disttrain::message_tags tags(s.num_stages, s.num_chunks, s.num_microbatches);
-  std::multiset<int> sends, recvs;
+  const disttrain::bound_world w = programs_of(s);
+  const disttrain::message_tags tags(s.num_virtual_stages(), s.num_microbatches);
+  std::multiset<std::pair<int, std::uint64_t>> sends, recvs;
   std::set<int> unique_sends;
-  for (const auto& prog : s.ops)
-    for (const auto& op : prog) {
-      if (disttrain::is_send(op.kind)) {
-        sends.insert(tags.p2p(op));
-        unique_sends.insert(tags.p2p(op));
+  for (const auto& prog : w.programs) {
+    CHECK(prog.control_tag == tags.control());
+    for (const auto& b : prog.ops) {
+      if (disttrain::is_send(b.op.kind)) {
+        sends.insert({b.tag, b.stamp});
+        unique_sends.insert(b.tag);
       }
-      if (disttrain::is_recv(op.kind)) recvs.insert(tags.p2p(op));
+      if (disttrain::is_recv(b.op.kind)) recvs.insert({b.tag, b.stamp});
+      if (disttrain::is_p2p(b.op.kind)) {
+        CHECK(b.tag >= 0);
+        CHECK(b.tag < tags.bucket(0));
+        CHECK(b.bytes == toy_host::bytes(b.op));
+      }
+      if (b.op.kind == op_kind::grad_sync_start) CHECK(b.tag == tags.bucket(b.op.bucket));
     }
+  }
   CHECK(!sends.empty());
   CHECK(sends == recvs);
   CHECK(unique_sends.size() == sends.size());
-  for (int t : sends) {
-    CHECK(t >= 0);
-    CHECK(t < tags.bucket(0));
-  }
-  CHECK(tags.bucket(3) < tags.limit());
-  DISTTRAIN_CHECK_ERROR(tags.p2p(schedule_op::forward(0, 0, 0)), errc::invalid_argument,
-                        "message_tags");
-  DISTTRAIN_CHECK_ERROR(tags.p2p(schedule_op::send(op_kind::send_act, 0, 0, 99, 1)),
-                        errc::invalid_argument, "message_tags.microbatch");
+  CHECK(tags.bucket(3) < tags.control());
+  CHECK(tags.control() == tags.limit() - 1);
+  DISTTRAIN_CHECK_ERROR(tags.p2p(0, false, 99), errc::invalid_argument, "message_tags.microbatch");
+  DISTTRAIN_CHECK_ERROR(tags.p2p(-1, false, 0), errc::invalid_argument,
+                        "message_tags.virtual_stage");
+  DISTTRAIN_CHECK_ERROR(disttrain::message_tags(0, 4), errc::invalid_argument,
+                        "message_tags.virtual_stages");
+  DISTTRAIN_CHECK_ERROR(
+      disttrain::bind_schedule(s, [](const schedule_op&) -> std::int64_t { return -1; }),
+      errc::invalid_argument, "bind_schedule.bytes");
 }
 
 TEST_CASE("bucket_allreduce: every member gets the same bits, the sum in group order") {
@@ -273,8 +297,8 @@ TEST_CASE("executor: a peer that never sends is a timeout naming the peer, not a
   h.s = &s;
   h.me = 1;
   auto b = world.endpoint(1);
-  disttrain::executor<disttrain::local_backend> ex(b, {2, 1, 1});
-  DISTTRAIN_CHECK_ERROR(ex.run(wait_forever, h), errc::timeout, "rank 1 <- rank 0");
+  disttrain::executor<disttrain::local_backend> ex(b);
+  DISTTRAIN_CHECK_ERROR(ex.run(program_of(1, wait_forever), h), errc::timeout, "rank 1 <- rank 0");
 }
 
 TEST_CASE("executor: a naive blocking 1F1B on a rendezvous transport deadlocks into a timeout") {
@@ -300,15 +324,26 @@ TEST_CASE("executor: schedule errors name the rank and op") {
   disttrain::pipeline_schedule s = disttrain::make_1f1b(1, 1);
   toy_host h;
   h.s = &s;
-  h.group = {0};
-  disttrain::executor<disttrain::local_backend> ex(b, {1, 1, 1});
+  disttrain::executor<disttrain::local_backend> ex(b);
   std::vector<schedule_op> finish_only{schedule_op::sync(op_kind::grad_sync_finish, 0, 0, 0)};
-  DISTTRAIN_CHECK_ERROR(ex.run(finish_only, h), errc::schedule_error, "rank 0 op #0");
+  DISTTRAIN_CHECK_ERROR(ex.run(program_of(0, finish_only, {0}), h), errc::schedule_error,
+                        "rank 0 op #0");
   std::vector<schedule_op> never_finished{schedule_op::sync(op_kind::grad_sync_start, 0, 0, 0)};
-  DISTTRAIN_CHECK_ERROR(ex.run(never_finished, h), errc::schedule_error, "rank 0 bucket 0");
+  DISTTRAIN_CHECK_ERROR(ex.run(program_of(0, never_finished, {0}), h), errc::schedule_error,
+                        "rank 0 bucket 0");
   std::vector<schedule_op> twice{schedule_op::sync(op_kind::grad_sync_start, 0, 0, 1),
                                  schedule_op::sync(op_kind::grad_sync_start, 0, 0, 1)};
-  DISTTRAIN_CHECK_ERROR(ex.run(twice, h), errc::schedule_error, "op #1");
+  DISTTRAIN_CHECK_ERROR(ex.run(program_of(0, twice, {0}), h), errc::schedule_error, "op #1");
+  // Another rank's program, or a payload of the wrong size, is rejected before it runs.
+  DISTTRAIN_CHECK_ERROR(ex.run(program_of(3, finish_only, {0}), h), errc::invalid_argument,
+                        "executor.program.rank");
+  disttrain::bound_program wrong =
+      program_of(0, {schedule_op::send(op_kind::recv_act, 0, 0, 0, 1)});
+  wrong.ops[0].bytes += 1;
+  disttrain::local_world two(2);
+  auto b0 = two.endpoint(0);
+  disttrain::executor<disttrain::local_backend> ex2(b0);
+  DISTTRAIN_CHECK_ERROR(ex2.run(wrong, h), errc::invalid_argument, "rank 0 recv_act");
 }
 
 TEST_CASE("executor: events cover every op and export through the simulator's trace writer") {
@@ -317,14 +352,13 @@ TEST_CASE("executor: events cover every op and export through the simulator's tr
   std::vector<std::vector<disttrain::exec_event>> gathered(static_cast<std::size_t>(s.num_ranks()));
   std::vector<disttrain::exec_stats> stats(static_cast<std::size_t>(s.num_ranks()));
   std::vector<toy_host> hosts(static_cast<std::size_t>(s.num_ranks()));
+  const disttrain::bound_world w = programs_of(s);
   auto errors = disttrain::test::run_ranks(world, [&](disttrain::local_backend& b) {
     const auto r = static_cast<std::size_t>(b.rank());
     hosts[r].s = &s;
     hosts[r].me = b.rank();
-    hosts[r].group = dp_group_of(s, b.rank());
-    disttrain::executor<disttrain::local_backend> ex(
-        b, {s.num_stages, s.num_chunks, s.num_microbatches});
-    stats[r] = ex.run(s.ops[r], hosts[r]);
+    disttrain::executor<disttrain::local_backend> ex(b);
+    stats[r] = ex.run(w.programs[r], hosts[r]);
     gathered[r] = disttrain::gather_events(b, stats[r].events);
   });
   disttrain::test::rethrow_first(errors);
@@ -424,18 +458,17 @@ TEST_CASE(
   disttrain::local_world world(s.num_ranks(), {10000ms});
   std::vector<toy_host> hosts(static_cast<std::size_t>(s.num_ranks()));
   std::vector<int> failed(hosts.size(), 0);
+  const disttrain::bound_world w = programs_of(s);
   const auto errors = disttrain::test::run_ranks(world, [&](disttrain::local_backend& b) {
     const auto me = static_cast<std::size_t>(b.rank());
-    disttrain::executor<disttrain::local_backend> ex(
-        b, {s.num_stages, s.num_chunks, s.num_microbatches});
+    disttrain::executor<disttrain::local_backend> ex(b);
     for (int run = 0; run < 3; ++run) {
       toy_host& h = hosts[me] = toy_host{};
       h.s = &s;
       h.me = b.rank();
-      h.group = dp_group_of(s, b.rank());
       if (run == 0 && b.rank() == 2) h.fail_at = 0;
       try {
-        ex.run(s.ops[me], h);
+        ex.run(w.programs[me], h);
       } catch (const disttrain::error&) {
         ++failed[me];
       } catch (const std::runtime_error&) {

@@ -16,6 +16,7 @@
 #include "disttrain/comm/mpi_backend.hpp"
 #include "disttrain/comm/route_transfer.hpp"
 #include "disttrain/exec/executor.hpp"
+#include "disttrain/schedule/bind_schedule.hpp"
 #include "disttrain/schedule/communication.hpp"
 #include "disttrain/schedule/one_f_one_b.hpp"
 #include "mpi_harness.hpp"
@@ -139,7 +140,6 @@ struct mpi_exec_host {
   int forwards = 0;
   std::vector<std::vector<std::byte>> bufs;  // one per message, alive for the run
   std::vector<float> bucket{0.0f};
-  std::vector<int> group;
   void forward(const disttrain::schedule_op&) {
     if (me == 1 && forwards++ == 1)
       disttrain::fail(errc::invalid_argument, "host", "injected failure");
@@ -148,14 +148,13 @@ struct mpi_exec_host {
   void weight(const disttrain::schedule_op&) {}
   void optimizer_step(const disttrain::schedule_op&) {}
   disttrain::grad_bucket<float> bucket_ready(const disttrain::schedule_op&) {
-    return {std::span(bucket), std::span(group)};
+    return {std::span(bucket)};
   }
   void bucket_reduced(const disttrain::schedule_op&) {}
-  void messages(const disttrain::schedule_op& op, std::vector<disttrain::exec_message>& out) {
-    auto& b = bufs.emplace_back(std::size_t{4} << 20);
-    out.push_back({op.peer, std::span(b)});
+  std::span<std::byte> payload(const disttrain::bound_op& op) {
+    return bufs.emplace_back(static_cast<std::size_t>(op.bytes));
   }
-  void received(const disttrain::schedule_op&) {}
+  void received(const disttrain::bound_op&) {}
 };
 
 void executor_rank_fails() {
@@ -163,13 +162,14 @@ void executor_rank_fails() {
   const int me = b.rank();
   if (me < 3) {
     const auto s = disttrain::add_communication(disttrain::make_1f1b(3, 4));
+    const auto w = disttrain::bind_schedule(
+        s, [](const disttrain::schedule_op&) { return std::int64_t{4} << 20; });
     mpi_exec_host h;
     h.me = me;
-    h.group = {me};
     h.bufs.reserve(64);
-    disttrain::executor<mpi_backend> ex(b, {3, 1, 4});
+    disttrain::executor<mpi_backend> ex(b);
     const auto t0 = std::chrono::steady_clock::now();
-    const auto e = capture([&] { ex.run(s.ops[static_cast<std::size_t>(me)], h); });
+    const auto e = capture([&] { ex.run(w.programs[static_cast<std::size_t>(me)], h); });
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "[rank %d] after %.3f s: %s\n", me, sec, e.what());
     if (me == 1) {

@@ -1,6 +1,6 @@
 #pragma once
 /// @file activation_buffers.hpp
-/// @brief The payload half of a `bound_exec_host`, for any model: per
+/// @brief The payload half of a `exec_host`, for any model: per
 /// microbatch the rank's four activation buffers, packed into and unpacked
 /// from the messages of its bound program.
 ///

@@ -49,9 +49,9 @@
 #include "disttrain/comm/route.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/topology.hpp"
-#include "disttrain/exec/message_tags.hpp"
 #include "disttrain/reorder/assignment.hpp"
 #include "disttrain/schedule/bound_program.hpp"
+#include "disttrain/schedule/message_tags.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
 namespace disttrain {
@@ -115,7 +115,7 @@ struct bind_context {
         chain(c),
         map(m),
         shapes(s),
-        tags(t.num_virtual_stages(), 1, c.num_microbatches, 1),
+        tags(t.num_virtual_stages(), c.num_microbatches),
         stages(t.num_chain_stages()),
         vstages(t.num_virtual_stages()) {
     bool same = c.num_stages == stages && c.num_ranks() == stages &&
@@ -309,7 +309,7 @@ void emit_program(const bind_context& cx, bound_program& p, std::size_t messages
                         .chunk = chunk,
                         .microbatch = mb,
                         .link = link,
-                        .tag = cx.tags.p2p_at(v, grad, mb),
+                        .tag = cx.tags.p2p(v, grad, mb),
                         .elem_size = cx.shapes[static_cast<std::size_t>(link)].elem_size};
   };
   for (const schedule_op& o : cx.chain.ops[static_cast<std::size_t>(p.chain_stage)]) {

@@ -1,10 +1,20 @@
 #pragma once
 /// @file executor.hpp
-/// @brief Runs one rank's program of a validated schedule, overlapping
-/// communication with compute.
+/// @brief Runs one rank's bound program (schedule/bound_program.hpp),
+/// overlapping communication with compute.
 ///
-/// The executor walks the rank's ops in order and calls the host (see
-/// host.hpp) for compute; around it:
+/// A bound program comes from `bind_world` / `bind_rank` (bind/bind.hpp: a
+/// plan's topology, with routes between modules of different parallel
+/// degrees) or from `bind_schedule` (schedule/bind_schedule.hpp: a schedule,
+/// one backend rank per schedule rank). Each point-to-point op is one message
+/// whose peer, bytes and tag the program holds, so the host only provides
+/// its bytes (`payload(b)`: packed for a send, the landing buffer for a
+/// receive) and unpacks at `received(b)` (concept `exec_host`, host.hpp).
+/// Route phases are ops like any other: the TP fan-out and the gradients'
+/// reversed routes run with the same overlap.
+///
+/// The executor walks the rank's ops in order and calls the host for
+/// compute; around it:
 /// - **receives are posted ahead of need**: with `recv_lookahead < 0` (the
 ///   default) every receive of the iteration is posted when `run` starts, so
 ///   data lands while the rank computes, and no send can ever wait for a
@@ -46,9 +56,7 @@
 /// aborted the iteration after rank 0's error (timeout; ...)"). A rank that
 /// stops for a notice passes it on, so every rank of a chain learns it in
 /// about one slice per hop instead of at its own timeout. Peers are the
-/// point-to-point peers of the program and (bound programs) its `dp_group`:
-/// a schedule program's bucket reductions with ranks it has no
-/// point-to-point op with are left to their timeout. Notices are numbered
+/// point-to-point peers of the program and its `dp_group`. Notices are numbered
 /// per pair of ranks (the backend's `route_sequences`, side `executor`), so
 /// a stale one from an earlier failed run is ignored; they are best effort
 /// (a failed rank waits at most 50 ms for them to leave). Backends without
@@ -56,20 +64,16 @@
 /// with fresh backends where the transport cannot cancel sends (MPI; see
 /// docs/comm.md, "After a timeout").
 ///
-/// @snippet exec.cpp executor_file
-///
-/// ## Bound programs
-/// `run(const bound_program&, host)` runs a program from the bind step
-/// (bind/bind.hpp): each point-to-point op is one message whose peer, bytes
-/// and tag the program holds, so the host only provides its bytes
-/// (`payload(op)`: packed for a send, the landing buffer for a receive) and
-/// unpacks at `received(op)` (concept `bound_exec_host`). Route phases are
-/// ops like any other: the TP fan-out and the gradients' reversed routes run
-/// with the same overlap. Gradient buckets use the program's `dp_group`. On
-/// host-memory backends each message is followed by its 32-byte stamp
-/// (`bound_op::stamp`), which the receiver checks before `received(op)`:
+/// ## Stamps
+/// On host-memory backends each message is followed by its 32-byte stamp
+/// (`bound_op::stamp`), which the receiver checks before `received(b)`:
 /// programs bound from different inputs fail with `errc::comm_error` (plan
 /// disagreement) instead of exchanging wrong data of the right size.
+/// Gradient buckets are reduced over the program's `dp_group`.
+///
+/// @snippet exec.cpp executor_file
+///
+/// A plan's programs (bind/bind.hpp):
 ///
 /// @snippet exec.cpp executor_bound
 
@@ -79,10 +83,8 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <optional>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -92,10 +94,8 @@
 #include "disttrain/exec/bucket_allreduce.hpp"
 #include "disttrain/exec/detail/abort_notices.hpp"
 #include "disttrain/exec/host.hpp"
-#include "disttrain/exec/message_tags.hpp"
 #include "disttrain/exec/timeline.hpp"
 #include "disttrain/schedule/bound_program.hpp"
-#include "disttrain/schedule/op.hpp"
 
 namespace disttrain {
 
@@ -109,49 +109,27 @@ struct exec_options {
   bool record = true;                     ///< record per-op events
 };
 
-/// @brief Executes one rank's op list per call of `run` (see the file comment).
+/// @brief Executes one rank's bound program per call of `run` (see the file comment).
 template <comm_backend B>
 class executor {
  public:
-  executor(B& backend, message_tags tags, exec_options opts = {})
-      : b_(&backend), tags_(tags), opts_(opts) {}
-  /// @brief An executor of bound programs only (their ops carry their tags).
   explicit executor(B& backend, exec_options opts = {}) : b_(&backend), opts_(opts) {}
 
   [[nodiscard]] const exec_options& options() const noexcept { return opts_; }
   void set_options(exec_options o) noexcept { opts_ = o; }
 
   /// @brief Runs `program` (this rank's ops, in order) once with `host`.
-  /// Throws `errc::schedule_error` for an op the executor cannot run (a
-  /// bucket finished before it started, a step while a reduction is in
-  /// flight), the backend's `errc::timeout` / `errc::comm_error` for failed
-  /// transfers, and whatever the host's callbacks throw.
-  template <exec_host H>
-  exec_stats run(std::span<const schedule_op> program, H& host) {
-    require(tags_.has_value(), "executor",
-            "schedule programs need message_tags (construct the executor with them)");
-    return run_program(program, host, tags_->control());
-  }
-
-  /// @brief Runs a bound program (see "Bound programs" in the file comment).
   /// Throws `errc::invalid_argument` when the program is another rank's or the
-  /// host's payload size differs from the op's bytes, and as `run` otherwise.
-  template <bound_exec_host H>
+  /// host's payload size differs from the op's bytes, `errc::schedule_error`
+  /// for an op the executor cannot run (a bucket finished before it started,
+  /// a step while a reduction is in flight), the backend's `errc::timeout` /
+  /// `errc::comm_error` for failed transfers, and whatever the host's
+  /// callbacks throw.
+  template <exec_host H>
   exec_stats run(const bound_program& program, H& host) {
     require(program.rank == b_->rank(), "executor.program.rank", "program of rank ", program.rank,
             " run on rank ", b_->rank());
-    group_ = program.dp_group;
-    return run_program(std::span<const bound_op>(program.ops), host, program.control_tag);
-  }
-
- private:
-  static const schedule_op& op_of(const schedule_op& o) noexcept { return o; }
-  static const schedule_op& op_of(const bound_op& b) noexcept { return b.op; }
-
-  template <class Op, class H>
-  exec_stats run_program(std::span<const Op> program, H& host, int control_tag) {
-    using T = typename H::grad_type;
-    run_state<T, Op> st(*this, program, control_tag);
+    run_state<typename H::grad_type> st(*this, program);
     try {
       run_ops(st, host);
     } catch (const error& e) {
@@ -164,12 +142,13 @@ class executor {
     return std::move(st.stats);
   }
 
+ private:
   template <class St, class H>
   void run_ops(St& st, H& host) {
-    const auto program = st.program;
+    const std::span<const bound_op> program = st.program;
     for (std::size_t i = 0; i < program.size(); ++i) {
-      const auto& item = program[i];
-      const schedule_op& op = op_of(item);
+      const bound_op& item = program[i];
+      const schedule_op& op = item.op;
       st.current = i;
       if (opts_.overlap) st.post_ahead(host);
       switch (op.kind) {
@@ -198,19 +177,20 @@ class executor {
   using clock = std::chrono::steady_clock;
   using request = typename B::request;
 
+  // One message in flight: its payload and, on host memory, its stamp
+  // (sent right after the payload on the same tag; see "Stamps").
   struct pending {
-    std::vector<exec_message> msgs;
-    std::vector<int> tags;           // per message
-    std::vector<plan_stamp> stamps;  // bound programs: per message (see stamped)
-    std::vector<request> reqs;
-    std::vector<char> done;
+    std::span<std::byte> bytes;
+    plan_stamp stamp;           // a receive's is overwritten by the sender's
+    std::vector<request> reqs;  // payload, then stamp
+    bool done[2] = {false, false};
     bool posted = false;
     std::size_t index = 0;  // program position of the op
     double posted_at = 0.0;
     bool reported = false;  // transfer event recorded
 
-    [[nodiscard]] bool complete() const {
-      return std::all_of(done.begin(), done.end(), [](char d) { return d != 0; });
+    [[nodiscard]] bool complete() const noexcept {
+      return std::all_of(done, done + reqs.size(), [](bool d) { return d; });
     }
   };
 
@@ -223,35 +203,21 @@ class executor {
     bool reported = false;
   };
 
-  // The messages of a point-to-point op and their tags: a schedule op asks
-  // the host for its messages; a bound op is one message the program sizes.
-  template <class H>
-  void collect(H& host, const schedule_op& op, pending& p) const {
-    host.messages(op, p.msgs);
-    for (const exec_message& m : p.msgs) p.tags.push_back(tags_->p2p(op, m.sub));
-  }
+  static constexpr bool stamped = B::memory == memory_space::host;
+
+  // The host's bytes of a point-to-point op, checked against the program.
   template <class H>
   void collect(H& host, const bound_op& b, pending& p) const {
-    const std::span<std::byte> bytes = host.payload(b);
-    require(static_cast<std::int64_t>(bytes.size()) == b.bytes,
-            cat("rank ", b_->rank(), " ", describe(b.op)), "the host's payload has ", bytes.size(),
-            " bytes, the bound program ", b.bytes);
-    p.msgs.push_back({b.op.peer, bytes, 0});
-    p.tags.push_back(b.tag);
-    if constexpr (stamped<bound_op>) {
-      plan_stamp st;  // a receive's is overwritten by the sender's
-      st.message = b.stamp;
-      st.bytes = static_cast<std::uint64_t>(b.bytes);
-      p.stamps.push_back(st);
-    }
+    p.bytes = host.payload(b);
+    require(static_cast<std::int64_t>(p.bytes.size()) == b.bytes,
+            cat("rank ", b_->rank(), " ", describe(b.op)), "the host's payload has ",
+            p.bytes.size(), " bytes, the bound program ", b.bytes);
+    require(b.op.peer >= 0 && b.op.peer < b_->size() && b.op.peer != b_->rank(),
+            cat("rank ", b_->rank(), " ", describe(b.op)), "peer ", b.op.peer,
+            " is not another rank of the world of ", b_->size());
+    p.stamp.message = b.stamp;
+    p.stamp.bytes = static_cast<std::uint64_t>(b.bytes);
   }
-  // Bound programs on host memory send each message's stamp right after its
-  // payload, on the same tag (messages between two ranks match in order), and
-  // check the one received against their own op's: two ranks that bound their
-  // programs from different inputs fail instead of exchanging wrong bytes.
-  // Device-memory backends carry no stamp (documented in docs/exec.md).
-  template <class Op>
-  static constexpr bool stamped = std::is_same_v<Op, bound_op>&& B::memory == memory_space::host;
   void check_stamp(const bound_op& b, const plan_stamp& got, const std::string& where) const {
     if (got.magic == plan_stamp::magic_value && got.message == b.stamp &&
         got.bytes == static_cast<std::uint64_t>(b.bytes))
@@ -263,38 +229,31 @@ class executor {
          "sample map or activation shapes) or run out of order; the received bytes are "
          "not used");
   }
-  [[nodiscard]] int bucket_tag(const schedule_op& op) const { return tags_->bucket(op.bucket); }
-  [[nodiscard]] static int bucket_tag(const bound_op& b) noexcept { return b.tag; }
-  template <class H>
-  static grad_bucket<typename H::grad_type> ready(H& host, const schedule_op& op) {
-    return host.bucket_ready(op);
-  }
-  template <class H>
-  grad_bucket<typename H::grad_type> ready(H& host, const bound_op& b) const {
-    grad_bucket<typename H::grad_type> g = host.bucket_ready(b.op);
-    g.group = std::span<const int>(group_);
-    return g;
-  }
 
-  template <class T, class Op>
+  template <class T>
   struct run_state {
-    run_state(executor& e, std::span<const Op> prog, int control_tag)
-        : ex(e), program(prog), t0(clock::now()), notices(*e.b_, peers_of(e, prog), control_tag) {
-      for (std::size_t i = 0; i < prog.size(); ++i)
-        if (is_recv(op_of(prog[i]).kind)) recv_at.push_back(i);
+    run_state(executor& e, const bound_program& prog)
+        : ex(e),
+          program(prog.ops),
+          group(prog.dp_group),
+          t0(clock::now()),
+          notices(*e.b_, peers_of(prog), prog.control_tag) {
+      for (std::size_t i = 0; i < program.size(); ++i)
+        if (is_recv(program[i].op.kind)) recv_at.push_back(i);
       recvs.resize(recv_at.size());
     }
-    // The ranks this one exchanges with: point-to-point peers and (bound
-    // programs) the DP group; both ends of every pair list each other.
-    static std::vector<int> peers_of(const executor& e, std::span<const Op> prog) {
-      std::vector<int> p(e.group_);
-      for (const Op& o : prog)
-        if (is_p2p(op_of(o).kind)) p.push_back(op_of(o).peer);
+    // The ranks this one exchanges with: point-to-point peers and the DP
+    // group; both ends of every pair list each other.
+    static std::vector<int> peers_of(const bound_program& prog) {
+      std::vector<int> p(prog.dp_group);
+      for (const bound_op& o : prog.ops)
+        if (is_p2p(o.op.kind)) p.push_back(o.op.peer);
       return p;
     }
 
     executor& ex;
-    std::span<const Op> program;
+    std::span<const bound_op> program;
+    std::span<const int> group;
     clock::time_point t0;
     exec_stats stats;
     std::size_t current = 0;
@@ -327,10 +286,6 @@ class executor {
       f();
       record(op, current, s, now(), exec_track::compute);
     }
-    void check_peer(const schedule_op& op, const exec_message& m) const {
-      require(m.peer >= 0 && m.peer < ex.b_->size() && m.peer != ex.b_->rank(), where(op),
-              "message to peer ", m.peer, " is not another rank of the world of ", ex.b_->size());
-    }
     // Waits for every request of `p` not yet complete; the time is exposed communication.
     void wait_all_of(const schedule_op& op, pending& p) {
       const double s = now();
@@ -342,27 +297,21 @@ class executor {
           notices.wait(p.reqs[i], deadline, [&] { return where(op); });
           waited = true;
         }
-        p.done[i] = 1;
+        p.done[i] = true;
       }
       if (waited) record(op, current, s, now(), exec_track::wait);
     }
 
     template <class H>
     void post_receive(H& host, std::size_t k) {
-      const Op& item = program[recv_at[k]];
-      const schedule_op& op = op_of(item);
+      const bound_op& b = program[recv_at[k]];
       pending& p = recvs[k];
       const double s = now();
-      ex.collect(host, item, p);
-      for (std::size_t i = 0; i < p.msgs.size(); ++i) {
-        const exec_message& m = p.msgs[i];
-        check_peer(op, m);
-        p.reqs.push_back(ex.b_->irecv(m.bytes, m.peer, p.tags[i]));
-        if constexpr (stamped<Op>)
-          p.reqs.push_back(
-              ex.b_->irecv(std::as_writable_bytes(std::span(&p.stamps[i], 1)), m.peer, p.tags[i]));
-      }
-      p.done.assign(p.reqs.size(), 0);
+      ex.collect(host, b, p);
+      p.reqs.push_back(ex.b_->irecv(p.bytes, b.op.peer, b.tag));
+      if constexpr (stamped)
+        p.reqs.push_back(
+            ex.b_->irecv(std::as_writable_bytes(std::span(&p.stamp, 1)), b.op.peer, b.tag));
       p.posted = true;
       stats.compute_seconds += now() - s;
     }
@@ -381,8 +330,8 @@ class executor {
     }
 
     template <class H>
-    void receive(H& host, const Op& item) {
-      const schedule_op& op = op_of(item);
+    void receive(H& host, const bound_op& b) {
+      const schedule_op& op = b.op;
       const std::size_t k = static_cast<std::size_t>(
           std::lower_bound(recv_at.begin(), recv_at.end(), current) - recv_at.begin());
       ensure(k < recv_at.size() && recv_at[k] == current, "executor", "receive op not indexed");
@@ -390,48 +339,42 @@ class executor {
       if (!p.posted) post_receive(host, k);
       next_post = std::max(next_post, k + 1);
       wait_all_of(op, p);
-      if constexpr (stamped<Op>) ex.check_stamp(item, p.stamps.front(), where(op));
-      for (const exec_message& m : p.msgs) stats.bytes_received += m.bytes.size();
-      stats.messages_received += p.msgs.size();
-      compute(op, [&] { host.received(item); });
+      if constexpr (stamped) ex.check_stamp(b, p.stamp, where(op));
+      stats.bytes_received += p.bytes.size();
+      ++stats.messages_received;
+      compute(op, [&] { host.received(b); });
       p = pending{};  // the op is complete: drop its requests
       p.posted = true;
     }
 
     template <class H>
-    void send(H& host, const Op& item) {
-      const schedule_op& op = op_of(item);
+    void send(H& host, const bound_op& b) {
+      const schedule_op& op = b.op;
       pending& p = sends.emplace_back();
       p.index = current;
       const double s = now();
-      ex.collect(host, item, p);
+      ex.collect(host, b, p);
       p.posted_at = now();
-      for (std::size_t i = 0; i < p.msgs.size(); ++i) {
-        const exec_message& m = p.msgs[i];
-        check_peer(op, m);
-        p.reqs.push_back(ex.b_->isend(std::span<const std::byte>(m.bytes), m.peer, p.tags[i]));
-        if constexpr (stamped<Op>)
-          p.reqs.push_back(
-              ex.b_->isend(std::as_bytes(std::span(&p.stamps[i], 1)), m.peer, p.tags[i]));
-        stats.bytes_sent += m.bytes.size();
-      }
-      stats.messages_sent += p.msgs.size();
-      p.done.assign(p.reqs.size(), 0);
+      p.reqs.push_back(ex.b_->isend(std::span<const std::byte>(p.bytes), op.peer, b.tag));
+      if constexpr (stamped)
+        p.reqs.push_back(ex.b_->isend(std::as_bytes(std::span(&p.stamp, 1)), op.peer, b.tag));
+      stats.bytes_sent += p.bytes.size();
+      ++stats.messages_sent;
       p.posted = true;
       record(op, current, s, now(), exec_track::compute);
       if (!ex.opts_.overlap) wait_all_of(op, p);
     }
 
     template <class H>
-    void sync_start(H& host, const Op& item) {
-      const schedule_op& op = op_of(item);
+    void sync_start(H& host, const bound_op& b) {
+      const schedule_op& op = b.op;
       auto& st = buckets[op.bucket];
       if (st.reduce.active() || st.reported)
         fail(errc::schedule_error, where(op), "bucket ", op.bucket,
              " started twice in one iteration");
       const double s = now();
-      grad_bucket<T> g = ex.ready(host, item);
-      st.reduce.start(*ex.b_, g.data, g.group, ex.bucket_tag(item));
+      grad_bucket<T> g = host.bucket_ready(op);
+      st.reduce.start(*ex.b_, g.data, group, b.tag);
       st.index = current;
       st.op = op;
       st.started = now();
@@ -440,7 +383,6 @@ class executor {
       record(op, current, s, now(), exec_track::compute);
       if (!ex.opts_.overlap) finish_bucket(op, st);
     }
-
     // Completes a reduction: waiting for peers is exposed, the summation is compute.
     void finish_bucket(const schedule_op& op, bucket_state<T>& st) {
       if (!st.reduce.active()) return;
@@ -478,7 +420,7 @@ class executor {
       const double t = now();
       for (auto& p : sends) {
         for (std::size_t i = 0; i < p.reqs.size(); ++i)
-          if (!p.done[i] && ex.b_->test(p.reqs[i])) p.done[i] = 1;
+          if (!p.done[i] && ex.b_->test(p.reqs[i])) p.done[i] = true;
         if (!p.reported && p.complete()) report_send(p, t);
       }
       while (!sends.empty() && sends.front().reported) sends.pop_front();
@@ -487,7 +429,7 @@ class executor {
     }
     void report_send(pending& p, double done_at) {
       p.reported = true;
-      record(op_of(program[p.index]), p.index, p.posted_at, done_at, exec_track::transfer);
+      record(program[p.index].op, p.index, p.posted_at, done_at, exec_track::transfer);
     }
 
     // After a failure (see "Failures"): this rank's receives are withdrawn
@@ -508,7 +450,7 @@ class executor {
           if (!p.done[i]) {
             notices.wait(p.reqs[i], deadline,
                          [&] { return cat("rank ", ex.b_->rank(), " end of the iteration"); });
-            p.done[i] = 1;
+            p.done[i] = true;
             waited = true;
           }
         if (!p.reported) report_send(p, now());
@@ -523,7 +465,7 @@ class executor {
         // Sends still in flight at the end of the program: exposed, attributed to no op.
         stats.exposed_comm_seconds += e - s;
         if (ex.opts_.record)
-          stats.events.push_back({program.empty() ? schedule_op{} : op_of(program.back()),
+          stats.events.push_back({program.empty() ? schedule_op{} : program.back().op,
                                   ex.b_->rank(), -1, s, e, exec_track::wait});
       }
       stats.iteration_seconds = e;
@@ -531,9 +473,7 @@ class executor {
   };
 
   B* b_;
-  std::optional<message_tags> tags_;  // schedule programs only
   exec_options opts_;
-  std::vector<int> group_;  // the bound program's DP group
 };
 
 }  // namespace disttrain

@@ -8,18 +8,31 @@
 /// (bind/bind.hpp) binds the same lists to a topology's GPUs, with bytes,
 /// tags and routes.
 ///
-/// Fields of the trivial binding: a message's tag is `2 * link + (gradient ?
-/// 1 : 0)` with `link` the virtual stage on the upstream side of the message
-/// (`pipeline_schedule::virtual_stage`), its bytes 0 (a schedule has none; the
-/// duration model prices the op), its stamp 0; a bucket's tag is its bucket
-/// index; `virtual_stages` lists the rank's chunks' virtual stages. O(ops).
+/// Fields of the trivial binding: tags as `bind_world` gives them
+/// (schedule/message_tags.hpp, with the schedule's virtual stages
+/// `pipeline_schedule::virtual_stage` and microbatches): a message's tag names
+/// its link, direction and microbatch, a bucket's its bucket, and the
+/// program's `control_tag` is the executor's abort-notice tag; a message's
+/// bytes are what `bytes(op)` says (0 without it: the duration model prices
+/// the op), its stamp a hash of (virtual stages, microbatches, tag), so
+/// ranks that built their programs from schedules of another shape fail at
+/// the first message instead of exchanging wrong bytes; `virtual_stages`
+/// lists the rank's chunks' virtual stages. O(ops).
+///
+/// With `bytes`, the world runs on the executor (exec/executor.hpp) as it
+/// is: each schedule rank is one backend rank.
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "disttrain/schedule/bound_program.hpp"
+#include "disttrain/schedule/message_tags.hpp"
 #include "disttrain/schedule/schedule.hpp"
 
 namespace disttrain {
@@ -43,7 +56,13 @@ class trivial_binding {
         vs_.push_back(s.virtual_stage(static_cast<int>(st), k));
       first_[st + 1] = vs_.size();
     }
+    tags_.reset();
+    if (!vs_.empty() && s.num_microbatches > 0)
+      tags_.emplace(static_cast<int>(vs_.size()), s.num_microbatches);
   }
+  /// @brief The tags of the binding; empty for a schedule without virtual
+  /// stages or microbatches (whose ops then get tag -1).
+  [[nodiscard]] const std::optional<message_tags>& tags() const noexcept { return tags_; }
   /// @brief The virtual stages of stage `stage`'s chunks (empty when out of range).
   [[nodiscard]] std::span<const int> virtual_stages(int stage) const {
     const auto st = static_cast<std::size_t>(stage);
@@ -68,30 +87,61 @@ class trivial_binding {
     b.op = o;
     if (is_p2p(o.kind)) {
       const int grad = o.kind == op_kind::send_grad || o.kind == op_kind::recv_grad ? 1 : 0;
-      // The tensor of (stage, chunk) crosses the link after it (activation)
-      // or before it (gradient).
-      b.link =
-          vs_[first_[static_cast<std::size_t>(o.stage)] + static_cast<std::size_t>(o.chunk)] - grad;
-      b.tag = 2 * std::max(b.link, 0) + grad;
+      // The tensor of (stage, chunk), produced there, crosses the link after
+      // it (activation) or before it (gradient).
+      const int vs =
+          vs_[first_[static_cast<std::size_t>(o.stage)] + static_cast<std::size_t>(o.chunk)];
+      b.link = vs - grad;
+      if (tags_ && o.microbatch >= 0 && o.microbatch < tags_->microbatches()) {
+        b.tag = tags_->p2p(vs, grad != 0, o.microbatch);
+        b.stamp = stamp(b.tag);
+      }
     } else if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) {
-      b.tag = o.bucket;
+      b.tag =
+          tags_ && o.bucket >= 0 && o.bucket < tags_->max_buckets() ? tags_->bucket(o.bucket) : -1;
     }
     return b;
   }
 
  private:
+  // The message stamp (see the file comment): SplitMix64's finaliser over
+  // the tag and the tag space.
+  [[nodiscard]] std::uint64_t stamp(int tag) const noexcept {
+    const auto v = static_cast<std::uint64_t>(static_cast<unsigned>(tags_->virtual_stages()));
+    const auto m = static_cast<std::uint64_t>(static_cast<unsigned>(tags_->microbatches()));
+    const auto t = static_cast<std::uint64_t>(static_cast<unsigned>(tag));
+    std::uint64_t z = (v << 48) ^ (m << 24) ^ t ^ std::uint64_t{0x9e3779b97f4a7c15};
+    z = (z ^ (z >> 30)) * std::uint64_t{0xbf58476d1ce4e5b9};
+    z = (z ^ (z >> 27)) * std::uint64_t{0x94d049bb133111eb};
+    return z ^ (z >> 31);
+  }
+
   const pipeline_schedule* s_ = nullptr;
   std::vector<std::size_t> first_;  // stage st's chunks are vs_[first_[st] .. first_[st + 1])
   std::vector<int> vs_;
+  std::optional<message_tags> tags_;
+};
+
+/// @brief No bytes (the duration model prices ops): `bind_schedule`'s default.
+struct no_bytes {
+  [[nodiscard]] std::int64_t operator()(const schedule_op&) const noexcept { return 0; }
 };
 
 }  // namespace detail
 
+/// @brief A callable giving the payload bytes of a schedule's point-to-point op.
+template <class F>
+concept op_bytes = std::regular_invocable<const F&, const schedule_op&> &&
+    std::convertible_to<std::invoke_result_t<const F&, const schedule_op&>, std::int64_t>;
+
 /// @brief The bound world of `s` (see the file comment) into `w`, reusing its
-/// storage. `s` should be valid (`validate_schedule`); a malformed one gives a
-/// world `validate_bound` rejects, or `schedule_error` for an op whose stage
-/// or chunk is out of range.
-inline void bind_schedule(const pipeline_schedule& s, bound_world& w) {
+/// storage; `bytes(op)` sizes each point-to-point op (a send and its receive
+/// must get the same). `s` should be valid (`validate_schedule`); a malformed
+/// one gives a world `validate_bound` rejects, or `schedule_error` for an op
+/// whose stage or chunk is out of range; a negative size is
+/// `invalid_argument` naming the op.
+template <op_bytes Bytes = detail::no_bytes>
+void bind_schedule(const pipeline_schedule& s, bound_world& w, const Bytes& bytes = {}) {
   const detail::trivial_binding bind(s);
   w.name = s.name;
   w.num_microbatches = s.num_microbatches;
@@ -108,7 +158,7 @@ inline void bind_schedule(const pipeline_schedule& s, bound_world& w) {
     const auto st = static_cast<std::size_t>(stage);
     p.rank = static_cast<int>(r);
     p.chain_stage = stage;
-    p.control_tag = -1;
+    p.control_tag = bind.tags() ? bind.tags()->control() : -1;
     p.dp_group = st < groups.size() ? groups[st] : std::vector<int>{};
     const auto vs = bind.virtual_stages(stage);
     p.virtual_stages.assign(vs.begin(), vs.end());
@@ -118,14 +168,21 @@ inline void bind_schedule(const pipeline_schedule& s, bound_world& w) {
     p.input_elements.assign(slots, 0);
     p.output_elements.assign(slots, 0);
     p.ops.resize(s.ops[r].size());
-    for (std::size_t i = 0; i < s.ops[r].size(); ++i) p.ops[i] = bind(s.ops[r][i]);
+    for (std::size_t i = 0; i < s.ops[r].size(); ++i) {
+      bound_op& b = p.ops[i] = bind(s.ops[r][i]);
+      if (!is_p2p(b.op.kind)) continue;
+      b.bytes = static_cast<std::int64_t>(bytes(b.op));
+      require(b.bytes >= 0, cat("bind_schedule.bytes(rank ", r, " ", describe(b.op), ")"), "is ",
+              b.bytes, ", must be >= 0");
+    }
   }
 }
 
 /// @brief The bound world of `s` (see the file comment).
-[[nodiscard]] inline bound_world bind_schedule(const pipeline_schedule& s) {
+template <op_bytes Bytes = detail::no_bytes>
+[[nodiscard]] bound_world bind_schedule(const pipeline_schedule& s, const Bytes& bytes = {}) {
   bound_world w;
-  bind_schedule(s, w);
+  bind_schedule(s, w, bytes);
   return w;
 }
 
