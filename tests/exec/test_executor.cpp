@@ -187,6 +187,8 @@ TEST_CASE("bind_schedule: a send and its receive share a tag and a stamp; tags a
         CHECK(b.tag >= 0);
         CHECK(b.tag < tags.bucket(0));
         CHECK(b.bytes == toy_host::bytes(b.op));
+        const bool grad = b.op.kind == op_kind::send_grad || b.op.kind == op_kind::recv_grad;
+        CHECK(b.tag == tags.p2p(b.link + (grad ? 1 : 0), grad, b.op.microbatch));
       }
       if (b.op.kind == op_kind::grad_sync_start) CHECK(b.tag == tags.bucket(b.op.bucket));
     }

@@ -93,7 +93,8 @@ class trivial_binding {
           vs_[first_[static_cast<std::size_t>(o.stage)] + static_cast<std::size_t>(o.chunk)];
       b.link = vs - grad;
       if (tags_ && o.microbatch >= 0 && o.microbatch < tags_->microbatches()) {
-        b.tag = tags_->p2p(vs, grad != 0, o.microbatch);
+        // tags_->p2p(vs, grad, microbatch), its ranges known good here
+        b.tag = (o.microbatch * tags_->virtual_stages() + vs) * 2 + grad;
         b.stamp = stamp(b.tag);
       }
     } else if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) {
