@@ -49,7 +49,9 @@ multi_module_spec make_spec(const plan_shape& p, const table_durations& d) {
     return is_send(o.kind) ? d.transfer(0, 0, b) : d.compute(0, b);
   };
   spec.segments = {
-      {"encoder", 1, p.enc_dp}, {"backbone", p.bb_pp, p.bb_dp}, {"generator", 1, p.gen_dp}};
+      {.name = "encoder", .role = disttrain::module_role::encoder, .pp = 1, .dp = p.enc_dp},
+      {.name = "backbone", .pp = p.bb_pp, .dp = p.bb_dp},
+      {.name = "generator", .role = disttrain::module_role::generator, .pp = 1, .dp = p.gen_dp}};
   spec.num_microbatches = p.bb_dp * p.per_replica;
   return spec;
 }

@@ -81,7 +81,9 @@ void interleaved() {
 void multi_module_file() {
   //! [multi_module_file]
   disttrain::multi_module_spec spec;
-  spec.segments = {{"encoder", 1, 2}, {"backbone", 4, 3}, {"generator", 1, 1}};
+  spec.segments = {{.name = "encoder", .role = disttrain::module_role::encoder, .pp = 1, .dp = 2},
+                   {.name = "backbone", .pp = 4, .dp = 3},
+                   {.name = "generator", .role = disttrain::module_role::generator, .pp = 1}};
   spec.num_microbatches = 3 * 8;  // 8 per backbone replica
   auto s = disttrain::add_communication(disttrain::make_multi_module(spec));
   //! [multi_module_file]
@@ -89,17 +91,26 @@ void multi_module_file() {
   (void)disttrain::validate_schedule(s);
 }
 
-void module_segment() {
-  //! [module_segment]
-  disttrain::module_segment enc{"encoder", /*num_stages*/ 1, /*dp*/ 2, /*trainable*/ false};
-  //! [module_segment]
-  check(enc.dp == 2 && !enc.trainable, "module_segment");
+void module_order() {
+  //! [module_order]
+  disttrain::multi_module_spec spec;
+  spec.segments = {{.name = "encoder", .role = disttrain::module_role::encoder, .pp = 1, .dp = 2},
+                   {.name = "backbone", .pp = 2}};
+  spec.num_microbatches = 4;
+  // the encoder: replica 1 takes microbatches 0 and 1; the backbone: defaults
+  spec.order = {{.replica_of = {1, 1, 0, 0}}, {}};
+  //! [module_order]
+  const auto s = disttrain::make_multi_module(spec);
+  int forwards_of_rank1 = 0;
+  for (const auto& o : s.ops[1]) forwards_of_rank1 += o.kind == disttrain::op_kind::forward ? 1 : 0;
+  check(forwards_of_rank1 == 2, "encoder replica 1 runs two microbatches");
 }
 
 void multi_module_spec() {
   //! [multi_module_spec]
   disttrain::multi_module_spec spec;
-  spec.segments = {{"encoder", 1, 2}, {"backbone", 2, 3}};
+  spec.segments = {{.name = "encoder", .role = disttrain::module_role::encoder, .pp = 1, .dp = 2},
+                   {.name = "backbone", .pp = 2, .dp = 3}};
   spec.num_microbatches = 12;
   //! [multi_module_spec]
   check(disttrain::make_multi_module(spec).ranks.size() == 2 + 6, "multi_module_spec");
@@ -136,14 +147,6 @@ void schedule_file() {
   auto report = disttrain::validate_schedule(s);   // throws schedule_error if broken
   //! [schedule_file]
   check(report.max_peak_inflight() == 4, "1F1B validated");
-}
-
-void segment_info() {
-  //! [segment_info]
-  disttrain::segment_info enc{"encoder", /*first_stage*/ 0, /*num_stages*/ 1, /*dp*/ 2,
-                              /*trainable*/ false};
-  //! [segment_info]
-  check(enc.dp == 2 && !enc.trainable, "segment_info");
 }
 
 void schedule_rank() {
@@ -213,13 +216,12 @@ int main() {
   r.run("gpipe", gpipe);
   r.run("interleaved", interleaved);
   r.run("multi_module_file", multi_module_file);
-  r.run("module_segment", module_segment);
+  r.run("module_order", module_order);
   r.run("multi_module_spec", multi_module_spec);
   r.run("one_f_one_b", one_f_one_b);
   r.run("op_file", op_file);
   r.run("schedule_op", schedule_op);
   r.run("schedule_file", schedule_file);
-  r.run("segment_info", segment_info);
   r.run("schedule_rank", schedule_rank);
   r.run("pipeline_schedule", pipeline_schedule);
   r.run("validate_file", validate_file);

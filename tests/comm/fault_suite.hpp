@@ -171,7 +171,8 @@ rank_outcome route_trial(fault_backend<B>& fb, const route_case& c, bool verify,
 // gradient sync (the encoder replicas reduce a bucket).
 inline pipeline_schedule fault_schedule(int enc_dp, int bb_stages, int microbatches) {
   multi_module_spec spec;
-  spec.segments = {{"enc", 1, enc_dp}, {"bb", bb_stages, 1}};
+  spec.segments = {{.name = "enc", .role = disttrain::module_role::encoder, .pp = 1, .dp = enc_dp},
+                   {.name = "bb", .pp = bb_stages}};
   spec.num_microbatches = microbatches;
   auto s = add_grad_sync(add_communication(make_multi_module(spec)));
   validate_schedule(s);

@@ -94,7 +94,8 @@ struct toy_host {
 
 disttrain::pipeline_schedule two_module_schedule() {
   disttrain::multi_module_spec spec;
-  spec.segments = {{"enc", 1, 2}, {"bb", 2, 1}};
+  spec.segments = {{.name = "enc", .role = disttrain::module_role::encoder, .pp = 1, .dp = 2},
+                   {.name = "bb", .pp = 2}};
   spec.num_microbatches = 4;
   auto s =
       disttrain::add_grad_sync(disttrain::add_communication(disttrain::make_multi_module(spec)));

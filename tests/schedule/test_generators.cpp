@@ -4,6 +4,7 @@
 
 #include "disttrain/schedule.hpp"
 #include "disttrain/schedule/json.hpp"
+#include "disttrain/schedule/multi_module.hpp"
 #include "disttrain_catch.hpp"
 
 using namespace disttrain;
@@ -189,4 +190,48 @@ TEST_CASE("schedule JSON round-trips and reports bad fields by path") {
   bad = j;
   bad["num_chunk"] = 2;
   DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error, "schedule.num_chunk");
+}
+
+TEST_CASE("schedule JSON: segments are topology modules; the older segment form still reads") {
+  disttrain::multi_module_spec spec;
+  spec.segments = {{.name = "enc",
+                    .role = disttrain::module_role::encoder,
+                    .pp = 1,
+                    .dp = 2,
+                    .trainable = false},
+                   {.name = "bb", .pp = 2, .chunks = 2}};
+  spec.num_microbatches = 4;
+  const auto s = make_multi_module(spec);
+  const json j = s;
+  CHECK(
+      j["segments"][0] ==
+      json::parse(R"({"name":"enc","role":"encoder","pp":1,"dp":2,"trainable":false,"chunks":1})"));
+  CHECK(j.get<pipeline_schedule>().segments == s.segments);
+  CHECK(s.first_stage(0) == 0);
+  CHECK(s.first_stage(1) == 1);
+  // The older form: "first_stage" and "num_stages" per segment, no role.
+  json old = j;
+  old["segments"] = json::parse(
+      R"([{"name":"enc","first_stage":0,"num_stages":1,"dp":2,"trainable":false,"chunks":1},
+          {"name":"bb","first_stage":1,"num_stages":2,"dp":1,"trainable":true,"chunks":2}])");
+  const auto back = old.get<pipeline_schedule>();
+  CHECK(back.segments[0].pp == 1);
+  CHECK(back.segments[1].pp == 2);
+  CHECK(back.segments[1].chunks == 2);
+  CHECK(back.ops == s.ops);
+  json bad = old;
+  bad["segments"][1]["first_stage"] = 2;
+  DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error,
+                        "schedule.segments[1].first_stage");
+  bad = j;
+  bad["segments"][1]["num_stages"] = 2;  // and "pp": the stages twice
+  DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error,
+                        "schedule.segments[1].num_stages");
+  bad = j;
+  bad["segments"][0]["role"] = "decoder";  // as in a topology's JSON: invalid_argument
+  DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::invalid_argument,
+                        "schedule.segments[0].role");
+  bad = j;
+  bad["segments"][0]["tp"] = 2;  // a schedule rank stands for its TP group: not a schedule field
+  DISTTRAIN_CHECK_ERROR(bad.get<pipeline_schedule>(), errc::parse_error, "schedule.segments[0].tp");
 }

@@ -12,7 +12,9 @@ using namespace disttrain;
 namespace {
 multi_module_spec paper_like(int per_backbone_replica) {
   multi_module_spec spec;
-  spec.segments = {{"encoder", 1, 2}, {"backbone", 4, 3}, {"generator", 1, 1}};
+  spec.segments = {{.name = "encoder", .role = disttrain::module_role::encoder, .pp = 1, .dp = 2},
+                   {.name = "backbone", .pp = 4, .dp = 3},
+                   {.name = "generator", .role = disttrain::module_role::generator, .pp = 1}};
   spec.num_microbatches = 3 * per_backbone_replica;
   return spec;
 }
@@ -61,7 +63,7 @@ TEST_CASE("one segment reproduces 1F1B exactly") {
   for (int p : {2, 4}) {
     for (int m : {1, 3, 8}) {
       multi_module_spec spec;
-      spec.segments = {{"pipeline", p, 1}};
+      spec.segments = {{.name = "pipeline", .pp = p}};
       spec.num_microbatches = m;
       const auto s = make_multi_module(spec);
       const auto ref = make_1f1b(p, m);
@@ -95,12 +97,13 @@ TEST_CASE("frozen modules: no W, no grad sync, no B where nothing upstream train
 
 TEST_CASE("multi-stage encoder, explicit replica mapping") {
   multi_module_spec spec;
-  spec.segments = {{"encoder", 2, 2}, {"backbone", 2, 3}};
+  spec.segments = {{.name = "encoder", .role = disttrain::module_role::encoder, .pp = 2, .dp = 2},
+                   {.name = "backbone", .pp = 2, .dp = 3}};
   spec.num_microbatches = 12;
   // Backbone replica r takes microbatches r, r+3, ...; send all of replica 0's to encoder replica 1.
   std::vector<int> enc(12);
   for (int mb = 0; mb < 12; ++mb) enc[static_cast<std::size_t>(mb)] = mb % 3 == 0 ? 1 : 0;
-  spec.segments[0].replica_of = enc;
+  spec.order = {{.replica_of = enc}, {}};
   const auto s = add_grad_sync(add_communication(make_multi_module(spec)));
   CHECK_NOTHROW(validate_schedule(s));
   CHECK(count(s, 1, op_kind::forward) == 4);  // encoder stage 0 replica 1
@@ -114,13 +117,18 @@ TEST_CASE("bad multi-module specs name the field") {
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
                         "segments[1] (backbone).dp");
   spec = paper_like(2);
-  spec.segments[0].replica_of = {0, 1, 0};
+  spec.order.resize(1);
+  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument, "multi_module.order");
+  spec.order.resize(spec.segments.size());
+  spec.order[0].replica_of = {0, 1, 0};
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
-                        "segments[0] (encoder).replica_of");
-  spec.segments[0].replica_of = {0, 0, 0, 0, 0, 5};
+                        "order[0] (encoder).replica_of");
+  spec.order[0].replica_of = {0, 0, 0, 0, 0, 5};
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument, "replica_of[5]");
-  spec.segments[0].replica_of = {0, 0, 0, 0, 0, 0};
+  spec.order[0].replica_of = {0, 0, 0, 0, 0, 0};
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument, "replica_of");
+  spec.order[0] = {.max_inflight = -1};
+  DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument, "order[0].max_inflight");
   spec = paper_like(1);
   spec.segments[0].dp = 4;
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
@@ -152,7 +160,13 @@ TEST_CASE(
           for (const bool frozen_enc : {false, true}) {
             multi_module_spec spec;
             spec.segments = {
-                {"encoder", 1, enc_dp, !frozen_enc}, {"backbone", P, 1}, {"generator", 1, 1}};
+                {.name = "encoder",
+                 .role = disttrain::module_role::encoder,
+                 .pp = 1,
+                 .dp = enc_dp,
+                 .trainable = !frozen_enc},
+                {.name = "backbone", .pp = P},
+                {.name = "generator", .role = disttrain::module_role::generator, .pp = 1}};
             spec.segments[1].chunks = V;
             spec.num_microbatches = P * per * enc_dp;
             INFO("enc dp " << enc_dp << " P " << P << " V " << V << " m " << spec.num_microbatches
@@ -186,7 +200,8 @@ TEST_CASE(
 
 TEST_CASE("an interleaved segment: invalid combinations are located errors") {
   multi_module_spec spec;
-  spec.segments = {{"encoder", 1, 1}, {"backbone", 2, 1}};
+  spec.segments = {{.name = "encoder", .role = disttrain::module_role::encoder, .pp = 1},
+                   {.name = "backbone", .pp = 2}};
   spec.segments[1].chunks = 2;
   spec.num_microbatches = 3;
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
@@ -196,7 +211,7 @@ TEST_CASE("an interleaved segment: invalid combinations are located errors") {
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
                         "multi_module.segments[1] (backbone).chunks");
   spec.split_backward = false;
-  spec.segments[1].num_stages = 1;
+  spec.segments[1].pp = 1;
   DISTTRAIN_CHECK_ERROR(make_multi_module(spec), errc::invalid_argument,
                         "multi_module.segments[1] (backbone).chunks");
 }

@@ -89,7 +89,8 @@ TEST_CASE("the well-formedness checker itself rejects broken XML") {
 
 TEST_CASE("Perfetto trace: valid JSON, one track per rank, kinds distinguishable") {
   multi_module_spec spec;
-  spec.segments = {{"enc<&>", 1, 2}, {"backbone", 2, 3}};
+  spec.segments = {{.name = "enc<&>", .role = disttrain::module_role::encoder, .pp = 1, .dp = 2},
+                   {.name = "backbone", .pp = 2, .dp = 3}};
   spec.num_microbatches = 6;
   const auto s = add_grad_sync(add_communication(make_multi_module(spec)));
   auto d = table_durations::uniform(1, 2);
@@ -124,7 +125,9 @@ TEST_CASE("Perfetto trace: valid JSON, one track per rank, kinds distinguishable
 
 TEST_CASE("SVG timeline is well-formed and escapes names") {
   multi_module_spec spec;
-  spec.segments = {{"enc<&>\"", 1, 2}, {"backbone", 2, 3}, {"gen", 1, 1}};
+  spec.segments = {{.name = "enc<&>\"", .role = disttrain::module_role::encoder, .pp = 1, .dp = 2},
+                   {.name = "backbone", .pp = 2, .dp = 3},
+                   {.name = "gen", .role = disttrain::module_role::generator, .pp = 1}};
   spec.num_microbatches = 6;
   spec.split_backward = true;
   const auto s = add_grad_sync(add_communication(make_multi_module(spec)));

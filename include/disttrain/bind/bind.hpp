@@ -547,12 +547,10 @@ inline void bind_world(const topology& topo, const pipeline_schedule& chain,
   s.name = w.name;
   s.num_stages = t.num_chain_stages();
   s.num_microbatches = w.num_microbatches;
-  int first = 0;
   for (const module_id m : t.owning_modules()) {
     const topology_module& g = t.module(m);
-    s.segments.push_back({g.name, first, g.pp, g.dp, g.trainable, g.chunks});
+    s.segments.push_back(schedule_segment(g));
     s.num_chunks = std::max(s.num_chunks, g.chunks);
-    first += g.pp;
   }
   for (const bound_program& p : w.programs) {
     const topology_coord c = t.coord(p.rank);

@@ -65,8 +65,8 @@ struct chain_options {
   multi_module_spec spec;
   for (const module_id m : t.owning_modules()) {
     const topology_module& g = t.module(m);
-    spec.segments.emplace_back(g.name, g.pp, 1, g.trainable);
-    spec.segments.back().chunks = g.chunks;
+    spec.segments.push_back(schedule_segment(g));
+    spec.segments.back().dp = 1;  // the chain: one replica per module
     if (g.chunks > 1) {
       require(!o.zero_bubble && !o.split_backward, "chain_options.zero_bubble", "module '", g.name,
               "' is interleaved (", g.chunks,

@@ -22,13 +22,14 @@ inline constexpr auto schedule_op_fields = std::tuple{
     required_field("stage", &schedule_op::stage), optional_field("chunk", &schedule_op::chunk),
     optional_field("mb", &schedule_op::microbatch), optional_field("peer", &schedule_op::peer),
     optional_field("bucket", &schedule_op::bucket)};
-inline constexpr auto segment_info_fields =
-    std::tuple{required_field("name", &segment_info::name),
-               required_field("first_stage", &segment_info::first_stage),
-               required_field("num_stages", &segment_info::num_stages),
-               optional_field("dp", &segment_info::dp),
-               optional_field("trainable", &segment_info::trainable),
-               optional_field("chunks", &segment_info::chunks)};
+// A schedule's segment: the fields of its topology_module a schedule reads.
+inline constexpr auto schedule_segment_fields =
+    std::tuple{required_field("name", &topology_module::name),
+               optional_field("role", &topology_module::role, read_module_role),
+               optional_field("pp", &topology_module::pp),
+               optional_field("dp", &topology_module::dp),
+               optional_field("trainable", &topology_module::trainable),
+               optional_field("chunks", &topology_module::chunks)};
 inline constexpr auto schedule_rank_fields =
     std::tuple{required_field("segment", &schedule_rank::segment),
                required_field("stage", &schedule_rank::stage),
@@ -57,23 +58,41 @@ inline void from_json(const json& j, schedule_op& o) {
   detail::read_fields(j, o, detail::schedule_op_fields, "", {"kind"});
 }
 
-// ---- segment_info, pipeline_schedule (schedule.hpp) ----
-/// @brief JSON of a segment.
-inline void to_json(json& j, const segment_info& g) {
-  j = detail::fields_to_json(g, detail::segment_info_fields);
+// ---- pipeline_schedule (schedule.hpp) ----
+namespace detail {
+// Reads segment `i` of a schedule (first stage `first`): the schedule fields
+// of a topology_module (`role` defaults to backbone, `pp`, `dp` and `chunks`
+// to 1, `trainable` to true). Older files wrote
+// "num_stages" for `pp` and each segment's "first_stage": both are still read,
+// the first stage checked against the segments before it.
+inline topology_module schedule_segment_from_json(const json& j, int first, std::string_view path) {
+  topology_module g;
+  read_fields(j, g, schedule_segment_fields, path, {"num_stages", "first_stage"});
+  if (const auto it = j.find("num_stages"); it != j.end()) {
+    if (j.contains("pp"))
+      fail(errc::parse_error, join_path(path, "num_stages"),
+           "give the stages once: \"pp\" (\"num_stages\" is its old name)");
+    g.pp = json_get<int>(j, "num_stages", path);
+  }
+  if (j.contains("first_stage")) {
+    const int f = json_get<int>(j, "first_stage", path);
+    if (f != first)
+      fail(errc::parse_error, join_path(path, "first_stage"), "is ", f,
+           ", the segments before it end at ", first, " (segments are consecutive)");
+  }
+  return g;
 }
-/// @brief Reads a segment (`dp` and `chunks` default to 1, `trainable` to true).
-inline void from_json(const json& j, segment_info& g) {
-  g = segment_info{};
-  detail::read_fields(j, g, detail::segment_info_fields, "segment");
-}
+}  // namespace detail
 
 /// @brief JSON of a schedule:
 /// `{"name", "num_stages", "num_chunks", "num_microbatches", "split_backward",
 ///   "segments": [...], "ranks": [{"segment","stage","replica","ops":[...]}]}`.
 inline void to_json(json& j, const pipeline_schedule& s) {
   j = detail::fields_to_json(s, detail::pipeline_schedule_fields);
-  j["segments"] = s.segments;
+  json segs = json::array();
+  for (const topology_module& g : s.segments)
+    segs.push_back(detail::fields_to_json(g, detail::schedule_segment_fields));
+  j["segments"] = std::move(segs);
   json ranks = json::array();
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
     json jr = detail::fields_to_json(s.ranks[r], detail::schedule_rank_fields);
@@ -90,12 +109,11 @@ inline void from_json(const json& j, pipeline_schedule& s) {
   detail::read_fields(j, s, detail::pipeline_schedule_fields, "schedule", {"segments", "ranks"});
   const auto segs = json_get<json>(j, "segments", "schedule");
   if (!segs.is_array()) fail(errc::parse_error, "schedule.segments", "expected an array");
+  int first = 0;
   for (std::size_t i = 0; i < segs.size(); ++i) {
-    try {
-      s.segments.push_back(segs[i].get<segment_info>());
-    } catch (const error& e) {
-      fail(errc::parse_error, cat("schedule.segments[", i, "].", e.where()), e.message());
-    }
+    s.segments.push_back(
+        detail::schedule_segment_from_json(segs[i], first, cat("schedule.segments[", i, "]")));
+    first += s.segments.back().pp;
     // A one-segment schedule may leave its chunks to `num_chunks`.
     if (segs.size() == 1 && !segs[i].contains("chunks")) s.segments.back().chunks = s.num_chunks;
   }

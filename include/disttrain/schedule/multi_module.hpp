@@ -4,8 +4,13 @@
 /// stages and generator segment chained into one pipeline, each segment with
 /// its own data-parallel degree.
 ///
+/// Segments are modules in the one module vocabulary, `topology_module`
+/// (core/topology.hpp: name, `pp` stages, `dp` replicas, `trainable`,
+/// `chunks`; `tp`, `layers` and the role are not read), with optional
+/// per-segment ordering settings (`module_order`).
+///
 /// Microbatches are global (ids 0..M-1). Each passes through one replica of
-/// every stage: `module_segment::replica_of[mb]` names it (default
+/// every stage: `module_order::replica_of[mb]` names it (default
 /// round-robin, `mb % dp`), so with encoder DP 2 and backbone DP 3 the
 /// backbone replica 1 takes microbatches 1, 4, 7, ... from encoder replicas
 /// 1, 0, 1, .... Every stage of a segment uses the same replica for a
@@ -42,7 +47,7 @@
 /// leading encoder runs forward only and receives no gradients).
 ///
 /// Rank numbering: segment by segment, then stage, then replica:
-/// rank = offset(segment) + (stage - first_stage) * dp + replica.
+/// rank = offset(segment) + (stage - first_stage(segment)) * dp + replica.
 ///
 /// @snippet schedule.cpp multi_module_file
 
@@ -61,38 +66,36 @@
 
 namespace disttrain {
 
-/// @brief One module of the chained pipeline.
+/// @brief How `make_multi_module` orders one segment's microbatches (both optional).
 ///
-/// @snippet schedule.cpp module_segment
-struct module_segment {
-  module_segment() = default;
-  /// @brief A segment named `n` with `stages` stages, `dp_degree` replicas, trainable or frozen.
-  module_segment(std::string n, int stages = 1, int dp_degree = 1, bool is_trainable = true)
-      : name(std::move(n)), num_stages(stages), dp(dp_degree), trainable(is_trainable) {}
-
-  std::string name;             ///< e.g. "encoder"
-  int num_stages = 1;           ///< pipeline stages of the module
-  int dp = 1;                   ///< data-parallel replicas
-  bool trainable = true;        ///< false: frozen
-  std::vector<int> replica_of;  ///< microbatch -> replica (size M); empty: mb % dp
-  int max_inflight = 0;         ///< activation cap per rank; 0: the default (file comment)
-  int chunks = 1;               ///< model chunks per rank (> 1: interleaved 1F1B)
+/// @snippet schedule.cpp module_order
+struct module_order {
+  std::vector<int> replica_of{};  ///< microbatch -> replica (size M); empty: mb % dp
+  int max_inflight = 0;           ///< activation cap per rank; 0: the default (file comment)
 };
 
 /// @brief Input of `make_multi_module`.
 ///
 /// @snippet schedule.cpp multi_module_spec
 struct multi_module_spec {
-  std::vector<module_segment> segments;  ///< in pipeline order
-  int num_microbatches = 0;              ///< global microbatches
-  bool split_backward = false;           ///< B/W split (W deferred as in ZB-H1)
+  std::vector<topology_module> segments;  ///< in pipeline order (see the file comment)
+  std::vector<module_order> order;        ///< per segment, or empty: defaults for all
+  int num_microbatches = 0;               ///< global microbatches
+  bool split_backward = false;            ///< B/W split (W deferred as in ZB-H1)
   op_cost_fn cost;  ///< (rank, op) -> seconds used to order ops; empty: balanced (file comment)
 };
 
 /// @brief Compute-only multi-module schedule (see the file comment).
 [[nodiscard]] inline pipeline_schedule make_multi_module(const multi_module_spec& spec) {
   require(!spec.segments.empty(), "multi_module.segments", "must hold at least one segment");
+  require(spec.order.empty() || spec.order.size() == spec.segments.size(), "multi_module.order",
+          "has ", spec.order.size(), " entries, need none or one per segment (",
+          spec.segments.size(), ")");
   require_positive(spec.num_microbatches, "multi_module.num_microbatches");
+  const module_order defaults;
+  const auto order_of = [&](std::size_t g) -> const module_order& {
+    return spec.order.empty() ? defaults : spec.order[g];
+  };
   const int M = spec.num_microbatches;
   pipeline_schedule s;
   s.name = "multi_module";
@@ -101,36 +104,38 @@ struct multi_module_spec {
   int stage = 0;
   for (std::size_t g = 0; g < spec.segments.size(); ++g) {
     const auto& seg = spec.segments[g];
+    const module_order& ord = order_of(g);
     const std::string w = cat("multi_module.segments[", g, "] (", seg.name, ")");
-    require_positive(seg.num_stages, w + ".num_stages");
+    require_positive(seg.pp, w + ".pp");
     require_positive(seg.dp, w + ".dp");
-    require_non_negative(seg.max_inflight, w + ".max_inflight");
+    require_non_negative(ord.max_inflight, cat("multi_module.order[", g, "].max_inflight"));
     require_positive(seg.chunks, w + ".chunks");
     if (seg.chunks > 1) {
-      require(seg.num_stages >= 2, w + ".chunks", "interleaving (", seg.chunks,
-              " chunks) needs >= 2 stages, got ", seg.num_stages);
+      require(seg.pp >= 2, w + ".chunks", "interleaving (", seg.chunks,
+              " chunks) needs >= 2 stages, got ", seg.pp);
       require(!spec.split_backward, w + ".chunks",
               "interleaved 1F1B does not split the backward pass (no zero-bubble with chunks)");
     }
     require(seg.dp <= M, w + ".dp", "dp ", seg.dp, " exceeds the ", M,
             " microbatches: a replica would get none");
-    if (!seg.replica_of.empty()) {
-      require(seg.replica_of.size() == static_cast<std::size_t>(M), w + ".replica_of", "has ",
-              seg.replica_of.size(), " entries, need one per microbatch (", M, ")");
+    if (!ord.replica_of.empty()) {
+      const std::string wo = cat("multi_module.order[", g, "] (", seg.name, ").replica_of");
+      require(ord.replica_of.size() == static_cast<std::size_t>(M), wo, "has ",
+              ord.replica_of.size(), " entries, need one per microbatch (", M, ")");
       std::vector<int> count(static_cast<std::size_t>(seg.dp), 0);
-      for (std::size_t mb = 0; mb < seg.replica_of.size(); ++mb) {
-        const int rep = seg.replica_of[mb];
-        require_in_range(rep, 0, seg.dp - 1, cat(w, ".replica_of[", mb, "]"));
+      for (std::size_t mb = 0; mb < ord.replica_of.size(); ++mb) {
+        const int rep = ord.replica_of[mb];
+        require_in_range(rep, 0, seg.dp - 1, cat(wo, "[", mb, "]"));
         ++count[static_cast<std::size_t>(rep)];
       }
       for (std::size_t rep = 0; rep < count.size(); ++rep)
-        require(count[rep] > 0, w + ".replica_of", "replica ", rep, " receives no microbatch");
+        require(count[rep] > 0, wo, "replica ", rep, " receives no microbatch");
     }
-    s.segments.push_back({seg.name, stage, seg.num_stages, seg.dp, seg.trainable, seg.chunks});
+    s.segments.push_back(schedule_segment(seg));
     s.num_chunks = std::max(s.num_chunks, seg.chunks);
-    for (int st = stage; st < stage + seg.num_stages; ++st)
+    for (int st = stage; st < stage + seg.pp; ++st)
       for (int rep = 0; rep < seg.dp; ++rep) s.ranks.push_back({static_cast<int>(g), st, rep});
-    stage += seg.num_stages;
+    stage += seg.pp;
   }
   s.num_stages = stage;
   const std::size_t R = s.ranks.size();
@@ -151,15 +156,16 @@ struct multi_module_spec {
   std::size_t base = 0;
   for (std::size_t g = 0; g < spec.segments.size(); ++g) {
     const auto& seg = spec.segments[g];
-    const int first = s.segments[g].first_stage;
+    const module_order& ord = order_of(g);
+    const int first = s.first_stage(g);
     // Virtual stages after the segment's last one.
-    const int after = V - s.virtual_stage(first + seg.num_stages - 1, seg.chunks - 1) - 1;
-    for (int st = first; st < first + seg.num_stages; ++st) {
+    const int after = V - s.virtual_stage(first + seg.pp - 1, seg.chunks - 1) - 1;
+    for (int st = first; st < first + seg.pp; ++st) {
       const std::size_t row =
           base + static_cast<std::size_t>(st - first) * static_cast<std::size_t>(seg.dp);
       for (int mb = 0; mb < M; ++mb) {
         const int rep =
-            seg.replica_of.empty() ? mb % seg.dp : seg.replica_of[static_cast<std::size_t>(mb)];
+            ord.replica_of.empty() ? mb % seg.dp : ord.replica_of[static_cast<std::size_t>(mb)];
         const std::size_t r = row + static_cast<std::size_t>(rep);
         for (int c = 0; c < seg.chunks; ++c)
           owner[static_cast<std::size_t>(s.virtual_stage(st, c)) * MM +
@@ -170,10 +176,10 @@ struct multi_module_spec {
       const int d = max_dp_from[static_cast<std::size_t>(st)];
       for (int rep = 0; rep < seg.dp; ++rep) {
         const std::size_t r = row + static_cast<std::size_t>(rep);
-        cap[r] = seg.max_inflight > 0 ? seg.max_inflight : (left * d + seg.dp - 1) / seg.dp;
+        cap[r] = ord.max_inflight > 0 ? ord.max_inflight : (left * d + seg.dp - 1) / seg.dp;
         if (seg.chunks > 1) {
           fixed[r] = interleaved_ops(
-              {.stages = seg.num_stages,
+              {.stages = seg.pp,
                .position = st - first,
                .chunks = seg.chunks,
                .microbatches = flows[r],
@@ -184,7 +190,7 @@ struct multi_module_spec {
         }
       }
     }
-    base += static_cast<std::size_t>(seg.num_stages) * static_cast<std::size_t>(seg.dp);
+    base += static_cast<std::size_t>(seg.pp) * static_cast<std::size_t>(seg.dp);
   }
   op_cost_fn cost = spec.cost;
   if (!cost) {

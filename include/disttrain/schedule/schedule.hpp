@@ -9,7 +9,11 @@
 /// rank to its TP group of global ranks).
 ///
 /// - `segments`: consecutive stage ranges, each a module (encoder, backbone,
-///   generator) with its own data-parallel degree and a `trainable` flag.
+///   generator) in the one module vocabulary, `topology_module`
+///   (core/topology.hpp): its name, role, stages (`pp`), data-parallel
+///   degree, `trainable` flag and `chunks` (a schedule rank stands for a TP
+///   group, so `tp`, `layers` and `colocated` are not read). Segment `g`
+///   starts at stage `first_stage(g)`, the sum of the `pp` before it.
 ///   Single-module schedules have one segment named "pipeline".
 /// - Interleaving (virtual stages): a segment of `chunks` > 1 model chunks
 ///   per rank holds, at its stage `s`, one virtual stage per chunk. A
@@ -36,23 +40,22 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
+#include "disttrain/core/topology.hpp"
 #include "disttrain/schedule/op.hpp"
 
 namespace disttrain {
 
-/// @brief A segment of the chained pipeline: one module with its own DP degree.
-///
-/// @snippet schedule.cpp segment_info
-struct segment_info {
-  std::string name = "pipeline";  ///< module name, e.g. "encoder", "backbone", "generator"
-  int first_stage = 0;            ///< first pipeline stage of the segment
-  int num_stages = 1;             ///< stages of the segment
-  int dp = 1;                     ///< data-parallel replicas of every stage of the segment
-  bool trainable = true;          ///< false: frozen (no weight gradients, no W, no grad sync)
-  int chunks = 1;                 ///< model chunks per rank (interleaving: > 1)
-
-  friend bool operator==(const segment_info&, const segment_info&) = default;
-};
+/// @brief The segment of module `m` as a schedule keeps it: its name, role,
+/// `pp`, `dp`, `trainable` and `chunks` (a schedule rank stands for a TP
+/// group: `tp`, `layers` and `colocated` are left at their defaults).
+[[nodiscard]] inline topology_module schedule_segment(const topology_module& m) {
+  return topology_module{.name = m.name,
+                         .role = m.role,
+                         .pp = m.pp,
+                         .dp = m.dp,
+                         .trainable = m.trainable,
+                         .chunks = m.chunks};
+}
 
 /// @brief Where a schedule rank sits: its segment, pipeline stage and DP replica.
 ///
@@ -74,7 +77,7 @@ struct pipeline_schedule {
   int num_chunks = 1;                         ///< most chunks of any segment (interleaving)
   int num_microbatches = 0;                   ///< global microbatches in the iteration
   bool split_backward = false;                ///< B and W separate (zero-bubble schedules)
-  std::vector<segment_info> segments;         ///< stage ranges in pipeline order
+  std::vector<topology_module> segments;      ///< modules in pipeline order (file comment)
   std::vector<schedule_rank> ranks;           ///< one per (stage, replica)
   std::vector<std::vector<schedule_op>> ops;  ///< program of every rank
 
@@ -82,18 +85,24 @@ struct pipeline_schedule {
   [[nodiscard]] int num_virtual_stages() const noexcept {
     if (segments.size() <= 1) return num_stages * num_chunks;
     int n = 0;
-    for (const auto& g : segments) n += g.num_stages * g.chunks;
+    for (const auto& g : segments) n += g.pp * g.chunks;
     return n;
+  }
+  /// @brief The first pipeline stage of segment `g`: the stages of the segments before it.
+  [[nodiscard]] int first_stage(std::size_t g) const noexcept {
+    int first = 0;
+    for (std::size_t k = 0; k < g && k < segments.size(); ++k) first += segments[k].pp;
+    return first;
   }
   /// @brief Virtual stage of (stage, chunk) (see the file comment); with one
   /// segment `chunk * num_stages + stage`. Throws if no segment holds `stage`.
   [[nodiscard]] int virtual_stage(int stage, int chunk) const {
     if (segments.size() <= 1) return chunk * num_stages + stage;
-    int offset = 0;
+    int offset = 0, first = 0;
     for (const auto& g : segments) {
-      if (stage < g.first_stage + g.num_stages)
-        return offset + chunk * g.num_stages + (stage - g.first_stage);
-      offset += g.num_stages * g.chunks;
+      if (stage < first + g.pp) return offset + chunk * g.pp + (stage - first);
+      offset += g.pp * g.chunks;
+      first += g.pp;
     }
     fail(errc::schedule_error, cat("stage ", stage), "no segment holds this stage");
   }
@@ -104,10 +113,12 @@ struct pipeline_schedule {
   /// @brief The (stage, chunk) of virtual stage `vs`: the inverse of `virtual_stage`.
   [[nodiscard]] std::pair<int, int> stage_chunk(int vs) const {
     if (segments.size() <= 1) return {vs % num_stages, vs / num_stages};
+    int first = 0;
     for (const auto& g : segments) {
-      const int n = g.num_stages * g.chunks;
-      if (vs < n) return {g.first_stage + vs % g.num_stages, vs / g.num_stages};
+      const int n = g.pp * g.chunks;
+      if (vs < n) return {first + vs % g.pp, vs / g.pp};
       vs -= n;
+      first += g.pp;
     }
     fail(errc::schedule_error, "virtual stage", "out of range: the path has ", num_virtual_stages(),
          " virtual stages");
@@ -129,10 +140,10 @@ struct pipeline_schedule {
 
   /// @brief Segment holding pipeline stage `stage` (throws if none).
   [[nodiscard]] int segment_of_stage(int stage) const {
+    int first = 0;
     for (std::size_t i = 0; i < segments.size(); ++i) {
-      const auto& g = segments[i];
-      if (stage >= g.first_stage && stage < g.first_stage + g.num_stages)
-        return static_cast<int>(i);
+      if (stage >= first && stage < first + segments[i].pp) return static_cast<int>(i);
+      first += segments[i].pp;
     }
     fail(errc::schedule_error, cat("stage ", stage), "no segment holds this stage");
   }
@@ -176,20 +187,17 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
   for (std::size_t i = 0; i < s.segments.size(); ++i) {
     const auto& g = s.segments[i];
     const std::string w = cat("schedule.segments[", i, "] (", g.name, ")");
-    if (g.first_stage != next)
-      bad(w, "first_stage is ", g.first_stage, ", expected ", next,
-          " (segments must be consecutive)");
-    if (g.num_stages <= 0) bad(w, "num_stages must be > 0, got ", g.num_stages);
+    if (g.pp <= 0) bad(w, "pp (stages) must be > 0, got ", g.pp);
     if (g.dp <= 0) bad(w, "dp must be > 0, got ", g.dp);
     if (g.chunks <= 0 || g.chunks > s.num_chunks)
       bad(w, "chunks must be in [1, num_chunks = ", s.num_chunks, "], got ", g.chunks);
     if (s.segments.size() == 1 && g.chunks != s.num_chunks)
       bad(w, "chunks is ", g.chunks, ", the schedule's num_chunks ", s.num_chunks,
           " (one segment: the same)");
-    if (g.chunks > 1 && g.num_stages < 2)
-      bad(w, "interleaving (chunks ", g.chunks, ") needs at least 2 stages, got ", g.num_stages);
+    if (g.chunks > 1 && g.pp < 2)
+      bad(w, "interleaving (chunks ", g.chunks, ") needs at least 2 stages, got ", g.pp);
     chunks = std::max(chunks, g.chunks);
-    next += g.num_stages;
+    next += g.pp;
   }
   if (!s.segments.empty() && chunks != s.num_chunks)
     bad("schedule.num_chunks", "is ", s.num_chunks, ", the segments' most chunks ", chunks);
@@ -199,29 +207,32 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
     bad("schedule.ops", "has ", s.ops.size(), " rank programs for ", s.ranks.size(), " ranks");
   std::size_t expected_ranks = 0;
   for (const auto& g : s.segments)
-    expected_ranks += static_cast<std::size_t>(g.num_stages) * static_cast<std::size_t>(g.dp);
+    expected_ranks += static_cast<std::size_t>(g.pp) * static_cast<std::size_t>(g.dp);
   if (s.ranks.size() != expected_ranks)
     bad("schedule.ranks", "has ", s.ranks.size(), " ranks, segments need ", expected_ranks,
         " (stages x dp)");
   std::vector<char> seen(expected_ranks, 0);
   std::vector<std::size_t> offset(s.segments.size(), 0);
-  for (std::size_t i = 1; i < s.segments.size(); ++i)
-    offset[i] = offset[i - 1] + static_cast<std::size_t>(s.segments[i - 1].num_stages) *
+  std::vector<int> first(s.segments.size(), 0);
+  for (std::size_t i = 1; i < s.segments.size(); ++i) {
+    offset[i] = offset[i - 1] + static_cast<std::size_t>(s.segments[i - 1].pp) *
                                     static_cast<std::size_t>(s.segments[i - 1].dp);
+    first[i] = first[i - 1] + s.segments[i - 1].pp;
+  }
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
     const auto& info = s.ranks[r];
     const std::string w = cat("schedule.ranks[", r, "]");
     if (info.segment < 0 || static_cast<std::size_t>(info.segment) >= s.segments.size())
       bad(w, "segment ", info.segment, " out of range [0, ", s.segments.size(), ")");
     const auto& g = s.segments[static_cast<std::size_t>(info.segment)];
-    if (info.stage < g.first_stage || info.stage >= g.first_stage + g.num_stages)
-      bad(w, "stage ", info.stage, " is not in segment ", g.name, " [", g.first_stage, ", ",
-          g.first_stage + g.num_stages, ")");
+    const int g0 = first[static_cast<std::size_t>(info.segment)];
+    if (info.stage < g0 || info.stage >= g0 + g.pp)
+      bad(w, "stage ", info.stage, " is not in segment ", g.name, " [", g0, ", ", g0 + g.pp, ")");
     if (info.replica < 0 || info.replica >= g.dp)
       bad(w, "replica ", info.replica, " out of range [0, ", g.dp, ")");
     const std::size_t slot =
         offset[static_cast<std::size_t>(info.segment)] +
-        static_cast<std::size_t>(info.stage - g.first_stage) * static_cast<std::size_t>(g.dp) +
+        static_cast<std::size_t>(info.stage - g0) * static_cast<std::size_t>(g.dp) +
         static_cast<std::size_t>(info.replica);
     if (seen[slot]) bad(w, "duplicate (stage ", info.stage, ", replica ", info.replica, ")");
     seen[slot] = 1;
@@ -263,7 +274,7 @@ inline pipeline_schedule single_pipeline(std::string name, int p, int m, int chu
   s.num_stages = p;
   s.num_chunks = chunks;
   s.num_microbatches = m;
-  s.segments = {segment_info{"pipeline", 0, p, 1, true, chunks}};
+  s.segments = {topology_module{.name = "pipeline", .pp = p, .chunks = chunks}};
   for (int r = 0; r < p; ++r) s.ranks.push_back({0, r, 0});
   s.ops.assign(static_cast<std::size_t>(p), {});
   return s;
