@@ -207,40 +207,78 @@ struct message_lists {
   }
 };
 
+// Per (link, direction, indexed rank at an end of the link), the first of
+// its 4 role entries in a `message_lists` index: ((rank * slots + chunk * 4
+// + k) * 4) with k the route slot (into its virtual stage: 0 forward, 3
+// backward; out of it: 2 forward, 1 backward); `none` for a rank at neither
+// end. Computed once per bind, so indexing a message is a table lookup.
+struct slot_table {
+  static constexpr std::uint32_t none = UINT32_MAX;
+  std::size_t ranks = 0;
+  std::vector<std::uint32_t> base;  // ((link * 2 + backward) * ranks + rank)
+
+  [[nodiscard]] std::uint32_t at(int link, bool bwd, int rank) const noexcept {
+    return base[(static_cast<std::size_t>(link) * 2 + (bwd ? 1U : 0U)) * ranks +
+                static_cast<std::size_t>(rank)];
+  }
+};
+
+// The slot table of the indexed programs `progs` (virtual stages set), with
+// `slots` route slots per rank, over links 0 .. num_links - 1.
+inline slot_table make_slot_table(std::span<const bound_program> progs, std::size_t slots,
+                                  int num_links) {
+  slot_table t;
+  t.ranks = progs.size();
+  t.base.assign(static_cast<std::size_t>(std::max(num_links, 0)) * 2 * t.ranks, slot_table::none);
+  for (std::size_t r = 0; r < progs.size(); ++r) {
+    const std::vector<int>& vs = progs[r].virtual_stages;
+    for (std::size_t c = 0; c < vs.size(); ++c)
+      for (const bool upstream : {true, false}) {
+        const int link = upstream ? vs[c] : vs[c] - 1;
+        if (link < 0 || link >= num_links) continue;
+        for (const bool bwd : {false, true}) {
+          const std::size_t k = bwd ? (upstream ? 3 : 1) : (upstream ? 2 : 0);
+          const std::size_t e = (r * slots + c * 4 + k) * 4;
+          ensure(e < slot_table::none, "bind.messages", "more than 2^32 index entries");
+          t.base[(static_cast<std::size_t>(link) * 2 + (bwd ? 1U : 0U)) * t.ranks + r] =
+              static_cast<std::uint32_t>(e);
+        }
+      }
+  }
+  return t;
+}
+
 // Indexes the messages of the routes `for_each_route` visits (as
 // fn(link, backward, route), one microbatch) for the ranks `local_of` maps to
-// 0..progs.size()-1 (-1: not indexed), whose programs `progs` give their
-// virtual stages, with `slots` route slots per rank (4 per chunk): a
-// counting sort from route order to (rank, slot, role) order, which keeps
-// route order. Two visits of the routes (count, then fill: cheaper than
-// buffering the entries); the fill computes each message's stamp once.
+// 0..table.ranks-1 (-1: not indexed), with `slots` route slots per rank (4
+// per chunk) placed by `table`: a counting sort from route order to (rank,
+// slot, role) order, which keeps route order. Two visits of the routes
+// (count, then fill: cheaper than buffering the entries); the fill computes
+// each message's stamp once.
 template <class ForEachRoute, class LocalOf>
-message_lists index_messages(std::span<const bound_program> progs, std::size_t slots,
+message_lists index_messages(const slot_table& table, std::size_t slots,
                              const ForEachRoute& for_each_route, const LocalOf& local_of) {
   message_lists out;
   out.slots = slots;
-  out.begin.assign(progs.size() * out.slots * 4 + 1, 0);
+  out.begin.assign(table.ranks * out.slots * 4 + 1, 0);
   // Calls fn(entry, message, sending) for each (indexed rank, message).
   const auto visit = [&](const auto& fn) {
     for_each_route([&](int link, bool bwd, const route_plan& rp) {
-      for (const route_message& m : rp.messages())
-        for (const bool sending : {true, false}) {
-          const int r = local_of(sending ? m.src : m.dst);
-          if (r < 0) continue;
-          // Slot of this route for the rank's chunk at the link: into its
-          // virtual stage (0/3) or out of it (1/2).
-          const auto [chunk, upstream] = progs[static_cast<std::size_t>(r)].chunk_at_link(link);
-          const int k = bwd ? (upstream ? 3 : 1) : (upstream ? 2 : 0);
-          const int role = m.phase == 0 ? (sending ? 3 : 0) : (sending ? 1 : 2);
-          fn((static_cast<std::size_t>(r) * out.slots + static_cast<std::size_t>(chunk) * 4 +
-              static_cast<std::size_t>(k)) *
-                     4 +
-                 static_cast<std::size_t>(role),
-             rp, m, sending);
-        }
+      for (const route_message& m : rp.messages()) {
+        // Roles in rank_messages order: recv0, send1, recv1, send0.
+        if (const int r = local_of(m.src); r >= 0)
+          fn(std::size_t{table.at(link, bwd, r)} + (m.phase == 0 ? 3U : 1U), rp, m, true);
+        if (const int r = local_of(m.dst); r >= 0)
+          fn(std::size_t{table.at(link, bwd, r)} + (m.phase == 0 ? 0U : 2U), rp, m, false);
+      }
     });
   };
-  visit([&](std::size_t e, const route_plan&, const route_message&, bool) { ++out.begin[e + 1]; });
+  bool outside = false;  // a message of a rank at neither end of its link
+  visit([&](std::size_t e, const route_plan&, const route_message&, bool) {
+    outside |= e >= slot_table::none;
+    ++out.begin[std::min<std::size_t>(e, out.begin.size() - 2) + 1];
+  });
+  ensure(!outside, "bind.messages", "a route has a message of a rank at neither end of its link");
   std::size_t total = 0;
   for (std::uint32_t& b : out.begin) {
     total += b;
@@ -410,6 +448,8 @@ void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
   // Per microbatch, slots 0..3 of each chunk; a chain of one stage (every
   // module on the same GPUs, pp 1) has no link, and its lists are empty, not missing.
   std::vector<message_lists> lists(M);
+  const slot_table table =
+      make_slot_table(std::span<const bound_program>(out), max_chunks * 4, topo.num_links());
   std::vector<route_plan> routes(links.size() * 2);  // a copied link's stay empty
   const auto route_of = [&](std::size_t i, int bwd) -> const route_plan& {
     const std::size_t owner = same[i] < 0 ? i : static_cast<std::size_t>(same[i]);
@@ -437,7 +477,7 @@ void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
         }
       }
     lists[j] = index_messages(
-        std::span<const bound_program>(out), max_chunks * 4,
+        table, max_chunks * 4,
         [&](const auto& fn) {
           for (std::size_t i = 0; i < links.size(); ++i)
             for (int bwd = 0; bwd < 2; ++bwd) fn(links[i], bwd != 0, route_of(i, bwd));
