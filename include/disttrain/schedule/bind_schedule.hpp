@@ -173,8 +173,9 @@ void bind_schedule(const pipeline_schedule& s, bound_world& w, const Bytes& byte
       bound_op& b = p.ops[i] = bind(s.ops[r][i]);
       if (!is_p2p(b.op.kind)) continue;
       b.bytes = static_cast<std::int64_t>(bytes(b.op));
-      require(b.bytes >= 0, cat("bind_schedule.bytes(rank ", r, " ", describe(b.op), ")"), "is ",
-              b.bytes, ", must be >= 0");
+      if (b.bytes < 0)  // (the location is built only on failure)
+        fail(errc::invalid_argument, cat("bind_schedule.bytes(rank ", r, " ", describe(b.op), ")"),
+             "is ", b.bytes, ", must be >= 0");
     }
   }
 }

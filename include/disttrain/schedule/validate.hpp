@@ -16,6 +16,12 @@
 /// - no deadlock: a replay with blocking receives completes; otherwise the
 ///   message lists the first blocked op of every rank that cannot finish.
 ///
+/// The schedule's own rules (the compute ops, their inputs, sends at their
+/// producers, buckets) are checked on the schedule (`compile_schedule`, which
+/// the simulator runs too); messages and deadlocks by the one validator of
+/// programs, `validate_bound` (validate_bound.hpp), on the schedule's trivial
+/// binding (`bind_schedule`), naming the schedule's ops.
+///
 /// It also reports the activations each rank holds at its peak (counted in
 /// microbatch-chunks, held from F until B, or until W when split).
 ///
@@ -25,9 +31,10 @@
 #include <cstddef>
 #include <vector>
 
+#include "disttrain/schedule/bind_schedule.hpp"
 #include "disttrain/schedule/detail/compiled.hpp"
-#include "disttrain/schedule/detail/replay.hpp"
 #include "disttrain/schedule/schedule.hpp"
+#include "disttrain/schedule/validate_bound.hpp"
 
 namespace disttrain {
 
@@ -50,9 +57,8 @@ struct validation_report {
 /// @brief Validates `s` (see the file comment); throws `schedule_error` if broken.
 inline validation_report validate_schedule(const pipeline_schedule& s) {
   const auto c = detail::compile_schedule(s);
-  detail::replay_state st;
-  std::vector<detail::interval> times(c.num_ops());  // zero durations
-  if (!detail::replay(c, true, st, times.data())) detail::report_deadlock(c, s.ops, st);
+  (void)detail::validate_world(bind_schedule(s), {},
+                               [&](std::size_t i) { return c.name_op(s.ops, i); });
   validation_report rep;
   rep.peak_inflight = c.peak_inflight;
   rep.num_ops = c.num_ops();

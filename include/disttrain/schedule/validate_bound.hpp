@@ -15,6 +15,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "disttrain/schedule/bound_program.hpp"
@@ -30,15 +32,17 @@ struct bound_report {
   std::int64_t bytes = 0;    ///< bytes of all messages
 };
 
-/// @brief Validates `w` (see the file comment).
-inline bound_report validate_bound(const bound_world& w) {
-  detail::compiled_program c;
-  detail::compile_bound(w, c);
-  std::vector<detail::interval> times(c.num_ops());  // zero durations
-  detail::replay_state st;
-  if (!detail::replay(c, true, st, times.data()))
-    detail::report_deadlock(c, st, "bound_world",
-                            [&](std::size_t i) { return detail::name_bound_op(w, c, i); });
+namespace detail {
+/// @brief `validate_bound(w)`, naming flat op i (rank-major) by `name(i)` in
+/// a deadlock report: the one validator of programs (`validate_schedule`
+/// runs it on a schedule's trivial binding, with the schedule's op names).
+template <class Name>
+bound_report validate_world(const bound_world& w, std::string_view where, const Name& name) {
+  compiled_program c;
+  compile_bound(w, c);
+  std::vector<interval> times(c.num_ops());  // zero durations
+  replay_state st;
+  if (!replay(c, true, st, times.data())) report_deadlock(c, st, std::string(where), name);
   bound_report rep;
   for (const auto& p : w.programs)
     for (const auto& b : p.ops) {
@@ -49,6 +53,17 @@ inline bound_report validate_bound(const bound_world& w) {
       }
     }
   return rep;
+}
+}  // namespace detail
+
+/// @brief Validates `w` (see the file comment).
+inline bound_report validate_bound(const bound_world& w) {
+  return detail::validate_world(w, "bound_world", [&](std::size_t i) {
+    // (compile_bound numbers ops rank-major, as the world holds them)
+    std::size_t r = 0;
+    while (i >= w.programs[r].ops.size()) i -= w.programs[r++].ops.size();
+    return describe(w, static_cast<int>(r), i);
+  });
 }
 
 }  // namespace disttrain

@@ -245,10 +245,4 @@ template <class Name>
   fail(errc::schedule_error, where, msg);
 }
 
-/// @brief As above for a compiled schedule and the op lists it was compiled from.
-[[noreturn]] inline void report_deadlock(const compiled_schedule& c, const op_lists& ops,
-                                         const replay_state& st) {
-  report_deadlock(c, st, {}, [&](std::size_t i) { return c.name_op(ops, i); });
-}
-
 }  // namespace disttrain::detail
