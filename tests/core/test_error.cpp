@@ -34,6 +34,19 @@ TEST_CASE("require helpers name the field and the value") {
   CHECK_NOTHROW(disttrain::require_positive(1, "x"));
 }
 
+TEST_CASE("require with a lazy location builds it only on failure") {
+  int built = 0;
+  const auto where = [&] {
+    ++built;
+    return disttrain::cat("samples[", 7, "]");
+  };
+  disttrain::require(true, where, "never read");
+  CHECK(built == 0);
+  DISTTRAIN_CHECK_ERROR(disttrain::require(false, where, "replica ", 3, " out of range"),
+                        errc::invalid_argument, "samples[7]");
+  CHECK(built == 1);
+}
+
 namespace {
 // What cat printed when it streamed into an std::ostringstream with precision(10).
 template <class... Ts>

@@ -129,18 +129,20 @@ struct bind_context {
             " that own ranks (colocated modules are not reorder "
             "modules: derive the options with reorder_options_of)");
     for (std::size_t k = 0; k < m.modules; ++k)
-      require(k < m.dp.size() &&
-                  m.dp[k] == static_cast<std::uint32_t>(t.module(t.owning_modules()[k]).dp),
-              cat("bind.map.dp[", k, "]"), "the sample map's DP differs from module '",
-              t.module(t.owning_modules()[k]).name, "'s");
+      require(
+          k < m.dp.size() &&
+              m.dp[k] == static_cast<std::uint32_t>(t.module(t.owning_modules()[k]).dp),
+          [&] { return cat("bind.map.dp[", k, "]"); }, "the sample map's DP differs from module '",
+          t.module(t.owning_modules()[k]).name, "'s");
     require(m.microbatches == static_cast<std::uint32_t>(c.num_microbatches),
             "bind.map.microbatches", "the sample map has ", m.microbatches,
             " microbatches, the chain ", c.num_microbatches);
     require(s.size() == static_cast<std::size_t>(t.num_links()), "bind.shapes", "has ", s.size(),
             " entries, need one per link (", t.num_links(), ")");
     for (std::size_t l = 0; l < s.size(); ++l)
-      require(s[l].rows.size() == m.samples.size(), cat("bind.shapes[", l, "].rows"), "has ",
-              s[l].rows.size(), " entries, the map has ", m.samples.size(), " samples");
+      require(
+          s[l].rows.size() == m.samples.size(), [&] { return cat("bind.shapes[", l, "].rows"); },
+          "has ", s[l].rows.size(), " entries, the map has ", m.samples.size(), " samples");
   }
 
   // The (module, stage) at virtual stage v.

@@ -94,8 +94,9 @@ plan_reorder<C> reorder_for_plan(const parallel_plan& p, const C& cm) {
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     std::size_t k = 0;
     while (k < mods.size() && mods[k].name != p.modules[i].name) ++k;
-    require(k < mods.size(), cat("plan.modules[", i, "].name"), "module '", p.modules[i].name,
-            "' is not a module of the cost model's model");
+    require(
+        k < mods.size(), [&] { return cat("plan.modules[", i, "].name"); }, "module '",
+        p.modules[i].name, "' is not a module of the cost model's model");
     seen[k] = 1;
     tp[k] = p.modules[i].tp;
     column_of[k] = seg.segment_of[i];

@@ -73,7 +73,7 @@ namespace disttrain {
                                                int chunk) {
   const module_plan& mp = p.modules.at(i);
   const int v = mp.virtual_stages;
-  require_in_range(chunk, 0, v - 1, cat("plan.", mp.name, ".chunk"));
+  if (chunk < 0 || chunk >= v) require_in_range(chunk, 0, v - 1, cat("plan.", mp.name, ".chunk"));
   int total = 0, first = 0;
   for (int s = 0; s < mp.pp; ++s) {
     if (s < stage) first += mp.layers[static_cast<std::size_t>(s)] / v;
@@ -314,8 +314,10 @@ template <cost_model C>
 void check_plan_batch(const C& cost, std::span<const model_workload> batch) {
   require(!batch.empty(), "simulate_plan.batch", "is empty");
   for (std::size_t i = 0; i < batch.size(); ++i)
-    require(batch[i].size == cost.model().modules.size(), cat("simulate_plan.batch[", i, "]"),
-            "has ", batch[i].size, " modules, the model has ", cost.model().modules.size());
+    require(
+        batch[i].size == cost.model().modules.size(),
+        [&] { return cat("simulate_plan.batch[", i, "]"); }, "has ", batch[i].size,
+        " modules, the model has ", cost.model().modules.size());
 }
 
 }  // namespace detail

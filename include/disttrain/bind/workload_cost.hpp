@@ -64,9 +64,10 @@ class workload_cost {
             " entries, the model has ", mods.size(), " modules");
     std::array<bool, max_reorder_modules> used{};
     for (std::size_t k = 0; k < mods.size(); ++k) {
-      require(column_of_[k] < max_reorder_modules, cat("workload_cost.column_of[", k, "]"),
-              "column ", column_of_[k], " of module '", mods[k].name, "' exceeds the limit ",
-              max_reorder_modules);
+      require(
+          column_of_[k] < max_reorder_modules,
+          [&] { return cat("workload_cost.column_of[", k, "]"); }, "column ", column_of_[k],
+          " of module '", mods[k].name, "' exceeds the limit ", max_reorder_modules);
       used[column_of_[k]] = true;
       columns_ = std::max(columns_, column_of_[k] + 1);
     }

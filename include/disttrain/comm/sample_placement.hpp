@@ -62,8 +62,9 @@ class sample_placement {
     std::vector<std::vector<int>> lists(static_cast<std::size_t>(dp));
     for (std::size_t s = 0; s < replica_of_sample.size(); ++s) {
       const int d = replica_of_sample[s];
-      require(d >= 0 && d < dp, cat("sample_placement.replica_of[", s, "]"), "replica ", d,
-              " out of [0, ", dp, ")");
+      require(
+          d >= 0 && d < dp, [&] { return cat("sample_placement.replica_of[", s, "]"); }, "replica ",
+          d, " out of [0, ", dp, ")");
       lists[static_cast<std::size_t>(d)].push_back(static_cast<int>(s));
     }
     return sample_placement(std::move(lists));

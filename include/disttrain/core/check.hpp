@@ -137,6 +137,15 @@ void require(bool cond, std::string_view where, const Ts&... parts) {
   if (!cond) detail::throw_error(errc::invalid_argument, where, {detail::cat_part(parts)...});
 }
 
+/// @brief As above with a location built only on failure: `where()` returns
+/// it (e.g. `[&] { return cat("samples[", i, "]"); }`), for checks in loops,
+/// where building the string each time would cost more than the check.
+template <class Where, class... Ts>
+requires std::is_invocable_r_v<std::string, const Where&>
+void require(bool cond, const Where& where, const Ts&... parts) {
+  if (!cond) detail::throw_error(errc::invalid_argument, where(), {detail::cat_part(parts)...});
+}
+
 /// @brief Requires `value > 0`.
 /// @snippet core.cpp require_positive
 template <class T>

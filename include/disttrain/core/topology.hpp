@@ -144,7 +144,8 @@ struct topology_module {
 /// rule: the reorderer's scoring pipeline (`reorder_options_of`) uses it,
 /// whether the topology came from a plan or was written by hand.
 [[nodiscard]] inline double stage_share(const topology_module& g, stage_id s) {
-  require_in_range(s.value, 0, g.pp - 1, cat("topology.", g.name, ".stage"));
+  if (s.value < 0 || s.value >= g.pp)
+    require_in_range(s.value, 0, g.pp - 1, cat("topology.", g.name, ".stage"));
   if (g.layers.empty()) return 1.0 / static_cast<double>(g.pp);
   long long total = 0;
   for (const int l : g.layers) total += l;
@@ -382,7 +383,8 @@ class topology {
   [[nodiscard]] int virtual_stage(module_id m, stage_id s, int chunk) const {
     const topology_module& g = module(m);
     (void)chain_stage(m, s);  // checks the module and the stage
-    require_in_range(chunk, 0, g.chunks - 1, cat("topology.", g.name, ".chunk"));
+    if (chunk < 0 || chunk >= g.chunks)
+      require_in_range(chunk, 0, g.chunks - 1, cat("topology.", g.name, ".chunk"));
     return path_first_[static_cast<std::size_t>(m.value)] + chunk * g.pp + s.value;
   }
   /// @brief Model chunks of chain stage `c` (its module's `chunks`).
@@ -435,8 +437,9 @@ class topology {
                 " chunks) needs a module that owns ranks with pp >= 2, got pp ", g.pp,
                 g.colocated ? " (colocated)" : "");
         for (std::size_t s = 0; s < g.layers.size(); ++s)
-          require(g.layers[s] % g.chunks == 0, cat(w, ".layers[", s, "]"), g.layers[s],
-                  " layers do not split into ", g.chunks, " equal chunks");
+          require(
+              g.layers[s] % g.chunks == 0, [&] { return cat(w, ".layers[", s, "]"); }, g.layers[s],
+              " layers do not split into ", g.chunks, " equal chunks");
       }
       const int role = static_cast<int>(g.role);
       require(role >= last_role, w + ".role", "a ", to_string(g.role),

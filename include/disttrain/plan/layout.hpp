@@ -51,8 +51,9 @@ namespace disttrain {
         mods[i].trainable = !ms.frozen;
         found = true;
       }
-    require(found, cat("plan.modules[", i, "].name"), "module '", mods[i].name,
-            "' is not in model '", model.name, "'");
+    require(
+        found, [&] { return cat("plan.modules[", i, "].name"); }, "module '", mods[i].name,
+        "' is not in model '", model.name, "'");
   }
   return topology(std::move(mods));
 }

@@ -139,12 +139,15 @@ inline void rebuild_cells(reorder_result& r) {
   r.cell_begin.assign(cells + 1, 0);
   for (std::size_t i = 0; i < r.samples.size(); ++i) {
     const sample_place& p = r.samples[i];
-    require(p.microbatch < r.microbatches, cat("reorder_result.samples[", i, "].microbatch"),
-            "microbatch ", p.microbatch, " >= microbatches ", r.microbatches);
+    require(
+        p.microbatch < r.microbatches,
+        [&] { return cat("reorder_result.samples[", i, "].microbatch"); }, "microbatch ",
+        p.microbatch, " >= microbatches ", r.microbatches);
     for (std::size_t k = 0; k < r.modules; ++k) {
-      require(p.module[k].replica < r.dp[k],
-              cat("reorder_result.samples[", i, "].module[", k, "].replica"), "replica ",
-              p.module[k].replica, " >= dp ", r.dp[k]);
+      require(
+          p.module[k].replica < r.dp[k],
+          [&] { return cat("reorder_result.samples[", i, "].module[", k, "].replica"); },
+          "replica ", p.module[k].replica, " >= dp ", r.dp[k]);
       ++r.cell_begin[r.cell_index(k, p.module[k].replica, p.microbatch) + 1];
     }
   }
@@ -177,8 +180,10 @@ inline void validate(const reorder_result& r) {
   detail::check_result_header(r);
   const std::size_t n = r.samples.size();
   for (std::size_t i = 1; i < n; ++i)
-    require(r.samples[i - 1].id < r.samples[i].id, cat("reorder_result.samples[", i, "].id"),
-            "ids must be unique and ascending: ", r.samples[i - 1].id, " then ", r.samples[i].id);
+    require(
+        r.samples[i - 1].id < r.samples[i].id,
+        [&] { return cat("reorder_result.samples[", i, "].id"); },
+        "ids must be unique and ascending: ", r.samples[i - 1].id, " then ", r.samples[i].id);
   const std::size_t cells = r.cells();
   require(r.cell_begin.size() == cells + 1, "reorder_result.cell_begin", "has ",
           r.cell_begin.size(), " entries, need ", cells + 1);
@@ -191,9 +196,10 @@ inline void validate(const reorder_result& r) {
   std::vector<std::uint32_t> seen(n, 0);
   std::vector<std::size_t> slot_count(r.microbatches, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    require(r.samples[i].microbatch < r.microbatches,
-            cat("reorder_result.samples[", i, "].microbatch"), "microbatch ",
-            r.samples[i].microbatch, " >= microbatches ", r.microbatches);
+    require(
+        r.samples[i].microbatch < r.microbatches,
+        [&] { return cat("reorder_result.samples[", i, "].microbatch"); }, "microbatch ",
+        r.samples[i].microbatch, " >= microbatches ", r.microbatches);
     ++slot_count[r.samples[i].microbatch];
   }
   for (std::size_t k = 0; k < r.modules; ++k) {
@@ -222,14 +228,16 @@ inline void validate(const reorder_result& r) {
       }
     }
     for (std::size_t i = 0; i < n; ++i)
-      require(seen[i] == 1, cat("reorder_result.samples[", i, "]"), "sample id ", r.samples[i].id,
-              " is missing from module ", k);
+      require(
+          seen[i] == 1, [&] { return cat("reorder_result.samples[", i, "]"); }, "sample id ",
+          r.samples[i].id, " is missing from module ", k);
   }
   if (r.equal_count)
     for (std::size_t j = 0; j < r.microbatches; ++j)
-      require(detail::near_equal(slot_count[j], n, r.microbatches),
-              cat("reorder_result.microbatch[", j, "]"), "equal_count: ", slot_count[j],
-              " samples, batch has ", n, " over ", r.microbatches, " microbatches");
+      require(
+          detail::near_equal(slot_count[j], n, r.microbatches),
+          [&] { return cat("reorder_result.microbatch[", j, "]"); }, "equal_count: ", slot_count[j],
+          " samples, batch has ", n, " over ", r.microbatches, " microbatches");
 }
 
 }  // namespace disttrain

@@ -125,7 +125,7 @@ struct multi_module_spec {
       std::vector<int> count(static_cast<std::size_t>(seg.dp), 0);
       for (std::size_t mb = 0; mb < ord.replica_of.size(); ++mb) {
         const int rep = ord.replica_of[mb];
-        require_in_range(rep, 0, seg.dp - 1, cat(wo, "[", mb, "]"));
+        if (rep < 0 || rep >= seg.dp) require_in_range(rep, 0, seg.dp - 1, cat(wo, "[", mb, "]"));
         ++count[static_cast<std::size_t>(rep)];
       }
       for (std::size_t rep = 0; rep < count.size(); ++rep)

@@ -35,9 +35,9 @@ inline void validate_feed_config(const producer_ranks_config& c, int world, int 
   std::set<int> seen;
   auto check = [&](const std::vector<int>& ranks, const char* field) {
     for (std::size_t i = 0; i < ranks.size(); ++i) {
-      require(ranks[i] >= 0 && ranks[i] < world, cat("producer_ranks_config.", field, "[", i, "]"),
+      require(ranks[i] >= 0 && ranks[i] < world, [&] { return cat("producer_ranks_config.", field, "[", i, "]"); },
               "rank ", ranks[i], " outside the world of ", world, " ranks");
-      require(seen.insert(ranks[i]).second, cat("producer_ranks_config.", field, "[", i, "]"),
+      require(seen.insert(ranks[i]).second, [&] { return cat("producer_ranks_config.", field, "[", i, "]"); },
               "rank ", ranks[i], " listed twice (producers and consumers are disjoint)");
     }
   };

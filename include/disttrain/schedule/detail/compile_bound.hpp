@@ -38,8 +38,9 @@ inline void check_bound_shape(const bound_world& w) {
   const int R = w.world_size();
   for (int r = 0; r < R; ++r) {
     const bound_program& p = w.programs[static_cast<std::size_t>(r)];
-    require(p.rank == r, cat("bound_world.programs[", r, "].rank"), "is ", p.rank, ", expected ",
-            r);
+    require(
+        p.rank == r, [&] { return cat("bound_world.programs[", r, "].rank"); }, "is ", p.rank,
+        ", expected ", r);
     for (std::size_t i = 0; i < p.ops.size(); ++i) {
       const bound_op& b = p.ops[i];
       if (is_p2p(b.op.kind)) {
