@@ -48,22 +48,37 @@ def module_of(topo: Mapping[str, Any], rank: int) -> tuple[int, int]:
     return topo["owning_modules"].index(r["module"]), r["replica"]
 
 
+#: Bytes of the plan stamp at the head of every message (an int64).
+_STAMP_BYTES = 8
+
+
+def _message(torch: Any, payload_bytes: int, device: Any) -> Any:
+    """A message buffer: the stamp's 8 bytes, then the payload (uint8, so one
+    message carries both; the payload's offset 8 suits every dtype's alignment)."""
+    return torch.empty(_STAMP_BYTES + payload_bytes, dtype=torch.uint8, device=device)
+
+
 def _block(t: Any, offset: int, rows: int, cols: int, ld: int) -> Any:
     """The (rows, cols) view of flat contiguous ``t`` a copy block names."""
     return t.as_strided((rows, cols), (ld, 1), t.storage_offset() + offset)
 
 
-def _pack(src: Any, blocks: list, out: Any) -> Any:
-    """A send's message: its copy blocks from ``src`` into ``out``."""
+def _pack(src: Any, blocks: list, stamp: Any, msg: Any, dtype: Any) -> None:
+    """A send: the stamp (its 8 bytes, a uint8 tensor), then ``src``'s copy
+    blocks into the payload. A copy per block (a few per message, each rows of
+    a sample): faster than one index gather of the same elements
+    (benchmarks/python/bench_runner_pack.py)."""
+    msg[:_STAMP_BYTES] = stamp
+    out = msg[_STAMP_BYTES:].view(dtype)
     for so, do, rows, cols, sl, dl in blocks:
         _block(out, do, rows, cols, dl).copy_(_block(src, so, rows, cols, sl))
-    return out
 
 
-def _unpack(msg: Any, blocks: list, dst: Any) -> None:
-    """A receive: its copy blocks from the message into ``dst``."""
+def _unpack(msg: Any, blocks: list, dst: Any, dtype: Any) -> None:
+    """A receive: the payload's copy blocks into ``dst``."""
+    payload = msg[_STAMP_BYTES:].view(dtype)
     for so, do, rows, cols, sl, dl in blocks:
-        _block(dst, do, rows, cols, dl).copy_(_block(msg, so, rows, cols, sl))
+        _block(dst, do, rows, cols, dl).copy_(_block(payload, so, rows, cols, sl))
 
 
 class BatchSampler:
@@ -444,17 +459,18 @@ class Runner:
         aux: list[Any] = [None] * (M * V)                 # a stage's own loss: (output, loss)
         dx: list[Any] = [None] * (M * V)                  # input gradient B produced
         blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
+        nbytes = p["bytes"]
         ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
         recv_kinds = (_KIND["recv_act"], _KIND["recv_grad"])
-        # Each message is followed by its plan stamp (as the C++ executor does on
-        # host memory): programs bound from different inputs fail, naming the peer.
-        stamps = p["stamp"].view(_np.int64)
+        # Each message carries its plan stamp ahead of the payload, in one
+        # message (the C++ executor sends it as a second one): programs bound
+        # from different inputs fail, naming the peer.
+        stamps = torch.from_numpy(p["stamp"].view(_np.uint8).reshape(-1, _STAMP_BYTES)).to(
+            self.device)  # per op, its stamp's 8 bytes
 
-        def post(i: int) -> tuple[Any, Any, Any, Any]:
-            buf = torch.empty(int(elements[i]), dtype=self.dtype, device=self.device)
-            st = torch.zeros(1, dtype=torch.int64, device=self.device)
-            src, tag = int(peers[i]), int(tags[i])
-            return dist.irecv(buf, src=src, tag=tag), buf, dist.irecv(st, src=src, tag=tag), st
+        def post(i: int) -> tuple[Any, Any]:
+            buf = _message(torch, int(nbytes[i]), self.device)
+            return dist.irecv(buf, src=int(peers[i]), tag=int(tags[i])), buf
 
         # recv_ahead: every receive is posted up front (no send can wait on an
         # unposted receive); else each at its op.
@@ -506,32 +522,28 @@ class Runner:
                 x[jc] = y[jc] = None
             elif k in recv_kinds:
                 if elements[i] > 0:
-                    work, buf, swork, st = posted.pop(i) if i in posted else post(i)
+                    work, buf = posted.pop(i) if i in posted else post(i)
                     work.wait()
-                    swork.wait()
-                    if int(st.item()) != int(stamps[i]):
+                    if not torch.equal(buf[:_STAMP_BYTES], stamps[i]):
+                        got = int.from_bytes(buf[:_STAMP_BYTES].cpu().numpy().tobytes(), "little")
                         raise _dt.CommError(
                             f"disttrain: comm_error at rank {self.rank} op #{i}: plan "
                             f"disagreement: rank {int(peers[i])} sent stamp "
-                            f"{int(st.item()) & (2**64 - 1):#018x} where this rank's program has "
+                            f"{got:#018x} where this rank's program has "
                             f"{int(p['stamp'][i]):#018x}: the two programs were bound from "
                             f"different inputs (topology, sample map or shapes); the received "
                             f"bytes are not used", "comm_error", f"rank {self.rank} op #{i}")
                     dest = xin[jc] if k == _KIND["recv_act"] else dy[jc]
-                    _unpack(buf, blocks[i], dest)
+                    _unpack(buf, blocks[i], dest, self.dtype)
             elif k in (_KIND["send_act"], _KIND["send_grad"]):
                 if elements[i] > 0:
                     if k == _KIND["send_act"]:
                         src = y[jc] if phases[i] == 0 else xin[jc]
                     else:
                         src = dx[jc] if phases[i] == 0 else dy[jc]
-                    data = _pack(src.detach().contiguous(), blocks[i],
-                                 torch.empty(int(elements[i]), dtype=self.dtype,
-                                             device=self.device))
-                    st = torch.tensor([int(stamps[i])], dtype=torch.int64, device=self.device)
-                    dst, tag = int(peers[i]), int(tags[i])
-                    sends.append((dist.isend(data, dst=dst, tag=tag), data))
-                    sends.append((dist.isend(st, dst=dst, tag=tag), st))
+                    msg = _message(torch, int(nbytes[i]), self.device)
+                    _pack(src.detach().contiguous(), blocks[i], stamps[i], msg, self.dtype)
+                    sends.append((dist.isend(msg, dst=int(peers[i]), tag=int(tags[i])), msg))
             elif k in (_KIND["grad_sync_start"], _KIND["grad_sync_finish"],
                        _KIND["optimizer_step"]) and not sync:
                 continue  # accumulating: no reduction, no step (see above)

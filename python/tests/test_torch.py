@@ -152,6 +152,14 @@ def test_runner_names_the_sample_whose_rows_are_wrong():
     assert sample in [int(s) for s in first.split(",")]
 
 
+def test_runner_fails_on_a_plan_disagreement_with_bytes_of_the_right_size():
+    # The stamp travels at the head of each message: a receiver bound from
+    # another batch names the sender instead of training on its bytes.
+    out = _features("disagreement", 2)
+    assert re.search(r"rank 1: disttrain: comm_error at rank 1 op #\d+: plan disagreement: "
+                     r"rank 0 sent stamp 0x[0-9a-f]{16} where this rank's program has", out), out
+
+
 def test_batch_sampler_maps_travel_with_dataloader_workers():
     out = _features("dataloader", None)
     assert "every microbatch matched its map" in out, out

@@ -152,6 +152,45 @@ def run_wrong_rows() -> int:
     return status
 
 
+def run_disagreement() -> int:
+    # A frozen PP2 backbone (forward only: rank 0 sends, rank 1 receives). Rank 1
+    # binds its program from other shapes with the same message sizes (two
+    # samples of one microbatch with 1 and 3 rows instead of 2 and 2): every
+    # message arrives with the right byte count but the sender's plan stamp, so
+    # rank 1 must fail at its first receive instead of using rank 0's bytes.
+    rank = dist.get_rank()
+    topo = disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "dp": 1,
+                                "trainable": False}])
+    sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES)
+    batch_map, lists = next(sampler.batches())
+    a, b = (int(i) for i in lists[0][:2])  # two samples of microbatch 0
+
+    def flat(m):
+        rows = np.full(len(m["id"]), 2)
+        if rank == 1:
+            for i, r in ((a, 1), (b, 3)):
+                rows[list(m["id"]).index(i)] = r
+        return [{"hidden": DIM, "rows": rows}]
+
+    def forward(j, x, ids):
+        if x is None:
+            return {int(i): torch.full((2, DIM), float(i), dtype=torch.float64) for i in ids}
+        return x.sum()
+
+    runner = Runner(topo, forward, flat, params=[], dtype=torch.float64)
+    status = 0
+    try:
+        runner.run(batch_map)
+        if rank == 1:
+            print("no error", flush=True)
+            status = 1
+    except disttrain.CommError as e:
+        print(f"rank {rank}: {e}", flush=True)
+        status = 0 if rank == 1 else 1
+    dist.barrier()
+    return status
+
+
 def run_dataloader() -> int:
     topo = disttrain.topology([{"name": "enc", "role": "encoder", "dp": 2},
                                {"name": "llm", "role": "backbone", "pp": 2, "dp": 1}])
@@ -192,6 +231,8 @@ def main() -> int:
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     if mode in ("tied", "accumulate"):
         status = run_tied(accumulate=mode == "accumulate")
+    elif mode == "disagreement":
+        status = run_disagreement()
     else:
         status = run_wrong_rows()
     dist.destroy_process_group()
