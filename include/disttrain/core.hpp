@@ -5,4 +5,5 @@
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/config.hpp"
 #include "disttrain/core/error.hpp"
+#include "disttrain/core/rng.hpp"
 #include "disttrain/core/version.hpp"

@@ -11,7 +11,6 @@
 #include "disttrain/model/module_shape.hpp"
 #include "disttrain/model/module_spec.hpp"
 #include "disttrain/model/presets.hpp"
-#include "disttrain/model/rng.hpp"
 #include "disttrain/model/sample.hpp"
 #include "disttrain/model/scenario.hpp"
 #include "disttrain/model/workload.hpp"

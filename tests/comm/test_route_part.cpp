@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "disttrain/comm/route.hpp"
-#include "disttrain/model/rng.hpp"
+#include "disttrain/core/rng.hpp"
 #include "disttrain_catch.hpp"
 #include "route_cases.hpp"
 

@@ -2,11 +2,11 @@
 #include <cmath>
 #include <vector>
 
+#include "disttrain/core/rng.hpp"
 #include "disttrain/cost.hpp"
 #include "disttrain/cost/calibration.hpp"
 #include "disttrain/cost/json.hpp"
 #include "disttrain/cost/profiler.hpp"
-#include "disttrain/model/rng.hpp"
 #include "disttrain_catch.hpp"
 
 using namespace disttrain;

@@ -18,7 +18,7 @@ set(disttrain_part_graph
   "data:comm,reorder"  # producer ranks send over a comm_backend, in the order of reorder's map
   "reorder:core"
   "plan:cost"
-  "comm:kernels,model"  # routes are planned on core/topology.hpp; stamps hash with model/rng.hpp
+  "comm:kernels"  # routes are planned on core/topology.hpp; stamps hash with core/rng.hpp
   "exec:comm,sim"      # executes schedule/ programs, records sim/ traces
   "bind:*")            # the adapters that join parts
 

@@ -46,7 +46,7 @@
 #include "disttrain/comm/detail/backend_parts.hpp"
 #include "disttrain/comm/detail/unique_handle.hpp"
 #include "disttrain/core/check.hpp"
-#include "disttrain/model/rng.hpp"
+#include "disttrain/core/rng.hpp"
 
 namespace disttrain {
 

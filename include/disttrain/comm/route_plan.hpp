@@ -14,9 +14,9 @@
 #include "disttrain/comm/sample_placement.hpp"
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/checked.hpp"
+#include "disttrain/core/rng.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/kernels/copy_blocks.hpp"
-#include "disttrain/model/rng.hpp"
 
 namespace disttrain {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
+#include "disttrain/core/rng.hpp"
 #include "disttrain/model/distribution.hpp"
-#include "disttrain/model/rng.hpp"
 #include "disttrain/model/sample.hpp"
 
 namespace disttrain {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
+#include "disttrain/core/rng.hpp"
 #include "disttrain/core/visit_held.hpp"
-#include "disttrain/model/rng.hpp"
 
 namespace disttrain {
 

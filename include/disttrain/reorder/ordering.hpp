@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "disttrain/core/check.hpp"
+#include "disttrain/core/rng.hpp"
 #include "disttrain/reorder/pipeline_time.hpp"
 
 namespace disttrain {
@@ -273,11 +274,8 @@ class microbatch_orderer {
     }
     return best;
   }
-  static std::uint64_t next(std::uint64_t& x) noexcept {  // splitmix64
-    std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+  static std::uint64_t next(std::uint64_t& x) noexcept {  // a SplitMix64 step
+    return splitmix64::mix(x += 0x9e3779b97f4a7c15ull);
   }
 
   // First-improvement descent of cur_ (whose score `v` is the scorer's
