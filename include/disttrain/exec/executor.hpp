@@ -205,24 +205,25 @@ class executor {
 
   static constexpr bool stamped = B::memory == memory_space::host;
 
-  // The host's bytes of a point-to-point op, checked against the program.
+  // The host's bytes of a point-to-point op, checked against the program
+  // (the location is built only on failure: this runs per message).
   template <class H>
   void collect(H& host, const bound_op& b, pending& p) const {
     p.bytes = host.payload(b);
-    require(static_cast<std::int64_t>(p.bytes.size()) == b.bytes,
-            cat("rank ", b_->rank(), " ", describe(b.op)), "the host's payload has ",
+    const auto where = [&] { return cat("rank ", b_->rank(), " ", describe(b.op)); };
+    require(static_cast<std::int64_t>(p.bytes.size()) == b.bytes, where, "the host's payload has ",
             p.bytes.size(), " bytes, the bound program ", b.bytes);
-    require(b.op.peer >= 0 && b.op.peer < b_->size() && b.op.peer != b_->rank(),
-            cat("rank ", b_->rank(), " ", describe(b.op)), "peer ", b.op.peer,
-            " is not another rank of the world of ", b_->size());
+    require(b.op.peer >= 0 && b.op.peer < b_->size() && b.op.peer != b_->rank(), where, "peer ",
+            b.op.peer, " is not another rank of the world of ", b_->size());
     p.stamp.message = b.stamp;
     p.stamp.bytes = static_cast<std::uint64_t>(b.bytes);
   }
-  void check_stamp(const bound_op& b, const plan_stamp& got, const std::string& where) const {
+  template <class Where>
+  void check_stamp(const bound_op& b, const plan_stamp& got, const Where& where) const {
     if (got.magic == plan_stamp::magic_value && got.message == b.stamp &&
         got.bytes == static_cast<std::uint64_t>(b.bytes))
       return;
-    fail(errc::comm_error, where, "plan disagreement: rank ", b.op.peer, " sent stamp ",
+    fail(errc::comm_error, where(), "plan disagreement: rank ", b.op.peer, " sent stamp ",
          hex64(got.message), " (", got.bytes, " bytes) where this rank's program has ",
          hex64(b.stamp), " (", b.bytes,
          " bytes): the two programs were bound from different inputs (topology, chain, "
@@ -339,7 +340,7 @@ class executor {
       if (!p.posted) post_receive(host, k);
       next_post = std::max(next_post, k + 1);
       wait_all_of(op, p);
-      if constexpr (stamped) ex.check_stamp(b, p.stamp, where(op));
+      if constexpr (stamped) ex.check_stamp(b, p.stamp, [&] { return where(op); });
       stats.bytes_received += p.bytes.size();
       ++stats.messages_received;
       compute(op, [&] { host.received(b); });

@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "disttrain/core/rng.hpp"
 #include "disttrain/schedule/bound_program.hpp"
 #include "disttrain/schedule/message_tags.hpp"
 #include "disttrain/schedule/schedule.hpp"
@@ -93,8 +94,7 @@ class trivial_binding {
           vs_[first_[static_cast<std::size_t>(o.stage)] + static_cast<std::size_t>(o.chunk)];
       b.link = vs - grad;
       if (tags_ && o.microbatch >= 0 && o.microbatch < tags_->microbatches()) {
-        // tags_->p2p(vs, grad, microbatch), its ranges known good here
-        b.tag = (o.microbatch * tags_->virtual_stages() + vs) * 2 + grad;
+        b.tag = tags_->p2p_of_valid(vs, grad != 0, o.microbatch);
         b.stamp = stamp(b.tag);
       }
     } else if (o.kind == op_kind::grad_sync_start || o.kind == op_kind::grad_sync_finish) {
@@ -105,16 +105,13 @@ class trivial_binding {
   }
 
  private:
-  // The message stamp (see the file comment): SplitMix64's finaliser over
-  // the tag and the tag space.
+  // The message stamp (see the file comment): SplitMix64's mixer over the
+  // tag and the tag space.
   [[nodiscard]] std::uint64_t stamp(int tag) const noexcept {
     const auto v = static_cast<std::uint64_t>(static_cast<unsigned>(tags_->virtual_stages()));
     const auto m = static_cast<std::uint64_t>(static_cast<unsigned>(tags_->microbatches()));
     const auto t = static_cast<std::uint64_t>(static_cast<unsigned>(tag));
-    std::uint64_t z = (v << 48) ^ (m << 24) ^ t ^ std::uint64_t{0x9e3779b97f4a7c15};
-    z = (z ^ (z >> 30)) * std::uint64_t{0xbf58476d1ce4e5b9};
-    z = (z ^ (z >> 27)) * std::uint64_t{0x94d049bb133111eb};
-    return z ^ (z >> 31);
+    return splitmix64::mix((v << 48) ^ (m << 24) ^ t ^ std::uint64_t{0x9e3779b97f4a7c15});
   }
 
   const pipeline_schedule* s_ = nullptr;

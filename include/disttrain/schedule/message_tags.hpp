@@ -49,6 +49,11 @@ class message_tags {
   [[nodiscard]] int p2p(int vs, bool grad, int mb) const {
     require_in_range(vs, 0, v_ - 1, "message_tags.virtual_stage");
     require_in_range(mb, 0, m_ - 1, "message_tags.microbatch");
+    return p2p_of_valid(vs, grad, mb);
+  }
+  /// @brief As `p2p` for `vs` and `mb` the caller knows in range (the
+  /// simulator's per-op path).
+  [[nodiscard]] int p2p_of_valid(int vs, bool grad, int mb) const noexcept {
     return (mb * v_ + vs) * 2 + (grad ? 1 : 0);
   }
   /// @brief Tag of gradient bucket `bucket`.

@@ -213,19 +213,16 @@ inline void check_schedule_shape(const pipeline_schedule& s) {
         " (stages x dp)");
   std::vector<char> seen(expected_ranks, 0);
   std::vector<std::size_t> offset(s.segments.size(), 0);
-  std::vector<int> first(s.segments.size(), 0);
-  for (std::size_t i = 1; i < s.segments.size(); ++i) {
+  for (std::size_t i = 1; i < s.segments.size(); ++i)
     offset[i] = offset[i - 1] + static_cast<std::size_t>(s.segments[i - 1].pp) *
                                     static_cast<std::size_t>(s.segments[i - 1].dp);
-    first[i] = first[i - 1] + s.segments[i - 1].pp;
-  }
   for (std::size_t r = 0; r < s.ranks.size(); ++r) {
     const auto& info = s.ranks[r];
     const std::string w = cat("schedule.ranks[", r, "]");
     if (info.segment < 0 || static_cast<std::size_t>(info.segment) >= s.segments.size())
       bad(w, "segment ", info.segment, " out of range [0, ", s.segments.size(), ")");
     const auto& g = s.segments[static_cast<std::size_t>(info.segment)];
-    const int g0 = first[static_cast<std::size_t>(info.segment)];
+    const int g0 = s.first_stage(static_cast<std::size_t>(info.segment));
     if (info.stage < g0 || info.stage >= g0 + g.pp)
       bad(w, "stage ", info.stage, " is not in segment ", g.name, " [", g0, ", ", g0 + g.pp, ")");
     if (info.replica < 0 || info.replica >= g.dp)

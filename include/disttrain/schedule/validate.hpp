@@ -57,8 +57,10 @@ struct validation_report {
 /// @brief Validates `s` (see the file comment); throws `schedule_error` if broken.
 inline validation_report validate_schedule(const pipeline_schedule& s) {
   const auto c = detail::compile_schedule(s);
-  (void)detail::validate_world(bind_schedule(s), {},
-                               [&](std::size_t i) { return c.name_op(s.ops, i); });
+  // (bind_schedule keeps the schedule's op order: flat op i is the schedule's)
+  (void)detail::validate_world(
+      bind_schedule(s), {},
+      [&](const detail::compiled_program&, std::size_t i) { return c.name_op(s.ops, i); });
   validation_report rep;
   rep.peak_inflight = c.peak_inflight;
   rep.num_ops = c.num_ops();

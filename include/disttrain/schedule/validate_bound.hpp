@@ -33,8 +33,8 @@ struct bound_report {
 };
 
 namespace detail {
-/// @brief `validate_bound(w)`, naming flat op i (rank-major) by `name(i)` in
-/// a deadlock report: the one validator of programs (`validate_schedule`
+/// @brief `validate_bound(w)`, naming flat op i of the compiled world `c`
+/// by `name(c, i)` in a deadlock report: the one validator of programs (`validate_schedule`
 /// runs it on a schedule's trivial binding, with the schedule's op names).
 template <class Name>
 bound_report validate_world(const bound_world& w, std::string_view where, const Name& name) {
@@ -42,7 +42,8 @@ bound_report validate_world(const bound_world& w, std::string_view where, const 
   compile_bound(w, c);
   std::vector<interval> times(c.num_ops());  // zero durations
   replay_state st;
-  if (!replay(c, true, st, times.data())) report_deadlock(c, st, std::string(where), name);
+  if (!replay(c, true, st, times.data()))
+    report_deadlock(c, st, std::string(where), [&](std::size_t i) { return name(c, i); });
   bound_report rep;
   for (const auto& p : w.programs)
     for (const auto& b : p.ops) {
@@ -58,12 +59,10 @@ bound_report validate_world(const bound_world& w, std::string_view where, const 
 
 /// @brief Validates `w` (see the file comment).
 inline bound_report validate_bound(const bound_world& w) {
-  return detail::validate_world(w, "bound_world", [&](std::size_t i) {
-    // (compile_bound numbers ops rank-major, as the world holds them)
-    std::size_t r = 0;
-    while (i >= w.programs[r].ops.size()) i -= w.programs[r++].ops.size();
-    return describe(w, static_cast<int>(r), i);
-  });
+  return detail::validate_world(w, "bound_world",
+                                [&](const detail::compiled_program& c, std::size_t i) {
+                                  return detail::name_bound_op(w, c, i);
+                                });
 }
 
 }  // namespace disttrain
