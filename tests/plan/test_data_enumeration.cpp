@@ -3,8 +3,9 @@
 // closed-form optimum, the planner under restrictions and the Megatron-style
 // baseline, all simulated (simulate_plan, reordered) on held-out batches. The
 // planner's choice must be within 2% of the best of them, and its prediction
-// within 10% of its own simulated mean. Label exhaustive (about a minute at
-// -Og): .ci/run runs it, the README's test command does not.
+// within 10% of its own simulated mean. Label exhaustive (about two minutes
+// at -Og, over ten under ASan): .ci/run's exhaustive step runs it, the README's
+// test command and the asan preset do not.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
