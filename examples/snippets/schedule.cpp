@@ -1,6 +1,7 @@
 // The examples of the schedule part (disttrain/schedule/*.hpp): see snippets.hpp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -198,6 +199,28 @@ void validate_bound() {
   check(rep.messages > 0 && rep.bytes > 0, "validate_bound counts messages");
 }
 
+void p2p_batches() {
+  const snippets::small_world sw;
+  //! [p2p_batches]
+  auto world = disttrain::bind_world(sw.topo, sw.chain, sw.map, sw.shapes);
+  // Per op of rank 2: its batch (one NCCL group), -1 for compute and collectives.
+  std::vector<int> batch = disttrain::p2p_batches(world.programs[2]);
+  //! [p2p_batches]
+  check(batch.size() == world.programs[2].ops.size() &&
+            *std::max_element(batch.begin(), batch.end()) > 0,
+        "p2p_batches: one entry per op, several batches");
+}
+
+void rendezvous_order() {
+  const snippets::small_world sw;
+  //! [rendezvous_order]
+  auto world = disttrain::bind_world(sw.topo, sw.chain, sw.map, sw.shapes);
+  disttrain::order_for_rendezvous(world, sw.chain);  // receives move to their round
+  disttrain::validate_bound(world, disttrain::p2p_semantics::rendezvous);  // as NCCL runs it
+  //! [rendezvous_order]
+  check(disttrain::validate_bound(world).messages > 0, "ordered world still valid buffered");
+}
+
 void zero_bubble() {
   //! [zero_bubble]
   auto s = disttrain::add_communication(disttrain::make_zb_h1(4, 8));
@@ -227,6 +250,8 @@ int main() {
   r.run("validate_file", validate_file);
   r.run("validation_report", validation_report);
   r.run("validate_bound", validate_bound);
+  r.run("p2p_batches", p2p_batches);
+  r.run("rendezvous_order", rendezvous_order);
   r.run("zero_bubble", zero_bubble);
   return r.finish();
 }

@@ -15,6 +15,7 @@
 #include "disttrain/schedule/one_f_one_b.hpp"
 #include "disttrain/schedule/op.hpp"
 #include "disttrain/schedule/op_cost.hpp"
+#include "disttrain/schedule/rendezvous_order.hpp"
 #include "disttrain/schedule/schedule.hpp"
 #include "disttrain/schedule/validate.hpp"
 #include "disttrain/schedule/zero_bubble.hpp"

@@ -2,8 +2,10 @@
 // the world, run by the executor over the local backend with every route
 // phase (TP fan-out, gradients on reversed routes) carrying the right values,
 // and the executed ops equal to the bound program's.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
@@ -15,6 +17,7 @@
 #include "disttrain/comm/local_backend.hpp"
 #include "disttrain/exec/executor.hpp"
 #include "disttrain/reorder/reorderer.hpp"
+#include "disttrain/schedule/rendezvous_order.hpp"
 #include "disttrain/schedule/validate_bound.hpp"
 #include "disttrain_catch.hpp"
 
@@ -134,24 +137,22 @@ struct toy_host {
 };
 static_assert(disttrain::exec_host<toy_host>);
 
-// Binds and runs one iteration on every rank; checks values, gradients and
-// that the executed ops are the bound program's.
-// `zb`: the chain in ZB-H1's order (implies split).
-void run_layout(const topology& t, int n, int microbatches, bool split = false, bool zb = false) {
-  const auto chain = disttrain::chain_program(
-      t, {.microbatches = microbatches, .split_backward = split, .zero_bubble = zb});
-  const auto map = sample_map(t, n, microbatches);
-  const auto sh = shapes(t, map);
-  const disttrain::bound_world world = disttrain::bind_world(t, chain, map, sh);
-  const auto rep = disttrain::validate_bound(world);
-  CHECK(rep.messages > 0);
+// Runs `world` (bound for t, chain, map, sh; maybe reordered) one iteration
+// on every rank; checks values, gradients and that the executed ops are the
+// program's.
+void execute_world(const topology& t, const disttrain::pipeline_schedule& chain,
+                   const disttrain::reorder_result& map,
+                   const std::vector<disttrain::link_shape>& sh, const disttrain::bound_world& world) {
   disttrain::local_world lw(t.world_size(), {5000ms});
   std::vector<std::vector<disttrain::exec_event>> events(static_cast<std::size_t>(t.world_size()));
   auto errors = disttrain::test::run_ranks(lw, [&](disttrain::local_backend& b) {
     const int me = b.rank();
-    const disttrain::bound_rank mine = disttrain::bind_rank(t, chain, map, sh, me);
-    if (!(mine.program.ops == world.programs[static_cast<std::size_t>(me)].ops))
-      throw std::runtime_error("bind_rank differs from bind_world");
+    disttrain::bound_rank mine = disttrain::bind_rank(t, chain, map, sh, me);
+    auto& prog = world.programs[static_cast<std::size_t>(me)];
+    if (!std::is_permutation(mine.program.ops.begin(), mine.program.ops.end(), prog.ops.begin(),
+                             prog.ops.end()))
+      throw std::runtime_error("bind_rank's ops differ from bind_world's");
+    mine.program = prog;
     toy_host h;
     h.mine = &mine;
     h.map = &map;
@@ -180,6 +181,33 @@ void run_layout(const topology& t, int n, int microbatches, bool split = false, 
       REQUIRE(seen[i]);
       REQUIRE(executed[i] == prog[i].op);
     }
+  }
+}
+
+// Binds and runs one iteration on every rank; checks values, gradients and
+// that the executed ops are the bound program's.
+// `zb`: the chain in ZB-H1's order (implies split).
+void run_layout(const topology& t, int n, int microbatches, bool split = false, bool zb = false) {
+  const auto chain = disttrain::chain_program(
+      t, {.microbatches = microbatches, .split_backward = split, .zero_bubble = zb});
+  const auto map = sample_map(t, n, microbatches);
+  const auto sh = shapes(t, map);
+  const disttrain::bound_world world = disttrain::bind_world(t, chain, map, sh);
+  for (int r = 0; r < t.world_size(); ++r)
+    REQUIRE(disttrain::bind_rank(t, chain, map, sh, r).program ==
+            world.programs[static_cast<std::size_t>(r)]);
+  const auto rep = disttrain::validate_bound(world);
+  CHECK(rep.messages > 0);
+  // The rendezvous order (NCCL, as disttrain.torch issues the ops): the same
+  // ops, messages matched as before, no deadlock under either semantics.
+  auto ordered = world;
+  disttrain::order_for_rendezvous(ordered, chain);
+  CHECK(disttrain::validate_bound(ordered, disttrain::p2p_semantics::rendezvous).messages ==
+        rep.messages);
+  CHECK(disttrain::validate_bound(ordered).messages == rep.messages);
+  for (const bool rendezvous : {false, true}) {
+    INFO("rendezvous order " << rendezvous);
+    execute_world(t, chain, map, sh, rendezvous ? ordered : world);
   }
 }
 
@@ -315,6 +343,133 @@ TEST_CASE("validate_bound reports a deadlock and a mismatched message", "[bind]"
       }
     DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(bad), errc::schedule_error, "recv_act");
   }
+}
+
+TEST_CASE("p2p_batches: runs of point-to-point ops, fan-out sends after a receive apart",
+          "[bind]") {
+  const topology t = three(1, 2, 2, 2, 1, 1, 1);
+  const auto chain = disttrain::chain_program(t, {.microbatches = 4});
+  const auto map = sample_map(t, 8, 4);
+  const disttrain::bound_world w = disttrain::bind_world(t, chain, map, shapes(t, map));
+  bool fan_out_apart = false;
+  for (const auto& p : w.programs) {
+    const std::vector<int> batch = disttrain::p2p_batches(p);
+    REQUIRE(batch.size() == p.ops.size());
+    int last = -1;
+    bool received = false;
+    for (std::size_t i = 0; i < p.ops.size(); ++i) {
+      const auto& b = p.ops[i];
+      INFO(disttrain::describe(w, p.rank, i));
+      if (!disttrain::is_p2p(b.op.kind)) {
+        CHECK(batch[i] == -1);
+        continue;
+      }
+      const bool same = i > 0 && batch[i - 1] == batch[i];
+      // A batch continues a run unless a fan-out send follows a receive of it.
+      const bool runs_on = i > 0 && disttrain::is_p2p(p.ops[i - 1].op.kind);
+      const bool split = received && disttrain::is_send(b.op.kind) && b.phase == 1;
+      CHECK(same == (runs_on && !split));
+      fan_out_apart = fan_out_apart || (runs_on && split);
+      CHECK((same ? batch[i] == last : batch[i] == last + 1));
+      if (!same) received = false;
+      received = received || disttrain::is_recv(b.op.kind);
+      last = batch[i];
+    }
+  }
+  CHECK(fan_out_apart);  // the backbone's TP2 fan-out of a received input
+}
+
+TEST_CASE("validate_bound under rendezvous finds what buffering hides", "[bind]") {
+  // Backbone PP2: in 1F1B's steady state stage 0 sends activation j+1 and
+  // receives gradient j in one batch, stage 1 sends gradient j and receives
+  // activation j+1 in one. A compute op put between the send and the receive
+  // of each batch (both ranks send first, then wait): MPI buffers the sends
+  // and runs; NCCL's sends wait for receives that come after them.
+  const topology t({{"llm", module_role::backbone, 1, 2, 1}});
+  const auto chain = disttrain::chain_program(t, {.microbatches = 4});
+  const auto map = sample_map(t, 8, 4);
+  const disttrain::bound_world w = disttrain::bind_world(t, chain, map, shapes(t, map));
+  REQUIRE_NOTHROW(disttrain::validate_bound(w, disttrain::p2p_semantics::rendezvous));
+  auto bad = w;
+  int split = 0;
+  for (auto& p : bad.programs) {
+    for (std::size_t i = 0; i + 1 < p.ops.size(); ++i) {
+      if (disttrain::is_send(p.ops[i].op.kind) && disttrain::is_recv(p.ops[i + 1].op.kind)) {
+        disttrain::bound_op compute;  // no message: it ends the batch
+        compute.op = p.ops[i].op;
+        compute.op.kind = op_kind::optimizer_step;
+        compute.op.peer = -1;
+        p.ops.insert(p.ops.begin() + static_cast<std::ptrdiff_t>(i) + 1, compute);
+        ++split;
+        break;
+      }
+    }
+  }
+  REQUIRE(split == 2);
+  REQUIRE_NOTHROW(disttrain::validate_bound(bad));
+  DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(bad, disttrain::p2p_semantics::rendezvous),
+                        errc::schedule_error, "bound_world");
+  try {
+    disttrain::validate_bound(bad, disttrain::p2p_semantics::rendezvous);
+  } catch (const disttrain::error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("2 ranks blocked") != std::string::npos);
+    CHECK(what.find("send_act") != std::string::npos);
+    CHECK(what.find("for rank 1, which waits at rank 1 op #") != std::string::npos);
+  }
+}
+
+TEST_CASE("order_for_rendezvous: interleaved 1F1B as bound deadlocks on NCCL, ordered it runs",
+          "[bind]") {
+  // Bound order: stage 0 sends chunk 1's output down while stage 1 sends
+  // chunk 0's output back up the wrap-around link, each before its receive.
+  const int chunks = GENERATE(2, 3);
+  INFO("chunks " << chunks);
+  const topology t = three(1, 2, 2, 2, 1, 1, 1, false, chunks);
+  const int m = 6;
+  const auto chain = disttrain::chain_program(t, {.microbatches = m});
+  const auto map = sample_map(t, 12, m);
+  const disttrain::bound_world w = disttrain::bind_world(t, chain, map, shapes(t, map));
+  REQUIRE_NOTHROW(disttrain::validate_bound(w));
+  DISTTRAIN_CHECK_ERROR(disttrain::validate_bound(w, disttrain::p2p_semantics::rendezvous),
+                        errc::schedule_error, "bound_world");
+  auto ordered = w;
+  disttrain::order_for_rendezvous(ordered, chain);
+  REQUIRE_NOTHROW(disttrain::validate_bound(ordered, disttrain::p2p_semantics::rendezvous));
+  // The compute ops keep their order; a send still follows the compute op
+  // that produced it; receives (and the fan-outs of what they bring) move
+  // earlier only, past compute ops that do not read them.
+  for (std::size_t r = 0; r < w.programs.size(); ++r) {
+    const auto& a = w.programs[r].ops;
+    const auto& b = ordered.programs[r].ops;
+    REQUIRE(std::is_permutation(a.begin(), a.end(), b.begin(), b.end()));
+    const auto compute = [](const disttrain::bound_op& o) {
+      return o.op.kind == op_kind::forward || o.op.kind == op_kind::backward ||
+             o.op.kind == op_kind::weight;
+    };
+    std::vector<disttrain::bound_op> ca, cb;
+    std::copy_if(a.begin(), a.end(), std::back_inserter(ca), compute);
+    std::copy_if(b.begin(), b.end(), std::back_inserter(cb), compute);
+    CHECK(ca == cb);
+    const auto computes_before = [&](const std::vector<disttrain::bound_op>& ops,
+                                     const disttrain::bound_op& x) {
+      return std::count_if(ops.begin(), std::find(ops.begin(), ops.end(), x), compute);
+    };
+    bool moved = false;
+    for (const auto& x : b) {
+      if (!disttrain::is_p2p(x.op.kind)) continue;
+      const auto now = computes_before(b, x), was = computes_before(a, x);
+      if (disttrain::is_send(x.op.kind) && x.phase == 0) CHECK(now == was);
+      CHECK(now <= was);
+      moved = moved || now < was;
+    }
+    if (w.programs[r].chunks() > 1) CHECK(moved);
+  }
+  // A chain of other rounds (fewer microbatches) does not order this program.
+  const disttrain::message_rounds other(disttrain::chain_program(t, {.microbatches = 2}));
+  DISTTRAIN_CHECK_ERROR(disttrain::order_for_rendezvous(ordered.programs[0], other),
+                        errc::invalid_argument, "message_rounds");
 }
 
 TEST_CASE("programs bound from different sample maps of equal sizes fail, never swap data",

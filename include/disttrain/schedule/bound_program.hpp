@@ -112,6 +112,38 @@ struct bound_world {
   friend bool operator==(const bound_world&, const bound_world&) = default;
 };
 
+/// @brief The batches in which a rank issues its point-to-point ops where
+/// messages rendezvous (NCCL: one `ncclGroupStart`/`ncclGroupEnd`, PyTorch's
+/// `batch_isend_irecv`, as Megatron-LM groups its p2p ops per step):
+/// `disttrain.torch.Runner` issues them so, and `validate_bound` with
+/// `p2p_semantics::rendezvous` checks them (schedule/validate_bound.hpp).
+///
+/// A batch is a maximal run of consecutive point-to-point ops, split before
+/// a TP fan-out send (phase 1) once the batch holds a receive: a fan-out
+/// forwards what a receive brings, so it cannot be posted beside it. Returns,
+/// per op, its batch (0, 1, ... in program order), -1 for other ops.
+/// @snippet schedule.cpp p2p_batches
+inline std::vector<int> p2p_batches(const bound_program& p) {
+  std::vector<int> out(p.ops.size(), -1);
+  int batches = 0;
+  bool open = false, received = false;
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const bound_op& b = p.ops[i];
+    if (!is_p2p(b.op.kind)) {
+      open = false;
+      continue;
+    }
+    if (!open || (received && is_send(b.op.kind) && b.phase == 1)) {
+      ++batches;
+      open = true;
+      received = false;
+    }
+    out[i] = batches - 1;
+    received = received || is_recv(b.op.kind);
+  }
+  return out;
+}
+
 /// @brief "rank 5 op #12 recv_act(stage 1, mb 3 <- rank 2), 4096 B, tag 17".
 inline std::string describe(const bound_world& w, int rank, std::size_t i) {
   const bound_op& b = w.programs.at(static_cast<std::size_t>(rank)).ops.at(i);
