@@ -19,8 +19,11 @@ TP > 1 exercises the routes, not a TP speed-up),
 rank; --microbatches a multiple of --bb-pp), --microbatches, --batch,
 --iterations, --check (iteration 0's gradients of
 every parameter vs a single-process run on the same batch, float64; fails
-above 1e-12), --float32 (limit 1e-5), --recv-at-op (the Runner posts each
-receive at its op instead of all at the start).
+above 1e-12; rank 0 also checks that every rank's program, as the Runner
+issues it, cannot deadlock under NCCL's semantics: disttrain.validate_world),
+--float32 (limit 1e-5), --fifo (NCCL's message matching on gloo: tags ignored,
+a pair's messages in issue order, a send complete once received;
+disttrain.torch.FifoP2P).
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ import torch.distributed as dist
 from torch import nn
 
 import disttrain
-from disttrain.torch import BatchSampler, Runner
+from disttrain.torch import BatchSampler, FifoP2P, Runner
 
 PATCH_DIM, ENC_DIM, DIM, LAYERS, VOCAB, OUT_DIM = 6, 16, 16, 4, 32, 4
 MAX_PATCHES, SEED = 8, 1234
@@ -234,8 +237,9 @@ def main() -> int:
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--virtual-stages", type=int, default=1,
                     help="model chunks per backbone rank (interleaved 1F1B)")
-    ap.add_argument("--recv-at-op", action="store_true",
-                    help="post each receive at its op, not all at the start (Runner recv_ahead)")
+    ap.add_argument("--fifo", action="store_true",
+                    help="NCCL's matching on gloo: tags ignored, a pair's messages in issue "
+                         "order, a send done once received (disttrain.torch.FifoP2P)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     # A short deadline: a rank waiting on a peer that died fails instead of hanging.
@@ -297,13 +301,17 @@ def main() -> int:
     params = ([list(m.parameters()) for m in chunks] if role == "backbone" and V > 1
               else part.parameters())
     runner = Runner(topo, forward, shapes, params=params, dtype=dtype,
-                    recv_ahead=not args.recv_at_op)
+                    p2p=FifoP2P(timeout=60) if args.fifo else None)
     opt = torch.optim.Adam(part.parameters(), lr=1e-3)
     if rank == 0:
         print(f"world {world} ranks: {topo['describe']}; {args.batch} samples in "
               f"{args.microbatches} microbatches per iteration", flush=True)
     status = 0
     for it, (batch_map, _) in enumerate(sampler.batches()):
+        if it == 0 and args.check and rank == 0:
+            rep = disttrain.validate_world(topo, batch_map, shapes(batch_map), p2p="rendezvous")
+            print(f"every rank's program under NCCL's rendezvous semantics: no deadlock "
+                  f"({rep['messages']} messages)", flush=True)
         out = runner.run(batch_map)
         loss = torch.tensor([out["loss"] if me["tp_rank"] == 0 else 0.0], dtype=torch.float64)
         dist.all_reduce(loss)

@@ -28,6 +28,7 @@ __all__ = [
     "__version__", "presets", "plan", "plan_baseline", "heterogeneity", "evaluate", "simulate",
     "reorder",
     "Reorderer", "topology", "topology_of", "reorder_options_of", "reorderer_of", "bind_rank",
+    "validate_world",
     "cell", "OP_KINDS", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
     "CommError", "Timeout", "Unsupported", "Internal",
 ]
@@ -480,43 +481,9 @@ def reorderer_of(t: Topology, microbatches: int, **options: Any) -> "Reorderer":
                      names=[m["name"] for m in o["modules"]], stages=o["stages"], **options)
 
 
-def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
-              rank: int, *, buckets: int = 1, split_backward: bool = False,
-              index: bool = False) -> dict[str, Any]:
-    """The program global rank ``rank`` runs in one iteration (C++
-    ``bind_rank`` over ``chain_program(t, {microbatches, split_backward,
-    buckets})``): every point-to-point op names its peer, bytes and tag.
-
-    ``map``: the sample map, a :func:`reorder` result (``id``,
-    ``microbatch``, ``replica``, ``offset``, ``microbatches``, ``dp``) over
-    the topology's modules that own ranks (:func:`reorderer_of`). ``shapes``:
-    one dict per chain link (chain stage c -> c + 1): ``hidden`` (elements
-    per row), ``rows`` (rows per sample, in the map's row order) and optional
-    ``elem_size`` (bytes per element, 4).
-
-    Returns a dict: ``rank``, ``chain_stage``, ``dp_group`` (ranks reducing
-    its gradient buckets), ``input_elements`` / ``output_elements`` (int64
-    per microbatch: the activation buffers received and sent), and one entry
-    per op, in program order: ``kind`` (int32 codes into :data:`OP_KINDS`),
-    ``stage``, ``microbatch``, ``peer`` (global rank, -1 for compute),
-    ``bucket``, ``tag``, ``link``, ``phase`` (0 crossing, 1 TP fan-out),
-    ``message``, ``bytes`` and ``elements`` (int64), ``stamp`` (uint64: the
-    message's plan stamp, equal in the sender's and the receiver's programs
-    iff both were bound from the same inputs), and ``blocks``: per
-    point-to-point op (None otherwise) an int64 ``(nblocks, 6)`` array of
-    copy blocks ``(src_offset, dst_offset, rows, cols, src_ld, dst_ld)``
-    (element units): a send's copy its source buffer into the packed message
-    (the source: the output, or the input gradient, for phase 0; the received
-    input, or output gradient, for a fan-out), a receive's copy the packed
-    message into its destination buffer (the input, or the output gradient):
-    ``dst[dst_offset + i * dst_ld + c] = src[src_offset + i * src_ld + c]``
-    for ``i < rows``, ``c < cols``. With ``index=True``, also ``index``: the
-    same as one int64 array per message (8 bytes per element moved: for
-    small programs and tests): a send is ``source[index]``, a receive
-    ``destination[index] = message``. Buffers hold the replica's samples of
-    the microbatch in cell order, ``rows x hidden`` row-major each. Every rank
-    computes the same program for the same inputs.
-    """
+def _bind_args(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
+               buckets: int, split_backward: bool) -> tuple:
+    """The leading arguments of ``_core.bind_rank`` / ``_core.validate_world``."""
     if isinstance(shapes, Mapping) or not isinstance(shapes, Sequence):
         raise InvalidArgument("disttrain: invalid_argument at shapes: expected a list of dicts "
                               "(one per chain link)", "invalid_argument", "shapes")
@@ -538,11 +505,89 @@ def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str,
         hidden.append(int(s["hidden"]))
         elem.append(int(s.get("elem_size", 4)))
     u32 = lambda a: _np.ascontiguousarray(a, dtype=_np.uint32)  # noqa: E731
-    return _core.bind_rank(_topology_text(t), int(buckets), bool(split_backward),
-                           _np.ascontiguousarray(map["id"], dtype=_np.uint64),
-                           u32(map["microbatch"]), u32(map["replica"]), u32(map["offset"]),
-                           int(map["microbatches"]), [int(d) for d in map["dp"]], rows, hidden,
-                           elem, int(rank), bool(index))
+    return (_topology_text(t), int(buckets), bool(split_backward),
+            _np.ascontiguousarray(map["id"], dtype=_np.uint64), u32(map["microbatch"]),
+            u32(map["replica"]), u32(map["offset"]), int(map["microbatches"]),
+            [int(d) for d in map["dp"]], rows, hidden, elem)
+
+
+_ORDERS = ("bound", "rendezvous")
+
+
+def _order(order: str) -> bool:
+    if order not in _ORDERS:
+        raise InvalidArgument(f"disttrain: invalid_argument at order: must be one of {_ORDERS}, "
+                              f"got {order!r}", "invalid_argument", "order")
+    return order == "rendezvous"
+
+
+def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
+              rank: int, *, buckets: int = 1, split_backward: bool = False,
+              index: bool = False, order: str = "bound") -> dict[str, Any]:
+    """The program global rank ``rank`` runs in one iteration (C++
+    ``bind_rank`` over ``chain_program(t, {microbatches, split_backward,
+    buckets})``): every point-to-point op names its peer, bytes and tag.
+
+    ``map``: the sample map, a :func:`reorder` result (``id``,
+    ``microbatch``, ``replica``, ``offset``, ``microbatches``, ``dp``) over
+    the topology's modules that own ranks (:func:`reorderer_of`). ``shapes``:
+    one dict per chain link (chain stage c -> c + 1): ``hidden`` (elements
+    per row), ``rows`` (rows per sample, in the map's row order) and optional
+    ``elem_size`` (bytes per element, 4).
+
+    Returns a dict: ``rank``, ``chain_stage``, ``dp_group`` (ranks reducing
+    its gradient buckets), ``input_elements`` / ``output_elements`` (int64
+    per microbatch: the activation buffers received and sent), and one entry
+    per op, in program order: ``kind`` (int32 codes into :data:`OP_KINDS`),
+    ``stage``, ``microbatch``, ``peer`` (global rank, -1 for compute),
+    ``bucket``, ``tag``, ``link``, ``phase`` (0 crossing, 1 TP fan-out),
+    ``message``, ``bytes`` and ``elements`` (int64), ``stamp`` (uint64: the
+    message's plan stamp, equal in the sender's and the receiver's programs
+    iff both were bound from the same inputs), ``batch`` (int32: the op's
+    batch of point-to-point ops issued together, C++ ``p2p_batches``; -1 for
+    other ops), and ``blocks``: per
+    point-to-point op (None otherwise) an int64 ``(nblocks, 6)`` array of
+    copy blocks ``(src_offset, dst_offset, rows, cols, src_ld, dst_ld)``
+    (element units): a send's copy its source buffer into the packed message
+    (the source: the output, or the input gradient, for phase 0; the received
+    input, or output gradient, for a fan-out), a receive's copy the packed
+    message into its destination buffer (the input, or the output gradient):
+    ``dst[dst_offset + i * dst_ld + c] = src[src_offset + i * src_ld + c]``
+    for ``i < rows``, ``c < cols``. With ``index=True``, also ``index``: the
+    same as one int64 array per message (8 bytes per element moved: for
+    small programs and tests): a send is ``source[index]``, a receive
+    ``destination[index] = message``. Buffers hold the replica's samples of
+    the microbatch in cell order, ``rows x hidden`` row-major each. Every rank
+    computes the same program for the same inputs.
+
+    ``order``: ``"bound"`` (each receive just before the op that reads it;
+    runs where sends are buffered: MPI, gloo) or ``"rendezvous"`` (C++
+    ``order_for_rendezvous``: every message in its round, on both sides, so
+    the program runs where a send waits for its receive, as on NCCL;
+    :class:`disttrain.torch.Runner` binds so).
+    """
+    return _core.bind_rank(*_bind_args(t, map, shapes, buckets, split_backward), int(rank),
+                           bool(index), _order(order))
+
+
+def validate_world(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
+                   *, buckets: int = 1, split_backward: bool = False,
+                   order: str = "rendezvous", p2p: str = "rendezvous") -> dict[str, int]:
+    """Binds every rank's program (as :func:`bind_rank` with ``order``) and
+    checks them together (C++ ``validate_bound``): every message matched in
+    program order with the same tag, bytes and stamp, every bucket joined,
+    and no deadlock under ``p2p``: ``"buffered"`` (MPI, gloo: a send does not
+    wait) or ``"rendezvous"`` (NCCL as :class:`disttrain.torch.Runner`
+    issues the ops: a send waits for its receive, each rank issues its
+    point-to-point ops in batches and waits for each). Returns ``ops``,
+    ``messages`` and ``bytes``; raises :class:`ScheduleError` naming the op
+    (for a deadlock: each blocked rank, the op it waits at and the rank it
+    waits for)."""
+    if p2p not in ("buffered", "rendezvous"):
+        raise InvalidArgument(f"disttrain: invalid_argument at p2p: must be 'buffered' or "
+                              f"'rendezvous', got {p2p!r}", "invalid_argument", "p2p")
+    return _core.validate_world(*_bind_args(t, map, shapes, buckets, split_backward),
+                                _order(order), p2p)
 
 
 def cell(map: Mapping[str, Any], module: int, replica: int, microbatch: int) -> _np.ndarray:

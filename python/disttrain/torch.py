@@ -19,6 +19,7 @@ With a ``torch.utils.data.DataLoader`` (``batch_sampler=sampler``, any
 """
 from __future__ import annotations
 
+import datetime
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
@@ -26,7 +27,7 @@ import numpy as _np
 
 import disttrain as _dt
 
-__all__ = ["BatchSampler", "Runner", "module_of"]
+__all__ = ["BatchSampler", "Runner", "TorchP2P", "FifoP2P", "module_of"]
 
 _KIND = {name: code for code, name in enumerate(_dt.OP_KINDS)}
 
@@ -79,6 +80,97 @@ def _unpack(msg: Any, blocks: list, dst: Any, dtype: Any) -> None:
     payload = msg[_STAMP_BYTES:].view(dtype)
     for so, do, rows, cols, sl, dl in blocks:
         _block(dst, do, rows, cols, dl).copy_(_block(payload, so, rows, cols, sl))
+
+
+def _wait(work: Any, timeout: Optional[float], where: str, what: str) -> None:
+    """``work.wait()``, within ``timeout`` seconds if given; a transport
+    error or a timeout becomes :class:`disttrain.Timeout` at ``where``."""
+    try:
+        if timeout is None:
+            work.wait()
+        else:
+            work.wait(timeout=datetime.timedelta(seconds=timeout))
+    except RuntimeError as e:
+        raise _dt.Timeout(f"disttrain: timeout at {where}: {what} did not complete (a send "
+                          f"waits for its receive; messages between two ranks match in issue "
+                          f"order) [{e}]", "timeout", where) from None
+
+
+class TorchP2P:
+    """The runner's point-to-point transport: each batch of the program (its
+    ``batch`` column, C++ ``p2p_batches``) is one
+    ``torch.distributed.batch_isend_irecv`` (on NCCL one group, as Megatron-LM
+    batches its p2p ops), and the runner waits for all of it. Tags are passed
+    (gloo and MPI match by them; NCCL ignores them). ``timeout``: seconds a
+    batch may take before :class:`disttrain.Timeout` names the rank and its
+    peers (None: the process group's timeout)."""
+
+    def __init__(self, timeout: Optional[float] = None) -> None:
+        self.timeout = None if timeout is None else float(timeout)
+
+    def exchange(self, sends: list, recvs: list) -> None:
+        """``sends`` / ``recvs``: ``(peer, tag, uint8 tensor)`` in program order."""
+        dist = _torch().distributed
+        ops = ([dist.P2POp(dist.isend, m, peer, tag=tag) for peer, tag, m in sends] +
+               [dist.P2POp(dist.irecv, b, peer, tag=tag) for peer, tag, b in recvs])
+        if not ops:
+            return
+        me = dist.get_rank()
+        where = (f"rank {me} -> ranks {sorted({p for p, _, _ in sends})}, "
+                 f"<- ranks {sorted({p for p, _, _ in recvs})}")
+        for w in dist.batch_isend_irecv(ops):
+            _wait(w, self.timeout, where, f"rank {me}'s batch of {len(ops)} messages")
+
+
+class FifoP2P:
+    """A test transport with NCCL's matching on any backend (gloo on CPU):
+    it ignores tags, matches the messages between two ranks in issue order,
+    and completes a send only once its receive has taken it (rendezvous; an
+    acknowledgement comes back). A program whose ranks issue a pair's
+    messages in different orders fails here, naming the pair, where tag
+    matching would hide it and NCCL would hang or deliver the wrong bytes.
+
+    Each message goes as a header (its byte count), then the payload. A
+    wait longer than ``timeout`` seconds raises :class:`disttrain.Timeout`
+    naming the pair; a message of another size :class:`disttrain.CommError`.
+    Within a batch, receives are served in program order: correct for the
+    runner's programs (bound in rendezvous order, a batch's messages are of
+    one round or of consecutive rounds in order)."""
+
+    def __init__(self, timeout: float = 60.0) -> None:
+        self.timeout = float(timeout)
+
+    def exchange(self, sends: list, recvs: list) -> None:
+        torch = _torch()
+        dist = torch.distributed
+        me = dist.get_rank()
+        keep: list = []  # (work, tensor) pairs alive until done
+        acks: list = []
+        for peer, _, m in sends:
+            h = torch.tensor([m.numel()], dtype=torch.int64)
+            keep += [(dist.isend(h, peer, tag=0), h), (dist.isend(m, peer, tag=1), m)]
+            a = torch.zeros(1, dtype=torch.int64)
+            acks.append((peer, dist.irecv(a, peer, tag=2), a))
+        for peer, _, b in recvs:
+            where = f"rank {peer} -> rank {me}"
+            h = torch.zeros(1, dtype=torch.int64)
+            _wait(dist.irecv(h, peer, tag=0), self.timeout, where,
+                  f"rank {me}'s receive of the next message from rank {peer}")
+            if int(h.item()) != b.numel():
+                raise _dt.CommError(
+                    f"disttrain: comm_error at {where}: the next message from rank {peer} has "
+                    f"{int(h.item())} B, rank {me}'s receive expects {b.numel()} B: the two "
+                    f"ranks issue their messages in different orders (they match in issue "
+                    f"order, as on NCCL)", "comm_error", where)
+            _wait(dist.irecv(b, peer, tag=1), self.timeout, where,
+                  f"rank {me}'s receive of a payload from rank {peer}")
+            ok = torch.ones(1, dtype=torch.int64)
+            keep.append((dist.isend(ok, peer, tag=2), ok))
+        for peer, w, _ in acks:
+            _wait(w, self.timeout, f"rank {me} -> rank {peer}",
+                  f"rank {me}'s send to rank {peer} (never received)")
+        for w, _ in keep:
+            w.wait()
 
 
 class BatchSampler:
@@ -225,8 +317,15 @@ class Runner:
     rank's data-parallel group at the program's ``grad_sync`` ops (in
     ``buckets`` buckets); :meth:`run` clears them first. ``step``: called at
     the ``optimizer_step`` op (else call the optimizer after :meth:`run`).
-    ``recv_ahead``: post every receive when :meth:`run` starts (the default,
-    as the C++ executor), else each at its op. TP: the runner moves the program's
+    ``p2p``: the point-to-point transport, :class:`TorchP2P` by default.
+    The runner binds its program in rendezvous order
+    (``bind_rank(..., order="rendezvous")``) and issues each batch of
+    point-to-point ops (the program's ``batch`` column) as one
+    ``batch_isend_irecv``, waiting for it before its next op: on NCCL, where
+    a send waits for its receive and the messages of a pair of ranks match
+    in issue order, the world cannot deadlock (checked by
+    :func:`disttrain.validate_world`, docs/python.md "NCCL").
+    :class:`FifoP2P` enforces NCCL's matching on gloo, for tests. TP: the runner moves the program's
     TP fan-out messages (every TP rank of a replica receives the whole
     input); the math of a TP split is the forward callback's.
 
@@ -256,7 +355,7 @@ class Runner:
                  shapes: Callable[[Mapping[str, Any]], Sequence[Mapping[str, Any]]], *,
                  params: Optional[Iterable[Any]] = None, dtype: Any = None,
                  device: Any = None, rank: Optional[int] = None, buckets: int = 1,
-                 step: Optional[Callable[[], None]] = None, recv_ahead: bool = True,
+                 step: Optional[Callable[[], None]] = None, p2p: Optional[Any] = None,
                  tied: Optional[Mapping[str, tuple[Sequence[int], Any]]] = None) -> None:
         torch = _torch()
         self._t, self._dist = torch, torch.distributed
@@ -273,7 +372,7 @@ class Runner:
                                       f"process group {world}", "invalid_argument",
                                       "Runner.topology")
         self.forward, self.shapes, self.step = forward, shapes, step
-        self.recv_ahead = bool(recv_ahead)
+        self.p2p = p2p if p2p is not None else TorchP2P()
         self.dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.module, self.replica = module_of(self.topology, self.rank)
@@ -421,13 +520,50 @@ class Runner:
         elem = self._t.empty((), dtype=self.dtype).element_size()
         self._shapes = shapes = [dict(s, elem_size=elem) for s in self.shapes(map)]
         self._row_of = {int(i): r for r, i in enumerate(map["id"])}
-        return _dt.bind_rank(self.topology, map, shapes, self.rank, buckets=self.buckets)
+        return _dt.bind_rank(self.topology, map, shapes, self.rank, buckets=self.buckets,
+                             order="rendezvous")
 
     def _bucket_params(self, b: int) -> list[Any]:
         """Bucket ``b``: chunk ``b // buckets``'s parameters, split evenly."""
         ps = self._chunk_params[b // self.buckets] if b // self.buckets < self.chunks else []
         n, k = len(ps), b % self.buckets
         return [q for i, q in enumerate(ps) if i * self.buckets // n == k]
+
+    def _exchange(self, p: Mapping[str, Any], ops: range, blocks: list, stamps: Any,
+                  bufs: tuple) -> None:
+        """One batch of point-to-point ops ``ops``: packs the sends, runs the
+        batch on the transport, checks each received stamp and unpacks."""
+        xin, dy, y, dx = bufs
+        kinds, peers, tags, elements = p["kind"], p["peer"], p["tag"], p["elements"]
+        sends, recvs = [], []
+        for i in ops:
+            if elements[i] == 0:
+                continue  # nothing to move (both sides skip it)
+            k, peer, tag = kinds[i], int(peers[i]), int(tags[i])
+            jc = int(p["microbatch"][i]) * self.chunks + self._chunk_at_link(int(p["link"][i]))
+            msg = _message(self._t, int(p["bytes"][i]), self.device)
+            if k == _KIND["send_act"] or k == _KIND["send_grad"]:
+                if k == _KIND["send_act"]:
+                    src = y[jc] if p["phase"][i] == 0 else xin[jc]
+                else:
+                    src = dx[jc] if p["phase"][i] == 0 else dy[jc]
+                _pack(src.detach().contiguous(), blocks[i], stamps[i], msg, self.dtype)
+                sends.append((peer, tag, msg))
+            else:
+                recvs.append((peer, tag, msg, i, xin[jc] if k == _KIND["recv_act"] else dy[jc]))
+        self.p2p.exchange(sends, [(peer, tag, msg) for peer, tag, msg, _, _ in recvs])
+        for peer, _, msg, i, dest in recvs:
+            if not self._t.equal(msg[:_STAMP_BYTES], stamps[i]):
+                got = int.from_bytes(msg[:_STAMP_BYTES].cpu().numpy().tobytes(), "little")
+                where = f"rank {self.rank} op #{i}"
+                raise _dt.CommError(
+                    f"disttrain: comm_error at {where}: plan disagreement between rank {peer} "
+                    f"and rank {self.rank}: rank {peer} sent stamp {got:#018x} where this "
+                    f"rank's program has {int(p['stamp'][i]):#018x}: the two programs were "
+                    f"bound from different inputs (topology, sample map or shapes), or issue "
+                    f"their messages in different orders; the received bytes are not used",
+                    "comm_error", where)
+            _unpack(msg, blocks[i], dest, self.dtype)
 
     def run(self, map: Mapping[str, Any], *, zero_grad: bool = True,
             sync: bool = True) -> dict[str, Any]:
@@ -447,8 +583,7 @@ class Runner:
         if zero_grad:
             for q in self.params:  # the gradients of this batch only
                 q.grad = None
-        kinds, mbs, peers, tags = p["kind"], p["microbatch"], p["peer"], p["tag"]
-        phases, elements, chunk_of, links = p["phase"], p["elements"], p["chunk"], p["link"]
+        kinds, mbs, chunk_of = p["kind"], p["microbatch"], p["chunk"]
         M, V = int(map["microbatches"]), self.chunks
         zeros = lambda n: torch.zeros(int(n), dtype=self.dtype, device=self.device)  # noqa: E731
         # Per (microbatch j, chunk c) at j * V + c:
@@ -459,37 +594,34 @@ class Runner:
         aux: list[Any] = [None] * (M * V)                 # a stage's own loss: (output, loss)
         dx: list[Any] = [None] * (M * V)                  # input gradient B produced
         blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
-        nbytes = p["bytes"]
         ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
         recv_kinds = (_KIND["recv_act"], _KIND["recv_grad"])
         # Each message carries its plan stamp ahead of the payload, in one
         # message (the C++ executor sends it as a second one): programs bound
-        # from different inputs fail, naming the peer.
+        # from different inputs (or issuing a pair's messages in different
+        # orders) fail, naming the pair.
         stamps = torch.from_numpy(p["stamp"].view(_np.uint8).reshape(-1, _STAMP_BYTES)).to(
             self.device)  # per op, its stamp's 8 bytes
 
-        def post(i: int) -> tuple[Any, Any]:
-            buf = _message(torch, int(nbytes[i]), self.device)
-            return dist.irecv(buf, src=int(peers[i]), tag=int(tags[i])), buf
-
-        # recv_ahead: every receive is posted up front (no send can wait on an
-        # unposted receive); else each at its op.
-        posted: dict[int, tuple[Any, Any]] = {}
-        for i, k in enumerate(kinds):
-            if self.recv_ahead and k in recv_kinds and elements[i] > 0:
-                posted[i] = post(i)
-        sends: list[tuple[Any, Any]] = []
         reductions: dict[int, tuple[Any, Any, list[Any]]] = {}
         loss = 0.0
         synced = False  # the tied gradients (at the optimizer_step op)
-        for i, k in enumerate(kinds):
-            j = int(mbs[i])
+        batch = p["batch"]
+        n_ops, i = len(kinds), 0
+        while i < n_ops:
+            k, j = kinds[i], int(mbs[i])
+            if batch[i] >= 0:  # a batch of point-to-point ops: issued together, waited
+                end = i
+                while end < n_ops and batch[end] == batch[i]:
+                    end += 1
+                self._exchange(p, range(i, end), blocks, stamps, (xin, dy, y, dx))
+                i = end
+                continue
+            o, i = i, i + 1
             if k == _KIND["F"] or k == _KIND["B"]:
-                c = int(chunk_of[i])
-                vs, jc = self.virtual_stages[c], j * V + int(chunk_of[i])
+                c = int(chunk_of[o])
+                vs, jc = self.virtual_stages[c], j * V + int(chunk_of[o])
                 last = vs == self._path_len - 1
-            elif k in recv_kinds or k in (_KIND["send_act"], _KIND["send_grad"]):
-                jc = j * V + self._chunk_at_link(int(links[i]))
             if k == _KIND["F"]:
                 xj = None
                 if vs > 0:
@@ -520,35 +652,11 @@ class Runner:
                 dx[jc] = (xj.grad if xj is not None and xj.grad is not None
                           else zeros(p["input_elements"][jc]))
                 x[jc] = y[jc] = None
-            elif k in recv_kinds:
-                if elements[i] > 0:
-                    work, buf = posted.pop(i) if i in posted else post(i)
-                    work.wait()
-                    if not torch.equal(buf[:_STAMP_BYTES], stamps[i]):
-                        got = int.from_bytes(buf[:_STAMP_BYTES].cpu().numpy().tobytes(), "little")
-                        raise _dt.CommError(
-                            f"disttrain: comm_error at rank {self.rank} op #{i}: plan "
-                            f"disagreement: rank {int(peers[i])} sent stamp "
-                            f"{got:#018x} where this rank's program has "
-                            f"{int(p['stamp'][i]):#018x}: the two programs were bound from "
-                            f"different inputs (topology, sample map or shapes); the received "
-                            f"bytes are not used", "comm_error", f"rank {self.rank} op #{i}")
-                    dest = xin[jc] if k == _KIND["recv_act"] else dy[jc]
-                    _unpack(buf, blocks[i], dest, self.dtype)
-            elif k in (_KIND["send_act"], _KIND["send_grad"]):
-                if elements[i] > 0:
-                    if k == _KIND["send_act"]:
-                        src = y[jc] if phases[i] == 0 else xin[jc]
-                    else:
-                        src = dx[jc] if phases[i] == 0 else dy[jc]
-                    msg = _message(torch, int(nbytes[i]), self.device)
-                    _pack(src.detach().contiguous(), blocks[i], stamps[i], msg, self.dtype)
-                    sends.append((dist.isend(msg, dst=int(peers[i]), tag=int(tags[i])), msg))
             elif k in (_KIND["grad_sync_start"], _KIND["grad_sync_finish"],
                        _KIND["optimizer_step"]) and not sync:
                 continue  # accumulating: no reduction, no step (see above)
             elif k == _KIND["grad_sync_start"]:
-                b = int(p["bucket"][i])
+                b = int(p["bucket"][o])
                 ps = self._bucket_params(b)
                 if self._group is not None and ps:
                     flat = torch.cat([(q.grad if q.grad is not None else torch.zeros_like(q))
@@ -556,17 +664,17 @@ class Runner:
                     reductions[b] = (dist.all_reduce(flat, group=self._group, async_op=True),
                                      flat, ps)
             elif k == _KIND["grad_sync_finish"]:
-                b = int(p["bucket"][i])
+                b = int(p["bucket"][o])
                 if b in reductions:
                     work, flat, ps = reductions.pop(b)
                     work.wait()
-                    o = 0
+                    at = 0
                     for q in ps:
                         n = q.numel()
                         if q.grad is None:
                             q.grad = torch.zeros_like(q)
-                        q.grad.copy_(flat[o:o + n].view_as(q))
-                        o += n
+                        q.grad.copy_(flat[at:at + n].view_as(q))
+                        at += n
             elif k == _KIND["optimizer_step"]:
                 self._sync_tied()
                 synced = True
@@ -578,8 +686,6 @@ class Runner:
                                       "unsupported", "Runner.run")
         if sync and not synced:
             self._sync_tied()
-        for work, _ in sends:
-            work.wait()
         return {"loss": loss, "program": p,
                 "messages": int(sum(1 for k in kinds if k in recv_kinds) +
                                 sum(1 for k in kinds if k in (_KIND["send_act"],

@@ -30,6 +30,8 @@
 #include "disttrain/plan/json.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/reorder/json.hpp"
+#include "disttrain/schedule/rendezvous_order.hpp"
+#include "disttrain/schedule/validate_bound.hpp"
 #include "program_ext.hpp"
 
 namespace nb = nanobind;
@@ -182,6 +184,7 @@ struct flat_program {
   std::vector<int> dp_group, virtual_stages;
   std::vector<std::int64_t> input_elements, output_elements;
   std::vector<std::int32_t> kind, stage, chunk, microbatch, peer, bucket, tag, link, phase, message;
+  std::vector<int> batch;  // p2p_batches
   std::vector<std::int64_t> bytes, elements;
   std::vector<std::uint64_t> stamp;
   std::vector<char> p2p;                          // per op: point-to-point?
@@ -199,6 +202,7 @@ flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index)
   f.virtual_stages = p.virtual_stages;
   f.input_elements = p.input_elements;
   f.output_elements = p.output_elements;
+  f.batch = disttrain::p2p_batches(p);
   const std::size_t n = p.ops.size();
   for (auto* v : {&f.kind, &f.stage, &f.chunk, &f.microbatch, &f.peer, &f.bucket, &f.tag, &f.link,
                   &f.phase, &f.message})
@@ -259,6 +263,7 @@ nb::dict to_dict(flat_program&& f) {
   d["bytes"] = to_numpy(std::move(f.bytes));
   d["elements"] = to_numpy(std::move(f.elements));
   d["stamp"] = to_numpy(std::move(f.stamp));
+  d["batch"] = to_numpy(std::move(f.batch));
   // Compute ops: None; a point-to-point op: its array (maybe empty: 0 elements).
   const auto per_op = [&](std::vector<std::vector<std::int64_t>>& v, std::size_t cols) {
     nb::list out;
@@ -275,53 +280,106 @@ nb::dict to_dict(flat_program&& f) {
   return d;
 }
 
-// bind_rank(topology, chain_program(topology, {microbatches, split_backward,
-// buckets}), map, shapes, rank). `rows` is (links, n) in the map's row
-// order; `hidden` and `elem_size` one entry per link.
+// What bind needs, read from the Python arrays: the topology, the sample map
+// (`rows` is (links, n) in the map's row order; `hidden` and `elem_size` one
+// entry per link) and chain_program(topology, {microbatches, split_backward,
+// buckets}).
+struct bind_inputs {
+  disttrain::topology topo;
+  disttrain::reorder_result map;
+  std::vector<disttrain::link_shape> shapes;
+  disttrain::pipeline_schedule chain;
+};
+
+bind_inputs read_bind_inputs(const std::string& topology_text, int buckets, bool split_backward,
+                             const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
+                             const u32_2d& offset, std::uint32_t microbatches,
+                             const std::vector<std::uint32_t>& dp, const i64_2d& rows,
+                             const std::vector<std::int64_t>& hidden,
+                             const std::vector<std::size_t>& elem_size) {
+  bind_inputs in{read_topology(topology_text), {}, {}, {}};
+  const auto order = id_order(id);
+  in.map = read_map(id, mb, replica, offset, microbatches, dp, order);
+  const auto links = static_cast<std::size_t>(in.topo.num_links());
+  disttrain::require(rows.shape(0) == links && rows.shape(1) == id.shape(0), "shapes.rows",
+                     "must be (", links, ", ", id.shape(0),
+                     ") (one row per link, one column per sample), got (", rows.shape(0), ", ",
+                     rows.shape(1), ")");
+  disttrain::require(hidden.size() == links, "shapes.hidden", "has ", hidden.size(),
+                     " entries, need ", links);
+  disttrain::require(elem_size.size() == links, "shapes.elem_size", "has ", elem_size.size(),
+                     " entries, need ", links);
+  in.shapes.resize(links);
+  for (std::size_t l = 0; l < links; ++l) {
+    disttrain::require(hidden[l] >= 1, disttrain::cat("shapes.hidden[", l, "]"),
+                       "must be >= 1, got ", hidden[l]);
+    disttrain::require(elem_size[l] >= 1, disttrain::cat("shapes.elem_size[", l, "]"),
+                       "must be >= 1");
+    in.shapes[l].hidden = hidden[l];
+    in.shapes[l].elem_size = elem_size[l];
+    in.shapes[l].rows.resize(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const std::int64_t r = rows.data()[l * order.size() + order[i]];
+      disttrain::require(r >= 0, disttrain::cat("shapes.rows[", l, "][", order[i], "]"),
+                         "must be >= 0, got ", r);
+      in.shapes[l].rows[i] = r;
+    }
+  }
+  in.chain = disttrain::chain_program(in.topo, {.microbatches = static_cast<int>(microbatches),
+                                      .split_backward = split_backward,
+                                      .buckets = buckets});
+  return in;
+}
+
+// bind_rank of the inputs; `rendezvous`: in order_for_rendezvous's order.
 nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool split_backward,
                         const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
                         const u32_2d& offset, std::uint32_t microbatches,
                         const std::vector<std::uint32_t>& dp, const i64_2d& rows,
                         const std::vector<std::int64_t>& hidden,
-                        const std::vector<std::size_t>& elem_size, int rank, bool with_index) {
+                        const std::vector<std::size_t>& elem_size, int rank, bool with_index,
+                        bool rendezvous) {
   flat_program f;
   {
     nb::gil_scoped_release release;
-    const disttrain::topology topo = read_topology(topology_text);
-    const auto order = id_order(id);
-    const auto map = read_map(id, mb, replica, offset, microbatches, dp, order);
-    const auto links = static_cast<std::size_t>(topo.num_links());
-    disttrain::require(rows.shape(0) == links && rows.shape(1) == id.shape(0), "shapes.rows",
-                       "must be (", links, ", ", id.shape(0),
-                       ") (one row per link, one column per sample), got (", rows.shape(0), ", ",
-                       rows.shape(1), ")");
-    disttrain::require(hidden.size() == links, "shapes.hidden", "has ", hidden.size(),
-                       " entries, need ", links);
-    disttrain::require(elem_size.size() == links, "shapes.elem_size", "has ", elem_size.size(),
-                       " entries, need ", links);
-    std::vector<disttrain::link_shape> shapes(links);
-    for (std::size_t l = 0; l < links; ++l) {
-      disttrain::require(hidden[l] >= 1, disttrain::cat("shapes.hidden[", l, "]"),
-                         "must be >= 1, got ", hidden[l]);
-      disttrain::require(elem_size[l] >= 1, disttrain::cat("shapes.elem_size[", l, "]"),
-                         "must be >= 1");
-      shapes[l].hidden = hidden[l];
-      shapes[l].elem_size = elem_size[l];
-      shapes[l].rows.resize(order.size());
-      for (std::size_t i = 0; i < order.size(); ++i) {
-        const std::int64_t r = rows.data()[l * order.size() + order[i]];
-        disttrain::require(r >= 0, disttrain::cat("shapes.rows[", l, "][", order[i], "]"),
-                           "must be >= 0, got ", r);
-        shapes[l].rows[i] = r;
-      }
-    }
-    const auto chain =
-        disttrain::chain_program(topo, {.microbatches = static_cast<int>(microbatches),
-                                        .split_backward = split_backward,
-                                        .buckets = buckets});
-    f = flatten_program(disttrain::bind_rank(topo, chain, map, shapes, rank), with_index);
+    const bind_inputs in = read_bind_inputs(topology_text, buckets, split_backward, id, mb,
+                                            replica, offset, microbatches, dp, rows, hidden,
+                                            elem_size);
+    disttrain::bound_rank mine = disttrain::bind_rank(in.topo, in.chain, in.map, in.shapes, rank);
+    if (rendezvous)
+      disttrain::order_for_rendezvous(mine.program, disttrain::message_rounds(in.chain));
+    f = flatten_program(mine, with_index);
   }
   return to_dict(std::move(f));
+}
+
+// validate_bound(bind_world(inputs)) under `p2p`; `rendezvous`: the world in
+// order_for_rendezvous's order. Returns {ops, messages, bytes}.
+nb::dict validate_world_impl(const std::string& topology_text, int buckets, bool split_backward,
+                             const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
+                             const u32_2d& offset, std::uint32_t microbatches,
+                             const std::vector<std::uint32_t>& dp, const i64_2d& rows,
+                             const std::vector<std::int64_t>& hidden,
+                             const std::vector<std::size_t>& elem_size, bool rendezvous,
+                             const std::string& p2p) {
+  disttrain::bound_report rep;
+  {
+    nb::gil_scoped_release release;
+    const bind_inputs in = read_bind_inputs(topology_text, buckets, split_backward, id, mb,
+                                            replica, offset, microbatches, dp, rows, hidden,
+                                            elem_size);
+    disttrain::require(p2p == "buffered" || p2p == "rendezvous", "p2p",
+                       "must be \"buffered\" or \"rendezvous\", got \"", p2p, "\"");
+    disttrain::bound_world w = disttrain::bind_world(in.topo, in.chain, in.map, in.shapes);
+    if (rendezvous) disttrain::order_for_rendezvous(w, in.chain);
+    rep = disttrain::validate_bound(w, p2p == "rendezvous" ? disttrain::p2p_semantics::rendezvous
+                                                           : disttrain::p2p_semantics::buffered);
+  }
+  nb::dict d;
+  d["ops"] = rep.ops;
+  d["messages"] = rep.messages;
+  d["bytes"] = rep.bytes;
+  return d;
 }
 
 }  // namespace
@@ -346,6 +404,10 @@ void add_program_bindings(nb::module_& m) {
       "topology"_a, "microbatches"_a, "The reorderer's options of a topology (JSON text).");
   m.def("bind_rank", &bind_rank_impl, "topology"_a, "buckets"_a, "split_backward"_a, "id"_a,
         "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a, "rows"_a, "hidden"_a,
-        "elem_size"_a, "rank"_a, "index"_a,
+        "elem_size"_a, "rank"_a, "index"_a, "rendezvous"_a,
         "One rank's bound program as arrays (see disttrain.bind_rank).");
+  m.def("validate_world", &validate_world_impl, "topology"_a, "buckets"_a, "split_backward"_a,
+        "id"_a, "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a, "rows"_a,
+        "hidden"_a, "elem_size"_a, "rendezvous"_a, "p2p"_a,
+        "Validates every rank's bound program (see disttrain.validate_world).");
 }

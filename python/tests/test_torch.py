@@ -73,9 +73,12 @@ EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytho
     ["--enc-dp", "2", "--bb-pp", "2", "--bb-dp", "1", "--gen-dp", "3"],
     ["--enc-dp", "1", "--bb-pp", "1", "--bb-dp", "3", "--gen-dp", "3"],
     # interleaved 1F1B: 2 model chunks per backbone rank
+    # with NCCL's matching (tags ignored, a pair's messages in issue order,
+    # sends done once received): interleaved deadlocks unless bound in
+    # rendezvous order
     ["--enc-dp", "2", "--bb-pp", "2", "--bb-dp", "1", "--gen-dp", "3", "--virtual-stages", "2",
-     "--microbatches", "4"],
-], ids=["enc2-pp2-gen3", "enc1-dp3-gen3", "interleaved-pp2-v2"])
+     "--microbatches", "4", "--fifo"],
+], ids=["enc2-pp2-gen3", "enc1-dp3-gen3", "interleaved-pp2-v2-fifo"])
 def test_torch_mllm_under_torchrun(layout):
     # find_spec, not import: this process stays torch-free (test_package checks it).
     if importlib.util.find_spec("torch") is None:
@@ -90,6 +93,7 @@ def test_torch_mllm_under_torchrun(layout):
     err = float(re.search(r"max relative gradient error: (\S+)", out.stdout).group(1))
     assert err <= 1e-12, text
     assert "check (limit 1e-12): OK" in out.stdout
+    assert "NCCL's rendezvous semantics: no deadlock" in out.stdout
 
 
 def test_batch_sampler_takes_reorder_options():
@@ -156,8 +160,20 @@ def test_runner_fails_on_a_plan_disagreement_with_bytes_of_the_right_size():
     # The stamp travels at the head of each message: a receiver bound from
     # another batch names the sender instead of training on its bytes.
     out = _features("disagreement", 2)
-    assert re.search(r"rank 1: disttrain: comm_error at rank 1 op #\d+: plan disagreement: "
-                     r"rank 0 sent stamp 0x[0-9a-f]{16} where this rank's program has", out), out
+    assert re.search(r"rank 1: disttrain: comm_error at rank 1 op #\d+: plan disagreement "
+                     r"between rank 0 and rank 1: rank 0 sent stamp 0x[0-9a-f]{16} where this "
+                     r"rank's program has", out), out
+    assert "rank 0: disttrain: timeout at rank 0 -> ranks [1]" in out, out
+
+
+def test_fifo_transport_fails_a_reordered_program_naming_the_pair():
+    # Receives of microbatches 0 and 1 swapped on rank 1: with NCCL's matching
+    # (FifoP2P on gloo) rank 1 gets microbatch 0's message first and fails
+    # naming the pair; rank 0's send is never received (its timeout names it).
+    out = _features("reordered", 2)
+    assert re.search(r"rank 1: CommError: disttrain: comm_error at rank \S+ .*rank 0.*rank 1", out) \
+        or re.search(r"rank 1: CommError: .*between rank 0 and rank 1", out), out
+    assert "rank 0: Timeout: disttrain: timeout at rank 0 -> rank 1" in out, out
 
 
 def test_batch_sampler_maps_travel_with_dataloader_workers():

@@ -11,6 +11,10 @@ subprocess, so the test process stays torch-free):
   torchrun --nproc-per-node 2 torch_features.py wrong-rows
       stage 0 returns each sample's rows under another sample's id: the
       Runner fails naming the sample
+  torchrun --nproc-per-node 2 torch_features.py reordered
+      rank 1's program receives microbatch 1 before microbatch 0; with
+      FifoP2P (NCCL's matching on gloo: tags ignored) it fails naming the
+      pair instead of taking microbatch 0's bytes for microbatch 1's
   python torch_features.py dataloader
       BatchSampler as a DataLoader's batch_sampler with 2 workers:
       loader_batches pairs every microbatch's data with its own map
@@ -26,7 +30,7 @@ import torch.distributed as dist
 from torch import nn
 
 import disttrain
-from disttrain.torch import BatchSampler, Runner
+from disttrain.torch import BatchSampler, FifoP2P, Runner, TorchP2P
 
 VOCAB, DIM, BATCH, MICROBATCHES, SEED = 13, 6, 8, 2, 99
 
@@ -137,8 +141,8 @@ def run_wrong_rows() -> int:
     sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES)
     batch_map, lists = next(sampler.batches())
     status = 0
-    if rank == 0:  # nothing is posted before the first F (recv_ahead=False), so it fails alone
-        runner = Runner(topo, forward, shapes, params=[], dtype=torch.float64, recv_ahead=False)
+    if rank == 0:  # its first op is F (nothing to receive), so it fails alone
+        runner = Runner(topo, forward, shapes, params=[], dtype=torch.float64)
         try:
             runner.run(batch_map)
             print("no error", flush=True)
@@ -177,17 +181,57 @@ def run_disagreement() -> int:
             return {int(i): torch.full((2, DIM), float(i), dtype=torch.float64) for i in ids}
         return x.sum()
 
-    runner = Runner(topo, forward, flat, params=[], dtype=torch.float64)
+    # The sender's next send is never received: its batch times out.
+    runner = Runner(topo, forward, flat, params=[], dtype=torch.float64, p2p=TorchP2P(timeout=5))
     status = 0
     try:
         runner.run(batch_map)
-        if rank == 1:
-            print("no error", flush=True)
-            status = 1
-    except disttrain.CommError as e:
+        print(f"rank {rank}: no error", flush=True)
+        status = 1
+    except (disttrain.CommError, disttrain.Timeout) as e:
         print(f"rank {rank}: {e}", flush=True)
-        status = 0 if rank == 1 else 1
-    dist.barrier()
+        status = 0 if isinstance(e, disttrain.CommError if rank == 1 else disttrain.Timeout) else 1
+    return status
+
+
+def run_reordered() -> int:
+    # A frozen PP2 backbone (forward only: rank 0 sends, rank 1 receives).
+    rank = dist.get_rank()
+    topo = disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "dp": 1,
+                                "trainable": False}])
+    sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES)
+    batch_map, _ = next(sampler.batches())
+
+    def flat(m):
+        return [{"hidden": DIM, "rows": np.full(len(m["id"]), 2)}]
+
+    def forward(j, x, ids):
+        if x is None:
+            return {int(i): torch.full((2, DIM), float(i), dtype=torch.float64) for i in ids}
+        return x.sum()
+
+    class Reordered(Runner):
+        def bind(self, m):
+            p = super().bind(m)
+            if self.rank == 1:  # swap the receives of microbatches 0 and 1
+                a, b = [i for i, k in enumerate(p["kind"])
+                        if disttrain.OP_KINDS[k] == "recv_act" and p["elements"][i] > 0][:2]
+                for key in ("microbatch", "tag", "message", "bytes", "elements", "stamp"):
+                    p[key][[a, b]] = p[key][[b, a]]
+                p["blocks"][a], p["blocks"][b] = p["blocks"][b], p["blocks"][a]
+            return p
+
+    runner = Reordered(topo, forward, flat, params=[], dtype=torch.float64, p2p=FifoP2P(5))
+    try:
+        runner.run(batch_map)
+        print(f"rank {rank}: no error", flush=True)
+        status = 1
+    except (disttrain.CommError, disttrain.Timeout) as e:
+        print(f"rank {rank}: {type(e).__name__}: {e}", flush=True)
+        # The receiver names the pair; the sender's send is never received.
+        status = 0 if (rank == 1 and isinstance(e, disttrain.CommError) and "rank 0" in str(e)
+                       and "rank 1" in str(e)) or (rank == 0 and isinstance(e, disttrain.Timeout)
+                                                   and "rank 0 -> rank 1" in str(e)) else 1
     return status
 
 
@@ -233,6 +277,8 @@ def main() -> int:
         status = run_tied(accumulate=mode == "accumulate")
     elif mode == "disagreement":
         status = run_disagreement()
+    elif mode == "reordered":
+        status = run_reordered()
     else:
         status = run_wrong_rows()
     dist.destroy_process_group()

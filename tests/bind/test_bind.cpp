@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -198,6 +199,13 @@ void run_layout(const topology& t, int n, int microbatches, bool split = false, 
             world.programs[static_cast<std::size_t>(r)]);
   const auto rep = disttrain::validate_bound(world);
   CHECK(rep.messages > 0);
+  // No two messages from one rank to another share a stamp (NCCL matches
+  // them by issue order: a message taken for another must fail its check).
+  for (const auto& p : world.programs) {
+    std::set<std::pair<int, std::uint64_t>> seen;
+    for (const auto& b : p.ops)
+      if (disttrain::is_send(b.op.kind)) CHECK(seen.insert({b.op.peer, b.stamp}).second);
+  }
   // The rendezvous order (NCCL, as disttrain.torch issues the ops): the same
   // ops, messages matched as before, no deadlock under either semantics.
   auto ordered = world;

@@ -48,6 +48,7 @@
 #include "disttrain/bind/topology_views.hpp"
 #include "disttrain/comm/route.hpp"
 #include "disttrain/core/check.hpp"
+#include "disttrain/core/rng.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/reorder/assignment.hpp"
 #include "disttrain/schedule/bound_program.hpp"
@@ -328,7 +329,10 @@ inline void emit_messages(std::vector<bound_op>& out, const message_site& at,
     b.link = at.link;
     b.phase = phase;
     b.message = m.index;
-    b.stamp = m.stamp;
+    // The route's stamp tells plans apart, the tag (virtual stage, direction,
+    // microbatch) messages of one plan: microbatches of equal shapes have
+    // equal route stamps, and NCCL matches by issue order, not by tag.
+    b.stamp = splitmix64::mix(m.stamp ^ static_cast<std::uint64_t>(at.tag));
     out.push_back(b);
   }
 }

@@ -47,9 +47,12 @@ struct bound_op {
   int link = -1;           ///< point-to-point: chain link crossed
   int phase = 0;           ///< point-to-point: 0 crossing, 1 TP fan-out
   int message = -1;        ///< point-to-point: index of the message in its route
-  /// Point-to-point: the message's stamp (`route_plan::stamp`), the same in
-  /// the sender's and the receiver's programs iff both were bound from the
-  /// same inputs; the executor sends it with the message and checks it.
+  /// Point-to-point: the message's stamp (`route_plan::stamp` mixed with the
+  /// tag), the same in the sender's and the receiver's programs iff both were
+  /// bound from the same inputs, different for the messages of one pair of
+  /// ranks (whatever their shapes); the executor sends it with the message
+  /// and checks it, so a message taken for another (NCCL matches by issue
+  /// order, not by tag) fails too.
   std::uint64_t stamp = 0;
 
   friend bool operator==(const bound_op&, const bound_op&) = default;
