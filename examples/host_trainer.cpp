@@ -25,6 +25,8 @@
 #include "disttrain/comm/mpi_backend.hpp"
 #include "disttrain/exec/executor.hpp"
 #include "disttrain/reorder/reorderer.hpp"
+#include "disttrain/schedule/rendezvous_order.hpp"
+#include "disttrain/schedule/validate_bound.hpp"
 #include "tiny_mllm/bound_host.hpp"
 #include "tiny_mllm/parts.hpp"
 #include "tiny_mllm/planned.hpp"
@@ -178,6 +180,18 @@ int main(int argc, char** argv) {
                     loss, mine.program.num_messages(), wait * 1e3);
       if (me == 0 && remote)
         std::printf("exposed data wait: %.2f ms/iteration\n", data * 1e3 / (k + 1));
+      if (k == 0 && o.check && me == 0) {
+        // Every rank's program, checked together: as bound (MPI's buffered
+        // sends) and in rendezvous order under NCCL's semantics.
+        disttrain::bound_world w =
+            disttrain::bind_world(topo, chain, map, tiny_mllm::link_shapes(cfg, topo, map));
+        (void)disttrain::validate_bound(w);
+        disttrain::order_for_rendezvous(w, chain);
+        const auto rep = disttrain::validate_bound(w, disttrain::p2p_semantics::rendezvous);
+        std::printf("every rank's program: valid buffered, and in rendezvous order under NCCL's "
+                    "semantics (%zu messages)\n",
+                    rep.messages);
+      }
       if (k == 0 && o.check) {
         // The serial run on the same batch; every rank compares its gradients.
         tiny_mllm::serial_trainer ref(cfg, {.lr = 2e-2});

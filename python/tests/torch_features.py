@@ -97,6 +97,9 @@ def run_tied(accumulate: bool = False) -> int:
     runner = Runner(topo, forward, shapes, params=mine, dtype=torch.float64,
                     tied={"embedding": ([0, 1], model.embed.weight)})
     maps = [m for m, _ in sampler.batches()]
+    if rank == 0:  # every rank's program, in the Runner's order, under NCCL's semantics
+        for m in maps:
+            disttrain.validate_world(topo, m, shapes(m), p2p="rendezvous")
     out = {"loss": 0.0}
     for n, batch_map in enumerate(maps):
         last = n + 1 == len(maps)
