@@ -22,9 +22,14 @@
 //     chunks per device (interleaved 1F1B), with the least multiple of its pp
 //     microbatches: bind_rank (the same ranks) and bind_world, each against
 //     the plain layout bound for that microbatch count in the same run.
+//  5. The rendezvous order (schedule/rendezvous_order.hpp) on both layouts
+//     of 4.: bind_rank then message_rounds + order_for_rendezvous (what
+//     disttrain.torch does per batch), against bind_rank alone; and the
+//     world copied then ordered, against the copy alone.
 // A hash of the bound world is printed (determinism: equal across runs and
 // machines). --quick: mllm-7b on 64 GPUs, 256 samples, 8 microbatches.
 // --json prints one JSON object.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -47,6 +52,7 @@
 #include "disttrain/model/workload.hpp"
 #include "disttrain/plan/planner.hpp"
 #include "disttrain/plan/request.hpp"
+#include "disttrain/schedule/rendezvous_order.hpp"
 #include "disttrain/reorder/reorderer.hpp"
 #include "harness.hpp"
 
@@ -246,6 +252,7 @@ int main(int argc, char** argv) {
     pipeline_schedule chain;
     const std::vector<link_shape>* shapes;
     double rank_ms = 0, rank_cpu_ms = 0, world_ms = 0, world_cpu_ms = 0, world_fresh_ms = 0;
+    double ordered_rank_ms = 0, copy_ms = 0, ordered_copy_ms = 0;
     std::size_t ops = 0;
   };
   std::array<side, 2> sides{side{&topo, chain_program(topo, {.microbatches = m2}), &shapes_m2},
@@ -270,6 +277,25 @@ int main(int argc, char** argv) {
         ms_of([&] { bench::do_not_optimize(bind_world(*x.t, x.chain, map2, *x.shapes).num_ops()); },
               quick);
     x.ops = w.num_ops();
+    for (const int r : ranks)
+      x.ordered_rank_ms = std::max(x.ordered_rank_ms, ms_of(
+                                                          [&] {
+                                                            bound_rank b = bind_rank(
+                                                                *x.t, x.chain, map2, *x.shapes, r);
+                                                            order_for_rendezvous(
+                                                                b.program, message_rounds(x.chain));
+                                                            bench::do_not_optimize(
+                                                                b.program.ops.size());
+                                                          },
+                                                          quick));
+    bound_world c;
+    x.copy_ms = ms_of([&] { c = w; }, quick);
+    x.ordered_copy_ms = ms_of(
+        [&] {
+          c = w;
+          order_for_rendezvous(c, x.chain);
+        },
+        quick);
   }
   const side &plain2 = sides[0], &inter = sides[1];
 
@@ -325,6 +351,10 @@ int main(int argc, char** argv) {
                      {"interleaved_baseline_bind_world_ms", plain2.world_ms},
                      {"interleaved_bind_world_ops", inter.ops},
                      {"interleaved_bind_world_vs_plain", inter.world_ms / plain2.world_ms},
+                     {"rendezvous_bind_rank_ms", {plain2.ordered_rank_ms, inter.ordered_rank_ms}},
+                     {"rendezvous_world_copy_ms", {plain2.copy_ms, inter.copy_ms}},
+                     {"rendezvous_world_copy_and_order_ms",
+                      {plain2.ordered_copy_ms, inter.ordered_copy_ms}},
                      {"hash", fmt::format("{:016x}", hash)},
                      {"load_average_1min", load}};
     fmt::print("{}\n", j.dump(2));
@@ -363,6 +393,13 @@ int main(int argc, char** argv) {
     fmt::print("  {:<40} {:>9.3f} ms  x{:.3f} plain ({:.3f} ms; fresh memory for every program)\n",
                "bind_world (into a new world)", inter.world_fresh_ms,
                inter.world_fresh_ms / plain2.world_fresh_ms, plain2.world_fresh_ms);
+    for (const side* x : {&plain2, &inter})
+      fmt::print(
+          "  rendezvous order, {}: bind_rank + order {:.3f} ms  x{:.3f} bind_rank alone; world "
+          "copy + order {:.3f} ms  x{:.3f} the copy alone ({:.3f} ms)\n",
+          x == &inter ? "interleaved" : "plain      ", x->ordered_rank_ms,
+          x->ordered_rank_ms / x->rank_ms, x->ordered_copy_ms, x->ordered_copy_ms / x->copy_ms,
+          x->copy_ms);
     fmt::print("  {:<40} {:>9.3f} ms  cpu {:.3f} ms\n", "reorder (baseline of 3.)", reorder_ms,
                reorder_cpu_ms);
     fmt::print(
