@@ -21,7 +21,8 @@ rank; --microbatches a multiple of --bb-pp), --microbatches, --batch,
 every parameter vs a single-process run on the same batch, float64; fails
 above 1e-12; rank 0 also checks that every rank's program, as the Runner
 issues it, cannot deadlock under NCCL's semantics: disttrain.validate_world),
---float32 (limit 1e-5), --fifo (NCCL's message matching on gloo: tags ignored,
+--float32 (limit 1e-5), --zero-bubble (ZB-H1: B and W as separate ops),
+--fifo (NCCL's message matching on gloo: tags ignored,
 a pair's messages in issue order, a send complete once received;
 disttrain.torch.FifoP2P).
 """
@@ -237,6 +238,8 @@ def main() -> int:
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--virtual-stages", type=int, default=1,
                     help="model chunks per backbone rank (interleaved 1F1B)")
+    ap.add_argument("--zero-bubble", action="store_true",
+                    help="ZB-H1's order, B and W apart (Runner zero_bubble)")
     ap.add_argument("--fifo", action="store_true",
                     help="NCCL's matching on gloo: tags ignored, a pair's messages in issue "
                          "order, a send done once received (disttrain.torch.FifoP2P)")
@@ -301,7 +304,8 @@ def main() -> int:
     params = ([list(m.parameters()) for m in chunks] if role == "backbone" and V > 1
               else part.parameters())
     runner = Runner(topo, forward, shapes, params=params, dtype=dtype,
-                    p2p=FifoP2P(timeout=60) if args.fifo else None)
+                    p2p=FifoP2P(timeout=60) if args.fifo else None,
+                    zero_bubble=args.zero_bubble)
     opt = torch.optim.Adam(part.parameters(), lr=1e-3)
     if rank == 0:
         print(f"world {world} ranks: {topo['describe']}; {args.batch} samples in "
@@ -309,15 +313,17 @@ def main() -> int:
     status = 0
     for it, (batch_map, _) in enumerate(sampler.batches()):
         if it == 0 and args.check and rank == 0:
-            rep = disttrain.validate_world(topo, batch_map, shapes(batch_map), p2p="rendezvous")
+            rep = disttrain.validate_world(topo, batch_map, shapes(batch_map),
+                                           zero_bubble=args.zero_bubble, p2p="rendezvous")
             print(f"every rank's program under NCCL's rendezvous semantics: no deadlock "
                   f"({rep['messages']} messages)", flush=True)
         out = runner.run(batch_map)
         loss = torch.tensor([out["loss"] if me["tp_rank"] == 0 else 0.0], dtype=torch.float64)
         dist.all_reduce(loss)
         if rank == 0:
-            print(f"iter {it}  loss {loss.item():.6f}  {out['messages']} messages on rank 0",
-                  flush=True)
+            w_ops = sum(1 for k in out["program"]["kind"] if disttrain.OP_KINDS[k] == "W")
+            print(f"iter {it}  loss {loss.item():.6f}  {out['messages']} messages on rank 0"
+                  + (f", {w_ops} W ops" if args.zero_bubble else ""), flush=True)
         if it == 0 and args.check:
             ref = Model(stages, dtype)
             ref.loss([get(int(i)) for i in range(args.batch)]).backward()

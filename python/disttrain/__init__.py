@@ -482,7 +482,7 @@ def reorderer_of(t: Topology, microbatches: int, **options: Any) -> "Reorderer":
 
 
 def _bind_args(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
-               buckets: int, split_backward: bool) -> tuple:
+               buckets: int, split_backward: bool, zero_bubble: bool) -> tuple:
     """The leading arguments of ``_core.bind_rank`` / ``_core.validate_world``."""
     if isinstance(shapes, Mapping) or not isinstance(shapes, Sequence):
         raise InvalidArgument("disttrain: invalid_argument at shapes: expected a list of dicts "
@@ -505,7 +505,7 @@ def _bind_args(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str
         hidden.append(int(s["hidden"]))
         elem.append(int(s.get("elem_size", 4)))
     u32 = lambda a: _np.ascontiguousarray(a, dtype=_np.uint32)  # noqa: E731
-    return (_topology_text(t), int(buckets), bool(split_backward),
+    return (_topology_text(t), int(buckets), bool(split_backward), bool(zero_bubble),
             _np.ascontiguousarray(map["id"], dtype=_np.uint64), u32(map["microbatch"]),
             u32(map["replica"]), u32(map["offset"]), int(map["microbatches"]),
             [int(d) for d in map["dp"]], rows, hidden, elem)
@@ -523,10 +523,12 @@ def _order(order: str) -> bool:
 
 def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
               rank: int, *, buckets: int = 1, split_backward: bool = False,
-              index: bool = False, order: str = "bound") -> dict[str, Any]:
+              zero_bubble: bool = False, index: bool = False,
+              order: str = "bound") -> dict[str, Any]:
     """The program global rank ``rank`` runs in one iteration (C++
     ``bind_rank`` over ``chain_program(t, {microbatches, split_backward,
-    buckets})``): every point-to-point op names its peer, bytes and tag.
+    buckets, zero_bubble})``; ``zero_bubble``: ZB-H1's order on every chain
+    stage, with B and W apart): every point-to-point op names its peer, bytes and tag.
 
     ``map``: the sample map, a :func:`reorder` result (``id``,
     ``microbatch``, ``replica``, ``offset``, ``microbatches``, ``dp``) over
@@ -566,13 +568,15 @@ def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str,
     the program runs where a send waits for its receive, as on NCCL;
     :class:`disttrain.torch.Runner` binds so).
     """
-    return _core.bind_rank(*_bind_args(t, map, shapes, buckets, split_backward), int(rank),
+    return _core.bind_rank(*_bind_args(t, map, shapes, buckets, split_backward, zero_bubble),
+                           int(rank),
                            bool(index), _order(order))
 
 
 def validate_world(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
                    *, buckets: int = 1, split_backward: bool = False,
-                   order: str = "rendezvous", p2p: str = "rendezvous") -> dict[str, int]:
+                   zero_bubble: bool = False, order: str = "rendezvous",
+                   p2p: str = "rendezvous") -> dict[str, int]:
     """Binds every rank's program (as :func:`bind_rank` with ``order``) and
     checks them together (C++ ``validate_bound``): every message matched in
     program order with the same tag, bytes and stamp, every bucket joined,
@@ -586,8 +590,8 @@ def validate_world(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping
     if p2p not in ("buffered", "rendezvous"):
         raise InvalidArgument(f"disttrain: invalid_argument at p2p: must be 'buffered' or "
                               f"'rendezvous', got {p2p!r}", "invalid_argument", "p2p")
-    return _core.validate_world(*_bind_args(t, map, shapes, buckets, split_backward),
-                                _order(order), p2p)
+    args = _bind_args(t, map, shapes, buckets, split_backward, zero_bubble)
+    return _core.validate_world(*args, _order(order), p2p)
 
 
 def cell(map: Mapping[str, Any], module: int, replica: int, microbatch: int) -> _np.ndarray:

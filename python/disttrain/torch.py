@@ -325,7 +325,14 @@ class Runner:
     a send waits for its receive and the messages of a pair of ranks match
     in issue order, the world cannot deadlock (checked by
     :func:`disttrain.validate_world`, docs/python.md "NCCL").
-    :class:`FifoP2P` enforces NCCL's matching on gloo, for tests. TP: the runner moves the program's
+    :class:`FifoP2P` enforces NCCL's matching on gloo, for tests.
+
+    ``zero_bubble``: the program in ZB-H1's order (``bind_rank(...,
+    zero_bubble=True)``), B and W apart: B computes the input gradient only
+    (``torch.autograd.grad``, the graph kept), W the parameters' gradients
+    (``backward(..., inputs=params)``). Gradients equal the unsplit run's;
+    autograd walks the graph twice (``torch.distributed.pipelining`` keeps
+    B's intermediate gradients for W instead). TP: the runner moves the program's
     TP fan-out messages (every TP rank of a replica receives the whole
     input); the math of a TP split is the forward callback's.
 
@@ -356,6 +363,7 @@ class Runner:
                  params: Optional[Iterable[Any]] = None, dtype: Any = None,
                  device: Any = None, rank: Optional[int] = None, buckets: int = 1,
                  step: Optional[Callable[[], None]] = None, p2p: Optional[Any] = None,
+                 zero_bubble: bool = False,
                  tied: Optional[Mapping[str, tuple[Sequence[int], Any]]] = None) -> None:
         torch = _torch()
         self._t, self._dist = torch, torch.distributed
@@ -373,6 +381,7 @@ class Runner:
                                       "Runner.topology")
         self.forward, self.shapes, self.step = forward, shapes, step
         self.p2p = p2p if p2p is not None else TorchP2P()
+        self.zero_bubble = bool(zero_bubble)
         self.dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.module, self.replica = module_of(self.topology, self.rank)
@@ -521,7 +530,7 @@ class Runner:
         self._shapes = shapes = [dict(s, elem_size=elem) for s in self.shapes(map)]
         self._row_of = {int(i): r for r, i in enumerate(map["id"])}
         return _dt.bind_rank(self.topology, map, shapes, self.rank, buckets=self.buckets,
-                             order="rendezvous")
+                             zero_bubble=self.zero_bubble, order="rendezvous")
 
     def _bucket_params(self, b: int) -> list[Any]:
         """Bucket ``b``: chunk ``b // buckets``'s parameters, split evenly."""
@@ -593,6 +602,7 @@ class Runner:
         y: list[Any] = [None] * (M * V)                   # F's output (or loss)
         aux: list[Any] = [None] * (M * V)                 # a stage's own loss: (output, loss)
         dx: list[Any] = [None] * (M * V)                  # input gradient B produced
+        wait_w: list[Any] = [None] * (M * V)              # split: B's graph, for W
         blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
         ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
         recv_kinds = (_KIND["recv_act"], _KIND["recv_grad"])
@@ -618,7 +628,7 @@ class Runner:
                 i = end
                 continue
             o, i = i, i + 1
-            if k == _KIND["F"] or k == _KIND["B"]:
+            if k in (_KIND["F"], _KIND["B"], _KIND["W"]):
                 c = int(chunk_of[o])
                 vs, jc = self.virtual_stages[c], j * V + int(chunk_of[o])
                 last = vs == self._path_len - 1
@@ -638,20 +648,38 @@ class Runner:
                         loss += float(aux[jc].detach())
                     y[jc] = self._output(j, out, ids[j], p, c)
             elif k == _KIND["B"]:
-                # One backward over the microbatch's output (with the received
-                # gradient) and its losses.
+                # The backward over the microbatch's output (with the received
+                # gradient) and its losses: whole, or (split, ZB-H1) only the
+                # input gradient, the graph kept for W.
                 roots, grads = [], []
                 for t, g in ((y[jc], None if last else dy[jc]), (aux[jc], None)):
                     if isinstance(t, torch.Tensor) and t.requires_grad:
                         roots.append(t)
                         grads.append(g)
-                if roots:
-                    torch.autograd.backward(roots, grads)
-                aux[jc] = None
                 xj = x[jc]
-                dx[jc] = (xj.grad if xj is not None and xj.grad is not None
-                          else zeros(p["input_elements"][jc]))
+                if self.zero_bubble:
+                    dx[jc] = (torch.autograd.grad(roots, [xj], grads, retain_graph=True,
+                                                  allow_unused=True)[0]
+                              if roots and xj is not None else None)
+                    if dx[jc] is None:
+                        dx[jc] = zeros(p["input_elements"][jc])
+                    wait_w[jc] = (roots, grads)
+                else:
+                    if roots:
+                        torch.autograd.backward(roots, grads)
+                    dx[jc] = (xj.grad if xj is not None and xj.grad is not None
+                              else zeros(p["input_elements"][jc]))
+                aux[jc] = None
                 x[jc] = y[jc] = None
+            elif k == _KIND["W"]:
+                # The weight gradients of B's graph (autograd walks it again:
+                # torch.distributed.pipelining instead keeps B's intermediate
+                # gradients; same result, more compute).
+                roots, grads = wait_w[jc]
+                ps = [q for q in self._chunk_params[c] if q.requires_grad]
+                if roots and ps:
+                    torch.autograd.backward(roots, grads, inputs=ps)
+                wait_w[jc] = None
             elif k in (_KIND["grad_sync_start"], _KIND["grad_sync_finish"],
                        _KIND["optimizer_step"]) and not sync:
                 continue  # accumulating: no reduction, no step (see above)
@@ -681,9 +709,8 @@ class Runner:
                 if self.step is not None:
                     self.step()
             else:
-                raise _dt.Unsupported(f"disttrain: unsupported at Runner.run: op kind "
-                                      f"{_dt.OP_KINDS[k]} (split backward is not supported)",
-                                      "unsupported", "Runner.run")
+                raise _dt.Internal(f"disttrain: internal at Runner.run: op kind "
+                                   f"{_dt.OP_KINDS[k]}", "internal", "Runner.run")
         if sync and not synced:
             self._sync_tied()
         return {"loss": loss, "program": p,

@@ -282,7 +282,7 @@ nb::dict to_dict(flat_program&& f) {
 
 // What bind needs, read from the Python arrays: the topology, the sample map
 // (`rows` is (links, n) in the map's row order; `hidden` and `elem_size` one
-// entry per link) and chain_program(topology, {microbatches, split_backward,
+// entry per link) and chain_program(topology, {microbatches, split_backward, zero_bubble,
 // buckets}).
 struct bind_inputs {
   disttrain::topology topo;
@@ -292,10 +292,10 @@ struct bind_inputs {
 };
 
 bind_inputs read_bind_inputs(const std::string& topology_text, int buckets, bool split_backward,
-                             const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
-                             const u32_2d& offset, std::uint32_t microbatches,
-                             const std::vector<std::uint32_t>& dp, const i64_2d& rows,
-                             const std::vector<std::int64_t>& hidden,
+                             bool zero_bubble, const u64_1d& id, const u32_1d& mb,
+                             const u32_2d& replica, const u32_2d& offset,
+                             std::uint32_t microbatches, const std::vector<std::uint32_t>& dp,
+                             const i64_2d& rows, const std::vector<std::int64_t>& hidden,
                              const std::vector<std::size_t>& elem_size) {
   bind_inputs in{read_topology(topology_text), {}, {}, {}};
   const auto order = id_order(id);
@@ -326,14 +326,15 @@ bind_inputs read_bind_inputs(const std::string& topology_text, int buckets, bool
     }
   }
   in.chain = disttrain::chain_program(in.topo, {.microbatches = static_cast<int>(microbatches),
-                                      .split_backward = split_backward,
-                                      .buckets = buckets});
+                                                .split_backward = split_backward,
+                                                .buckets = buckets,
+                                                .zero_bubble = zero_bubble});
   return in;
 }
 
 // bind_rank of the inputs; `rendezvous`: in order_for_rendezvous's order.
 nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool split_backward,
-                        const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
+                        bool zero_bubble, const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
                         const u32_2d& offset, std::uint32_t microbatches,
                         const std::vector<std::uint32_t>& dp, const i64_2d& rows,
                         const std::vector<std::int64_t>& hidden,
@@ -342,9 +343,9 @@ nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool spli
   flat_program f;
   {
     nb::gil_scoped_release release;
-    const bind_inputs in = read_bind_inputs(topology_text, buckets, split_backward, id, mb,
-                                            replica, offset, microbatches, dp, rows, hidden,
-                                            elem_size);
+    const bind_inputs in =
+        read_bind_inputs(topology_text, buckets, split_backward, zero_bubble, id, mb, replica,
+                         offset, microbatches, dp, rows, hidden, elem_size);
     disttrain::bound_rank mine = disttrain::bind_rank(in.topo, in.chain, in.map, in.shapes, rank);
     if (rendezvous)
       disttrain::order_for_rendezvous(mine.program, disttrain::message_rounds(in.chain));
@@ -356,18 +357,18 @@ nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool spli
 // validate_bound(bind_world(inputs)) under `p2p`; `rendezvous`: the world in
 // order_for_rendezvous's order. Returns {ops, messages, bytes}.
 nb::dict validate_world_impl(const std::string& topology_text, int buckets, bool split_backward,
-                             const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
-                             const u32_2d& offset, std::uint32_t microbatches,
-                             const std::vector<std::uint32_t>& dp, const i64_2d& rows,
-                             const std::vector<std::int64_t>& hidden,
+                             bool zero_bubble, const u64_1d& id, const u32_1d& mb,
+                             const u32_2d& replica, const u32_2d& offset,
+                             std::uint32_t microbatches, const std::vector<std::uint32_t>& dp,
+                             const i64_2d& rows, const std::vector<std::int64_t>& hidden,
                              const std::vector<std::size_t>& elem_size, bool rendezvous,
                              const std::string& p2p) {
   disttrain::bound_report rep;
   {
     nb::gil_scoped_release release;
-    const bind_inputs in = read_bind_inputs(topology_text, buckets, split_backward, id, mb,
-                                            replica, offset, microbatches, dp, rows, hidden,
-                                            elem_size);
+    const bind_inputs in =
+        read_bind_inputs(topology_text, buckets, split_backward, zero_bubble, id, mb, replica,
+                         offset, microbatches, dp, rows, hidden, elem_size);
     disttrain::require(p2p == "buffered" || p2p == "rendezvous", "p2p",
                        "must be \"buffered\" or \"rendezvous\", got \"", p2p, "\"");
     disttrain::bound_world w = disttrain::bind_world(in.topo, in.chain, in.map, in.shapes);
@@ -402,12 +403,12 @@ void add_program_bindings(nb::module_& m) {
         return json(disttrain::reorder_options_of(read_topology(text), microbatches)).dump();
       },
       "topology"_a, "microbatches"_a, "The reorderer's options of a topology (JSON text).");
-  m.def("bind_rank", &bind_rank_impl, "topology"_a, "buckets"_a, "split_backward"_a, "id"_a,
-        "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a, "rows"_a, "hidden"_a,
-        "elem_size"_a, "rank"_a, "index"_a, "rendezvous"_a,
+  m.def("bind_rank", &bind_rank_impl, "topology"_a, "buckets"_a, "split_backward"_a,
+        "zero_bubble"_a, "id"_a, "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a,
+        "rows"_a, "hidden"_a, "elem_size"_a, "rank"_a, "index"_a, "rendezvous"_a,
         "One rank's bound program as arrays (see disttrain.bind_rank).");
   m.def("validate_world", &validate_world_impl, "topology"_a, "buckets"_a, "split_backward"_a,
-        "id"_a, "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a, "rows"_a,
-        "hidden"_a, "elem_size"_a, "rendezvous"_a, "p2p"_a,
+        "zero_bubble"_a, "id"_a, "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a,
+        "rows"_a, "hidden"_a, "elem_size"_a, "rendezvous"_a, "p2p"_a,
         "Validates every rank's bound program (see disttrain.validate_world).");
 }

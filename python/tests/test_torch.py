@@ -78,7 +78,10 @@ EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytho
     # rendezvous order
     ["--enc-dp", "2", "--bb-pp", "2", "--bb-dp", "1", "--gen-dp", "3", "--virtual-stages", "2",
      "--microbatches", "4", "--fifo"],
-], ids=["enc2-pp2-gen3", "enc1-dp3-gen3", "interleaved-pp2-v2-fifo"])
+    # ZB-H1: B and W apart; TP2 on the receiving backbone, different DP per module
+    ["--enc-dp", "2", "--bb-tp", "2", "--bb-pp", "2", "--bb-dp", "1", "--gen-dp", "1",
+     "--zero-bubble", "--fifo"],
+], ids=["enc2-pp2-gen3", "enc1-dp3-gen3", "interleaved-pp2-v2-fifo", "zb-h1-tp2-fifo"])
 def test_torch_mllm_under_torchrun(layout):
     # find_spec, not import: this process stays torch-free (test_package checks it).
     if importlib.util.find_spec("torch") is None:
@@ -94,6 +97,8 @@ def test_torch_mllm_under_torchrun(layout):
     assert err <= 1e-12, text
     assert "check (limit 1e-12): OK" in out.stdout
     assert "NCCL's rendezvous semantics: no deadlock" in out.stdout
+    if "--zero-bubble" in layout:  # B and W ran apart
+        assert int(re.search(r"messages on rank 0, (\d+) W ops", out.stdout).group(1)) > 0, text
 
 
 def test_batch_sampler_takes_reorder_options():
