@@ -215,7 +215,7 @@ void rendezvous_order() {
   const snippets::small_world sw;
   //! [rendezvous_order]
   auto world = disttrain::bind_world(sw.topo, sw.chain, sw.map, sw.shapes);
-  disttrain::order_for_rendezvous(world, sw.chain);  // receives move to their round
+  disttrain::order_for_rendezvous(world, sw.chain);  // each message in its round
   disttrain::validate_bound(world, disttrain::p2p_semantics::rendezvous);  // as NCCL runs it
   //! [rendezvous_order]
   check(disttrain::validate_bound(world).messages > 0, "ordered world still valid buffered");

@@ -100,16 +100,20 @@ class TorchP2P:
     """The runner's point-to-point transport: each batch of the program (its
     ``batch`` column, C++ ``p2p_batches``) is one
     ``torch.distributed.batch_isend_irecv`` (on NCCL one group, as Megatron-LM
-    batches its p2p ops), and the runner waits for all of it. Tags are passed
-    (gloo and MPI match by them; NCCL ignores them). ``timeout``: seconds a
-    batch may take before :class:`disttrain.Timeout` names the rank and its
-    peers (None: the process group's timeout)."""
+    batches its p2p ops). The runner goes on once the batch's receives are
+    in; its sends are waited for before the next batch (one stream: a batch
+    starts after the last), and at the end of the iteration (:meth:`flush`).
+    Tags are passed (gloo and MPI match by them; NCCL ignores them).
+    ``timeout``: seconds a wait may take before :class:`disttrain.Timeout`
+    names the rank and its peers (None: the process group's timeout)."""
 
     def __init__(self, timeout: Optional[float] = None) -> None:
         self.timeout = None if timeout is None else float(timeout)
+        self._pending: list = []  # (work, tensor, where) of the last batch's sends
 
     def exchange(self, sends: list, recvs: list) -> None:
         """``sends`` / ``recvs``: ``(peer, tag, uint8 tensor)`` in program order."""
+        self.flush()
         dist = _torch().distributed
         ops = ([dist.P2POp(dist.isend, m, peer, tag=tag) for peer, tag, m in sends] +
                [dist.P2POp(dist.irecv, b, peer, tag=tag) for peer, tag, b in recvs])
@@ -118,8 +122,21 @@ class TorchP2P:
         me = dist.get_rank()
         where = (f"rank {me} -> ranks {sorted({p for p, _, _ in sends})}, "
                  f"<- ranks {sorted({p for p, _, _ in recvs})}")
-        for w in dist.batch_isend_irecv(ops):
-            _wait(w, self.timeout, where, f"rank {me}'s batch of {len(ops)} messages")
+        what = f"rank {me}'s batch of {len(ops)} messages"
+        works = dist.batch_isend_irecv(ops)
+        if len(works) != len(ops):  # one coalesced work (NCCL): wait for it
+            for w in works:
+                _wait(w, self.timeout, where, what)
+            return
+        for w in works[len(sends):]:
+            _wait(w, self.timeout, where, what)
+        self._pending = [(w, m, where) for w, (_, _, m) in zip(works, sends)]
+
+    def flush(self) -> None:
+        """Waits for the last batch's sends."""
+        pending, self._pending = self._pending, []
+        for w, _, where in pending:
+            _wait(w, self.timeout, where, "a send of the last batch")
 
 
 class FifoP2P:
@@ -321,7 +338,8 @@ class Runner:
     The runner binds its program in rendezvous order
     (``bind_rank(..., order="rendezvous")``) and issues each batch of
     point-to-point ops (the program's ``batch`` column) as one
-    ``batch_isend_irecv``, waiting for it before its next op: on NCCL, where
+    ``batch_isend_irecv``, waiting for its receives before its next op and
+    for its sends before the next batch: on NCCL, where
     a send waits for its receive and the messages of a pair of ranks match
     in issue order, the world cannot deadlock (checked by
     :func:`disttrain.validate_world`, docs/python.md "NCCL").
@@ -711,6 +729,9 @@ class Runner:
             else:
                 raise _dt.Internal(f"disttrain: internal at Runner.run: op kind "
                                    f"{_dt.OP_KINDS[k]}", "internal", "Runner.run")
+        flush = getattr(self.p2p, "flush", None)
+        if flush is not None:
+            flush()
         if sync and not synced:
             self._sync_tied()
         return {"loss": loss, "program": p,

@@ -14,13 +14,17 @@
 /// The fix is a logical clock. Replay the chain schedule with every compute
 /// op taking one unit and messages none (the replay is that of the
 /// simulator): F, B, W of (stage, chunk, microbatch) get integer start times,
-/// and each message gets a *round*, the end time of the op that produced
-/// it. Every rank then issues a message in its round, on both sides: the
-/// sender just after the producer (as before), the receiver earlier than
-/// before, at the same round. A TP fan-out forwards what arrived in round t
-/// in round t + 1/2. Each rank's ops are sorted by (time, kind): a round's
-/// messages come after the compute ops that end by it and before those that
-/// start at it or later; `grad_sync_start` stays after its compute op,
+/// and each message gets a *round*, the start time of the op that reads it
+/// (any time between its producer's end and that start would do; the latest
+/// pairs each send with the receives its rank waits for anyway, as
+/// Megatron-LM's `send_forward_recv_backward` does, instead of making a
+/// receiver wait for a message before compute it could run first). Every
+/// rank then issues a message in its round, on both sides: the receiver just
+/// before the op that reads it (as bound), the sender later than bound, at
+/// the same round. A TP fan-out forwards what arrived in round t in round
+/// t + 1/8. Each rank's ops are sorted by (time, kind): a round's messages
+/// come after the compute ops that end by it and before those that start at
+/// it or later; `grad_sync_start` stays after its compute op,
 /// `grad_sync_finish` and `optimizer_step` move as late as the next compute
 /// op (a finish does not hold back the pipeline's last gradients). Sends to
 /// and receives from one peer keep their relative order (the sort is stable
@@ -43,6 +47,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
@@ -72,10 +77,17 @@ class message_rounds {
     start_.assign(3 * static_cast<std::size_t>(stages_) * static_cast<std::size_t>(chunks_) *
                       static_cast<std::size_t>(mbs_),
                   -1);
+    round_.assign(2 * static_cast<std::size_t>(stages_) * static_cast<std::size_t>(chunks_) *
+                      static_cast<std::size_t>(mbs_),
+                  -1);
     for (std::size_t i = 0; i < t.size(); ++i) {
-      if (!is_compute(c.kind[i])) continue;
       const schedule_op& o = c.op(run.ops, i);
-      start_[index(o.kind, o.stage, o.chunk, o.microbatch)] = static_cast<std::int64_t>(t[i].start);
+      if (is_compute(c.kind[i]))
+        start_[index(o.kind, o.stage, o.chunk, o.microbatch)] =
+            static_cast<std::int64_t>(t[i].start);
+      else if (is_recv(c.kind[i]))  // it ends when its consumer starts
+        round_[index(c.kind[i] == op_kind::recv_act ? op_kind::forward : op_kind::backward,
+                     o.stage, o.chunk, o.microbatch)] = static_cast<std::int64_t>(t[i].end);
     }
   }
 
@@ -92,11 +104,23 @@ class message_rounds {
     return s;
   }
 
-  /// @brief Round of point-to-point op `o`: the unit-time end of the F (an
-  /// activation) or B (a gradient) that produced its tensor.
+  /// @brief Round of point-to-point op `o`: the unit-time start of the op
+  /// that reads the tensor (the F of the next virtual stage for an
+  /// activation, the B of the previous one for a gradient); throws
+  /// `invalid_argument` where the chain moves no such tensor.
   [[nodiscard]] std::int64_t round(const schedule_op& o) const {
     const bool act = o.kind == op_kind::send_act || o.kind == op_kind::recv_act;
-    return start(act ? op_kind::forward : op_kind::backward, o.stage, o.chunk, o.microbatch) + 1;
+    const bool in = o.stage >= 0 && o.stage < stages_ && o.chunk >= 0 && o.chunk < chunks_ &&
+                    o.microbatch >= 0 && o.microbatch < mbs_ && is_p2p(o.kind);
+    const std::int64_t r =
+        in ? round_[index(act ? op_kind::forward : op_kind::backward, o.stage, o.chunk,
+                          o.microbatch)]
+           : -1;
+    if (r < 0)
+      fail(errc::invalid_argument, "message_rounds", "the chain moves no ",
+           act ? "activation" : "gradient", " of (stage ", o.stage, ", chunk ", o.chunk, ", mb ",
+           o.microbatch, "): the program was bound from another chain");
+    return r;
   }
 
  private:
@@ -114,6 +138,8 @@ class message_rounds {
 
   int stages_ = 0, chunks_ = 0, mbs_ = 0;
   std::vector<std::int64_t> start_;  // per (kind, stage, chunk, microbatch); -1: none
+  std::vector<std::int64_t> round_;  // per (F: activation / B: gradient, producer's stage,
+                                     // chunk, microbatch): its consumer's start; -1: none
 };
 
 /// @brief Sorts `p`'s ops into the rendezvous order of `r` (the rounds of the
