@@ -23,6 +23,8 @@ after `--warmup`, and per iteration the point-to-point messages rank 0
 issues (the ops of its batch_isend_irecv calls, counted by wrapping it). The gradients of both are compared (they
 must agree to 1e-5 relative: same math, other summation order). The last
 line reads `runner / torch.distributed.pipelining: X` (median ratio).
+`--trace PATH` also writes the runner's last iteration, every rank, as a
+Perfetto trace (Runner(record=True) + disttrain.trace_json).
 """
 from __future__ import annotations
 
@@ -75,6 +77,8 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="smaller and fewer iterations")
+    ap.add_argument("--trace", help="write the runner's last iteration as a Perfetto trace "
+                                    "(JSON) to this path")
     args = ap.parse_args()
     if args.quick:
         args.hidden, args.iterations, args.warmup = 128, 4, 1
@@ -120,11 +124,13 @@ def main() -> int:
     def shapes(m):
         return [{"hidden": H, "rows": np.full(len(m["id"]), R)} for _ in range(pp - 1)]
 
-    runner = Runner(topo, forward, shapes, params=ours.parameters(), dtype=torch.float32)
+    runner = Runner(topo, forward, shapes, params=ours.parameters(), dtype=torch.float32,
+                    record=args.trace is not None)
+    last_run: dict = {}
 
     def runner_step() -> None:
         m = disttrain.reorder(costs, 1, M, ids=ids, balance="lpt")
-        runner.run(m)
+        last_run["map"], last_run["out"] = m, runner.run(m)
 
     times: dict[str, list[float]] = {"torch": [], "runner": []}
     messages: dict[str, int] = {}
@@ -148,6 +154,14 @@ def main() -> int:
     e = torch.tensor([err])
     dist.all_reduce(e, op=dist.ReduceOp.MAX)
     med = {k: statistics.median(v) for k, v in times.items()}
+    if args.trace is not None:  # every rank's events of the last iteration, on rank 0
+        gathered: list = [None] * pp
+        dist.all_gather_object(gathered, last_run["out"]["events"])
+        if rank == 0:
+            m = last_run["map"]
+            elem = [dict(s, elem_size=4) for s in shapes(m)]
+            with open(args.trace, "w") as f:
+                f.write(disttrain.trace_json(topo, m, elem, [e for ev in gathered for e in ev]))
     if rank == 0:
         print(f"bench_torch_runner: PP{pp} DP1 on gloo/CPU, {M} microbatches x {S} samples x "
               f"{R} rows x {H} hidden (float32), {args.layers} Linear+tanh layers per stage; "
@@ -158,6 +172,8 @@ def main() -> int:
             print(f"  {label:<46} {1e3 * med[k]:9.2f} ms/iteration (min {1e3 * lo:.2f}, max "
                   f"{1e3 * hi:.2f})  {messages[k]} p2p messages on rank 0")
         print(f"  max relative gradient difference: {e.item():.3g}")
+        if args.trace is not None:
+            print(f"  the runner's last iteration: {args.trace} (open in ui.perfetto.dev)")
         print(f"runner / torch.distributed.pipelining: {med['runner'] / med['torch']:.3f}")
     dist.destroy_process_group()
     return 0 if e.item() <= 1e-5 else 1

@@ -28,7 +28,7 @@ __all__ = [
     "__version__", "presets", "plan", "plan_baseline", "heterogeneity", "evaluate", "simulate",
     "reorder",
     "Reorderer", "topology", "topology_of", "reorder_options_of", "reorderer_of", "bind_rank",
-    "validate_world",
+    "validate_world", "trace_json", "TRACKS",
     "cell", "OP_KINDS", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
     "CommError", "Timeout", "Unsupported", "Internal",
 ]
@@ -568,7 +568,7 @@ def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str,
     the program runs where a send waits for its receive, as on NCCL;
     :class:`disttrain.torch.Runner` binds so).
     """
-    return _core.bind_rank(*_bind_args(t, map, shapes, buckets, split_backward, zero_bubble),
+    return _core.bind_rank(_bind_args(t, map, shapes, buckets, split_backward, zero_bubble),
                            int(rank),
                            bool(index), _order(order))
 
@@ -591,7 +591,38 @@ def validate_world(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping
         raise InvalidArgument(f"disttrain: invalid_argument at p2p: must be 'buffered' or "
                               f"'rendezvous', got {p2p!r}", "invalid_argument", "p2p")
     args = _bind_args(t, map, shapes, buckets, split_backward, zero_bubble)
-    return _core.validate_world(*args, _order(order), p2p)
+    return _core.validate_world(args, _order(order), p2p)
+
+
+#: Tracks of :func:`trace_json` events (C++ ``exec_track``).
+TRACKS = ("compute", "wait", "transfer")
+
+
+def trace_json(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
+               events: Sequence[Sequence[Any]], *, buckets: int = 1,
+               split_backward: bool = False, zero_bubble: bool = False,
+               order: str = "rendezvous") -> str:
+    """A measured iteration as Chrome/Perfetto trace JSON text, written by
+    the simulator's trace writer (C++ ``exec_trace_json``: the tracks, names
+    and colours of a simulated iteration, so both open side by side in
+    ui.perfetto.dev). ``events``: ``(rank, op index, start, end, track)``
+    per interval, seconds from each rank's iteration start, track one of
+    :data:`TRACKS`, op indices into the programs bound as :func:`bind_rank`
+    binds them with the same options (``disttrain.torch.Runner(record=True)``
+    records them; gather every rank's, e.g. with ``all_gather_object``)."""
+    ev = list(events)
+    col = lambda k, dt: _np.ascontiguousarray([e[k] for e in ev], dtype=dt)  # noqa: E731
+    track = []
+    for i, e in enumerate(ev):
+        if e[4] not in TRACKS:
+            raise InvalidArgument(f"disttrain: invalid_argument at events[{i}].track: must be one "
+                                  f"of {TRACKS}, got {e[4]!r}", "invalid_argument",
+                                  f"events[{i}].track")
+        track.append(TRACKS.index(e[4]))
+    return _core.trace_json(_bind_args(t, map, shapes, buckets, split_backward, zero_bubble),
+                            _order(order), col(0, _np.int32), col(1, _np.int32),
+                            col(2, _np.float64), col(3, _np.float64),
+                            _np.ascontiguousarray(track, dtype=_np.int32))
 
 
 def cell(map: Mapping[str, Any], module: int, replica: int, microbatch: int) -> _np.ndarray:

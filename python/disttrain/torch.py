@@ -20,6 +20,7 @@ With a ``torch.utils.data.DataLoader`` (``batch_sampler=sampler``, any
 from __future__ import annotations
 
 import datetime
+import time
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
@@ -350,7 +351,14 @@ class Runner:
     (``torch.autograd.grad``, the graph kept), W the parameters' gradients
     (``backward(..., inputs=params)``). Gradients equal the unsplit run's;
     autograd walks the graph twice (``torch.distributed.pipelining`` keeps
-    B's intermediate gradients for W instead). TP: the runner moves the program's
+    B's intermediate gradients for W instead).
+
+    ``record``: :meth:`run` also returns ``events``, this rank's per-op
+    intervals ``(rank, op index, start, end, track)`` in seconds from the
+    iteration's start (a batch of point-to-point ops: its ops share the
+    batch's interval, ``wait`` for its receives); gather every rank's and
+    pass them to :func:`disttrain.trace_json` (with this Runner's
+    ``zero_bubble`` and ``buckets``) for a Perfetto trace. TP: the runner moves the program's
     TP fan-out messages (every TP rank of a replica receives the whole
     input); the math of a TP split is the forward callback's.
 
@@ -381,7 +389,7 @@ class Runner:
                  params: Optional[Iterable[Any]] = None, dtype: Any = None,
                  device: Any = None, rank: Optional[int] = None, buckets: int = 1,
                  step: Optional[Callable[[], None]] = None, p2p: Optional[Any] = None,
-                 zero_bubble: bool = False,
+                 zero_bubble: bool = False, record: bool = False,
                  tied: Optional[Mapping[str, tuple[Sequence[int], Any]]] = None) -> None:
         torch = _torch()
         self._t, self._dist = torch, torch.distributed
@@ -400,6 +408,7 @@ class Runner:
         self.forward, self.shapes, self.step = forward, shapes, step
         self.p2p = p2p if p2p is not None else TorchP2P()
         self.zero_bubble = bool(zero_bubble)
+        self.record = bool(record)
         self.dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.module, self.replica = module_of(self.topology, self.rank)
@@ -636,13 +645,20 @@ class Runner:
         synced = False  # the tied gradients (at the optimizer_step op)
         batch = p["batch"]
         n_ops, i = len(kinds), 0
+        events: list[tuple] = []  # record: (rank, op, start, end, track), seconds from t0
+        t0 = time.perf_counter()
         while i < n_ops:
             k, j = kinds[i], int(mbs[i])
+            ts = time.perf_counter() - t0
             if batch[i] >= 0:  # a batch of point-to-point ops: issued together, waited
                 end = i
                 while end < n_ops and batch[end] == batch[i]:
                     end += 1
                 self._exchange(p, range(i, end), blocks, stamps, (xin, dy, y, dx))
+                if self.record:  # the batch's ops share its interval
+                    te = time.perf_counter() - t0
+                    events += [(self.rank, b, ts, te, "wait" if kinds[b] in recv_kinds
+                                else "compute") for b in range(i, end)]
                 i = end
                 continue
             o, i = i, i + 1
@@ -729,12 +745,15 @@ class Runner:
             else:
                 raise _dt.Internal(f"disttrain: internal at Runner.run: op kind "
                                    f"{_dt.OP_KINDS[k]}", "internal", "Runner.run")
+            if self.record:
+                events.append((self.rank, o, ts, time.perf_counter() - t0,
+                               "wait" if k == _KIND["grad_sync_finish"] else "compute"))
         flush = getattr(self.p2p, "flush", None)
         if flush is not None:
             flush()
         if sync and not synced:
             self._sync_tied()
-        return {"loss": loss, "program": p,
+        return {"loss": loss, "program": p, "events": events,
                 "messages": int(sum(1 for k in kinds if k in recv_kinds) +
                                 sum(1 for k in kinds if k in (_KIND["send_act"],
                                                               _KIND["send_grad"])))}

@@ -25,6 +25,7 @@
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/json.hpp"
 #include "disttrain/core/topology.hpp"
+#include "disttrain/exec/trace.hpp"
 #include "disttrain/model/json.hpp"
 #include "disttrain/model/model_spec.hpp"
 #include "disttrain/plan/json.hpp"
@@ -291,12 +292,42 @@ struct bind_inputs {
   disttrain::pipeline_schedule chain;
 };
 
-bind_inputs read_bind_inputs(const std::string& topology_text, int buckets, bool split_backward,
-                             bool zero_bubble, const u64_1d& id, const u32_1d& mb,
-                             const u32_2d& replica, const u32_2d& offset,
-                             std::uint32_t microbatches, const std::vector<std::uint32_t>& dp,
-                             const i64_2d& rows, const std::vector<std::int64_t>& hidden,
-                             const std::vector<std::size_t>& elem_size) {
+// The leading arguments of bind_rank / validate_world / trace_json, as
+// disttrain._bind_args builds them (cast while the GIL is held).
+struct bind_args {
+  std::string topology_text;
+  int buckets = 1;
+  bool split_backward = false, zero_bubble = false;
+  u64_1d id;
+  u32_1d mb;
+  u32_2d replica, offset;
+  std::uint32_t microbatches = 0;
+  std::vector<std::uint32_t> dp;
+  i64_2d rows;
+  std::vector<std::int64_t> hidden;
+  std::vector<std::size_t> elem_size;
+};
+
+bind_args cast_bind_args(const nb::tuple& t) {
+  disttrain::require(t.size() == 13, "bind_args", "has ", t.size(), " entries, need 13");
+  return {nb::cast<std::string>(t[0]),
+          nb::cast<int>(t[1]),
+          nb::cast<bool>(t[2]),
+          nb::cast<bool>(t[3]),
+          nb::cast<u64_1d>(t[4]),
+          nb::cast<u32_1d>(t[5]),
+          nb::cast<u32_2d>(t[6]),
+          nb::cast<u32_2d>(t[7]),
+          nb::cast<std::uint32_t>(t[8]),
+          nb::cast<std::vector<std::uint32_t>>(t[9]),
+          nb::cast<i64_2d>(t[10]),
+          nb::cast<std::vector<std::int64_t>>(t[11]),
+          nb::cast<std::vector<std::size_t>>(t[12])};
+}
+
+bind_inputs read_bind_inputs(const bind_args& a) {
+  const auto& [topology_text, buckets, split_backward, zero_bubble, id, mb, replica, offset,
+               microbatches, dp, rows, hidden, elem_size] = a;
   bind_inputs in{read_topology(topology_text), {}, {}, {}};
   const auto order = id_order(id);
   in.map = read_map(id, mb, replica, offset, microbatches, dp, order);
@@ -333,19 +364,12 @@ bind_inputs read_bind_inputs(const std::string& topology_text, int buckets, bool
 }
 
 // bind_rank of the inputs; `rendezvous`: in order_for_rendezvous's order.
-nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool split_backward,
-                        bool zero_bubble, const u64_1d& id, const u32_1d& mb, const u32_2d& replica,
-                        const u32_2d& offset, std::uint32_t microbatches,
-                        const std::vector<std::uint32_t>& dp, const i64_2d& rows,
-                        const std::vector<std::int64_t>& hidden,
-                        const std::vector<std::size_t>& elem_size, int rank, bool with_index,
-                        bool rendezvous) {
+nb::dict bind_rank_impl(const nb::tuple& args, int rank, bool with_index, bool rendezvous) {
+  const bind_args a = cast_bind_args(args);
   flat_program f;
   {
     nb::gil_scoped_release release;
-    const bind_inputs in =
-        read_bind_inputs(topology_text, buckets, split_backward, zero_bubble, id, mb, replica,
-                         offset, microbatches, dp, rows, hidden, elem_size);
+    const bind_inputs in = read_bind_inputs(a);
     disttrain::bound_rank mine = disttrain::bind_rank(in.topo, in.chain, in.map, in.shapes, rank);
     if (rendezvous)
       disttrain::order_for_rendezvous(mine.program, disttrain::message_rounds(in.chain));
@@ -354,33 +378,69 @@ nb::dict bind_rank_impl(const std::string& topology_text, int buckets, bool spli
   return to_dict(std::move(f));
 }
 
-// validate_bound(bind_world(inputs)) under `p2p`; `rendezvous`: the world in
-// order_for_rendezvous's order. Returns {ops, messages, bytes}.
-nb::dict validate_world_impl(const std::string& topology_text, int buckets, bool split_backward,
-                             bool zero_bubble, const u64_1d& id, const u32_1d& mb,
-                             const u32_2d& replica, const u32_2d& offset,
-                             std::uint32_t microbatches, const std::vector<std::uint32_t>& dp,
-                             const i64_2d& rows, const std::vector<std::int64_t>& hidden,
-                             const std::vector<std::size_t>& elem_size, bool rendezvous,
-                             const std::string& p2p) {
+// Every rank's program of the inputs; `rendezvous`: in order_for_rendezvous's order.
+disttrain::bound_world bind_world_of(const bind_inputs& in, bool rendezvous) {
+  disttrain::bound_world w = disttrain::bind_world(in.topo, in.chain, in.map, in.shapes);
+  if (rendezvous) disttrain::order_for_rendezvous(w, in.chain);
+  return w;
+}
+
+// validate_bound of every rank's program under `p2p`. Returns {ops, messages, bytes}.
+nb::dict validate_world_impl(const nb::tuple& args, bool rendezvous, const std::string& p2p) {
+  const bind_args a = cast_bind_args(args);
   disttrain::bound_report rep;
   {
     nb::gil_scoped_release release;
-    const bind_inputs in =
-        read_bind_inputs(topology_text, buckets, split_backward, zero_bubble, id, mb, replica,
-                         offset, microbatches, dp, rows, hidden, elem_size);
     disttrain::require(p2p == "buffered" || p2p == "rendezvous", "p2p",
                        "must be \"buffered\" or \"rendezvous\", got \"", p2p, "\"");
-    disttrain::bound_world w = disttrain::bind_world(in.topo, in.chain, in.map, in.shapes);
-    if (rendezvous) disttrain::order_for_rendezvous(w, in.chain);
-    rep = disttrain::validate_bound(w, p2p == "rendezvous" ? disttrain::p2p_semantics::rendezvous
-                                                           : disttrain::p2p_semantics::buffered);
+    const bind_inputs in = read_bind_inputs(a);
+    rep = disttrain::validate_bound(bind_world_of(in, rendezvous),
+                                    p2p == "rendezvous" ? disttrain::p2p_semantics::rendezvous
+                                                        : disttrain::p2p_semantics::buffered);
   }
   nb::dict d;
   d["ops"] = rep.ops;
   d["messages"] = rep.messages;
   d["bytes"] = rep.bytes;
   return d;
+}
+
+using i32_1d = nb::ndarray<const std::int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using f64_1d = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// exec_trace_json of measured events (rank, op index, start, end, track per
+// event) on every rank's program of the inputs: JSON text.
+std::string trace_json_impl(const nb::tuple& args, bool rendezvous, const i32_1d& rank,
+                            const i32_1d& index, const f64_1d& start, const f64_1d& end,
+                            const i32_1d& track) {
+  const bind_args a = cast_bind_args(args);
+  nb::gil_scoped_release release;
+  const std::size_t n = rank.shape(0);
+  disttrain::require(
+      index.shape(0) == n && start.shape(0) == n && end.shape(0) == n && track.shape(0) == n,
+      "events", "rank, index, start, end and track must have one entry per event");
+  const bind_inputs in = read_bind_inputs(a);
+  const disttrain::bound_world w = bind_world_of(in, rendezvous);
+  std::vector<disttrain::exec_event> events(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    disttrain::exec_event& e = events[i];
+    e.rank = rank(i);
+    e.index = index(i);
+    disttrain::require(
+        e.rank >= 0 && e.rank < w.world_size() && e.index >= 0 &&
+            static_cast<std::size_t>(e.index) <
+                w.programs[static_cast<std::size_t>(e.rank)].ops.size(),
+        [&] { return disttrain::cat("events[", i, "]"); }, "rank ", e.rank, " op #", e.index,
+        " is not an op of the world's programs");
+    e.op = w.programs[static_cast<std::size_t>(e.rank)].ops[static_cast<std::size_t>(e.index)].op;
+    e.start = start(i);
+    e.end = end(i);
+    disttrain::require(
+        track(i) >= 0 && track(i) <= 2, [&] { return disttrain::cat("events[", i, "].track"); },
+        "must be 0 (compute), 1 (wait) or 2 (transfer), got ", track(i));
+    e.track = static_cast<disttrain::exec_track>(track(i));
+  }
+  return disttrain::exec_trace_json(disttrain::as_schedule(w, in.topo), events).dump();
 }
 
 }  // namespace
@@ -403,12 +463,11 @@ void add_program_bindings(nb::module_& m) {
         return json(disttrain::reorder_options_of(read_topology(text), microbatches)).dump();
       },
       "topology"_a, "microbatches"_a, "The reorderer's options of a topology (JSON text).");
-  m.def("bind_rank", &bind_rank_impl, "topology"_a, "buckets"_a, "split_backward"_a,
-        "zero_bubble"_a, "id"_a, "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a,
-        "rows"_a, "hidden"_a, "elem_size"_a, "rank"_a, "index"_a, "rendezvous"_a,
+  m.def("bind_rank", &bind_rank_impl, "bind_args"_a, "rank"_a, "index"_a, "rendezvous"_a,
         "One rank's bound program as arrays (see disttrain.bind_rank).");
-  m.def("validate_world", &validate_world_impl, "topology"_a, "buckets"_a, "split_backward"_a,
-        "zero_bubble"_a, "id"_a, "microbatch"_a, "replica"_a, "offset"_a, "microbatches"_a, "dp"_a,
-        "rows"_a, "hidden"_a, "elem_size"_a, "rendezvous"_a, "p2p"_a,
+  m.def("validate_world", &validate_world_impl, "bind_args"_a, "rendezvous"_a, "p2p"_a,
         "Validates every rank's bound program (see disttrain.validate_world).");
+  m.def("trace_json", &trace_json_impl, "bind_args"_a, "rendezvous"_a, "rank"_a, "index"_a,
+        "start"_a, "end"_a, "track"_a,
+        "A measured iteration as Perfetto trace JSON text (see disttrain.trace_json).");
 }

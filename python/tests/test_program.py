@@ -274,3 +274,55 @@ def test_two_processes_bind_the_same_programs():
     a, b = (subprocess.run([sys.executable, "-c", SCRIPT, here], check=True, capture_output=True,
                            text=True).stdout for _ in range(2))
     assert len(a.strip()) == 64 and a == b
+
+
+def test_rendezvous_order_batches_and_validate_world():
+    """bind_rank(order="rendezvous") permutes the bound program's ops, its
+    batch column numbers the runs of point-to-point ops, and validate_world
+    finds no deadlock under NCCL's semantics (or MPI's)."""
+    t = disttrain.topology(MODULES)
+    cmap, shapes = batch(t)
+    for r in range(t["world_size"]):
+        a = disttrain.bind_rank(t, cmap, shapes, r)
+        b = disttrain.bind_rank(t, cmap, shapes, r, order="rendezvous")
+        key = lambda p, i: (int(p["kind"][i]), int(p["microbatch"][i]), int(p["tag"][i]),  # noqa
+                            int(p["peer"][i]), int(p["stamp"][i]), int(p["bucket"][i]))
+        assert sorted(key(a, i) for i in range(len(a["kind"]))) == \
+            sorted(key(b, i) for i in range(len(b["kind"])))
+        p2p = np.array([disttrain.OP_KINDS[k].startswith(("send", "recv")) for k in b["kind"]])
+        assert ((b["batch"] >= 0) == p2p).all()
+        got = b["batch"][p2p]
+        assert got[0] == 0 and (np.diff(got) >= 0).all() and (np.diff(got) <= 1).all()
+    for p2p in ("rendezvous", "buffered"):
+        rep = disttrain.validate_world(t, cmap, shapes, p2p=p2p)
+        assert rep["messages"] > 0 and rep["bytes"] > 0
+    with pytest.raises(disttrain.InvalidArgument) as e:
+        disttrain.validate_world(t, cmap, shapes, p2p="nccl")
+    assert e.value.where == "p2p"
+    with pytest.raises(disttrain.InvalidArgument) as e:
+        disttrain.bind_rank(t, cmap, shapes, 0, order="early")
+    assert e.value.where == "order"
+
+
+def test_trace_json_of_measured_events():
+    """A measured iteration (here: made-up intervals, one per op) through the
+    simulator's trace writer: one slice per op, named as in a simulation."""
+    t = disttrain.topology(MODULES)
+    cmap, shapes = batch(t)
+    events = []
+    for r in range(t["world_size"]):
+        p = disttrain.bind_rank(t, cmap, shapes, r, order="rendezvous")
+        for i, k in enumerate(p["kind"]):
+            recv = disttrain.OP_KINDS[k].startswith("recv")
+            events.append((r, i, 0.001 * i, 0.001 * i + 0.0005, "wait" if recv else "compute"))
+    d = json.loads(disttrain.trace_json(t, cmap, shapes, events))
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    slices = [e for e in ev if e.get("ph") == "X"]
+    assert {e["pid"] for e in slices} == set(range(t["world_size"]))
+    assert any(e["name"].startswith("F") for e in slices)
+    with pytest.raises(disttrain.InvalidArgument) as e:
+        disttrain.trace_json(t, cmap, shapes, [(0, 10 ** 6, 0.0, 1.0, "compute")])
+    assert e.value.where == "events[0]"
+    with pytest.raises(disttrain.InvalidArgument) as e:
+        disttrain.trace_json(t, cmap, shapes, [(0, 0, 0.0, 1.0, "idle")])
+    assert e.value.where == "events[0].track"
