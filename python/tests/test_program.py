@@ -2,7 +2,6 @@
 rank numbering, errors, determinism, and the programs' data movement checked
 end to end in NumPy (every rank's sends packed with the index arrays, every
 receive unpacked, each receiver's buffer holding exactly its samples' rows)."""
-import hashlib
 import json
 import subprocess
 import sys

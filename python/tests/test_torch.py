@@ -165,10 +165,10 @@ def test_runner_fails_on_a_plan_disagreement_with_bytes_of_the_right_size():
     # The stamp travels at the head of each message: a receiver bound from
     # another batch names the sender instead of training on its bytes.
     out = _features("disagreement", 2)
-    assert re.search(r"rank 1: disttrain: comm_error at rank 1 op #\d+: plan disagreement "
+    assert re.search(r"rank 1: CommError: disttrain: comm_error at rank 1 op #\d+: plan disagreement "
                      r"between rank 0 and rank 1: rank 0 sent stamp 0x[0-9a-f]{16} where this "
                      r"rank's program has", out), out
-    assert "rank 0: disttrain: timeout at rank 0 -> ranks [1]" in out, out
+    assert "rank 0: Timeout: disttrain: timeout at rank 0 -> ranks [1]" in out, out
 
 
 def test_fifo_transport_fails_a_reordered_program_naming_the_pair():

@@ -159,17 +159,44 @@ def run_wrong_rows() -> int:
     return status
 
 
+def frozen_pp2() -> tuple:
+    """A frozen PP2 backbone (forward only: rank 0 sends, rank 1 receives):
+    (rank, topology, the first batch's map, this rank's sample lists)."""
+    rank = dist.get_rank()
+    topo = disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "dp": 1,
+                                "trainable": False}])
+    sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES)
+    batch_map, lists = next(sampler.batches())
+    return rank, topo, batch_map, lists
+
+
+def forward_pp2(j, x, ids):
+    """Stage 0: two rows of value id per sample; stage 1: their sum."""
+    if x is None:
+        return {int(i): torch.full((2, DIM), float(i), dtype=torch.float64) for i in ids}
+    return x.sum()
+
+
+def fails_as(runner, batch_map, expected) -> int:
+    """0 if ``runner.run`` raises a CommError or Timeout that ``expected``
+    accepts (printed as "rank R: <type>: <message>"), else 1."""
+    rank = dist.get_rank()
+    try:
+        runner.run(batch_map)
+    except (disttrain.CommError, disttrain.Timeout) as e:
+        print(f"rank {rank}: {type(e).__name__}: {e}", flush=True)
+        return 0 if expected(e) else 1
+    print(f"rank {rank}: no error", flush=True)
+    return 1
+
+
 def run_disagreement() -> int:
     # A frozen PP2 backbone (forward only: rank 0 sends, rank 1 receives). Rank 1
     # binds its program from other shapes with the same message sizes (two
     # samples of one microbatch with 1 and 3 rows instead of 2 and 2): every
     # message arrives with the right byte count but the sender's plan stamp, so
     # rank 1 must fail at its first receive instead of using rank 0's bytes.
-    rank = dist.get_rank()
-    topo = disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "dp": 1,
-                                "trainable": False}])
-    sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES)
-    batch_map, lists = next(sampler.batches())
+    rank, topo, batch_map, lists = frozen_pp2()
     a, b = (int(i) for i in lists[0][:2])  # two samples of microbatch 0
 
     def flat(m):
@@ -179,39 +206,19 @@ def run_disagreement() -> int:
                 rows[list(m["id"]).index(i)] = r
         return [{"hidden": DIM, "rows": rows}]
 
-    def forward(j, x, ids):
-        if x is None:
-            return {int(i): torch.full((2, DIM), float(i), dtype=torch.float64) for i in ids}
-        return x.sum()
 
     # The sender's next send is never received: its batch times out.
-    runner = Runner(topo, forward, flat, params=[], dtype=torch.float64, p2p=TorchP2P(timeout=5))
-    status = 0
-    try:
-        runner.run(batch_map)
-        print(f"rank {rank}: no error", flush=True)
-        status = 1
-    except (disttrain.CommError, disttrain.Timeout) as e:
-        print(f"rank {rank}: {e}", flush=True)
-        status = 0 if isinstance(e, disttrain.CommError if rank == 1 else disttrain.Timeout) else 1
-    return status
+    runner = Runner(topo, forward_pp2, flat, params=[], dtype=torch.float64,
+                    p2p=TorchP2P(timeout=5))
+    return fails_as(runner, batch_map, lambda e: isinstance(
+        e, disttrain.CommError if rank == 1 else disttrain.Timeout))
 
 
 def run_reordered() -> int:
-    # A frozen PP2 backbone (forward only: rank 0 sends, rank 1 receives).
-    rank = dist.get_rank()
-    topo = disttrain.topology([{"name": "llm", "role": "backbone", "pp": 2, "dp": 1,
-                                "trainable": False}])
-    sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES)
-    batch_map, _ = next(sampler.batches())
+    rank, topo, batch_map, _ = frozen_pp2()
 
     def flat(m):
         return [{"hidden": DIM, "rows": np.full(len(m["id"]), 2)}]
-
-    def forward(j, x, ids):
-        if x is None:
-            return {int(i): torch.full((2, DIM), float(i), dtype=torch.float64) for i in ids}
-        return x.sum()
 
     class Reordered(Runner):
         def bind(self, m):
@@ -224,18 +231,12 @@ def run_reordered() -> int:
                 p["blocks"][a], p["blocks"][b] = p["blocks"][b], p["blocks"][a]
             return p
 
-    runner = Reordered(topo, forward, flat, params=[], dtype=torch.float64, p2p=FifoP2P(5))
-    try:
-        runner.run(batch_map)
-        print(f"rank {rank}: no error", flush=True)
-        status = 1
-    except (disttrain.CommError, disttrain.Timeout) as e:
-        print(f"rank {rank}: {type(e).__name__}: {e}", flush=True)
-        # The receiver names the pair; the sender's send is never received.
-        status = 0 if (rank == 1 and isinstance(e, disttrain.CommError) and "rank 0" in str(e)
-                       and "rank 1" in str(e)) or (rank == 0 and isinstance(e, disttrain.Timeout)
-                                                   and "rank 0 -> rank 1" in str(e)) else 1
-    return status
+    runner = Reordered(topo, forward_pp2, flat, params=[], dtype=torch.float64, p2p=FifoP2P(5))
+    # The receiver names the pair; the sender's send is never received.
+    return fails_as(runner, batch_map, lambda e: (
+        rank == 1 and isinstance(e, disttrain.CommError) and "rank 0" in str(e)
+        and "rank 1" in str(e)) or (rank == 0 and isinstance(e, disttrain.Timeout)
+                                    and "rank 0 -> rank 1" in str(e)))
 
 
 def run_dataloader() -> int:
