@@ -12,6 +12,7 @@ deterministic across processes, as in C++.
 """
 from __future__ import annotations
 
+import enum as _enum
 import json as _json
 import os as _os
 import threading as _threading
@@ -29,7 +30,7 @@ __all__ = [
     "reorder",
     "Reorderer", "topology", "topology_of", "reorder_options_of", "reorderer_of", "bind_rank",
     "validate_world", "trace_json", "TRACKS",
-    "cell", "OP_KINDS", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
+    "cell", "OP_KINDS", "OpKind", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
     "CommError", "Timeout", "Unsupported", "Internal",
 ]
 
@@ -416,6 +417,11 @@ Topology = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
 #: Names of the op kinds, indexed by a program's ``kind`` codes.
 OP_KINDS: tuple[str, ...] = tuple(_core.op_kinds)
 
+#: The op kinds as an ``IntEnum`` (``OpKind.F``, ``OpKind.send_act``, ...),
+#: built from the C++ ``op_kind`` names so the two cannot drift; members
+#: compare equal to a program's ``kind`` codes.
+OpKind = _enum.IntEnum("OpKind", {name: code for code, name in enumerate(OP_KINDS)})
+
 
 def _topology_text(t: Topology) -> str:
     if isinstance(t, Mapping):
@@ -481,13 +487,14 @@ def reorderer_of(t: Topology, microbatches: int, **options: Any) -> "Reorderer":
                      names=[m["name"] for m in o["modules"]], stages=o["stages"], **options)
 
 
-def _bind_args(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
-               buckets: int, split_backward: bool, zero_bubble: bool) -> tuple:
+def _bind_args(t: Topology, sample_map: Mapping[str, Any],
+               shapes: Sequence[Mapping[str, Any]], buckets: int, split_backward: bool,
+               zero_bubble: bool) -> tuple:
     """The leading arguments of ``_core.bind_rank`` / ``_core.validate_world``."""
     if isinstance(shapes, Mapping) or not isinstance(shapes, Sequence):
         raise InvalidArgument("disttrain: invalid_argument at shapes: expected a list of dicts "
                               "(one per chain link)", "invalid_argument", "shapes")
-    n = len(map["id"])
+    n = len(sample_map["id"])
     rows = _np.zeros((len(shapes), n), dtype=_np.int64)
     hidden, elem = [], []
     for link, s in enumerate(shapes):
@@ -506,9 +513,10 @@ def _bind_args(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str
         elem.append(int(s.get("elem_size", 4)))
     u32 = lambda a: _np.ascontiguousarray(a, dtype=_np.uint32)  # noqa: E731
     return (_topology_text(t), int(buckets), bool(split_backward), bool(zero_bubble),
-            _np.ascontiguousarray(map["id"], dtype=_np.uint64), u32(map["microbatch"]),
-            u32(map["replica"]), u32(map["offset"]), int(map["microbatches"]),
-            [int(d) for d in map["dp"]], rows, hidden, elem)
+            _np.ascontiguousarray(sample_map["id"], dtype=_np.uint64),
+            u32(sample_map["microbatch"]), u32(sample_map["replica"]), u32(sample_map["offset"]),
+            int(sample_map["microbatches"]), [int(d) for d in sample_map["dp"]], rows, hidden,
+            elem)
 
 
 _ORDERS = ("bound", "rendezvous")
@@ -521,7 +529,8 @@ def _order(order: str) -> bool:
     return order == "rendezvous"
 
 
-def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
+def bind_rank(t: Topology, sample_map: Mapping[str, Any],
+              shapes: Sequence[Mapping[str, Any]],
               rank: int, *, buckets: int = 1, split_backward: bool = False,
               zero_bubble: bool = False, index: bool = False,
               order: str = "bound") -> dict[str, Any]:
@@ -530,7 +539,7 @@ def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str,
     buckets, zero_bubble})``; ``zero_bubble``: ZB-H1's order on every chain
     stage, with B and W apart): every point-to-point op names its peer, bytes and tag.
 
-    ``map``: the sample map, a :func:`reorder` result (``id``,
+    ``sample_map``: the sample map, a :func:`reorder` result (``id``,
     ``microbatch``, ``replica``, ``offset``, ``microbatches``, ``dp``) over
     the topology's modules that own ranks (:func:`reorderer_of`). ``shapes``:
     one dict per chain link (chain stage c -> c + 1): ``hidden`` (elements
@@ -568,12 +577,12 @@ def bind_rank(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str,
     the program runs where a send waits for its receive, as on NCCL;
     :class:`disttrain.torch.Runner` binds so).
     """
-    return _core.bind_rank(_bind_args(t, map, shapes, buckets, split_backward, zero_bubble),
-                           int(rank),
-                           bool(index), _order(order))
+    args = _bind_args(t, sample_map, shapes, buckets, split_backward, zero_bubble)
+    return _core.bind_rank(args, int(rank), bool(index), _order(order))
 
 
-def validate_world(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
+def validate_world(t: Topology, sample_map: Mapping[str, Any],
+                   shapes: Sequence[Mapping[str, Any]],
                    *, buckets: int = 1, split_backward: bool = False,
                    zero_bubble: bool = False, order: str = "rendezvous",
                    p2p: str = "rendezvous") -> dict[str, int]:
@@ -590,7 +599,7 @@ def validate_world(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping
     if p2p not in ("buffered", "rendezvous"):
         raise InvalidArgument(f"disttrain: invalid_argument at p2p: must be 'buffered' or "
                               f"'rendezvous', got {p2p!r}", "invalid_argument", "p2p")
-    args = _bind_args(t, map, shapes, buckets, split_backward, zero_bubble)
+    args = _bind_args(t, sample_map, shapes, buckets, split_backward, zero_bubble)
     return _core.validate_world(args, _order(order), p2p)
 
 
@@ -598,7 +607,8 @@ def validate_world(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping
 TRACKS = ("compute", "wait", "transfer")
 
 
-def trace_json(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str, Any]],
+def trace_json(t: Topology, sample_map: Mapping[str, Any],
+               shapes: Sequence[Mapping[str, Any]],
                events: Sequence[Sequence[Any]], *, buckets: int = 1,
                split_backward: bool = False, zero_bubble: bool = False,
                order: str = "rendezvous") -> str:
@@ -619,15 +629,15 @@ def trace_json(t: Topology, map: Mapping[str, Any], shapes: Sequence[Mapping[str
                                   f"of {TRACKS}, got {e[4]!r}", "invalid_argument",
                                   f"events[{i}].track")
         track.append(TRACKS.index(e[4]))
-    return _core.trace_json(_bind_args(t, map, shapes, buckets, split_backward, zero_bubble),
-                            _order(order), col(0, _np.int32), col(1, _np.int32),
+    args = _bind_args(t, sample_map, shapes, buckets, split_backward, zero_bubble)
+    return _core.trace_json(args, _order(order), col(0, _np.int32), col(1, _np.int32),
                             col(2, _np.float64), col(3, _np.float64),
                             _np.ascontiguousarray(track, dtype=_np.int32))
 
 
-def cell(map: Mapping[str, Any], module: int, replica: int, microbatch: int) -> _np.ndarray:
+def cell(sample_map: Mapping[str, Any], module: int, replica: int, microbatch: int) -> _np.ndarray:
     """Sample ids of ``replica`` of reorder module ``module`` in ``microbatch``,
     in offset order (the order of the replica's activation buffers)."""
     k = int(module)
-    mask = (map["microbatch"] == microbatch) & (map["replica"][:, k] == replica)
-    return map["id"][mask][_np.argsort(map["offset"][mask, k], kind="stable")]
+    mask = (sample_map["microbatch"] == microbatch) & (sample_map["replica"][:, k] == replica)
+    return sample_map["id"][mask][_np.argsort(sample_map["offset"][mask, k], kind="stable")]

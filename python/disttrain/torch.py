@@ -30,7 +30,7 @@ import disttrain as _dt
 
 __all__ = ["BatchSampler", "Runner", "TorchP2P", "FifoP2P", "module_of"]
 
-_KIND = {name: code for code, name in enumerate(_dt.OP_KINDS)}
+_K = _dt.OpKind
 
 
 def _torch():
@@ -205,14 +205,14 @@ class BatchSampler:
     Iterating yields, per global batch, one list per microbatch (in execution
     order) of this rank's indices, so it is a ``batch_sampler`` for
     ``torch.utils.data.DataLoader`` (mind that a replica may have no sample in
-    a microbatch: an empty list). :meth:`batches` yields ``(map, lists)`` per
+    a microbatch: an empty list). :meth:`batches` yields ``(sample_map, lists)`` per
     global batch, the map being what :class:`Runner.run` and
     :func:`disttrain.bind_rank` take. Indices must be unique within a batch.
 
     A ``DataLoader`` prefetches: it iterates the sampler ahead of the batches
     it hands out (``num_workers * prefetch_factor`` lists), so :attr:`map`
     (the newest map) is not the map of the batch in hand. Each map travels
-    with its global batch instead: :meth:`loader_batches` yields ``(map,
+    with its global batch instead: :meth:`loader_batches` yields ``(sample_map,
     [one loaded batch per microbatch])`` in the loader's order.
 
     ``reorder``: keyword arguments of :class:`disttrain.Reorderer` beyond
@@ -245,10 +245,10 @@ class BatchSampler:
         ids = _np.asarray(indices, dtype=_np.uint64)
         return self.reorderer.assign(self._costs(ids), ids)
 
-    def mine(self, map: Mapping[str, Any]) -> list[list[int]]:
-        """This rank's indices of each microbatch of ``map``, in buffer order."""
-        return [[int(i) for i in _dt.cell(map, self.module, self.replica, j)]
-                for j in range(int(map["microbatches"]))]
+    def mine(self, sample_map: Mapping[str, Any]) -> list[list[int]]:
+        """This rank's indices of each microbatch of ``sample_map``, in buffer order."""
+        return [[int(i) for i in _dt.cell(sample_map, self.module, self.replica, j)]
+                for j in range(int(sample_map["microbatches"]))]
 
     def global_batches(self) -> Iterator[list[int]]:
         batch: list[int] = []
@@ -274,7 +274,7 @@ class BatchSampler:
 
     def loader_batches(self, loader: Iterable[Any]) -> Iterator[tuple[dict[str, Any], list[Any]]]:
         """Iterates ``loader`` (a DataLoader whose ``batch_sampler`` is this
-        sampler) and yields, per global batch, ``(map, batches)``: the batch's
+        sampler) and yields, per global batch, ``(sample_map, batches)``: the batch's
         sample map and the loader's ``microbatches`` batches of it, in
         execution order. The map is the one the loaded indices came from,
         however far the loader prefetched. The loader must keep the
@@ -329,7 +329,7 @@ class Runner:
     microbatch; :meth:`run` reports the sum of this rank's losses. The
     output's dtype must be ``dtype`` (no silent cast on the wire).
 
-    ``shapes(map)``: the activation of each chain link for that batch, as
+    ``shapes(sample_map)``: the activation of each chain link for that batch, as
     :func:`disttrain.bind_rank` takes it (``elem_size`` is ``dtype``'s).
     ``params``: this rank's parameters; their gradients are summed over the
     rank's data-parallel group at the program's ``grad_sync`` ops (in
@@ -551,12 +551,12 @@ class Runner:
                 "invalid_argument", where)
         return yj
 
-    def bind(self, map: Mapping[str, Any]) -> dict[str, Any]:
-        """This rank's bound program for the batch of ``map``."""
+    def bind(self, sample_map: Mapping[str, Any]) -> dict[str, Any]:
+        """This rank's bound program for the batch of ``sample_map``."""
         elem = self._t.empty((), dtype=self.dtype).element_size()
-        self._shapes = shapes = [dict(s, elem_size=elem) for s in self.shapes(map)]
-        self._row_of = {int(i): r for r, i in enumerate(map["id"])}
-        return _dt.bind_rank(self.topology, map, shapes, self.rank, buckets=self.buckets,
+        self._shapes = shapes = [dict(s, elem_size=elem) for s in self.shapes(sample_map)]
+        self._row_of = {int(i): r for r, i in enumerate(sample_map["id"])}
+        return _dt.bind_rank(self.topology, sample_map, shapes, self.rank, buckets=self.buckets,
                              zero_bubble=self.zero_bubble, order="rendezvous")
 
     def _bucket_params(self, b: int) -> list[Any]:
@@ -578,15 +578,15 @@ class Runner:
             k, peer, tag = kinds[i], int(peers[i]), int(tags[i])
             jc = int(p["microbatch"][i]) * self.chunks + self._chunk_at_link(int(p["link"][i]))
             msg = _message(self._t, int(p["bytes"][i]), self.device)
-            if k == _KIND["send_act"] or k == _KIND["send_grad"]:
-                if k == _KIND["send_act"]:
+            if k == _K.send_act or k == _K.send_grad:
+                if k == _K.send_act:
                     src = y[jc] if p["phase"][i] == 0 else xin[jc]
                 else:
                     src = dx[jc] if p["phase"][i] == 0 else dy[jc]
                 _pack(src.detach().contiguous(), blocks[i], stamps[i], msg, self.dtype)
                 sends.append((peer, tag, msg))
             else:
-                recvs.append((peer, tag, msg, i, xin[jc] if k == _KIND["recv_act"] else dy[jc]))
+                recvs.append((peer, tag, msg, i, xin[jc] if k == _K.recv_act else dy[jc]))
         self.p2p.exchange(sends, [(peer, tag, msg) for peer, tag, msg, _, _ in recvs])
         for peer, _, msg, i, dest in recvs:
             if not self._t.equal(msg[:_STAMP_BYTES], stamps[i]):
@@ -601,9 +601,9 @@ class Runner:
                     "comm_error", where)
             _unpack(msg, blocks[i], dest, self.dtype)
 
-    def run(self, map: Mapping[str, Any], *, zero_grad: bool = True,
+    def run(self, sample_map: Mapping[str, Any], *, zero_grad: bool = True,
             sync: bool = True) -> dict[str, Any]:
-        """Runs one iteration on the batch of ``map``. Returns ``loss`` (the
+        """Runs one iteration on the batch of ``sample_map``. Returns ``loss`` (the
         sum of this rank's losses, a float: the last chain stage's and any
         stage's ``(output, loss)``; 0 on a rank with none), ``program`` and
         ``messages`` (point-to-point ops run).
@@ -615,12 +615,12 @@ class Runner:
         ``run(m1, sync=False); run(m2, zero_grad=False)``: the last call sums
         every batch's gradients over the DP group once, then steps."""
         torch, dist = self._t, self._dist
-        p = self.program = self.bind(map)
+        p = self.program = self.bind(sample_map)
         if zero_grad:
             for q in self.params:  # the gradients of this batch only
                 q.grad = None
         kinds, mbs, chunk_of = p["kind"], p["microbatch"], p["chunk"]
-        M, V = int(map["microbatches"]), self.chunks
+        M, V = int(sample_map["microbatches"]), self.chunks
         zeros = lambda n: torch.zeros(int(n), dtype=self.dtype, device=self.device)  # noqa: E731
         # Per (microbatch j, chunk c) at j * V + c:
         xin = [zeros(n) for n in p["input_elements"]]     # received input
@@ -631,8 +631,8 @@ class Runner:
         dx: list[Any] = [None] * (M * V)                  # input gradient B produced
         wait_w: list[Any] = [None] * (M * V)              # split: B's graph, for W
         blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
-        ids = [_dt.cell(map, self.module, self.replica, j) for j in range(M)]
-        recv_kinds = (_KIND["recv_act"], _KIND["recv_grad"])
+        ids = [_dt.cell(sample_map, self.module, self.replica, j) for j in range(M)]
+        recv_kinds = (_K.recv_act, _K.recv_grad)
         # Each message carries its plan stamp ahead of the payload, in one
         # message (the C++ executor sends it as a second one): programs bound
         # from different inputs (or issuing a pair's messages in different
@@ -662,11 +662,11 @@ class Runner:
                 i = end
                 continue
             o, i = i, i + 1
-            if k in (_KIND["F"], _KIND["B"], _KIND["W"]):
+            if k in (_K.F, _K.B, _K.W):
                 c = int(chunk_of[o])
                 vs, jc = self.virtual_stages[c], j * V + int(chunk_of[o])
                 last = vs == self._path_len - 1
-            if k == _KIND["F"]:
+            if k == _K.F:
                 xj = None
                 if vs > 0:
                     xj = x[jc] = xin[jc].detach().requires_grad_(True)
@@ -681,7 +681,7 @@ class Runner:
                         out, aux[jc] = out
                         loss += float(aux[jc].detach())
                     y[jc] = self._output(j, out, ids[j], p, c)
-            elif k == _KIND["B"]:
+            elif k == _K.B:
                 # The backward over the microbatch's output (with the received
                 # gradient) and its losses: whole, or (split, ZB-H1) only the
                 # input gradient, the graph kept for W.
@@ -705,7 +705,7 @@ class Runner:
                               else zeros(p["input_elements"][jc]))
                 aux[jc] = None
                 x[jc] = y[jc] = None
-            elif k == _KIND["W"]:
+            elif k == _K.W:
                 # The weight gradients of B's graph (autograd walks it again:
                 # torch.distributed.pipelining instead keeps B's intermediate
                 # gradients; same result, more compute).
@@ -714,10 +714,10 @@ class Runner:
                 if roots and ps:
                     torch.autograd.backward(roots, grads, inputs=ps)
                 wait_w[jc] = None
-            elif k in (_KIND["grad_sync_start"], _KIND["grad_sync_finish"],
-                       _KIND["optimizer_step"]) and not sync:
+            elif k in (_K.grad_sync_start, _K.grad_sync_finish,
+                       _K.optimizer_step) and not sync:
                 continue  # accumulating: no reduction, no step (see above)
-            elif k == _KIND["grad_sync_start"]:
+            elif k == _K.grad_sync_start:
                 b = int(p["bucket"][o])
                 ps = self._bucket_params(b)
                 if self._group is not None and ps:
@@ -725,7 +725,7 @@ class Runner:
                                       .reshape(-1) for q in ps])
                     reductions[b] = (dist.all_reduce(flat, group=self._group, async_op=True),
                                      flat, ps)
-            elif k == _KIND["grad_sync_finish"]:
+            elif k == _K.grad_sync_finish:
                 b = int(p["bucket"][o])
                 if b in reductions:
                     work, flat, ps = reductions.pop(b)
@@ -737,7 +737,7 @@ class Runner:
                             q.grad = torch.zeros_like(q)
                         q.grad.copy_(flat[at:at + n].view_as(q))
                         at += n
-            elif k == _KIND["optimizer_step"]:
+            elif k == _K.optimizer_step:
                 self._sync_tied()
                 synced = True
                 if self.step is not None:
@@ -747,7 +747,7 @@ class Runner:
                                    f"{_dt.OP_KINDS[k]}", "internal", "Runner.run")
             if self.record:
                 events.append((self.rank, o, ts, time.perf_counter() - t0,
-                               "wait" if k == _KIND["grad_sync_finish"] else "compute"))
+                               "wait" if k == _K.grad_sync_finish else "compute"))
         flush = getattr(self.p2p, "flush", None)
         if flush is not None:
             flush()
@@ -755,5 +755,5 @@ class Runner:
             self._sync_tied()
         return {"loss": loss, "program": p, "events": events,
                 "messages": int(sum(1 for k in kinds if k in recv_kinds) +
-                                sum(1 for k in kinds if k in (_KIND["send_act"],
-                                                              _KIND["send_grad"])))}
+                                sum(1 for k in kinds if k in (_K.send_act,
+                                                              _K.send_grad)))}

@@ -325,3 +325,28 @@ def test_trace_json_of_measured_events():
     with pytest.raises(disttrain.InvalidArgument) as e:
         disttrain.trace_json(t, cmap, shapes, [(0, 0, 0.0, 1.0, "idle")])
     assert e.value.where == "events[0].track"
+
+
+def test_op_kind_enum_and_no_builtin_shadowed():
+    """OpKind is built from the C++ names; no public function or method of
+    the package takes a parameter named like a builtin (``map``, ``id``, ...)."""
+    import builtins
+    import inspect
+
+    import disttrain.torch as dtt
+    assert [k.name for k in disttrain.OpKind] == list(disttrain.OP_KINDS)
+    t = disttrain.topology(MODULES)
+    cmap, shapes = batch(t)
+    p = disttrain.bind_rank(t, cmap, shapes, 0)
+    assert p["kind"][-1] == disttrain.OpKind.optimizer_step
+    shadowing = []
+    for mod in (disttrain, dtt):
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            fns = [obj] if inspect.isfunction(obj) else \
+                [f for _, f in inspect.getmembers(obj, inspect.isfunction)] \
+                if inspect.isclass(obj) and obj.__module__.startswith("disttrain") else []
+            for f in fns:
+                shadowing += [f"{f.__qualname__}({a})" for a in inspect.signature(f).parameters
+                              if hasattr(builtins, a)]
+    assert not shadowing, shadowing
