@@ -12,6 +12,8 @@
 // V model chunks per rank; microbatches a multiple of its pp), --microbatches
 // N, --batch N, --iterations N, --check
 // (iteration 0's gradients on every rank vs the single-process run),
+// --batched (each rank's program in rendezvous order, run by the executor's
+// batched mode: NCCL's way of issuing point-to-point ops, here over MPI),
 // --producers P (the last P ranks of the job load and send the samples:
 // data/producer_ranks.hpp; the others train).
 #include <cstdio>
@@ -36,7 +38,7 @@ namespace {
 
 struct options {
   std::map<std::string, int> degree;  // "enc-tp" ... "gen-dp": given on the command line
-  bool frozen_encoder = false, split_backward = false, check = false;
+  bool frozen_encoder = false, split_backward = false, check = false, batched = false;
   int microbatches = 0, batch = 12, iterations = 2, producers = 0, virtual_stages = 1;
 };
 
@@ -54,6 +56,8 @@ options parse(int argc, char** argv) {
       o.split_backward = true;
     else if (a == "--check")
       o.check = true;
+    else if (a == "--batched")
+      o.batched = true;
     else if (a == "--microbatches")
       o.microbatches = value();
     else if (a == "--batch")
@@ -145,7 +149,8 @@ int main(int argc, char** argv) {
         disttrain::reorder_options_of(topo, static_cast<std::uint32_t>(o.microbatches)));
     tiny_mllm::bound_host host(cfg, topo, me, {.lr = 2e-2}, 2);
     host.set_split_backward(o.split_backward);
-    disttrain::executor<disttrain::mpi_backend> exec(world);
+    disttrain::executor<disttrain::mpi_backend> exec(world, {.batched = o.batched});
+    const disttrain::message_rounds rounds(chain);  // --batched: the rendezvous order
     if (me == 0)
       std::printf("world %d ranks: %s; %d samples in %d microbatches per iteration\n", world.size(),
                   disttrain::describe(topo).c_str(), o.batch, o.microbatches);
@@ -157,8 +162,9 @@ int main(int argc, char** argv) {
       std::vector<disttrain::sample_meta> costs;
       for (const std::uint64_t id : ids) costs.push_back(tiny_mllm::reorder_costs(cfg, topo, id));
       const disttrain::reorder_result map = reorderer.assign(costs);
-      const auto mine =
+      auto mine =
           disttrain::bind_rank(topo, chain, map, tiny_mllm::link_shapes(cfg, topo, map), me);
+      if (o.batched) disttrain::order_for_rendezvous(mine.program, rounds);
       const auto co = topo.coord(me);
       host.begin(map, mine,
                  remote ? remote->fetch(static_cast<std::uint64_t>(k), map,

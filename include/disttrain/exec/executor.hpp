@@ -64,6 +64,18 @@
 /// with fresh backends where the transport cannot cancel sends (MPI; see
 /// docs/comm.md, "After a timeout").
 ///
+/// ## Batches
+/// Where a send waits for its receive and a rank's transfers share one
+/// stream (NCCL, `nccl_backend`), receives posted ahead block the sends
+/// behind them. With `exec_options::batched` the executor posts nothing
+/// ahead: at the first op of each `p2p_batches` batch it waits for the
+/// previous batch's sends, then posts the whole batch (sends and receives)
+/// inside `group_start()` / `group_end()`; each receive is waited for at its
+/// op as usual. The program must be in `order_for_rendezvous`'s order
+/// (schedule/rendezvous_order.hpp), which `validate_bound(w,
+/// p2p_semantics::rendezvous)` checks: bound as it is, interleaved 1F1B
+/// deadlocks there.
+///
 /// ## Stamps
 /// On host-memory backends each message is followed by its 32-byte stamp
 /// (`bound_op::stamp`), which the receiver checks before `received(b)`:
@@ -105,6 +117,12 @@ namespace disttrain {
 struct exec_options {
   bool overlap = true;                    ///< false: naive baseline (see the file comment)
   int recv_lookahead = -1;                ///< receive ops kept posted ahead; < 0: all, at the start
+  /// Issue each batch of point-to-point ops (`p2p_batches`) together,
+  /// inside the backend's `group_start()` / `group_end()`, after the previous
+  /// batch's sends completed, with no receive posted ahead: NCCL's way (see
+  /// the file comment, "Batches"); run programs in `order_for_rendezvous`'s
+  /// order. Ignores `recv_lookahead`.
+  bool batched = false;
   std::chrono::milliseconds timeout{-1};  ///< deadline of every wait; < 0: the backend's
   bool record = true;                     ///< record per-op events
 };
@@ -150,7 +168,11 @@ class executor {
       const bound_op& item = program[i];
       const schedule_op& op = item.op;
       st.current = i;
-      if (opts_.overlap) st.post_ahead(host);
+      if (opts_.batched) {
+        if (st.batch[i] >= 0 && (i == 0 || st.batch[i - 1] != st.batch[i])) st.issue_batch(host);
+      } else if (opts_.overlap) {
+        st.post_ahead(host);
+      }
       switch (op.kind) {
         case op_kind::forward: st.compute(op, [&] { host.forward(op); }); break;
         case op_kind::backward: st.compute(op, [&] { host.backward(op); }); break;
@@ -165,7 +187,9 @@ class executor {
         case op_kind::recv_act:
         case op_kind::recv_grad: st.receive(host, item); break;
         case op_kind::send_act:
-        case op_kind::send_grad: st.send(host, item); break;
+        case op_kind::send_grad:
+          if (!opts_.batched) st.send(host, item);  // batched: posted with its batch
+          break;
         case op_kind::grad_sync_start: st.sync_start(host, item); break;
         case op_kind::grad_sync_finish: st.sync_finish(host, op); break;
       }
@@ -242,6 +266,7 @@ class executor {
       for (std::size_t i = 0; i < program.size(); ++i)
         if (is_recv(program[i].op.kind)) recv_at.push_back(i);
       recvs.resize(recv_at.size());
+      if (e.opts_.batched) batch = p2p_batches(prog);
     }
     // The ranks this one exchanges with: point-to-point peers and the DP
     // group; both ends of every pair list each other.
@@ -262,6 +287,7 @@ class executor {
     std::vector<pending> recvs;        // parallel to recv_at
     std::size_t next_post = 0;         // next entry of recv_at to post
     std::deque<pending> sends;         // sends still in flight
+    std::vector<int> batch;            // batched: p2p_batches of the program
     std::map<int, bucket_state<T>> buckets;
     detail::abort_notices<B> notices;  // from and to this run's peers (see "Failures")
 
@@ -328,6 +354,31 @@ class executor {
                    : std::min(recv_at.size(), reached + static_cast<std::size_t>(look));
       for (; next_post < until; ++next_post)
         if (!recvs[next_post].posted) post_receive(host, next_post);
+    }
+
+    // Batched (see "Batches"): the batch starting at `current` once the
+    // previous batch's sends are done, in one group.
+    template <class H>
+    void issue_batch(H& host) {
+      const std::size_t first = current;
+      for (auto& p : sends)
+        if (!p.complete()) {
+          current = p.index;  // the wait is the send's
+          wait_all_of(program[p.index].op, p);
+        }
+      ex.b_->group_start();
+      for (std::size_t j = first; j < program.size() && batch[j] == batch[first]; ++j) {
+        current = j;
+        if (is_send(program[j].op.kind)) {
+          send(host, program[j]);
+        } else {
+          const auto k = static_cast<std::size_t>(
+              std::lower_bound(recv_at.begin(), recv_at.end(), j) - recv_at.begin());
+          post_receive(host, k);
+        }
+      }
+      ex.b_->group_end();
+      current = first;
     }
 
     template <class H>
