@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -60,15 +59,20 @@ def sample(i: int, dtype: torch.dtype) -> dict:
             "target": torch.as_tensor(g.standard_normal((seq, OUT_DIM)), dtype=dtype)}
 
 
+def costs_by(ids: np.ndarray, kit: Any) -> np.ndarray:
+    """The reorderer's costs, one row per sample: `kit.sample_costs` of each."""
+    return np.array([kit.sample_costs(kit.sample(int(i), torch.float64)) for i in ids])
+
+
+def sample_costs(s: dict) -> tuple[float, float, float]:
+    """Encoder ~ patches^2, backbone and generator ~ tokens."""
+    p = [len(x) for x in s["images"]]
+    seq = len(p) + len(s["text"])
+    return (sum(q * (1 + q) for q in p), seq, 1.0 + 0.1 * seq)
+
+
 def costs(ids: np.ndarray) -> np.ndarray:
-    """The reorderer's costs per sample: encoder ~ patches^2, backbone and generator ~ tokens."""
-    out = np.zeros((len(ids), 3))
-    for n, i in enumerate(ids):
-        s = sample(int(i), torch.float64)
-        p = [len(x) for x in s["images"]]
-        seq = len(p) + len(s["text"])
-        out[n] = (sum(q * (1 + q) for q in p), seq, 1.0 + 0.1 * seq)
-    return out
+    return costs_by(ids, sys.modules[__name__])
 
 
 # ---- the model ------------------------------------------------------------------
@@ -132,17 +136,22 @@ def stage_layers(pp: int, layers: Optional[list] = None, total: int = LAYERS
     return [(int(ends[s]), int(ends[s + 1])) for s in range(pp)]
 
 
-class Model(nn.Module):
-    """The whole model, built identically on every rank (seeded per module)."""
+class Pipeline(nn.Module):
+    """An encoder, backbone stages and a generator, built identically on every
+    rank (seeded per module); subclasses name the three classes and the seed."""
+    encoder_class: Any
+    stage_class: Any
+    generator_class: Any
+    seed: int
 
     def __init__(self, stages: list[tuple[int, int]], dtype: torch.dtype) -> None:
         super().__init__()
-        torch.manual_seed(SEED)
-        self.encoder = Encoder()
-        torch.manual_seed(SEED + 1)
-        self.stages = nn.ModuleList(BackboneStage(a, b) for a, b in stages)
-        torch.manual_seed(SEED + 2)
-        self.generator = Generator()
+        torch.manual_seed(self.seed)
+        self.encoder = self.encoder_class()
+        torch.manual_seed(self.seed + 1)
+        self.stages = nn.ModuleList(self.stage_class(a, b) for a, b in stages)
+        torch.manual_seed(self.seed + 2)
+        self.generator = self.generator_class()
         self.to(dtype)
 
     def loss(self, batch: list[dict]) -> torch.Tensor:
@@ -155,15 +164,21 @@ class Model(nn.Module):
         return total / len(batch)
 
 
+class Model(Pipeline):
+    """This file's model."""
+    encoder_class, stage_class, generator_class, seed = Encoder, BackboneStage, Generator, SEED
+
+
 # ---- layout -----------------------------------------------------------------------
 
-def layout(args: argparse.Namespace, world: int) -> dict:
+def layout(args: argparse.Namespace, world: int, kit: Any) -> dict:
     flags = (args.enc_dp, args.bb_pp, args.bb_dp, args.gen_dp)
     tp = {"encoder": args.enc_tp, "backbone": args.bb_tp, "generator": args.gen_tp}
     if any(f is None for f in flags):
-        if any(f is not None for f in flags):
-            sys.exit("give all of --enc-dp --bb-pp --bb-dp --gen-dp, or none (the planner's)")
-        mods = planned_topology(world, args)
+        if any(f is not None for f in flags) or not hasattr(kit, "planned_topology"):
+            sys.exit("give all of --enc-dp --bb-pp --bb-dp --gen-dp"
+                     + (", or none (the planner's)" if hasattr(kit, "planned_topology") else ""))
+        mods = kit.planned_topology(world, args)
     else:
         enc, pp, bb, gen = flags
         mods = [{"name": "encoder", "role": "encoder", "dp": enc},
@@ -227,8 +242,12 @@ def planned_topology(world: int, args: argparse.Namespace) -> list[dict]:
 
 # ---- the trainer --------------------------------------------------------------------
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(kit: Any = None) -> int:
+    """Trains the model of `kit` (a module with DIM, LAYERS, sample, costs,
+    Model and, for the planner's layout, planned_topology; this one's by
+    default: examples/python/hf_mllm.py passes its own)."""
+    kit = kit if kit is not None else sys.modules[__name__]
+    ap = argparse.ArgumentParser(description=kit.__doc__.split("\n\n")[0])
     for f in ("--enc-dp", "--bb-pp", "--bb-dp", "--gen-dp", "--microbatches"):
         ap.add_argument(f, type=int)
     for f in ("--enc-tp", "--bb-tp", "--gen-tp"):
@@ -243,6 +262,9 @@ def main() -> int:
                     help="model chunks per backbone rank (interleaved 1F1B)")
     ap.add_argument("--zero-bubble", action="store_true",
                     help="ZB-H1's order, B and W apart (Runner zero_bubble)")
+    ap.add_argument("--same-batch", action="store_true",
+                    help="every iteration on the first batch (a loss that must fall)")
+    ap.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
     ap.add_argument("--fifo", action="store_true",
                     help="NCCL's matching on gloo: tags ignored, a pair's messages in issue "
                          "order, a send done once received (disttrain.torch.FifoP2P)")
@@ -253,7 +275,7 @@ def main() -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = (torch.bfloat16 if args.bf16 else torch.float32 if args.float32
              else torch.float64)
-    topo = layout(args, world)
+    topo = layout(args, world, kit)
     if args.microbatches is None:
         args.microbatches = 4
     if topo["world_size"] != world:
@@ -265,9 +287,9 @@ def main() -> int:
     V = args.virtual_stages
     # Virtual stage u = c * pp + s of the backbone holds chunk c of stage s
     # (Megatron-LM's assignment); one per stage without interleaving.
-    stages = (stage_layers(pp * V, total=max(LAYERS, pp * V)) if V > 1
-              else stage_layers(pp, getattr(args, "bb_layers", None)))
-    model = Model(stages, dtype)
+    stages = (stage_layers(pp * V, total=max(kit.LAYERS, pp * V)) if V > 1
+              else stage_layers(pp, getattr(args, "bb_layers", None), kit.LAYERS))
+    model = kit.Model(stages, dtype)
     chunks = ([model.stages[c * pp + me["stage"]] for c in range(V)] if role == "backbone"
               else [])
     part = (model.encoder if role == "encoder" else model.generator if role == "generator"
@@ -276,7 +298,7 @@ def main() -> int:
 
     def get(i: int) -> dict:
         if i not in samples:
-            samples[i] = sample(i, dtype)
+            samples[i] = kit.sample(i, dtype)
         return samples[i]
 
     def forward(j: int, x, ids: np.ndarray, chunk: int = 0):
@@ -287,7 +309,7 @@ def main() -> int:
         first = me["stage"] == 0 and chunk == 0 and role == "backbone"
         rows = [len(s["images"]) if first else len(s["images"]) + len(s["text"])
                 for s in batch]
-        h = torch.split(x.view(-1, DIM), rows) if batch else []
+        h = torch.split(x.view(-1, kit.DIM), rows) if batch else []
         if role == "backbone":
             return torch.cat([chunks[chunk](hi, s["text"]) for hi, s in zip(h, batch)]) if batch \
                 else torch.zeros(0, dtype=dtype)
@@ -299,18 +321,19 @@ def main() -> int:
         out = []
         for c, _ in topo["path"][:-1]:  # link v leaves virtual stage v (chain stage c)
             enc = topo["modules"][topo["chain"][c][0]]["role"] == "encoder"
-            out.append({"hidden": DIM, "rows": np.array(
+            out.append({"hidden": kit.DIM, "rows": np.array(
                 [len(s["images"]) + (0 if enc else len(s["text"])) for s in ss])})
         return out
 
-    sampler = BatchSampler(range(args.batch * args.iterations), args.batch, topo, rank, costs,
-                           args.microbatches)
+    order = (list(range(args.batch)) * args.iterations if args.same_batch
+             else range(args.batch * args.iterations))
+    sampler = BatchSampler(order, args.batch, topo, rank, kit.costs, args.microbatches)
     params = ([list(m.parameters()) for m in chunks] if role == "backbone" and V > 1
               else part.parameters())
     runner = Runner(topo, forward, shapes, params=params, dtype=dtype,
                     p2p=FifoP2P(timeout=60) if args.fifo else None,
                     zero_bubble=args.zero_bubble)
-    opt = torch.optim.Adam(part.parameters(), lr=1e-3)
+    opt = torch.optim.Adam(part.parameters(), lr=args.lr)
     if rank == 0:
         print(f"world {world} ranks: {topo['describe']}; {args.batch} samples in "
               f"{args.microbatches} microbatches per iteration", flush=True)
@@ -329,7 +352,7 @@ def main() -> int:
             print(f"iter {it}  loss {loss.item():.6f}  {out['messages']} messages on rank 0"
                   + (f", {w_ops} W ops" if args.zero_bubble else ""), flush=True)
         if it == 0 and args.check:
-            ref = Model(stages, dtype)
+            ref = kit.Model(stages, dtype)
             ref.loss([get(int(i)) for i in range(args.batch)]).backward()
             want = dict((n, p.grad) for n, p in ref.named_parameters())
             prefix = ("encoder." if role == "encoder" else "generator." if role == "generator"
