@@ -103,6 +103,7 @@ class BackboneStage(nn.Module):
         rope = self.rotary(x, pos)
         for layer in self.layers:
             x = layer(x, position_ids=pos, position_embeddings=rope)
+            x = x[0] if isinstance(x, tuple) else x  # transformers 4.x returns a tuple
         return (self.norm(x) if self.norm is not None else x)[0]
 
 
