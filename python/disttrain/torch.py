@@ -565,24 +565,24 @@ class Runner:
         n, k = len(ps), b % self.buckets
         return [q for i, q in enumerate(ps) if i * self.buckets // n == k]
 
-    def _exchange(self, p: Mapping[str, Any], ops: range, blocks: list, stamps: Any,
-                  bufs: tuple) -> None:
+    def _exchange(self, p: Mapping[str, Any], col: Mapping[str, list], ops: range, blocks: list,
+                  stamps: Any, bufs: tuple) -> None:
         """One batch of point-to-point ops ``ops``: packs the sends, runs the
         batch on the transport, checks each received stamp and unpacks."""
         xin, dy, y, dx = bufs
-        kinds, peers, tags, elements = p["kind"], p["peer"], p["tag"], p["elements"]
+        kinds, peers, tags, elements = col["kind"], col["peer"], col["tag"], col["elements"]
         sends, recvs = [], []
         for i in ops:
             if elements[i] == 0:
                 continue  # nothing to move (both sides skip it)
             k, peer, tag = kinds[i], int(peers[i]), int(tags[i])
-            jc = int(p["microbatch"][i]) * self.chunks + self._chunk_at_link(int(p["link"][i]))
-            msg = _message(self._t, int(p["bytes"][i]), self.device)
+            jc = col["microbatch"][i] * self.chunks + self._chunk_at_link(col["link"][i])
+            msg = _message(self._t, col["bytes"][i], self.device)
             if k == _K.send_act or k == _K.send_grad:
                 if k == _K.send_act:
-                    src = y[jc] if p["phase"][i] == 0 else xin[jc]
+                    src = y[jc] if col["phase"][i] == 0 else xin[jc]
                 else:
-                    src = dx[jc] if p["phase"][i] == 0 else dy[jc]
+                    src = dx[jc] if col["phase"][i] == 0 else dy[jc]
                 _pack(src.detach().contiguous(), blocks[i], stamps[i], msg, self.dtype)
                 sends.append((peer, tag, msg))
             else:
@@ -619,7 +619,10 @@ class Runner:
         if zero_grad:
             for q in self.params:  # the gradients of this batch only
                 q.grad = None
-        kinds, mbs, chunk_of = p["kind"], p["microbatch"], p["chunk"]
+        # The per-op columns as Python lists (indexing NumPy per op is slower).
+        col = {k: p[k].tolist() for k in ("kind", "peer", "tag", "elements", "microbatch", "link",
+                                           "bytes", "phase", "chunk", "batch", "bucket")}
+        kinds, mbs, chunk_of = col["kind"], col["microbatch"], col["chunk"]
         M, V = int(sample_map["microbatches"]), self.chunks
         zeros = lambda n: torch.zeros(int(n), dtype=self.dtype, device=self.device)  # noqa: E731
         # Per (microbatch j, chunk c) at j * V + c:
@@ -643,7 +646,7 @@ class Runner:
         reductions: dict[int, tuple[Any, Any, list[Any]]] = {}
         loss = 0.0
         synced = False  # the tied gradients (at the optimizer_step op)
-        batch = p["batch"]
+        batch = col["batch"]
         n_ops, i = len(kinds), 0
         events: list[tuple] = []  # record: (rank, op, start, end, track), seconds from t0
         t0 = time.perf_counter()
@@ -654,7 +657,7 @@ class Runner:
                 end = i
                 while end < n_ops and batch[end] == batch[i]:
                     end += 1
-                self._exchange(p, range(i, end), blocks, stamps, (xin, dy, y, dx))
+                self._exchange(p, col, range(i, end), blocks, stamps, (xin, dy, y, dx))
                 if self.record:  # the batch's ops share its interval
                     te = time.perf_counter() - t0
                     events += [(self.rank, b, ts, te, "wait" if kinds[b] in recv_kinds
@@ -718,7 +721,7 @@ class Runner:
                        _K.optimizer_step) and not sync:
                 continue  # accumulating: no reduction, no step (see above)
             elif k == _K.grad_sync_start:
-                b = int(p["bucket"][o])
+                b = col["bucket"][o]
                 ps = self._bucket_params(b)
                 if self._group is not None and ps:
                     flat = torch.cat([(q.grad if q.grad is not None else torch.zeros_like(q))
@@ -726,7 +729,7 @@ class Runner:
                     reductions[b] = (dist.all_reduce(flat, group=self._group, async_op=True),
                                      flat, ps)
             elif k == _K.grad_sync_finish:
-                b = int(p["bucket"][o])
+                b = col["bucket"][o]
                 if b in reductions:
                     work, flat, ps = reductions.pop(b)
                     work.wait()
