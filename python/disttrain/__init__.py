@@ -13,6 +13,7 @@ deterministic across processes, as in C++.
 from __future__ import annotations
 
 import enum as _enum
+import inspect as _inspect
 import json as _json
 import os as _os
 import threading as _threading
@@ -297,8 +298,11 @@ def _reorder_options(dp: Union[int, Sequence[int]], microbatches: int, *,
                      slot_search_budget: Optional[int] = None,
                      slot_search_below: Optional[int] = None,
                      exact_search_budget: Optional[int] = None,
+                     cut_search_budget: Optional[int] = None,
                      stages: Optional[Sequence[Any]] = None) -> str:
-    """The C++ reorder_options JSON text of :func:`reorder`'s arguments."""
+    """The C++ reorder_options JSON text of :func:`reorder`'s arguments: the
+    one list of the options (:func:`reorder` and :class:`Reorderer` take its
+    signature; python/tests/test_reorder.py checks it against the C++ fields)."""
     dps = [dp] if isinstance(dp, (int, _np.integer)) else list(dp)
     if names is not None and len(names) != len(dps):
         raise InvalidArgument(f"disttrain: invalid_argument at names: {len(names)} names for "
@@ -315,7 +319,8 @@ def _reorder_options(dp: Union[int, Sequence[int]], microbatches: int, *,
                    ("slots", slots), ("balance", balance), ("order", order),
                    ("order_budget", order_budget), ("slot_search_budget", slot_search_budget),
                    ("slot_search_below", slot_search_below),
-                   ("exact_search_budget", exact_search_budget)):
+                   ("exact_search_budget", exact_search_budget),
+                   ("cut_search_budget", cut_search_budget)):
         if v is not None:
             o[key] = v
     if stages is not None:
@@ -330,22 +335,9 @@ class Reorderer:
     between batches. Same arguments as :func:`reorder` minus the batch.
     Calls on one object are serialised (it releases the GIL while it works)."""
 
-    def __init__(self, dp: Union[int, Sequence[int]], microbatches: int, *,
-                 names: Optional[Sequence[str]] = None, max_samples: Any = None,
-                 max_tokens: Any = None, microbatch_group: Optional[int] = None,
-                 equal_count: Optional[bool] = None, slots: Optional[str] = None,
-                 balance: Optional[str] = None, order: Optional[str] = None,
-                 order_budget: Optional[int] = None, slot_search_budget: Optional[int] = None,
-                 slot_search_below: Optional[int] = None,
-                 exact_search_budget: Optional[int] = None,
-                 stages: Optional[Sequence[Any]] = None) -> None:
-        self._r = _core.Reorderer(_reorder_options(
-            dp, microbatches, names=names, max_samples=max_samples, max_tokens=max_tokens,
-            microbatch_group=microbatch_group,
-            equal_count=equal_count, slots=slots, balance=balance, order=order,
-            order_budget=order_budget, slot_search_budget=slot_search_budget,
-            slot_search_below=slot_search_below, exact_search_budget=exact_search_budget,
-            stages=stages))
+    def __init__(self, dp: Union[int, Sequence[int]], microbatches: int,
+                 **options: Any) -> None:
+        self._r = _core.Reorderer(_reorder_options(dp, microbatches, **options))
 
     @property
     def options(self) -> dict[str, Any]:
@@ -382,7 +374,8 @@ def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids
     best does not), ``balance`` (none, lpt, karmarkar_karp, refined), ``order``
     (identity, paper, search), ``order_budget``, ``slot_search_budget``,
     ``slot_search_below``, ``exact_search_budget`` (the exact finish's work
-    for the whole batch, which bounds a call's time; 0: none), ``stages``
+    for the whole batch, which bounds a call's time; 0: none),
+    ``cut_search_budget``, ``stages``
     (dicts or ``(module, forward_scale, backward_scale)`` tuples).
 
     Returns a dict whose arrays are in input row order: ``id`` uint64 ``(n,)``,
@@ -404,6 +397,23 @@ def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids
     c = _costs(costs)
     return r.assign(c, _ids(ids), _tokens(tokens, c))
 
+
+def _with_options(fn: Any, leading: Sequence[_inspect.Parameter]) -> None:
+    """Gives `fn` (taking ``**options``) the signature of `leading` plus
+    _reorder_options' keyword options, for help() and inspect."""
+    opts = [q for q in _inspect.signature(_reorder_options).parameters.values()
+            if q.kind is q.KEYWORD_ONLY]
+    fn.__signature__ = _inspect.Signature([*leading, *opts])
+
+
+_P = _inspect.Parameter
+_with_options(Reorderer.__init__, [
+    _P("self", _P.POSITIONAL_OR_KEYWORD), _P("dp", _P.POSITIONAL_OR_KEYWORD),
+    _P("microbatches", _P.POSITIONAL_OR_KEYWORD)])
+_with_options(reorder, [
+    _P("costs", _P.POSITIONAL_OR_KEYWORD), _P("dp", _P.POSITIONAL_OR_KEYWORD),
+    _P("microbatches", _P.POSITIONAL_OR_KEYWORD), _P("ids", _P.KEYWORD_ONLY, default=None),
+    _P("tokens", _P.KEYWORD_ONLY, default=None)])
 
 # reorder() keeps one C++ reorderer (its scratch buffers) per thread and option
 # set, as a C++ trainer keeps its reorderer: a call allocates no scratch space.

@@ -182,3 +182,18 @@ def test_exact_search_budget_is_an_option():
     assert full["iteration_time"] <= bare["iteration_time"]
     r = disttrain.Reorderer(dp, m, exact_search_budget=1000)
     assert r.options["exact_search_budget"] == 1000
+
+
+def test_reorder_options_are_the_cpp_fields():
+    """The one Python list of reorder options (reorder's and Reorderer's
+    signature) names every field of the C++ reorder_options, and no other."""
+    import inspect
+    py = {n for n, q in inspect.signature(disttrain.reorder).parameters.items()
+          if q.kind is q.KEYWORD_ONLY} - {"ids", "tokens"}
+    assert py == {n for n, q in inspect.signature(disttrain.Reorderer.__init__).parameters.items()
+                  if q.kind is q.KEYWORD_ONLY}
+    o = disttrain.Reorderer([2, 1], 4, max_samples=[3, 4], max_tokens=[0, 9]).options
+    cpp = set(o) - {"modules", "microbatches"}
+    per_module = set().union(*(set(m) for m in o["modules"])) - {"name", "dp"}
+    # names and dp are the modules' name and dp; every other field is an option
+    assert py == cpp | per_module | {"names"}, (sorted(py), sorted(cpp | per_module))
