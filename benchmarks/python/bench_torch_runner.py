@@ -175,6 +175,10 @@ def main() -> int:
         if args.trace is not None:
             print(f"  the runner's last iteration: {args.trace} (open in ui.perfetto.dev)")
         print(f"runner / torch.distributed.pipelining: {med['runner'] / med['torch']:.3f}")
+    # Every rank past its last message before any tears its process group down
+    # (gloo aborted one rank at exit, "terminate called without an active
+    # exception", once in the many runs of 2026-12-06 without it).
+    dist.barrier()
     dist.destroy_process_group()
     return 0 if e.item() <= 1e-5 else 1
 

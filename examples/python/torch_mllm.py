@@ -373,6 +373,10 @@ def main(kit: Any = None) -> int:
                 print(f"max relative gradient error: {e.item():.3g}\ncheck (limit {limit:g}): "
                       f"{'OK' if status == 0 else 'MISMATCH'}", flush=True)
         opt.step()
+    # Every rank past its last message before any tears its process group down
+    # (gloo aborted one rank at exit, "terminate called without an active
+    # exception", once in the many runs of 2026-12-06 without it).
+    dist.barrier()
     dist.destroy_process_group()
     return status
 
