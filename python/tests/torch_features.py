@@ -279,6 +279,7 @@ def main() -> int:
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     if mode in ("tied", "accumulate"):
         status = run_tied(accumulate=mode == "accumulate")
+        dist.barrier()  # every rank past its last message before teardown (as torch_mllm)
     elif mode == "disagreement":
         status = run_disagreement()
     elif mode == "reordered":
