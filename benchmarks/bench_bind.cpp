@@ -52,8 +52,8 @@
 #include "disttrain/model/workload.hpp"
 #include "disttrain/plan/planner.hpp"
 #include "disttrain/plan/request.hpp"
-#include "disttrain/schedule/rendezvous_order.hpp"
 #include "disttrain/reorder/reorderer.hpp"
+#include "disttrain/schedule/rendezvous_order.hpp"
 #include "harness.hpp"
 
 using namespace disttrain;
@@ -278,16 +278,14 @@ int main(int argc, char** argv) {
               quick);
     x.ops = w.num_ops();
     for (const int r : ranks)
-      x.ordered_rank_ms = std::max(x.ordered_rank_ms, ms_of(
-                                                          [&] {
-                                                            bound_rank b = bind_rank(
-                                                                *x.t, x.chain, map2, *x.shapes, r);
-                                                            order_for_rendezvous(
-                                                                b.program, message_rounds(x.chain));
-                                                            bench::do_not_optimize(
-                                                                b.program.ops.size());
-                                                          },
-                                                          quick));
+      x.ordered_rank_ms = std::max(
+          x.ordered_rank_ms, ms_of(
+                                 [&] {
+                                   bound_rank b = bind_rank(*x.t, x.chain, map2, *x.shapes, r);
+                                   order_for_rendezvous(b.program, message_rounds(x.chain));
+                                   bench::do_not_optimize(b.program.ops.size());
+                                 },
+                                 quick));
     bound_world c;
     x.copy_ms = ms_of([&] { c = w; }, quick);
     x.ordered_copy_ms = ms_of(
@@ -310,53 +308,53 @@ int main(int argc, char** argv) {
 
   const double load = bench::load_average();
   if (opt.json) {
-    nlohmann::json j{{"benchmark", "bind"},
-                     {"preset", preset},
-                     {"gpus", topo.world_size()},
-                     {"topology", describe(topo)},
-                     {"samples", samples},
-                     {"microbatches", microbatches},
-                     {"bind_rank_ms", rank_ms},
-                     {"bind_rank_cpu_ms", rank_cpu_ms},
-                     {"bind_rank_routes_only_cpu_ms", rank_routes_cpu_ms},
-                     {"bind_world_cpu_ms", world_cpu_ms},
-                     {"bind_world_routes_only_cpu_ms", world_routes_cpu_ms},
-                     {"reorder_cpu_ms", reorder_cpu_ms},
-                     {"reorder_plus_bind_rank_share_cpu", share_rank_cpu},
-                     {"bind_rank_rank", slowest},
-                     {"bind_rank_ops", rank_ops},
-                     {"bind_rank_routes_only_ms", rank_routes_ms},
-                     {"bind_rank_vs_routes", rank_ms / rank_routes_ms},
-                     {"bind_world_ms", world_ms},
-                     {"bind_world_fresh_ms", world_fresh_ms},
-                     {"bind_world_ops", world.num_ops()},
-                     {"bind_world_routes_only_ms", world_routes_ms},
-                     {"bind_world_vs_routes", world_ms / world_routes_ms},
-                     {"reorder_ms", reorder_ms},
-                     {"modelled_iteration_ms", iteration_ms},
-                     {"modelled_microbatches", planned.plan.num_microbatches},
-                     {"reorder_plus_bind_rank_share", share_rank},
-                     {"reorder_plus_bind_world_share", share_world},
-                     {"bind_rank_equals_world", agree},
-                     {"interleaved_topology", describe(topo2)},
-                     {"interleaved_microbatches", m2},
-                     {"interleaved_bind_rank_ms", inter.rank_ms},
-                     {"interleaved_bind_rank_cpu_ms", inter.rank_cpu_ms},
-                     {"interleaved_baseline_bind_rank_ms", plain2.rank_ms},
-                     {"interleaved_bind_rank_vs_plain", inter.rank_ms / plain2.rank_ms},
-                     {"interleaved_bind_world_ms", inter.world_ms},
-                     {"interleaved_bind_world_cpu_ms", inter.world_cpu_ms},
-                     {"interleaved_bind_world_fresh_ms", inter.world_fresh_ms},
-                     {"interleaved_baseline_bind_world_fresh_ms", plain2.world_fresh_ms},
-                     {"interleaved_baseline_bind_world_ms", plain2.world_ms},
-                     {"interleaved_bind_world_ops", inter.ops},
-                     {"interleaved_bind_world_vs_plain", inter.world_ms / plain2.world_ms},
-                     {"rendezvous_bind_rank_ms", {plain2.ordered_rank_ms, inter.ordered_rank_ms}},
-                     {"rendezvous_world_copy_ms", {plain2.copy_ms, inter.copy_ms}},
-                     {"rendezvous_world_copy_and_order_ms",
-                      {plain2.ordered_copy_ms, inter.ordered_copy_ms}},
-                     {"hash", fmt::format("{:016x}", hash)},
-                     {"load_average_1min", load}};
+    nlohmann::json j{
+        {"benchmark", "bind"},
+        {"preset", preset},
+        {"gpus", topo.world_size()},
+        {"topology", describe(topo)},
+        {"samples", samples},
+        {"microbatches", microbatches},
+        {"bind_rank_ms", rank_ms},
+        {"bind_rank_cpu_ms", rank_cpu_ms},
+        {"bind_rank_routes_only_cpu_ms", rank_routes_cpu_ms},
+        {"bind_world_cpu_ms", world_cpu_ms},
+        {"bind_world_routes_only_cpu_ms", world_routes_cpu_ms},
+        {"reorder_cpu_ms", reorder_cpu_ms},
+        {"reorder_plus_bind_rank_share_cpu", share_rank_cpu},
+        {"bind_rank_rank", slowest},
+        {"bind_rank_ops", rank_ops},
+        {"bind_rank_routes_only_ms", rank_routes_ms},
+        {"bind_rank_vs_routes", rank_ms / rank_routes_ms},
+        {"bind_world_ms", world_ms},
+        {"bind_world_fresh_ms", world_fresh_ms},
+        {"bind_world_ops", world.num_ops()},
+        {"bind_world_routes_only_ms", world_routes_ms},
+        {"bind_world_vs_routes", world_ms / world_routes_ms},
+        {"reorder_ms", reorder_ms},
+        {"modelled_iteration_ms", iteration_ms},
+        {"modelled_microbatches", planned.plan.num_microbatches},
+        {"reorder_plus_bind_rank_share", share_rank},
+        {"reorder_plus_bind_world_share", share_world},
+        {"bind_rank_equals_world", agree},
+        {"interleaved_topology", describe(topo2)},
+        {"interleaved_microbatches", m2},
+        {"interleaved_bind_rank_ms", inter.rank_ms},
+        {"interleaved_bind_rank_cpu_ms", inter.rank_cpu_ms},
+        {"interleaved_baseline_bind_rank_ms", plain2.rank_ms},
+        {"interleaved_bind_rank_vs_plain", inter.rank_ms / plain2.rank_ms},
+        {"interleaved_bind_world_ms", inter.world_ms},
+        {"interleaved_bind_world_cpu_ms", inter.world_cpu_ms},
+        {"interleaved_bind_world_fresh_ms", inter.world_fresh_ms},
+        {"interleaved_baseline_bind_world_fresh_ms", plain2.world_fresh_ms},
+        {"interleaved_baseline_bind_world_ms", plain2.world_ms},
+        {"interleaved_bind_world_ops", inter.ops},
+        {"interleaved_bind_world_vs_plain", inter.world_ms / plain2.world_ms},
+        {"rendezvous_bind_rank_ms", {plain2.ordered_rank_ms, inter.ordered_rank_ms}},
+        {"rendezvous_world_copy_ms", {plain2.copy_ms, inter.copy_ms}},
+        {"rendezvous_world_copy_and_order_ms", {plain2.ordered_copy_ms, inter.ordered_copy_ms}},
+        {"hash", fmt::format("{:016x}", hash)},
+        {"load_average_1min", load}};
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("bind: {} on {} GPUs: {}\n", preset, topo.world_size(), describe(topo));

@@ -194,9 +194,10 @@ int main(int argc, char** argv) {
         (void)disttrain::validate_bound(w);
         disttrain::order_for_rendezvous(w, chain);
         const auto rep = disttrain::validate_bound(w, disttrain::p2p_semantics::rendezvous);
-        std::printf("every rank's program: valid buffered, and in rendezvous order under NCCL's "
-                    "semantics (%zu messages)\n",
-                    rep.messages);
+        std::printf(
+            "every rank's program: valid buffered, and in rendezvous order under NCCL's "
+            "semantics (%zu messages)\n",
+            rep.messages);
       }
       if (k == 0 && o.check) {
         // The serial run on the same batch; every rank compares its gradients.

@@ -143,8 +143,9 @@ static_assert(disttrain::exec_host<toy_host>);
 // program's.
 void execute_world(const topology& t, const disttrain::pipeline_schedule& chain,
                    const disttrain::reorder_result& map,
-                   const std::vector<disttrain::link_shape>& sh, const disttrain::bound_world& world,
-                   disttrain::exec_options opts = {}, std::chrono::milliseconds timeout = 5000ms) {
+                   const std::vector<disttrain::link_shape>& sh,
+                   const disttrain::bound_world& world, disttrain::exec_options opts = {},
+                   std::chrono::milliseconds timeout = 5000ms) {
   disttrain::local_world lw(t.world_size(), {timeout});
   std::vector<std::vector<disttrain::exec_event>> events(static_cast<std::size_t>(t.world_size()));
   auto errors = disttrain::test::run_ranks(lw, [&](disttrain::local_backend& b) {

@@ -115,8 +115,8 @@ namespace disttrain {
 ///
 /// @snippet exec.cpp exec_options
 struct exec_options {
-  bool overlap = true;                    ///< false: naive baseline (see the file comment)
-  int recv_lookahead = -1;                ///< receive ops kept posted ahead; < 0: all, at the start
+  bool overlap = true;      ///< false: naive baseline (see the file comment)
+  int recv_lookahead = -1;  ///< receive ops kept posted ahead; < 0: all, at the start
   /// Issue each batch of point-to-point ops (`p2p_batches`) together,
   /// inside the backend's `group_start()` / `group_end()`, after the previous
   /// batch's sends completed, with no receive posted ahead: NCCL's way (see

@@ -86,8 +86,8 @@ class message_rounds {
         start_[index(o.kind, o.stage, o.chunk, o.microbatch)] =
             static_cast<std::int64_t>(t[i].start);
       else if (is_recv(c.kind[i]))  // it ends when its consumer starts
-        round_[index(c.kind[i] == op_kind::recv_act ? op_kind::forward : op_kind::backward,
-                     o.stage, o.chunk, o.microbatch)] = static_cast<std::int64_t>(t[i].end);
+        round_[index(c.kind[i] == op_kind::recv_act ? op_kind::forward : op_kind::backward, o.stage,
+                     o.chunk, o.microbatch)] = static_cast<std::int64_t>(t[i].end);
     }
   }
 
@@ -112,10 +112,9 @@ class message_rounds {
     const bool act = o.kind == op_kind::send_act || o.kind == op_kind::recv_act;
     const bool in = o.stage >= 0 && o.stage < stages_ && o.chunk >= 0 && o.chunk < chunks_ &&
                     o.microbatch >= 0 && o.microbatch < mbs_ && is_p2p(o.kind);
-    const std::int64_t r =
-        in ? round_[index(act ? op_kind::forward : op_kind::backward, o.stage, o.chunk,
-                          o.microbatch)]
-           : -1;
+    const std::int64_t r = in ? round_[index(act ? op_kind::forward : op_kind::backward, o.stage,
+                                             o.chunk, o.microbatch)]
+                              : -1;
     if (r < 0)
       fail(errc::invalid_argument, "message_rounds", "the chain moves no ",
            act ? "activation" : "gradient", " of (stage ", o.stage, ", chunk ", o.chunk, ", mb ",

@@ -117,9 +117,9 @@ void check_rendezvous(const bound_world& w, const compiled_program& c, std::stri
     }
     const op_index q = c.link[i];
     const auto peer = static_cast<std::size_t>(c.rank_of[q]);
-    report += cat("\n  rank ", r, " waits at ", name(i), " for rank ", peer, ", which ",
-                  blocked[peer] != 0 ? cat("waits at ", name(wait_op(peer)))
-                                     : std::string("has ended"));
+    report +=
+        cat("\n  rank ", r, " waits at ", name(i), " for rank ", peer, ", which ",
+            blocked[peer] != 0 ? cat("waits at ", name(wait_op(peer))) : std::string("has ended"));
   }
   if (stuck == 0) return;
   fail(errc::schedule_error, std::string(where),
