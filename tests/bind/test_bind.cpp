@@ -472,10 +472,7 @@ TEST_CASE("order_for_rendezvous: interleaved 1F1B as bound deadlocks on NCCL, or
     const auto& a = w.programs[r].ops;
     const auto& b = ordered.programs[r].ops;
     REQUIRE(std::is_permutation(a.begin(), a.end(), b.begin(), b.end()));
-    const auto compute = [](const disttrain::bound_op& o) {
-      return o.op.kind == op_kind::forward || o.op.kind == op_kind::backward ||
-             o.op.kind == op_kind::weight;
-    };
+    const auto compute = [](const disttrain::bound_op& o) { return disttrain::is_pass(o.op.kind); };
     std::vector<disttrain::bound_op> ca, cb;
     std::copy_if(a.begin(), a.end(), std::back_inserter(ca), compute);
     std::copy_if(b.begin(), b.end(), std::back_inserter(cb), compute);

@@ -73,6 +73,10 @@ constexpr bool is_compute(op_kind k) noexcept {
   return k == op_kind::forward || k == op_kind::backward || k == op_kind::weight ||
          k == op_kind::optimizer_step;
 }
+/// @brief True for F, B and W: a pass of one microbatch over one chunk.
+constexpr bool is_pass(op_kind k) noexcept {
+  return k == op_kind::forward || k == op_kind::backward || k == op_kind::weight;
+}
 /// @brief True for the four point-to-point kinds.
 constexpr bool is_p2p(op_kind k) noexcept {
   return k == op_kind::send_act || k == op_kind::recv_act || k == op_kind::send_grad ||

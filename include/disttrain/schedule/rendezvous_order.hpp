@@ -70,7 +70,7 @@ class message_rounds {
     const pipeline_schedule run = add_communication(chain);
     const detail::compiled_schedule c = detail::compile_schedule(run);
     std::vector<detail::interval> t(c.num_ops());
-    for (std::size_t i = 0; i < t.size(); ++i) t[i].end = is_compute(c.kind[i]) ? 1.0 : 0.0;
+    for (std::size_t i = 0; i < t.size(); ++i) t[i].end = is_pass(c.kind[i]) ? 1.0 : 0.0;
     detail::replay_state st;
     ensure(detail::replay(c, true, st, t.data()), "message_rounds",
            "the chain schedule deadlocks (validate_schedule names the op)");
@@ -82,7 +82,7 @@ class message_rounds {
                   -1);
     for (std::size_t i = 0; i < t.size(); ++i) {
       const schedule_op& o = c.op(run.ops, i);
-      if (is_compute(c.kind[i]))
+      if (is_pass(c.kind[i]))
         start_[index(o.kind, o.stage, o.chunk, o.microbatch)] =
             static_cast<std::int64_t>(t[i].start);
       else if (is_recv(c.kind[i]))  // it ends when its consumer starts
@@ -91,17 +91,10 @@ class message_rounds {
     }
   }
 
-  /// @brief Unit-time start of compute op (kind, stage, chunk, microbatch);
-  /// throws `invalid_argument` where the chain has no such op.
+  /// @brief Unit-time start of pass (kind, stage, chunk, microbatch) (F, B
+  /// or W); throws `invalid_argument` where the chain has no such op.
   [[nodiscard]] std::int64_t start(op_kind k, int stage, int chunk, int microbatch) const {
-    const bool in = stage >= 0 && stage < stages_ && chunk >= 0 && chunk < chunks_ &&
-                    microbatch >= 0 && microbatch < mbs_ && is_compute(k);
-    const std::int64_t s = in ? start_[index(k, stage, chunk, microbatch)] : -1;
-    if (s < 0)
-      fail(errc::invalid_argument, "message_rounds", "the chain has no ", to_string(k), "(stage ",
-           stage, ", chunk ", chunk, ", mb ", microbatch,
-           "): the program was bound from another chain");
-    return s;
+    return lookup(start_, k, stage, chunk, microbatch, is_pass(k), "pass");
   }
 
   /// @brief Round of point-to-point op `o`: the unit-time start of the op
@@ -110,21 +103,22 @@ class message_rounds {
   /// `invalid_argument` where the chain moves no such tensor.
   [[nodiscard]] std::int64_t round(const schedule_op& o) const {
     const bool act = o.kind == op_kind::send_act || o.kind == op_kind::recv_act;
-    const bool in = o.stage >= 0 && o.stage < stages_ && o.chunk >= 0 && o.chunk < chunks_ &&
-                    o.microbatch >= 0 && o.microbatch < mbs_ && is_p2p(o.kind);
-    const std::int64_t r = in ? round_[index(act ? op_kind::forward : op_kind::backward, o.stage,
-                                             o.chunk, o.microbatch)]
-                              : -1;
-    if (r < 0)
-      fail(errc::invalid_argument, "message_rounds", "the chain moves no ",
-           act ? "activation" : "gradient", " of (stage ", o.stage, ", chunk ", o.chunk, ", mb ",
-           o.microbatch, "): the program was bound from another chain");
-    return r;
+    return lookup(round_, act ? op_kind::forward : op_kind::backward, o.stage, o.chunk,
+                  o.microbatch, is_p2p(o.kind), act ? "message of F's output" : "message of B's");
   }
 
  private:
-  static constexpr bool is_compute(op_kind k) noexcept {
-    return k == op_kind::forward || k == op_kind::backward || k == op_kind::weight;
+  // table[index(k, stage, chunk, mb)], or invalid_argument naming `what`.
+  [[nodiscard]] std::int64_t lookup(const std::vector<std::int64_t>& table, op_kind k, int stage,
+                                    int chunk, int mb, bool valid, const char* what) const {
+    const bool in = valid && stage >= 0 && stage < stages_ && chunk >= 0 && chunk < chunks_ &&
+                    mb >= 0 && mb < mbs_;
+    const std::int64_t v = in ? table[index(k, stage, chunk, mb)] : -1;
+    if (v < 0)
+      fail(errc::invalid_argument, "message_rounds", "the chain has no ", what, " ", to_string(k),
+           "(stage ", stage, ", chunk ", chunk, ", mb ", mb,
+           "): the program was bound from another chain");
+    return v;
   }
   [[nodiscard]] std::size_t index(op_kind k, int stage, int chunk, int mb) const noexcept {
     const auto kind = static_cast<std::size_t>(k);  // forward 0, backward 1, weight 2
@@ -154,7 +148,7 @@ inline void order_for_rendezvous(bound_program& p, const message_rounds& r) {
   std::int64_t after = -3;  // 8 * (-1) + 5: before any compute
   for (std::size_t i = 0; i < n; ++i) {
     const schedule_op& o = p.ops[i].op;
-    if (o.kind == op_kind::forward || o.kind == op_kind::backward || o.kind == op_kind::weight) {
+    if (is_pass(o.kind)) {
       const std::int64_t s = r.start(o.kind, o.stage, o.chunk, o.microbatch);
       key[i] = 8 * s + 4;
       after = 8 * s + 5;
