@@ -224,3 +224,93 @@ TEST_CASE("sample placement and shape JSON round trip") {
   DISTTRAIN_CHECK_ERROR(disttrain::parse_json(R"({"replica": []})").get<sample_placement>(),
                         errc::parse_error, "sample_placement.replicas");
 }
+
+TEST_CASE("plan_routes: fields of one link share one message set, each moves its own elements") {
+  using disttrain::route_field;
+  using disttrain::split_axis;
+  auto cases = disttrain::test::local_route_cases();
+  for (auto& c : disttrain::test::small_route_cases()) cases.push_back(c);
+  for (const auto& c : cases) {
+    INFO("case " << c.name);
+    // The case's activation, position ids (one int64 per row, split by rows)
+    // and a sequence length (one int32 per sample: only slice 0 of a hidden
+    // split has it, so it alone would skip pairs).
+    std::vector<route_field> fields{{c.shape, c.opts.split}};
+    fields.push_back({{c.shape.rows, 1, 8}, split_axis::rows});
+    fields.push_back(
+        {{std::vector<std::int64_t>(c.shape.rows.size(), 1), 1, 4}, split_axis::hidden});
+    const auto routes = disttrain::plan_routes(c.layout, c.from, c.pa, c.to, c.pb, fields, c.opts);
+    REQUIRE(routes.size() == 3);
+    for (std::size_t f = 0; f < routes.size(); ++f) {
+      INFO("field " << f);
+      auto cf = c;
+      cf.shape = fields[f].shape;
+      cf.opts.split = fields[f].split;
+      check_coverage(cf, routes[f]);
+      REQUIRE(routes[f].messages().size() == routes[0].messages().size());
+      CHECK(routes[f].total_messages() == routes[0].total_messages());
+      for (std::size_t i = 0; i < routes[0].messages().size(); ++i) {
+        const auto& a = routes[0].messages()[i];
+        const auto& b = routes[f].messages()[i];
+        CHECK(std::tie(a.src, a.dst, a.phase, a.index) == std::tie(b.src, b.dst, b.phase, b.index));
+      }
+    }
+    // Every message carries something, and every pair that some field alone
+    // would use is a message.
+    std::set<std::tuple<int, int, int>> pairs;
+    for (std::size_t i = 0; i < routes[0].messages().size(); ++i) {
+      std::int64_t e = 0;
+      for (const auto& r : routes) e += r.messages()[i].elements;
+      CHECK(e > 0);
+      const auto& m = routes[0].messages()[i];
+      pairs.insert({m.phase, m.src, m.dst});
+    }
+    for (const auto& f : fields) {
+      auto o = c.opts;
+      o.split = f.split;
+      const route_plan alone =
+          disttrain::plan_route(c.layout, c.from, c.pa, c.to, c.pb, f.shape, o);
+      for (const auto& m : alone.messages()) CHECK(pairs.count({m.phase, m.src, m.dst}) == 1);
+    }
+    // A rank's part is the whole route's messages of that rank, per field.
+    for (const auto& ri : routes[0].ranks()) {
+      auto o = c.opts;
+      o.for_rank = ri.rank;
+      const auto part = disttrain::plan_routes(c.layout, c.from, c.pa, c.to, c.pb, fields, o);
+      for (std::size_t f = 0; f < fields.size(); ++f) {
+        std::vector<disttrain::route_message> mine;
+        for (const auto& m : routes[f].messages())
+          if (m.src == ri.rank || m.dst == ri.rank) mine.push_back(m);
+        REQUIRE(part[f].messages().size() == mine.size());
+        for (std::size_t i = 0; i < mine.size(); ++i) {
+          CHECK(part[f].messages()[i].index == mine[i].index);
+          CHECK(part[f].messages()[i].pieces == mine[i].pieces);
+          CHECK(part[f].stamp(part[f].messages()[i]) == routes[f].stamp(mine[i]));
+        }
+      }
+    }
+    // One field is plan_route's route.
+    const auto one = disttrain::plan_routes(c.layout, c.from, c.pa, c.to, c.pb,
+                                            std::span(fields).first(1), c.opts);
+    const route_plan p = plan_of(c);
+    CHECK(one[0].fingerprint() == p.fingerprint());
+    REQUIRE(one[0].messages().size() == p.messages().size());
+    for (std::size_t i = 0; i < p.messages().size(); ++i)
+      CHECK(one[0].messages()[i].pieces == p.messages()[i].pieces);
+  }
+}
+
+TEST_CASE("plan_routes rejects no field and fields of different sample counts") {
+  const topology L({{"enc", encoder, 1, 1, 2}, {"llm", backbone, 2, 2, 3}});
+  const auto p2 = sample_placement::round_robin(4, 2);
+  const auto p3 = sample_placement::round_robin(4, 3);
+  const disttrain::activation_shape shape{{1, 2, 3, 4}, 8, 4};
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_routes(L, at(0, 0), p2, at(1, 0), p3, {}),
+                        errc::invalid_argument, "route.fields");
+  const std::vector<disttrain::route_field> bad{{shape}, {{{1, 2, 3}, 1, 8}}};
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_routes(L, at(0, 0), p2, at(1, 0), p3, bad),
+                        errc::invalid_argument, "route.fields[1].rows");
+  const std::vector<disttrain::route_field> neg{{shape}, {{{1, -2, 3, 4}, 1, 8}}};
+  DISTTRAIN_CHECK_ERROR(disttrain::plan_routes(L, at(0, 0), p2, at(1, 0), p3, neg),
+                        errc::invalid_argument, "route.fields[1].rows[1]");
+}

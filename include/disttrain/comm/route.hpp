@@ -45,6 +45,12 @@
 /// for one rank (`for_rank`), O(n S log(n S)) plus its own pieces.
 ///
 
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
 #include "disttrain/comm/detail/route_builder.hpp"
 #include "disttrain/comm/route_plan.hpp"
 #include "disttrain/comm/sample_placement.hpp"
@@ -66,20 +72,65 @@ namespace disttrain {
                                            const sample_placement& pb,
                                            const activation_shape& shape, route_options opts = {}) {
   detail::check_route(t, from, pa, to, pb, shape, opts);
-  detail::route_builder build(t, from, pa, to, pb, shape, opts);
-  route_plan plan;
-  plan.from_ = from;
-  plan.to_ = to;
-  plan.hidden_ = shape.hidden;
-  plan.elem_size_ = shape.elem_size;
-  plan.total_rows_ = shape.total_rows();
-  plan.for_rank_ = opts.for_rank;
-  plan.slices_ = build.slices();
-  const int crossing = build.crossing(plan.messages_);             // phase 0
-  plan.total_messages_ = build.fan_out(plan.messages_, crossing);  // phase 1
-  plan.ranks_ = build.ranks();
-  plan.fingerprint_ = build.fingerprint();
-  return plan;
+  return detail::make_route(t, from, pa, to, pb, shape, opts, {});
+}
+
+/// @brief One tensor of an activation with several (`plan_routes`).
+struct route_field {
+  activation_shape shape;
+  split_axis split = split_axis::hidden;  ///< replaces `route_options::split` for this field
+};
+
+/// @brief The routes of several tensors that travel together between the
+/// same two stages (a link's fields: hidden states, position ids, sequence
+/// lengths, ...), one per field, with **one message set**: piece (sample,
+/// slice) travels if any field's piece has elements, so every route has the
+/// same messages (src, dst, phase, index) in the same order, and a message
+/// of the link packs each field's part of it (`route_message::elements` may
+/// be 0 for a field). One field gives `plan_route`'s route. Throws like
+/// `plan_route`, the field named (`route.fields[1].rows[3]`), and
+/// `invalid_argument` for no field or fields of different sample counts.
+[[nodiscard]] inline std::vector<route_plan> plan_routes(
+    const topology& t, route_endpoint from, const sample_placement& pa, route_endpoint to,
+    const sample_placement& pb, std::span<const route_field> fields, route_options opts = {}) {
+  require(!fields.empty(), "route.fields", "needs at least one field");
+  std::vector<route_plan> out;
+  out.reserve(fields.size());
+  if (fields.size() == 1) {
+    opts.split = fields[0].split;
+    out.push_back(plan_route(t, from, pa, to, pb, fields[0].shape, opts));
+    return out;
+  }
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    opts.split = fields[f].split;
+    fields[f].shape.validate(cat("route.fields[", f, "]"));
+    require(
+        fields[f].shape.rows.size() == fields[0].shape.rows.size(),
+        [&] { return cat("route.fields[", f, "].rows"); }, "has ", fields[f].shape.rows.size(),
+        " samples, field 0 ", fields[0].shape.rows.size());
+    detail::check_route(t, from, pa, to, pb, fields[f].shape, opts);
+  }
+  const auto S = static_cast<std::size_t>(
+      std::lcm(std::int64_t{t.module(from.module).tp}, std::int64_t{t.module(to.module).tp}));
+  const std::size_t n = fields[0].shape.rows.size();
+  std::vector<char> occupied(n * S, 0);
+  for (const route_field& f : fields)
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t k = 0; k < S; ++k) {
+        const std::int64_t rows = f.shape.rows[s];
+        const bool has =
+            f.split == split_axis::hidden
+                ? rows > 0 &&
+                      detail::slice_bounds(f.shape.hidden, static_cast<int>(k), static_cast<int>(S))
+                              .second > 0
+                : detail::slice_bounds(rows, static_cast<int>(k), static_cast<int>(S)).second > 0;
+        occupied[s * S + k] = static_cast<char>(occupied[s * S + k] | (has ? 1 : 0));
+      }
+  for (const route_field& f : fields) {
+    opts.split = f.split;
+    out.push_back(detail::make_route(t, from, pa, to, pb, f.shape, opts, occupied));
+  }
+  return out;
 }
 
 /// @brief Route across module boundary `i` (`topology::boundary_group`: the

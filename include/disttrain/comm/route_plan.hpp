@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -99,6 +100,14 @@ struct route_rank_info {
   friend bool operator==(const route_rank_info&, const route_rank_info&) = default;
 };
 
+class route_plan;
+
+namespace detail {
+route_plan make_route(const topology&, route_endpoint, const sample_placement&, route_endpoint,
+                      const sample_placement&, const activation_shape&, const route_options&,
+                      std::span<const char>);
+}  // namespace detail
+
 /// @brief The transfer plan of one route (see the file comment).
 class route_plan {
  public:
@@ -187,9 +196,10 @@ class route_plan {
   [[nodiscard]] std::uint64_t stamp(const route_message& m) const noexcept;
 
  private:
-  friend route_plan plan_route(const topology&, route_endpoint, const sample_placement&,
-                               route_endpoint, const sample_placement&, const activation_shape&,
-                               route_options);
+  friend route_plan detail::make_route(const topology&, route_endpoint, const sample_placement&,
+                                       route_endpoint, const sample_placement&,
+                                       const activation_shape&, const route_options&,
+                                       std::span<const char>);
 
   [[nodiscard]] std::vector<int> select(int rank, int phase, bool sending) const {
     std::vector<int> out;

@@ -166,7 +166,7 @@ class route_builder {
  public:
   route_builder(const topology& t, route_endpoint from, const sample_placement& pa,
                 route_endpoint to, const sample_placement& pb, const activation_shape& shape,
-                const route_options& opts)
+                const route_options& opts, std::span<const char> occupied = {})
       : T_(t),
         from_(from),
         to_(to),
@@ -174,6 +174,7 @@ class route_builder {
         pb_(pb),
         shape_(shape),
         opts_(opts),
+        occupied_(occupied),
         A_(t.module(from.module)),
         B_(t.module(to.module)),
         S_(static_cast<int>(std::lcm(std::int64_t{A_.tp}, std::int64_t{B_.tp}))),
@@ -201,8 +202,7 @@ class route_builder {
       for (int s : pb_.samples(b)) {
         const int a = pa_.replica_of(s);
         for (int k = 0; k < S_; ++k) {
-          const route_piece pc = piece_of(s, k);
-          if (pc.elements() == 0) continue;
+          if (!present(s, k)) continue;
           const int src = rank_a(a, k % A_.tp);
           const int dst = rank_b(b, k % B_.tp);
           crossings_.push_back({key_of(src, dst), s, k});
@@ -328,6 +328,11 @@ class route_builder {
     for (std::int64_t r : shape_.rows) f.add(r);
     add_placement(f, pa_);
     add_placement(f, pb_);
+    // A field of several (plan_routes): which pieces travel depends on the others.
+    if (!occupied_.empty()) {
+      f.add(occupied_.size());
+      for (const char c : occupied_) f.add(c);
+    }
     return f.value();
   }
 
@@ -355,6 +360,14 @@ class route_builder {
   [[nodiscard]] bool wanted(int src, int dst) const noexcept {
     return opts_.for_rank < 0 || src == opts_.for_rank || dst == opts_.for_rank;
   }
+  // Whether piece (sample, slice) travels: it has elements or, in a route of
+  // several fields (plan_routes), some field's piece has.
+  [[nodiscard]] bool present(int sample, int slice) const {
+    if (!occupied_.empty())
+      return occupied_[static_cast<std::size_t>(sample) * static_cast<std::size_t>(S_) +
+                       static_cast<std::size_t>(slice)] != 0;
+    return piece_of(sample, slice).elements() != 0;
+  }
   // Slice `slice` of sample `sample`: a range of its columns or of its rows.
   [[nodiscard]] route_piece piece_of(int sample, int slice) const {
     const std::int64_t rows = shape_.rows[static_cast<std::size_t>(sample)];
@@ -373,6 +386,7 @@ class route_builder {
     // Offsets stay inside a buffer whose size check_route checked
     // (activation_shape::total_bytes); checked anyway, as they are cheap here.
     constexpr std::string_view w = "route.offset";
+    if (pc.elements() == 0) return;  // another field's piece makes it travel
     if (opts_.headers_only) {
       m.elements = checked_add(m.elements, pc.elements(), w);
       return;
@@ -399,6 +413,8 @@ class route_builder {
   const sample_placement& pb_;
   const activation_shape& shape_;
   const route_options& opts_;
+  std::span<const char>
+      occupied_;  // [sample S + slice]: travels (plan_routes); empty: has elements
   const topology_module& A_;
   const topology_module& B_;
   int S_;                                    // slices per sample
@@ -408,5 +424,26 @@ class route_builder {
   std::vector<crossing_piece> crossings_;  // phase 0's pieces, in generation order
   std::vector<char> carries_;  // [b TP_b + t]: TP rank t of replica b receives (so forwards)
 };
+
+/// Builds a checked route (check_route); `occupied` as route_builder's.
+inline route_plan make_route(const topology& t, route_endpoint from, const sample_placement& pa,
+                             route_endpoint to, const sample_placement& pb,
+                             const activation_shape& shape, const route_options& opts,
+                             std::span<const char> occupied) {
+  route_builder build(t, from, pa, to, pb, shape, opts, occupied);
+  route_plan plan;
+  plan.from_ = from;
+  plan.to_ = to;
+  plan.hidden_ = shape.hidden;
+  plan.elem_size_ = shape.elem_size;
+  plan.total_rows_ = shape.total_rows();
+  plan.for_rank_ = opts.for_rank;
+  plan.slices_ = build.slices();
+  const int crossing = build.crossing(plan.messages_);             // phase 0
+  plan.total_messages_ = build.fan_out(plan.messages_, crossing);  // phase 1
+  plan.ranks_ = build.ranks();
+  plan.fingerprint_ = build.fingerprint();
+  return plan;
+}
 
 }  // namespace disttrain::detail
