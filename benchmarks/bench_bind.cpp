@@ -69,23 +69,30 @@ double ms_of(const std::function<void()>& fn, bool quick, double* cpu_ms = nullp
   return 1e3 * wall;
 }
 
-// FNV-1a over every op of every program: kind, peer, microbatch, bytes, tag.
+// FNV-1a over every program: each op (kind, peer, microbatch, bytes, tag,
+// link, phase, message, stamp), the buffer sizes, virtual stages and DP
+// group: a refactor of bind must keep it.
 std::uint64_t hash_world(const bound_world& w) {
   std::uint64_t h = 1469598103934665603ULL;
-  const auto mix = [&](std::int64_t v) {
+  const auto mix = [&](auto x) {
+    const auto v = static_cast<std::uint64_t>(x);
     for (int i = 0; i < 8; ++i) {
-      h ^= static_cast<std::uint64_t>(v >> (8 * i)) & 0xFFU;
+      h ^= (v >> (8 * i)) & 0xFFU;
       h *= 1099511628211ULL;
     }
   };
-  for (const auto& p : w.programs)
+  for (const auto& p : w.programs) {
     for (const auto& b : p.ops) {
-      mix(static_cast<std::int64_t>(b.op.kind));
-      mix(b.op.peer);
-      mix(b.op.microbatch);
+      mix(static_cast<int>(b.op.kind));
+      for (const auto v : {b.op.peer, b.op.microbatch, b.tag, b.link, b.phase, b.message}) mix(v);
       mix(b.bytes);
-      mix(b.tag);
+      mix(b.stamp);
     }
+    for (const auto& v : {p.input_elements, p.output_elements})
+      for (const std::int64_t e : v) mix(e);
+    for (const int v : p.virtual_stages) mix(v);
+    for (const int r : p.dp_group) mix(r);
+  }
   return h;
 }
 
@@ -254,6 +261,7 @@ int main(int argc, char** argv) {
     double rank_ms = 0, rank_cpu_ms = 0, world_ms = 0, world_cpu_ms = 0, world_fresh_ms = 0;
     double ordered_rank_ms = 0, copy_ms = 0, ordered_copy_ms = 0;
     std::size_t ops = 0;
+    std::uint64_t hash = 0;
   };
   std::array<side, 2> sides{side{&topo, chain_program(topo, {.microbatches = m2}), &shapes_m2},
                             side{&topo2, chain_program(topo2, {.microbatches = m2}), &shapes2}};
@@ -277,6 +285,7 @@ int main(int argc, char** argv) {
         ms_of([&] { bench::do_not_optimize(bind_world(*x.t, x.chain, map2, *x.shapes).num_ops()); },
               quick);
     x.ops = w.num_ops();
+    x.hash = hash_world(w);
     for (const int r : ranks)
       x.ordered_rank_ms = std::max(
           x.ordered_rank_ms, ms_of(
@@ -354,6 +363,7 @@ int main(int argc, char** argv) {
         {"rendezvous_world_copy_ms", {plain2.copy_ms, inter.copy_ms}},
         {"rendezvous_world_copy_and_order_ms", {plain2.ordered_copy_ms, inter.ordered_copy_ms}},
         {"hash", fmt::format("{:016x}", hash)},
+        {"interleaved_hash", fmt::format("{:016x}", inter.hash)},
         {"load_average_1min", load}};
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -376,8 +386,8 @@ int main(int argc, char** argv) {
                "bind_world (into a new world)", world_fresh_ms);
     fmt::print(
         "  interleaved, 2 chunks per backbone device, {} microbatches ({} ops in the world; "
-        "plain 1F1B at {} microbatches as the baseline: {} ops):\n",
-        m2, inter.ops, m2, plain2.ops);
+        "plain 1F1B at {} microbatches as the baseline: {} ops; hash {:016x}):\n",
+        m2, inter.ops, m2, plain2.ops, inter.hash);
     fmt::print(
         "  {:<40} {:>9.3f} ms  cpu {:.3f} ms  (target <= 1 ms)  x{:.3f} plain bind_rank ({:.3f} "
         "ms)\n",
