@@ -107,7 +107,7 @@ std::size_t plan_routes_of(const topology& t, const reorder_result& map,
     const microbatch_placement mp = microbatch_placements(map, j);
     for (int link = 0; link + 1 < t.num_chain_stages(); ++link) {
       if (!all_links && link != c - 1 && link != c) continue;
-      const link_shape& ls = shapes[static_cast<std::size_t>(link)];
+      const link_field& ls = shapes[static_cast<std::size_t>(link)].fields.at(0);
       activation_shape a;
       a.hidden = ls.hidden;
       a.elem_size = ls.elem_size;

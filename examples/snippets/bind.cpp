@@ -112,8 +112,10 @@ void activation_buffers() {
   std::span<float> x = buf.input(3);  // microbatch 3's input, for F
   //! [activation_buffers]
   std::size_t rows = 0;
-  for (auto idx : sw.map.cell(0, 0, 3)) rows += static_cast<std::size_t>(sw.shapes[0].rows[idx]);
-  for (auto idx : sw.map.cell(0, 1, 3)) rows += static_cast<std::size_t>(sw.shapes[0].rows[idx]);
+  for (auto idx : sw.map.cell(0, 0, 3))
+    rows += static_cast<std::size_t>(sw.shapes[0].fields[0].rows[idx]);
+  for (auto idx : sw.map.cell(0, 1, 3))
+    rows += static_cast<std::size_t>(sw.shapes[0].fields[0].rows[idx]);
   check(x.size() == rows * 4, "the llm's first stage receives microbatch 3's rows of 4 floats");
 }
 

@@ -37,9 +37,10 @@ struct small_world {
     map = r.assign(batch);
     shapes.resize(static_cast<std::size_t>(topo.num_chain_stages() - 1));
     for (auto& l : shapes) {
-      l.hidden = 4;
-      l.elem_size = sizeof(float);
-      for (const auto& s : map.samples) l.rows.push_back(1 + static_cast<std::int64_t>(s.id % 3));
+      disttrain::link_field& f = l.fields.emplace_back();
+      f.hidden = 4;
+      f.elem_size = sizeof(float);
+      for (const auto& s : map.samples) f.rows.push_back(1 + static_cast<std::int64_t>(s.id % 3));
     }
   }
 };

@@ -42,11 +42,12 @@ inline std::vector<disttrain::link_shape> link_shapes(const config& c, const dis
   std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_links()));
   for (std::size_t l = 0; l < out.size(); ++l) {
     const auto from = t.module(t.chain_at(t.virtual_at(static_cast<int>(l)).first).first).role;
-    out[l].hidden = c.model_dim;
-    out[l].elem_size = sizeof(double);
+    disttrain::link_field& f = out[l].fields.emplace_back();
+    f.hidden = c.model_dim;
+    f.elem_size = sizeof(double);
     for (const auto& s : map.samples) {
       const sample_meta m = make_meta(c, s.id);
-      out[l].rows.push_back(from == disttrain::module_role::encoder ? m.num_images() : m.seq_len());
+      f.rows.push_back(from == disttrain::module_role::encoder ? m.num_images() : m.seq_len());
     }
   }
   return out;

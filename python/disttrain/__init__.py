@@ -30,7 +30,7 @@ __all__ = [
     "__version__", "presets", "plan", "plan_baseline", "heterogeneity", "evaluate", "simulate",
     "reorder",
     "Reorderer", "topology", "topology_of", "reorder_options_of", "reorderer_of", "bind_rank",
-    "validate_world", "trace_json", "TRACKS",
+    "validate_world", "trace_json", "TRACKS", "link_fields",
     "cell", "OP_KINDS", "OpKind", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
     "CommError", "Timeout", "Unsupported", "Internal",
 ]
@@ -497,6 +497,47 @@ def reorderer_of(t: Topology, microbatches: int, **options: Any) -> "Reorderer":
                      names=[m["name"] for m in o["modules"]], stages=o["stages"], **options)
 
 
+#: Keys of a field of a link (``shapes[l]["fields"][k]``) and their defaults.
+_FIELD_KEYS = {"name": None, "hidden": None, "rows": None, "elem_size": 4, "split": "hidden",
+               "differentiable": True}
+
+
+def link_fields(shape: Mapping[str, Any], link: int = 0) -> list[dict[str, Any]]:
+    """The fields of one link's shape, each a dict of :data:`_FIELD_KEYS`
+    with defaults filled in: a single-tensor shape (``hidden``, ``rows``,
+    ``elem_size``) is one field named ``"hidden"``; ``{"fields": [...]}``
+    lists them (``name``, ``hidden``, ``rows``, optional ``elem_size`` (4),
+    ``split`` (``"hidden"`` or ``"rows"``) and ``differentiable`` (True)).
+    Raises :class:`ParseError` naming an unknown key."""
+    def checked(d: Any, where: str, allowed: set, required: tuple) -> None:
+        if not isinstance(d, Mapping):
+            raise InvalidArgument(f"disttrain: invalid_argument at {where}: expected a dict, got "
+                                  f"{type(d).__name__}", "invalid_argument", where)
+        extra = sorted(set(d) - allowed)
+        if extra:
+            raise ParseError(f"disttrain: parse_error at {where}.{extra[0]}: unknown key "
+                             f"(allowed: {', '.join(sorted(allowed))})", "parse_error",
+                             f"{where}.{extra[0]}")
+        for k in required:
+            if k not in d:
+                raise ParseError(f"disttrain: parse_error at {where}.{k}: missing",
+                                 "parse_error", f"{where}.{k}")
+    if isinstance(shape, Mapping) and "fields" in shape:
+        checked(shape, f"shapes[{link}]", {"fields"}, ())
+        fs = shape["fields"]
+        if not isinstance(fs, Sequence) or isinstance(fs, (str, Mapping)) or not fs:
+            raise InvalidArgument(f"disttrain: invalid_argument at shapes[{link}].fields: expected "
+                                  f"a non-empty list of dicts", "invalid_argument",
+                                  f"shapes[{link}].fields")
+        out = []
+        for k, f in enumerate(fs):
+            checked(f, f"shapes[{link}].fields[{k}]", set(_FIELD_KEYS), ("name", "hidden", "rows"))
+            out.append({**_FIELD_KEYS, **f})
+        return out
+    checked(shape, f"shapes[{link}]", {"hidden", "rows", "elem_size"}, ("hidden", "rows"))
+    return [{**_FIELD_KEYS, **shape, "name": "hidden"}]
+
+
 def _bind_args(t: Topology, sample_map: Mapping[str, Any],
                shapes: Sequence[Mapping[str, Any]], buckets: int, split_backward: bool,
                zero_bubble: bool) -> tuple:
@@ -505,28 +546,36 @@ def _bind_args(t: Topology, sample_map: Mapping[str, Any],
         raise InvalidArgument("disttrain: invalid_argument at shapes: expected a list of dicts "
                               "(one per chain link)", "invalid_argument", "shapes")
     n = len(sample_map["id"])
-    rows = _np.zeros((len(shapes), n), dtype=_np.int64)
-    hidden, elem = [], []
-    for link, s in enumerate(shapes):
-        extra = sorted(set(s) - {"hidden", "rows", "elem_size"})
-        if extra:
-            raise ParseError(f"disttrain: parse_error at shapes[{link}].{extra[0]}: unknown key "
-                             f"(allowed: hidden, rows, elem_size)", "parse_error",
-                             f"shapes[{link}].{extra[0]}")
-        r = _np.asarray(s["rows"])
-        if r.shape != (n,) or r.dtype.kind not in "ui":
-            raise InvalidArgument(f"disttrain: invalid_argument at shapes[{link}].rows: expected "
-                                  f"{n} integers (one per sample of the map), got shape {r.shape} "
-                                  f"dtype {r.dtype}", "invalid_argument", f"shapes[{link}].rows")
-        rows[link] = r
-        hidden.append(int(s["hidden"]))
-        elem.append(int(s.get("elem_size", 4)))
+    fields = [link_fields(s, link) for link, s in enumerate(shapes)]
+    rows = _np.zeros((sum(len(fs) for fs in fields), n), dtype=_np.int64)
+    hidden, elem, names, split, diff = [], [], [], [], []
+    g = 0
+    for link, fs in enumerate(fields):
+        for k, f in enumerate(fs):
+            where = f"shapes[{link}]" + (f".fields[{k}]" if len(fs) > 1 else "")
+            r = _np.asarray(f["rows"])
+            if r.shape != (n,) or r.dtype.kind not in "ui":
+                raise InvalidArgument(f"disttrain: invalid_argument at {where}.rows: expected "
+                                      f"{n} integers (one per sample of the map), got shape "
+                                      f"{r.shape} dtype {r.dtype}", "invalid_argument",
+                                      f"{where}.rows")
+            if f["split"] not in ("hidden", "rows"):
+                raise InvalidArgument(f"disttrain: invalid_argument at {where}.split: must be "
+                                      f"'hidden' or 'rows', got {f['split']!r}",
+                                      "invalid_argument", f"{where}.split")
+            rows[g] = r
+            g += 1
+            hidden.append(int(f["hidden"]))
+            elem.append(int(f["elem_size"]))
+            names.append(str(f["name"]))
+            split.append(0 if f["split"] == "hidden" else 1)
+            diff.append(bool(f["differentiable"]))
     u32 = lambda a: _np.ascontiguousarray(a, dtype=_np.uint32)  # noqa: E731
     return (_topology_text(t), int(buckets), bool(split_backward), bool(zero_bubble),
             _np.ascontiguousarray(sample_map["id"], dtype=_np.uint64),
             u32(sample_map["microbatch"]), u32(sample_map["replica"]), u32(sample_map["offset"]),
             int(sample_map["microbatches"]), [int(d) for d in sample_map["dp"]], rows, hidden,
-            elem)
+            elem, [len(fs) for fs in fields], names, split, diff)
 
 
 _ORDERS = ("bound", "rendezvous")
@@ -554,15 +603,23 @@ def bind_rank(t: Topology, sample_map: Mapping[str, Any],
     the topology's modules that own ranks (:func:`reorderer_of`). ``shapes``:
     one dict per chain link (chain stage c -> c + 1): ``hidden`` (elements
     per row), ``rows`` (rows per sample, in the map's row order) and optional
-    ``elem_size`` (bytes per element, 4).
+    ``elem_size`` (bytes per element, 4); or, for a link that carries several
+    tensors, ``{"fields": [...]}`` with one such dict per field plus its
+    ``name`` and optional ``split`` (``"hidden"``/``"rows"``) and
+    ``differentiable`` (True; a field that is not travels forward only)
+    (:func:`link_fields`). All fields of a link travel in one message per
+    pair of ranks, each field's part at a multiple of 16 bytes.
 
     Returns a dict: ``rank``, ``chain_stage``, ``dp_group`` (ranks reducing
-    its gradient buckets), ``input_elements`` / ``output_elements`` (int64
-    per microbatch: the activation buffers received and sent), and one entry
+    its gradient buckets), ``fields`` (the most fields of a link at the
+    rank's ends), ``input_elements`` / ``output_elements`` (int64 per
+    (microbatch, chunk, field) at ``(j * chunks + c) * fields + f``: the
+    activation buffers received and sent, 0 past a link's fields), and one entry
     per op, in program order: ``kind`` (int32 codes into :data:`OP_KINDS`),
     ``stage``, ``microbatch``, ``peer`` (global rank, -1 for compute),
     ``bucket``, ``tag``, ``link``, ``phase`` (0 crossing, 1 TP fan-out),
-    ``message``, ``bytes`` and ``elements`` (int64), ``stamp`` (uint64: the
+    ``message``, ``bytes`` and ``elements`` (int64; elements of all fields
+    together), ``stamp`` (uint64: the
     message's plan stamp, equal in the sender's and the receiver's programs
     iff both were bound from the same inputs), ``batch`` (int32: the op's
     batch of point-to-point ops issued together, C++ ``p2p_batches``; -1 for
@@ -574,7 +631,11 @@ def bind_rank(t: Topology, sample_map: Mapping[str, Any],
     input, or output gradient, for a fan-out), a receive's copy the packed
     message into its destination buffer (the input, or the output gradient):
     ``dst[dst_offset + i * dst_ld + c] = src[src_offset + i * src_ld + c]``
-    for ``i < rows``, ``c < cols``. With ``index=True``, also ``index``: the
+    for ``i < rows``, ``c < cols``. ``parts``: per point-to-point op an
+    int64 ``(fields, 3)`` array, per field of its link ``(byte offset of its
+    part in the message, elements, blocks)``; ``blocks`` (and ``index``) list
+    the fields' blocks one field after the other, each field's in its own
+    element units and relative to its part. With ``index=True``, also ``index``: the
     same as one int64 array per message (8 bytes per element moved: for
     small programs and tests): a send is ``source[index]``, a receive
     ``destination[index] = message``. Buffers hold the replica's samples of

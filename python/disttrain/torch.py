@@ -65,22 +65,38 @@ def _block(t: Any, offset: int, rows: int, cols: int, ld: int) -> Any:
     return t.as_strided((rows, cols), (ld, 1), t.storage_offset() + offset)
 
 
-def _pack(src: Any, blocks: list, stamp: Any, msg: Any, dtype: Any) -> None:
-    """A send: the stamp (its 8 bytes, a uint8 tensor), then ``src``'s copy
-    blocks into the payload. A copy per block (a few per message, each rows of
-    a sample): faster than one index gather of the same elements
-    (benchmarks/python/bench_runner_pack.py)."""
+def _parts(msg: Any, parts: list, blocks: list, fields: list) -> Iterator[tuple]:
+    """Per field of a message with elements in it: (its field index, its part
+    of the payload as a flat tensor of the field's dtype, its copy blocks).
+    ``parts``: the op's ``(byte offset, elements, blocks)`` per field (the
+    program's ``parts``), ``fields``: the link's fields (with ``dtype``)."""
+    b0 = 0
+    for k, (off, n, nb) in enumerate(parts):
+        if n:
+            dt = fields[k]["dtype"]
+            at = _STAMP_BYTES + off
+            yield k, msg[at:at + n * fields[k]["itemsize"]].view(dt), blocks[b0:b0 + nb]
+        b0 += nb
+
+
+def _pack(srcs: list, blocks: list, parts: list, fields: list, stamp: Any, msg: Any) -> None:
+    """A send: the stamp (its 8 bytes, a uint8 tensor), then each field's copy
+    blocks from its buffer in ``srcs`` into its part of the payload. A copy
+    per block (a few per message, each rows of a sample): faster than one
+    index gather of the same elements (benchmarks/python/bench_runner_pack.py)."""
     msg[:_STAMP_BYTES] = stamp
-    out = msg[_STAMP_BYTES:].view(dtype)
-    for so, do, rows, cols, sl, dl in blocks:
-        _block(out, do, rows, cols, dl).copy_(_block(src, so, rows, cols, sl))
+    for k, out, bs in _parts(msg, parts, blocks, fields):
+        src = srcs[k]
+        for so, do, rows, cols, sl, dl in bs:
+            _block(out, do, rows, cols, dl).copy_(_block(src, so, rows, cols, sl))
 
 
-def _unpack(msg: Any, blocks: list, dst: Any, dtype: Any) -> None:
-    """A receive: the payload's copy blocks into ``dst``."""
-    payload = msg[_STAMP_BYTES:].view(dtype)
-    for so, do, rows, cols, sl, dl in blocks:
-        _block(dst, do, rows, cols, dl).copy_(_block(payload, so, rows, cols, sl))
+def _unpack(msg: Any, blocks: list, parts: list, fields: list, dsts: list) -> None:
+    """A receive: each field's part of the payload into its buffer in ``dsts``."""
+    for k, payload, bs in _parts(msg, parts, blocks, fields):
+        dst = dsts[k]
+        for so, do, rows, cols, sl, dl in bs:
+            _block(dst, do, rows, cols, dl).copy_(_block(payload, so, rows, cols, sl))
 
 
 def _wait(work: Any, timeout: Optional[float], where: str, what: str) -> None:
@@ -311,7 +327,9 @@ class Runner:
     ``forward(microbatch, x, ids)``: this rank's part of F on its samples
     ``ids`` (sample-map ids in buffer order; maybe empty). ``x`` is the
     received input, a flat tensor of the samples' ``rows x hidden`` blocks
-    (None on the first chain stage), with ``requires_grad``. It returns, on
+    (None on the first chain stage), with ``requires_grad``; for a link of
+    several fields (below), a dict ``{field name: flat tensor}``, the
+    differentiable fields with ``requires_grad``. It returns, on
     the last chain stage, the loss (a scalar: scale it as the trainer's loss,
     e.g. divided by the global batch); elsewhere the output, either
 
@@ -323,14 +341,22 @@ class Runner:
       (only its total size can be checked: rows in another order go
       undetected);
 
-    or ``(output, loss)``: the output as above plus a loss of this stage
+    for a link of several fields, a dict ``{field name: output as above}``
+    with every field of the link; or ``(output, loss)``: the output as above plus a loss of this stage
     (e.g. the LM loss on the backbone's last stage before a generator). B is
     autograd over every loss and output (with the received gradient) of the
     microbatch; :meth:`run` reports the sum of this rank's losses. The
     output's dtype must be ``dtype`` (no silent cast on the wire).
 
     ``shapes(sample_map)``: the activation of each chain link for that batch, as
-    :func:`disttrain.bind_rank` takes it (``elem_size`` is ``dtype``'s).
+    :func:`disttrain.bind_rank` takes it (``elem_size`` is ``dtype``'s), or
+    ``{"fields": [...]}`` for a link that carries several named tensors
+    (hidden states, position ids, sequence lengths, ...): per field its
+    ``name``, ``hidden``, ``rows``, and optional ``dtype`` (a torch dtype,
+    ``dtype`` by default), ``split`` and ``differentiable`` (True: its
+    gradient flows back; a field that is not, e.g. integer position ids,
+    travels forward only). All fields of a message travel in one
+    ``batch_isend_irecv`` entry, each at a 16-byte-aligned offset.
     ``params``: this rank's parameters; their gradients are summed over the
     rank's data-parallel group at the program's ``grad_sync`` ops (in
     ``buckets`` buckets); :meth:`run` clears them first. ``step``: called at
@@ -446,7 +472,7 @@ class Runner:
                         self._group = g
         self._tied = self._tied_groups(tied or {})
         self.program: Optional[dict[str, Any]] = None  #: the last iteration's bound program
-        self._shapes: list[Mapping[str, Any]] = []
+        self._links: list[dict[str, Any]] = []
         self._row_of: dict[int, int] = {}
 
     def _tied_groups(self, tied: Mapping[str, tuple[Sequence[int], Any]]) -> list[tuple]:
@@ -503,21 +529,40 @@ class Runner:
         raise _dt.Internal(f"disttrain: internal at Runner: rank {self.rank} is at neither "
                                 f"end of link {link}", "internal", "Runner")
 
-    def _output(self, j: int, out: Any, ids: _np.ndarray, p: Mapping[str, Any],
-                c: int = 0) -> Any:
-        """F's output of microbatch ``j`` (chunk ``c``) as the flat send buffer, checked."""
+    def _output(self, j: int, out: Any, ids: _np.ndarray, sizes: list, c: int = 0) -> list:
+        """F's output of microbatch ``j`` (chunk ``c``) as the flat send
+        buffer of each field of the output link, checked against ``sizes``
+        (the program's output elements per field)."""
+        where = "Runner.forward"
+        link = self._links[self.virtual_stages[c]]
+        fields = link["fields"]
+        if not link["multi"]:
+            return [self._flat(j, out, ids, fields[0], sizes[0], None)]
+        names = [f["name"] for f in fields]
+        if not isinstance(out, Mapping) or set(out) != set(names):
+            got = sorted(out) if isinstance(out, Mapping) else type(out).__name__
+            raise _dt.InvalidArgument(
+                f"disttrain: invalid_argument at {where}: microbatch {j} of rank {self.rank} "
+                f"returned {got}; its output link has fields {names}: return a dict with each",
+                "invalid_argument", where)
+        return [self._flat(j, out[f["name"]], ids, f, n, f["name"])
+                for f, n in zip(fields, sizes)]
+
+    def _flat(self, j: int, out: Any, ids: _np.ndarray, field: Mapping[str, Any], size: int,
+              name: Optional[str]) -> Any:
+        """One field of F's output as its flat send buffer, checked."""
         torch = self._t
         where = "Runner.forward"
-        at = j * self.chunks + c
+        what = "" if name is None else f" field {name!r}"
+        dtype = field["dtype"]
         if isinstance(out, Mapping):
-            link = self._shapes[self.virtual_stages[c]]
-            hidden, rows = int(link["hidden"]), link["rows"]
+            hidden, rows = int(field["hidden"]), field["rows"]
             want = [int(i) for i in ids]
             extra = sorted({int(k) for k in out} - set(want))
             if extra:
                 raise _dt.InvalidArgument(
                     f"disttrain: invalid_argument at {where}: microbatch {j} of rank {self.rank} "
-                    f"returned sample {extra[0]}, which is not one of its samples {want}",
+                    f"returned{what} sample {extra[0]}, which is not one of its samples {want}",
                     "invalid_argument", where)
             keyed = {int(k): v for k, v in out.items()}
             parts = []
@@ -525,39 +570,75 @@ class Runner:
                 if i not in keyed:
                     raise _dt.InvalidArgument(
                         f"disttrain: invalid_argument at {where}: microbatch {j} of rank "
-                        f"{self.rank} returned no output for sample {i}", "invalid_argument",
-                        where)
+                        f"{self.rank} returned{what} no output for sample {i}",
+                        "invalid_argument", where)
                 r = int(rows[self._row_of[i]])
                 if keyed[i].numel() != r * hidden:
                     raise _dt.InvalidArgument(
                         f"disttrain: invalid_argument at {where}: microbatch {j} of rank "
-                        f"{self.rank}: sample {i} has {keyed[i].numel()} elements, shapes() "
+                        f"{self.rank}:{what} sample {i} has {keyed[i].numel()} elements, shapes() "
                         f"gives it {r} rows x {hidden}", "invalid_argument", where)
                 parts.append(keyed[i].reshape(-1))
-            yj = torch.cat(parts) if parts else torch.zeros(0, dtype=self.dtype,
-                                                            device=self.device)
+            yj = torch.cat(parts) if parts else torch.zeros(0, dtype=dtype, device=self.device)
         else:
             yj = out.reshape(-1)
-        if yj.dtype != self.dtype:
+        if yj.dtype != dtype:
             raise _dt.InvalidArgument(
                 f"disttrain: invalid_argument at {where}: microbatch {j} of rank {self.rank} "
-                f"returned {yj.dtype}, the Runner's dtype is {self.dtype} (build the Runner with "
-                f"the model's dtype, or cast in forward)", "invalid_argument", where)
-        if yj.numel() != int(p["output_elements"][at]):
+                f"returned{what} {yj.dtype}, the "
+                + ("Runner's dtype is" if name is None else "field's dtype is")
+                + f" {dtype} (build the Runner with the model's dtype, or cast in forward)",
+                "invalid_argument", where)
+        if yj.numel() != int(size):
             raise _dt.InvalidArgument(
                 f"disttrain: invalid_argument at {where}: microbatch {j} of rank {self.rank} "
-                f"returned {yj.numel()} elements, its output buffer holds "
-                f"{int(p['output_elements'][at])} (rows x hidden per sample, from shapes)",
+                f"returned{what} {yj.numel()} elements, its output buffer holds "
+                f"{int(size)} (rows x hidden per sample, from shapes)",
                 "invalid_argument", where)
         return yj
 
+    def _link_shapes(self, sample_map: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """``shapes(sample_map)`` with element sizes from the dtypes; sets
+        ``self._links``: per link, whether it was given as fields and its
+        fields (:func:`disttrain.link_fields` plus ``dtype`` and ``itemsize``)."""
+        size = lambda dt: self._t.empty((), dtype=dt).element_size()  # noqa: E731
+        shapes, self._links = [], []
+        for link, s in enumerate(self.shapes(sample_map)):
+            multi = isinstance(s, Mapping) and "fields" in s
+            given = list(s["fields"]) if multi and isinstance(s["fields"], Sequence) else [s]
+            dtypes = [f.get("dtype", self.dtype) if isinstance(f, Mapping) else self.dtype
+                      for f in given]
+            if multi:
+                shapes.append({"fields": [dict({k: v for k, v in f.items() if k != "dtype"},
+                                               elem_size=size(dt))
+                                          if isinstance(f, Mapping) else f
+                                          for f, dt in zip(given, dtypes)]})
+            else:
+                shapes.append(dict(s, elem_size=size(self.dtype)))
+            fields = _dt.link_fields(shapes[-1], link)
+            for k, (f, dt) in enumerate(zip(fields, dtypes)):
+                f["dtype"], f["itemsize"] = dt, size(dt)
+                if f["differentiable"] and not dt.is_floating_point:
+                    where = f"shapes[{link}].fields[{k}].differentiable"
+                    raise _dt.InvalidArgument(
+                        f"disttrain: invalid_argument at {where}: field {f['name']!r} has dtype "
+                        f"{dt}, which has no gradient: set differentiable=False",
+                        "invalid_argument", where)
+            self._links.append({"multi": multi, "fields": fields})
+        return shapes
+
     def bind(self, sample_map: Mapping[str, Any]) -> dict[str, Any]:
         """This rank's bound program for the batch of ``sample_map``."""
-        elem = self._t.empty((), dtype=self.dtype).element_size()
-        self._shapes = shapes = [dict(s, elem_size=elem) for s in self.shapes(sample_map)]
+        shapes = self._link_shapes(sample_map)
         self._row_of = {int(i): r for r, i in enumerate(sample_map["id"])}
         return _dt.bind_rank(self.topology, sample_map, shapes, self.rank, buckets=self.buckets,
                              zero_bubble=self.zero_bubble, order="rendezvous")
+
+    def _fields_at(self, c: int) -> tuple[list, list]:
+        """The fields of chunk ``c``'s input link and of its output link (empty: none)."""
+        v = self.virtual_stages[c]
+        return (self._links[v - 1]["fields"] if v > 0 else [],
+                self._links[v]["fields"] if v + 1 < self._path_len else [])
 
     def _bucket_params(self, b: int) -> list[Any]:
         """Bucket ``b``: chunk ``b // buckets``'s parameters, split evenly."""
@@ -566,24 +647,27 @@ class Runner:
         return [q for i, q in enumerate(ps) if i * self.buckets // n == k]
 
     def _exchange(self, p: Mapping[str, Any], col: Mapping[str, list], ops: range, blocks: list,
-                  stamps: Any, bufs: tuple) -> None:
+                  parts: list, stamps: Any, bufs: tuple) -> None:
         """One batch of point-to-point ops ``ops``: packs the sends, runs the
         batch on the transport, checks each received stamp and unpacks."""
-        xin, dy, y, dx = bufs
+        xin, dy, y, dx = bufs  # per (microbatch, chunk): one tensor per field
         kinds, peers, tags, elements = col["kind"], col["peer"], col["tag"], col["elements"]
         sends, recvs = [], []
         for i in ops:
             if elements[i] == 0:
                 continue  # nothing to move (both sides skip it)
             k, peer, tag = kinds[i], int(peers[i]), int(tags[i])
-            jc = col["microbatch"][i] * self.chunks + self._chunk_at_link(col["link"][i])
+            link = col["link"][i]
+            jc = col["microbatch"][i] * self.chunks + self._chunk_at_link(link)
+            fields = self._links[link]["fields"]
             msg = _message(self._t, col["bytes"][i], self.device)
             if k == _K.send_act or k == _K.send_grad:
                 if k == _K.send_act:
                     src = y[jc] if col["phase"][i] == 0 else xin[jc]
                 else:
                     src = dx[jc] if col["phase"][i] == 0 else dy[jc]
-                _pack(src.detach().contiguous(), blocks[i], stamps[i], msg, self.dtype)
+                _pack([t.detach().contiguous() for t in src], blocks[i], parts[i], fields,
+                      stamps[i], msg)
                 sends.append((peer, tag, msg))
             else:
                 recvs.append((peer, tag, msg, i, xin[jc] if k == _K.recv_act else dy[jc]))
@@ -599,7 +683,7 @@ class Runner:
                     f"bound from different inputs (topology, sample map or shapes), or issue "
                     f"their messages in different orders; the received bytes are not used",
                     "comm_error", where)
-            _unpack(msg, blocks[i], dest, self.dtype)
+            _unpack(msg, blocks[i], parts[i], self._links[col["link"][i]]["fields"], dest)
 
     def run(self, sample_map: Mapping[str, Any], *, zero_grad: bool = True,
             sync: bool = True) -> dict[str, Any]:
@@ -623,17 +707,23 @@ class Runner:
         col = {k: p[k].tolist() for k in ("kind", "peer", "tag", "elements", "microbatch", "link",
                                            "bytes", "phase", "chunk", "batch", "bucket")}
         kinds, mbs, chunk_of = col["kind"], col["microbatch"], col["chunk"]
-        M, V = int(sample_map["microbatches"]), self.chunks
-        zeros = lambda n: torch.zeros(int(n), dtype=self.dtype, device=self.device)  # noqa: E731
-        # Per (microbatch j, chunk c) at j * V + c:
-        xin = [zeros(n) for n in p["input_elements"]]     # received input
-        dy = [zeros(n) for n in p["output_elements"]]     # received output gradient
-        x: list[Any] = [None] * (M * V)                   # the input F read (autograd leaf)
-        y: list[Any] = [None] * (M * V)                   # F's output (or loss)
+        M, V, F = int(sample_map["microbatches"]), self.chunks, int(p["fields"])
+        zeros = lambda n, f: torch.zeros(int(n), dtype=f["dtype"], device=self.device)  # noqa: E731
+        at_chunk = [self._fields_at(c) for c in range(V)]  # (input fields, output fields)
+        in_el = p["input_elements"].reshape(-1, F).tolist()
+        out_el = p["output_elements"].reshape(-1, F).tolist()
+        # Per (microbatch j, chunk c) at j * V + c, one tensor per field of the link:
+        xin = [[zeros(n, f) for n, f in zip(in_el[jc], at_chunk[jc % V][0])]
+               for jc in range(M * V)]                    # received input
+        dy = [[zeros(n, f) for n, f in zip(out_el[jc], at_chunk[jc % V][1])]
+              for jc in range(M * V)]                     # received output gradient
+        x: list[Any] = [None] * (M * V)                   # the input F read (autograd leaves)
+        y: list[Any] = [None] * (M * V)                   # F's output per field (or the loss)
         aux: list[Any] = [None] * (M * V)                 # a stage's own loss: (output, loss)
-        dx: list[Any] = [None] * (M * V)                  # input gradient B produced
+        dx: list[Any] = [None] * (M * V)                  # input gradient B produced, per field
         wait_w: list[Any] = [None] * (M * V)              # split: B's graph, for W
         blocks = [b.tolist() if b is not None else None for b in p["blocks"]]
+        parts = [b.tolist() if b is not None else None for b in p["parts"]]
         ids = [_dt.cell(sample_map, self.module, self.replica, j) for j in range(M)]
         recv_kinds = (_K.recv_act, _K.recv_grad)
         # Each message carries its plan stamp ahead of the payload, in one
@@ -657,7 +747,7 @@ class Runner:
                 end = i
                 while end < n_ops and batch[end] == batch[i]:
                     end += 1
-                self._exchange(p, col, range(i, end), blocks, stamps, (xin, dy, y, dx))
+                self._exchange(p, col, range(i, end), blocks, parts, stamps, (xin, dy, y, dx))
                 if self.record:  # the batch's ops share its interval
                     te = time.perf_counter() - t0
                     events += [(self.rank, b, ts, te, "wait" if kinds[b] in recv_kinds
@@ -672,7 +762,11 @@ class Runner:
             if k == _K.F:
                 xj = None
                 if vs > 0:
-                    xj = x[jc] = xin[jc].detach().requires_grad_(True)
+                    ins = at_chunk[c][0]
+                    x[jc] = [t.detach().requires_grad_(bool(f["differentiable"]))
+                             for t, f in zip(xin[jc], ins)]
+                    xj = (dict(zip((f["name"] for f in ins), x[jc]))
+                          if self._links[vs - 1]["multi"] else x[jc][0])
                 with torch.enable_grad():
                     out = (self.forward(j, xj, ids[j], chunk=c) if V > 1
                            else self.forward(j, xj, ids[j]))
@@ -683,29 +777,38 @@ class Runner:
                     if isinstance(out, tuple):
                         out, aux[jc] = out
                         loss += float(aux[jc].detach())
-                    y[jc] = self._output(j, out, ids[j], p, c)
+                    y[jc] = self._output(j, out, ids[j], out_el[jc], c)
             elif k == _K.B:
                 # The backward over the microbatch's output (with the received
                 # gradient) and its losses: whole, or (split, ZB-H1) only the
                 # input gradient, the graph kept for W.
+                ins, outs = at_chunk[c]
+                pairs = ([(y[jc], None)] if last else
+                         [(t, g) for t, g, f in zip(y[jc], dy[jc], outs) if f["differentiable"]])
                 roots, grads = [], []
-                for t, g in ((y[jc], None if last else dy[jc]), (aux[jc], None)):
+                for t, g in pairs + [(aux[jc], None)]:
                     if isinstance(t, torch.Tensor) and t.requires_grad:
                         roots.append(t)
                         grads.append(g)
-                xj = x[jc]
+                xs = x[jc] if x[jc] is not None else []
+                leaves = [t for t, f in zip(xs, ins) if f["differentiable"]]
                 if self.zero_bubble:
-                    dx[jc] = (torch.autograd.grad(roots, [xj], grads, retain_graph=True,
-                                                  allow_unused=True)[0]
-                              if roots and xj is not None else None)
-                    if dx[jc] is None:
-                        dx[jc] = zeros(p["input_elements"][jc])
+                    got = (torch.autograd.grad(roots, leaves, grads, retain_graph=True,
+                                               allow_unused=True)
+                           if roots and leaves else [None] * len(leaves))
                     wait_w[jc] = (roots, grads)
                 else:
                     if roots:
                         torch.autograd.backward(roots, grads)
-                    dx[jc] = (xj.grad if xj is not None and xj.grad is not None
-                              else zeros(p["input_elements"][jc]))
+                    got = [t.grad for t in leaves]
+                # Per input field: its gradient (zeros where none reached it;
+                # an empty tensor for a field that is not differentiable: its
+                # part of every gradient message is empty).
+                it, dx[jc] = iter(got), []
+                for q, f in enumerate(ins):
+                    g = next(it) if f["differentiable"] else None
+                    dx[jc].append(g if g is not None else
+                                  zeros(in_el[jc][q] if f["differentiable"] else 0, f))
                 aux[jc] = None
                 x[jc] = y[jc] = None
             elif k == _K.W:

@@ -179,9 +179,11 @@ std::vector<std::int64_t> block_rows(const std::vector<disttrain::kernels::copy_
 }
 
 // The program of one rank as flat columns (one entry per op) and, per
-// point-to-point op, its index array (see block_index).
+// point-to-point op, its copy blocks and index array (see block_index), each
+// the concatenation over the fields of its link, and its parts (per field:
+// byte offset in the message, elements, copy blocks).
 struct flat_program {
-  int rank = -1, chain_stage = -1;
+  int rank = -1, chain_stage = -1, fields = 1;
   std::vector<int> dp_group, virtual_stages;
   std::vector<std::int64_t> input_elements, output_elements;
   std::vector<std::int32_t> kind, stage, chunk, microbatch, peer, bucket, tag, link, phase, message;
@@ -191,6 +193,7 @@ struct flat_program {
   std::vector<char> p2p;                          // per op: point-to-point?
   std::vector<std::vector<std::int64_t>> blocks;  // per op: block_rows; empty for compute ops
   std::vector<std::vector<std::int64_t>> index;   // per op (if asked): block_index
+  std::vector<std::vector<std::int64_t>> parts;   // per op: (offset, elements, blocks) per field
   bool with_index = false;
 };
 
@@ -199,6 +202,7 @@ flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index)
   flat_program f;
   f.rank = p.rank;
   f.chain_stage = p.chain_stage;
+  f.fields = p.fields;
   f.dp_group = p.dp_group;
   f.virtual_stages = p.virtual_stages;
   f.input_elements = p.input_elements;
@@ -210,6 +214,7 @@ flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index)
     v->reserve(n);
   f.with_index = with_index;
   f.blocks.resize(n);
+  f.parts.resize(n);
   f.index.resize(with_index ? n : 0);
   for (std::size_t i = 0; i < n; ++i) {
     const disttrain::bound_op& b = p.ops[i];
@@ -228,14 +233,21 @@ flat_program flatten_program(const disttrain::bound_rank& mine, bool with_index)
     std::int64_t elements = 0;
     f.p2p.push_back(disttrain::is_p2p(b.op.kind) ? 1 : 0);
     if (f.p2p.back() != 0) {
-      const disttrain::route_message& m = mine.message_of(b);
-      elements = m.elements;
       const bool send = disttrain::is_send(b.op.kind);
-      const auto& blocks = send ? m.send_blocks : m.recv_blocks;
-      f.blocks[i] = block_rows(blocks);
-      if (with_index) {
-        f.index[i].assign(static_cast<std::size_t>(elements), -1);
-        block_index(blocks, send, elements, f.index[i].data());
+      const std::size_t fields = mine.routes_of(b).size();
+      for (std::size_t k = 0; k < fields; ++k) {
+        const disttrain::route_message& m = mine.message_of(b, k);
+        const auto& blocks = send ? m.send_blocks : m.recv_blocks;
+        const std::vector<std::int64_t> rows = block_rows(blocks);
+        f.blocks[i].insert(f.blocks[i].end(), rows.begin(), rows.end());
+        f.parts[i].insert(f.parts[i].end(), {mine.field_offset(b, k), m.elements,
+                                             static_cast<std::int64_t>(blocks.size())});
+        if (with_index) {
+          const std::size_t at = f.index[i].size();
+          f.index[i].resize(at + static_cast<std::size_t>(m.elements), -1);
+          block_index(blocks, send, m.elements, f.index[i].data() + at);
+        }
+        elements += m.elements;
       }
     }
     f.elements.push_back(elements);
@@ -247,6 +259,7 @@ nb::dict to_dict(flat_program&& f) {
   nb::dict d;
   d["rank"] = f.rank;
   d["chain_stage"] = f.chain_stage;
+  d["fields"] = f.fields;
   d["dp_group"] = f.dp_group;
   d["virtual_stages"] = f.virtual_stages;
   d["input_elements"] = to_numpy(std::move(f.input_elements));
@@ -277,13 +290,15 @@ nb::dict to_dict(flat_program&& f) {
     return out;
   };
   d["blocks"] = per_op(f.blocks, 6);
+  d["parts"] = per_op(f.parts, 3);
   if (f.with_index) d["index"] = per_op(f.index, 0);
   return d;
 }
 
 // What bind needs, read from the Python arrays: the topology, the sample map
-// (`rows` is (links, n) in the map's row order; `hidden` and `elem_size` one
-// entry per link) and chain_program(topology, {microbatches, split_backward, zero_bubble,
+// (`rows` is (fields, n) in the map's row order, the fields of every link in
+// link order; `hidden`, `elem_size`, `names`, `split` and `differentiable`
+// one entry per field, `fields` the count per link) and chain_program(topology, {microbatches, split_backward, zero_bubble,
 // buckets}).
 struct bind_inputs {
   disttrain::topology topo;
@@ -306,10 +321,14 @@ struct bind_args {
   i64_2d rows;
   std::vector<std::int64_t> hidden;
   std::vector<std::size_t> elem_size;
+  std::vector<std::size_t> fields;  // per link
+  std::vector<std::string> names;
+  std::vector<int> split;  // 0 hidden, 1 rows
+  std::vector<bool> differentiable;
 };
 
 bind_args cast_bind_args(const nb::tuple& t) {
-  disttrain::require(t.size() == 13, "bind_args", "has ", t.size(), " entries, need 13");
+  disttrain::require(t.size() == 17, "bind_args", "has ", t.size(), " entries, need 17");
   return {nb::cast<std::string>(t[0]),
           nb::cast<int>(t[1]),
           nb::cast<bool>(t[2]),
@@ -322,40 +341,55 @@ bind_args cast_bind_args(const nb::tuple& t) {
           nb::cast<std::vector<std::uint32_t>>(t[9]),
           nb::cast<i64_2d>(t[10]),
           nb::cast<std::vector<std::int64_t>>(t[11]),
-          nb::cast<std::vector<std::size_t>>(t[12])};
+          nb::cast<std::vector<std::size_t>>(t[12]),
+          nb::cast<std::vector<std::size_t>>(t[13]),
+          nb::cast<std::vector<std::string>>(t[14]),
+          nb::cast<std::vector<int>>(t[15]),
+          nb::cast<std::vector<bool>>(t[16])};
 }
 
 bind_inputs read_bind_inputs(const bind_args& a) {
   const auto& [topology_text, buckets, split_backward, zero_bubble, id, mb, replica, offset,
-               microbatches, dp, rows, hidden, elem_size] = a;
+               microbatches, dp, rows, hidden, elem_size, fields, names, split, differentiable] = a;
   bind_inputs in{read_topology(topology_text), {}, {}, {}};
   const auto order = id_order(id);
   in.map = read_map(id, mb, replica, offset, microbatches, dp, order);
   const auto links = static_cast<std::size_t>(in.topo.num_links());
-  disttrain::require(rows.shape(0) == links && rows.shape(1) == id.shape(0), "shapes.rows",
-                     "must be (", links, ", ", id.shape(0),
-                     ") (one row per link, one column per sample), got (", rows.shape(0), ", ",
-                     rows.shape(1), ")");
-  disttrain::require(hidden.size() == links, "shapes.hidden", "has ", hidden.size(),
-                     " entries, need ", links);
-  disttrain::require(elem_size.size() == links, "shapes.elem_size", "has ", elem_size.size(),
-                     " entries, need ", links);
+  disttrain::require(fields.size() == links, "shapes", "has ", fields.size(),
+                     " entries, need one per link (", links, ")");
+  std::size_t total = 0;
+  for (const std::size_t n : fields) total += n;
+  disttrain::require(rows.shape(0) == total && rows.shape(1) == id.shape(0), "shapes.rows",
+                     "must be (", total, ", ", id.shape(0),
+                     ") (one row per field of every link, one column per sample), got (",
+                     rows.shape(0), ", ", rows.shape(1), ")");
+  for (const std::size_t n :
+       {hidden.size(), elem_size.size(), names.size(), split.size(), differentiable.size()})
+    disttrain::require(n == total, "shapes", "has ", n, " field entries, need ", total);
   in.shapes.resize(links);
-  for (std::size_t l = 0; l < links; ++l) {
-    disttrain::require(hidden[l] >= 1, disttrain::cat("shapes.hidden[", l, "]"),
-                       "must be >= 1, got ", hidden[l]);
-    disttrain::require(elem_size[l] >= 1, disttrain::cat("shapes.elem_size[", l, "]"),
-                       "must be >= 1");
-    in.shapes[l].hidden = hidden[l];
-    in.shapes[l].elem_size = elem_size[l];
-    in.shapes[l].rows.resize(order.size());
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      const std::int64_t r = rows.data()[l * order.size() + order[i]];
-      disttrain::require(r >= 0, disttrain::cat("shapes.rows[", l, "][", order[i], "]"),
-                         "must be >= 0, got ", r);
-      in.shapes[l].rows[i] = r;
+  std::size_t g = 0;  // field index over all links
+  for (std::size_t l = 0; l < links; ++l)
+    for (std::size_t k = 0; k < fields[l]; ++k, ++g) {
+      const auto where = [&](const char* what) {
+        return fields[l] == 1 ? disttrain::cat("shapes[", l, "].", what)
+                              : disttrain::cat("shapes[", l, "].fields[", k, "].", what);
+      };
+      disttrain::require(hidden[g] >= 1, where("hidden"), "must be >= 1, got ", hidden[g]);
+      disttrain::require(elem_size[g] >= 1, where("elem_size"), "must be >= 1");
+      disttrain::link_field& f = in.shapes[l].fields.emplace_back();
+      f.name = names[g];
+      f.hidden = hidden[g];
+      f.elem_size = elem_size[g];
+      f.split = split[g] == 0 ? disttrain::split_axis::hidden : disttrain::split_axis::rows;
+      f.differentiable = differentiable[g];
+      f.rows.resize(order.size());
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const std::int64_t r = rows.data()[g * order.size() + order[i]];
+        disttrain::require(r >= 0, disttrain::cat(where("rows"), "[", order[i], "]"),
+                           "must be >= 0, got ", r);
+        f.rows[i] = r;
+      }
     }
-  }
   in.chain = disttrain::chain_program(in.topo, {.microbatches = static_cast<int>(microbatches),
                                                 .split_backward = split_backward,
                                                 .buckets = buckets,

@@ -236,7 +236,7 @@ def test_bind_errors():
     assert e.value.where == "bind.map.dp[0]"
     with pytest.raises(disttrain.InvalidArgument) as e:
         disttrain.bind_rank(t, cmap, shapes[:-1], 0)
-    assert e.value.where == "shapes.rows"
+    assert e.value.where == "shapes"
     bad = [dict(s) for s in shapes]
     bad[1]["rows"] = bad[1]["rows"][:-1]
     with pytest.raises(disttrain.InvalidArgument) as e:

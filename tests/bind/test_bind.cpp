@@ -61,9 +61,10 @@ constexpr std::int64_t hidden = 6;
 std::vector<disttrain::link_shape> shapes(const topology& t, const disttrain::reorder_result& map) {
   std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_links()));
   for (auto& l : out) {
-    l.hidden = hidden;
-    l.elem_size = sizeof(double);
-    for (const auto& s : map.samples) l.rows.push_back(1 + static_cast<std::int64_t>(s.id % 3));
+    disttrain::link_field& f = l.fields.emplace_back();
+    f.hidden = hidden;
+    f.elem_size = sizeof(double);
+    for (const auto& s : map.samples) f.rows.push_back(1 + static_cast<std::int64_t>(s.id % 3));
   }
   return out;
 }
@@ -521,7 +522,7 @@ TEST_CASE("programs bound from different sample maps of equal sizes fail, never 
     std::swap(b.samples[x].module[k].offset, b.samples[y].module[k].offset);
   }
   const auto sh = shapes(t, a);
-  REQUIRE(sh[0].rows == shapes(t, b)[0].rows);
+  REQUIRE(sh[0].fields[0].rows == shapes(t, b)[0].fields[0].rows);
   const auto wa = disttrain::bind_world(t, chain, a, sh);
   const auto wb = disttrain::bind_world(t, chain, b, sh);
   // Same peers, tags and bytes everywhere: only the stamps tell them apart.

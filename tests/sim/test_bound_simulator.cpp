@@ -86,10 +86,8 @@ bound_case bind_case(const topology& t, int n, int microbatches, std::int64_t ro
   }
   c.map = r.assign(batch);
   std::vector<disttrain::link_shape> shapes(static_cast<std::size_t>(t.num_chain_stages() - 1));
-  for (auto& s : shapes) {
-    s.hidden = 4;
-    s.rows.assign(c.map.samples.size(), rows);
-  }
+  for (auto& s : shapes)
+    s.fields = {{.hidden = 4, .rows = std::vector(c.map.samples.size(), rows)}};
   c.world = disttrain::bind_world(t, c.chain, c.map, shapes);
   return c;
 }

@@ -41,6 +41,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -57,25 +60,59 @@
 
 namespace disttrain {
 
-/// @brief The activation crossing one link (chain stage c -> c + 1).
-struct link_shape {
+/// @brief One named tensor of a link's activation (`link_shape`).
+struct link_field {
+  std::string name = "hidden";     ///< unique within its link
   std::int64_t hidden = 1;         ///< elements per row
   std::size_t elem_size = 4;       ///< bytes per element
   std::vector<std::int64_t> rows;  ///< per sample of the map (index into reorder_result::samples)
   split_axis split = split_axis::hidden;  ///< how a sample is sliced across TP ranks
+  /// Its gradient flows back along the reversed route (hidden states). A
+  /// field that is not (position ids, sequence lengths, masks, offsets)
+  /// travels forward only: its part of every gradient message is empty.
+  bool differentiable = true;
+
+  friend bool operator==(const link_field&, const link_field&) = default;
+};
+
+/// @brief The activation crossing one link (virtual stage v -> v + 1): one
+/// or more named fields (hidden states, position ids, sequence lengths, ...).
+/// Every field travels along the same sample map with one message set
+/// (`plan_routes`): a message of the link packs, per field in order, its
+/// part of that message, each part starting at a multiple of
+/// `field_alignment` bytes (`bound_rank::field_offset`). One field is the
+/// single-tensor link, packed as before.
+struct link_shape {
+  std::vector<link_field> fields;
 
   friend bool operator==(const link_shape&, const link_shape&) = default;
 };
+
+/// @brief Byte alignment of the second and later fields' parts in a message.
+inline constexpr std::int64_t field_alignment = 16;
+
+/// @brief Index of the field named `name` in `shape`; throws
+/// `invalid_argument` at `link_shape.fields` listing the names there are.
+[[nodiscard]] inline std::size_t field_index(const link_shape& shape, std::string_view name) {
+  for (std::size_t f = 0; f < shape.fields.size(); ++f)
+    if (shape.fields[f].name == name) return f;
+  std::string names;
+  for (const link_field& f : shape.fields)
+    names += cat(names.empty() ? "" : ", ", "'", f.name, "'");
+  fail(errc::invalid_argument, "link_shape.fields", "no field '", name, "' (fields: ", names, ")");
+}
 
 /// @brief A rank's bound program and the routes its messages belong to.
 struct bound_rank {
   bound_program program;
   /// Per microbatch j and chunk c, slot `(j * chunks + c) * 4 + k`: k = 0
-  /// the forward route into the chunk's virtual stage, 1 the backward route
-  /// out of it (input gradient), 2 the forward route out of it, 3 the
-  /// backward route into it (output gradient); each the rank's part of the
-  /// route (`route_plan::for_rank`). Routes a stage has no link for are empty.
-  std::vector<route_plan> routes;
+  /// the forward routes into the chunk's virtual stage, 1 the backward routes
+  /// out of it (input gradient), 2 the forward routes out of it, 3 the
+  /// backward routes into it (output gradient); one route per field of the
+  /// link (`plan_routes`; a gradient route of a field that is not
+  /// differentiable moves nothing), each the rank's part of the route
+  /// (`route_plan::for_rank`). Slots a stage has no link for are empty.
+  std::vector<std::vector<route_plan>> routes;
 
   /// @brief Slot in `routes` of microbatch j's route across `link` (forward
   /// or `backward`), for this rank at one of its ends.
@@ -85,17 +122,27 @@ struct bound_rank {
     return (j * static_cast<std::size_t>(program.chunks()) + static_cast<std::size_t>(chunk)) * 4 +
            static_cast<std::size_t>(k);
   }
-  /// @brief The route a point-to-point op of the program belongs to.
-  [[nodiscard]] const route_plan& route_of(const bound_op& b) const {
-    require(is_p2p(b.op.kind) && b.op.microbatch >= 0, "bound_rank.route_of", "op ", describe(b.op),
-            " is not point-to-point");
+  /// @brief The routes (one per field of its link) a point-to-point op of
+  /// the program belongs to.
+  [[nodiscard]] std::span<const route_plan> routes_of(const bound_op& b) const {
+    require(is_p2p(b.op.kind) && b.op.microbatch >= 0, "bound_rank.routes_of", "op ",
+            describe(b.op), " is not point-to-point");
     const bool grad = b.op.kind == op_kind::send_grad || b.op.kind == op_kind::recv_grad;
     return routes.at(slot_of(static_cast<std::size_t>(b.op.microbatch), b.link, grad));
   }
-  /// @brief The message of a point-to-point op (by its index in the whole route).
-  [[nodiscard]] const route_message& message_of(const bound_op& b) const {
-    return route_of(b).message(b.message);
+  /// @brief The route of field `field` a point-to-point op belongs to.
+  [[nodiscard]] const route_plan& route_of(const bound_op& b, std::size_t field = 0) const {
+    const std::span<const route_plan> rs = routes_of(b);
+    require_in_range(field, std::size_t{0}, rs.size() - 1, "bound_rank.field");
+    return rs[field];
   }
+  /// @brief Field `field`'s part of the message of a point-to-point op.
+  [[nodiscard]] const route_message& message_of(const bound_op& b, std::size_t field = 0) const {
+    return route_of(b, field).message(b.message);
+  }
+  /// @brief Byte offset of field `field`'s part in the message of `b`
+  /// (`field == ` the link's field count: the message's bytes).
+  [[nodiscard]] std::int64_t field_offset(const bound_op& b, std::size_t field) const;
 };
 
 namespace detail {
@@ -140,10 +187,24 @@ struct bind_context {
             " microbatches, the chain ", c.num_microbatches);
     require(s.size() == static_cast<std::size_t>(t.num_links()), "bind.shapes", "has ", s.size(),
             " entries, need one per link (", t.num_links(), ")");
-    for (std::size_t l = 0; l < s.size(); ++l)
+    for (std::size_t l = 0; l < s.size(); ++l) {
+      const std::vector<link_field>& fs = s[l].fields;
       require(
-          s[l].rows.size() == m.samples.size(), [&] { return cat("bind.shapes[", l, "].rows"); },
-          "has ", s[l].rows.size(), " entries, the map has ", m.samples.size(), " samples");
+          !fs.empty(), [&] { return cat("bind.shapes[", l, "].fields"); },
+          "is empty: a link carries at least one field");
+      for (std::size_t f = 0; f < fs.size(); ++f) {
+        const auto where = [&] { return cat("bind.shapes[", l, "].fields[", f, "]"); };
+        require(
+            fs[f].rows.size() == m.samples.size(), [&] { return cat(where(), ".rows"); }, "has ",
+            fs[f].rows.size(), " entries, the map has ", m.samples.size(), " samples");
+        require(
+            !fs[f].name.empty(), [&] { return cat(where(), ".name"); }, "is empty");
+        for (std::size_t g = 0; g < f; ++g)
+          require(
+              fs[g].name != fs[f].name, [&] { return cat(where(), ".name"); }, "'", fs[f].name,
+              "' is also field ", g, "'s name");
+      }
+    }
   }
 
   // The (module, stage) at virtual stage v.
@@ -151,32 +212,69 @@ struct bind_context {
     const auto [m, s] = topo.chain_at(topo.virtual_at(v).first);
     return {m, s};
   }
-  // The route of `link` in microbatch j, forward or backward; `o` gives
-  // for_rank and headers_only.
-  [[nodiscard]] route_plan route(int link, const microbatch_placement& mp, bool backward,
-                                 route_options o) const {
-    const link_shape& ls = shapes[static_cast<std::size_t>(link)];
-    activation_shape a;
-    a.hidden = ls.hidden;
-    a.elem_size = ls.elem_size;
-    a.rows.reserve(mp.samples.size());
-    for (const std::uint32_t idx : mp.samples) a.rows.push_back(ls.rows[idx]);
+  // The routes of `link` in microbatch j (one per field), forward or
+  // backward, into `out`; `o` gives for_rank and headers_only.
+  void routes(int link, const microbatch_placement& mp, bool backward, route_options o,
+              std::vector<route_plan>& out) const {
+    const std::vector<link_field>& fs = shapes[static_cast<std::size_t>(link)].fields;
     const route_endpoint up = endpoint(link), down = endpoint(link + 1);
     const sample_placement& pu = mp.module[static_cast<std::size_t>(topo.owning_index(up.module))];
     const sample_placement& pd =
         mp.module[static_cast<std::size_t>(topo.owning_index(down.module))];
-    o.split = ls.split;
+    const auto [from, pf, to, pt] =
+        backward ? std::tuple{down, &pd, up, &pu} : std::tuple{up, &pu, down, &pd};
     o.fan_out = true;
     o.backward = backward;
-    return backward ? plan_route(topo, down, pd, up, pu, a, o)
-                    : plan_route(topo, up, pu, down, pd, a, o);
+    // The field's rows in the microbatch (none for the gradient of a field
+    // that is not differentiable).
+    const auto shape_of = [&](const link_field& f) {
+      activation_shape a;
+      a.hidden = f.hidden;
+      a.elem_size = f.elem_size;
+      a.rows.reserve(mp.samples.size());
+      for (const std::uint32_t idx : mp.samples)
+        a.rows.push_back(backward && !f.differentiable ? 0 : f.rows[idx]);
+      return a;
+    };
+    if (fs.size() == 1) {
+      o.split = fs[0].split;
+      out.resize(1);
+      out[0] = plan_route(topo, from, *pf, to, *pt, shape_of(fs[0]), o);
+      return;
+    }
+    std::vector<route_field> fields;
+    fields.reserve(fs.size());
+    for (const link_field& f : fs) fields.push_back({shape_of(f), f.split});
+    out = plan_routes(topo, from, *pf, to, *pt, fields, o);
   }
 };
+
+// Offset of part `field` of message `i` of routes `rs` (`field ==
+// rs.size()`: the message's bytes), `elements(f)` giving field f's elements
+// in it: part 0 at 0, each later part at its predecessor's end rounded up to
+// field_alignment.
+template <class Elements>
+std::int64_t part_offset(std::span<const route_plan> rs, std::size_t field,
+                         const Elements& elements) {
+  std::int64_t end = 0;
+  for (std::size_t f = 0; f < field; ++f) {
+    if (f > 0)
+      end = checked_add(end, (field_alignment - end % field_alignment) % field_alignment,
+                        "bind.bytes");
+    end = checked_add(
+        end, checked_mul(elements(f), static_cast<std::int64_t>(rs[f].elem_size()), "bind.bytes"),
+        "bind.bytes");
+  }
+  if (field > 0 && field < rs.size())
+    end =
+        checked_add(end, (field_alignment - end % field_alignment) % field_alignment, "bind.bytes");
+  return end;
+}
 
 // One message of a rank on one route: what its bound op needs (its phase
 // is its list's: rank_messages).
 struct rank_message {
-  std::int64_t elements = 0;
+  std::int64_t bytes = 0;   // all fields' parts
   std::uint64_t stamp = 0;  // route_plan::stamp (bound_op::stamp)
   int peer = -1;            // the other end
   int index = -1;           // in the whole route (bound_op::message)
@@ -252,7 +350,7 @@ inline slot_table make_slot_table(std::span<const bound_program> progs, std::siz
 }
 
 // Indexes the messages of the routes `for_each_route` visits (as
-// fn(link, backward, route), one microbatch) for the ranks `local_of` maps to
+// fn(link, backward, routes), one route per field, one microbatch) for the ranks `local_of` maps to
 // 0..table.ranks-1 (-1: not indexed), with `slots` route slots per rank (4
 // per chunk) placed by `table`: a counting sort from route order to (rank,
 // slot, role) order, which keeps route order. Two visits of the routes
@@ -266,18 +364,20 @@ message_lists index_messages(const slot_table& table, std::size_t slots,
   out.begin.assign(table.ranks * out.slots * 4 + 1, 0);
   // Calls fn(entry, message, sending) for each (indexed rank, message).
   const auto visit = [&](const auto& fn) {
-    for_each_route([&](int link, bool bwd, const route_plan& rp) {
-      for (const route_message& m : rp.messages()) {
+    for_each_route([&](int link, bool bwd, std::span<const route_plan> rs) {
+      const std::vector<route_message>& ms = rs[0].messages();
+      for (std::size_t i = 0; i < ms.size(); ++i) {
+        const route_message& m = ms[i];
         // Roles in rank_messages order: recv0, send1, recv1, send0.
         if (const int r = local_of(m.src); r >= 0)
-          fn(std::size_t{table.at(link, bwd, r)} + (m.phase == 0 ? 3U : 1U), rp, m, true);
+          fn(std::size_t{table.at(link, bwd, r)} + (m.phase == 0 ? 3U : 1U), rs, i, true);
         if (const int r = local_of(m.dst); r >= 0)
-          fn(std::size_t{table.at(link, bwd, r)} + (m.phase == 0 ? 0U : 2U), rp, m, false);
+          fn(std::size_t{table.at(link, bwd, r)} + (m.phase == 0 ? 0U : 2U), rs, i, false);
       }
     });
   };
   bool outside = false;  // a message of a rank at neither end of its link
-  visit([&](std::size_t e, const route_plan&, const route_message&, bool) {
+  visit([&](std::size_t e, std::span<const route_plan>, std::size_t, bool) {
     outside |= e >= slot_table::none;
     ++out.begin[std::min<std::size_t>(e, out.begin.size() - 2) + 1];
   });
@@ -290,15 +390,21 @@ message_lists index_messages(const slot_table& table, std::size_t slots,
   }
   out.messages.resize(out.begin.back());
   // begin[e] is entry e's fill cursor, then (shifted back by one entry) its start again.
-  const route_message* last = nullptr;  // the sender's entry comes first: its stamp is reused
+  // The sender's entry comes first: its stamp and bytes are reused.
+  const route_message* last = nullptr;
   std::uint64_t stamp = 0;
-  visit([&](std::size_t e, const route_plan& rp, const route_message& m, bool sending) {
+  std::int64_t bytes = 0;
+  visit([&](std::size_t e, std::span<const route_plan> rs, std::size_t i, bool sending) {
+    const route_message& m = rs[0].messages()[i];
     if (&m != last) {
-      stamp = rp.stamp(m);
+      stamp = rs[0].stamp(m);
+      for (std::size_t f = 1; f < rs.size(); ++f)
+        stamp = splitmix64::mix(stamp ^ rs[f].stamp(rs[f].messages()[i]));
+      bytes =
+          part_offset(rs, rs.size(), [&](std::size_t f) { return rs[f].messages()[i].elements; });
       last = &m;
     }
-    out.messages[out.begin[e]++] =
-        rank_message{m.elements, stamp, sending ? m.dst : m.src, m.index};
+    out.messages[out.begin[e]++] = rank_message{bytes, stamp, sending ? m.dst : m.src, m.index};
   });
   for (std::size_t e = out.begin.size() - 1; e > 0; --e) out.begin[e] = out.begin[e - 1];
   out.begin[0] = 0;
@@ -306,16 +412,15 @@ message_lists index_messages(const slot_table& table, std::size_t slots,
 }
 
 // Where a transfer's messages sit: the chain stage and chunk of the op that
-// produced the tensor, the microbatch, the link whose shape it moves, the tag
-// its messages carry and that link's element size. Named fields, so that the
-// stage and the link (often adjacent numbers) cannot be swapped unseen.
+// produced the tensor, the microbatch, the link whose shape it moves and the
+// tag its messages carry. Named fields, so that the stage and the link
+// (often adjacent numbers) cannot be swapped unseen.
 struct message_site {
   int stage = 0;
   int chunk = 0;
   int microbatch = 0;
   int link = 0;
   int tag = 0;
-  std::size_t elem_size = 0;
 };
 
 // Appends one bound op per message of `ms`: `kind` in route phase `phase` at `at`.
@@ -324,7 +429,7 @@ inline void emit_messages(std::vector<bound_op>& out, const message_site& at,
   for (const rank_message& m : ms) {
     bound_op b;
     b.op = schedule_op::send(kind, at.stage, at.chunk, at.microbatch, m.peer);
-    b.bytes = checked_mul(m.elements, static_cast<std::int64_t>(at.elem_size), "bind.bytes");
+    b.bytes = m.bytes;
     b.tag = at.tag;
     b.link = at.link;
     b.phase = phase;
@@ -353,8 +458,7 @@ void emit_program(const bind_context& cx, bound_program& p, std::size_t messages
                         .chunk = chunk,
                         .microbatch = mb,
                         .link = link,
-                        .tag = cx.tags.p2p(v, grad, mb),
-                        .elem_size = cx.shapes[static_cast<std::size_t>(link)].elem_size};
+                        .tag = cx.tags.p2p(v, grad, mb)};
   };
   for (const schedule_op& o : cx.chain.ops[static_cast<std::size_t>(p.chain_stage)]) {
     const auto j = static_cast<std::size_t>(o.microbatch);
@@ -397,9 +501,9 @@ void emit_program(const bind_context& cx, bound_program& p, std::size_t messages
 // Binds the ranks `ranks` (all of whose links are in `links`, ascending):
 // per microbatch, plans the routes of `links` with `opts` (one rank's part,
 // or headers only for the world), records the ranks' buffer sizes, indexes
-// the ranks' messages and hands each route to `keep(j, link, backward,
-// route)` (an rvalue, or a const reference for a link whose route is an
-// earlier link's); then emits each rank's program. `ready(program)` sees each
+// the ranks' messages and hands each link's routes (one per field) to
+// `keep(j, link, backward, routes)` (an rvalue, or a const reference for a
+// link whose routes are an earlier link's); then emits each rank's program. `ready(program)` sees each
 // program once its rank, stages and chunks are set, before any `keep`.
 template <class Keep, class Ready>
 void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
@@ -425,8 +529,15 @@ void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
     max_chunks = std::max(max_chunks, p.virtual_stages.size());
     p.dp_group = topo.dp_group(me.module, me.stage, me.tp_rank);
     p.control_tag = cx.tags.control();
-    p.input_elements.assign(M * p.virtual_stages.size(), 0);
-    p.output_elements.assign(M * p.virtual_stages.size(), 0);
+    p.fields = 1;
+    for (const int v : p.virtual_stages)
+      for (const int link : {v - 1, v})
+        if (link >= 0 && link + 1 < cx.vstages)
+          p.fields = std::max(
+              p.fields, static_cast<int>(cx.shapes[static_cast<std::size_t>(link)].fields.size()));
+    const std::size_t entries = M * p.virtual_stages.size() * static_cast<std::size_t>(p.fields);
+    p.input_elements.assign(entries, 0);
+    p.output_elements.assign(entries, 0);
     ready(std::as_const(p));
   }
   const auto local = [&](int r) { return local_of[static_cast<std::size_t>(r)]; };
@@ -456,8 +567,9 @@ void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
   std::vector<message_lists> lists(M);
   const slot_table table =
       make_slot_table(std::span<const bound_program>(out), max_chunks * 4, topo.num_links());
-  std::vector<route_plan> routes(links.size() * 2);  // a copied link's stay empty
-  const auto route_of = [&](std::size_t i, int bwd) -> const route_plan& {
+  // Per link and direction, one route per field; a copied link's stay empty.
+  std::vector<std::vector<route_plan>> routes(links.size() * 2);
+  const auto route_of = [&](std::size_t i, int bwd) -> const std::vector<route_plan>& {
     const std::size_t owner = same[i] < 0 ? i : static_cast<std::size_t>(same[i]);
     return routes[owner * 2 + static_cast<std::size_t>(bwd)];
   };
@@ -467,19 +579,24 @@ void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
     for (std::size_t i = 0; i < links.size(); ++i)
       for (int bwd = 0; bwd < 2; ++bwd) {
         if (same[i] < 0)
-          routes[i * 2 + static_cast<std::size_t>(bwd)] = cx.route(links[i], mp, bwd != 0, opts);
-        const route_plan& rp = route_of(i, bwd);
+          cx.routes(links[i], mp, bwd != 0, opts, routes[i * 2 + static_cast<std::size_t>(bwd)]);
+        const std::vector<route_plan>& rs = route_of(i, bwd);
         if (bwd != 0) continue;
         // A forward route's receivers hold its destination buffer as their
-        // input, its senders its source buffer as their output.
-        for (const route_rank_info& info : rp.ranks()) {
+        // input, its senders its source buffer as their output (per field;
+        // every field's route has the same ranks).
+        for (const route_rank_info& info : rs[0].ranks()) {
           const int r = local(info.rank);
           if (r < 0) continue;
           bound_program& p = out[static_cast<std::size_t>(r)];
-          const auto at = j * p.virtual_stages.size() +
-                          static_cast<std::size_t>(p.chunk_at_link(links[i]).first);
-          if (info.dst_rows >= 0) p.input_elements[at] = rp.destination_elements(info.rank);
-          if (info.src_rows >= 0) p.output_elements[at] = rp.source_elements(info.rank);
+          const auto at = (j * p.virtual_stages.size() +
+                           static_cast<std::size_t>(p.chunk_at_link(links[i]).first)) *
+                          static_cast<std::size_t>(p.fields);
+          for (std::size_t f = 0; f < rs.size(); ++f) {
+            if (info.dst_rows >= 0)
+              p.input_elements[at + f] = rs[f].destination_elements(info.rank);
+            if (info.src_rows >= 0) p.output_elements[at + f] = rs[f].source_elements(info.rank);
+          }
         }
       }
     lists[j] = index_messages(
@@ -509,6 +626,13 @@ void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
 }
 
 }  // namespace detail
+
+inline std::int64_t bound_rank::field_offset(const bound_op& b, std::size_t field) const {
+  const std::span<const route_plan> rs = routes_of(b);
+  require_in_range(field, std::size_t{0}, rs.size(), "bound_rank.field");
+  return detail::part_offset(rs, field,
+                             [&](std::size_t f) { return rs[f].message(b.message).elements; });
+}
 
 /// @brief The program of global rank `rank` (see the file comment). Throws
 /// `invalid_argument` naming the field when the chain, the map or the shapes
@@ -567,7 +691,7 @@ inline void bind_world(const topology& topo, const pipeline_schedule& chain,
   w.name = chain.name;
   w.num_microbatches = chain.num_microbatches;
   detail::bind_ranks(
-      cx, ranks, links, headers, [](std::size_t, int, bool, const route_plan&) {},
+      cx, ranks, links, headers, [](std::size_t, int, bool, const std::vector<route_plan>&) {},
       [](const bound_program&) {}, w.programs);
 }
 

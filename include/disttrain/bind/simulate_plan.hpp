@@ -282,7 +282,8 @@ template <cost_model C>
     const auto mb = t.chain_at(t.virtual_at(static_cast<int>(l) + 1).first).first;
     const auto a = static_cast<std::size_t>(ma.value);
     const stage_config cfg = chunk_config(p, a, sa.value, ka);
-    link_shape& ls = out[l];
+    link_field& ls = out[l].fields.emplace_back();
+    ls.name = "activation";
     ls.hidden = columns;
     ls.elem_size = 1;
     ls.rows.reserve(map.samples.size());

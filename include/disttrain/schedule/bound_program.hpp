@@ -71,10 +71,15 @@ struct bound_program {
   /// Per model chunk, the virtual stage it runs (topology.hpp, "Virtual
   /// stages"): one entry, `chain_stage`'s, without interleaving.
   std::vector<int> virtual_stages;
-  /// Per (microbatch j, chunk k) at `j * chunks() + k`, elements of its
-  /// activation buffers: the input it receives (and the input gradient it
-  /// sends back) and the output it sends (and the output gradient it receives).
+  /// Per (microbatch j, chunk k, field f) at `(j * chunks() + k) * fields +
+  /// f`, elements of its activation buffers: the input it receives (and the
+  /// input gradient it sends back) and the output it sends (and the output
+  /// gradient it receives), per field of the link (bind/bind.hpp,
+  /// `link_shape`; 0 past a link's fields).
   std::vector<std::int64_t> input_elements, output_elements;
+  /// Entries per (microbatch, chunk) in `input_elements` / `output_elements`:
+  /// the most fields of a link at the rank's ends (1 for single-tensor links).
+  int fields = 1;
 
   /// @brief Model chunks of the rank (1 without interleaving).
   [[nodiscard]] int chunks() const noexcept { return static_cast<int>(virtual_stages.size()); }
