@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <set>
@@ -57,14 +58,28 @@ disttrain::reorder_result sample_map(const topology& t, int n, int microbatches)
 
 constexpr std::int64_t hidden = 6;
 
-// Rows of sample index i on every link: 1..3.
-std::vector<disttrain::link_shape> shapes(const topology& t, const disttrain::reorder_result& map) {
+// Rows of sample index i on every link: 1..3. With `fields`, each link also
+// carries "pos" (one value per row, not differentiable, split by rows) and
+// "aux" (one row of 2 per sample, differentiable, split by columns).
+std::vector<disttrain::link_shape> shapes(const topology& t, const disttrain::reorder_result& map,
+                                          bool fields = false) {
   std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_links()));
   for (auto& l : out) {
     disttrain::link_field& f = l.fields.emplace_back();
     f.hidden = hidden;
     f.elem_size = sizeof(double);
     for (const auto& s : map.samples) f.rows.push_back(1 + static_cast<std::int64_t>(s.id % 3));
+    if (!fields) continue;
+    l.fields.push_back({.name = "pos",
+                        .hidden = 1,
+                        .elem_size = sizeof(double),
+                        .rows = f.rows,
+                        .split = disttrain::split_axis::rows,
+                        .differentiable = false});
+    l.fields.push_back({.name = "aux",
+                        .hidden = 2,
+                        .elem_size = sizeof(double),
+                        .rows = std::vector<std::int64_t>(map.samples.size(), 1)});
   }
   return out;
 }
@@ -90,6 +105,7 @@ struct toy_host {
     return v;
   }
   // Sample ids of this replica in microbatch j, in placement order.
+  bool fields = false;  // the links carry "pos" and "aux" (see shapes)
   std::vector<std::uint64_t> ids(int j) const {
     std::vector<std::uint64_t> out;
     for (auto idx : map->cell(static_cast<std::size_t>(module_index),
@@ -97,22 +113,38 @@ struct toy_host {
       out.push_back(map->samples[idx].id);
     return out;
   }
+  // Position of row r of sample id after chain stage c (not differentiable).
+  static double pos(std::uint64_t id, std::int64_t r, int c) {
+    return static_cast<double>(id) * 1000.0 + static_cast<double>(r * 10 + c);
+  }
+  // Element (row, col) of field `field` of sample id: checks what arrived
+  // from stage c - 1, writes stage c's output.
+  void pass(const disttrain::schedule_op& op, int c, std::size_t field, std::int64_t width,
+            const std::function<std::int64_t(std::uint64_t)>& rows_of,
+            const std::function<double(std::uint64_t, std::int64_t, std::int64_t, int)>& v) {
+    auto x = buf.input(op.microbatch, op.chunk, field);
+    auto y = buf.output(op.microbatch, op.chunk, field);
+    std::size_t at = 0;
+    for (auto id : ids(op.microbatch))
+      for (std::int64_t r = 0; r < rows_of(id); ++r)
+        for (std::int64_t k = 0; k < width; ++k, ++at) {
+          if (c > 0 && x[at] != v(id, r, k, c - 1))
+            throw std::runtime_error(
+                disttrain::cat("stage ", c, " field ", field, " got ", x[at], " for sample ", id));
+          if (c + 1 < stages) y[at] = v(id, r, k, c);
+        }
+  }
   void forward(const disttrain::schedule_op& op) {
     ran.push_back(op);
     const int c = mine->program.virtual_stages.at(static_cast<std::size_t>(op.chunk));
-    auto x = buf.input(op.microbatch, op.chunk);
-    auto y = buf.output(op.microbatch, op.chunk);
-    std::size_t at = 0;
-    for (auto id : ids(op.microbatch)) {
-      const auto rows = 1 + static_cast<std::int64_t>(id % 3);
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t k = 0; k < hidden; ++k, ++at) {
-          if (c > 0 && x[at] != value(id, r, k, c - 1))
-            throw std::runtime_error(
-                disttrain::cat("stage ", c, " got ", x[at], " for sample ", id));
-          if (c + 1 < stages) y[at] = c == 0 ? value(id, r, k, 0) : 2.0 * x[at] + 1.0;
-        }
-    }
+    const auto rows = [](std::uint64_t id) { return 1 + static_cast<std::int64_t>(id % 3); };
+    pass(op, c, 0, hidden, rows, value);
+    if (!fields) return;
+    pass(op, c, 1, 1, rows,
+         [](std::uint64_t id, std::int64_t r, std::int64_t, int s) { return pos(id, r, s); });
+    pass(
+        op, c, 2, 2, [](std::uint64_t) { return std::int64_t{1}; },
+        [](std::uint64_t id, std::int64_t, std::int64_t k, int s) { return value(id, 7, k, s); });
   }
   void backward(const disttrain::schedule_op& op) {
     ran.push_back(op);
@@ -127,6 +159,20 @@ struct toy_host {
         throw std::runtime_error(
             disttrain::cat("stage ", c, " gradient ", g, ", expected ", expect));
     bucket[0] += static_cast<double>(dy.size());
+    if (!fields) return;
+    // "aux" is differentiable like the activation; no gradient of "pos"
+    // travels (its part of every gradient message is empty: still zeros).
+    auto ax = buf.input_grad(op.microbatch, op.chunk, 2);
+    auto ay = buf.output_grad(op.microbatch, op.chunk, 2);
+    for (std::size_t i = 0; i < ax.size(); ++i) ax[i] = c + 1 == stages ? 1.0 : 2.0 * ay[i];
+    for (double g : ay)
+      if (g != expect)
+        throw std::runtime_error(
+            disttrain::cat("stage ", c, " aux gradient ", g, ", expected ", expect));
+    for (std::size_t i = 0; auto& g : buf.input_grad(op.microbatch, op.chunk, 1))
+      g = static_cast<double>(++i);  // would corrupt "pos" upstream if it travelled
+    for (double g : buf.output_grad(op.microbatch, op.chunk, 1))
+      if (g != 0.0) throw std::runtime_error(disttrain::cat("stage ", c, " got a pos gradient"));
   }
   void weight(const disttrain::schedule_op& op) { ran.push_back(op); }
   void optimizer_step(const disttrain::schedule_op& op) { ran.push_back(op); }
@@ -146,7 +192,7 @@ void execute_world(const topology& t, const disttrain::pipeline_schedule& chain,
                    const disttrain::reorder_result& map,
                    const std::vector<disttrain::link_shape>& sh,
                    const disttrain::bound_world& world, disttrain::exec_options opts = {},
-                   std::chrono::milliseconds timeout = 5000ms) {
+                   std::chrono::milliseconds timeout = 5000ms, bool fields = false) {
   disttrain::local_world lw(t.world_size(), {timeout});
   std::vector<std::vector<disttrain::exec_event>> events(static_cast<std::size_t>(t.world_size()));
   auto errors = disttrain::test::run_ranks(lw, [&](disttrain::local_backend& b) {
@@ -161,6 +207,7 @@ void execute_world(const topology& t, const disttrain::pipeline_schedule& chain,
     h.mine = &mine;
     h.map = &map;
     h.stages = t.num_virtual_stages();
+    h.fields = fields;
     const auto co = t.coord(me);
     h.module_index = t.owning_index(co.module);
     h.replica = co.replica.value;
@@ -190,12 +237,14 @@ void execute_world(const topology& t, const disttrain::pipeline_schedule& chain,
 
 // Binds and runs one iteration on every rank; checks values, gradients and
 // that the executed ops are the bound program's.
-// `zb`: the chain in ZB-H1's order (implies split).
-void run_layout(const topology& t, int n, int microbatches, bool split = false, bool zb = false) {
+// `zb`: the chain in ZB-H1's order (implies split); `fields`: the links
+// carry three fields (see shapes).
+void run_layout(const topology& t, int n, int microbatches, bool split = false, bool zb = false,
+                bool fields = false) {
   const auto chain = disttrain::chain_program(
       t, {.microbatches = microbatches, .split_backward = split, .zero_bubble = zb});
   const auto map = sample_map(t, n, microbatches);
-  const auto sh = shapes(t, map);
+  const auto sh = shapes(t, map, fields);
   const disttrain::bound_world world = disttrain::bind_world(t, chain, map, sh);
   for (int r = 0; r < t.world_size(); ++r)
     REQUIRE(disttrain::bind_rank(t, chain, map, sh, r).program ==
@@ -218,11 +267,11 @@ void run_layout(const topology& t, int n, int microbatches, bool split = false, 
   CHECK(disttrain::validate_bound(ordered).messages == rep.messages);
   for (const bool rendezvous : {false, true}) {
     INFO("rendezvous order " << rendezvous);
-    execute_world(t, chain, map, sh, rendezvous ? ordered : world);
+    execute_world(t, chain, map, sh, rendezvous ? ordered : world, {}, 5000ms, fields);
   }
   // The executor's batched mode (NCCL's way: a batch in one group, nothing
   // posted ahead, a batch's sends done before the next) on the ordered world.
-  execute_world(t, chain, map, sh, ordered, {.batched = true});
+  execute_world(t, chain, map, sh, ordered, {.batched = true}, 5000ms, fields);
 }
 
 }  // namespace
@@ -255,6 +304,83 @@ TEST_CASE("bound programs carry TP fan-out and reversed gradient routes", "[bind
   SECTION("interleaved, microbatches = pp: enc TP2 DP1 -> llm TP1 PP2 DP2 x2 -> gen TP1 DP2") {
     run_layout(three(2, 1, 1, 2, 2, 1, 2, false, 2), 7, 2);
   }
+}
+
+TEST_CASE("links of several fields: each field arrives, gradients flow for the differentiable",
+          "[bind]") {
+  SECTION("enc TP2 DP2 -> llm TP2 PP1 DP3 -> gen TP1 DP2") {
+    run_layout(three(2, 2, 2, 1, 3, 1, 2), 13, 3, false, false, true);
+  }
+  SECTION("ZB-H1: enc TP1 DP2 -> llm TP2 PP3 DP2 -> gen TP1 DP2") {
+    run_layout(three(1, 2, 2, 3, 2, 1, 2), 12, 6, false, true, true);
+  }
+  SECTION("interleaved: frozen enc TP1 DP1 -> llm TP1 PP3 DP2 x3 chunks -> gen TP2 DP1") {
+    run_layout(three(1, 1, 1, 3, 2, 2, 1, true, 3), 14, 6, false, false, true);
+  }
+}
+
+TEST_CASE("links of several fields: one message per pair, parts aligned, sizes per field",
+          "[bind]") {
+  const topology t = three(2, 2, 2, 1, 3, 1, 2);
+  const auto chain = disttrain::chain_program(t, {.microbatches = 3});
+  const auto map = sample_map(t, 13, 3);
+  const auto one = shapes(t, map), three_fields = shapes(t, map, true);
+  const auto w1 = disttrain::bind_world(t, chain, map, one);
+  const auto w3 = disttrain::bind_world(t, chain, map, three_fields);
+  std::size_t multi = 0;
+  for (int r = 0; r < t.world_size(); ++r) {
+    const auto& p1 = w1.programs[static_cast<std::size_t>(r)];
+    const auto& p3 = w3.programs[static_cast<std::size_t>(r)];
+    CHECK(p1.fields == 1);
+    CHECK(p3.fields == 3);
+    // The extra fields add no message: the activation already needs every pair.
+    REQUIRE(p1.ops.size() == p3.ops.size());
+    const disttrain::bound_rank mine = disttrain::bind_rank(t, chain, map, three_fields, r);
+    for (std::size_t i = 0; i < p3.ops.size(); ++i) {
+      const auto& b = p3.ops[i];
+      CHECK(b.op == p1.ops[i].op);
+      if (!disttrain::is_p2p(b.op.kind)) continue;
+      CHECK(b.stamp != p1.ops[i].stamp);  // the fields are part of the plan
+      const auto rs = mine.routes_of(b);
+      REQUIRE(rs.size() == 3);
+      std::int64_t end = 0;
+      for (std::size_t f = 0; f < 3; ++f) {
+        const std::int64_t off = mine.field_offset(b, f);
+        CHECK(off >= end);
+        CHECK(off - end < disttrain::field_alignment);
+        CHECK((f == 0 || off % disttrain::field_alignment == 0));
+        end = off + mine.message_of(b, f).elements * 8;
+      }
+      CHECK(mine.field_offset(b, 3) == end);
+      CHECK(b.bytes == end);
+      const bool grad =
+          b.op.kind == disttrain::op_kind::send_grad || b.op.kind == disttrain::op_kind::recv_grad;
+      if (grad) CHECK(mine.message_of(b, 1).elements == 0);  // "pos" is not differentiable
+      multi += mine.message_of(b, 1).elements > 0 ? 1U : 0U;
+    }
+    for (std::size_t e = 0; e < p1.input_elements.size(); ++e) {
+      CHECK(p3.input_elements[e * 3] == p1.input_elements[e]);
+      CHECK(p3.input_elements[e * 3 + 1] * hidden == p1.input_elements[e]);  // one pos per row
+      CHECK(p3.output_elements[e * 3] == p1.output_elements[e]);
+    }
+  }
+  CHECK(multi > 0);
+  CHECK(disttrain::field_index(three_fields[0], "aux") == 2);
+  DISTTRAIN_CHECK_ERROR((void)disttrain::field_index(three_fields[0], "mask"),
+                        disttrain::errc::invalid_argument, "link_shape.fields");
+  // Bad fields are named.
+  auto bad = three_fields;
+  bad[1].fields[2].name = "pos";
+  DISTTRAIN_CHECK_ERROR(disttrain::bind_world(t, chain, map, bad),
+                        disttrain::errc::invalid_argument, "bind.shapes[1].fields[2].name");
+  bad = three_fields;
+  bad[0].fields[1].rows.pop_back();
+  DISTTRAIN_CHECK_ERROR(disttrain::bind_world(t, chain, map, bad),
+                        disttrain::errc::invalid_argument, "bind.shapes[0].fields[1].rows");
+  bad = three_fields;
+  bad[0].fields.clear();
+  DISTTRAIN_CHECK_ERROR(disttrain::bind_world(t, chain, map, bad),
+                        disttrain::errc::invalid_argument, "bind.shapes[0].fields");
 }
 
 TEST_CASE("interleaved: links join chunk c on the last stage to chunk c + 1 on the first",
