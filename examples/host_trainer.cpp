@@ -8,8 +8,11 @@
 //
 // Flags: --enc-tp --enc-dp --bb-tp --bb-pp --bb-dp --gen-tp --gen-dp (omitted:
 // the planner's layout for the world size), --frozen-encoder,
-// --split-backward, --virtual-stages V (the backbone runs interleaved 1F1B with
-// V model chunks per rank; microbatches a multiple of its pp), --microbatches
+// --split-backward, --zero-bubble (ZB-H1's order on every stage, B and W
+// apart), --virtual-stages V (the backbone runs interleaved 1F1B with
+// V model chunks per rank; microbatches a multiple of its pp), --fields (every
+// link also carries the samples' text tokens as a second field, which the
+// backbone stages use instead of reading the dataset), --microbatches
 // N, --batch N, --iterations N, --check
 // (iteration 0's gradients on every rank vs the single-process run),
 // --batched (each rank's program in rendezvous order, run by the executor's
@@ -38,7 +41,8 @@ namespace {
 
 struct options {
   std::map<std::string, int> degree;  // "enc-tp" ... "gen-dp": given on the command line
-  bool frozen_encoder = false, split_backward = false, check = false, batched = false;
+  bool frozen_encoder = false, split_backward = false, zero_bubble = false, check = false,
+       batched = false, fields = false;
   int microbatches = 0, batch = 12, iterations = 2, producers = 0, virtual_stages = 1;
 };
 
@@ -54,6 +58,10 @@ options parse(int argc, char** argv) {
       o.frozen_encoder = true;
     else if (a == "--split-backward")
       o.split_backward = true;
+    else if (a == "--zero-bubble")
+      o.zero_bubble = true;
+    else if (a == "--fields")
+      o.fields = true;
     else if (a == "--check")
       o.check = true;
     else if (a == "--batched")
@@ -143,12 +151,15 @@ int main(int argc, char** argv) {
     const auto& bb = topo.module(topo.backbone());
     cfg.layers = std::max(cfg.layers, bb.pp * bb.chunks);
     // Once: the chain program, the reorderer, this rank's model and executor.
-    const auto chain = disttrain::chain_program(
-        topo, {.microbatches = o.microbatches, .split_backward = o.split_backward, .buckets = 2});
+    const auto chain = disttrain::chain_program(topo, {.microbatches = o.microbatches,
+                                                       .split_backward = o.split_backward,
+                                                       .buckets = 2,
+                                                       .zero_bubble = o.zero_bubble});
     disttrain::reorderer<> reorderer(
         disttrain::reorder_options_of(topo, static_cast<std::uint32_t>(o.microbatches)));
     tiny_mllm::bound_host host(cfg, topo, me, {.lr = 2e-2}, 2);
-    host.set_split_backward(o.split_backward);
+    host.set_split_backward(o.split_backward || o.zero_bubble);
+    host.carry_text(o.fields);
     disttrain::executor<disttrain::mpi_backend> exec(world, {.batched = o.batched});
     const disttrain::message_rounds rounds(chain);  // --batched: the rendezvous order
     if (me == 0)
@@ -162,8 +173,8 @@ int main(int argc, char** argv) {
       std::vector<disttrain::sample_meta> costs;
       for (const std::uint64_t id : ids) costs.push_back(tiny_mllm::reorder_costs(cfg, topo, id));
       const disttrain::reorder_result map = reorderer.assign(costs);
-      auto mine =
-          disttrain::bind_rank(topo, chain, map, tiny_mllm::link_shapes(cfg, topo, map), me);
+      auto mine = disttrain::bind_rank(topo, chain, map,
+                                       tiny_mllm::link_shapes(cfg, topo, map, o.fields), me);
       if (o.batched) disttrain::order_for_rendezvous(mine.program, rounds);
       const auto co = topo.coord(me);
       host.begin(map, mine,
@@ -189,8 +200,8 @@ int main(int argc, char** argv) {
       if (k == 0 && o.check && me == 0) {
         // Every rank's program, checked together: as bound (MPI's buffered
         // sends) and in rendezvous order under NCCL's semantics.
-        disttrain::bound_world w =
-            disttrain::bind_world(topo, chain, map, tiny_mllm::link_shapes(cfg, topo, map));
+        disttrain::bound_world w = disttrain::bind_world(
+            topo, chain, map, tiny_mllm::link_shapes(cfg, topo, map, o.fields));
         (void)disttrain::validate_bound(w);
         disttrain::order_for_rendezvous(w, chain);
         const auto rep = disttrain::validate_bound(w, disttrain::p2p_semantics::rendezvous);

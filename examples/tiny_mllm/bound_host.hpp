@@ -12,7 +12,12 @@
 /// equal the serial run's.
 ///
 /// Link shapes (`link_shapes`): the encoder sends one row per image, every
-/// backbone stage one row per token, all `model_dim` wide.
+/// backbone stage one row per token, all `model_dim` wide. With `text`, every
+/// link also carries the field "text": the sample's text tokens (one row
+/// each, stored as doubles, not differentiable), which the encoder ranks
+/// read with the images and every backbone stage then takes from its input
+/// instead of from the dataset (`bound_host::carry_text`): the hidden
+/// states and what later stages need to go with them travel together.
 ///
 /// An interleaved backbone (`topology_module::chunks` v > 1) holds v
 /// `backbone_stage`s per rank, chunk c of stage s running the layers of
@@ -38,17 +43,26 @@ namespace tiny_mllm {
 
 /// @brief The activation crossing each link of `t`'s chain for the samples of `map`.
 inline std::vector<disttrain::link_shape> link_shapes(const config& c, const disttrain::topology& t,
-                                                      const disttrain::reorder_result& map) {
+                                                      const disttrain::reorder_result& map,
+                                                      bool text = false) {
   std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_links()));
   for (std::size_t l = 0; l < out.size(); ++l) {
     const auto from = t.module(t.chain_at(t.virtual_at(static_cast<int>(l)).first).first).role;
     disttrain::link_field& f = out[l].fields.emplace_back();
     f.hidden = c.model_dim;
     f.elem_size = sizeof(double);
+    disttrain::link_field tokens{.name = "text",
+                                 .hidden = 1,
+                                 .elem_size = sizeof(double),
+                                 .rows = {},
+                                 .split = disttrain::split_axis::rows,
+                                 .differentiable = false};
     for (const auto& s : map.samples) {
       const sample_meta m = make_meta(c, s.id);
       f.rows.push_back(from == disttrain::module_role::encoder ? m.num_images() : m.seq_len());
+      tokens.rows.push_back(m.text_len);
     }
+    if (text) out[l].fields.push_back(std::move(tokens));
   }
   return out;
 }
@@ -143,16 +157,21 @@ class bound_host {
   void forward(const disttrain::schedule_op& op) {
     const auto x = buf_.input(op.microbatch, op.chunk);
     const auto y = buf_.output(op.microbatch, op.chunk);
-    std::int64_t in = 0, out = 0;
+    std::int64_t in = 0, out = 0, text_at = 0;
     for (const std::uint64_t id : mine_of(op.microbatch)) {
       auto at = samples_.find(id);
       if (at == samples_.end()) at = samples_.emplace(id, fetch_(id)).first;
       const sample& s = at->second;
+      // The text travels with the activation (carry_text): the encoder
+      // sends its samples', each backbone stage uses and forwards what it got.
+      std::vector<int> text = s.text;
+      if (text_ && !enc_.empty()) pass_text(op, text_at, text);
       if (!enc_.empty()) {
         out = write(y, out, enc_.front().forward(id, s.images));
       } else if (!bb_.empty()) {
+        if (text_) text = pass_text(op, text_at, text);
         const int rows = first_stage_ && op.chunk == 0 ? s.meta.num_images() : s.meta.seq_len();
-        auto r = chunk(op).forward(id, read(x, in, rows), s.text);
+        auto r = chunk(op).forward(id, read(x, in, rows), text);
         in += rows;
         out = write(y, out, r.hidden);
         loss_ += r.loss;
@@ -213,6 +232,9 @@ class bound_host {
 
   /// @brief B also computes weight gradients unless the schedule splits them.
   void set_split_backward(bool split) { split_ = split; }
+  /// @brief The links carry the field "text" (`link_shapes(..., true)`):
+  /// backbone stages take the tokens from their input, not from the dataset.
+  void carry_text(bool text) { text_ = text; }
   /// @brief This rank's share of the batch loss (summed over its samples).
   [[nodiscard]] double loss() const { return loss_; }
   /// @brief Gradients by parameter name as the optimizer last saw them.
@@ -258,6 +280,31 @@ class bound_host {
     Eigen::Map<rm_matrix>(buf.data() + row * D, m.rows(), D) = m;
     return row + m.rows();
   }
+  // Field 1 ("text") of one sample at token `at` of op's buffers: returns
+  // the received tokens (or `own` where nothing is received: the encoder)
+  // and writes them to the output where the stage has one.
+  std::vector<int> pass_text(const disttrain::schedule_op& op, std::int64_t& at,
+                             const std::vector<int>& own) {
+    const auto x = buf_.input(op.microbatch, op.chunk, 1);
+    const auto y = buf_.output(op.microbatch, op.chunk, 1);
+    const auto n = static_cast<std::int64_t>(own.size());
+    std::vector<int> text = own;
+    if (!x.empty()) {
+      disttrain::ensure(at + n <= static_cast<std::int64_t>(x.size()), "bound_host",
+                        "text beyond the input buffer");
+      for (std::int64_t t = 0; t < n; ++t)
+        text[static_cast<std::size_t>(t)] = static_cast<int>(x[static_cast<std::size_t>(at + t)]);
+    }
+    if (!y.empty()) {
+      disttrain::ensure(at + n <= static_cast<std::int64_t>(y.size()), "bound_host",
+                        "text beyond the output buffer");
+      for (std::int64_t t = 0; t < n; ++t)
+        y[static_cast<std::size_t>(at + t)] =
+            static_cast<double>(text[static_cast<std::size_t>(t)]);
+    }
+    at += n;
+    return text;
+  }
   backbone_stage& chunk(const disttrain::schedule_op& op) {
     return bb_.at(static_cast<std::size_t>(op.chunk));
   }
@@ -274,7 +321,7 @@ class bound_host {
   disttrain::topology_coord coord_;
   disttrain::module_role role_;
   int module_index_ = 0;
-  bool first_stage_ = false, split_ = false;
+  bool first_stage_ = false, split_ = false, text_ = false;
   std::vector<encoder> enc_;
   std::vector<backbone_stage> bb_;
   std::vector<generator> gen_;
