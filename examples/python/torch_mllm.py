@@ -25,7 +25,11 @@ issues it, cannot deadlock under NCCL's semantics: disttrain.validate_world),
 limit 5e-2), --zero-bubble (ZB-H1: B and W as separate ops),
 --fifo (NCCL's message matching on gloo: tags ignored,
 a pair's messages in issue order, a send complete once received;
-disttrain.torch.FifoP2P).
+disttrain.torch.FifoP2P), --fields (every link carries three named tensors:
+"hidden", the samples' "text" tokens (int64) and their "lengths" (int32:
+hidden rows and text tokens per sample); the backbone and the generator then
+split and embed what they receive, without reading the dataset's text or
+recomputing the lengths).
 """
 from __future__ import annotations
 
@@ -265,6 +269,8 @@ def main(kit: Any = None) -> int:
     ap.add_argument("--same-batch", action="store_true",
                     help="every iteration on the first batch (a loss that must fall)")
     ap.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
+    ap.add_argument("--fields", action="store_true",
+                    help="links carry hidden, text (int64) and lengths (int32) fields")
     ap.add_argument("--fifo", action="store_true",
                     help="NCCL's matching on gloo: tags ignored, a pair's messages in issue "
                          "order, a send done once received (disttrain.torch.FifoP2P)")
@@ -303,10 +309,12 @@ def main(kit: Any = None) -> int:
 
     def forward(j: int, x, ids: np.ndarray, chunk: int = 0):
         batch = [get(int(i)) for i in ids]
+        if args.fields:
+            return forward_fields(x, batch, chunk)
+        first = me["stage"] == 0 and chunk == 0 and role == "backbone"
         if role == "encoder":
             return (torch.cat([part(s["images"]) for s in batch]) if batch
                     else torch.zeros(0, dtype=dtype))
-        first = me["stage"] == 0 and chunk == 0 and role == "backbone"
         rows = [len(s["images"]) if first else len(s["images"]) + len(s["text"])
                 for s in batch]
         h = torch.split(x.view(-1, kit.DIM), rows) if batch else []
@@ -316,13 +324,43 @@ def main(kit: Any = None) -> int:
         return sum((part(hi, s["target"]) for hi, s in zip(h, batch)),
                    torch.zeros((), dtype=dtype)) / args.batch
 
+    def forward_fields(x, batch: list, chunk: int):
+        """--fields: the input is {hidden, text, lengths}; what a stage needs
+        from the sample (its rows, its tokens) comes with the activation."""
+        if role == "encoder":
+            hs = [part(s["images"]) for s in batch]
+            return {"hidden": torch.cat(hs) if hs else torch.zeros(0, dtype=dtype),
+                    "text": (torch.cat([s["text"] for s in batch]) if batch
+                             else torch.zeros(0, dtype=torch.int64)),
+                    "lengths": torch.tensor([[len(h), len(s["text"])] for h, s in zip(hs, batch)],
+                                            dtype=torch.int32).reshape(-1)}
+        lengths = x["lengths"].view(-1, 2).tolist()
+        h = torch.split(x["hidden"].view(-1, kit.DIM), [r for r, _ in lengths])
+        text = torch.split(x["text"], [t for _, t in lengths])
+        if role == "backbone":
+            out = [chunks[chunk](hi, ti) for hi, ti in zip(h, text)]
+            return {"hidden": torch.cat(out) if out else torch.zeros(0, dtype=dtype),
+                    "text": x["text"],
+                    "lengths": torch.tensor([[len(o), t] for o, (_, t) in zip(out, lengths)],
+                                            dtype=torch.int32).reshape(-1)}
+        return sum((part(hi, s["target"]) for hi, s in zip(h, batch)),
+                   torch.zeros((), dtype=dtype)) / args.batch
+
     def shapes(map):
         ss = [get(int(i)) for i in map["id"]]
         out = []
         for c, _ in topo["path"][:-1]:  # link v leaves virtual stage v (chain stage c)
             enc = topo["modules"][topo["chain"][c][0]]["role"] == "encoder"
-            out.append({"hidden": kit.DIM, "rows": np.array(
-                [len(s["images"]) + (0 if enc else len(s["text"])) for s in ss])})
+            rows = np.array([len(s["images"]) + (0 if enc else len(s["text"])) for s in ss])
+            if not args.fields:
+                out.append({"hidden": kit.DIM, "rows": rows})
+                continue
+            out.append({"fields": [
+                {"name": "hidden", "hidden": kit.DIM, "rows": rows},
+                {"name": "text", "hidden": 1, "rows": np.array([len(s["text"]) for s in ss]),
+                 "dtype": torch.int64, "split": "rows", "differentiable": False},
+                {"name": "lengths", "hidden": 2, "rows": np.ones(len(ss), dtype=np.int64),
+                 "dtype": torch.int32, "differentiable": False}]})
         return out
 
     order = (list(range(args.batch)) * args.iterations if args.same_batch

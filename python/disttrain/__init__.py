@@ -498,8 +498,8 @@ def reorderer_of(t: Topology, microbatches: int, **options: Any) -> "Reorderer":
 
 
 #: Keys of a field of a link (``shapes[l]["fields"][k]``) and their defaults.
-_FIELD_KEYS = {"name": None, "hidden": None, "rows": None, "elem_size": 4, "split": "hidden",
-               "differentiable": True}
+_FIELD_KEYS = {"name": None, "hidden": None, "rows": None, "elem_size": 4, "dtype": None,
+               "split": "hidden", "differentiable": True}
 
 
 def link_fields(shape: Mapping[str, Any], link: int = 0) -> list[dict[str, Any]]:
@@ -508,7 +508,9 @@ def link_fields(shape: Mapping[str, Any], link: int = 0) -> list[dict[str, Any]]
     ``elem_size``) is one field named ``"hidden"``; ``{"fields": [...]}``
     lists them (``name``, ``hidden``, ``rows``, optional ``elem_size`` (4),
     ``split`` (``"hidden"`` or ``"rows"``) and ``differentiable`` (True)).
-    Raises :class:`ParseError` naming an unknown key."""
+    A ``dtype`` (NumPy's or torch's: anything with ``itemsize``) may give
+    the element size instead of ``elem_size``. Raises :class:`ParseError`
+    naming an unknown or missing key."""
     def checked(d: Any, where: str, allowed: set, required: tuple) -> None:
         if not isinstance(d, Mapping):
             raise InvalidArgument(f"disttrain: invalid_argument at {where}: expected a dict, got "
@@ -522,6 +524,15 @@ def link_fields(shape: Mapping[str, Any], link: int = 0) -> list[dict[str, Any]]
             if k not in d:
                 raise ParseError(f"disttrain: parse_error at {where}.{k}: missing",
                                  "parse_error", f"{where}.{k}")
+    def sized(f: dict, given: Mapping[str, Any], where: str) -> dict:
+        if "elem_size" not in given and f["dtype"] is not None:
+            size = getattr(f["dtype"], "itemsize", None)
+            if not isinstance(size, int):
+                raise InvalidArgument(f"disttrain: invalid_argument at {where}.dtype: "
+                                      f"{f['dtype']!r} has no itemsize", "invalid_argument",
+                                      f"{where}.dtype")
+            f["elem_size"] = size
+        return f
     if isinstance(shape, Mapping) and "fields" in shape:
         checked(shape, f"shapes[{link}]", {"fields"}, ())
         fs = shape["fields"]
@@ -532,10 +543,10 @@ def link_fields(shape: Mapping[str, Any], link: int = 0) -> list[dict[str, Any]]
         out = []
         for k, f in enumerate(fs):
             checked(f, f"shapes[{link}].fields[{k}]", set(_FIELD_KEYS), ("name", "hidden", "rows"))
-            out.append({**_FIELD_KEYS, **f})
+            out.append(sized({**_FIELD_KEYS, **f}, f, f"shapes[{link}].fields[{k}]"))
         return out
-    checked(shape, f"shapes[{link}]", {"hidden", "rows", "elem_size"}, ("hidden", "rows"))
-    return [{**_FIELD_KEYS, **shape, "name": "hidden"}]
+    checked(shape, f"shapes[{link}]", {"hidden", "rows", "elem_size", "dtype"}, ("hidden", "rows"))
+    return [sized({**_FIELD_KEYS, **shape, "name": "hidden"}, shape, f"shapes[{link}]")]
 
 
 def _bind_args(t: Topology, sample_map: Mapping[str, Any],

@@ -598,31 +598,31 @@ class Runner:
         return yj
 
     def _link_shapes(self, sample_map: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """``shapes(sample_map)`` with element sizes from the dtypes; sets
-        ``self._links``: per link, whether it was given as fields and its
-        fields (:func:`disttrain.link_fields` plus ``dtype`` and ``itemsize``)."""
-        size = lambda dt: self._t.empty((), dtype=dt).element_size()  # noqa: E731
+        """``shapes(sample_map)`` with each field's dtype (the Runner's where
+        none is given) and element size; sets ``self._links``: per link,
+        whether it was given as fields and its fields
+        (:func:`disttrain.link_fields`, with ``itemsize``)."""
+        def typed(f: Any) -> Any:
+            if not isinstance(f, Mapping):
+                return f
+            dt = f.get("dtype", self.dtype)
+            return dict(f, dtype=dt, elem_size=self._t.empty((), dtype=dt).element_size())
         shapes, self._links = [], []
         for link, s in enumerate(self.shapes(sample_map)):
             multi = isinstance(s, Mapping) and "fields" in s
-            given = list(s["fields"]) if multi and isinstance(s["fields"], Sequence) else [s]
-            dtypes = [f.get("dtype", self.dtype) if isinstance(f, Mapping) else self.dtype
-                      for f in given]
-            if multi:
-                shapes.append({"fields": [dict({k: v for k, v in f.items() if k != "dtype"},
-                                               elem_size=size(dt))
-                                          if isinstance(f, Mapping) else f
-                                          for f, dt in zip(given, dtypes)]})
-            else:
-                shapes.append(dict(s, elem_size=size(self.dtype)))
-            fields = _dt.link_fields(shapes[-1], link)
-            for k, (f, dt) in enumerate(zip(fields, dtypes)):
-                f["dtype"], f["itemsize"] = dt, size(dt)
-                if f["differentiable"] and not dt.is_floating_point:
+            if multi and isinstance(s["fields"], Sequence):
+                s = dict(s, fields=[typed(f) for f in s["fields"]])
+            elif not multi and isinstance(s, Mapping):
+                s = typed(dict(s, dtype=self.dtype))
+            shapes.append(s)
+            fields = _dt.link_fields(s, link)
+            for k, f in enumerate(fields):
+                f["itemsize"] = f["elem_size"]
+                if f["differentiable"] and not f["dtype"].is_floating_point:
                     where = f"shapes[{link}].fields[{k}].differentiable"
                     raise _dt.InvalidArgument(
                         f"disttrain: invalid_argument at {where}: field {f['name']!r} has dtype "
-                        f"{dt}, which has no gradient: set differentiable=False",
+                        f"{f['dtype']}, which has no gradient: set differentiable=False",
                         "invalid_argument", where)
             self._links.append({"multi": multi, "fields": fields})
         return shapes

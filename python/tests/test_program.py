@@ -350,3 +350,56 @@ def test_op_kind_enum_and_no_builtin_shadowed():
                 shadowing += [f"{f.__qualname__}({a})" for a in inspect.signature(f).parameters
                               if hasattr(builtins, a)]
     assert not shadowing, shadowing
+
+
+def test_bind_fields_one_message_per_pair_with_aligned_parts():
+    # Each link also carries int64 "pos" (one per row, no gradient) and a
+    # differentiable float "aux" (one row of 3 per sample).
+    t = disttrain.topology(MODULES)
+    cmap, shapes = batch(t)
+    n = len(cmap["id"])
+    multi = [{"fields": [dict(s, name="hidden"),
+                         {"name": "pos", "hidden": 1, "rows": s["rows"], "dtype": np.dtype(np.int64),
+                          "split": "rows", "differentiable": False},
+                         {"name": "aux", "hidden": 3, "rows": np.ones(n, dtype=np.int64),
+                          "elem_size": 2}]} for s in shapes]
+    one = programs(t, cmap, shapes, index=False)
+    three = programs(t, cmap, multi, index=False)
+    assert disttrain.validate_world(t, cmap, multi)["messages"] > 0
+    pos_bytes = 0
+    for p1, p3 in zip(one, three):
+        assert p1["fields"] == 1 and p3["fields"] == 3
+        assert list(p3["kind"]) == list(p1["kind"]) and list(p3["peer"]) == list(p1["peer"])
+        assert list(p3["input_elements"][0::3]) == list(p1["input_elements"])
+        for i, parts in enumerate(p3["parts"]):
+            if parts is None:
+                continue
+            (o0, e0, _), (o1, e1, _), (o2, e2, _) = parts.tolist()
+            assert o0 == 0 and o1 >= e0 * 8 and o1 % 16 == 0 and o2 >= o1 + e1 * 8 and o2 % 16 == 0
+            assert p3["bytes"][i] == o2 + e2 * 2
+            assert p3["elements"][i] == e0 + e1 + e2
+            if disttrain.OP_KINDS[p3["kind"][i]] in ("send_grad", "recv_grad"):
+                assert e1 == 0  # "pos" is not differentiable
+            pos_bytes += e1 * 8
+    assert pos_bytes > 0
+
+
+def test_link_fields_errors_name_the_key():
+    t = disttrain.topology(MODULES)
+    cmap, shapes = batch(t)
+    base = {"name": "hidden", "hidden": 4, "rows": shapes[0]["rows"]}
+    cases = [({"fields": []}, disttrain.InvalidArgument, "shapes[0].fields"),
+             ({"fields": [dict(base, mask=1)]}, disttrain.ParseError, "shapes[0].fields[0].mask"),
+             ({"fields": [{"hidden": 4, "rows": base["rows"]}]}, disttrain.ParseError,
+              "shapes[0].fields[0].name"),
+             ({"fields": [base, dict(base, split="cols")]}, disttrain.InvalidArgument,
+              "shapes[0].fields[1].split"),
+             ({"fields": [base, base]}, disttrain.InvalidArgument, "bind.shapes[0].fields[1].name"),
+             ({"fields": [base, dict(base, name="x", dtype="f8")]}, disttrain.InvalidArgument,
+              "shapes[0].fields[1].dtype"),
+             ({"hidden": 4, "rows": base["rows"], "fields": [base]}, disttrain.ParseError,
+              "shapes[0].hidden")]
+    for bad, kind, where in cases:
+        with pytest.raises(kind) as e:
+            disttrain.bind_rank(t, cmap, [bad] + shapes[1:], 0)
+        assert e.value.where == where, (bad, e.value)

@@ -102,7 +102,12 @@ def _check_run(example, layout):
     # ZB-H1: B and W apart; TP2 on the receiving backbone, different DP per module
     ["--enc-dp", "2", "--bb-tp", "2", "--bb-pp", "2", "--bb-dp", "1", "--gen-dp", "1",
      "--zero-bubble", "--fifo"],
-], ids=["enc2-pp2-gen3", "enc1-dp3-gen3", "interleaved-pp2-v2-fifo", "zb-h1-tp2-fifo"])
+    # three named fields per link (hidden, int64 text, int32 lengths): the
+    # backbone and generator split and embed what they receive
+    ["--enc-dp", "2", "--bb-tp", "2", "--bb-pp", "2", "--bb-dp", "1", "--gen-dp", "1",
+     "--fields", "--fifo"],
+], ids=["enc2-pp2-gen3", "enc1-dp3-gen3", "interleaved-pp2-v2-fifo", "zb-h1-tp2-fifo",
+        "fields-tp2-fifo"])
 def test_torch_mllm_under_torchrun(layout):
     # find_spec, not import: this process stays torch-free (test_package checks it).
     if importlib.util.find_spec("torch") is None:
@@ -124,7 +129,9 @@ def test_torch_mllm_bf16_trains_and_tracks_float32():
     # within 2% of float32 at every iteration.
     if importlib.util.find_spec("torch") is None:
         pytest.skip("PyTorch is not installed (scripts/quickstart.sh installs it)")
-    f32, bf16 = _losses(EXAMPLE, ["--float32"]), _losses(EXAMPLE, ["--bf16"])
+    # (bf16 with --fields: bfloat16 hidden states beside int64 and int32
+    # fields in each message; the same math.)
+    f32, bf16 = _losses(EXAMPLE, ["--float32"]), _losses(EXAMPLE, ["--bf16", "--fields"])
     assert len(f32) == len(bf16) == 20
     for losses in (f32, bf16):
         assert sum(losses[-5:]) < sum(losses[:5]), losses
@@ -145,13 +152,14 @@ def _needs_transformers():
 
 
 @pytest.mark.parametrize("layout", [
-    # TP2 on the receiving backbone and the encoder, DP 1 / 1 / 3
+    # TP2 on the receiving backbone and the encoder, DP 1 / 1 / 3, three fields
+    # per link (hidden, int64 text, int32 lengths)
     ["--enc-tp", "2", "--enc-dp", "1", "--bb-tp", "2", "--bb-pp", "1", "--bb-dp", "1",
-     "--gen-dp", "3"],
+     "--gen-dp", "3", "--fields"],
     # ZB-H1 (B and W apart), TP2 PP2 backbone, NCCL's matching on gloo
     ["--enc-dp", "2", "--bb-tp", "2", "--bb-pp", "2", "--bb-dp", "1", "--gen-dp", "1",
      "--zero-bubble", "--fifo"],
-], ids=["tp2-receiver-dp-1-1-3", "zb-h1-tp2-pp2-fifo"])
+], ids=["tp2-receiver-dp-1-1-3-fields", "zb-h1-tp2-pp2-fifo"])
 def test_hf_mllm_under_torchrun(layout):
     # transformers' ViT and Llama layers, disaggregated: gradients equal serial
     _needs_transformers()
@@ -241,6 +249,13 @@ def test_runner_fails_on_a_plan_disagreement_with_bytes_of_the_right_size():
                      r"between rank 0 and rank 1: rank 0 sent stamp 0x[0-9a-f]{16} where this "
                      r"rank's program has", out), out
     assert "rank 0: Timeout: disttrain: timeout at rank 0 -> ranks [1]" in out, out
+
+
+def test_runner_fields_errors_name_the_field():
+    out = _features("field-errors", 2)
+    assert ("error at shapes[0].fields[1].differentiable: disttrain: invalid_argument at "
+            "shapes[0].fields[1].differentiable: field 'ids' has dtype torch.int64") in out, out
+    assert ("returned ['hidden']; its output link has fields ['hidden', 'ids']") in out, out
 
 
 def test_fifo_transport_fails_a_reordered_program_naming_the_pair():

@@ -15,6 +15,9 @@ subprocess, so the test process stays torch-free):
       rank 1's program receives microbatch 1 before microbatch 0; with
       FifoP2P (NCCL's matching on gloo: tags ignored) it fails naming the
       pair instead of taking microbatch 0's bytes for microbatch 1's
+  torchrun --nproc-per-node 2 torch_features.py field-errors
+      links of several fields: an integer field marked differentiable, and
+      a forward that leaves out a field, each fail naming what is wrong
   python torch_features.py dataloader
       BatchSampler as a DataLoader's batch_sampler with 2 workers:
       loader_batches pairs every microbatch's data with its own map
@@ -159,6 +162,41 @@ def run_wrong_rows() -> int:
     return status
 
 
+def run_field_errors() -> int:
+    rank, topo, batch_map, _ = frozen_pp2()
+
+    def fields(differentiable_ids: bool):
+        def shapes_of(m):
+            n = len(m["id"])
+            return [{"fields": [
+                {"name": "hidden", "hidden": DIM, "rows": np.full(n, 2)},
+                {"name": "ids", "hidden": 1, "rows": np.ones(n, dtype=np.int64),
+                 "dtype": torch.int64, "differentiable": differentiable_ids}]}]
+        return shapes_of
+
+    def forward(j, x, ids):  # leaves out "ids"
+        if x is None:
+            return {"hidden": {int(i): torch.zeros((2, DIM), dtype=torch.float64) for i in ids}}
+        return x["hidden"].sum()
+
+    status = 0
+    if rank == 0:  # its first op is F (nothing to receive), so it fails alone
+        for differentiable_ids in (True, False):
+            runner = Runner(topo, forward, fields(differentiable_ids), params=[],
+                            dtype=torch.float64)
+            try:
+                runner.run(batch_map)
+                print("no error", flush=True)
+                status = 1
+            except disttrain.InvalidArgument as e:
+                print(f"error at {e.where}: {e}", flush=True)
+    else:
+        for _ in range(2):
+            Runner(topo, forward, fields(False), params=[], dtype=torch.float64)
+    dist.barrier()
+    return status
+
+
 def frozen_pp2() -> tuple:
     """A frozen PP2 backbone (forward only: rank 0 sends, rank 1 receives):
     (rank, topology, the first batch's map, this rank's sample lists)."""
@@ -284,6 +322,8 @@ def main() -> int:
         status = run_disagreement()
     elif mode == "reordered":
         status = run_reordered()
+    elif mode == "field-errors":
+        status = run_field_errors()
     else:
         status = run_wrong_rows()
     dist.destroy_process_group()
