@@ -146,24 +146,32 @@ def run_wrong_rows() -> int:
 
     sampler = BatchSampler(range(BATCH), BATCH, topo, rank, costs, MICROBATCHES)
     batch_map, lists = next(sampler.batches())
+    if rank == 0:
+        print(f"microbatch 0 samples: {lists[0]}", flush=True)
+    return rank0_fails(topo, batch_map, [(forward, shapes)])
+
+
+def rank0_fails(topo, batch_map, cases) -> int:
+    """Builds a Runner per ``(forward, shapes)`` case on every rank; rank 0
+    (its first op is F: nothing to receive, so it fails alone) runs each
+    and prints the InvalidArgument it raises. 0 if every run raised."""
     status = 0
-    if rank == 0:  # its first op is F (nothing to receive), so it fails alone
-        runner = Runner(topo, forward, shapes, params=[], dtype=torch.float64)
+    for forward, shapes_of in cases:
+        runner = Runner(topo, forward, shapes_of, params=[], dtype=torch.float64)
+        if dist.get_rank() != 0:
+            continue
         try:
             runner.run(batch_map)
             print("no error", flush=True)
             status = 1
         except disttrain.InvalidArgument as e:
             print(f"error at {e.where}: {e}", flush=True)
-            print(f"microbatch 0 samples: {lists[0]}", flush=True)
-    else:
-        Runner(topo, forward, shapes, params=[], dtype=torch.float64)
     dist.barrier()
     return status
 
 
 def run_field_errors() -> int:
-    rank, topo, batch_map, _ = frozen_pp2()
+    _, topo, batch_map, _ = frozen_pp2()
 
     def fields(differentiable_ids: bool):
         def shapes_of(m):
@@ -179,22 +187,7 @@ def run_field_errors() -> int:
             return {"hidden": {int(i): torch.zeros((2, DIM), dtype=torch.float64) for i in ids}}
         return x["hidden"].sum()
 
-    status = 0
-    if rank == 0:  # its first op is F (nothing to receive), so it fails alone
-        for differentiable_ids in (True, False):
-            runner = Runner(topo, forward, fields(differentiable_ids), params=[],
-                            dtype=torch.float64)
-            try:
-                runner.run(batch_map)
-                print("no error", flush=True)
-                status = 1
-            except disttrain.InvalidArgument as e:
-                print(f"error at {e.where}: {e}", flush=True)
-    else:
-        for _ in range(2):
-            Runner(topo, forward, fields(False), params=[], dtype=torch.float64)
-    dist.barrier()
-    return status
+    return rank0_fails(topo, batch_map, [(forward, fields(True)), (forward, fields(False))])
 
 
 def frozen_pp2() -> tuple:
