@@ -23,6 +23,7 @@ import numpy as _np
 
 from . import _core, presets
 from ._version import __version__
+from .records import Program, SampleMap, Topology
 from .errors import (CommError, Error, Infeasible, Internal, InvalidArgument, ParseError,
                      ScheduleError, Timeout, Unsupported)
 
@@ -30,7 +31,7 @@ __all__ = [
     "__version__", "presets", "plan", "plan_baseline", "heterogeneity", "evaluate", "simulate",
     "reorder",
     "Reorderer", "topology", "topology_of", "reorder_options_of", "reorderer_of", "bind_rank",
-    "validate_world", "trace_json", "TRACKS", "link_fields",
+    "validate_world", "trace_json", "TRACKS", "link_fields", "Topology", "SampleMap", "Program",
     "cell", "OP_KINDS", "OpKind", "Error", "InvalidArgument", "ParseError", "Infeasible", "ScheduleError",
     "CommError", "Timeout", "Unsupported", "Internal",
 ]
@@ -344,10 +345,10 @@ class Reorderer:
         """The C++ ``reorder_options`` in use, as JSON (stages filled in)."""
         return _json.loads(self._r.options())
 
-    def assign(self, costs: Any, ids: Any = None, tokens: Any = None) -> dict[str, Any]:
+    def assign(self, costs: Any, ids: Any = None, tokens: Any = None) -> SampleMap:
         """Reorders one global batch; see :func:`reorder`."""
         c = _costs(costs)
-        return self._r.assign(c, _ids(ids), _tokens(tokens, c))
+        return SampleMap.from_dict(self._r.assign(c, _ids(ids), _tokens(tokens, c)))
 
     def assign_json(self, costs: Any, ids: Any = None, tokens: Any = None) -> dict[str, Any]:
         """The C++ ``reorder_result`` JSON (samples sorted by id, loads per cell), as a dict."""
@@ -356,7 +357,7 @@ class Reorderer:
 
 
 def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids: Any = None,
-            tokens: Any = None, **options: Any) -> dict[str, Any]:
+            tokens: Any = None, **options: Any) -> SampleMap:
     """Reorders one global batch (C++ ``reorderer<>::assign``, docs/reorder.md).
 
     ``costs``: float64 array ``(n, modules)`` (or ``(n,)`` for one module), the
@@ -395,7 +396,7 @@ def reorder(costs: Any, dp: Union[int, Sequence[int]], microbatches: int, *, ids
             cache.clear()
         r = cache[key] = _core.Reorderer(key)
     c = _costs(costs)
-    return r.assign(c, _ids(ids), _tokens(tokens, c))
+    return SampleMap.from_dict(r.assign(c, _ids(ids), _tokens(tokens, c)))
 
 
 def _with_options(fn: Any, leading: Sequence[_inspect.Parameter]) -> None:
@@ -422,7 +423,7 @@ _cache = _threading.local()
 
 # ---- topology and bound per-rank programs --------------------------------------
 
-Topology = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
+TopologyLike = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
 
 #: Names of the op kinds, indexed by a program's ``kind`` codes.
 OP_KINDS: tuple[str, ...] = tuple(_core.op_kinds)
@@ -433,7 +434,7 @@ OP_KINDS: tuple[str, ...] = tuple(_core.op_kinds)
 OpKind = _enum.IntEnum("OpKind", {name: code for code, name in enumerate(OP_KINDS)})
 
 
-def _topology_text(t: Topology) -> str:
+def _topology_text(t: TopologyLike) -> str:
     if isinstance(t, Mapping):
         mods = t.get("modules")
     elif isinstance(t, Sequence) and not isinstance(t, (str, bytes)):
@@ -448,7 +449,7 @@ def _topology_text(t: Topology) -> str:
     return _json.dumps({"modules": [dict(m) for m in mods]})
 
 
-def topology(t: Topology) -> dict[str, Any]:
+def topology(t: TopologyLike) -> Topology:
     """The pipeline's one topology (C++ ``disttrain::topology``), validated.
 
     ``t``: a dict with ``"modules"`` (or the list itself), each module a dict
@@ -464,26 +465,26 @@ def topology(t: Topology) -> dict[str, Any]:
     Rank numbering: ``base(module) + (stage * dp + replica) * tp + tp_rank``.
     Errors name the field (``topology.modules[1].dp``).
     """
-    return _json.loads(_core.topology(_topology_text(t)))
+    return Topology.from_dict(_json.loads(_core.topology(_topology_text(t))))
 
 
 def topology_of(plan: Mapping[str, Any], model: Optional[Mapping[str, Any]] = None
-                ) -> dict[str, Any]:
+                ) -> Topology:
     """The topology of a plan (a plan dict or a :func:`plan` result), as
     :func:`topology` returns it; with ``model`` (a model spec dict) a module
     the model freezes is not trainable."""
-    return _json.loads(_core.topology_of(_plan_text(plan), "" if model is None else
-                                         _json.dumps(dict(model))))
+    return Topology.from_dict(_json.loads(_core.topology_of(
+        _plan_text(plan), "" if model is None else _json.dumps(dict(model)))))
 
 
-def reorder_options_of(t: Topology, microbatches: int) -> dict[str, Any]:
+def reorder_options_of(t: TopologyLike, microbatches: int) -> dict[str, Any]:
     """The reorderer's options of a topology (C++ ``reorder_options_of``):
     module k = the k-th module owning ranks with its DP degree, the scoring
     pipeline with each module's stages (:func:`reorderer_of` builds the reorderer)."""
     return _json.loads(_core.reorder_options_of(_topology_text(t), int(microbatches)))
 
 
-def reorderer_of(t: Topology, microbatches: int, **options: Any) -> "Reorderer":
+def reorderer_of(t: TopologyLike, microbatches: int, **options: Any) -> "Reorderer":
     """A :class:`Reorderer` with :func:`reorder_options_of`'s options (modules,
     DP degrees, the scoring stages); ``options``: any other keyword argument
     of :class:`Reorderer` (``balance``, ``order``, ``max_samples``, ...)."""
@@ -549,7 +550,7 @@ def link_fields(shape: Mapping[str, Any], link: int = 0) -> list[dict[str, Any]]
     return [sized({**_FIELD_KEYS, **shape, "name": "hidden"}, shape, f"shapes[{link}]")]
 
 
-def _bind_args(t: Topology, sample_map: Mapping[str, Any],
+def _bind_args(t: TopologyLike, sample_map: Mapping[str, Any],
                shapes: Sequence[Mapping[str, Any]], buckets: int, split_backward: bool,
                zero_bubble: bool) -> tuple:
     """The leading arguments of ``_core.bind_rank`` / ``_core.validate_world``."""
@@ -599,11 +600,11 @@ def _order(order: str) -> bool:
     return order == "rendezvous"
 
 
-def bind_rank(t: Topology, sample_map: Mapping[str, Any],
+def bind_rank(t: TopologyLike, sample_map: Mapping[str, Any],
               shapes: Sequence[Mapping[str, Any]],
               rank: int, *, buckets: int = 1, split_backward: bool = False,
               zero_bubble: bool = False, index: bool = False,
-              order: str = "bound") -> dict[str, Any]:
+              order: str = "bound") -> Program:
     """The program global rank ``rank`` runs in one iteration (C++
     ``bind_rank`` over ``chain_program(t, {microbatches, split_backward,
     buckets, zero_bubble})``; ``zero_bubble``: ZB-H1's order on every chain
@@ -660,10 +661,10 @@ def bind_rank(t: Topology, sample_map: Mapping[str, Any],
     :class:`disttrain.torch.Runner` binds so).
     """
     args = _bind_args(t, sample_map, shapes, buckets, split_backward, zero_bubble)
-    return _core.bind_rank(args, int(rank), bool(index), _order(order))
+    return Program.from_dict(_core.bind_rank(args, int(rank), bool(index), _order(order)))
 
 
-def validate_world(t: Topology, sample_map: Mapping[str, Any],
+def validate_world(t: TopologyLike, sample_map: Mapping[str, Any],
                    shapes: Sequence[Mapping[str, Any]],
                    *, buckets: int = 1, split_backward: bool = False,
                    zero_bubble: bool = False, order: str = "rendezvous",
@@ -689,7 +690,7 @@ def validate_world(t: Topology, sample_map: Mapping[str, Any],
 TRACKS = ("compute", "wait", "transfer")
 
 
-def trace_json(t: Topology, sample_map: Mapping[str, Any],
+def trace_json(t: TopologyLike, sample_map: Mapping[str, Any],
                shapes: Sequence[Mapping[str, Any]],
                events: Sequence[Sequence[Any]], *, buckets: int = 1,
                split_backward: bool = False, zero_bubble: bool = False,

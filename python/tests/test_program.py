@@ -403,3 +403,35 @@ def test_link_fields_errors_name_the_key():
         with pytest.raises(kind) as e:
             disttrain.bind_rank(t, cmap, [bad] + shapes[1:], 0)
         assert e.value.where == where, (bad, e.value)
+
+
+def test_typed_records_frozen_mappings_with_dicts_round_trip():
+    import dataclasses
+    t = disttrain.topology(MODULES)
+    assert isinstance(t, disttrain.Topology)
+    assert t.ranks is t["ranks"] and t.world_size == 18 and t.modules[1]["name"] == "llm"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.world_size = 3
+    d = t.to_dict()
+    assert type(d) is dict and d == t and t == d and disttrain.Topology.from_dict(d) == t
+    assert disttrain.topology(d) == t and disttrain.topology(t) == t
+    cmap, shapes = batch(t)
+    assert isinstance(cmap, disttrain.SampleMap)
+    assert cmap.ids is cmap["id"] and "ids" not in cmap and set(cmap) == set(cmap.to_dict())
+    assert disttrain.SampleMap.from_dict(cmap.to_dict()) == cmap
+    assert dict(cmap, offset=cmap.offset)["offset"] is cmap.offset  # dict(...) still works
+    p = disttrain.bind_rank(t, cmap, shapes, 0)
+    assert isinstance(p, disttrain.Program)
+    assert p.nbytes is p["bytes"] and "index" not in p and p.index is None
+    assert disttrain.OpKind(int(p.kind[0])).name in disttrain.OP_KINDS
+    q = disttrain.bind_rank(t, cmap, shapes, 0, index=True)
+    assert "index" in q and len(q.index) == len(q.kind)
+    assert disttrain.Program.from_dict(q.to_dict()) == q and q != p
+    # from_dict names an unknown or a missing key (the C++ outputs' keys are
+    # checked so at every call: a new output key fails here first).
+    with pytest.raises(disttrain.ParseError) as e:
+        disttrain.Topology.from_dict(dict(d, extra=1))
+    assert e.value.where == "Topology.extra"
+    with pytest.raises(disttrain.ParseError) as e:
+        disttrain.SampleMap.from_dict({k: v for k, v in cmap.items() if k != "dp"})
+    assert e.value.where == "SampleMap.dp"
