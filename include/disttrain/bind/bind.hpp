@@ -382,12 +382,12 @@ message_lists index_messages(const slot_table& table, std::size_t slots,
     ++out.begin[std::min<std::size_t>(e, out.begin.size() - 2) + 1];
   });
   ensure(!outside, "bind.messages", "a route has a message of a rank at neither end of its link");
-  std::size_t total = 0;
+  std::size_t total = 0;  // the partial sums grow: the last one fitting checks them all
   for (std::uint32_t& b : out.begin) {
     total += b;
-    ensure(total <= UINT32_MAX, "bind.messages", "more than 2^32 messages in one index");
     b = static_cast<std::uint32_t>(total);
   }
+  ensure(total <= UINT32_MAX, "bind.messages", "more than 2^32 messages in one index");
   out.messages.resize(out.begin.back());
   // begin[e] is entry e's fill cursor, then (shifted back by one entry) its start again.
   // The sender's entry comes first: its stamp and bytes are reused.
@@ -398,10 +398,14 @@ message_lists index_messages(const slot_table& table, std::size_t slots,
     const route_message& m = rs[0].messages()[i];
     if (&m != last) {
       stamp = rs[0].stamp(m);
-      for (std::size_t f = 1; f < rs.size(); ++f)
-        stamp = splitmix64::mix(stamp ^ rs[f].stamp(rs[f].messages()[i]));
-      bytes =
-          part_offset(rs, rs.size(), [&](std::size_t f) { return rs[f].messages()[i].elements; });
+      if (rs.size() == 1) {  // one field (the common case): its elements
+        bytes = checked_mul(m.elements, static_cast<std::int64_t>(rs[0].elem_size()), "bind.bytes");
+      } else {
+        for (std::size_t f = 1; f < rs.size(); ++f)
+          stamp = splitmix64::mix(stamp ^ rs[f].stamp(rs[f].messages()[i]));
+        bytes =
+            part_offset(rs, rs.size(), [&](std::size_t f) { return rs[f].messages()[i].elements; });
+      }
       last = &m;
     }
     out.messages[out.begin[e]++] = rank_message{bytes, stamp, sending ? m.dst : m.src, m.index};
