@@ -26,6 +26,11 @@
 //     of 4.: bind_rank then message_rounds + order_for_rendezvous (what
 //     disttrain.torch does per batch), against bind_rank alone; and the
 //     world copied then ordered, against the copy alone.
+//  6. Links of several fields (bind.hpp, link_shape): the plain layout with
+//     every link also carrying position ids (one int64 per row, split by
+//     rows) and a sequence length (one int32 per sample), neither
+//     differentiable: bind_rank (the same ranks) and bind_world against the
+//     one-field layout in the same run.
 // A hash of the bound world is printed (determinism: equal across runs and
 // machines). --quick: mllm-7b on 64 GPUs, 256 samples, 8 microbatches.
 // --json prints one JSON object.
@@ -306,6 +311,35 @@ int main(int argc, char** argv) {
   }
   const side &plain2 = sides[0], &inter = sides[1];
 
+  // 6. Three fields per link against one.
+  std::vector<link_shape> shapes3 = shapes;
+  for (link_shape& l : shapes3) {
+    const std::vector<std::int64_t> rows = l.fields.at(0).rows;
+    l.fields.push_back({.name = "position_ids",
+                        .hidden = 1,
+                        .elem_size = 8,
+                        .rows = rows,
+                        .split = split_axis::rows,
+                        .differentiable = false});
+    l.fields.push_back({.name = "seq_len",
+                        .hidden = 1,
+                        .elem_size = 4,
+                        .rows = std::vector<std::int64_t>(rows.size(), 1),
+                        .differentiable = false});
+  }
+  double fields_rank_ms = 0;
+  for (const int r : ranks)
+    fields_rank_ms = std::max(
+        fields_rank_ms,
+        ms_of(
+            [&] {
+              bench::do_not_optimize(bind_rank(topo, chain, map, shapes3, r).program.ops.size());
+            },
+            quick));
+  bound_world world3;
+  const double fields_world_ms =
+      ms_of([&] { bind_world(topo, chain, map, shapes3, world3); }, quick);
+
   // 3. Reorder + bind per iteration vs the modelled iteration.
   reorder_result scratch;
   double reorder_cpu_ms = 0;
@@ -364,6 +398,10 @@ int main(int argc, char** argv) {
         {"rendezvous_world_copy_and_order_ms", {plain2.ordered_copy_ms, inter.ordered_copy_ms}},
         {"hash", fmt::format("{:016x}", hash)},
         {"interleaved_hash", fmt::format("{:016x}", inter.hash)},
+        {"fields_bind_rank_ms", fields_rank_ms},
+        {"fields_bind_rank_vs_one_field", fields_rank_ms / rank_ms},
+        {"fields_bind_world_ms", fields_world_ms},
+        {"fields_bind_world_vs_one_field", fields_world_ms / world_ms},
         {"load_average_1min", load}};
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -408,6 +446,14 @@ int main(int argc, char** argv) {
           x == &inter ? "interleaved" : "plain      ", x->ordered_rank_ms,
           x->ordered_rank_ms / x->rank_ms, x->ordered_copy_ms, x->ordered_copy_ms / x->copy_ms,
           x->copy_ms);
+    fmt::print(
+        "  three fields per link (+ int64 position ids per row, int32 length per sample):\n");
+    fmt::print("  {:<40} {:>9.3f} ms  x{:.3f} one field ({:.3f} ms)\n",
+               "bind_rank, slowest of the same ranks", fields_rank_ms, fields_rank_ms / rank_ms,
+               rank_ms);
+    fmt::print("  {:<40} {:>9.3f} ms  x{:.3f} one field ({:.3f} ms)\n",
+               "bind_world (into the same world)", fields_world_ms, fields_world_ms / world_ms,
+               world_ms);
     fmt::print("  {:<40} {:>9.3f} ms  cpu {:.3f} ms\n", "reorder (baseline of 3.)", reorder_ms,
                reorder_cpu_ms);
     fmt::print(

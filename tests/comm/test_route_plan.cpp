@@ -314,3 +314,46 @@ TEST_CASE("plan_routes rejects no field and fields of different sample counts") 
   DISTTRAIN_CHECK_ERROR(disttrain::plan_routes(L, at(0, 0), p2, at(1, 0), p3, neg),
                         errc::invalid_argument, "route.fields[1].rows[1]");
 }
+
+TEST_CASE("plan_routes: a field without rows is the route make_route would plan, built cheaply") {
+  using disttrain::route_field;
+  auto cases = disttrain::test::local_route_cases();
+  for (auto& c : disttrain::test::small_route_cases()) cases.push_back(c);
+  for (const auto& c : cases) {
+    INFO("case " << c.name);
+    const std::vector<route_field> fields{
+        {{std::vector<std::int64_t>(c.shape.rows.size(), 0), 3, 2}},  // planned from field 1
+        {c.shape, c.opts.split}};
+    std::vector<int> parts{-1};
+    const route_plan whole = plan_of(c);
+    for (const auto& ri : whole.ranks()) parts.push_back(ri.rank);
+    for (const int r : parts) {
+      auto o = c.opts;
+      o.for_rank = r;
+      const auto routes = disttrain::plan_routes(c.layout, c.from, c.pa, c.to, c.pb, fields, o);
+      o.split = fields[0].split;
+      const route_plan want = disttrain::detail::make_route(
+          c.layout, c.from, c.pa, c.to, c.pb, fields[0].shape, o,
+          disttrain::detail::route_occupancy(c.layout, c.from, c.to, fields));
+      const route_plan& got = routes[0];
+      CHECK(got.fingerprint() == want.fingerprint());
+      CHECK(got.total_messages() == want.total_messages());
+      CHECK(got.slices() == want.slices());
+      CHECK(got.ranks() == want.ranks());
+      CHECK(got.hidden() == want.hidden());
+      CHECK(got.elem_size() == want.elem_size());
+      CHECK(got.minimum_crossing_elements() == 0);
+      REQUIRE(got.messages().size() == want.messages().size());
+      for (std::size_t i = 0; i < got.messages().size(); ++i) {
+        const auto& a = got.messages()[i];
+        const auto& b = want.messages()[i];
+        CHECK(std::tie(a.src, a.dst, a.phase, a.index, a.elements) ==
+              std::tie(b.src, b.dst, b.phase, b.index, b.elements));
+        CHECK(a.pieces == b.pieces);
+        CHECK(a.send_blocks == b.send_blocks);
+        CHECK(a.recv_blocks == b.recv_blocks);
+        CHECK(got.stamp(a) == want.stamp(b));
+      }
+    }
+  }
+}

@@ -45,6 +45,7 @@
 /// for one rank (`for_rank`), O(n S log(n S)) plus its own pieces.
 ///
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
@@ -75,12 +76,6 @@ namespace disttrain {
   return detail::make_route(t, from, pa, to, pb, shape, opts, {});
 }
 
-/// @brief One tensor of an activation with several (`plan_routes`).
-struct route_field {
-  activation_shape shape;
-  split_axis split = split_axis::hidden;  ///< replaces `route_options::split` for this field
-};
-
 /// @brief The routes of several tensors that travel together between the
 /// same two stages (a link's fields: hidden states, position ids, sequence
 /// lengths, ...), one per field, with **one message set**: piece (sample,
@@ -110,26 +105,26 @@ struct route_field {
         " samples, field 0 ", fields[0].shape.rows.size());
     detail::check_route(t, from, pa, to, pb, fields[f].shape, opts);
   }
-  const auto S = static_cast<std::size_t>(
-      std::lcm(std::int64_t{t.module(from.module).tp}, std::int64_t{t.module(to.module).tp}));
-  const std::size_t n = fields[0].shape.rows.size();
-  std::vector<char> occupied(n * S, 0);
-  for (const route_field& f : fields)
-    for (std::size_t s = 0; s < n; ++s)
-      for (std::size_t k = 0; k < S; ++k) {
-        const std::int64_t rows = f.shape.rows[s];
-        const bool has =
-            f.split == split_axis::hidden
-                ? rows > 0 &&
-                      detail::slice_bounds(f.shape.hidden, static_cast<int>(k), static_cast<int>(S))
-                              .second > 0
-                : detail::slice_bounds(rows, static_cast<int>(k), static_cast<int>(S)).second > 0;
-        occupied[s * S + k] = static_cast<char>(occupied[s * S + k] | (has ? 1 : 0));
-      }
-  for (const route_field& f : fields) {
-    opts.split = f.split;
-    out.push_back(detail::make_route(t, from, pa, to, pb, f.shape, opts, occupied));
-  }
+  const std::vector<char> occupied = detail::route_occupancy(t, from, to, fields);
+  // A field without rows (the gradient of one that is not differentiable)
+  // has the message set of one with rows and nothing in it: built from it.
+  const auto empty = [](const route_field& f) {
+    return std::all_of(f.shape.rows.begin(), f.shape.rows.end(),
+                       [](std::int64_t r) { return r == 0; });
+  };
+  const auto model = static_cast<std::size_t>(
+      std::find_if_not(fields.begin(), fields.end(), empty) - fields.begin());
+  out.resize(fields.size());
+  const auto plan_field = [&](std::size_t f) {
+    opts.split = fields[f].split;
+    out[f] =
+        model < fields.size() && f != model && empty(fields[f])
+            ? detail::empty_route(out[model], t, from, pa, to, pb, fields[f].shape, opts, occupied)
+            : detail::make_route(t, from, pa, to, pb, fields[f].shape, opts, occupied);
+  };
+  if (model < fields.size()) plan_field(model);
+  for (std::size_t f = 0; f < fields.size(); ++f)
+    if (f != model) plan_field(f);
   return out;
 }
 

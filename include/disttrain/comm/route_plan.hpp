@@ -100,12 +100,21 @@ struct route_rank_info {
   friend bool operator==(const route_rank_info&, const route_rank_info&) = default;
 };
 
+/// @brief One tensor of an activation with several (`plan_routes`).
+struct route_field {
+  activation_shape shape;
+  split_axis split = split_axis::hidden;  ///< replaces `route_options::split` for this field
+};
+
 class route_plan;
 
 namespace detail {
 route_plan make_route(const topology&, route_endpoint, const sample_placement&, route_endpoint,
                       const sample_placement&, const activation_shape&, const route_options&,
                       std::span<const char>);
+route_plan empty_route(const route_plan&, const topology&, route_endpoint, const sample_placement&,
+                       route_endpoint, const sample_placement&, const activation_shape&,
+                       const route_options&, std::span<const char>);
 }  // namespace detail
 
 /// @brief The transfer plan of one route (see the file comment).
@@ -200,6 +209,10 @@ class route_plan {
                                        route_endpoint, const sample_placement&,
                                        const activation_shape&, const route_options&,
                                        std::span<const char>);
+  friend route_plan detail::empty_route(const route_plan&, const topology&, route_endpoint,
+                                        const sample_placement&, route_endpoint,
+                                        const sample_placement&, const activation_shape&,
+                                        const route_options&, std::span<const char>);
 
   [[nodiscard]] std::vector<int> select(int rank, int phase, bool sending) const {
     std::vector<int> out;

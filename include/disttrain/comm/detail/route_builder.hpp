@@ -446,4 +446,59 @@ inline route_plan make_route(const topology& t, route_endpoint from, const sampl
   return plan;
 }
 
+/// Per (sample, slice) at `sample * S + slice` (S = lcm of the two ends' TP
+/// degrees), whether any of `fields`' pieces has elements: which pieces of
+/// a route of several fields travel (plan_routes).
+inline std::vector<char> route_occupancy(const topology& t, route_endpoint from, route_endpoint to,
+                                         std::span<const route_field> fields) {
+  const int S = static_cast<int>(
+      std::lcm(std::int64_t{t.module(from.module).tp}, std::int64_t{t.module(to.module).tp}));
+  const std::size_t n = fields.empty() ? 0 : fields[0].shape.rows.size();
+  std::vector<char> occupied(n * static_cast<std::size_t>(S), 0);
+  for (const route_field& f : fields)
+    for (std::size_t s = 0; s < n; ++s)
+      for (int k = 0; k < S; ++k) {
+        const std::int64_t rows = f.shape.rows[s];
+        const bool has = f.split == split_axis::hidden
+                             ? rows > 0 && slice_bounds(f.shape.hidden, k, S).second > 0
+                             : slice_bounds(rows, k, S).second > 0;
+        if (has) occupied[s * static_cast<std::size_t>(S) + static_cast<std::size_t>(k)] = 1;
+      }
+  return occupied;
+}
+
+/// The route make_route builds for `shape` when it has no rows (all zero),
+/// from `like`, a route of the same ends, placements, options and occupancy:
+/// the same messages (none carries anything) and ranks (buffers of 0 rows),
+/// without planning them again.
+inline route_plan empty_route(const route_plan& like, const topology& t, route_endpoint from,
+                              const sample_placement& pa, route_endpoint to,
+                              const sample_placement& pb, const activation_shape& shape,
+                              const route_options& opts, std::span<const char> occupied) {
+  route_plan plan;
+  plan.from_ = from;
+  plan.to_ = to;
+  plan.hidden_ = shape.hidden;
+  plan.elem_size_ = shape.elem_size;
+  plan.total_rows_ = 0;
+  plan.for_rank_ = opts.for_rank;
+  plan.slices_ = like.slices_;
+  plan.total_messages_ = like.total_messages_;
+  plan.messages_.reserve(like.messages_.size());
+  for (const route_message& m : like.messages_) {
+    route_message& e = plan.messages_.emplace_back();
+    e.src = m.src;
+    e.dst = m.dst;
+    e.phase = m.phase;
+    e.index = m.index;
+  }
+  plan.ranks_ = like.ranks_;
+  for (route_rank_info& r : plan.ranks_) {
+    if (r.src_rows >= 0) r.src_rows = 0;
+    if (r.dst_rows >= 0) r.dst_rows = 0;
+  }
+  plan.fingerprint_ = route_builder(t, from, pa, to, pb, shape, opts, occupied).fingerprint();
+  return plan;
+}
+
 }  // namespace disttrain::detail
