@@ -329,9 +329,14 @@ class route_builder {
     add_placement(f, pa_);
     add_placement(f, pb_);
     // A field of several (plan_routes): which pieces travel depends on the others.
-    if (!occupied_.empty()) {
+    if (!occupied_.empty()) {  // eight entries (0 or 1) per word
       f.add(occupied_.size());
-      for (const char c : occupied_) f.add(c);
+      for (std::size_t i = 0; i < occupied_.size(); i += 8) {
+        std::uint64_t w = 0;
+        for (std::size_t b = i; b < std::min(i + 8, occupied_.size()); ++b)
+          w = (w << 8) | static_cast<std::uint8_t>(occupied_[b]);
+        f.add(w);
+      }
     }
     return f.value();
   }
@@ -453,17 +458,27 @@ inline std::vector<char> route_occupancy(const topology& t, route_endpoint from,
                                          std::span<const route_field> fields) {
   const int S = static_cast<int>(
       std::lcm(std::int64_t{t.module(from.module).tp}, std::int64_t{t.module(to.module).tp}));
+  const auto s_count = static_cast<std::size_t>(S);
   const std::size_t n = fields.empty() ? 0 : fields[0].shape.rows.size();
-  std::vector<char> occupied(n * static_cast<std::size_t>(S), 0);
-  for (const route_field& f : fields)
-    for (std::size_t s = 0; s < n; ++s)
-      for (int k = 0; k < S; ++k) {
-        const std::int64_t rows = f.shape.rows[s];
-        const bool has = f.split == split_axis::hidden
-                             ? rows > 0 && slice_bounds(f.shape.hidden, k, S).second > 0
-                             : slice_bounds(rows, k, S).second > 0;
-        if (has) occupied[s * static_cast<std::size_t>(S) + static_cast<std::size_t>(k)] = 1;
-      }
+  std::vector<char> occupied(n * s_count, 0);
+  std::vector<char> columns(s_count);  // a hidden split's non-empty column slices
+  for (const route_field& f : fields) {
+    if (f.split == split_axis::hidden)
+      for (int k = 0; k < S; ++k)
+        columns[static_cast<std::size_t>(k)] = slice_bounds(f.shape.hidden, k, S).second > 0;
+    for (std::size_t s = 0; s < n; ++s) {
+      const std::int64_t rows = f.shape.rows[s];
+      if (rows == 0) continue;
+      char* at = occupied.data() + s * s_count;
+      if (f.split == split_axis::hidden)
+        for (std::size_t k = 0; k < s_count; ++k) at[k] = static_cast<char>(at[k] | columns[k]);
+      else if (rows >= S)  // every row slice holds a row
+        std::fill(at, at + s_count, char{1});
+      else
+        for (int k = 0; k < S; ++k)
+          if (slice_bounds(rows, k, S).second > 0) at[k] = 1;
+    }
+  }
   return occupied;
 }
 
