@@ -133,15 +133,16 @@ struct bound_rank {
   /// @brief The route of field `field` a point-to-point op belongs to.
   [[nodiscard]] const route_plan& route_of(const bound_op& b, std::size_t field = 0) const {
     const std::span<const route_plan> rs = routes_of(b);
-    require_in_range(field, std::size_t{0}, rs.size() - 1, "bound_rank.field");
+    require(field < rs.size(), "bound_rank.field", "field ", field, " of op ", describe(b.op),
+            ", whose link has ", rs.size(), " fields");
     return rs[field];
   }
   /// @brief Field `field`'s part of the message of a point-to-point op.
   [[nodiscard]] const route_message& message_of(const bound_op& b, std::size_t field = 0) const {
     return route_of(b, field).message(b.message);
   }
-  /// @brief Byte offset of field `field`'s part in the message of `b`
-  /// (`field == ` the link's field count: the message's bytes).
+  /// @brief Byte offset of field `field`'s part in the message of `b`; for
+  /// `field` equal to the link's field count, the message's bytes.
   [[nodiscard]] std::int64_t field_offset(const bound_op& b, std::size_t field) const;
 };
 
