@@ -315,15 +315,18 @@ TEST_CASE("plan_routes rejects no field and fields of different sample counts") 
                         errc::invalid_argument, "route.fields[1].rows[1]");
 }
 
-TEST_CASE("plan_routes: a field without rows is the route make_route would plan, built cheaply") {
+TEST_CASE(
+    "plan_routes: each field is the route make_route would plan alone (shared parts, "
+    "a field without rows built cheaply)") {
   using disttrain::route_field;
   auto cases = disttrain::test::local_route_cases();
   for (auto& c : disttrain::test::small_route_cases()) cases.push_back(c);
   for (const auto& c : cases) {
     INFO("case " << c.name);
     const std::vector<route_field> fields{
-        {{std::vector<std::int64_t>(c.shape.rows.size(), 0), 3, 2}},  // planned from field 1
-        {c.shape, c.opts.split}};
+        {{std::vector<std::int64_t>(c.shape.rows.size(), 0), 3, 2}},  // from field 1's route
+        {c.shape, c.opts.split},                                      // builds the skeleton
+        {{c.shape.rows, 1, 8}, disttrain::split_axis::rows}};         // shares it
     std::vector<int> parts{-1};
     const route_plan whole = plan_of(c);
     for (const auto& ri : whole.ranks()) parts.push_back(ri.rank);
@@ -331,28 +334,31 @@ TEST_CASE("plan_routes: a field without rows is the route make_route would plan,
       auto o = c.opts;
       o.for_rank = r;
       const auto routes = disttrain::plan_routes(c.layout, c.from, c.pa, c.to, c.pb, fields, o);
-      o.split = fields[0].split;
-      const route_plan want = disttrain::detail::make_route(
-          c.layout, c.from, c.pa, c.to, c.pb, fields[0].shape, o,
-          disttrain::detail::route_occupancy(c.layout, c.from, c.to, fields));
-      const route_plan& got = routes[0];
-      CHECK(got.fingerprint() == want.fingerprint());
-      CHECK(got.total_messages() == want.total_messages());
-      CHECK(got.slices() == want.slices());
-      CHECK(got.ranks() == want.ranks());
-      CHECK(got.hidden() == want.hidden());
-      CHECK(got.elem_size() == want.elem_size());
-      CHECK(got.minimum_crossing_elements() == 0);
-      REQUIRE(got.messages().size() == want.messages().size());
-      for (std::size_t i = 0; i < got.messages().size(); ++i) {
-        const auto& a = got.messages()[i];
-        const auto& b = want.messages()[i];
-        CHECK(std::tie(a.src, a.dst, a.phase, a.index, a.elements) ==
-              std::tie(b.src, b.dst, b.phase, b.index, b.elements));
-        CHECK(a.pieces == b.pieces);
-        CHECK(a.send_blocks == b.send_blocks);
-        CHECK(a.recv_blocks == b.recv_blocks);
-        CHECK(got.stamp(a) == want.stamp(b));
+      for (std::size_t f = 0; f < fields.size(); ++f) {
+        INFO("field " << f);
+        o.split = fields[f].split;
+        const route_plan want = disttrain::detail::make_route(
+            c.layout, c.from, c.pa, c.to, c.pb, fields[f].shape, o,
+            disttrain::detail::route_occupancy(c.layout, c.from, c.to, fields));
+        const route_plan& got = routes[f];
+        CHECK(got.fingerprint() == want.fingerprint());
+        CHECK(got.total_messages() == want.total_messages());
+        CHECK(got.slices() == want.slices());
+        CHECK(got.ranks() == want.ranks());
+        CHECK(got.hidden() == want.hidden());
+        CHECK(got.elem_size() == want.elem_size());
+        CHECK(got.minimum_crossing_elements() == want.minimum_crossing_elements());
+        REQUIRE(got.messages().size() == want.messages().size());
+        for (std::size_t i = 0; i < got.messages().size(); ++i) {
+          const auto& a = got.messages()[i];
+          const auto& b = want.messages()[i];
+          CHECK(std::tie(a.src, a.dst, a.phase, a.index, a.elements) ==
+                std::tie(b.src, b.dst, b.phase, b.index, b.elements));
+          CHECK(a.pieces == b.pieces);
+          CHECK(a.send_blocks == b.send_blocks);
+          CHECK(a.recv_blocks == b.recv_blocks);
+          CHECK(got.stamp(a) == want.stamp(b));
+        }
       }
     }
   }

@@ -73,7 +73,7 @@ namespace disttrain {
                                            const sample_placement& pb,
                                            const activation_shape& shape, route_options opts = {}) {
   detail::check_route(t, from, pa, to, pb, shape, opts);
-  return detail::make_route(t, from, pa, to, pb, shape, opts, {});
+  return detail::make_route(t, from, pa, to, pb, shape, opts, {}, nullptr);
 }
 
 /// @brief The routes of several tensors that travel together between the
@@ -115,12 +115,13 @@ namespace disttrain {
   const auto model = static_cast<std::size_t>(
       std::find_if_not(fields.begin(), fields.end(), empty) - fields.begin());
   out.resize(fields.size());
+  detail::route_skeleton skeleton;  // the message set: built once, for every field
   const auto plan_field = [&](std::size_t f) {
     opts.split = fields[f].split;
     out[f] =
         model < fields.size() && f != model && empty(fields[f])
             ? detail::empty_route(out[model], t, from, pa, to, pb, fields[f].shape, opts, occupied)
-            : detail::make_route(t, from, pa, to, pb, fields[f].shape, opts, occupied);
+            : detail::make_route(t, from, pa, to, pb, fields[f].shape, opts, occupied, &skeleton);
   };
   if (model < fields.size()) plan_field(model);
   for (std::size_t f = 0; f < fields.size(); ++f)

@@ -109,9 +109,10 @@ struct route_field {
 class route_plan;
 
 namespace detail {
+struct route_skeleton;
 route_plan make_route(const topology&, route_endpoint, const sample_placement&, route_endpoint,
                       const sample_placement&, const activation_shape&, const route_options&,
-                      std::span<const char>);
+                      std::span<const char>, route_skeleton* = nullptr);
 route_plan empty_route(const route_plan&, const topology&, route_endpoint, const sample_placement&,
                        route_endpoint, const sample_placement&, const activation_shape&,
                        const route_options&, std::span<const char>);
@@ -208,7 +209,7 @@ class route_plan {
   friend route_plan detail::make_route(const topology&, route_endpoint, const sample_placement&,
                                        route_endpoint, const sample_placement&,
                                        const activation_shape&, const route_options&,
-                                       std::span<const char>);
+                                       std::span<const char>, detail::route_skeleton*);
   friend route_plan detail::empty_route(const route_plan&, const topology&, route_endpoint,
                                         const sample_placement&, route_endpoint,
                                         const sample_placement&, const activation_shape&,

@@ -159,6 +159,23 @@ inline void check_route(const topology& t, route_endpoint from, const sample_pla
   if (opts.fan_out) (void)checked_mul(shape.total_bytes(), std::int64_t{B.tp}, "route.fan_out");
 }
 
+/// A phase-0 piece: its (src, dst) key, sample and slice.
+struct crossing_piece {
+  std::uint64_t key;
+  int sample, slice;
+};
+
+/// What a route's message set is made of, the same for every field of one
+/// link (plan_routes: one occupancy): phase 0's pieces in generation order,
+/// which receiving TP ranks forward (`[b TP_b + t]`) and the distinct (src,
+/// dst) keys, ascending. Built by the first route that needs it.
+struct route_skeleton {
+  std::vector<crossing_piece> crossings;
+  std::vector<char> carries;
+  std::vector<std::uint64_t> pairs;
+  bool built = false;
+};
+
 /// @brief The messages of one checked route (check_route), phase by phase:
 /// what plan_route's phases share (both stages, the slices, every sample's
 /// row offsets on both sides, which messages are built) and the phases.
@@ -166,7 +183,8 @@ class route_builder {
  public:
   route_builder(const topology& t, route_endpoint from, const sample_placement& pa,
                 route_endpoint to, const sample_placement& pb, const activation_shape& shape,
-                const route_options& opts, std::span<const char> occupied = {})
+                const route_options& opts, std::span<const char> occupied = {},
+                route_skeleton* shared = nullptr)
       : T_(t),
         from_(from),
         to_(to),
@@ -185,6 +203,7 @@ class route_builder {
     // Column slices of the hidden dimension, the same for every sample.
     if (opts.split == split_axis::hidden && !shape.rows.empty())
       for (int k = 0; k < S_; ++k) columns_.push_back(slice_bounds(shape.hidden, k, S_));
+    sk_ = shared != nullptr ? shared : &own_;
   }
 
   /// @brief Slices per sample, lcm(TP_a, TP_b).
@@ -195,29 +214,13 @@ class route_builder {
   /// B. The distinct (src, dst) pairs, ascending, are the phase-0 messages;
   /// the wanted ones are appended to `out`. Returns the route's phase-0 message count.
   int crossing(std::vector<route_message>& out) {
-    const auto n = shape_.rows.size();
-    crossings_.reserve(n * static_cast<std::size_t>(S_));
-    carries_.assign(static_cast<std::size_t>(B_.dp) * static_cast<std::size_t>(B_.tp), 0);
-    for (int b = 0; b < B_.dp; ++b)
-      for (int s : pb_.samples(b)) {
-        const int a = pa_.replica_of(s);
-        for (int k = 0; k < S_; ++k) {
-          if (!present(s, k)) continue;
-          const int src = rank_a(a, k % A_.tp);
-          const int dst = rank_b(b, k % B_.tp);
-          crossings_.push_back({key_of(src, dst), s, k});
-          carries_[static_cast<std::size_t>(b * B_.tp + k % B_.tp)] = 1;
-        }
-      }
-    std::vector<std::uint64_t> pairs(crossings_.size());
-    for (std::size_t i = 0; i < crossings_.size(); ++i) pairs[i] = crossings_[i].key;
-    std::sort(pairs.begin(), pairs.end());
-    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    if (!sk_->built) build_skeleton();
+    const std::vector<std::uint64_t>& pairs = sk_->pairs;
     if (opts_.for_rank <
         0) {  // the whole route: every pair, then (TP_b - 1) copies of each template
       std::size_t all = pairs.size();
       if (opts_.fan_out && B_.tp > 1)
-        for (const char c : carries_) all += c ? static_cast<std::size_t>(B_.tp - 1) : 0;
+        for (const char c : sk_->carries) all += c ? static_cast<std::size_t>(B_.tp - 1) : 0;
       out.reserve(all);
     }
     const std::size_t first = out.size();
@@ -232,7 +235,7 @@ class route_builder {
     }
     const auto mine = std::span(out).subspan(first);
     // Pieces in generation order: by position in the receiving replica, then slice.
-    for (const crossing_piece& c : crossings_) {
+    for (const crossing_piece& c : sk_->crossings) {
       const int src = static_cast<int>(c.key >> 32);
       const int dst = static_cast<int>(c.key & 0xffffffffu);
       if (!wanted(src, dst)) continue;
@@ -263,7 +266,7 @@ class route_builder {
     }
     for (int b = 0; b < B_.dp; ++b)
       for (int owner = 0; owner < B_.tp; ++owner) {
-        if (!carries_[static_cast<std::size_t>(b * B_.tp + owner)]) continue;
+        if (!sk_->carries[static_cast<std::size_t>(b * B_.tp + owner)]) continue;
         if (me >= 0 && b != my_replica) {
           index += B_.tp - 1;
           continue;
@@ -342,11 +345,28 @@ class route_builder {
   }
 
  private:
-  // A phase-0 piece: its (src, dst) key, sample and slice.
-  struct crossing_piece {
-    std::uint64_t key;
-    int sample, slice;
-  };
+  // The crossing's pieces (those that travel), who forwards, and the pairs.
+  void build_skeleton() {
+    route_skeleton& sk = *sk_;
+    sk.crossings.reserve(shape_.rows.size() * static_cast<std::size_t>(S_));
+    sk.carries.assign(static_cast<std::size_t>(B_.dp) * static_cast<std::size_t>(B_.tp), 0);
+    for (int b = 0; b < B_.dp; ++b)
+      for (int s : pb_.samples(b)) {
+        const int a = pa_.replica_of(s);
+        for (int k = 0; k < S_; ++k) {
+          if (!present(s, k)) continue;
+          const int src = rank_a(a, k % A_.tp);
+          const int dst = rank_b(b, k % B_.tp);
+          sk.crossings.push_back({key_of(src, dst), s, k});
+          sk.carries[static_cast<std::size_t>(b * B_.tp + k % B_.tp)] = 1;
+        }
+      }
+    sk.pairs.resize(sk.crossings.size());
+    for (std::size_t i = 0; i < sk.crossings.size(); ++i) sk.pairs[i] = sk.crossings[i].key;
+    std::sort(sk.pairs.begin(), sk.pairs.end());
+    sk.pairs.erase(std::unique(sk.pairs.begin(), sk.pairs.end()), sk.pairs.end());
+    sk.built = true;
+  }
 
   [[nodiscard]] static std::uint64_t key_of(int src, int dst) noexcept {
     return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
@@ -426,16 +446,18 @@ class route_builder {
   std::vector<std::int64_t> off_a_, off_b_;  // row offset of every sample on each side
   int base_a_, base_b_;                      // rank of (replica 0, TP rank 0) on each side
   std::vector<std::pair<std::int64_t, std::int64_t>> columns_;  // split_axis::hidden
-  std::vector<crossing_piece> crossings_;  // phase 0's pieces, in generation order
-  std::vector<char> carries_;  // [b TP_b + t]: TP rank t of replica b receives (so forwards)
+  route_skeleton own_;            // the skeleton when no other route shares one
+  route_skeleton* sk_ = nullptr;  // own_ or the shared one
 };
 
-/// Builds a checked route (check_route); `occupied` as route_builder's.
+/// Builds a checked route (check_route); `occupied` as route_builder's;
+/// `shared`: the skeleton of another field of the same link (plan_routes),
+/// built here if it is not yet.
 inline route_plan make_route(const topology& t, route_endpoint from, const sample_placement& pa,
                              route_endpoint to, const sample_placement& pb,
                              const activation_shape& shape, const route_options& opts,
-                             std::span<const char> occupied) {
-  route_builder build(t, from, pa, to, pb, shape, opts, occupied);
+                             std::span<const char> occupied, route_skeleton* shared) {
+  route_builder build(t, from, pa, to, pb, shape, opts, occupied, shared);
   route_plan plan;
   plan.from_ = from;
   plan.to_ = to;
