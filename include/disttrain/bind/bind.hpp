@@ -237,12 +237,6 @@ struct bind_context {
         a.rows.push_back(backward && !f.differentiable ? 0 : f.rows[idx]);
       return a;
     };
-    if (fs.size() == 1) {
-      o.split = fs[0].split;
-      out.resize(1);
-      out[0] = plan_route(topo, from, *pf, to, *pt, shape_of(fs[0]), o);
-      return;
-    }
     std::vector<route_field> fields;
     fields.reserve(fs.size());
     for (const link_field& f : fs) fields.push_back({shape_of(f), f.split});
@@ -250,26 +244,23 @@ struct bind_context {
   }
 };
 
-// Offset of part `field` of message `i` of routes `rs` (`field ==
+// Offset of part `field` of a message of routes `rs` (`field ==
 // rs.size()`: the message's bytes), `elements(f)` giving field f's elements
-// in it: part 0 at 0, each later part at its predecessor's end rounded up to
-// field_alignment.
+// in it: part 0 at 0, each later part where its predecessor ends, rounded up
+// to field_alignment.
 template <class Elements>
 std::int64_t part_offset(std::span<const route_plan> rs, std::size_t field,
                          const Elements& elements) {
-  std::int64_t end = 0;
+  std::int64_t start = 0;
   for (std::size_t f = 0; f < field; ++f) {
-    if (f > 0)
-      end = checked_add(end, (field_alignment - end % field_alignment) % field_alignment,
-                        "bind.bytes");
-    end = checked_add(
-        end, checked_mul(elements(f), static_cast<std::int64_t>(rs[f].elem_size()), "bind.bytes"),
+    const std::int64_t end = checked_add(
+        start, checked_mul(elements(f), static_cast<std::int64_t>(rs[f].elem_size()), "bind.bytes"),
         "bind.bytes");
-  }
-  if (field > 0 && field < rs.size())
-    end =
+    if (f + 1 == rs.size()) return end;  // the last part: the message ends with it
+    start =
         checked_add(end, (field_alignment - end % field_alignment) % field_alignment, "bind.bytes");
-  return end;
+  }
+  return start;
 }
 
 // One message of a rank on one route: what its bound op needs (its phase
@@ -399,14 +390,10 @@ message_lists index_messages(const slot_table& table, std::size_t slots,
     const route_message& m = rs[0].messages()[i];
     if (&m != last) {
       stamp = rs[0].stamp(m);
-      if (rs.size() == 1) {  // one field (the common case): its elements
-        bytes = checked_mul(m.elements, static_cast<std::int64_t>(rs[0].elem_size()), "bind.bytes");
-      } else {
-        for (std::size_t f = 1; f < rs.size(); ++f)
-          stamp = splitmix64::mix(stamp ^ rs[f].stamp(rs[f].messages()[i]));
-        bytes =
-            part_offset(rs, rs.size(), [&](std::size_t f) { return rs[f].messages()[i].elements; });
-      }
+      for (std::size_t f = 1; f < rs.size(); ++f)
+        stamp = splitmix64::mix(stamp ^ rs[f].stamp(rs[f].messages()[i]));
+      bytes =
+          part_offset(rs, rs.size(), [&](std::size_t f) { return rs[f].messages()[i].elements; });
       last = &m;
     }
     out.messages[out.begin[e]++] = rank_message{bytes, stamp, sending ? m.dst : m.src, m.index};
