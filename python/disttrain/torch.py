@@ -75,7 +75,7 @@ def _parts(msg: Any, parts: list, blocks: list, fields: list) -> Iterator[tuple]
         if n:
             dt = fields[k]["dtype"]
             at = _STAMP_BYTES + off
-            yield k, msg[at:at + n * fields[k]["itemsize"]].view(dt), blocks[b0:b0 + nb]
+            yield k, msg[at:at + n * fields[k]["elem_size"]].view(dt), blocks[b0:b0 + nb]
         b0 += nb
 
 
@@ -601,12 +601,12 @@ class Runner:
         """``shapes(sample_map)`` with each field's dtype (the Runner's where
         none is given) and element size; sets ``self._links``: per link,
         whether it was given as fields and its fields
-        (:func:`disttrain.link_fields`, with ``itemsize``)."""
-        def typed(f: Any) -> Any:
+        (:func:`disttrain.link_fields`)."""
+        def typed(f: Any) -> Any:  # the element size follows from the dtype (link_fields)
             if not isinstance(f, Mapping):
                 return f
-            dt = f.get("dtype", self.dtype)
-            return dict(f, dtype=dt, elem_size=self._t.empty((), dtype=dt).element_size())
+            return {**{k: v for k, v in f.items() if k != "elem_size"},
+                    "dtype": f.get("dtype", self.dtype)}
         shapes, self._links = [], []
         for link, s in enumerate(self.shapes(sample_map)):
             multi = isinstance(s, Mapping) and "fields" in s
@@ -617,7 +617,6 @@ class Runner:
             shapes.append(s)
             fields = _dt.link_fields(s, link)
             for k, f in enumerate(fields):
-                f["itemsize"] = f["elem_size"]
                 if f["differentiable"] and not f["dtype"].is_floating_point:
                     where = f"shapes[{link}].fields[{k}].differentiable"
                     raise _dt.InvalidArgument(
