@@ -307,44 +307,36 @@ def main(kit: Any = None) -> int:
             samples[i] = kit.sample(i, dtype)
         return samples[i]
 
-    def forward(j: int, x, ids: np.ndarray, chunk: int = 0):
-        batch = [get(int(i)) for i in ids]
-        if args.fields:
-            return forward_fields(x, batch, chunk)
-        first = me["stage"] == 0 and chunk == 0 and role == "backbone"
-        if role == "encoder":
-            return (torch.cat([part(s["images"]) for s in batch]) if batch
-                    else torch.zeros(0, dtype=dtype))
-        rows = [len(s["images"]) if first else len(s["images"]) + len(s["text"])
-                for s in batch]
-        h = torch.split(x.view(-1, kit.DIM), rows) if batch else []
-        if role == "backbone":
-            return torch.cat([chunks[chunk](hi, s["text"]) for hi, s in zip(h, batch)]) if batch \
-                else torch.zeros(0, dtype=dtype)
-        return sum((part(hi, s["target"]) for hi, s in zip(h, batch)),
-                   torch.zeros((), dtype=dtype)) / args.batch
+    def cat(ts: list, dt=dtype) -> torch.Tensor:
+        return torch.cat(ts) if ts else torch.zeros(0, dtype=dt)
 
-    def forward_fields(x, batch: list, chunk: int):
-        """--fields: the input is {hidden, text, lengths}; what a stage needs
-        from the sample (its rows, its tokens) comes with the activation."""
+    def forward(j: int, x, ids: np.ndarray, chunk: int = 0):
+        """F on this rank's samples `ids`. With --fields the input is {hidden,
+        text, lengths}, so what a stage needs from the sample (its rows, its
+        tokens) comes with the activation; without, from the dataset."""
+        batch = [get(int(i)) for i in ids]
         if role == "encoder":
             hs = [part(s["images"]) for s in batch]
-            return {"hidden": torch.cat(hs) if hs else torch.zeros(0, dtype=dtype),
-                    "text": (torch.cat([s["text"] for s in batch]) if batch
-                             else torch.zeros(0, dtype=torch.int64)),
-                    "lengths": torch.tensor([[len(h), len(s["text"])] for h, s in zip(hs, batch)],
-                                            dtype=torch.int32).reshape(-1)}
-        lengths = x["lengths"].view(-1, 2).tolist()
-        h = torch.split(x["hidden"].view(-1, kit.DIM), [r for r, _ in lengths])
-        text = torch.split(x["text"], [t for _, t in lengths])
+            text = [s["text"] for s in batch]
+        elif args.fields:
+            lengths = x["lengths"].view(-1, 2).tolist()
+            hs = list(torch.split(x["hidden"].view(-1, kit.DIM), [r for r, _ in lengths]))
+            text = list(torch.split(x["text"], [t for _, t in lengths]))
+        else:
+            first = me["stage"] == 0 and chunk == 0 and role == "backbone"
+            rows = [len(s["images"]) + (0 if first else len(s["text"])) for s in batch]
+            hs = list(torch.split(x.view(-1, kit.DIM), rows)) if batch else []
+            text = [s["text"] for s in batch]
+        if role == "generator":
+            return sum((part(hi, s["target"]) for hi, s in zip(hs, batch)),
+                       torch.zeros((), dtype=dtype)) / args.batch
         if role == "backbone":
-            out = [chunks[chunk](hi, ti) for hi, ti in zip(h, text)]
-            return {"hidden": torch.cat(out) if out else torch.zeros(0, dtype=dtype),
-                    "text": x["text"],
-                    "lengths": torch.tensor([[len(o), t] for o, (_, t) in zip(out, lengths)],
-                                            dtype=torch.int32).reshape(-1)}
-        return sum((part(hi, s["target"]) for hi, s in zip(h, batch)),
-                   torch.zeros((), dtype=dtype)) / args.batch
+            hs = [chunks[chunk](hi, ti) for hi, ti in zip(hs, text)]
+        if not args.fields:
+            return cat(hs)
+        return {"hidden": cat(hs), "text": cat(text, torch.int64),
+                "lengths": torch.tensor([[len(h), len(t)] for h, t in zip(hs, text)],
+                                        dtype=torch.int32).reshape(-1)}
 
     def shapes(map):
         ss = [get(int(i)) for i in map["id"]]
