@@ -164,12 +164,13 @@ class bound_host {
       const sample& s = at->second;
       // The text travels with the activation (carry_text): the encoder
       // sends its samples', each backbone stage uses and forwards what it got.
-      std::vector<int> text = s.text;
-      if (text_ && !enc_.empty()) pass_text(op, text_at, text);
+      const bool carried = text_ && gen_.empty();  // the generator uses no text
+      std::vector<int> received;
+      if (carried) received = pass_text(op, text_at, s.text);
+      const std::vector<int>& text = carried ? received : s.text;
       if (!enc_.empty()) {
         out = write(y, out, enc_.front().forward(id, s.images));
       } else if (!bb_.empty()) {
-        if (text_) text = pass_text(op, text_at, text);
         const int rows = first_stage_ && op.chunk == 0 ? s.meta.num_images() : s.meta.seq_len();
         auto r = chunk(op).forward(id, read(x, in, rows), text);
         in += rows;
