@@ -22,7 +22,8 @@ import os
 import subprocess
 import sys
 
-PRESETS = ["mllm-7b", "mllm-13b", "mllm-70b", "paper-72b", "hires-70b", "video-70b", "gen-70b"]
+PRESETS = ["mllm-7b", "mllm-13b", "mllm-70b", "paper-72b", "hires-70b", "video-70b", "gen-70b",
+           "dual-7b"]
 OPTION_SETS = {"default": ["--iterations", "2"],
                "zero-bubble": ["--zero-bubble", "--iterations", "2"],
                "expected": ["--data-objective", "expected"]}

@@ -105,6 +105,24 @@ void topology_of() {
   check(t.world_size() == result.plan.total_gpus() && !tp_groups.empty(), "topology_of");
 }
 
+void links_of() {
+  //! [links_of]
+  // Two encoders on their own GPUs: SAM forwards SigLIP's output to the backbone.
+  const disttrain::model_spec model = disttrain::presets::dual_7b();
+  disttrain::parallel_plan p;
+  p.global_batch = 16;
+  p.num_microbatches = 4;
+  p.modules = {{"siglip-l-384", "encoder", 1, 1, 2, {24}},
+               {"sam-b-1024", "encoder", 1, 2, 2, {6, 6}},
+               {"llama-2-7b", "backbone", 2, 2, 2, {16, 16}},
+               {"sd-2.1-unet", "generator", 1, 1, 2, {25}}};
+  const disttrain::module_links sam = disttrain::links_of(p, model, 1);
+  // sam.through == {{0, 2}}: its hops carry siglip -> llama;
+  // sam.after == {{0, 2}, {1, 2}}: its link into the backbone carries both edges.
+  //! [links_of]
+  check(sam.through.size() == 1 && sam.after.size() == 2, "links_of");
+}
+
 void parallel_plan_file() {
   //! [parallel_plan_file]
   disttrain::parallel_plan p;
@@ -243,6 +261,7 @@ int main() {
   r.run("fidelity", fidelity);
   r.run("format", format);
   r.run("topology_of", topology_of);
+  r.run("links_of", links_of);
   r.run("parallel_plan_file", parallel_plan_file);
   r.run("plan_schedule", plan_schedule);
   r.run("module_plan", module_plan);

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "disttrain/model/module_shape.hpp"
@@ -38,11 +39,13 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
   const int g = cost.cluster().gpus_per_node;
   const int S = req.global_batch;
   const std::size_t bi = model.backbone_index();
-  std::optional<std::size_t> ei, gi;
-  for (std::size_t i = 0; i < model.modules.size(); ++i) {
-    if (model.modules[i].role == module_role::encoder) ei = i;
-    if (model.modules[i].role == module_role::generator) gi = i;
-  }
+  std::vector<std::size_t> side_modules;  // encoders and generators, in model order
+  unsigned all_sides = 0;
+  for (std::size_t i = 0; i < model.modules.size(); ++i)
+    if (i != bi) {
+      side_modules.push_back(i);
+      all_sides |= 1U << i;
+    }
   auto tps_of = [&](std::size_t i) {
     std::vector<int> v;
     const auto sh = shape_of(model.modules[i]);
@@ -92,20 +95,27 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
     for (int& c : out) c *= v;
     return out;
   };
-  // Stage times of the backbone with the colocated encoder (ce) / generator (cg) parts.
-  auto backbone_fn = [&](bool ce, bool cg, int tpb, int rcb, int kb) {
-    const double te = ce ? type_time(*ei, colocated_tp(*ei, tpb), rcb, kb,
-                                     detail::stage_type::whole, model.modules[*ei].layers())
-                         : 0.0;
-    const double tg = cg ? type_time(*gi, colocated_tp(*gi, tpb), rcb, kb,
-                                     detail::stage_type::whole, model.modules[*gi].layers())
-                         : 0.0;
+  // Stage times of the backbone with the side modules of `colocated` (bit i: module i) on its
+  // first (encoders) / last (generators) stage, added in model-module order as evaluate() does.
+  auto backbone_fn = [&](unsigned colocated, int tpb, int rcb, int kb) {
+    std::vector<double> te, tg;
+    for (const std::size_t i : side_modules)
+      if ((colocated >> i) & 1U)
+        (i < bi ? te : tg)
+            .push_back(type_time(i, colocated_tp(i, tpb), rcb, kb, detail::stage_type::whole,
+                                 model.modules[i].layers()));
+    double front = 0.0;
+    for (const double t : te) front += t;
     return [=, &type_time](detail::stage_type t, int c) {
       const double x = type_time(bi, tpb, rcb, kb, t, c);
-      if (t == detail::stage_type::first) return (0.0 + te) + x;
-      if (t == detail::stage_type::last) return (0.0 + x) + tg;
-      if (t == detail::stage_type::whole) return ((0.0 + te) + x) + tg;
-      return 0.0 + x;
+      double acc = 0.0;
+      if (t == detail::stage_type::first || t == detail::stage_type::whole)
+        acc = (0.0 + front) + x;
+      else
+        acc = 0.0 + x;
+      if (t == detail::stage_type::last || t == detail::stage_type::whole)
+        for (const double x_g : tg) acc += x_g;
+      return acc;
     };
   };
   // Memory per GPU of the backbone's stage j in plan q, as evaluate() reports it.
@@ -230,7 +240,7 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
               for (int zb = 0; zb <= (opt.zero_bubble && vb == 1 ? 1 : 0); ++zb) {
                 // Monolithic layouts.
                 if (opt.include_monolithic) {
-                  const auto fn = backbone_fn(ei.has_value(), gi.has_value(), tpb, rcb, kb);
+                  const auto fn = backbone_fn(all_sides, tpb, rcb, kb);
                   for (layer_split_rule rule : opt.monolithic_splits) {
                     std::vector<int> layers;
                     if (rule == layer_split_rule::even) {
@@ -258,75 +268,90 @@ exhaustive_result exhaustive_plan(const C& cost, const plan_request& req,
                   }
                 }
                 if (!opt.include_disaggregated) continue;  // next schedule
-                // Disaggregated: both side modules on their own GPUs, or (mixed) one of them
-                // colocated on the backbone's first (encoder) / last (generator) stage.
-                struct mode {
-                  bool ce, cg;
-                };
-                std::vector<mode> modes{{false, false}};
-                if (opt.include_mixed && ei && gi) {
-                  modes.push_back({true, false});
-                  modes.push_back({false, true});
-                }
+                // Disaggregated: every side module on its own GPUs, or (mixed) any proper
+                // subset of them colocated on the backbone's first (encoders) / last
+                // (generators) stage.
+                std::vector<unsigned> modes;
+                for (unsigned c = 0; c <= all_sides; ++c)
+                  if ((c & ~all_sides) == 0 && (c == 0 || (opt.include_mixed && c != all_sides)))
+                    modes.push_back(c);
                 struct side {
                   int tp, pp, dp;
                   int rc;
                   std::vector<int> layers;
                 };
-                auto sides = [&](std::optional<std::size_t> mi) {
+                auto sides = [&](std::size_t mi) {
                   std::vector<side> v;
-                  if (!mi) {
-                    v.push_back(side{1, 0, 0, false, {}});
-                    return v;
-                  }
                   for (int pp = 1; pp <= opt.max_side_pp; ++pp)
-                    for (int tp : tps_of(*mi))
+                    for (int tp : tps_of(mi))
                       for (int rc : rcs)
                         for (int dp = 1; dp <= n; ++dp) {
                           if (gb + static_cast<long long>(tp) * pp * dp > N) break;
-                          auto layers = plain_split(*mi, tp, rc, (n + dp - 1) / dp, pp);
+                          auto layers = plain_split(mi, tp, rc, (n + dp - 1) / dp, pp);
                           if (!layers.empty()) v.push_back(side{tp, pp, dp, rc, layers});
                         }
                   return v;
                 };
-                for (const mode& md : modes) {
-                  const auto fn = backbone_fn(md.ce, md.cg, tpb, rcb, kb);
+                for (const unsigned colocated : modes) {
+                  const auto fn = backbone_fn(colocated, tpb, rcb, kb);
                   const std::vector<int> lb = balanced_v(Lb, ppb, vb, fn);
                   if (lb.empty()) continue;
-                  const auto E = sides(md.ce ? std::nullopt : ei);
-                  const auto G = sides(md.cg ? std::nullopt : gi);
-                  std::map<int, std::vector<int>>
-                      split_by_ppg;  // the backbone's split per generator depth
-                  for (const auto& e : E)
-                    for (const auto& gg : G) {
-                      if (gb + static_cast<long long>(e.tp) * e.pp * e.dp +
-                              static_cast<long long>(gg.tp) * gg.pp * gg.dp >
-                          N)
-                        continue;
+                  std::vector<std::size_t> separate;
+                  std::vector<std::vector<side>> lists;
+                  bool any_empty = false;
+                  for (const std::size_t i : side_modules)
+                    if (!((colocated >> i) & 1U)) {
+                      separate.push_back(i);
+                      lists.push_back(sides(i));
+                      any_empty = any_empty || lists.back().empty();
+                    }
+                  if (any_empty) continue;
+                  // The backbone's split per (encoder stages, generator stages).
+                  std::map<std::pair<int, int>, std::vector<int>> split_by_depth;
+                  std::vector<std::size_t> pick(separate.size(), 0);
+                  for (bool more = true; more;) {
+                    long long gpus = gb;
+                    int front_pp = 0, back_pp = 0;
+                    for (std::size_t t = 0; t < separate.size(); ++t) {
+                      const side& sd = lists[t][pick[t]];
+                      gpus += static_cast<long long>(sd.tp) * sd.pp * sd.dp;
+                      (separate[t] < bi ? front_pp : back_pp) += sd.pp;
+                    }
+                    if (gpus <= N) {
                       parallel_plan p = base(n, zb != 0);
                       set(p.modules[bi], tpb, ppb, dpb, rcb, lb);
                       p.modules[bi].virtual_stages = vb;
-                      auto side_of = [&](std::optional<std::size_t> mi, bool col, const side& sd) {
-                        if (!mi) return;
-                        if (col) {
-                          set(p.modules[*mi], colocated_tp(*mi, tpb), 1, dpb, rcb,
-                              {model.modules[*mi].layers()});
-                          p.modules[*mi].colocated = true;
-                        } else {
-                          set(p.modules[*mi], sd.tp, sd.pp, sd.dp, sd.rc, sd.layers);
+                      for (std::size_t t = 0; t < separate.size(); ++t) {
+                        const side& sd = lists[t][pick[t]];
+                        set(p.modules[separate[t]], sd.tp, sd.pp, sd.dp, sd.rc, sd.layers);
+                      }
+                      for (const std::size_t i : side_modules)
+                        if ((colocated >> i) & 1U) {
+                          set(p.modules[i], colocated_tp(i, tpb), 1, dpb, rcb,
+                              {model.modules[i].layers()});
+                          p.modules[i].colocated = true;
                         }
-                      };
-                      side_of(ei, md.ce, e);
-                      side_of(gi, md.cg, gg);
-                      if (!admissible(p)) continue;
-                      const int ppg = gi && !md.cg ? gg.pp : 0;
-                      auto it = split_by_ppg.find(ppg);
-                      if (it == split_by_ppg.end())
-                        it = split_by_ppg.emplace(ppg, fitted(p, lb, fn)).first;
-                      if (it->second.empty()) continue;
-                      p.modules[bi].layers = it->second;
-                      score(std::move(p), it->second != lb);
+                      if (admissible(p)) {
+                        const std::pair<int, int> key{front_pp, back_pp};
+                        auto it = split_by_depth.find(key);
+                        if (it == split_by_depth.end())
+                          it = split_by_depth.emplace(key, fitted(p, lb, fn)).first;
+                        if (!it->second.empty()) {
+                          p.modules[bi].layers = it->second;
+                          score(std::move(p), it->second != lb);
+                        }
+                      }
                     }
+                    // Next combination (odometer over the separate modules' options).
+                    more = false;
+                    for (std::size_t t = separate.size(); t-- > 0;) {
+                      if (++pick[t] < lists[t].size()) {
+                        more = true;
+                        break;
+                      }
+                      pick[t] = 0;
+                    }
+                  }
                 }
               }
             }

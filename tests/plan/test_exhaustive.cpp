@@ -13,7 +13,7 @@
 
 namespace {
 
-enum class variant { as_is, no_generator, frozen_encoder };
+enum class variant { as_is, no_generator, frozen_encoder, two_generators };
 
 struct case_spec {
   const char* preset;
@@ -40,6 +40,8 @@ int capped_optima = 0;       // optima whose backbone split is capped by memory
 int zb_optima = 0;           // planner optima that run ZB-H1
 int zb_cases = 0;            // cases searched with ZB-H1 in the space
 int selective_optima = 0;    // planner optima with selective recompute on a module
+int chained_optima = 0;      // optima with two encoders (or two generators) on their own GPUs
+int several_mixed = 0;       // optima of a model with 3+ side modules colocating some, not all
 
 // Whether the placement (topology_of's numbering) puts a stage of at most a node's GPUs across
 // two nodes, or a module boundary inside one node: links the old layout-independent rules
@@ -77,6 +79,7 @@ void compare(const case_spec& c) {
   if (c.gpus_per_node > 0) sc.cluster.gpus_per_node = c.gpus_per_node;
   if (c.v == variant::no_generator) sc.model.modules.pop_back();
   if (c.v == variant::frozen_encoder) sc.model.modules.front().frozen = true;
+  if (c.v == variant::two_generators) sc.model.modules.push_back(disttrain::presets::dit_xl_2());
   auto params = disttrain::calibrated_cost_params(sc.cluster.gpu.name);
   // Selective recompute saves memory only where the attention scores are kept (unfused).
   if (c.selective) params.attention_score_bytes = 5;
@@ -115,6 +118,17 @@ void compare(const case_spec& c) {
   if (ex.capped_split) ++capped_optima;
   if (r.plan.schedule == disttrain::plan_schedule::zb_h1) ++zb_optima;
   for (const auto& m : r.plan.modules) selective_optima += m.selective_recompute ? 1 : 0;
+  {
+    int enc = 0, gen = 0, sides = 0, colocated = 0;
+    for (const auto& m : r.plan.modules) {
+      if (m.role == "backbone") continue;
+      ++sides;
+      colocated += m.colocated ? 1 : 0;
+      if (!m.colocated) ++(m.role == "encoder" ? enc : gen);
+    }
+    if (enc >= 2 || gen >= 2) ++chained_optima;
+    if (sides >= 3 && colocated > 0 && colocated < sides) ++several_mixed;
+  }
   if (!c.sequence_parallel) {
     auto with = opt;
     with.sequence_parallel = true;
@@ -210,4 +224,25 @@ TEST_CASE("planner optimum equals exhaustive enumeration (8-64 GPUs, presets)") 
   CHECK(zb_optima > 0);
   // Selective recompute reaches the search and wins somewhere (unfused attention).
   CHECK(selective_optima > 0);
+}
+
+TEST_CASE("planner optimum equals exhaustive enumeration with several encoders or generators") {
+  // dual-7b: two encoders (SigLIP-L at 384 px, SAM-B at 1024 px) feeding Llama-2-7B, SD-2.1;
+  // run as a chain, the second encoder forwarding the first one's output (docs/planner.md,
+  // "Several encoders or generators"). two_generators: mllm-7b with DiT-XL/2 after SD-2.1.
+  const case_spec cases[] = {
+      {"dual-7b", "h800", 8, 4, 2, 1},  // one node
+      {"dual-7b", "h800", 16, 4, 2, 1},
+      {"dual-7b", "h800", 12, 4, 2, 2, variant::as_is, 1, true, true, 4},  // small nodes
+      {"dual-7b", "h800", 16, 8, 2, 1, variant::no_generator},
+      {"dual-7b", "h800", 16, 4, 2, 1, variant::frozen_encoder},
+      {"dual-7b", "h800", 16, 4, 2, 1, variant::as_is, 1, true, true, 0, true, true},  // ZB-H1
+      {"mllm-7b", "h800", 16, 4, 2, 1, variant::two_generators},
+      {"mllm-7b", "h800", 12, 4, 2, 1, variant::two_generators, 1, true, true, 4},
+  };
+  for (const auto& c : cases) compare(c);
+  // Both chain shapes win somewhere with the side modules on their own GPUs, and mixed
+  // colocation of three side modules too.
+  CHECK(chained_optima > 0);
+  CHECK(several_mixed > 0);
 }

@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -56,6 +57,7 @@
 #include "disttrain/cost/stage.hpp"
 #include "disttrain/model/workload.hpp"
 #include "disttrain/plan/evaluate.hpp"
+#include "disttrain/plan/layout.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 #include "disttrain/reorder/assignment.hpp"
 #include "disttrain/reorder/options.hpp"
@@ -276,22 +278,38 @@ template <cost_model C>
   require(batch.size() == map.samples.size(), "plan_link_shapes.batch", "has ", batch.size(),
           " workloads, the sample map ", map.samples.size(), " samples");
   std::vector<link_shape> out(static_cast<std::size_t>(t.num_links()));
+  const model_spec& model = cost.model();
+  auto add_field = [&](link_shape& shape, std::string name, auto&& bytes_of) {
+    link_field& ls = shape.fields.emplace_back();
+    ls.name = std::move(name);
+    ls.hidden = columns;
+    ls.elem_size = 1;
+    ls.rows.reserve(map.samples.size());
+    for (std::size_t i = 0; i < map.samples.size(); ++i)
+      ls.rows.push_back(
+          static_cast<std::int64_t>(std::ceil(bytes_of(i) / static_cast<double>(columns))));
+  };
+  // One field per data edge a link carries (`links_of`), after the stage's own output.
+  auto add_edges = [&](link_shape& shape, const std::vector<connection>& edges) {
+    for (const connection& e : edges)
+      add_field(shape, cat(model.modules[e.from].name, "->", model.modules[e.to].name),
+                [&](std::size_t i) { return cost.transfer_bytes(e.from, e.to, batch[i]); });
+  };
   for (std::size_t l = 0; l < out.size(); ++l) {
     const auto [ca, ka] = t.virtual_at(static_cast<int>(l));
     const auto [ma, sa] = t.chain_at(ca);
     const auto mb = t.chain_at(t.virtual_at(static_cast<int>(l) + 1).first).first;
     const auto a = static_cast<std::size_t>(ma.value);
-    const stage_config cfg = chunk_config(p, a, sa.value, ka);
-    link_field& ls = out[l].fields.emplace_back();
-    ls.name = "activation";
-    ls.hidden = columns;
-    ls.elem_size = 1;
-    ls.rows.reserve(map.samples.size());
-    for (std::size_t i = 0; i < map.samples.size(); ++i) {
-      const double bytes =
-          ma == mb ? cost.stage_output_bytes(cfg, batch[i][a])
-                   : cost.transfer_bytes(a, static_cast<std::size_t>(mb.value), batch[i]);
-      ls.rows.push_back(static_cast<std::int64_t>(std::ceil(bytes / static_cast<double>(columns))));
+    const module_links links = links_of(p, model, a);
+    if (ma == mb) {
+      const stage_config cfg = chunk_config(p, a, sa.value, ka);
+      add_field(out[l], "activation",
+                [&](std::size_t i) { return cost.stage_output_bytes(cfg, batch[i][a]); });
+      add_edges(out[l], links.through);
+    } else if (!links.after.empty()) {
+      add_edges(out[l], links.after);
+    } else {  // a custom model whose next module takes nothing from this one
+      add_field(out[l], "none", [](std::size_t) { return 0.0; });
     }
   }
   return out;

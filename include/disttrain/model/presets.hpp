@@ -63,6 +63,45 @@ namespace disttrain::presets {
                                    .max_image_size = 0}};
 }
 
+/// @brief SigLIP-L/16 at 384 px (Zhai et al., ICCV 2023; the low-resolution
+/// half of DeepSeek-VL's hybrid encoder, Lu et al. 2024): 24 layers, width
+/// 1024, 16 heads, MLP 4096, patch 16, no class token (576 tokens per image);
+/// ~0.3B parameters.
+[[nodiscard]] inline module_spec siglip_l_384() {
+  return {.name = "siglip-l-384",
+          .role = module_role::encoder,
+          .arch = vit_encoder_arch{.image_size = 384,
+                                   .patch_size = 16,
+                                   .layers = 24,
+                                   .hidden = 1024,
+                                   .heads = 16,
+                                   .mlp = 4096,
+                                   .channels = 3,
+                                   .class_token = false,
+                                   .qkv_bias = true,
+                                   .max_image_size = 0}};
+}
+
+/// @brief SAM-B's image encoder at 1024 px (Kirillov et al., ICCV 2023: ViT-B/16;
+/// the high-resolution half of DeepSeek-VL's hybrid encoder): 12 layers, width
+/// 768, 12 heads, MLP 3072, patch 16 (4096 tokens per image); ~0.09B
+/// parameters. Priced with global attention in every layer (SAM's windowed
+/// layers cost less: an upper bound of its attention time).
+[[nodiscard]] inline module_spec sam_b_1024() {
+  return {.name = "sam-b-1024",
+          .role = module_role::encoder,
+          .arch = vit_encoder_arch{.image_size = 1024,
+                                   .patch_size = 16,
+                                   .layers = 12,
+                                   .hidden = 768,
+                                   .heads = 12,
+                                   .mlp = 3072,
+                                   .channels = 3,
+                                   .class_token = false,
+                                   .qkv_bias = true,
+                                   .max_image_size = 0}};
+}
+
 // ---- Backbones ---------------------------------------------------------------
 
 /// @brief Llama-3-8B (Meta, "The Llama 3 Herd of Models", 2024, Table 3; HF config):
@@ -426,6 +465,21 @@ namespace disttrain::presets {
   return m;
 }
 
+/// @brief A two-encoder MLLM after DeepSeek-VL's hybrid vision encoder: every
+/// input image goes through SigLIP-L at 384 px and SAM-B at 1024 px, whose
+/// features the projector fuses into 576 backbone tokens per image, then
+/// Llama-2-7B and SD-2.1. The pipeline runs the encoders one after the other
+/// (SigLIP's output is forwarded through SAM's GPUs: docs/planner.md,
+/// "Several encoders or generators").
+[[nodiscard]] inline model_spec dual_7b() {
+  return {.name = "dual-7b",
+          .modules = {siglip_l_384(), sam_b_1024(), llama2_7b(), sd21_unet()},
+          .connections = {},
+          .projector_tokens_per_image = 576,
+          .projector_patch_ratio = 1,
+          .generator_condition_tokens = 64};
+}
+
 // ---- Registries ----------------------------------------------------------------------
 
 namespace detail {
@@ -435,14 +489,13 @@ struct named {
   T (*make)();
 };
 inline constexpr named<module_spec> module_table[] = {
-    {"vit-h-14", vit_h_14},      {"internvit-6b", internvit_6b}, {"llama-3-8b", llama3_8b},
-    {"llama-3-70b", llama3_70b}, {"qwen2-72b", qwen2_72b},       {"llama-2-7b", llama2_7b},
-    {"llama-2-13b", llama2_13b}, {"sd-2.1-unet", sd21_unet},     {"dit-xl-2", dit_xl_2}};
-inline constexpr named<model_spec> model_table[] = {{"mllm-7b", mllm_7b},
-                                                    {"mllm-13b", mllm_13b},
-                                                    {"mllm-70b", mllm_70b},
-                                                    {"paper-72b", paper_72b},
-                                                    {"hires-70b", hires_70b}};
+    {"vit-h-14", vit_h_14},     {"internvit-6b", internvit_6b}, {"siglip-l-384", siglip_l_384},
+    {"sam-b-1024", sam_b_1024}, {"llama-3-8b", llama3_8b},      {"llama-3-70b", llama3_70b},
+    {"qwen2-72b", qwen2_72b},   {"llama-2-7b", llama2_7b},      {"llama-2-13b", llama2_13b},
+    {"sd-2.1-unet", sd21_unet}, {"dit-xl-2", dit_xl_2}};
+inline constexpr named<model_spec> model_table[] = {
+    {"mllm-7b", mllm_7b},     {"mllm-13b", mllm_13b},   {"mllm-70b", mllm_70b},
+    {"paper-72b", paper_72b}, {"hires-70b", hires_70b}, {"dual-7b", dual_7b}};
 inline constexpr named<data_spec> data_table[] = {
     {"laion-400m", laion400m_like},   {"interleaved", interleaved_image_text},
     {"high-res", high_res_images},    {"video", video_clips},
@@ -469,7 +522,8 @@ template <class T, std::size_t N>
 }
 }  // namespace detail
 
-/// @brief Module preset by name: vit-h-14, internvit-6b, llama-3-8b, llama-3-70b,
+/// @brief Module preset by name: vit-h-14, internvit-6b, siglip-l-384, sam-b-1024,
+/// llama-3-8b, llama-3-70b,
 /// qwen2-72b, llama-2-7b, llama-2-13b, sd-2.1-unet, dit-xl-2.
 [[nodiscard]] inline module_spec module_preset(std::string_view name) {
   return detail::find(detail::module_table, name, "module");
@@ -478,7 +532,7 @@ template <class T, std::size_t N>
   return detail::names(detail::module_table);
 }
 
-/// @brief Model preset by name: mllm-7b, mllm-13b, mllm-70b, paper-72b, hires-70b.
+/// @brief Model preset by name: mllm-7b, mllm-13b, mllm-70b, paper-72b, hires-70b, dual-7b.
 [[nodiscard]] inline model_spec model_preset(std::string_view name) {
   return detail::find(detail::model_table, name, "model");
 }
@@ -530,7 +584,8 @@ struct published_figures {
 
 /// @brief The scenario presets' names, in the order they are documented.
 [[nodiscard]] inline std::vector<std::string> scenario_preset_names() {
-  return {"mllm-7b", "mllm-13b", "mllm-70b", "paper-72b", "hires-70b", "video-70b", "gen-70b"};
+  return {"mllm-7b",   "mllm-13b",  "mllm-70b", "paper-72b",
+          "hires-70b", "video-70b", "gen-70b",  "dual-7b"};
 }
 
 /// @brief Planning scenarios (our choices of cluster size and batch, H800 clusters):
@@ -540,7 +595,8 @@ struct published_figures {
 /// - `paper-72b`: paper_72b on 1172 H800 GPUs (the paper's scale), interleaved, 1024;
 /// - `hires-70b`: hires_70b (InternViT-6B encoder), 512 GPUs, high-res data, 512;
 /// - `video-70b`: mllm_70b, 512 GPUs, video data, 512;
-/// - `gen-70b`: mllm_70b, 512 GPUs, generation-heavy data, 512.
+/// - `gen-70b`: mllm_70b, 512 GPUs, generation-heavy data, 512;
+/// - `dual-7b`: dual_7b (two encoders: SigLIP-L + SAM-B), 64 GPUs, interleaved, 256.
 [[nodiscard]] inline scenario scenario_preset(std::string_view name) {
   auto make = [](std::string n, std::string desc, model_spec m, int gpus, int batch,
                  data_spec data = interleaved_image_text()) {
@@ -582,6 +638,11 @@ struct published_figures {
                 "generator-heavy: ViT-H/14 + Llama-3-70B + SD-2.1 on 512 H800, 1-4 images to "
                 "generate at 768-1024 px per sample, batch 512",
                 mllm_70b(), 512, 512, generation_heavy());
+  if (name == "dual-7b")
+    return make("dual-7b",
+                "two encoders: SigLIP-L/16 at 384 px + SAM-B at 1024 px (DeepSeek-VL's hybrid "
+                "encoder) + Llama-2-7B + SD-2.1 on 64 H800, interleaved data, batch 256",
+                dual_7b(), 64, 256);
   std::string known;
   for (const auto& n : scenario_preset_names()) known += (known.empty() ? "" : ", ") + n;
   disttrain::fail(errc::invalid_argument, "preset", "unknown scenario preset '", name,

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <utility>
@@ -40,6 +41,7 @@
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/cost/stage.hpp"
 #include "disttrain/model/workload.hpp"
+#include "disttrain/plan/detail/chain_cut.hpp"
 #include "disttrain/plan/detail/closed_form.hpp"
 #include "disttrain/plan/detail/stage_cost.hpp"
 #include "disttrain/plan/layout.hpp"
@@ -230,6 +232,19 @@ template <cost_model C>
   auto same_node = [&](std::pair<long long, long long> a, std::pair<long long, long long> b) {
     return detail::blocks_in_one_node(a.first, a.second, b.first, b.second, g);
   };
+  // The data edges each link carries (detail/chain_cut.hpp), and the owning neighbours.
+  std::uint32_t colocated = 0;
+  for (std::size_t i = 0; i < p.modules.size(); ++i)
+    if (p.modules[i].colocated) colocated |= 1U << i;
+  const detail::chain_cut cut(model, colocated);
+  auto owning_after = [&](std::size_t i) {
+    while (p.modules[++i].colocated) {}
+    return i;
+  };
+  auto owning_before = [&](std::size_t i) {
+    while (p.modules[--i].colocated) {}
+    return i;
+  };
 
   plan_evaluation ev;
   ev.gpus = p.total_gpus();
@@ -245,6 +260,7 @@ template <cost_model C>
     const int k = samples_of(mp.dp);
     const module_workload w = sample_workload[i] * static_cast<double>(k);
     const double dirs = detail::transfer_directions(model, i);
+    const detail::link_load pass = cut.load(cost, cut.through(i), sample_workload, k);
     times.assign(static_cast<std::size_t>(mp.pp), 0.0);
     fixed.assign(static_cast<std::size_t>(mp.pp), 0.0);
     hops.assign(static_cast<std::size_t>(mp.pp), 0.0);
@@ -317,20 +333,23 @@ template <cost_model C>
       weights[static_cast<std::size_t>(j)] = weight;
       if (j + 1 < mp.pp)
         hops[static_cast<std::size_t>(j)] =
-            detail::hop_time(cost, cfg, w, same_node(here, block(i, j + 1)), dirs);
+            detail::hop_time(cost, cfg, w, same_node(here, block(i, j + 1)), dirs, pass);
       sync_max = std::max(sync_max, r.sync_s);
       ev.max_memory_bytes = std::max(ev.max_memory_bytes, r.memory_bytes);
       ev.stages.push_back(std::move(r));
       first += c;
     }
+    // The link to the next owning module (an encoder's) or from the previous one (a
+    // generator's) is this module's: one with one encoder and one generator.
     double boundary = 0;
-    if (i < bi) {
-      boundary = detail::boundary_time(cost, i, bi, sample_workload, k, mp.tp, kb, bb.tp, dirs,
-                                       same_node(block(i, mp.pp - 1), block(bi, 0)));
-    } else if (i > bi) {
-      boundary = detail::boundary_time(cost, bi, i, sample_workload, kb, bb.tp, k, mp.tp,
-                                       detail::transfer_directions(model, bi),
-                                       same_node(block(bi, bb.pp - 1), block(i, 0)));
+    if (i != bi) {
+      const std::size_t a = i < bi ? i : owning_before(i), b = i < bi ? owning_after(i) : i;
+      const std::uint64_t edges = cut.after(a);
+      const module_plan &pa = p.modules[a], &pb = p.modules[b];
+      boundary =
+          detail::link_time(cost, edges, cut.load(cost, edges, sample_workload, samples_of(pa.dp)),
+                            pa.tp, cut.load(cost, edges, sample_workload, samples_of(pb.dp)), pb.tp,
+                            same_node(block(a, pa.pp - 1), block(b, 0)));
     }
     detail::module_terms t =
         detail::module_path({.stage_s = times, .hop_s = hops, .fixed_s = fixed}, boundary, v);

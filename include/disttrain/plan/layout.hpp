@@ -13,12 +13,14 @@
 /// checks a hand-written plan (a TP group across nodes runs, slowly).
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
 #include "disttrain/core/topology.hpp"
 #include "disttrain/model/model_spec.hpp"
+#include "disttrain/plan/detail/chain_cut.hpp"
 #include "disttrain/plan/parallel_plan.hpp"
 
 namespace disttrain {
@@ -56,6 +58,42 @@ namespace disttrain {
         "' is not in model '", model.name, "'");
   }
   return topology(std::move(mods));
+}
+
+/// @brief What the links of module `i` of plan `p` carry, as `model`'s data
+/// edges (`model_spec::edges`). The pipeline is a chain of the modules that
+/// own ranks; an edge whose ends are not neighbours in it is forwarded by
+/// every module in between (two encoders feeding the backbone run encoder 1
+/// -> encoder 2 -> backbone; docs/planner.md, "Several encoders or
+/// generators"). With one encoder and one generator every link carries its
+/// one edge and nothing is forwarded.
+struct module_links {
+  std::vector<connection> after;    ///< the link from its last stage to the next module's first
+  std::vector<connection> through;  ///< the hops between its own stages (edges it forwards)
+};
+
+/// @brief `module_links` of module `i` (owning ranks) of plan `p` for
+/// `model` (the plan's modules in the model's order, as `evaluate` checks).
+/// Throws `invalid_argument` for a colocated module or an index out of range.
+/// @snippet plan.cpp links_of
+[[nodiscard]] inline module_links links_of(const parallel_plan& p, const model_spec& model,
+                                           std::size_t i) {
+  require(p.modules.size() == model.modules.size(), "plan.modules", "has ", p.modules.size(),
+          " modules, the model ", model.modules.size());
+  require(i < p.modules.size(), "module", "index ", i, " out of range (", p.modules.size(),
+          " modules)");
+  std::uint32_t colocated = 0;
+  for (std::size_t j = 0; j < p.modules.size(); ++j)
+    if (p.modules[j].colocated) colocated |= 1U << j;
+  const detail::chain_cut cut(model, colocated);
+  module_links out;
+  auto pick = [&](std::uint64_t mask, std::vector<connection>& v) {
+    for (std::size_t e = 0; e < cut.edges().size(); ++e)
+      if ((mask >> e) & 1U) v.push_back(cut.edges()[e]);
+  };
+  pick(cut.after(i), out.after);
+  pick(cut.through(i), out.through);
+  return out;
 }
 
 }  // namespace disttrain

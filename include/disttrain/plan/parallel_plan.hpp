@@ -4,9 +4,10 @@
 /// out on the cluster (GPUs, TP, PP, DP, layers per stage, recompute), plus the
 /// microbatching and the pipeline schedule. JSON in and out: plan/json.hpp.
 ///
-/// A plan lists the modules in **pipeline order**: at most one encoder, exactly
-/// one backbone, at most one generator (roles "encoder", "backbone",
-/// "generator"). Each module is either
+/// A plan lists the modules in **pipeline order**: encoders, exactly one
+/// backbone, generators (roles "encoder", "backbone", "generator"; several
+/// encoders or generators run one after the other, `links_of` in
+/// plan/layout.hpp). Each module is either
 /// - *disaggregated* (`colocated == false`): it owns `tp * pp * dp` GPUs and
 ///   forms its own pipeline segment, or
 /// - *colocated* (`colocated == true`, encoder/generator only): it runs on the
@@ -150,7 +151,7 @@ inline void validate(const parallel_plan& p) {
          " is not a multiple of num_microbatches ", p.num_microbatches);
   if (!(!p.modules.empty()))
     fail(errc::invalid_argument, "plan.modules", "needs at least a backbone");
-  int backbones = 0, encoders = 0, generators = 0;
+  int backbones = 0;
   const int n = p.microbatch_samples();
   for (std::size_t i = 0; i < p.modules.size(); ++i) {
     const module_plan& m = p.modules[i];
@@ -171,15 +172,11 @@ inline void validate(const parallel_plan& p) {
       if (!(!m.colocated))
         fail(errc::invalid_argument, w + ".colocated", "the backbone cannot be colocated");
     } else if (m.role == "encoder") {
-      ++encoders;
-      if (!(backbones == 0 && encoders == 1))
-        fail(errc::invalid_argument, w + ".role",
-             "at most one encoder, placed before the backbone");
+      if (!(backbones == 0))
+        fail(errc::invalid_argument, w + ".role", "encoders are placed before the backbone");
     } else if (m.role == "generator") {
-      ++generators;
-      if (!(backbones == 1 && generators == 1))
-        fail(errc::invalid_argument, w + ".role",
-             "at most one generator, placed after the backbone");
+      if (!(backbones == 1))
+        fail(errc::invalid_argument, w + ".role", "generators are placed after the backbone");
     } else {
       fail(errc::invalid_argument, w + ".role", "unknown role '", m.role,
            "' (expected encoder, backbone or generator)");

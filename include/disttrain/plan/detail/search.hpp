@@ -85,6 +85,7 @@
 #include "disttrain/cost/stage.hpp"
 #include "disttrain/model/module_shape.hpp"
 #include "disttrain/model/workload.hpp"
+#include "disttrain/plan/detail/chain_cut.hpp"
 #include "disttrain/plan/detail/closed_form.hpp"
 #include "disttrain/plan/detail/incumbent.hpp"
 #include "disttrain/plan/detail/layer_split.hpp"
@@ -136,7 +137,7 @@ class plan_search : private search_space {
 
   [[noreturn]] void no_plan() {
     const long long min_gpus =
-        opt_.include_monolithic ? 1 : 1 + (has_e_ ? 1 : 0) + (has_g_ ? 1 : 0);
+        opt_.include_monolithic ? 1 : 1 + static_cast<long long>(side_modules_.size());
     if (N_ < min_gpus)
       fail(errc::infeasible, "cluster.num_gpus", "the layout needs at least ", min_gpus,
            " GPUs, the cluster has ", N_);
@@ -159,10 +160,11 @@ class plan_search : private search_space {
     bool zb = false;                     // ZB-H1 (v == 1)
   };
 
-  /// @brief The `plan_class` of backbone configuration `b` with side modules
-  /// colocated as `ce` / `cg`.
-  [[nodiscard]] static plan_class class_of(const backbone_cfg& b, bool ce, bool cg) noexcept {
-    return {b.n, b.dp, b.pp, b.v, b.zb ? 1 : 0, (ce ? 1 : 0) + (cg ? 2 : 0)};
+  /// @brief The `plan_class` of backbone configuration `b` with the side
+  /// modules of `colocated` (bit i: model module i) colocated.
+  [[nodiscard]] static plan_class class_of(const backbone_cfg& b,
+                                           std::uint32_t colocated) noexcept {
+    return {b.n, b.dp, b.pp, b.v, b.zb ? 1 : 0, static_cast<long long>(colocated)};
   }
 
   /// @brief A plan with `b`'s microbatching and schedule, its modules named, no layout yet.
@@ -286,11 +288,14 @@ class plan_search : private search_space {
     return static_cast<double>(S_ / b.n - 1) * tmax + fill;
   }
 
-  /// @brief Links of the backbone configuration `b` whose encoder (`ce`) /
-  /// generator (`cg`) may be colocated on its first / last stage; their sync
+  /// @brief Links of the backbone configuration `b` with the side modules of
+  /// `colocated` on its first (encoders) / last (generators) stage, its hops
+  /// forwarding the edges `cut` passes through it; the colocated parts' sync
   /// is added to those stages in model-module order (as `evaluate` does).
-  void backbone_links(const backbone_cfg& b, bool ce, bool cg, stage_links& L) {
+  void backbone_links(const backbone_cfg& b, std::uint32_t colocated, const chain_cut& cut,
+                      stage_links& L) {
     const module_workload w = tables_.workload(bi_, b.k);
+    const link_load pass = cut.load(cost_, cut.through(bi_), req_.sample_workload, b.k);
     L.ranks = static_cast<long long>(b.tp) * b.dp;
     L.hop_in.clear();
     L.hop_nic.clear();
@@ -298,28 +303,33 @@ class plan_search : private search_space {
     L.sync_nic.clear();
     // The colocated parts run whole in the first / last chunk (closed_form.hpp).
     L.fixed.assign(static_cast<std::size_t>(b.pp), 0.0);
-    if (b.v > 1 && ce) L.fixed.front() = tables_.colocated_time(ei_, b.tp, b.rc, b.k);
-    if (b.v > 1 && cg) L.fixed.back() = tables_.colocated_time(gi_, b.tp, b.rc, b.k);
-    std::array<stage_sync, 2> ye{}, yg{};
-    if (ce)
-      ye = part_sync_both(cost_, tables_.colocated_cfg(ei_, b.tp, b.dp, b.rc),
-                          tables_.workload(ei_, b.k));
-    if (cg)
-      yg = part_sync_both(cost_, tables_.colocated_cfg(gi_, b.tp, b.dp, b.rc),
-                          tables_.workload(gi_, b.k));
+    if (b.v > 1) {
+      L.fixed.front() = tables_.colocated_time(colocated, true, b.tp, b.rc, b.k);
+      L.fixed.back() = tables_.colocated_time(colocated, false, b.tp, b.rc, b.k);
+    }
+    std::vector<std::array<stage_sync, 2>> ye, yg;  // colocated parts, in model-module order
+    for (const std::size_t i : side_modules_)
+      if ((colocated >> i) & 1U)
+        (i < bi_ ? ye : yg)
+            .push_back(part_sync_both(cost_, tables_.colocated_cfg(i, b.tp, b.dp, b.rc),
+                                      tables_.workload(i, b.k)));
     for (int j = 0; j < b.pp; ++j) {
       const stage_type ty = type_of_stage(j, b.pp);
       const stage_config cfg =
           tables_.stage(bi_, at(b.layout->first, j), at(b.layout->layers, j), b.tp, b.dp, b.rc);
       const bool more = j + 1 < b.pp;
-      L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[bi_].dirs) : 0.0);
-      L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[bi_].dirs) : 0.0);
+      L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, mods_[bi_].dirs, pass) : 0.0);
+      L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, mods_[bi_].dirs, pass) : 0.0);
       const std::array<stage_sync, 2> own = part_sync_both(cost_, cfg, w);
+      const bool first = ty == stage_type::first || ty == stage_type::whole;
+      const bool last = ty == stage_type::last || ty == stage_type::whole;
       for (std::size_t spans = 0; spans < 2; ++spans) {
         stage_sync y;
-        if ((ty == stage_type::first || ty == stage_type::whole) && ce) y.add(ye[spans]);
+        if (first)
+          for (const auto& e : ye) y.add(e[spans]);
         y.add(own[spans]);
-        if ((ty == stage_type::last || ty == stage_type::whole) && cg) y.add(yg[spans]);
+        if (last)
+          for (const auto& g : yg) y.add(g[spans]);
         (spans ? L.sync_nic : L.sync_in).push_back(tables_.exposed_sync(y));
       }
     }
@@ -348,30 +358,35 @@ class plan_search : private search_space {
   }
 
   /// @brief Memory per GPU of backbone stage `j` of `b` holding `c` layers from
-  /// `first` with `f` in flight, with the colocated encoder / generator parts
-  /// (`ce`, `cg`) on its first / last stage, summed in model-module order.
-  double backbone_stage_memory(const backbone_cfg& b, int j, int first, int c, int f, bool ce,
-                               bool cg) {
+  /// `first` with `f` in flight, with the side modules of `colocated` on its
+  /// first (encoders) / last (generators) stage, summed in model-module order.
+  double backbone_stage_memory(const backbone_cfg& b, int j, int first, int c, int f,
+                               std::uint32_t colocated) {
     const stage_type ty = type_of_stage(j, b.pp);
+    const bool on_first = ty == stage_type::first || ty == stage_type::whole;
+    const bool on_last = ty == stage_type::last || ty == stage_type::whole;
     const int fw = whole_microbatches(f, b.v);  // colocated parts keep whole microbatches
     memory_breakdown mem;
-    if ((ty == stage_type::first || ty == stage_type::whole) && ce)
-      add_memory(mem, cost_.stage_memory(tables_.colocated_cfg(ei_, b.tp, b.dp, b.rc),
-                                         tables_.workload(ei_, b.k), fw));
+    auto colocated_part = [&](std::size_t i) {
+      add_memory(mem, cost_.stage_memory(tables_.colocated_cfg(i, b.tp, b.dp, b.rc),
+                                         tables_.workload(i, b.k), fw));
+    };
+    for (const std::size_t i : side_modules_)
+      if (i < bi_ && on_first && ((colocated >> i) & 1U)) colocated_part(i);
     add_memory(mem, device_memory(cost_, tables_.stage(bi_, first, c, b.tp, b.dp, b.rc),
                                   tables_.workload(bi_, b.k), f, b.v));
-    if ((ty == stage_type::last || ty == stage_type::whole) && cg)
-      add_memory(mem, cost_.stage_memory(tables_.colocated_cfg(gi_, b.tp, b.dp, b.rc),
-                                         tables_.workload(gi_, b.k), fw));
+    for (const std::size_t i : side_modules_)
+      if (i > bi_ && on_last && ((colocated >> i) & 1U)) colocated_part(i);
     return mem.total();
   }
 
   /// @brief Whether every stage of the backbone split `sp` of `b` fits memory
   /// in a chain of `P` stages (the backbone's first), with the colocated parts.
-  bool backbone_fits(const backbone_cfg& b, const split_info& sp, int P, int m, bool ce, bool cg) {
+  bool backbone_fits(const backbone_cfg& b, const split_info& sp, int P, int m,
+                     std::uint32_t colocated) {
     for (int j = 0; j < b.pp; ++j) {
       const double need = backbone_stage_memory(b, j, at(sp.first, j), at(sp.layers, j),
-                                                backbone_in_flight(b, j, P, m), ce, cg);
+                                                backbone_in_flight(b, j, P, m), colocated);
       if (need > limit_) {
         viol_.note(model_.modules[bi_].name, j, need, limit_);
         return false;
@@ -389,9 +404,9 @@ class plan_search : private search_space {
   /// the capped split is checked again, so a model breaking A5 loses plans,
   /// never fits a plan that does not.
   const split_info* fitted_split(const backbone_cfg& b, const split_info& bal, const split_key& key,
-                                 int P, int m, bool ce, bool cg) {
+                                 int P, int m, std::uint32_t colocated) {
     if (bal.layers.empty()) return nullptr;
-    if (backbone_fits(b, bal, P, m, ce, cg)) return &bal;
+    if (backbone_fits(b, bal, P, m, colocated)) return &bal;
     if (b.pp < 2) return nullptr;
     const std::array<long long, 4> ckey{b.dp, P, m, b.zb ? 1 : 0};
     auto it = capped_.find({key, ckey});
@@ -403,7 +418,7 @@ class plan_search : private search_space {
       const int f = backbone_in_flight(b, j, P, m);
       auto fits = [&](int u) {
         const int c = u * b.v;
-        return backbone_stage_memory(b, j, first_layer_of(ty, c, L), c, f, ce, cg) <= limit_;
+        return backbone_stage_memory(b, j, first_layer_of(ty, c, L), c, f, colocated) <= limit_;
       };
       int lo = 0, hi = units - (b.pp - 1);  // invariant: lo units fit (0: none)
       while (lo < hi) {
@@ -421,7 +436,7 @@ class plan_search : private search_space {
       make_split(*sp, b.v, L, b.pp, layer_split_rule::balanced, fn, caps);
     });
     tables_.fill_weights(key, *sp);
-    if (!sp->layers.empty() && !backbone_fits(b, *sp, P, m, ce, cg)) *sp = split_info{};
+    if (!sp->layers.empty() && !backbone_fits(b, *sp, P, m, colocated)) *sp = split_info{};
     const split_info* out = sp->layers.empty() ? nullptr : sp.get();
     capped_.emplace(std::make_pair(key, ckey), std::move(sp));
     return out;
@@ -429,28 +444,37 @@ class plan_search : private search_space {
 
   // ---- disaggregated layouts ----
   /// @brief Which side modules a disaggregated-family layout colocates on the
-  /// backbone (both separate; with `include_mixed`, one of the two).
+  /// backbone (bit i: model module i; none, or with `include_mixed` any proper
+  /// subset), the separate ones in chain order and the edges each link carries.
   struct side_mode {
-    bool ce = false, cg = false;
+    std::uint32_t colocated = 0;
+    std::vector<std::size_t> front, back;  // separate encoders / generators, in chain order
+    chain_cut cut;
   };
 
+  [[nodiscard]] side_mode mode_of(std::uint32_t colocated) const {
+    side_mode md{colocated, {}, {}, chain_cut(model_, colocated)};
+    for (const std::size_t i : side_modules_)
+      if (!((colocated >> i) & 1U)) (i < bi_ ? md.front : md.back).push_back(i);
+    return md;
+  }
+
   void search_disaggregated() {
-    std::vector<side_mode> modes{{false, false}};
-    if (opt_.include_mixed && has_e_ && has_g_) {
-      modes.push_back({true, false});
-      modes.push_back({false, true});
-    }
+    std::vector<side_mode> modes;
+    for (std::uint32_t c = 0; c <= all_sides_; ++c)
+      if ((c & ~all_sides_) == 0 && (c == 0 || (opt_.include_mixed && c != all_sides_)))
+        modes.push_back(mode_of(c));
     for (std::size_t at = 0; backbone_cfg* node = config(at); ++at) {
       backbone_cfg& b = *node;
       if (b.lb > best_.limit()) break;
       for (const side_mode& md : modes) {
-        best_.enter(class_of(b, md.ce, md.cg));
+        best_.enter(class_of(b, md.colocated));
         if (b.lb > best_.time()) continue;
-        const long long side_min = (has_e_ && !md.ce ? 1 : 0) + (has_g_ && !md.cg ? 1 : 0);
+        const auto side_min = static_cast<long long>(md.front.size() + md.back.size());
         if (static_cast<long long>(b.tp) * b.pp * b.dp + side_min > N_) continue;
-        const split_key key = md.ce || md.cg
+        const split_key key = md.colocated != 0
                                   ? tables_.mono_key(layer_split_rule::balanced, b.tp, b.rc, b.k,
-                                                     b.pp, b.v, md.ce, md.cg)
+                                                     b.pp, b.v, md.colocated)
                                   : split_key{split_family::plain, bi_, b.tp, b.rc, b.pp, b.k, b.v};
         const split_info& bal = tables_.get_split(key);
         if (bal.layers.empty() || any_split_bound(b, bal) > best_.time()) continue;
@@ -478,10 +502,10 @@ class plan_search : private search_space {
 
   /// @brief Whether the backbone configuration `b` with split `sp` (made
   /// `b.layout`, its links into `bctx_`) can beat the incumbent at all.
-  bool prepare_backbone(backbone_cfg& b, const split_info& sp, side_mode md) {
+  bool prepare_backbone(backbone_cfg& b, const split_info& sp, const side_mode& md) {
     b.layout = &sp;
     if (split_bound(b, sp) > best_.time()) return false;
-    backbone_links(b, md.ce, md.cg, bctx_.links);
+    backbone_links(b, md.colocated, md.cut, bctx_.links);
     bctx_.at.assign(static_cast<std::size_t>(g_), module_terms{});
     bctx_.done.assign(static_cast<std::size_t>(g_), 0);
     const module_terms arr[3] = {module_terms{}, backbone_terms(b, bctx_.links, 0, link_case::best),
@@ -491,22 +515,32 @@ class plan_search : private search_space {
     return true;
   }
 
+  /// @brief Steps `d` (every entry in [1, max_side_pp]) to the next depth
+  /// vector in lexicographic order; false after the last (an empty `d` has one).
+  [[nodiscard]] bool next_depths(std::vector<int>& d) const {
+    for (std::size_t i = d.size(); i-- > 0;) {
+      if (d[i] < opt_.max_side_pp) {
+        ++d[i];
+        return true;
+      }
+      d[i] = 1;
+    }
+    return false;
+  }
+
   /// @brief Pairs the backbone configuration `b` (balanced split `bal`, cached
-  /// under `key`) with the side modules' options, per generator depth `ppg`
-  /// and encoder depth `ppe`. The backbone's in-flight counts, hence its
-  /// split, depend on the chain stages after it under 1F1B (stage j keeps
-  /// min(ppg + pp - j, m)), on all of them under ZB-H1 (min(P, m)).
-  void expand(backbone_cfg& b, side_mode md, const split_key& key, const split_info& bal) {
+  /// under `key`) with the side modules' options, per generator depths and
+  /// encoder depths. The backbone's in-flight counts, hence its split, depend
+  /// on the chain stages after it under 1F1B (stage j keeps min(G + pp - j,
+  /// m), G the generators' stages), on all of them under ZB-H1 (min(P, m)).
+  void expand(backbone_cfg& b, const side_mode& md, const split_key& key, const split_info& bal) {
     const int m = S_ / b.n;
-    const bool se = has_e_ && !md.ce, sg = has_g_ && !md.cg;  // separate side modules
     const long long gb = static_cast<long long>(b.tp) * b.pp * b.dp;
-    const int max_e = se ? opt_.max_side_pp : 0;
-    const int max_g = sg ? opt_.max_side_pp : 0;
     const split_info* prepared = nullptr;
     bool usable = false;
     // Whether the backbone can beat the incumbent in a chain of `P` stages (its split fitted).
     auto ready = [&](int P) {
-      const split_info* sp = fitted_split(b, bal, key, P, m, md.ce, md.cg);
+      const split_info* sp = fitted_split(b, bal, key, P, m, md.colocated);
       if (sp == nullptr) return false;
       if (sp != prepared) {
         prepared = sp;
@@ -514,120 +548,242 @@ class plan_search : private search_space {
       }
       return usable;
     };
-    for (int ppg = sg ? 1 : 0; ppg <= max_g; ++ppg) {
-      if (!b.zb && !ready(b.pp + ppg)) continue;
-      for (int ppe = se ? 1 : 0; ppe <= max_e; ++ppe) {
-        if (gb + ppe + ppg > N_) break;
-        if (b.zb && !ready(ppe + b.pp + ppg)) continue;
-        pair_search({.b = b,
-                     .gb = gb,
-                     .ppe = ppe,
-                     .ppg = ppg,
-                     .P = ppe + b.pp + ppg,
-                     .m = m,
-                     .md = md,
-                     .se = se,
-                     .sg = sg});
-      }
-    }
-  }
-
-  /// @brief Boundary transfer between a side module and the backbone (times
-  /// `dirs`): the larger of the two halves (`a`, `b`: NVLink / NIC pairs) over
-  /// the link `same_node` picks (`boundary_of`, as `boundary_time`), or the
-  /// cheaper class of each where some placement may share a node (`best_boundary`).
-  [[nodiscard]] static double boundary_of(double dirs, double a_in, double a_nic, double b_in,
-                                          double b_nic, bool same_node) noexcept {
-    return dirs * std::max(same_node ? a_in : a_nic, same_node ? b_in : b_nic);
-  }
-  [[nodiscard]] static double best_boundary(double dirs, double a_in, double a_nic, double b_in,
-                                            double b_nic, bool may_share) noexcept {
-    return may_share ? dirs * std::max(std::min(a_in, a_nic), std::min(b_in, b_nic))
-                     : boundary_of(dirs, a_in, a_nic, b_in, b_nic, false);
+    std::vector<int> back(md.back.size(), 1);
+    do {
+      const int G = std::accumulate(back.begin(), back.end(), 0);
+      if (!b.zb && !ready(b.pp + G)) continue;
+      std::vector<int> front(md.front.size(), 1);
+      do {
+        const int E = std::accumulate(front.begin(), front.end(), 0);
+        if (gb + E + G > N_) continue;
+        if (b.zb && !ready(E + b.pp + G)) continue;
+        pair_search(
+            {.b = b, .md = md, .gb = gb, .front = front, .back = back, .P = E + b.pp + G, .m = m});
+      } while (next_depths(front));
+    } while (next_depths(back));
   }
 
   /// @brief A backbone configuration with side-module depths: what
   /// pair_search pairs (the arguments that travel together).
   struct pair_query {
     const backbone_cfg& b;
-    long long gb = 0;  ///< the backbone's GPUs (tp x pp x dp)
-    int ppe = 0;       ///< encoder stages (0: colocated or none)
-    int ppg = 0;       ///< generator stages (0: colocated or none)
-    int P = 0;         ///< chain stages, ppe + pp + ppg
-    int m = 0;         ///< microbatches
-    side_mode md{};    ///< which side modules are colocated
-    bool se = false;   ///< the encoder is a separate module
-    bool sg = false;   ///< the generator is a separate module
+    const side_mode& md;
+    long long gb = 0;               ///< the backbone's GPUs (tp x pp x dp)
+    const std::vector<int>& front;  ///< stages of each separate encoder (`md.front`)
+    const std::vector<int>& back;   ///< stages of each separate generator (`md.back`)
+    int P = 0;                      ///< chain stages
+    int m = 0;                      ///< microbatches
     [[nodiscard]] long long stage_ranks() const noexcept {
       return static_cast<long long>(b.tp) * b.dp;  // ranks per backbone stage
     }
   };
 
-  /// @brief The boundary transfers between the backbone and its separate side
-  /// modules: NVLink / NIC halves on the backbone's side, and the directions.
-  struct boundary_halves {
-    double e_in = 0.0, e_nic = 0.0, g_in = 0.0, g_nic = 0.0;
-    double dirs_e = 0.0, dirs_g = 0.0;
+  /// @brief One side of a link between two modules: its time over NVLink /
+  /// the NIC for the edges the link carries (0 for none; `chain_cut.hpp`).
+  struct link_half {
+    double in = 0, nic = 0;
+  };
+  /// @brief A module's end of a link: its half, ranks per stage and the
+  /// first rank of its boundary stage (a sender's last, a receiver's first).
+  struct link_end {
+    link_half half;
+    long long ranks = 0, first = 0;
   };
 
-  /// @brief Every pairing of `q`'s backbone with the side modules' options
-  /// (encoder options by GPUs, then generator options, largest affordable
-  /// first, while the bound can beat the incumbent).
+  [[nodiscard]] link_half half_of(const chain_cut& cut, std::uint64_t edges, int k, int tp) const {
+    if (edges == 0) return {};
+    const link_load x = cut.load(cost_, edges, req_.sample_workload, k);
+    return {load_time(cost_, x, tp, true), load_time(cost_, x, tp, false)};
+  }
+  /// @brief A link over the class `same_node` picks (`link_time`, as `evaluate`).
+  [[nodiscard]] static double link_of(const link_half& a, const link_half& b,
+                                      bool same_node) noexcept {
+    const double x = same_node ? a.in : a.nic, y = same_node ? b.in : b.nic;
+    return x < y ? y : x;
+  }
+  /// @brief The same link at the cheaper class of each end where some
+  /// placement may share a node (a bound).
+  [[nodiscard]] static double best_link(const link_half& a, const link_half& b,
+                                        bool may_share) noexcept {
+    if (!may_share) return link_of(a, b, false);
+    const double x = std::min(a.in, a.nic), y = std::min(b.in, b.nic);
+    return x < y ? y : x;
+  }
+  [[nodiscard]] double link_between(const link_end& a, const link_end& b) const noexcept {
+    return link_of(a.half, b.half, blocks_in_one_node(a.first, a.ranks, b.first, b.ranks, g_));
+  }
+
+  /// @brief The pairing in progress: the option lists in chain order (front,
+  /// then back; the last generator's list, or `none`, kept apart), the chosen
+  /// options and the terms so far (front modules, backbone, back modules).
+  struct pairing {
+    std::vector<const side_list*> lists;
+    const side_list* last = nullptr;
+    std::vector<const side_option*> chosen;
+    std::vector<module_terms> terms;
+    std::vector<long long> min_gpus;  // fewest GPUs of lists [t, end) and `last`
+  };
+
+  /// @brief Every pairing of `q`'s backbone with the side modules' options:
+  /// encoders in chain order by GPUs, generators before the last likewise,
+  /// the last generator's options largest affordable first while the bound
+  /// can beat the incumbent (`pair_last`).
   void pair_search(const pair_query& q) {
-    const side_list* E = side_options(q, ei_, q.se, 0, q.ppe);
-    const side_list* G = side_options(q, gi_, q.sg, q.ppe + q.b.pp, q.ppg);
-    if (E->options.empty() || G->options.empty()) return;
-    const boundary_halves h = halves_of(q);
-    generator_bounds(q, *G, h);
-    const long long budget = N_ - q.gb;
-    for (const side_option& e : E->options) {
-      if (e.gpus + G->options.front().gpus > budget) break;
-      if (e.gpus % q.b.tp != 0) continue;  // the backbone's first rank must be a multiple of its tp
-      const module_terms et = q.se ? encoder_terms(q, e, h) : module_terms{};
-      const module_terms bt = backbone_terms_at(q.b, bctx_, e.gpus);
-      pair_generators(q, *G, e, {et, bt}, h);
+    const side_mode& md = q.md;
+    pairing pr;
+    int pos = 0;
+    const std::size_t nf = md.front.size(), nb = md.back.size();
+    for (std::size_t t = 0; t < nf; ++t) {
+      pr.lists.push_back(side_options(
+          q, md.front[t], t == 0 ? side_place::first : side_place::middle, pos, q.front[t]));
+      pos += q.front[t];
     }
+    pos += q.b.pp;
+    for (std::size_t t = 0; t < nb; ++t) {
+      const side_list* l = side_options(
+          q, md.back[t], t + 1 == nb ? side_place::last : side_place::middle, pos, q.back[t]);
+      pos += q.back[t];
+      (t + 1 == nb ? pr.last : pr.lists.emplace_back()) = l;
+    }
+    static const side_list none{{side_option{}}};
+    if (nb == 0) pr.last = &none;
+    if (pr.last->options.empty()) return;
+    for (const side_list* l : pr.lists)
+      if (l->options.empty()) return;
+    pr.min_gpus.assign(pr.lists.size() + 1, pr.last->options.front().gpus);
+    for (std::size_t t = pr.lists.size(); t-- > 0;)
+      pr.min_gpus[t] = pr.min_gpus[t + 1] + pr.lists[t]->options.front().gpus;
+    pr.chosen.assign(pr.lists.size(), nullptr);
+    if (nb <= 1) last_bounds(q, *pr.last, backbone_end(q, q.gb));  // after the backbone
+    pick_front(q, pr, 0, 0);
   }
 
   /// @brief A separate side module's options for `depth` stages from chain
-  /// position `first` (their in-flight counts), or the one empty option.
-  const side_list* side_options(const pair_query& q, std::size_t module, bool separate, int first,
-                                int depth) {
-    static const side_list none{{side_option{}}};
-    if (!separate) return &none;
+  /// position `first` (their in-flight counts).
+  const side_list* side_options(const pair_query& q, std::size_t module, side_place where,
+                                int first, int depth) {
     std::vector<int> fl;
     for (int j = 0; j < depth; ++j)
       fl.push_back(q.b.zb ? zb_h1_in_flight(q.P, q.m) : one_f_one_b_in_flight(q.P, first + j, q.m));
-    return &sides_.options(module, q.b.n, depth, fl, stats_, viol_);
+    return &sides_.options(module, q.b.n, depth, fl, where, q.md.cut, q.md.cut.through(module),
+                           stats_, viol_);
   }
 
-  [[nodiscard]] boundary_halves halves_of(const pair_query& q) const {
-    const backbone_cfg& b = q.b;
-    boundary_halves h;
-    h.e_in = q.se ? sides_.transfer_time(ei_, b.k, b.tp, true) : 0.0;
-    h.e_nic = q.se ? sides_.transfer_time(ei_, b.k, b.tp, false) : 0.0;
-    h.g_in = q.sg ? sides_.transfer_time(gi_, b.k, b.tp, true) : 0.0;
-    h.g_nic = q.sg ? sides_.transfer_time(gi_, b.k, b.tp, false) : 0.0;
-    h.dirs_e = q.se ? mods_[ei_].dirs : 0.0;
-    h.dirs_g = mods_[bi_].dirs;
-    return h;
+  /// @brief The backbone's end of its link to the generator after it, its
+  /// last stage ending at rank `end`.
+  [[nodiscard]] link_end backbone_end(const pair_query& q, long long end) const {
+    const std::size_t next = q.md.back.empty() ? bi_ : q.md.back.front();
+    const std::uint64_t edges = next == bi_ ? 0 : q.md.cut.after(bi_);
+    return {half_of(q.md.cut, edges, q.b.k, q.b.tp), q.stage_ranks(), end - q.stage_ranks()};
   }
 
-  /// @brief The generator options' terms with this backbone in the best case
-  /// (any placement), and their prefix minima (over fewer GPUs) for the bound.
-  void generator_bounds(const pair_query& q, const side_list& G, const boundary_halves& h) {
+  /// @brief Side option `o` of module `i` placed from rank `base` (exactly
+  /// `o`'s own values at rank 0 for the first module), with `link` its link term.
+  module_terms side_terms(const pair_query& q, const side_option& o, long long base, bool first,
+                          double link) {
+    module_terms t{};
+    t.max_stage_s = o.max_stage;
+    if (first) {
+      t.sync_s = o.sync;
+      t.path_s = o.path_base + link;
+    } else {
+      t.sync_s = place(o.links, base, link_case::placed, g_, hops_);
+      t.path_s = accumulate_path({.stage_s = o.layout->times, .hop_s = hops_}, 0.0) + link;
+    }
+    t.stages = o.pp;
+    t.loop_s = t.path_s;
+    if (q.b.zb) add_weights(t, o.layout->weights);
+    return t;
+  }
+
+  /// @brief Front module `t` (encoder) from rank `base`: each affordable
+  /// option, the previous front module's terms finished with its link to it;
+  /// past the last, the backbone and the back modules.
+  void pick_front(const pair_query& q, pairing& pr, std::size_t t, long long base) {
+    const std::size_t nf = q.md.front.size();
+    if (t == nf) {
+      if (base % q.b.tp != 0) return;  // the backbone's first rank must be a multiple of its tp
+      pr.terms.resize(nf);
+      if (nf > 0) pr.terms[nf - 1] = front_terms(q, pr, nf - 1, base, backbone_start(q, base));
+      pr.terms.push_back(backbone_terms_at(q.b, bctx_, base));
+      pick_back(q, pr, 0, base + q.gb, backbone_end(q, base + q.gb));
+      return;
+    }
+    for (const side_option& o : pr.lists[t]->options) {
+      if (base + o.gpus + q.gb + pr.min_gpus[t + 1] > N_) break;
+      if (base % o.tp != 0) continue;
+      pr.chosen[t] = &o;
+      if (t > 0) {
+        pr.terms.resize(t);
+        const link_half h = half_of(q.md.cut, q.md.cut.after(q.md.front[t - 1]), o.k, o.tp);
+        pr.terms[t - 1] =
+            front_terms(q, pr, t - 1, base, link_end{h, static_cast<long long>(o.tp) * o.dp, base});
+      }
+      pick_front(q, pr, t + 1, base + o.gpus);
+    }
+  }
+
+  /// @brief The backbone's end of its link from the encoder before it, from rank `base`.
+  [[nodiscard]] link_end backbone_start(const pair_query& q, long long base) const {
+    return {half_of(q.md.cut, q.md.cut.after(q.md.front.back()), q.b.k, q.b.tp), q.stage_ranks(),
+            base};
+  }
+
+  /// @brief Front module `t`'s terms, ending at rank `end`, with its link to `next`.
+  module_terms front_terms(const pair_query& q, const pairing& pr, std::size_t t, long long end,
+                           const link_end& next) {
+    const side_option& o = *pr.chosen[t];
+    const long long ranks = static_cast<long long>(o.tp) * o.dp;
+    const link_end own{half_of(q.md.cut, q.md.cut.after(q.md.front[t]), o.k, o.tp), ranks,
+                       end - ranks};
+    return side_terms(q, o, end - o.gpus, t == 0, link_between(own, next));
+  }
+
+  /// @brief Back module `t` (a generator before the last) from rank `base`
+  /// after `prev` (the end of the module before it); the last one by `pair_last`.
+  void pick_back(const pair_query& q, pairing& pr, std::size_t t, long long base,
+                 const link_end& prev) {
+    const std::size_t nf = q.md.front.size();
+    if (t + 1 >= q.md.back.size()) {
+      if (t > 0) last_bounds(q, *pr.last, prev);
+      pair_last(q, pr, base, prev);
+      return;
+    }
+    for (const side_option& o : pr.lists[nf + t]->options) {
+      if (base + o.gpus + pr.min_gpus[nf + t + 1] > N_) break;
+      if (base % o.tp != 0) continue;
+      pr.chosen[nf + t] = &o;
+      const long long ranks = static_cast<long long>(o.tp) * o.dp;
+      const std::uint64_t in = q.md.cut.after(t == 0 ? bi_ : q.md.back[t - 1]);
+      const link_end own{half_of(q.md.cut, in, o.k, o.tp), ranks, base};
+      pr.terms.resize(nf + 1 + t);
+      pr.terms.push_back(side_terms(q, o, base, false, link_between(prev, own)));
+      const link_end out{half_of(q.md.cut, q.md.cut.after(q.md.back[t]), o.k, o.tp), ranks,
+                         base + o.gpus - ranks};
+      pick_back(q, pr, t + 1, base + o.gpus, out);
+    }
+  }
+
+  /// @brief The last module's options' terms after `prev` in the best case
+  /// (any placement), their halves of the link from `prev`, and the prefix
+  /// minima (over fewer GPUs) for the bound.
+  void last_bounds(const pair_query& q, const side_list& G, const link_end& prev) {
     const std::size_t ng = G.options.size();
+    const bool sg = !q.md.back.empty();
     gterms_.assign(ng, module_terms{});
+    ghalf_.assign(ng, link_half{});
     pmin_t_.resize(ng);
     pmin_path_.resize(ng);
     pmin_zpath_.resize(ng);
+    const std::uint64_t in =
+        sg ? q.md.cut.after(q.md.back.size() == 1 ? bi_ : q.md.back[q.md.back.size() - 2]) : 0;
     for (std::size_t i = 0; i < ng; ++i) {
       const side_option& o = G.options[i];
-      if (q.sg) {
+      if (sg) {
+        ghalf_[i] = half_of(q.md.cut, in, o.k, o.tp);
         gterms_[i].max_stage_s = o.max_stage;
-        gterms_[i].path_s =
-            o.path_base + best_boundary(h.dirs_g, h.g_in, h.g_nic, o.side_in, o.side_nic,
-                                        may_share_node(q.stage_ranks(), o.links.ranks, g_));
+        gterms_[i].path_s = o.path_base + best_link(prev.half, ghalf_[i],
+                                                    may_share_node(prev.ranks, o.links.ranks, g_));
         gterms_[i].sync_s = o.sync;
         gterms_[i].stages = o.pp;
         gterms_[i].loop_s = gterms_[i].path_s;
@@ -642,83 +798,56 @@ class plan_search : private search_space {
     }
   }
 
-  /// @brief The separate encoder option `e`'s terms, placed first (rank 0).
-  module_terms encoder_terms(const pair_query& q, const side_option& e, const boundary_halves& h) {
-    module_terms et{};
-    const long long se_ranks = e.links.ranks;
-    et.max_stage_s = e.max_stage;
-    et.path_s = e.path_base + boundary_of(h.dirs_e, e.side_in, e.side_nic, h.e_in, h.e_nic,
-                                          blocks_in_one_node(e.gpus - se_ranks, se_ranks, e.gpus,
-                                                             q.stage_ranks(), g_));
-    et.sync_s = e.sync;
-    et.stages = e.pp;
-    et.loop_s = et.path_s;
-    if (q.b.zb) add_weights(et, e.layout->weights);
-    return et;
-  }
-
-  /// @brief The separate generator option `go`'s terms, placed from rank `base_g`.
-  module_terms generator_terms(const pair_query& q, const side_option& go, long long base_g,
-                               const boundary_halves& h) {
-    module_terms gt{};
-    gt.max_stage_s = go.max_stage;
-    gt.sync_s = place(go.links, base_g, link_case::placed, g_, hops_);
-    gt.path_s = accumulate_path({.stage_s = go.layout->times, .hop_s = hops_}, 0.0) +
-                boundary_of(h.dirs_g, h.g_in, h.g_nic, go.side_in, go.side_nic,
-                            blocks_in_one_node(base_g - q.stage_ranks(), q.stage_ranks(), base_g,
-                                               go.links.ranks, g_));
-    gt.stages = go.pp;
-    gt.loop_s = gt.path_s;
-    if (q.b.zb) add_weights(gt, go.layout->weights);
-    return gt;
-  }
-
-  /// @brief An encoder option's terms and the backbone's beside it.
-  struct front_terms {
-    module_terms encoder, backbone;
-  };
-
-  /// @brief Encoder option `e` with every generator option it can afford,
-  /// most GPUs first; stops where the bound (prefix minima) exceeds the
+  /// @brief The last module's options from rank `base_g` after `prev`, most
+  /// GPUs first; stops where the bound (prefix minima) exceeds the
   /// incumbent, which bounds every option with fewer GPUs.
-  void pair_generators(const pair_query& q, const side_list& G, const side_option& e,
-                       const front_terms& f, const boundary_halves& h) {
-    const long long budget = N_ - q.gb;
-    const long long base_g = q.gb + e.gpus;  // the generator's first rank
-    // Affordable generator options: [0, idx), idx >= 1 by pair_search's check.
+  void pair_last(const pair_query& q, pairing& pr, long long base_g, const link_end& prev) {
+    const side_list& G = *pr.last;
+    const bool sg = !q.md.back.empty();
+    const std::size_t n = pr.terms.size();
+    // Affordable options: [0, idx).
     const auto idx = static_cast<std::size_t>(
-        std::upper_bound(G.options.begin(), G.options.end(), budget - e.gpus,
+        std::upper_bound(G.options.begin(), G.options.end(), N_ - base_g,
                          [](long long v, const side_option& o) { return v < o.gpus; }) -
         G.options.begin());
     for (std::size_t i = idx; i-- > 0;) {
-      {
-        const module_terms arr[3] = {
-            f.encoder, f.backbone,
-            module_terms{pmin_t_[i], pmin_zpath_[i], 0.0, q.ppg, pmin_path_[i]}};
-        if (combine(q.m, arr).iteration_s > best_.time()) break;  // bounds every option in [0, i]
-      }
+      pr.terms.resize(n);
+      pr.terms.push_back(
+          module_terms{pmin_t_[i], pmin_zpath_[i], 0.0, sg ? q.back.back() : 0, pmin_path_[i]});
+      if (combine(q.m, pr.terms).iteration_s > best_.time())
+        break;  // bounds every option in [0, i]
       const side_option& go = G.options[i];
-      if (q.sg && base_g % go.tp != 0) continue;
+      if (sg && base_g % go.tp != 0) continue;
       ++stats_.pairs_evaluated;
-      const module_terms gt = q.sg ? generator_terms(q, go, base_g, h) : module_terms{};
-      const module_terms arr[3] = {f.encoder, f.backbone, gt};
-      const double time = combine(q.m, arr).iteration_s;
-      const long long gpus = q.gb + e.gpus + go.gpus;
-      if (best_.may_improve(time, gpus)) consider_pair(q, e, go, time, gpus);
+      pr.terms.back() = module_terms{};
+      if (sg) {
+        const link_end own{ghalf_[i], go.links.ranks, base_g};
+        pr.terms.back() = side_terms(q, go, base_g, false, link_between(prev, own));
+      }
+      const double time = combine(q.m, pr.terms).iteration_s;
+      const long long gpus = base_g + go.gpus;
+      if (best_.may_improve(time, gpus)) consider_pair(q, pr, go, time, gpus);
     }
+    pr.terms.resize(n);
   }
 
-  /// @brief The plan of `q`'s backbone with encoder option `e` and generator
-  /// option `go`, offered to the incumbent.
-  void consider_pair(const pair_query& q, const side_option& e, const side_option& go, double time,
+  /// @brief The plan of `q`'s backbone with the chosen side options and the
+  /// last one `go`, offered to the incumbent.
+  void consider_pair(const pair_query& q, const pairing& pr, const side_option& go, double time,
                      long long gpus) {
     const backbone_cfg& b = q.b;
     parallel_plan p = base_plan(b);
     set_module(p, bi_, b.tp, b.pp, b.dp, b.rc, b.layout->layers, b.v);
-    if (q.se) set_module(p, ei_, e.tp, e.pp, e.dp, e.rc, e.layout->layers);
-    if (q.sg) set_module(p, gi_, go.tp, go.pp, go.dp, go.rc, go.layout->layers);
-    if (q.md.ce) set_colocated(p, ei_, b);
-    if (q.md.cg) set_colocated(p, gi_, b);
+    const std::size_t nf = q.md.front.size();
+    for (std::size_t t = 0; t < pr.chosen.size(); ++t) {
+      const side_option& o = *pr.chosen[t];
+      set_module(p, t < nf ? q.md.front[t] : q.md.back[t - nf], o.tp, o.pp, o.dp, o.rc,
+                 o.layout->layers);
+    }
+    if (!q.md.back.empty())
+      set_module(p, q.md.back.back(), go.tp, go.pp, go.dp, go.rc, go.layout->layers);
+    for (const std::size_t i : side_modules_)
+      if ((q.md.colocated >> i) & 1U) set_colocated(p, i, b);
     best_.consider(time, gpus, std::move(p));
   }
 
@@ -750,23 +879,23 @@ class plan_search : private search_space {
     for (std::size_t at = 0; backbone_cfg* node = config(at); ++at) {
       backbone_cfg& c = *node;
       if (c.lb > best_.limit()) break;
-      best_.enter(class_of(c, has_e_, has_g_));
+      best_.enter(class_of(c, all_sides_));
       if (c.lb > best_.time()) continue;
       const int m = S_ / c.n;
       for (layer_split_rule rule : rules) {
-        const split_key key = tables_.mono_key(rule, c.tp, c.rc, c.k, c.pp, c.v, has_e_, has_g_);
+        const split_key key = tables_.mono_key(rule, c.tp, c.rc, c.k, c.pp, c.v, all_sides_);
         const split_info& given = tables_.get_split(key);
         if (given.layers.empty()) continue;
         // The even rule is fixed; the balanced one is capped by memory where it does not fit.
         const bool capped = rule == layer_split_rule::balanced;
         if ((capped ? any_split_bound(c, given) : split_bound(c, given)) > best_.time()) continue;
-        const split_info* sp = capped ? fitted_split(c, given, key, c.pp, m, has_e_, has_g_)
-                               : backbone_fits(c, given, c.pp, m, has_e_, has_g_) ? &given
-                                                                                  : nullptr;
+        const split_info* sp = capped ? fitted_split(c, given, key, c.pp, m, all_sides_)
+                               : backbone_fits(c, given, c.pp, m, all_sides_) ? &given
+                                                                              : nullptr;
         if (sp == nullptr || split_bound(c, *sp) > best_.time()) continue;
         c.layout = sp;
         ++stats_.monolithic_configs;
-        backbone_links(c, has_e_, has_g_, mlinks_);
+        backbone_links(c, all_sides_, mono_cut_, mlinks_);
         const module_terms arr[1] = {backbone_terms(c, mlinks_, 0, link_case::placed)};
         const double time = combine(m, arr).iteration_s;
         const long long gpus = static_cast<long long>(c.tp) * c.pp * c.dp;
@@ -793,9 +922,11 @@ class plan_search : private search_space {
   std::vector<std::pair<double, std::size_t>> pending_;  // (bound, index) min-heap, unsorted rest
   std::vector<std::size_t> sorted_;                      // indices popped, in bound order
   std::vector<module_terms> gterms_;
+  std::vector<link_half> ghalf_;
   std::vector<double> hops_;
   backbone_ctx bctx_;
-  stage_links mlinks_;  // a monolithic configuration's links
+  stage_links mlinks_;                      // a monolithic configuration's links
+  chain_cut mono_cut_{model_, all_sides_};  // the monolithic layouts' chain
   std::vector<double> pmin_t_, pmin_path_, pmin_zpath_;
   incumbent best_;
   violation viol_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "disttrain/core/check.hpp"
@@ -48,7 +49,7 @@ namespace detail {
 /// @brief A module as the search sees it.
 struct module_info {
   int layers = 0;
-  double dirs = 2;                 ///< transfer directions of its hops and boundaries
+  double dirs = 2;                 ///< transfer directions of its hops
   std::vector<int> tps;            ///< TP candidates the module supports
   std::vector<int> colocated_tps;  ///< powers of two it supports, for colocation
 };
@@ -82,18 +83,13 @@ struct search_space {
             "no layout family enabled");
     require(!opt.include_monolithic || !opt.monolithic_splits.empty(), "planner.monolithic_splits",
             "must not be empty when monolithic layouts are searched");
-    int encoders = 0, generators = 0;
+    static_assert(max_modules <= 32, "side-module masks are 32-bit");
     bi_ = model.backbone_index();
-    for (std::size_t i = 0; i < model.modules.size(); ++i) {
-      if (model.modules[i].role == module_role::encoder) ++encoders, ei_ = i;
-      if (model.modules[i].role == module_role::generator) ++generators, gi_ = i;
-    }
-    if (encoders > 1 || generators > 1)
-      fail(errc::unsupported, "model.modules",
-           "the planner supports at most one encoder and one generator, got ", encoders, " and ",
-           generators);
-    has_e_ = encoders == 1;
-    has_g_ = generators == 1;
+    for (std::size_t i = 0; i < model.modules.size(); ++i)
+      if (i != bi_) {
+        side_modules_.push_back(i);
+        all_sides_ |= 1U << i;
+      }
     for (std::size_t i = 0; i < model.modules.size(); ++i) {
       mods_.push_back(module_info{});
       auto& mi = mods_.back();
@@ -121,18 +117,17 @@ struct search_space {
     min_pp_b_ = opt.min_backbone_pp;
   }
 
-  long long N_ = 0;                     ///< GPUs the plan may use
-  int g_ = 8;                           ///< GPUs per node
-  int S_ = 1;                           ///< global batch (samples)
-  double limit_ = 0;                    ///< usable bytes per GPU
-  std::size_t bi_ = 0;                  ///< backbone's module index
-  std::size_t ei_ = 0;                  ///< encoder's module index (if `has_e_`)
-  std::size_t gi_ = 0;                  ///< generator's module index (if `has_g_`)
-  bool has_e_ = false, has_g_ = false;  ///< whether the model has an encoder / a generator
-  int max_pp_b_ = 1;                    ///< most backbone stages
-  int min_pp_b_ = 1;                    ///< fewest backbone stages
-  std::vector<module_info> mods_;       ///< by model-module index
-  std::vector<recompute_mode> rcs_;     ///< recompute choices searched
+  long long N_ = 0;                        ///< GPUs the plan may use
+  int g_ = 8;                              ///< GPUs per node
+  int S_ = 1;                              ///< global batch (samples)
+  double limit_ = 0;                       ///< usable bytes per GPU
+  std::size_t bi_ = 0;                     ///< backbone's module index
+  std::vector<std::size_t> side_modules_;  ///< encoders and generators, in model order
+  std::uint32_t all_sides_ = 0;            ///< bit i set for every side module i
+  int max_pp_b_ = 1;                       ///< most backbone stages
+  int min_pp_b_ = 1;                       ///< fewest backbone stages
+  std::vector<module_info> mods_;          ///< by model-module index
+  std::vector<recompute_mode> rcs_;        ///< recompute choices searched
 };
 
 }  // namespace detail

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <numeric>
 #include <string>
@@ -21,6 +22,7 @@
 #include "disttrain/cost/cost_model.hpp"
 #include "disttrain/cost/stage.hpp"
 #include "disttrain/model/workload.hpp"
+#include "disttrain/plan/detail/chain_cut.hpp"
 #include "disttrain/plan/detail/closed_form.hpp"
 #include "disttrain/plan/detail/search_space.hpp"
 #include "disttrain/plan/detail/stage_cost.hpp"
@@ -100,16 +102,24 @@ enum class link_case { placed, best, worst };
   return sync;
 }
 
+/// @brief Where a separate side module sits in the chain, which decides what
+/// its option list may leave out (`side_search::options`):
+/// - `first`: the first module (rank 0); its GPU count modulo the node size
+///   fixes where every later module sits;
+/// - `middle`: between two modules (a second encoder, a generator before
+///   another); its first rank is known only with the modules before it;
+/// - `last`: the last module; its GPU count moves nobody.
+enum class side_place : std::uint8_t { first, middle, last };
+
 /// @brief One option of a disaggregated side module.
 struct side_option {
   long long gpus = 0;
   int tp = 1, pp = 1, dp = 1, k = 1;
   recompute_mode rc = recompute_mode::none;
-  // The encoder (first rank 0): its exact path without the boundary and sync; the generator
-  // (first rank known only with the encoder and backbone): best-case values, for bounds.
+  // `first`: its exact path (without its links to other modules) and sync at rank 0; the others
+  // (first rank known only with the modules before them): best-case values, for bounds.
   double max_stage = 0, path_base = 0, sync = 0;
-  double side_in = 0, side_nic = 0;       // its half of the boundary transfer, NVLink / NIC
-  double worst_path = 0, worst_sync = 0;  // generator: every link on the NIC
+  double worst_path = 0, worst_sync = 0;  // not `first`: every link on the NIC
   stage_links links;
   const split_info* layout = nullptr;
 };
@@ -126,31 +136,38 @@ class side_search {
               const plan_request& req)
       : cost_(cost), space_(space), tables_(tables), req_(req) {}
 
-  /// @brief Options of side module `i` with `pp` stages, `n` samples per
-  /// microbatch, stage j keeping in_flight[j] microbatches. Per (tp,
-  /// recompute, k = ceil(n / dp)), among the dp that fit memory (A2: every dp
-  /// above the smallest fitting one), with stages of `s = tp * dp` ranks:
-  /// - encoder (first rank 0; its GPU count modulo the node size fixes where
-  ///   the others sit): per residue of the GPU count, the smallest dp, plus
-  ///   every larger dp with `s <= gpus_per_node` whose own path or sync beats
-  ///   all smaller ones of its residue (a larger dp with `s > gpus_per_node`
-  ///   has every link on the NIC: dominated by A3, A4);
-  /// - generator (last; its GPU count moves nobody): every dp with `s <=
+  /// @brief Options of side module `i` at chain place `where` with `pp`
+  /// stages, `n` samples per microbatch, stage j keeping in_flight[j]
+  /// microbatches, its hops also forwarding the edges `pass` of `cut`. Per
+  /// (tp, recompute, k = ceil(n / dp)), among the dp that fit memory (A2:
+  /// every dp above the smallest fitting one), with stages of `s = tp * dp` ranks:
+  /// - `first` (its GPU count modulo the node size fixes where the others
+  ///   sit): per residue of the GPU count, the smallest dp, plus every larger
+  ///   dp with `s <= gpus_per_node` whose own path or sync beats all smaller
+  ///   ones of its residue (a larger dp with `s > gpus_per_node` has every link
+  ///   on the NIC: dominated by A3, A4);
+  /// - `middle`: the same residues, a larger dp with `s <= gpus_per_node`
+  ///   left out only where a smaller one of its residue is no worse in its
+  ///   worst case than it in its best;
+  /// - `last` (its GPU count moves nobody): every dp with `s <=
   ///   gpus_per_node` whose best case beats the smaller ones' worst case, or
   ///   the smallest dp if it has `s > gpus_per_node`.
-  /// A smaller dp of the same residue also has a boundary block inside the
-  /// larger one's, so its boundary link is no worse. Counts lists and
-  /// options in `stats`; a stage over memory is noted in `viol`.
+  /// A smaller dp of the same residue also has its boundary blocks inside the
+  /// larger one's, so its links to the neighbours are no worse. Counts lists
+  /// and options in `stats`; a stage over memory is noted in `viol`.
   const side_list& options(std::size_t i, int n, int pp, const std::vector<int>& in_flight,
+                           side_place where, const chain_cut& cut, std::uint64_t pass,
                            planner_stats& stats, violation& viol) {
-    std::vector<long long> key{static_cast<long long>(i), n, pp};
+    std::vector<long long> key{static_cast<long long>(i), n, pp, static_cast<long long>(where),
+                               static_cast<long long>(pass)};
     for (const int f : in_flight) key.push_back(f);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     ++stats.side_lists;
     side_list out;
     const module_info& mi = space_.mods_[i];
-    const bool is_encoder = i < space_.bi_;
+    const bool exact = where == side_place::first;    // placed at rank 0
+    const bool residues = where != side_place::last;  // its GPU count moves later modules
     const int g = space_.g_;
     std::vector<double> hops;
     for (int tp : mi.tps) {
@@ -186,11 +203,10 @@ class side_search {
               lo = mid + 1;
           }
           const int classes =
-              is_encoder ? static_cast<int>(g / std::gcd(static_cast<long long>(g), step)) : 1;
+              residues ? static_cast<int>(g / std::gcd(static_cast<long long>(g), step)) : 1;
           std::vector<char> seen(static_cast<std::size_t>(g), 0);
           int found = 0;
-          const double side_in = transfer_time(i, k, tp, true);
-          const double side_nic = transfer_time(i, k, tp, false);
+          const link_load carried = cut.load(cost_, pass, req_.sample_workload, k);
           const std::size_t first_new = out.options.size();
           for (int d = lo; d <= dmax; ++d) {
             const long long gpus = step * d;
@@ -207,13 +223,11 @@ class side_search {
             o.rc = rc;
             o.layout = &sp;
             o.max_stage = sp.tmax;
-            o.side_in = side_in;
-            o.side_nic = side_nic;
-            o.links = links(i, sp, tp, d, rc, w);
+            o.links = links(i, sp, tp, d, rc, w, carried);
             double worst_path = 0, worst_sync = 0;
-            o.sync = place(o.links, 0, is_encoder ? link_case::placed : link_case::best, g, hops);
+            o.sync = place(o.links, 0, exact ? link_case::placed : link_case::best, g, hops);
             o.path_base = accumulate_path({.stage_s = sp.times, .hop_s = hops}, 0.0);
-            if (!is_encoder) {
+            if (!exact) {
               worst_sync = place(o.links, 0, link_case::worst, g, hops);
               worst_path = accumulate_path({.stage_s = sp.times, .hop_s = hops}, 0.0);
             }
@@ -221,9 +235,10 @@ class side_search {
             bool dominated = false;
             for (std::size_t x = first_new; x < out.options.size() && !dominated; ++x) {
               const side_option& q = out.options[x];
-              dominated = is_encoder ? (q.gpus % g == gpus % g && q.path_base <= o.path_base &&
-                                        q.sync <= o.sync)
-                                     : (q.worst_path <= o.path_base && q.worst_sync <= o.sync);
+              const bool same_residue = q.gpus % g == gpus % g;
+              dominated = exact ? (same_residue && q.path_base <= o.path_base && q.sync <= o.sync)
+                                : ((same_residue || !residues) && q.worst_path <= o.path_base &&
+                                   q.worst_sync <= o.sync);
             }
             if (dominated) continue;
             o.worst_path = worst_path;
@@ -231,7 +246,7 @@ class side_search {
             if (!seen[r]) ++found;
             seen[r] = 1;
             out.options.push_back(std::move(o));
-            if (!is_encoder && ranks > g) break;
+            if (!residues && ranks > g) break;
           }
         }
       }
@@ -242,19 +257,11 @@ class side_search {
     return cache_.emplace(std::move(key), std::move(out)).first->second;
   }
 
-  /// @brief One side's half of the boundary transfer between side module `i`
-  /// and the backbone: a replica with `k` samples, each TP rank 1/tp, over
-  /// NVLink iff `same_node` (before `dirs` and the max with the other side).
-  [[nodiscard]] double transfer_time(std::size_t i, int k, int tp, bool same_node) const {
-    const std::size_t bi = space_.bi_;
-    const std::size_t from = i < bi ? i : bi, to = i < bi ? bi : i;
-    return boundary_half(cost_, from, to, req_.sample_workload, k, tp, same_node);
-  }
-
  private:
-  /// @brief Links of a disaggregated side module's stages (split `sp`, dp `d`).
+  /// @brief Links of a disaggregated side module's stages (split `sp`, dp `d`),
+  /// its hops also forwarding `carried`.
   stage_links links(std::size_t i, const split_info& sp, int tp, int d, recompute_mode rc,
-                    const module_workload& w) {
+                    const module_workload& w, const link_load& carried) {
     stage_links L;
     L.ranks = static_cast<long long>(tp) * d;
     const int pp = static_cast<int>(sp.layers.size());
@@ -262,8 +269,8 @@ class side_search {
     for (int j = 0; j < pp; ++j) {
       const stage_config cfg = tables_.stage(i, at(sp.first, j), at(sp.layers, j), tp, d, rc);
       const bool more = j + 1 < pp;
-      L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, dirs) : 0.0);
-      L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, dirs) : 0.0);
+      L.hop_in.push_back(more ? hop_time(cost_, cfg, w, true, dirs, carried) : 0.0);
+      L.hop_nic.push_back(more ? hop_time(cost_, cfg, w, false, dirs, carried) : 0.0);
       const std::array<stage_sync, 2> y = part_sync_both(cost_, cfg, w);
       L.sync_in.push_back(tables_.exposed_sync(y[0]));
       L.sync_nic.push_back(tables_.exposed_sync(y[1]));

@@ -26,6 +26,7 @@
 #include "disttrain/cost/stage.hpp"
 #include "disttrain/model/model_spec.hpp"
 #include "disttrain/model/workload.hpp"
+#include "disttrain/plan/detail/chain_cut.hpp"
 
 namespace disttrain::detail {
 
@@ -47,45 +48,6 @@ namespace disttrain::detail {
 [[nodiscard]] constexpr bool may_share_node(long long na, long long nb,
                                             int gpus_per_node) noexcept {
   return na + nb <= gpus_per_node;
-}
-
-/// @brief 2 when module `i` runs a backward pass (gradients flow back over
-/// its input edges and between its stages), else 1.
-[[nodiscard]] inline double transfer_directions(const model_spec& m, std::size_t i) {
-  return (!m.modules[i].frozen || m.input_grad_required(i)) ? 2.0 : 1.0;
-}
-
-/// @brief Transfer from a stage to the next stage of its module per microbatch
-/// (each TP rank sends its 1/tp share) over NVLink iff `same_node`, times `dirs`.
-template <cost_model C>
-[[nodiscard]] double hop_time(const C& c, const stage_config& s, const module_workload& w,
-                              bool same_node, double dirs) {
-  return dirs * c.p2p_time(c.stage_output_bytes(s, w) / static_cast<double>(s.tp), same_node);
-}
-
-/// @brief One side's half of a module-boundary transfer: a replica with
-/// `k` samples of `per_sample`, each TP rank 1/tp of the bytes, over NVLink
-/// iff `same_node` (before `dirs` and the max with the other side).
-template <cost_model C>
-[[nodiscard]] double boundary_half(const C& c, std::size_t from, std::size_t to,
-                                   const model_workload& per_sample, int k, int tp,
-                                   bool same_node) {
-  return c.p2p_time(
-      c.transfer_bytes(from, to, per_sample * static_cast<double>(k)) / static_cast<double>(tp),
-      same_node);
-}
-
-/// @brief Module-boundary transfer per microbatch: the busiest replica on
-/// either side moves the bytes of its own samples (`k_from` resp. `k_to`),
-/// each TP rank 1/tp of them, over NVLink iff `same_node` (both boundary
-/// stages in one node), else the NIC; times `dirs`.
-template <cost_model C>
-[[nodiscard]] double boundary_time(const C& c, std::size_t from, std::size_t to,
-                                   const model_workload& per_sample, int k_from, int tp_from,
-                                   int k_to, int tp_to, double dirs, bool same_node) {
-  const double a = boundary_half(c, from, to, per_sample, k_from, tp_from, same_node);
-  const double b = boundary_half(c, from, to, per_sample, k_to, tp_to, same_node);
-  return dirs * std::max(a, b);
 }
 
 /// @brief Memory of one GPU of a pipeline stage `s`. With `v > 1` chunks

@@ -136,11 +136,12 @@ class stage_tables {
     return stage(i, 0, space_.mods_[i].layers, colocated_tp(i, tp_b), dp, rc);
   }
 
-  /// @brief Time of side module `i` colocated whole on a backbone stage of
-  /// (tp_b, rc) with k samples per replica, as `split_times` adds it.
-  double colocated_time(std::size_t i, int tp_b, recompute_mode rc, int k) {
-    return 0.0 +
-           tt(table(i, colocated_tp(i, tp_b), rc, k), stage_type::whole, space_.mods_[i].layers);
+  /// @brief Time of the side modules of `colocated` among `modules` (bit i:
+  /// model module i), each whole on a backbone stage of (tp_b, rc) with k
+  /// samples per replica, summed in model-module order from 0 (as `evaluate`).
+  double colocated_time(std::uint32_t colocated, bool encoders, int tp_b, recompute_mode rc,
+                        int k) {
+    return colocated_part<stage_part::time>(colocated, encoders, tp_b, rc, k, 0.0);
   }
 
   /// @brief Calls `use(fn)` with the stage-time function `fn(type, c)` of the
@@ -170,7 +171,7 @@ class stage_tables {
     auto it = splits_.find(key);
     if (it != splits_.end()) return *it->second;
     auto s = std::make_unique<split_info>();
-    const layer_split_rule rule = key.family == split_family::all_colocated_even
+    const layer_split_rule rule = key.family == split_family::colocated_even
                                       ? layer_split_rule::even
                                       : layer_split_rule::balanced;
     split_times(key, [&](const auto& fn) {
@@ -186,18 +187,14 @@ class stage_tables {
     return get_split(split_key{split_family::plain, i, tp, rc, pp, k, v});
   }
 
-  /// @brief Key of the backbone's splits with the colocated encoder (`ce`) on
-  /// stage 0 and the colocated generator (`cg`) on the last stage, by `rule`.
+  /// @brief Key of the backbone's splits with the side modules of `colocated`
+  /// (bit i: model module i) on its first (encoders) / last (generators)
+  /// stage, by `rule` (the even rule: monolithic layouts only).
   [[nodiscard]] split_key mono_key(layer_split_rule rule, int tp, recompute_mode rc, int k, int pp,
-                                   int v, bool ce, bool cg) const {
-    const bool all = ce == space_.has_e_ && cg == space_.has_g_;
-    const split_family family =
-        all  ? (rule == layer_split_rule::even ? split_family::all_colocated_even
-                                               : split_family::all_colocated_balanced)
-        : ce ? split_family::encoder_colocated
-        : cg ? split_family::generator_colocated
-             : split_family::none_colocated;
-    return split_key{family, space_.bi_, tp, rc, pp, k, v};
+                                   int v, std::uint32_t colocated) const {
+    const split_family family = rule == layer_split_rule::even ? split_family::colocated_even
+                                                               : split_family::colocated_balanced;
+    return split_key{family, space_.bi_, tp, rc, pp, k, v, colocated};
   }
 
  private:
@@ -225,31 +222,40 @@ class stage_tables {
         return tw(tab, t, c);
     };
     time_table& T = table(key.module, key.tp, key.rc, key.k);
-    if (key.family == split_family::plain) {
+    if (key.family == split_family::plain || key.colocated == 0) {
       use([&](stage_type t, int c) { return 0.0 + part(T, t, c); });
       return;
     }
-    const bool all = key.family == split_family::all_colocated_balanced ||
-                     key.family == split_family::all_colocated_even;
-    const bool ce = all ? space_.has_e_ : key.family == split_family::encoder_colocated;
-    const bool cg = all ? space_.has_g_ : key.family == split_family::generator_colocated;
-    const std::size_t ei = space_.ei_, gi = space_.gi_;
-    const double te = ce ? part(table(ei, colocated_tp(ei, key.tp), key.rc, key.k),
-                                stage_type::whole, space_.mods_[ei].layers)
-                         : 0.0;
-    const double tg = cg ? part(table(gi, colocated_tp(gi, key.tp), key.rc, key.k),
-                                stage_type::whole, space_.mods_[gi].layers)
-                         : 0.0;
+    const double te = colocated_part<Part>(key.colocated, true, key.tp, key.rc, key.k, 0.0);
     use([&](stage_type t, int c) {
       const double x = part(T, t, c);
       switch (t) {
         case stage_type::first: return (0.0 + te) + x;
-        case stage_type::last: return (0.0 + x) + tg;
-        case stage_type::whole: return ((0.0 + te) + x) + tg;
+        case stage_type::last:
+          return colocated_part<Part>(key.colocated, false, key.tp, key.rc, key.k, 0.0 + x);
+        case stage_type::whole:
+          return colocated_part<Part>(key.colocated, false, key.tp, key.rc, key.k, (0.0 + te) + x);
         case stage_type::middle: break;
       }
       return 0.0 + x;
     });
+  }
+
+  /// @brief `acc` plus the time (or W) of each side module of `colocated`
+  /// before (`encoders`) or after the backbone, whole on a backbone stage of
+  /// (tp_b, rc, k), added one by one in model-module order (as `evaluate`).
+  template <stage_part Part>
+  double colocated_part(std::uint32_t colocated, bool encoders, int tp_b, recompute_mode rc, int k,
+                        double acc) {
+    for (const std::size_t i : space_.side_modules_) {
+      if (!((colocated >> i) & 1U) || (i < space_.bi_) != encoders) continue;
+      time_table& t = table(i, colocated_tp(i, tp_b), rc, k);
+      if constexpr (Part == stage_part::time)
+        acc += tt(t, stage_type::whole, space_.mods_[i].layers);
+      else
+        acc += tw(t, stage_type::whole, space_.mods_[i].layers);
+    }
+    return acc;
   }
 
   static constexpr double nan_ = std::numeric_limits<double>::quiet_NaN();

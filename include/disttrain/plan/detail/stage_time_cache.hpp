@@ -76,21 +76,18 @@ struct time_table {
 }
 
 /// @brief What a cached split is of: a disaggregated module alone, or the
-/// backbone with colocated side modules (every one, by the balanced or the
-/// even rule; or, in mixed layouts, the encoder only / the generator only /
-/// neither, by the balanced rule).
+/// backbone with the colocated side modules of `split_key::colocated` (by the
+/// balanced or, for monolithic layouts, the even rule).
 enum class split_family : std::uint8_t {
   plain = 1,
-  all_colocated_balanced = 2,
-  all_colocated_even = 3,
-  encoder_colocated = 4,
-  generator_colocated = 5,
-  none_colocated = 6,
+  colocated_balanced = 2,
+  colocated_even = 3,
 };
 
 /// @brief Key of a cached split: the family, the module's configuration
-/// (module, tp, recompute, samples per replica `k`), its `pp` stages and
-/// `v` interleaved chunks per stage.
+/// (module, tp, recompute, samples per replica `k`), its `pp` stages, `v`
+/// interleaved chunks per stage and the colocated side modules (bit i: model
+/// module i; 0 for `plain`).
 struct split_key {
   split_family family = split_family::plain;
   std::size_t module = 0;
@@ -99,6 +96,7 @@ struct split_key {
   int pp = 1;
   int k = 1;
   int v = 1;
+  std::uint32_t colocated = 0;
   friend auto operator<=>(const split_key&, const split_key&) = default;
 };
 /// @brief Hash of a `split_key` (the fields packed into one word).
@@ -110,7 +108,8 @@ struct split_key_hash {
                                  (static_cast<std::uint64_t>(x.rc) << 48) ^
                                  (static_cast<std::uint64_t>(x.pp & 0xffff) << 32) ^
                                  static_cast<std::uint64_t>(static_cast<std::uint32_t>(x.k));
-    return std::hash<std::uint64_t>{}(packed ^ (static_cast<std::uint64_t>(x.v) << 58));
+    return std::hash<std::uint64_t>{}(packed ^ (static_cast<std::uint64_t>(x.v) << 58) ^
+                                      (static_cast<std::uint64_t>(x.colocated) << 40));
   }
 };
 
