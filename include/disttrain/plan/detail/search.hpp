@@ -74,6 +74,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -622,7 +623,55 @@ class plan_search : private search_space {
     std::vector<const side_option*> chosen;
     std::vector<module_terms> terms;
     std::vector<long long> min_gpus;  // fewest GPUs of lists [t, end) and `last`
+    // Lower bounds (`lower`) in chain order: each front list's, the backbone's (any
+    // placement), each middle back list's and the last list's: what an unchosen module adds at
+    // least (`may_beat`).
+    std::vector<module_terms> floor;
+    std::vector<module_terms> scratch;
   };
+
+  /// @brief `t` as `combine_bound` may take it for a lower bound: the path
+  /// less twice its W sum, no W terms (ZB-H1's f <= 2; closed_form.hpp).
+  [[nodiscard]] static module_terms lower(module_terms t) noexcept {
+    t.path_s -= 2.0 * t.w_sum_s;
+    t.loop_s = t.path_s;
+    t.w_sum_s = 0;
+    t.w_max_s = 0;
+    return t;
+  }
+  /// @brief Option `o`'s terms without its links, at its best placement.
+  [[nodiscard]] static module_terms option_floor(const pair_query& q, const side_option& o) {
+    module_terms t{};
+    t.max_stage_s = o.max_stage;
+    t.path_s = o.path_base;
+    t.sync_s = o.sync;
+    t.stages = o.pp;
+    t.loop_s = t.path_s;
+    if (q.b.zb) add_weights(t, o.layout->weights);
+    return lower(t);
+  }
+  /// @brief The field-wise minimum of `option_floor` over list `l` (stages: its depth).
+  [[nodiscard]] static module_terms list_floor(const pair_query& q, const side_list& l) {
+    module_terms m = option_floor(q, l.options.front());
+    for (const side_option& o : l.options) {
+      const module_terms t = option_floor(q, o);
+      m.max_stage_s = std::min(m.max_stage_s, t.max_stage_s);
+      m.path_s = std::min(m.path_s, t.path_s);
+      m.sync_s = std::min(m.sync_s, t.sync_s);
+    }
+    m.loop_s = m.path_s;
+    return m;
+  }
+  /// @brief Whether a pairing whose first modules have `known` terms (exact,
+  /// or lower bounds) and whose lists from `next` on are unchosen can beat
+  /// the incumbent (a margin for the different summation order).
+  bool may_beat(const pair_query& q, pairing& pr, std::span<const module_terms> known,
+                std::size_t next) {
+    pr.scratch.assign(known.begin(), known.end());
+    pr.scratch.insert(pr.scratch.end(), pr.floor.begin() + static_cast<std::ptrdiff_t>(next),
+                      pr.floor.end());
+    return combine_bound(q.m, pr.scratch).iteration_s * (1.0 - 1e-12) <= best_.time();
+  }
 
   /// @brief Every pairing of `q`'s backbone with the side modules' options:
   /// encoders in chain order by GPUs, generators before the last likewise,
@@ -654,6 +703,14 @@ class plan_search : private search_space {
     for (std::size_t t = pr.lists.size(); t-- > 0;)
       pr.min_gpus[t] = pr.min_gpus[t + 1] + pr.lists[t]->options.front().gpus;
     pr.chosen.assign(pr.lists.size(), nullptr);
+    // Floors in chain order: the encoders', the backbone's, the generators'.
+    for (std::size_t t = 0; t < pr.lists.size(); ++t) {
+      if (t == nf) pr.floor.push_back(lower(backbone_terms(q.b, bctx_.links, 0, link_case::best)));
+      pr.floor.push_back(list_floor(q, *pr.lists[t]));
+    }
+    if (pr.lists.size() == nf)
+      pr.floor.push_back(lower(backbone_terms(q.b, bctx_.links, 0, link_case::best)));
+    pr.floor.push_back(md.back.empty() ? module_terms{} : list_floor(q, *pr.last));
     if (nb <= 1) last_bounds(q, *pr.last, backbone_end(q, q.gb));  // after the backbone
     pick_front(q, pr, 0, 0);
   }
@@ -718,6 +775,11 @@ class plan_search : private search_space {
         const link_half h = half_of(q.md.cut, q.md.cut.after(q.md.front[t - 1]), o.k, o.tp);
         pr.terms[t - 1] =
             front_terms(q, pr, t - 1, base, link_end{h, static_cast<long long>(o.tp) * o.dp, base});
+        // A second encoder on: bound the rest (the first one's bound is the last list's).
+        pr.terms.push_back(option_floor(q, o));
+        const bool beat = may_beat(q, pr, pr.terms, t + 1);
+        pr.terms.pop_back();
+        if (!beat) continue;
       }
       pick_front(q, pr, t + 1, base + o.gpus);
     }
@@ -758,6 +820,7 @@ class plan_search : private search_space {
       const link_end own{half_of(q.md.cut, in, o.k, o.tp), ranks, base};
       pr.terms.resize(nf + 1 + t);
       pr.terms.push_back(side_terms(q, o, base, false, link_between(prev, own)));
+      if (!may_beat(q, pr, pr.terms, nf + t + 2)) continue;
       const link_end out{half_of(q.md.cut, q.md.cut.after(q.md.back[t]), o.k, o.tp), ranks,
                          base + o.gpus - ranks};
       pick_back(q, pr, t + 1, base + o.gpus, out);
