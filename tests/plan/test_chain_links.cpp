@@ -115,6 +115,20 @@ TEST_CASE("simulate_plan binds one field per carried edge, and stays near evalua
   CHECK(ratio < 1.05);
 }
 
+TEST_CASE("a frozen encoder's forwarded output carries no gradient back") {
+  dual_setup s;
+  auto frozen = s.sc.model;
+  frozen.modules[0].frozen = true;  // SigLIP frozen, SAM trains
+  const disttrain::analytic_cost_model cf(frozen, disttrain::presets::cluster_preset("h800", 64));
+  const auto sim = disttrain::simulate_plan(dual_plan(), cf, s.req.sample_workload);
+  CHECK_NOTHROW(disttrain::validate_bound(sim.world));
+  REQUIRE(sim.shapes.size() == 5);
+  CHECK_FALSE(sim.shapes[1].fields[1].differentiable);  // forwarded inside SAM
+  CHECK(sim.shapes[1].fields[0].differentiable);        // SAM's own activation
+  CHECK_FALSE(sim.shapes[2].fields[0].differentiable);  // siglip -> llama
+  CHECK(sim.shapes[2].fields[1].differentiable);        // sam -> llama
+}
+
 TEST_CASE("evaluate charges the forwarded edge on every link and hop it crosses") {
   dual_setup s;
   const auto w = s.req.sample_workload;

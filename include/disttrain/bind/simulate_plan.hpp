@@ -266,9 +266,12 @@ class plan_bound_durations {
 /// @brief The activation crossing every link of plan `p` (between virtual
 /// stages: chain stages without interleaving) for the
 /// samples of `map` (`batch[i]`: the workload of `map.samples[i]`), as
-/// `bind_world` takes it: the cost model's bytes per sample (`transfer_bytes`
-/// across modules, `stage_output_bytes` inside one) as rows of 1024 one-byte
-/// columns, rounded up.
+/// `bind_world` takes it: inside a module, its stage's output
+/// (`stage_output_bytes`, field "activation"); plus one field per data edge
+/// the link carries (`links_of`: across modules, and edges a module forwards;
+/// `transfer_bytes`, field "<from>-><to>", differentiable iff its source
+/// runs a backward pass); each as rows of 1024 one-byte columns per sample,
+/// rounded up.
 /// @snippet bind.cpp plan_link_shapes
 template <cost_model C>
 [[nodiscard]] std::vector<link_shape> plan_link_shapes(const parallel_plan& p, const C& cost,
@@ -289,11 +292,15 @@ template <cost_model C>
       ls.rows.push_back(
           static_cast<std::int64_t>(std::ceil(bytes_of(i) / static_cast<double>(columns))));
   };
-  // One field per data edge a link carries (`links_of`), after the stage's own output.
+  // One field per data edge a link carries (`links_of`), after the stage's own output; an
+  // edge's gradient flows back iff its source runs a backward pass.
   auto add_edges = [&](link_shape& shape, const std::vector<connection>& edges) {
-    for (const connection& e : edges)
+    for (const connection& e : edges) {
       add_field(shape, cat(model.modules[e.from].name, "->", model.modules[e.to].name),
                 [&](std::size_t i) { return cost.transfer_bytes(e.from, e.to, batch[i]); });
+      shape.fields.back().differentiable =
+          !model.modules[e.from].frozen || model.input_grad_required(e.from);
+    }
   };
   for (std::size_t l = 0; l < out.size(); ++l) {
     const auto [ca, ka] = t.virtual_at(static_cast<int>(l));
