@@ -591,27 +591,35 @@ class plan_search : private search_space {
     long long ranks = 0, first = 0;
   };
 
-  [[nodiscard]] link_half half_of(const chain_cut& cut, std::uint64_t edges, int k, int tp) const {
+  /// @brief Who sits at one end of a link: its samples per replica and TP degree.
+  struct replica_shape {
+    int k = 1, tp = 1;
+  };
+  /// @brief The half of a link carrying `edges` at the end `r`.
+  [[nodiscard]] link_half half_of(const chain_cut& cut, std::uint64_t edges,
+                                  replica_shape r) const {
     if (edges == 0) return {};
-    const link_load x = cut.load(cost_, edges, req_.sample_workload, k);
-    return {load_time(cost_, x, tp, true), load_time(cost_, x, tp, false)};
+    const link_load x = cut.load(cost_, edges, req_.sample_workload, r.k);
+    return {load_time(cost_, x, r.tp, true), load_time(cost_, x, r.tp, false)};
   }
-  /// @brief A link over the class `same_node` picks (`link_time`, as `evaluate`).
-  [[nodiscard]] static double link_of(const link_half& a, const link_half& b,
-                                      bool same_node) noexcept {
-    const double x = same_node ? a.in : a.nic, y = same_node ? b.in : b.nic;
+  /// @brief A link (sender's half, receiver's half) over the class `same_node`
+  /// picks: the busier end (`link_time`, as `evaluate`).
+  [[nodiscard]] static double busier(const std::array<link_half, 2>& ends,
+                                     bool same_node) noexcept {
+    const double x = same_node ? ends[0].in : ends[0].nic;
+    const double y = same_node ? ends[1].in : ends[1].nic;
     return x < y ? y : x;
   }
   /// @brief The same link at the cheaper class of each end where some
   /// placement may share a node (a bound).
-  [[nodiscard]] static double best_link(const link_half& a, const link_half& b,
+  [[nodiscard]] static double best_link(const std::array<link_half, 2>& ends,
                                         bool may_share) noexcept {
-    if (!may_share) return link_of(a, b, false);
-    const double x = std::min(a.in, a.nic), y = std::min(b.in, b.nic);
+    if (!may_share) return busier(ends, false);
+    const double x = std::min(ends[0].in, ends[0].nic), y = std::min(ends[1].in, ends[1].nic);
     return x < y ? y : x;
   }
   [[nodiscard]] double link_between(const link_end& a, const link_end& b) const noexcept {
-    return link_of(a.half, b.half, blocks_in_one_node(a.first, a.ranks, b.first, b.ranks, g_));
+    return busier({a.half, b.half}, blocks_in_one_node(a.first, a.ranks, b.first, b.ranks, g_));
   }
 
   /// @brief The pairing in progress: the option lists in chain order (front,
@@ -731,7 +739,7 @@ class plan_search : private search_space {
   [[nodiscard]] link_end backbone_end(const pair_query& q, long long end) const {
     const std::size_t next = q.md.back.empty() ? bi_ : q.md.back.front();
     const std::uint64_t edges = next == bi_ ? 0 : q.md.cut.after(bi_);
-    return {half_of(q.md.cut, edges, q.b.k, q.b.tp), q.stage_ranks(), end - q.stage_ranks()};
+    return {half_of(q.md.cut, edges, {q.b.k, q.b.tp}), q.stage_ranks(), end - q.stage_ranks()};
   }
 
   /// @brief Side option `o` of module `i` placed from rank `base` (exactly
@@ -772,7 +780,7 @@ class plan_search : private search_space {
       pr.chosen[t] = &o;
       if (t > 0) {
         pr.terms.resize(t);
-        const link_half h = half_of(q.md.cut, q.md.cut.after(q.md.front[t - 1]), o.k, o.tp);
+        const link_half h = half_of(q.md.cut, q.md.cut.after(q.md.front[t - 1]), {o.k, o.tp});
         pr.terms[t - 1] =
             front_terms(q, pr, t - 1, base, link_end{h, static_cast<long long>(o.tp) * o.dp, base});
         // A second encoder on: bound the rest (the first one's bound is the last list's).
@@ -787,7 +795,7 @@ class plan_search : private search_space {
 
   /// @brief The backbone's end of its link from the encoder before it, from rank `base`.
   [[nodiscard]] link_end backbone_start(const pair_query& q, long long base) const {
-    return {half_of(q.md.cut, q.md.cut.after(q.md.front.back()), q.b.k, q.b.tp), q.stage_ranks(),
+    return {half_of(q.md.cut, q.md.cut.after(q.md.front.back()), {q.b.k, q.b.tp}), q.stage_ranks(),
             base};
   }
 
@@ -796,7 +804,7 @@ class plan_search : private search_space {
                            const link_end& next) {
     const side_option& o = *pr.chosen[t];
     const long long ranks = static_cast<long long>(o.tp) * o.dp;
-    const link_end own{half_of(q.md.cut, q.md.cut.after(q.md.front[t]), o.k, o.tp), ranks,
+    const link_end own{half_of(q.md.cut, q.md.cut.after(q.md.front[t]), {o.k, o.tp}), ranks,
                        end - ranks};
     return side_terms(q, o, end - o.gpus, t == 0, link_between(own, next));
   }
@@ -817,11 +825,11 @@ class plan_search : private search_space {
       pr.chosen[nf + t] = &o;
       const long long ranks = static_cast<long long>(o.tp) * o.dp;
       const std::uint64_t in = q.md.cut.after(t == 0 ? bi_ : q.md.back[t - 1]);
-      const link_end own{half_of(q.md.cut, in, o.k, o.tp), ranks, base};
+      const link_end own{half_of(q.md.cut, in, {o.k, o.tp}), ranks, base};
       pr.terms.resize(nf + 1 + t);
       pr.terms.push_back(side_terms(q, o, base, false, link_between(prev, own)));
       if (!may_beat(q, pr, pr.terms, nf + t + 2)) continue;
-      const link_end out{half_of(q.md.cut, q.md.cut.after(q.md.back[t]), o.k, o.tp), ranks,
+      const link_end out{half_of(q.md.cut, q.md.cut.after(q.md.back[t]), {o.k, o.tp}), ranks,
                          base + o.gpus - ranks};
       pick_back(q, pr, t + 1, base + o.gpus, out);
     }
@@ -843,9 +851,9 @@ class plan_search : private search_space {
     for (std::size_t i = 0; i < ng; ++i) {
       const side_option& o = G.options[i];
       if (sg) {
-        ghalf_[i] = half_of(q.md.cut, in, o.k, o.tp);
+        ghalf_[i] = half_of(q.md.cut, in, {o.k, o.tp});
         gterms_[i].max_stage_s = o.max_stage;
-        gterms_[i].path_s = o.path_base + best_link(prev.half, ghalf_[i],
+        gterms_[i].path_s = o.path_base + best_link({prev.half, ghalf_[i]},
                                                     may_share_node(prev.ranks, o.links.ranks, g_));
         gterms_[i].sync_s = o.sync;
         gterms_[i].stages = o.pp;
