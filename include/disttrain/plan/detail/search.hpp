@@ -9,8 +9,10 @@
 ///   `search_selective_recompute`, one choice per module;
 /// - backbone: tp in the TP candidates, recompute, dp a divisor of n,
 ///   pp in [min_backbone_pp, max_backbone_pp];
-/// - *disaggregated* layouts: every side module (encoder, generator) gets its
-///   own GPUs: tp, recompute, pp in [1, max_side_pp], dp in [1, n];
+/// - *disaggregated* layouts: every side module (the encoders, the
+///   generators: any number of each) gets its own GPUs: tp, recompute, pp in
+///   [1, max_side_pp], dp in [1, n]; with `include_mixed`, any proper subset
+///   of them colocated on the backbone instead;
 /// - *monolithic* layouts (Megatron-style, `include_monolithic`): every side
 ///   module colocated on the backbone's first/last stage, one recompute flag,
 ///   layers split by the rules in `monolithic_splits`;
@@ -44,23 +46,25 @@
 /// sum (`any_split_bound`), and by its exact split bound once its split is known.
 /// Links follow the rank placement (`detail/stage_cost.hpp`), so a module's
 /// hops, sync and boundary depend on its first rank modulo the node size:
-/// the encoder starts at rank 0, the backbone at the encoder's GPU count, the
-/// generator after both. The bounds price every link at the cheapest class
+/// the modules owning ranks sit in chain order from rank 0 (encoders, the
+/// backbone, generators; docs/planner.md, "Several encoders or generators",
+/// and `chain_cut.hpp` for what each link carries). The bounds price every link at the cheapest class
 /// any placement could give (`link_case::best`: NVLink only for blocks of at
 /// most a node); candidates are scored with the placement's classes, bit for
 /// bit as `evaluate`. For a side module with fixed (tp, recompute, pp,
 /// per-replica samples k = ceil(n/dp)), a larger dp of the same GPU-count
-/// residue (encoder) or of any (generator) is dominated once its stages
-/// exceed a node (every link the NIC; A3, A4); below that, the option lists
-/// keep every dp not dominated in its own path and sync (`side_options`).
+/// residue (a module with others after it) or of any (the last module) is
+/// dominated once its stages exceed a node (every link the NIC; A3, A4);
+/// below that, the option lists keep every dp not dominated in its own path
+/// and sync (`side_options`, `side_place`).
 ///
 /// Pieces: what is enumerated (search_space.hpp), the stage times and layer
 /// splits (stage_tables.hpp, keys in stage_time_cache.hpp), the side modules'
 /// options and link pricing (side_options.hpp), the closed-form time
 /// (closed_form.hpp) and the best plan so far (incumbent.hpp). This file:
 /// the backbone configurations and their bounds, the disaggregated search
-/// (pairing each backbone configuration with encoder and generator options)
-/// and the monolithic one.
+/// (pairing each backbone configuration with the side modules' options in
+/// chain order: `pair_search`) and the monolithic one.
 
 #include <algorithm>
 #include <array>
