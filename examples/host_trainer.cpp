@@ -7,7 +7,9 @@
 //   mpirun --oversubscribe -np 7 ./example_host_trainer_mpi --check   # the planner's layout
 //
 // Flags: --enc-tp --enc-dp --bb-tp --bb-pp --bb-dp --gen-tp --gen-dp (omitted:
-// the planner's layout for the world size), --frozen-encoder,
+// the planner's layout for the world size), --encoders 2 (a second encoder,
+// --enc2-tp --enc2-dp, after the first: it forwards the first one's tokens to
+// the backbone, which adds both), --frozen-encoder,
 // --split-backward, --zero-bubble (ZB-H1's order on every stage, B and W
 // apart), --virtual-stages V (the backbone runs interleaved 1F1B with
 // V model chunks per rank; microbatches a multiple of its pp), --fields (every
@@ -44,6 +46,7 @@ struct options {
   bool frozen_encoder = false, split_backward = false, zero_bubble = false, check = false,
        batched = false, fields = false;
   int microbatches = 0, batch = 12, iterations = 2, producers = 0, virtual_stages = 1;
+  int encoders = 1;
 };
 
 options parse(int argc, char** argv) {
@@ -76,7 +79,10 @@ options parse(int argc, char** argv) {
       o.producers = value();
     else if (a == "--virtual-stages")
       o.virtual_stages = value();
-    else if (a.rfind("--enc-", 0) == 0 || a.rfind("--bb-", 0) == 0 || a.rfind("--gen-", 0) == 0)
+    else if (a == "--encoders")
+      o.encoders = value();
+    else if (a.rfind("--enc-", 0) == 0 || a.rfind("--enc2-", 0) == 0 || a.rfind("--bb-", 0) == 0 ||
+             a.rfind("--gen-", 0) == 0)
       o.degree[a.substr(2)] = value();
     else
       disttrain::fail(disttrain::errc::invalid_argument, a, "unknown flag");
@@ -87,23 +93,32 @@ options parse(int argc, char** argv) {
 // The planner's layout for `ranks` ranks (TP 1), with the degrees given on the
 // command line replacing its own.
 disttrain::topology layout(const tiny_mllm::config& c, options& o, int ranks) {
+  disttrain::require(o.encoders == 1 || o.encoders == 2, "--encoders", "is 1 or 2, got ",
+                     o.encoders);
   std::vector<disttrain::topology_module> mods{{"encoder", disttrain::module_role::encoder},
                                                {"backbone", disttrain::module_role::backbone},
                                                {"generator", disttrain::module_role::generator}};
+  std::vector<std::string> prefix{"enc-", "bb-", "gen-"};
+  if (o.encoders == 2) {  // the second encoder runs after the first (docs/planner.md)
+    mods.insert(mods.begin() + 1, {"encoder2", disttrain::module_role::encoder});
+    prefix.insert(prefix.begin() + 1, "enc2-");
+  }
   if (o.degree.empty()) {
+    disttrain::require(o.encoders == 1, "--encoders",
+                       "2 needs the degrees on the command line (the tiny planner plans one "
+                       "encoder)");
     const auto plan = tiny_mllm::plan_layout(c, ranks, o.batch).plan;
     mods = disttrain::topology_of(plan).modules();
     if (o.microbatches == 0) o.microbatches = plan.num_microbatches;
   }
-  const char* prefix[3] = {"enc-", "bb-", "gen-"};
-  for (std::size_t m = 0; m < 3; ++m)
+  for (std::size_t m = 0; m < mods.size(); ++m)
     for (auto [key, field] : {std::pair{"tp", &disttrain::topology_module::tp},
                               std::pair{"pp", &disttrain::topology_module::pp},
                               std::pair{"dp", &disttrain::topology_module::dp}})
-      if (auto it = o.degree.find(std::string(prefix[m]) + key); it != o.degree.end())
+      if (auto it = o.degree.find(prefix[m] + key); it != o.degree.end())
         mods[m].*field = it->second;
   mods[0].trainable = !o.frozen_encoder;
-  mods[1].chunks = o.virtual_stages;
+  mods[mods.size() - 2].chunks = o.virtual_stages;  // the backbone
   if (o.microbatches == 0) o.microbatches = 4;
   return disttrain::topology(mods);
 }
@@ -115,6 +130,7 @@ int main(int argc, char** argv) {
   try {
     options o = parse(argc, argv);
     tiny_mllm::config cfg;
+    cfg.encoders = o.encoders;
     // The last `producers` ranks of the job prepare samples; the others train.
     disttrain::mpi_backend job(MPI_COMM_WORLD, {std::chrono::seconds(60)});
     const int trainers = job.size() - o.producers;

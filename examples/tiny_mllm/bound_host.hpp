@@ -12,7 +12,11 @@
 /// equal the serial run's.
 ///
 /// Link shapes (`link_shapes`): the encoder sends one row per image, every
-/// backbone stage one row per token, all `model_dim` wide. With `text`, every
+/// backbone stage one row per token, all `model_dim` wide. With two encoders
+/// (`config::encoders`, both owning ranks) they run one after the other: the
+/// second forwards the first one's tokens to the backbone in the field
+/// "enc1" (and their gradient back), and the backbone's first stage adds
+/// both encoders' tokens. With `text`, every
 /// link also carries the field "text": the sample's text tokens (one row
 /// each, stored as doubles, not differentiable), which the encoder ranks
 /// read with the images and every backbone stage then takes from its input
@@ -41,13 +45,43 @@
 
 namespace tiny_mllm {
 
+/// @brief Whether the first encoder that owns ranks trains (its forwarded
+/// tokens' gradient then flows back to it).
+inline bool first_encoder_trains(const disttrain::topology& t) {
+  for (const disttrain::module_id o : t.owning_modules())
+    if (t.module(o).role == disttrain::module_role::encoder) return t.module(o).trainable;
+  return false;
+}
+
+/// @brief Whether module `m` of `t` is an encoder after another encoder that
+/// owns ranks (the second of `config::encoders` 2): it forwards the first
+/// one's tokens to the backbone beside its own (docs/planner.md, "Several
+/// encoders or generators").
+inline bool forwards_tokens(const disttrain::topology& t, disttrain::module_id m) {
+  if (t.module(m).role != disttrain::module_role::encoder) return false;
+  for (const disttrain::module_id o : t.owning_modules()) {
+    if (o == m) return false;
+    if (t.module(o).role == disttrain::module_role::encoder) return true;
+  }
+  return false;
+}
+
 /// @brief The activation crossing each link of `t`'s chain for the samples of `map`.
 inline std::vector<disttrain::link_shape> link_shapes(const config& c, const disttrain::topology& t,
                                                       const disttrain::reorder_result& map,
                                                       bool text = false) {
   std::vector<disttrain::link_shape> out(static_cast<std::size_t>(t.num_links()));
   for (std::size_t l = 0; l < out.size(); ++l) {
-    const auto from = t.module(t.chain_at(t.virtual_at(static_cast<int>(l)).first).first).role;
+    const disttrain::module_id from_id = t.chain_at(t.virtual_at(static_cast<int>(l)).first).first;
+    const auto from = t.module(from_id).role;
+    // A second encoder forwards the first one's tokens (field "enc1", last).
+    const bool forwards = forwards_tokens(t, from_id);
+    disttrain::link_field enc1{.name = "enc1",
+                               .hidden = c.model_dim,
+                               .elem_size = sizeof(double),
+                               .rows = {},
+                               .split = disttrain::split_axis::rows,
+                               .differentiable = first_encoder_trains(t)};
     disttrain::link_field& f = out[l].fields.emplace_back();
     f.hidden = c.model_dim;
     f.elem_size = sizeof(double);
@@ -61,8 +95,10 @@ inline std::vector<disttrain::link_shape> link_shapes(const config& c, const dis
       const sample_meta m = make_meta(c, s.id);
       f.rows.push_back(from == disttrain::module_role::encoder ? m.num_images() : m.seq_len());
       tokens.rows.push_back(m.text_len);
+      enc1.rows.push_back(m.num_images());
     }
     if (text) out[l].fields.push_back(std::move(tokens));
+    if (forwards) out[l].fields.push_back(std::move(enc1));
   }
   return out;
 }
@@ -100,7 +136,9 @@ class bound_host {
         coord_(t.coord(rank)),
         role_(t.module(coord_.module).role),
         module_index_(t.owning_index(coord_.module)) {
-    if (role_ == disttrain::module_role::encoder) enc_.emplace_back(c);
+    forwards_ = forwards_tokens(t, coord_.module);
+    for (const disttrain::module_id o : t.owning_modules()) sums_ = sums_ || forwards_tokens(t, o);
+    if (role_ == disttrain::module_role::encoder) enc_.emplace_back(c, forwards_ ? "enc2" : "enc");
     if (role_ == disttrain::module_role::generator) gen_.emplace_back(c);
     if (role_ == disttrain::module_role::backbone) {
       const int pp = t.module(coord_.module).pp, s = coord_.stage.value;
@@ -169,10 +207,20 @@ class bound_host {
       if (carried) received = pass_text(op, text_at, s.text);
       const std::vector<int>& text = carried ? received : s.text;
       if (!enc_.empty()) {
-        out = write(y, out, enc_.front().forward(id, s.images));
+        const matrix own = enc_.front().forward(id, s.images);
+        if (forwards_) {  // the first encoder's tokens, on to the backbone
+          const int n = s.meta.num_images();
+          write(buf_.output(op.microbatch, op.chunk, forwarded_field()), out, read(x, in, n));
+          in += n;
+        }
+        out = write(y, out, own);
       } else if (!bb_.empty()) {
-        const int rows = first_stage_ && op.chunk == 0 ? s.meta.num_images() : s.meta.seq_len();
-        auto r = chunk(op).forward(id, read(x, in, rows), text);
+        const bool images = first_stage_ && op.chunk == 0;
+        const int rows = images ? s.meta.num_images() : s.meta.seq_len();
+        matrix input = read(x, in, rows);
+        if (images && sums_)  // two encoders: their tokens add up
+          input = input + read(buf_.input(op.microbatch, op.chunk, forwarded_field()), in, rows);
+        auto r = chunk(op).forward(id, input, text);
         in += rows;
         out = write(y, out, r.hidden);
         loss_ += r.loss;
@@ -190,10 +238,18 @@ class bound_host {
       const sample_meta& m = samples_.at(id).meta;
       if (!enc_.empty()) {
         enc_.front().backward_input(id, read(dy, out, m.num_images()));
+        if (forwards_ && !dx.empty())  // the forwarded tokens' gradient, back to the first
+          write(dx, out,               // encoder (unless it is frozen)
+                read(buf_.output_grad(op.microbatch, op.chunk, forwarded_field()), out,
+                     m.num_images()));
         out += m.num_images();
       } else if (!bb_.empty()) {
         const matrix d = chunk(op).backward_input(id, read(dy, out, m.seq_len()));
         out += m.seq_len();
+        if (sums_ && first_stage_ && op.chunk == 0) {
+          const auto df = buf_.input_grad(op.microbatch, op.chunk, forwarded_field());
+          if (!df.empty()) write(df, in, d);  // (empty: the first encoder is frozen)
+        }
         in = write(dx, in, d);
       } else {
         in = write(dx, in, gen_.front().backward_input(id));
@@ -306,6 +362,8 @@ class bound_host {
     at += n;
     return text;
   }
+  // The field of the first encoder's forwarded tokens (after "text" if carried).
+  [[nodiscard]] std::size_t forwarded_field() const { return text_ ? 2 : 1; }
   backbone_stage& chunk(const disttrain::schedule_op& op) {
     return bb_.at(static_cast<std::size_t>(op.chunk));
   }
@@ -323,6 +381,8 @@ class bound_host {
   disttrain::module_role role_;
   int module_index_ = 0;
   bool first_stage_ = false, split_ = false, text_ = false;
+  bool forwards_ = false;  // a second encoder: forwards the first one's tokens
+  bool sums_ = false;      // two encoders own ranks: the backbone adds their tokens
   std::vector<encoder> enc_;
   std::vector<backbone_stage> bb_;
   std::vector<generator> gen_;

@@ -32,6 +32,9 @@ struct config {
   int min_patches = 1, max_patches = 4;  ///< patches per image (image size)
   std::uint64_t data_seed = 7;
   std::uint64_t init_seed = 11;
+  /// 1, or 2: a second image encoder ("enc2", its own weights) whose tokens
+  /// add to the first one's before the backbone (two encoders feeding it).
+  int encoders = 1;
 };
 
 /// @brief Shape of one sample: all that routes and costs need.

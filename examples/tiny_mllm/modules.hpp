@@ -4,7 +4,8 @@
 /// by hand (Eigen, double precision):
 ///
 /// - **encoder**: per patch `H = tanh(X W1 + b1)`, mean over an image's patches,
-///   projector `tok = mean(H) Wp + bp`: one backbone token per image.
+///   projector `tok = mean(H) Wp + bp`: one backbone token per image (with
+///   `config::encoders` 2, a second encoder's tokens are added to them).
 /// - **backbone stage** (layers [first, last) of a residual stack): stage 0
 ///   builds the sequence `[image tokens; embed(text)]`; each layer is
 ///   `h' = h + tanh(h W + (M h) U + b)` with `M` the causal prefix mean (a
@@ -78,12 +79,14 @@ inline matrix prefix_mean_transpose(const matrix& g) {
 /// @brief Image encoder: images of a sample -> one token per image.
 class encoder {
  public:
-  explicit encoder(const config& c)
+  /// @brief The encoder whose parameters are named `name`.w1 ... (`enc`;
+  /// `enc2` for a second encoder: other names, other initial values).
+  explicit encoder(const config& c, const std::string& name = "enc")
       : c_(c),
-        params_{make_param("enc.w1", c.patch_dim, c.enc_hidden, 0.6, c.init_seed),
-                make_param("enc.b1", 1, c.enc_hidden, 0.1, c.init_seed),
-                make_param("enc.wp", c.enc_hidden, c.model_dim, 0.6, c.init_seed),
-                make_param("enc.bp", 1, c.model_dim, 0.1, c.init_seed)} {}
+        params_{make_param(name + ".w1", c.patch_dim, c.enc_hidden, 0.6, c.init_seed),
+                make_param(name + ".b1", 1, c.enc_hidden, 0.1, c.init_seed),
+                make_param(name + ".wp", c.enc_hidden, c.model_dim, 0.6, c.init_seed),
+                make_param(name + ".bp", 1, c.model_dim, 0.1, c.init_seed)} {}
 
   [[nodiscard]] std::span<param_tensor> params() { return params_; }
   [[nodiscard]] std::span<const param_tensor> params() const { return params_; }

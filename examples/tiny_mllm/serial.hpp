@@ -27,7 +27,14 @@ namespace tiny_mllm {
 class serial_trainer {
  public:
   explicit serial_trainer(const config& c, adam::settings opt = {})
-      : enc_(c), bb_(c, 0, c.layers), gen_(c), opt_enc_(opt), opt_bb_(opt), opt_gen_(opt) {}
+      : enc_(c), bb_(c, 0, c.layers), gen_(c), opt_enc_(opt), opt_bb_(opt), opt_gen_(opt) {
+    disttrain::require(c.encoders == 1 || c.encoders == 2, "config.encoders", "is 1 or 2, got ",
+                       c.encoders);
+    if (c.encoders == 2) {
+      enc2_.emplace_back(c, "enc2");
+      opt_enc2_.emplace_back(opt);
+    }
+  }
 
   /// @brief Zeroes the gradients, runs forward and backward over every sample
   /// of `batch` with loss scale 1/batch.size(), and returns the batch loss.
@@ -35,6 +42,7 @@ class serial_trainer {
     disttrain::require(!batch.empty(), "serial_trainer", "empty batch");
     const double scale = 1.0 / static_cast<double>(batch.size());
     zero_grads(enc_.params());
+    for (encoder& e : enc2_) zero_grads(e.params());
     zero_grads(bb_.params());
     zero_grads(gen_.params());
     bb_.set_loss_scale(scale);
@@ -42,7 +50,8 @@ class serial_trainer {
     double loss = 0.0;
     for (const sample& s : batch) {
       const std::uint64_t k = s.meta.id;
-      const matrix tokens = enc_.forward(k, s.images);
+      matrix tokens = enc_.forward(k, s.images);
+      for (encoder& e : enc2_) tokens = e.forward(k, s.images) + tokens;
       auto out = bb_.forward(k, tokens, s.text);
       loss += out.loss + gen_.forward(k, out.hidden, s.target);
       const matrix d_hidden = gen_.backward_input(k);
@@ -51,6 +60,10 @@ class serial_trainer {
       bb_.backward_weight(k);
       enc_.backward_input(k, d_tokens);
       enc_.backward_weight(k);
+      for (encoder& e : enc2_) {
+        e.backward_input(k, d_tokens);
+        e.backward_weight(k);
+      }
     }
     return loss;
   }
@@ -58,6 +71,7 @@ class serial_trainer {
   /// @brief One Adam step on every parameter.
   void step() {
     opt_enc_.step(enc_.params());
+    for (std::size_t i = 0; i < enc2_.size(); ++i) opt_enc2_[i].step(enc2_[i].params());
     opt_bb_.step(bb_.params());
     opt_gen_.step(gen_.params());
   }
@@ -67,6 +81,8 @@ class serial_trainer {
     std::map<std::string, const param_tensor*> out;
     for (auto ps : {enc_.params(), bb_.params(), gen_.params()})
       for (const auto& p : ps) out[p.name] = &p;
+    for (const encoder& e : enc2_)
+      for (const auto& p : e.params()) out[p.name] = &p;
     return out;
   }
 
@@ -76,9 +92,11 @@ class serial_trainer {
 
  private:
   encoder enc_;
+  std::vector<encoder> enc2_;  // the second encoder (config::encoders == 2)
   backbone_stage bb_;
   generator gen_;
   adam opt_enc_, opt_bb_, opt_gen_;
+  std::vector<adam> opt_enc2_;
 };
 
 /// @brief Largest gradient mismatch of `got` (parameter name -> gradient, a
