@@ -192,7 +192,7 @@ python_build_and_test() {
     --disable-pip-version-check --no-build-isolation --no-deps \
     --config-settings=build-dir="build/python-test/{wheel_tag}" \
     --config-settings=cmake.define.CMAKE_CXX_FLAGS_RELEASE="-Og -DNDEBUG" "$ROOT"
-  say "pytest python/tests"
+  say "pytest python/tests (-m 'not slow': .ci/run runs the slow ones)"
   # The CLI-agreement tests use the dev build's disttrain-plan (`test` builds
   # it); without one (test-python alone) conftest.py looks in the other build
   # trees and on PATH, and skips those tests if there is none.
@@ -200,7 +200,8 @@ python_build_and_test() {
   [ -x "$ROOT/build/dev/tools/disttrain-plan" ] &&
     plan_tool=(DISTTRAIN_PLAN="$ROOT/build/dev/tools/disttrain-plan")
   (cd "$ROOT" && env "${plan_tool[@]}" \
-     "$PY_VENV/bin/python" -m pytest -q -rs --durations=5 -p no:cacheprovider python/tests)
+     "$PY_VENV/bin/python" -m pytest -q -rs --durations=5 -p no:cacheprovider -m "not slow" \
+       python/tests)
   say "all Python tests passed (build/python-venv)"
 }
 
