@@ -141,6 +141,13 @@ TEST_CASE("evaluate charges the forwarded edge on every link and hop it crosses"
   const disttrain::analytic_cost_model cc(cut, disttrain::presets::cluster_preset("h800", 64));
   const auto without = disttrain::evaluate(p, cc, w);
   REQUIRE(with.stages.size() == without.stages.size());
+  // simulate_plan binds the link SigLIP -> SAM, which now carries nothing, as an empty field.
+  const auto sim = disttrain::simulate_plan(p, cc, w);
+  CHECK_NOTHROW(disttrain::validate_bound(sim.world));
+  REQUIRE(sim.shapes.size() == 5);
+  REQUIRE(sim.shapes[0].fields.size() == 1);
+  CHECK(sim.shapes[0].fields[0].name == "none");
+  CHECK(sim.shapes[2].fields.size() == 1);  // sam -> llama only
   for (std::size_t i = 0; i < with.stages.size(); ++i)
     CHECK(with.stages[i].time_s == without.stages[i].time_s);
   // SigLIP's edge crosses three places (siglip -> sam, sam's hop, sam -> llama), each both ways

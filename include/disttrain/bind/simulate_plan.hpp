@@ -298,16 +298,19 @@ template <cost_model C>
     for (const connection& e : edges) {
       add_field(shape, cat(model.modules[e.from].name, "->", model.modules[e.to].name),
                 [&](std::size_t i) { return cost.transfer_bytes(e.from, e.to, batch[i]); });
-      shape.fields.back().differentiable =
-          !model.modules[e.from].frozen || model.input_grad_required(e.from);
+      shape.fields.back().differentiable = model.runs_backward(e.from);
     }
   };
+  std::vector<module_links> links_by_module(p.modules.size());  // of the modules owning ranks
+  for (const module_id m : t.owning_modules())
+    links_by_module[static_cast<std::size_t>(m.value)] =
+        links_of(p, model, static_cast<std::size_t>(m.value));
   for (std::size_t l = 0; l < out.size(); ++l) {
     const auto [ca, ka] = t.virtual_at(static_cast<int>(l));
     const auto [ma, sa] = t.chain_at(ca);
     const auto mb = t.chain_at(t.virtual_at(static_cast<int>(l) + 1).first).first;
     const auto a = static_cast<std::size_t>(ma.value);
-    const module_links links = links_of(p, model, a);
+    const module_links& links = links_by_module[a];
     if (ma == mb) {
       const stage_config cfg = chunk_config(p, a, sa.value, ka);
       add_field(out[l], "activation",

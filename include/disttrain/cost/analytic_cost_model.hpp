@@ -90,7 +90,7 @@ class analytic_cost_model {
       module_entry e;
       e.shape = shape_of(m);
       e.trainable = !m.frozen;
-      e.needs_backward = !m.frozen || model_.input_grad_required(i);
+      e.needs_backward = model_.runs_backward(i);
       e.role = m.role;
       modules_.push_back(e);
     }

@@ -86,6 +86,15 @@ struct model_spec {
     return upstream_trainable[i] != 0;
   }
 
+  /// @brief True when module `i` runs a backward pass: it trains, or a
+  /// trainable module upstream needs its input gradient. Its outputs'
+  /// gradients then flow back to it.
+  [[nodiscard]] bool runs_backward(std::size_t i) const {
+    require(i < modules.size(), "module", "index ", i, " out of range (", modules.size(),
+            " modules)");
+    return !modules[i].frozen || input_grad_required(i);
+  }
+
   /// @brief Validates every module and the model's structure; errors name
   /// `path.modules[i].<field>` or `path.<field>`.
   void validate(std::string_view path = "model") const {

@@ -233,10 +233,7 @@ template <cost_model C>
     return detail::blocks_in_one_node(a.first, a.second, b.first, b.second, g);
   };
   // The data edges each link carries (detail/chain_cut.hpp), and the owning neighbours.
-  std::uint32_t colocated = 0;
-  for (std::size_t i = 0; i < p.modules.size(); ++i)
-    if (p.modules[i].colocated) colocated |= 1U << i;
-  const detail::chain_cut cut(model, colocated);
+  const detail::chain_cut cut(model, detail::colocated_mask(p));
   auto owning_after = [&](std::size_t i) {
     while (p.modules[++i].colocated) {}
     return i;

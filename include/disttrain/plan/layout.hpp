@@ -72,6 +72,17 @@ struct module_links {
   std::vector<connection> through;  ///< the hops between its own stages (edges it forwards)
 };
 
+namespace detail {
+/// @brief The modules of `p` that are colocated, as a mask (bit i: module i).
+[[nodiscard]] inline std::uint32_t colocated_mask(const parallel_plan& p) {
+  static_assert(max_modules <= 32, "module masks are 32-bit");
+  std::uint32_t out = 0;
+  for (std::size_t j = 0; j < p.modules.size() && j < 32; ++j)
+    if (p.modules[j].colocated) out |= 1U << j;
+  return out;
+}
+}  // namespace detail
+
 /// @brief `module_links` of module `i` (owning ranks) of plan `p` for
 /// `model` (the plan's modules in the model's order, as `evaluate` checks).
 /// Throws `invalid_argument` for a colocated module or an index out of range.
@@ -82,10 +93,7 @@ struct module_links {
           " modules, the model ", model.modules.size());
   require(i < p.modules.size(), "module", "index ", i, " out of range (", p.modules.size(),
           " modules)");
-  std::uint32_t colocated = 0;
-  for (std::size_t j = 0; j < p.modules.size(); ++j)
-    if (p.modules[j].colocated) colocated |= 1U << j;
-  const detail::chain_cut cut(model, colocated);
+  const detail::chain_cut cut(model, detail::colocated_mask(p));
   module_links out;
   auto pick = [&](std::uint64_t mask, std::vector<connection>& v) {
     for (std::size_t e = 0; e < cut.edges().size(); ++e)

@@ -34,7 +34,7 @@ namespace disttrain::detail {
 /// @brief 2 when module `i` runs a backward pass (gradients flow back over
 /// its input edges and between its stages), else 1.
 [[nodiscard]] inline double transfer_directions(const model_spec& m, std::size_t i) {
-  return (!m.modules[i].frozen || m.input_grad_required(i)) ? 2.0 : 1.0;
+  return m.runs_backward(i) ? 2.0 : 1.0;
 }
 
 /// @brief Bytes one replica moves over a link per microbatch: forward, and
@@ -64,7 +64,7 @@ class chain_cut {
     pos_.resize(m.modules.size());
     for (std::size_t i = 0; i < m.modules.size(); ++i)
       pos_[i] = owner_[i] >= 0 ? 4 * owner_[i] : (i < bi ? 4 * cb - 1 : 4 * cb + 1);
-    for (const connection& e : edges_) grad_.push_back(transfer_directions(m, e.from) > 1.0);
+    for (const connection& e : edges_) grad_.push_back(m.runs_backward(e.from));
   }
 
   /// @brief Edges (bit e: `edges()[e]`) on the link from owning module `i`'s

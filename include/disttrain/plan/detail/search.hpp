@@ -492,6 +492,7 @@ class plan_search : private search_space {
   /// terms per first rank modulo the node size (filled on demand).
   struct backbone_ctx {
     stage_links links;
+    module_terms best;             // its terms at the cheapest link classes (any first rank)
     std::vector<module_terms> at;  // by first rank % gpus_per_node
     std::vector<char> done;
   };
@@ -513,8 +514,8 @@ class plan_search : private search_space {
     backbone_links(b, md.colocated, md.cut, bctx_.links);
     bctx_.at.assign(static_cast<std::size_t>(g_), module_terms{});
     bctx_.done.assign(static_cast<std::size_t>(g_), 0);
-    const module_terms arr[3] = {module_terms{}, backbone_terms(b, bctx_.links, 0, link_case::best),
-                                 module_terms{}};
+    bctx_.best = backbone_terms(b, bctx_.links, 0, link_case::best);
+    const module_terms arr[3] = {module_terms{}, bctx_.best, module_terms{}};
     if (combine_bound(S_ / b.n, arr).iteration_s > best_.time()) return false;
     ++stats_.backbone_expanded;
     return true;
@@ -715,14 +716,13 @@ class plan_search : private search_space {
     for (std::size_t t = pr.lists.size(); t-- > 0;)
       pr.min_gpus[t] = pr.min_gpus[t + 1] + pr.lists[t]->options.front().gpus;
     pr.chosen.assign(pr.lists.size(), nullptr);
-    // Floors in chain order: the encoders', the backbone's, the generators'.
-    for (std::size_t t = 0; t < pr.lists.size(); ++t) {
-      if (t == nf) pr.floor.push_back(lower(backbone_terms(q.b, bctx_.links, 0, link_case::best)));
-      pr.floor.push_back(list_floor(q, *pr.lists[t]));
+    if (nf >= 2 || nb >= 2) {  // `may_beat` runs: floors in chain order
+      for (std::size_t t = 0; t < nf; ++t) pr.floor.push_back(list_floor(q, *pr.lists[t]));
+      pr.floor.push_back(lower(bctx_.best));
+      for (std::size_t t = nf; t < pr.lists.size(); ++t)
+        pr.floor.push_back(list_floor(q, *pr.lists[t]));
+      pr.floor.push_back(nb == 0 ? module_terms{} : list_floor(q, *pr.last));
     }
-    if (pr.lists.size() == nf)
-      pr.floor.push_back(lower(backbone_terms(q.b, bctx_.links, 0, link_case::best)));
-    pr.floor.push_back(md.back.empty() ? module_terms{} : list_floor(q, *pr.last));
     if (nb <= 1) last_bounds(q, *pr.last, backbone_end(q, q.gb));  // after the backbone
     pick_front(q, pr, 0, 0);
   }
@@ -734,16 +734,19 @@ class plan_search : private search_space {
     std::vector<int> fl;
     for (int j = 0; j < depth; ++j)
       fl.push_back(q.b.zb ? zb_h1_in_flight(q.P, q.m) : one_f_one_b_in_flight(q.P, first + j, q.m));
-    return &sides_.options(module, q.b.n, depth, fl, where, q.md.cut, q.md.cut.through(module),
-                           stats_, viol_);
+    return &sides_.options(module, q.b.n, depth, fl, where, q.md.cut, stats_, viol_);
   }
 
   /// @brief The backbone's end of its link to the generator after it, its
   /// last stage ending at rank `end`.
   [[nodiscard]] link_end backbone_end(const pair_query& q, long long end) const {
-    const std::size_t next = q.md.back.empty() ? bi_ : q.md.back.front();
-    const std::uint64_t edges = next == bi_ ? 0 : q.md.cut.after(bi_);
-    return {half_of(q.md.cut, edges, {q.b.k, q.b.tp}), q.stage_ranks(), end - q.stage_ranks()};
+    return {half_of(q.md.cut, q.md.back.empty() ? 0 : q.md.cut.after(bi_), {q.b.k, q.b.tp}),
+            q.stage_ranks(), end - q.stage_ranks()};
+  }
+  /// @brief The edges on the link into back module `t` (from the backbone, or
+  /// the generator before it).
+  [[nodiscard]] std::uint64_t back_in(const pair_query& q, std::size_t t) const {
+    return q.md.cut.after(t == 0 ? bi_ : q.md.back[t - 1]);
   }
 
   /// @brief Side option `o` of module `i` placed from rank `base` (exactly
@@ -828,8 +831,7 @@ class plan_search : private search_space {
       if (base % o.tp != 0) continue;
       pr.chosen[nf + t] = &o;
       const long long ranks = static_cast<long long>(o.tp) * o.dp;
-      const std::uint64_t in = q.md.cut.after(t == 0 ? bi_ : q.md.back[t - 1]);
-      const link_end own{half_of(q.md.cut, in, {o.k, o.tp}), ranks, base};
+      const link_end own{half_of(q.md.cut, back_in(q, t), {o.k, o.tp}), ranks, base};
       pr.terms.resize(nf + 1 + t);
       pr.terms.push_back(side_terms(q, o, base, false, link_between(prev, own)));
       if (!may_beat(q, pr, pr.terms, nf + t + 2)) continue;
@@ -850,8 +852,7 @@ class plan_search : private search_space {
     pmin_t_.resize(ng);
     pmin_path_.resize(ng);
     pmin_zpath_.resize(ng);
-    const std::uint64_t in =
-        sg ? q.md.cut.after(q.md.back.size() == 1 ? bi_ : q.md.back[q.md.back.size() - 2]) : 0;
+    const std::uint64_t in = sg ? back_in(q, q.md.back.size() - 1) : 0;
     for (std::size_t i = 0; i < ng; ++i) {
       const side_option& o = G.options[i];
       if (sg) {

@@ -138,7 +138,7 @@ class side_search {
 
   /// @brief Options of side module `i` at chain place `where` with `pp`
   /// stages, `n` samples per microbatch, stage j keeping in_flight[j]
-  /// microbatches, its hops also forwarding the edges `pass` of `cut`. Per
+  /// microbatches, its hops also forwarding the edges `cut` passes through it. Per
   /// (tp, recompute, k = ceil(n / dp)), among the dp that fit memory (A2:
   /// every dp above the smallest fitting one), with stages of `s = tp * dp` ranks:
   /// - `first` (its GPU count modulo the node size fixes where the others
@@ -156,8 +156,9 @@ class side_search {
   /// larger one's, so its links to the neighbours are no worse. Counts lists
   /// and options in `stats`; a stage over memory is noted in `viol`.
   const side_list& options(std::size_t i, int n, int pp, const std::vector<int>& in_flight,
-                           side_place where, const chain_cut& cut, std::uint64_t pass,
-                           planner_stats& stats, violation& viol) {
+                           side_place where, const chain_cut& cut, planner_stats& stats,
+                           violation& viol) {
+    const std::uint64_t pass = cut.through(i);
     std::vector<long long> key{static_cast<long long>(i), n, pp, static_cast<long long>(where),
                                static_cast<long long>(pass)};
     for (const int f : in_flight) key.push_back(f);

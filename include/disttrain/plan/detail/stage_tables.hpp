@@ -136,9 +136,10 @@ class stage_tables {
     return stage(i, 0, space_.mods_[i].layers, colocated_tp(i, tp_b), dp, rc);
   }
 
-  /// @brief Time of the side modules of `colocated` among `modules` (bit i:
-  /// model module i), each whole on a backbone stage of (tp_b, rc) with k
-  /// samples per replica, summed in model-module order from 0 (as `evaluate`).
+  /// @brief Time of the side modules of `colocated` (bit i: model module i)
+  /// before (`encoders`) or after the backbone, each whole on a backbone stage
+  /// of (tp_b, rc) with k samples per replica, summed in model-module order
+  /// from 0 (as `evaluate`).
   double colocated_time(std::uint32_t colocated, bool encoders, int tp_b, recompute_mode rc,
                         int k) {
     return colocated_part<stage_part::time>(colocated, encoders, tp_b, rc, k, 0.0);
@@ -227,34 +228,47 @@ class stage_tables {
       return;
     }
     const double te = colocated_part<Part>(key.colocated, true, key.tp, key.rc, key.k, 0.0);
+    const std::vector<double> tg =
+        colocated_parts<Part>(key.colocated, false, key.tp, key.rc, key.k);
+    // The generators' parts are added one by one after the stage's own (as `evaluate`).
+    const auto after = [&tg](double acc) {
+      for (const double x : tg) acc += x;
+      return acc;
+    };
     use([&](stage_type t, int c) {
       const double x = part(T, t, c);
       switch (t) {
         case stage_type::first: return (0.0 + te) + x;
-        case stage_type::last:
-          return colocated_part<Part>(key.colocated, false, key.tp, key.rc, key.k, 0.0 + x);
-        case stage_type::whole:
-          return colocated_part<Part>(key.colocated, false, key.tp, key.rc, key.k, (0.0 + te) + x);
+        case stage_type::last: return after(0.0 + x);
+        case stage_type::whole: return after((0.0 + te) + x);
         case stage_type::middle: break;
       }
       return 0.0 + x;
     });
   }
 
-  /// @brief `acc` plus the time (or W) of each side module of `colocated`
-  /// before (`encoders`) or after the backbone, whole on a backbone stage of
-  /// (tp_b, rc, k), added one by one in model-module order (as `evaluate`).
+  /// @brief The time (or W) of each side module of `colocated` before
+  /// (`encoders`) or after the backbone, whole on a backbone stage of (tp_b,
+  /// rc, k), in model-module order.
   template <stage_part Part>
-  double colocated_part(std::uint32_t colocated, bool encoders, int tp_b, recompute_mode rc, int k,
-                        double acc) {
+  std::vector<double> colocated_parts(std::uint32_t colocated, bool encoders, int tp_b,
+                                      recompute_mode rc, int k) {
+    std::vector<double> out;
     for (const std::size_t i : space_.side_modules_) {
       if (!((colocated >> i) & 1U) || (i < space_.bi_) != encoders) continue;
       time_table& t = table(i, colocated_tp(i, tp_b), rc, k);
       if constexpr (Part == stage_part::time)
-        acc += tt(t, stage_type::whole, space_.mods_[i].layers);
+        out.push_back(tt(t, stage_type::whole, space_.mods_[i].layers));
       else
-        acc += tw(t, stage_type::whole, space_.mods_[i].layers);
+        out.push_back(tw(t, stage_type::whole, space_.mods_[i].layers));
     }
+    return out;
+  }
+  /// @brief `acc` plus `colocated_parts`, added one by one.
+  template <stage_part Part>
+  double colocated_part(std::uint32_t colocated, bool encoders, int tp_b, recompute_mode rc, int k,
+                        double acc) {
+    for (const double x : colocated_parts<Part>(colocated, encoders, tp_b, rc, k)) acc += x;
     return acc;
   }
 
