@@ -387,24 +387,26 @@ void write_messages(std::span<const message_record> rs, const message_site& at, 
       dest[k] = &out[static_cast<std::size_t>(r)].ops[c++ & ~message_cells::placed];
       prefetch_for_write(dest[k]);
     }
-    for (std::size_t k = 0; k < n * 2; ++k) {
-      if (dest[k] == nullptr) continue;
-      const message_record& m = rs[k0 + k / 2];
-      const bool sending = k % 2 == 0;
-      bound_op& b = *dest[k];
-      const op_kind kind = bwd ? (sending ? op_kind::send_grad : op_kind::recv_grad)
-                               : (sending ? op_kind::send_act : op_kind::recv_act);
-      b.op = schedule_op::send(kind, at.stage, at.chunk, at.microbatch, sending ? m.dst : m.src);
-      b.bytes = m.bytes;
-      b.tag = at.tag;
-      b.link = at.link;
-      b.phase = m.phase;
-      b.message = m.index;
+    for (std::size_t k = 0; k < n; ++k) {
+      const message_record& m = rs[k0 + k];
       // The route's stamp tells plans apart, the tag (virtual stage,
       // direction, microbatch) messages of one plan: microbatches of equal
       // shapes have equal route stamps, and NCCL matches by issue order, not
       // by tag.
-      b.stamp = splitmix64::mix(m.stamp ^ static_cast<std::uint64_t>(at.tag));
+      const std::uint64_t stamp = splitmix64::mix(m.stamp ^ static_cast<std::uint64_t>(at.tag));
+      for (const bool sending : {true, false}) {
+        bound_op* b = dest[k * 2 + (sending ? 0 : 1)];
+        if (b == nullptr) continue;
+        const op_kind kind = bwd ? (sending ? op_kind::send_grad : op_kind::recv_grad)
+                                 : (sending ? op_kind::send_act : op_kind::recv_act);
+        b->op = schedule_op::send(kind, at.stage, at.chunk, at.microbatch, sending ? m.dst : m.src);
+        b->bytes = m.bytes;
+        b->tag = at.tag;
+        b->link = at.link;
+        b->phase = m.phase;
+        b->message = m.index;
+        b->stamp = stamp;
+      }
     }
   }
 }
@@ -564,8 +566,15 @@ void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
       for (const bool bwd : {false, true})
         if (owner[i] == i) keep(j, links[i], bwd, std::move(route(i, bwd)));
   }
-  // Pass 2: each program laid out.
-  for (std::size_t i = 0; i < N; ++i) layout_program(cx, out[i], cells, i);
+  // Pass 2: each program laid out (the next rank's cells fetched meanwhile:
+  // one per microbatch, far apart).
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i + 1 < N)
+      for (std::size_t j = 0; j < M; ++j)
+        for (std::size_t s = 0; s < cells.slots * 4; s += 16)
+          prefetch_for_write(&cells.at(j, i + 1, s / 4, msg_role::recv0));
+    layout_program(cx, out[i], cells, i);
+  }
   // Pass 3: each recorded message's ops, where their cells point.
   for (std::size_t j = 0; j < M; ++j)
     for_each_route(j, [&](std::size_t i, bool bwd, std::span<const message_record> rs) {
