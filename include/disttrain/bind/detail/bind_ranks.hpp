@@ -411,6 +411,132 @@ void write_messages(std::span<const message_record> rs, const message_site& at, 
   }
 }
 
+// Sets up program `p` of global rank `r` (rank, stages, chunks, DP group,
+// fields, zeroed buffer sizes) for a bind of `microbatches`; keeps its ops'
+// storage.
+inline void prepare_program(const bind_context& cx, int r, std::size_t microbatches,
+                            bound_program& p) {
+  const topology& topo = cx.topo;
+  const topology_coord me = topo.coord(r);
+  p.rank = r;
+  p.chain_stage = topo.chain_stage(me.module, me.stage);
+  p.virtual_stages.clear();
+  for (int k = 0; k < topo.chunks_of(p.chain_stage); ++k)
+    p.virtual_stages.push_back(topo.virtual_stage(me.module, me.stage, k));
+  p.dp_group = topo.dp_group(me.module, me.stage, me.tp_rank);
+  p.control_tag = cx.tags.control();
+  p.fields = 1;
+  for (const int v : p.virtual_stages)
+    for (const int link : {v - 1, v})
+      if (link >= 0 && link + 1 < cx.vstages)
+        p.fields = std::max(
+            p.fields, static_cast<int>(cx.shapes[static_cast<std::size_t>(link)].fields.size()));
+  const std::size_t entries =
+      microbatches * p.virtual_stages.size() * static_cast<std::size_t>(p.fields);
+  p.input_elements.assign(entries, 0);
+  p.output_elements.assign(entries, 0);
+}
+
+// The owning-module indices at the ends of `links`: only their placements are built.
+inline std::vector<std::size_t> link_modules(const bind_context& cx,
+                                             const std::vector<int>& links) {
+  std::vector<std::size_t> modules;
+  for (const int l : links)
+    for (const int e : {l, l + 1}) {
+      const auto m = static_cast<std::size_t>(cx.topo.owning_index(cx.endpoint(e).module));
+      if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
+    }
+  return modules;
+}
+
+// Per link of `links`, the first link whose route it shares (itself if
+// none): an interleaved module's chunks cross the same two stages with the
+// same activation, so their routes are planned and recorded once per
+// microbatch.
+inline std::vector<std::size_t> route_owners(const bind_context& cx,
+                                             const std::vector<int>& links) {
+  std::vector<std::size_t> owner(links.size());
+  const auto same_ends = [&](int x, int y) {
+    const route_endpoint a = cx.endpoint(x), b = cx.endpoint(y);
+    const route_endpoint a2 = cx.endpoint(x + 1), b2 = cx.endpoint(y + 1);
+    return a.module == b.module && a.stage == b.stage && a2.module == b2.module &&
+           a2.stage == b2.stage;
+  };
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    owner[i] = i;
+    for (std::size_t k = 0; k < i && owner[i] == i; ++k)
+      if (same_ends(links[i], links[k]) && cx.shapes[static_cast<std::size_t>(links[i])] ==
+                                               cx.shapes[static_cast<std::size_t>(links[k])])
+        owner[i] = k;
+  }
+  return owner;
+}
+
+// Every microbatch's recorded messages: per microbatch its records, owner
+// route after owner route (route = owner link * 2 + backward), and where
+// each route's records begin.
+struct message_log {
+  std::size_t routes = 0;
+  std::vector<std::vector<message_record>> records;
+  std::vector<std::uint32_t> begin;  // (j * (routes + 1) + route); the last: the end
+
+  message_log(std::size_t microbatches, std::size_t n_routes)
+      : routes(n_routes), records(microbatches), begin(microbatches * (n_routes + 1), 0) {}
+  [[nodiscard]] std::span<const message_record> of(std::size_t j, std::size_t route) const {
+    const std::size_t e = j * (routes + 1) + route;
+    return std::span<const message_record>(records[j]).subspan(begin[e], begin[e + 1] - begin[e]);
+  }
+  // Closes route `route` of microbatch j (its records are the ones appended since).
+  void close(std::size_t j, std::size_t route) {
+    begin[j * (routes + 1) + route + 1] = static_cast<std::uint32_t>(records[j].size());
+  }
+};
+
+// Pass 1's count: each indexed end of `rs` (the records of microbatch j's
+// route across `link`) counted in its cell; throws if an end is not at the link.
+template <class LocalOf>
+void count_messages(std::span<const message_record> rs, std::size_t j, int link, bool bwd,
+                    const slot_table& table, const LocalOf& local, message_cells& cells) {
+  for (const message_record& m : rs)
+    for (const bool sending : {true, false})
+      if (const int r = local(sending ? m.src : m.dst); r >= 0) {
+        const std::uint32_t s = table.at(link, bwd, r);
+        if (s == slot_table::none)
+          fail(errc::internal, "bind.messages", "a route has a message of rank ",
+               sending ? m.src : m.dst, ", at neither end of link ", link);
+        ++cells.at(j, static_cast<std::size_t>(r), s, role_of(sending, m.phase));
+      }
+}
+
+// The buffer sizes of microbatch j's forward routes `rs` (one per field)
+// across `link`: its receivers hold the destination buffer as their input,
+// its senders the source buffer as their output (every field's route has
+// the same ranks, in the same order).
+template <class LocalOf>
+void record_buffer_sizes(std::span<const route_plan> rs, std::size_t j, int link,
+                         const slot_table& table, const LocalOf& local,
+                         std::vector<bound_program>& out) {
+  const std::vector<route_rank_info>& infos = rs[0].ranks();
+  for (const route_plan& f : rs)
+    ensure(f.ranks().size() == infos.size(), "bind.routes", "fields with different ranks");
+  for (std::size_t k = 0; k < infos.size(); ++k) {
+    const int r = local(infos[k].rank);
+    if (r < 0) continue;
+    bound_program& p = out[static_cast<std::size_t>(r)];
+    const std::size_t chunk = table.at(link, false, r) / 4;
+    const std::size_t at =
+        (j * p.virtual_stages.size() + chunk) * static_cast<std::size_t>(p.fields);
+    for (std::size_t f = 0; f < rs.size(); ++f) {
+      const route_rank_info& info = rs[f].ranks()[k];
+      const auto elements = [&](std::int64_t rows) {
+        return rows < 0 ? 0 : checked_mul(rows, rs[f].hidden(), "bind.elements");
+      };
+      if (infos[k].dst_rows >= 0) p.input_elements[at + f] = elements(info.dst_rows);
+      if (infos[k].src_rows >= 0) p.output_elements[at + f] = elements(info.src_rows);
+    }
+  }
+}
+
 // Binds the ranks `ranks` (all of whose links are in `links`, ascending):
 // per microbatch, plans the routes of `links` with `opts` (one rank's part,
 // or headers only for the world), records the ranks' buffer sizes and
@@ -423,82 +549,27 @@ template <class Keep, class Ready>
 void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
                 const std::vector<int>& links, route_options opts, const Keep& keep,
                 const Ready& ready, std::vector<bound_program>& out) {
-  const topology& topo = cx.topo;
   const auto M = static_cast<std::size_t>(cx.chain.num_microbatches);
-  const std::size_t N = ranks.size();
-  std::vector<int> local_of(static_cast<std::size_t>(topo.world_size()), -1);
+  const std::size_t N = ranks.size(), L = links.size();
+  std::vector<int> local_of(static_cast<std::size_t>(cx.topo.world_size()), -1);
+  const auto local = [&](int r) { return local_of[static_cast<std::size_t>(r)]; };
   out.resize(N);  // programs already there keep their storage
   std::size_t max_chunks = 1;
   for (std::size_t i = 0; i < N; ++i) {
-    const int r = ranks[i];
-    local_of[static_cast<std::size_t>(r)] = static_cast<int>(i);
-    const topology_coord me = topo.coord(r);
-    bound_program& p = out[i];
-    p.rank = r;
-    p.chain_stage = topo.chain_stage(me.module, me.stage);
-    p.virtual_stages.clear();
-    for (int k = 0; k < topo.chunks_of(p.chain_stage); ++k)
-      p.virtual_stages.push_back(topo.virtual_stage(me.module, me.stage, k));
-    max_chunks = std::max(max_chunks, p.virtual_stages.size());
-    p.dp_group = topo.dp_group(me.module, me.stage, me.tp_rank);
-    p.control_tag = cx.tags.control();
-    p.fields = 1;
-    for (const int v : p.virtual_stages)
-      for (const int link : {v - 1, v})
-        if (link >= 0 && link + 1 < cx.vstages)
-          p.fields = std::max(
-              p.fields, static_cast<int>(cx.shapes[static_cast<std::size_t>(link)].fields.size()));
-    const std::size_t entries = M * p.virtual_stages.size() * static_cast<std::size_t>(p.fields);
-    p.input_elements.assign(entries, 0);
-    p.output_elements.assign(entries, 0);
-    ready(std::as_const(p));
+    local_of[static_cast<std::size_t>(ranks[i])] = static_cast<int>(i);
+    prepare_program(cx, ranks[i], M, out[i]);
+    max_chunks = std::max(max_chunks, out[i].virtual_stages.size());
+    ready(std::as_const(out[i]));
   }
-  const auto local = [&](int r) { return local_of[static_cast<std::size_t>(r)]; };
-  // The modules at the ends of the links: only their placements are built.
-  std::vector<std::size_t> modules;
-  for (const int l : links)
-    for (const int e : {l, l + 1}) {
-      const auto m = static_cast<std::size_t>(topo.owning_index(cx.endpoint(e).module));
-      if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
-    }
-  // Links whose route is an earlier link's (an interleaved module's chunks
-  // cross the same two stages with the same activation): planned and
-  // recorded once per microbatch, then copied.
-  const std::size_t L = links.size();
-  std::vector<std::size_t> owner(L);
-  for (std::size_t i = 0; i < L; ++i) {
-    owner[i] = i;
-    for (std::size_t k = 0; k < i && owner[i] == i; ++k) {
-      const route_endpoint a = cx.endpoint(links[i]), b = cx.endpoint(links[k]);
-      const route_endpoint a2 = cx.endpoint(links[i] + 1), b2 = cx.endpoint(links[k] + 1);
-      if (a.module == b.module && a.stage == b.stage && a2.module == b2.module &&
-          a2.stage == b2.stage &&
-          cx.shapes[static_cast<std::size_t>(links[i])] ==
-              cx.shapes[static_cast<std::size_t>(links[k])])
-        owner[i] = k;
-    }
-  }
-  const slot_table table = make_slot_table(std::span<const bound_program>(out), topo.num_links());
+  const std::vector<std::size_t> modules = link_modules(cx, links);
+  const std::vector<std::size_t> owner = route_owners(cx, links);
+  const slot_table table =
+      make_slot_table(std::span<const bound_program>(out), cx.topo.num_links());
   message_cells cells(N, M, max_chunks * 4);
-  // Per microbatch its records, per (microbatch, link, direction) where an
-  // owner's records start there (a copied link reads its owner's).
-  std::vector<std::vector<message_record>> records(M);
-  std::vector<std::uint32_t> record_begin(M * (L * 2 + 1), 0);
-  const auto records_of = [&](std::size_t j, std::size_t i, bool bwd) {
-    const std::size_t e = j * (L * 2 + 1) + owner[i] * 2 + (bwd ? 1U : 0U);
-    return std::span<const message_record>(records[j])
-        .subspan(record_begin[e], record_begin[e + 1] - record_begin[e]);
-  };
-  // fn(i, bwd, records) for each link and direction of microbatch j, in order.
-  const auto for_each_route = [&](std::size_t j, const auto& fn) {
-    for (std::size_t i = 0; i < L; ++i)
-      for (const bool bwd : {false, true}) fn(i, bwd, records_of(j, i, bwd));
-  };
-  // Per link and direction, one route per field; a copied link's stay empty.
+  message_log log(M, L * 2);
+  const auto route_of = [&](std::size_t i, bool bwd) { return owner[i] * 2 + (bwd ? 1U : 0U); };
+  // Per owner link and direction, one route per field (reused per microbatch).
   std::vector<std::vector<route_plan>> routes(L * 2);
-  const auto route = [&](std::size_t i, bool bwd) -> std::vector<route_plan>& {
-    return routes[owner[i] * 2 + (bwd ? 1U : 0U)];
-  };
   for (std::size_t j = 0; j < M; ++j) {
     const microbatch_placement mp =
         links.empty() ? microbatch_placement{} : microbatch_placements(cx.map, j, modules);
@@ -506,81 +577,47 @@ void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
     for (std::size_t i = 0; i < L; ++i)
       for (const bool bwd : {false, true})
         if (owner[i] == i) {
-          cx.routes(links[i], mp, bwd, opts, route(i, bwd));
-          planned += route(i, bwd)[0].messages().size();
+          cx.routes(links[i], mp, bwd, opts, routes[route_of(i, bwd)]);
+          planned += routes[route_of(i, bwd)][0].messages().size();
         }
-    // Pass 1: each planned message recorded once, then every indexed rank's
-    // messages counted per cell.
-    std::vector<message_record>& recs = records[j];
-    recs.reserve(planned);
-    for (std::size_t i = 0; i < L; ++i)
-      for (const bool bwd : {false, true}) {
-        if (owner[i] == i) record_messages(std::span<const route_plan>(route(i, bwd)), local, recs);
-        record_begin[j * (L * 2 + 1) + i * 2 + (bwd ? 1U : 0U) + 1] =
-            static_cast<std::uint32_t>(recs.size());
-      }
-    bool outside = false;  // a message of a rank at neither end of its link
-    for_each_route(j, [&](std::size_t i, bool bwd, std::span<const message_record> rs) {
-      for (const message_record& m : rs)
-        for (const bool sending : {true, false})
-          if (const int r = local(sending ? m.src : m.dst); r >= 0) {
-            const std::uint32_t s = table.at(links[i], bwd, r);
-            if (s == slot_table::none)
-              outside = true;
-            else
-              ++cells.at(j, static_cast<std::size_t>(r), s, role_of(sending, m.phase));
-          }
-    });
-    ensure(!outside, "bind.messages", "a route has a message of a rank at neither end of its link");
-    // A forward route's receivers hold its destination buffer as their
-    // input, its senders its source buffer as their output (per field;
-    // every field's route has the same ranks, in the same order).
-    for (std::size_t i = 0; i < L; ++i) {
-      const std::vector<route_plan>& rs = route(i, false);
-      const std::vector<route_rank_info>& infos = rs[0].ranks();
-      for (const route_plan& f : rs)
-        ensure(f.ranks().size() == infos.size(), "bind.routes", "fields with different ranks");
-      for (std::size_t k = 0; k < infos.size(); ++k) {
-        const int r = local(infos[k].rank);
-        if (r < 0) continue;
-        bound_program& p = out[static_cast<std::size_t>(r)];
-        const std::size_t chunk = table.at(links[i], false, r) / 4;
-        const std::size_t at =
-            (j * p.virtual_stages.size() + chunk) * static_cast<std::size_t>(p.fields);
-        for (std::size_t f = 0; f < rs.size(); ++f) {
-          const route_rank_info& info = rs[f].ranks()[k];
-          const auto elements = [&](std::int64_t rows) {
-            return rows < 0 ? 0 : checked_mul(rows, rs[f].hidden(), "bind.elements");
-          };
-          if (infos[k].dst_rows >= 0) p.input_elements[at + f] = elements(info.dst_rows);
-          if (infos[k].src_rows >= 0) p.output_elements[at + f] = elements(info.src_rows);
-        }
-      }
+    // Pass 1: each planned message recorded once, then counted per cell at
+    // each link that shares its route.
+    log.records[j].reserve(planned);
+    for (std::size_t e = 0; e < L * 2; ++e) {
+      if (owner[e / 2] == e / 2)
+        record_messages(std::span<const route_plan>(routes[e]), local, log.records[j]);
+      log.close(j, e);
     }
+    for (std::size_t i = 0; i < L; ++i)
+      for (const bool bwd : {false, true})
+        count_messages(log.of(j, route_of(i, bwd)), j, links[i], bwd, table, local, cells);
+    for (std::size_t i = 0; i < L; ++i)
+      record_buffer_sizes(std::span<const route_plan>(routes[route_of(i, false)]), j, links[i],
+                          table, local, out);
     // Copied links first (by reference to their owner's route), then the
     // owners hand theirs over.
     for (std::size_t i = 0; i < L; ++i)
       for (const bool bwd : {false, true})
-        if (owner[i] != i) keep(j, links[i], bwd, std::as_const(route(i, bwd)));
+        if (owner[i] != i) keep(j, links[i], bwd, std::as_const(routes[route_of(i, bwd)]));
     for (std::size_t i = 0; i < L; ++i)
       for (const bool bwd : {false, true})
-        if (owner[i] == i) keep(j, links[i], bwd, std::move(route(i, bwd)));
+        if (owner[i] == i) keep(j, links[i], bwd, std::move(routes[route_of(i, bwd)]));
   }
   // Pass 2: each program laid out (the next rank's cells fetched meanwhile:
   // one per microbatch, far apart).
   for (std::size_t i = 0; i < N; ++i) {
     if (i + 1 < N)
       for (std::size_t j = 0; j < M; ++j)
-        for (std::size_t s = 0; s < cells.slots * 4; s += 16)
-          prefetch_for_write(&cells.at(j, i + 1, s / 4, msg_role::recv0));
+        for (std::size_t s = 0; s < cells.slots; s += 4)
+          prefetch_for_write(&cells.at(j, i + 1, s, msg_role::recv0));
     layout_program(cx, out[i], cells, i);
   }
   // Pass 3: each recorded message's ops, where their cells point.
   for (std::size_t j = 0; j < M; ++j)
-    for_each_route(j, [&](std::size_t i, bool bwd, std::span<const message_record> rs) {
-      write_messages(rs, site_of(cx, links[i], bwd, static_cast<int>(j)), bwd, table, local, cells,
-                     out);
-    });
+    for (std::size_t i = 0; i < L; ++i)
+      for (const bool bwd : {false, true})
+        write_messages(log.of(j, route_of(i, bwd)), site_of(cx, links[i], bwd, static_cast<int>(j)),
+                       bwd, table, local, cells, out);
 }
 
 }  // namespace disttrain::detail
