@@ -303,16 +303,23 @@ class route_builder {
   [[nodiscard]] std::vector<route_rank_info> ranks() const {
     std::vector<route_rank_info> out;
     const int me = opts_.for_rank;
-    for (int a = 0; a < A_.dp; ++a)
-      for (int t = 0; t < A_.tp; ++t) {
-        const int r = rank_a(a, t);
-        if (me < 0 || r == me) out.push_back({r, shape_.replica_rows(pa_, a), -1});
+    // Each side's ranks are consecutive from its base, TP innermost: a rank's
+    // part looks its replica up instead of visiting every rank.
+    const auto side = [&](int base, const topology_module& g, const sample_placement& p,
+                          bool sending) {
+      const auto add = [&](int r, int replica) {
+        const std::int64_t rows = shape_.replica_rows(p, replica);
+        out.push_back({r, sending ? rows : -1, sending ? -1 : rows});
+      };
+      if (me >= 0) {
+        if (me >= base && me - base < g.dp * g.tp) add(me, (me - base) / g.tp);
+        return;
       }
-    for (int b = 0; b < B_.dp; ++b)
-      for (int t = 0; t < B_.tp; ++t) {
-        const int r = rank_b(b, t);
-        if (me < 0 || r == me) out.push_back({r, -1, shape_.replica_rows(pb_, b)});
-      }
+      for (int d = 0; d < g.dp; ++d)
+        for (int t = 0; t < g.tp; ++t) add(base + d * g.tp + t, d);
+    };
+    side(base_a_, A_, pa_, true);
+    side(base_b_, B_, pb_, false);
     std::sort(out.begin(), out.end(),
               [](const route_rank_info& x, const route_rank_info& y) { return x.rank < y.rank; });
     return out;
