@@ -29,6 +29,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// The buffers of a failed transfer: MPI may still read a send it could not
+// cancel (mpi_backend::sends_in_flight; docs/comm.md, "After a timeout") or
+// write a receive it had matched, so they are never freed while it runs:
+// they live until the process exits, after MPI_Finalize (mpi_session).
+// (Freed at the end of each case, rank 1's 4 MiB send of the executor case,
+// still in flight, made the next barrier read freed memory: a crash in CI.)
+void keep_until_exit(std::vector<std::byte>&& b) {
+  static std::vector<std::vector<std::byte>> kept;
+  kept.push_back(std::move(b));  // the bytes stay where they are
+}
+
 // The receiver's start fails (a destination of the wrong size) before it
 // posts a receive: rank 0's 4 MiB send to rank 1 (tag 7, timeout 10 s) is
 // never matched. Rank 0 must fail with comm_error naming rank 1 within 5 s.
@@ -71,6 +82,8 @@ void receiver_fails_in_start() {
       MPI_CHECK(e.code() == errc::invalid_argument);
       MPI_CHECK(contains(e.message(), "destination buffer has"));
     }
+    keep_until_exit(std::move(src));
+    keep_until_exit(std::move(dst));
   } else {
     MPI_Barrier(MPI_COMM_WORLD);
   }
@@ -122,6 +135,8 @@ void receiver_fails_in_wait() {
       MPI_CHECK(e.code() == errc::comm_error);
       MPI_CHECK(contains(e.message(), "plan disagreement"));
     }
+    keep_until_exit(std::move(src));
+    keep_until_exit(std::move(dst));
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -181,6 +196,7 @@ void executor_rank_fails() {
                          "rank 1 aborted the iteration after its own error (invalid_argument"));
       MPI_CHECK(sec < 5.0);  // not its 10 s timeout
     }
+    for (std::vector<std::byte>& buf : h.bufs) keep_until_exit(std::move(buf));
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
