@@ -169,6 +169,80 @@ TEST_CASE("a rank's part of a route is the whole route's messages of that rank",
   CHECK(messages > 1000);
 }
 
+TEST_CASE("routes that share skeletons (one cache) are the routes planned alone", "[route]") {
+  // bind plans a microbatch's routes through one detail::skeleton_cache: a
+  // link's gradient route and the links between other stages with the same
+  // placements take an earlier route's skeleton. Each route so planned must
+  // be the one plan_routes plans alone, whole, headers only and per rank.
+  using disttrain::route_field;
+  using disttrain::split_axis;
+  std::size_t routes = 0, skeletons = 0;
+  for (std::uint64_t seed = 1; seed <= 120; ++seed) {
+    disttrain::splitmix64 g(seed);
+    const int tp_a = draw(g, 1, 4), dp_a = draw(g, 1, 4), tp_b = draw(g, 1, 4),
+              dp_b = draw(g, 1, 4), n = draw(g, 0, 10);
+    const topology L({{"a", encoder, tp_a, 1, dp_a}, {"b", backbone, tp_b, 3, dp_b}});
+    const sample_placement pa = random_placement(g, n, dp_a);
+    const sample_placement pb = random_placement(g, n, dp_b);
+    const sample_placement pb_copy = pb;  // equal, another object
+    disttrain::activation_shape s1{{}, draw(g, 1, 9), 2}, s2;
+    for (int s = 0; s < n; ++s) s1.rows.push_back(draw(g, 0, 3) == 0 ? 0 : draw(g, 1, 7));
+    s2 = s1;
+    if (n > 0) s2.rows[static_cast<std::size_t>(draw(g, 0, n - 1))] += 1;
+    disttrain::activation_shape s3 = s1;  // fewer columns than slices: some slices empty
+    s3.hidden = 1;
+    const std::vector<std::vector<route_field>> field_sets{
+        {{s1, split_axis::hidden}},
+        {{s1, split_axis::rows}},
+        {{s2, split_axis::hidden}},
+        {{s3, split_axis::hidden}},
+        {{s1, split_axis::hidden}, {{s1.rows, 1, 8}, split_axis::rows}},
+    };
+    struct end {
+      disttrain::route_endpoint at;
+      const sample_placement* p;
+    };
+    // The boundary a -> b0 and the stage routes of b, each both ways.
+    const std::vector<std::pair<end, end>> links{{{at(0, 0), &pa}, {at(1, 0), &pb}},
+                                                 {{at(1, 0), &pb}, {at(1, 1), &pb}},
+                                                 {{at(1, 1), &pb_copy}, {at(1, 2), &pb_copy}}};
+    disttrain::detail::skeleton_cache cache;
+    std::size_t planned = 0;
+    for (int pass = 0; pass < 3; ++pass)  // whole, headers only, one rank's part
+      for (const auto& fields : field_sets)
+        for (const auto& [up, down] : links)
+          for (const bool backward : {false, true}) {
+            const auto [from, to] = backward ? std::pair{down, up} : std::pair{up, down};
+            route_options o;
+            o.backward = backward;
+            o.fan_out = draw(g, 0, 3) != 0;
+            o.headers_only = pass == 1;
+            o.for_rank = pass == 2 ? draw(g, 0, L.world_size() - 1) : -1;
+            INFO("seed " << seed << " pass " << pass << " fields " << fields.size() << " "
+                         << (backward ? "backward" : "forward"));
+            const auto shared = disttrain::detail::plan_routes_cached(L, from.at, *from.p, to.at,
+                                                                      *to.p, fields, o, cache);
+            const auto alone = disttrain::plan_routes(L, from.at, *from.p, to.at, *to.p, fields, o);
+            REQUIRE(shared.size() == alone.size());
+            for (std::size_t f = 0; f < alone.size(); ++f) {
+              CHECK(shared[f].fingerprint() == alone[f].fingerprint());
+              CHECK(shared[f].total_messages() == alone[f].total_messages());
+              CHECK(shared[f].ranks() == alone[f].ranks());
+              REQUIRE(shared[f].messages().size() == alone[f].messages().size());
+              for (std::size_t i = 0; i < alone[f].messages().size(); ++i)
+                check_same(shared[f].messages()[i], alone[f].messages()[i], true);
+            }
+            ++planned;
+          }
+    routes += planned;
+    skeletons += cache.size();
+    CHECK(cache.size() < planned);
+  }
+  // Shared: far fewer skeletons than routes (both stage routes of b and
+  // their gradients share one per set of pieces).
+  CHECK(skeletons * 3 < routes);
+}
+
 TEST_CASE("a rank's part: rank out of range and message lookups are named errors", "[route]") {
   const topology L({{"enc", encoder, 2, 1, 2}, {"llm", backbone, 2, 1, 3}});
   const auto p2 = sample_placement::round_robin(5, 2);

@@ -76,6 +76,63 @@ namespace disttrain {
   return detail::make_route(t, from, pa, to, pb, shape, opts, {}, nullptr);
 }
 
+namespace detail {
+
+/// plan_routes (below), the skeletons (which pieces cross, numbered) taken
+/// from `cache` where an earlier route has the same one (bind: one
+/// microbatch's routes).
+[[nodiscard]] inline std::vector<route_plan> plan_routes_cached(
+    const topology& t, route_endpoint from, const sample_placement& pa, route_endpoint to,
+    const sample_placement& pb, std::span<const route_field> fields, route_options opts,
+    skeleton_cache& cache) {
+  require(!fields.empty(), "route.fields", "needs at least one field");
+  std::vector<route_plan> out;
+  out.reserve(fields.size());
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    opts.split = fields[f].split;
+    if (fields.size() > 1) {
+      fields[f].shape.validate(cat("route.fields[", f, "]"));
+      require(
+          fields[f].shape.rows.size() == fields[0].shape.rows.size(),
+          [&] { return cat("route.fields[", f, "].rows"); }, "has ", fields[f].shape.rows.size(),
+          " samples, field 0 ", fields[0].shape.rows.size());
+    }
+    check_route(t, from, pa, to, pb, fields[f].shape, opts);
+  }
+  const int tp_a = t.module(from.module).tp, tp_b = t.module(to.module).tp;
+  if (fields.size() == 1) {
+    const route_field& f = fields[0];
+    out.push_back(make_route(t, from, pa, to, pb, f.shape, opts, {},
+                             &cache.of(pa, pb, tp_a, tp_b, f.shape, f.split, {})));
+    return out;
+  }
+  const std::vector<char> occupied = route_occupancy(t, from, to, fields);
+  // A field without rows (the gradient of one that is not differentiable)
+  // has the message set of one with rows and nothing in it: built from it.
+  const auto empty = [](const route_field& f) {
+    return std::all_of(f.shape.rows.begin(), f.shape.rows.end(),
+                       [](std::int64_t r) { return r == 0; });
+  };
+  const auto model = static_cast<std::size_t>(
+      std::find_if_not(fields.begin(), fields.end(), empty) - fields.begin());
+  out.resize(fields.size());
+  // The message set: built once, for every field.
+  route_skeleton& skeleton = cache.of(pa, pb, tp_a, tp_b, fields[0].shape, fields[0].split,
+                                      std::span<const char>(occupied));
+  const auto plan_field = [&](std::size_t f) {
+    opts.split = fields[f].split;
+    out[f] = model < fields.size() && f != model && empty(fields[f])
+                 ? empty_route(out[model], t, from, pa, to, pb, fields[f].shape, opts, occupied)
+                 : make_route(t, from, pa, to, pb, fields[f].shape, opts, occupied, &skeleton);
+  };
+  if (model < fields.size()) plan_field(model);
+  for (std::size_t f = 0; f < fields.size(); ++f)
+    if (f != model) plan_field(f);
+  return out;
+}
+
+}  // namespace detail
+
 /// @brief The routes of several tensors that travel together between the
 /// same two stages (a link's fields: hidden states, position ids, sequence
 /// lengths, ...), one per field, with **one message set**: piece (sample,
@@ -88,45 +145,8 @@ namespace disttrain {
 [[nodiscard]] inline std::vector<route_plan> plan_routes(
     const topology& t, route_endpoint from, const sample_placement& pa, route_endpoint to,
     const sample_placement& pb, std::span<const route_field> fields, route_options opts = {}) {
-  require(!fields.empty(), "route.fields", "needs at least one field");
-  std::vector<route_plan> out;
-  out.reserve(fields.size());
-  if (fields.size() == 1) {
-    opts.split = fields[0].split;
-    out.push_back(plan_route(t, from, pa, to, pb, fields[0].shape, opts));
-    return out;
-  }
-  for (std::size_t f = 0; f < fields.size(); ++f) {
-    opts.split = fields[f].split;
-    fields[f].shape.validate(cat("route.fields[", f, "]"));
-    require(
-        fields[f].shape.rows.size() == fields[0].shape.rows.size(),
-        [&] { return cat("route.fields[", f, "].rows"); }, "has ", fields[f].shape.rows.size(),
-        " samples, field 0 ", fields[0].shape.rows.size());
-    detail::check_route(t, from, pa, to, pb, fields[f].shape, opts);
-  }
-  const std::vector<char> occupied = detail::route_occupancy(t, from, to, fields);
-  // A field without rows (the gradient of one that is not differentiable)
-  // has the message set of one with rows and nothing in it: built from it.
-  const auto empty = [](const route_field& f) {
-    return std::all_of(f.shape.rows.begin(), f.shape.rows.end(),
-                       [](std::int64_t r) { return r == 0; });
-  };
-  const auto model = static_cast<std::size_t>(
-      std::find_if_not(fields.begin(), fields.end(), empty) - fields.begin());
-  out.resize(fields.size());
-  detail::route_skeleton skeleton;  // the message set: built once, for every field
-  const auto plan_field = [&](std::size_t f) {
-    opts.split = fields[f].split;
-    out[f] =
-        model < fields.size() && f != model && empty(fields[f])
-            ? detail::empty_route(out[model], t, from, pa, to, pb, fields[f].shape, opts, occupied)
-            : detail::make_route(t, from, pa, to, pb, fields[f].shape, opts, occupied, &skeleton);
-  };
-  if (model < fields.size()) plan_field(model);
-  for (std::size_t f = 0; f < fields.size(); ++f)
-    if (f != model) plan_field(f);
-  return out;
+  detail::skeleton_cache cache;
+  return detail::plan_routes_cached(t, from, pa, to, pb, fields, opts, cache);
 }
 
 /// @brief Route across module boundary `i` (`topology::boundary_group`: the

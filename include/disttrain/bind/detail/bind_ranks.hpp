@@ -9,7 +9,9 @@
 /// backward op, the messages that op receives (before it) and sends (after
 /// it), grouped by route slot (bound_rank::routes) and role (`msg_role`).
 /// `bind_ranks` gets there in three passes, without sorting messages:
-/// 1. per microbatch, plan the routes; record each message once
+/// 1. per microbatch, plan the routes (through one `skeleton_cache`: a
+///    link's gradient route and the links between stages of one module
+///    number their messages once); record each message once
 ///    (`message_record`: its ranks, bytes, stamp) and count, per (rank,
 ///    microbatch, slot, role) cell (`message_cells`), the messages there;
 /// 2. per rank, lay out its program (`walk_program`): from the counts, every
@@ -108,9 +110,10 @@ struct bind_context {
     return {m, s};
   }
   // The routes of `link` in microbatch j (one per field), forward or
-  // backward, into `out`; `o` gives for_rank and headers_only.
+  // backward, into `out`; `o` gives for_rank and headers_only; `cache`: the
+  // skeletons of the microbatch's routes planned so far.
   void routes(int link, const microbatch_placement& mp, bool backward, route_options o,
-              std::vector<route_plan>& out) const {
+              skeleton_cache& cache, std::vector<route_plan>& out) const {
     const std::vector<link_field>& fs = shapes[static_cast<std::size_t>(link)].fields;
     const route_endpoint up = endpoint(link), down = endpoint(link + 1);
     const sample_placement& pu = mp.module[static_cast<std::size_t>(topo.owning_index(up.module))];
@@ -134,7 +137,7 @@ struct bind_context {
     std::vector<route_field> fields;
     fields.reserve(fs.size());
     for (const link_field& f : fs) fields.push_back({shape_of(f), f.split});
-    out = plan_routes(topo, from, *pf, to, *pt, fields, o);
+    out = plan_routes_cached(topo, from, *pf, to, *pt, fields, o, cache);
   }
 };
 
@@ -570,14 +573,16 @@ void bind_ranks(const bind_context& cx, const std::vector<int>& ranks,
   const auto route_of = [&](std::size_t i, bool bwd) { return owner[i] * 2 + (bwd ? 1U : 0U); };
   // Per owner link and direction, one route per field (reused per microbatch).
   std::vector<std::vector<route_plan>> routes(L * 2);
+  skeleton_cache skeletons;  // a link's two routes, the links in a module: one skeleton
   for (std::size_t j = 0; j < M; ++j) {
     const microbatch_placement mp =
         links.empty() ? microbatch_placement{} : microbatch_placements(cx.map, j, modules);
+    skeletons.clear();        // it holds the placements of mp
     std::size_t planned = 0;  // messages of the routes planned for j
     for (std::size_t i = 0; i < L; ++i)
       for (const bool bwd : {false, true})
         if (owner[i] == i) {
-          cx.routes(links[i], mp, bwd, opts, routes[route_of(i, bwd)]);
+          cx.routes(links[i], mp, bwd, opts, skeletons, routes[route_of(i, bwd)]);
           planned += routes[route_of(i, bwd)][0].messages().size();
         }
     // Pass 1: each planned message recorded once, then counted per cell at

@@ -168,12 +168,82 @@ struct crossing_piece {
 /// What a route's message set is made of, the same for every field of one
 /// link (plan_routes: one occupancy): phase 0's pieces in generation order,
 /// which receiving TP ranks forward (`[b TP_b + t]`) and the distinct (src,
-/// dst) keys, ascending. Built by the first route that needs it.
+/// dst) keys, ascending. Ranks are numbered inside their side (`rank - base`,
+/// base: the rank of replica 0's TP rank 0), so routes between other stages
+/// with the same placements, degrees and pieces share it (skeleton_cache):
+/// a side's ranks are consecutive, so this order is the ranks' order. Built
+/// by the first route that needs it.
 struct route_skeleton {
   std::vector<crossing_piece> crossings;
   std::vector<char> carries;
   std::vector<std::uint64_t> pairs;
   bool built = false;
+};
+
+/// @brief Skeletons shared by routes (bind: one microbatch's routes, where a
+/// link's gradient route and the links inside a module have the same one).
+/// A route takes the skeleton of an earlier route with equal placements, TP
+/// degrees and travelling pieces (the split, hidden size and rows, or the
+/// occupancy of a route of several fields), else a new one. Placements are
+/// held by address: clear() before they go away. clear() keeps the storage.
+class skeleton_cache {
+ public:
+  [[nodiscard]] route_skeleton& of(const sample_placement& pa, const sample_placement& pb, int tp_a,
+                                   int tp_b, const activation_shape& shape, split_axis split,
+                                   std::span<const char> occupied) {
+    const auto same = [](const sample_placement* x, const sample_placement& y) {
+      return x == &y || *x == y;
+    };
+    // A route of several fields: which pieces travel is the occupancy alone.
+    const bool by_rows = occupied.empty();
+    for (std::size_t i = 0; i < used_; ++i) {
+      entry& e = entries_[i];
+      if (e.tp_a == tp_a && e.tp_b == tp_b && e.by_rows == by_rows && same(e.pa, pa) &&
+          same(e.pb, pb) &&
+          (by_rows
+               ? e.split == split && e.hidden == shape.hidden &&
+                     std::equal(e.rows.begin(), e.rows.end(), shape.rows.begin(), shape.rows.end())
+               : std::equal(e.occupied.begin(), e.occupied.end(), occupied.begin(),
+                            occupied.end())))
+        return e.skeleton;
+    }
+    if (used_ == entries_.size()) entries_.emplace_back();
+    entry& e = entries_[used_++];
+    e.pa = &pa;
+    e.pb = &pb;
+    e.tp_a = tp_a;
+    e.tp_b = tp_b;
+    e.by_rows = by_rows;
+    e.split = split;
+    e.hidden = shape.hidden;
+    if (by_rows) {
+      e.rows.assign(shape.rows.begin(), shape.rows.end());
+      e.occupied.clear();
+    } else {
+      e.rows.clear();
+      e.occupied.assign(occupied.begin(), occupied.end());
+    }
+    e.skeleton.built = false;
+    return e.skeleton;
+  }
+  void clear() noexcept { used_ = 0; }
+  /// Skeletons held (distinct ones since the last clear()).
+  [[nodiscard]] std::size_t size() const noexcept { return used_; }
+
+ private:
+  struct entry {
+    const sample_placement* pa = nullptr;
+    const sample_placement* pb = nullptr;
+    int tp_a = 0, tp_b = 0;
+    bool by_rows = true;
+    split_axis split = split_axis::hidden;
+    std::int64_t hidden = 0;
+    std::vector<std::int64_t> rows;
+    std::vector<char> occupied;
+    route_skeleton skeleton;
+  };
+  std::vector<entry> entries_;
+  std::size_t used_ = 0;
 };
 
 /// @brief The messages of one checked route (check_route), phase by phase:
@@ -223,10 +293,14 @@ class route_builder {
         for (const char c : sk_->carries) all += c ? static_cast<std::size_t>(B_.tp - 1) : 0;
       out.reserve(all);
     }
+    // The skeleton's keys plus `base` are the ranks' keys (no carry: both
+    // sides' ranks fit in 31 bits).
+    const std::uint64_t base = key_of(base_a_, base_b_);
     const std::size_t first = out.size();
     for (std::size_t i = 0; i < pairs.size(); ++i) {
-      const int src = static_cast<int>(pairs[i] >> 32);
-      const int dst = static_cast<int>(pairs[i] & 0xffffffffu);
+      const std::uint64_t key = pairs[i] + base;
+      const int src = static_cast<int>(key >> 32);
+      const int dst = static_cast<int>(key & 0xffffffffu);
       if (!wanted(src, dst)) continue;
       route_message& m = out.emplace_back();
       m.src = src;
@@ -236,11 +310,10 @@ class route_builder {
     const auto mine = std::span(out).subspan(first);
     // Pieces in generation order: by position in the receiving replica, then slice.
     for (const crossing_piece& c : sk_->crossings) {
-      const int src = static_cast<int>(c.key >> 32);
-      const int dst = static_cast<int>(c.key & 0xffffffffu);
-      if (!wanted(src, dst)) continue;
+      const std::uint64_t key = c.key + base;
+      if (!wanted(static_cast<int>(key >> 32), static_cast<int>(key & 0xffffffffu))) continue;
       auto it = std::lower_bound(
-          mine.begin(), mine.end(), c.key,
+          mine.begin(), mine.end(), key,
           [&](const route_message& m, std::uint64_t v) { return key_of(m.src, m.dst) < v; });
       const auto s = static_cast<std::size_t>(c.sample);
       add(*it, piece_of(c.sample, c.slice), off_a_[s], off_b_[s]);
@@ -257,20 +330,22 @@ class route_builder {
   /// ones to `out`; returns the route's message count.
   int fan_out(std::vector<route_message>& out, int index) const {
     if (!opts_.fan_out || B_.tp <= 1) return index;
-    // In a rank's part, only its own replica's TP group can hold its messages.
-    const int me = opts_.for_rank;
-    int my_replica = -1;
-    if (me >= 0) {
-      const topology_coord mc = T_.coord(me);
-      if (mc.module == to_.module && mc.stage == to_.stage) my_replica = mc.replica.value;
+    // Every carrying (b, owner) numbers TP_b - 1 messages; only replica b's
+    // TP group can hold them, so a rank's part builds its own replica's only.
+    const std::vector<char>& carries = sk_->carries;
+    const auto numbered = [&](int b0, int b1) {  // the messages of replicas [b0, b1)
+      const auto at = [&](int b) { return carries.begin() + std::ptrdiff_t{b} * B_.tp; };
+      return static_cast<int>(std::count(at(b0), at(b1), char{1})) * (B_.tp - 1);
+    };
+    int lo = 0, hi = B_.dp;
+    if (const int me = opts_.for_rank; me >= 0) {
+      lo = me >= base_b_ && me - base_b_ < B_.dp * B_.tp ? (me - base_b_) / B_.tp : B_.dp;
+      hi = std::min(lo + 1, B_.dp);
     }
-    for (int b = 0; b < B_.dp; ++b)
+    index += numbered(0, lo);
+    for (int b = lo; b < hi; ++b)
       for (int owner = 0; owner < B_.tp; ++owner) {
-        if (!sk_->carries[static_cast<std::size_t>(b * B_.tp + owner)]) continue;
-        if (me >= 0 && b != my_replica) {
-          index += B_.tp - 1;
-          continue;
-        }
+        if (!carries[static_cast<std::size_t>(b * B_.tp + owner)]) continue;
         route_message tmpl;
         bool built = false;
         tmpl.phase = 1;
@@ -296,7 +371,7 @@ class route_builder {
           m.index = i;
         }
       }
-    return index;
+    return index + numbered(hi, B_.dp);
   }
 
   /// @brief The ranks taking part (the wanted ones) and their buffers' rows, by rank.
@@ -355,17 +430,20 @@ class route_builder {
   // The crossing's pieces (those that travel), who forwards, and the pairs.
   void build_skeleton() {
     route_skeleton& sk = *sk_;
+    sk.crossings.clear();
     sk.crossings.reserve(shape_.rows.size() * static_cast<std::size_t>(S_));
     sk.carries.assign(static_cast<std::size_t>(B_.dp) * static_cast<std::size_t>(B_.tp), 0);
     for (int b = 0; b < B_.dp; ++b)
       for (int s : pb_.samples(b)) {
         const int a = pa_.replica_of(s);
-        for (int k = 0; k < S_; ++k) {
-          if (!present(s, k)) continue;
-          const int src = rank_a(a, k % A_.tp);
-          const int dst = rank_b(b, k % B_.tp);
-          sk.crossings.push_back({key_of(src, dst), s, k});
-          sk.carries[static_cast<std::size_t>(b * B_.tp + k % B_.tp)] = 1;
+        // Slice k goes from TP rank k % TP_a to TP rank k % TP_b (counted, not divided).
+        for (int k = 0, ka = 0, kb = 0; k < S_; ++k) {
+          if (present(s, k)) {
+            sk.crossings.push_back({key_of(a * A_.tp + ka, b * B_.tp + kb), s, k});
+            sk.carries[static_cast<std::size_t>(b * B_.tp + kb)] = 1;
+          }
+          if (++ka == A_.tp) ka = 0;
+          if (++kb == B_.tp) kb = 0;
         }
       }
     sk.pairs.resize(sk.crossings.size());
@@ -398,7 +476,13 @@ class route_builder {
     if (!occupied_.empty())
       return occupied_[static_cast<std::size_t>(sample) * static_cast<std::size_t>(S_) +
                        static_cast<std::size_t>(slice)] != 0;
-    return piece_of(sample, slice).elements() != 0;
+    // piece_of(sample, slice).elements() != 0, without dividing where it can
+    // (hidden > 0: activation_shape::validate).
+    const std::int64_t rows = shape_.rows[static_cast<std::size_t>(sample)];
+    if (rows == 0) return false;
+    if (opts_.split == split_axis::hidden)
+      return columns_[static_cast<std::size_t>(slice)].second > 0;
+    return rows >= S_ || slice_bounds(rows, slice, S_).second > 0;
   }
   // Slice `slice` of sample `sample`: a range of its columns or of its rows.
   [[nodiscard]] route_piece piece_of(int sample, int slice) const {
