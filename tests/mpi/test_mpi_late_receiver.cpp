@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "disttrain/comm/mpi_backend.hpp"
@@ -92,6 +94,58 @@ void backend_keeps_timed_out_send_buffer() {
     MPI_Barrier(MPI_COMM_WORLD);
   }
   b.barrier();
+}
+
+// A receive withdrawn after MPI matched its message: rank 0 posts an 8 MiB
+// (rendezvous) send, then makes no MPI call for 1.5 s; rank 1's 300 ms wait
+// times out while the message is arriving. Where MPI could not cancel the
+// receive (the sender must move the rest of the bytes: no single-copy
+// transport), the backend keeps it (receives_in_flight() == 1) and the error
+// says so; once the sender goes on, the message lands in the buffer (why
+// the caller must not reuse it) and the count drops to 0. Otherwise the
+// receive completed, or was withdrawn unmatched and a second one takes the
+// message.
+void backend_keeps_matched_receive() {
+  constexpr std::size_t n = 8 << 20;  // rendezvous
+  mpi_backend b(MPI_COMM_WORLD, {10000ms});
+  if (b.rank() == 0) {
+    const std::vector<std::byte> data = pattern(n, 3);
+    auto s = b.isend(data, 1, 43);
+    MPI_Barrier(MPI_COMM_WORLD);          // the send is posted
+    std::this_thread::sleep_for(1500ms);  // no MPI progress here
+    b.wait(s);                            // the kept receive takes the rest
+  } else if (b.rank() == 1) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<std::byte> buf(n);
+    auto r = b.irecv(buf, 0, 43);
+    const auto e = capture([&] { b.wait(r, 300ms); });
+    const bool kept = contains(e.message(), "cannot cancel the receive");
+    std::fprintf(stderr, "[rank 1] the receive %s\n",
+                 e.code() == errc::internal ? "completed"
+                 : kept                     ? "timed out and was kept by the backend"
+                                            : "timed out unmatched");
+    if (e.code() == errc::internal) {  // no error: the bytes are in
+      MPI_CHECK(buf == pattern(n, 3));
+    } else {
+      MPI_CHECK(e.code() == errc::timeout);
+      MPI_CHECK(b.receives_in_flight() == (kept ? 1U : 0U));
+      if (kept) {
+        MPI_CHECK(contains(e.message(), "receives_in_flight() > 0"));
+        const auto until = std::chrono::steady_clock::now() + 5s;
+        while (b.receives_in_flight() > 0 && std::chrono::steady_clock::now() < until) {}
+        MPI_CHECK(b.receives_in_flight() == 0);
+        MPI_CHECK(buf == pattern(n, 3));  // written after the timeout
+      } else {
+        std::vector<std::byte> again(n);
+        auto r2 = b.irecv(again, 0, 43);
+        b.wait(r2);
+        MPI_CHECK(again == pattern(n, 3));
+      }
+    }
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 // Route level: a packed send (staging buffer from the pool) times out, the
@@ -248,13 +302,15 @@ void late_message_never_reaches_the_next_communicator() {
 int main(int argc, char** argv) {
   disttrain::mpi_session session(argc, argv);
   if (int rc = disttrain::mpitest::skip_unless_ranks(2, "test_mpi_late_receiver")) return rc;
-  return disttrain::mpitest::run_all({{"timed-out send: buffer owner kept until MPI completes",
-                                       backend_keeps_timed_out_send_buffer},
-                                      {"route straggler gets intact bytes or an error",
-                                       route_straggler_gets_intact_bytes_or_error},
-                                      {"zero-copy route straggler: intact bytes or an error "
-                                       "naming the sender",
-                                       route_zero_copy_straggler_gets_intact_bytes_or_error},
-                                      {"a late message never reaches the next communicator",
-                                       late_message_never_reaches_the_next_communicator}});
+  return disttrain::mpitest::run_all(
+      {{"timed-out send: buffer owner kept until MPI completes",
+        backend_keeps_timed_out_send_buffer},
+       {"a receive MPI matched and could not cancel", backend_keeps_matched_receive},
+       {"route straggler gets intact bytes or an error",
+        route_straggler_gets_intact_bytes_or_error},
+       {"zero-copy route straggler: intact bytes or an error "
+        "naming the sender",
+        route_zero_copy_straggler_gets_intact_bytes_or_error},
+       {"a late message never reaches the next communicator",
+        late_message_never_reaches_the_next_communicator}});
 }

@@ -27,7 +27,10 @@
 /// and the buffer owner given with `request::keep_buffer` (route staging
 /// buffers) until MPI completes it or the backend is destroyed, so a late
 /// receiver gets the intact bytes; a caller-owned buffer must not be reused
-/// while `sends_in_flight() > 0`. After a timeout treat the communicator as
+/// while `sends_in_flight() > 0`. Likewise a receive withdrawn (a timeout,
+/// a failed run) after MPI matched its message, which MPI cannot cancel: the
+/// backend keeps it until the message is in, and the caller's buffer must
+/// not be reused while `receives_in_flight() > 0`. After a timeout treat the communicator as
 /// broken and create a new backend; the broken one's duplicate is then never
 /// freed (OpenMPI would reuse its context id, and a late message of the old
 /// communicator could match a receive of the new one). Collectives use the non-blocking
@@ -168,8 +171,9 @@ struct mpi_recv_slot {
 struct mpi_shared {
   /// Unmatched receives per (peer, tag), in posting order.
   std::map<std::pair<int, int>, std::deque<std::shared_ptr<mpi_recv_slot>>> waiting;
-  /// Receives whose scratch buffer MPI may still write after their request went
-  /// away; freed once MPI completes them (or at the backend's destruction).
+  /// Receives MPI may still write after their request went away, into their
+  /// scratch buffer (`drain`) or, withdrawn after MPI matched them, the
+  /// caller's; dropped once MPI completes them (or at the backend's destruction).
   std::vector<std::shared_ptr<mpi_recv_slot>> orphans;
   /// A timed-out send MPI could not cancel: MPI may still read its buffer.
   struct detached_send {
@@ -209,7 +213,10 @@ struct mpi_request_state {
   bool holds() const noexcept { return req != MPI_REQUEST_NULL || slot; }
 
   // Cancels and completes the request. An unmatched receive is withdrawn
-  // (it will never take a message); a matched one is cancelled (MPI_Cancel).
+  // (it will never take a message); a matched one is cancelled (MPI_Cancel),
+  // or, if MPI cannot cancel it (its message is already arriving), kept by
+  // the backend until MPI completes it (`detached` when it writes the
+  // caller's buffer).
   // A send is cancelled with MPI_Cancel (checked with MPI_Test_cancelled);
   // OpenMPI cannot cancel a send already in its rendezvous protocol, so
   // after a short grace period such a send is *kept* by the backend, with
@@ -219,31 +226,30 @@ struct mpi_request_state {
   cancel_result cancel() noexcept {
     if (!slot) return cancel_send();
     mpi_recv_slot& s = *slot;
+    cancel_result result = cancel_result::none;
     if (!s.matched) {
       s.abandoned = true;
       if (shared) shared->withdraw(slot);
     } else if (s.req != MPI_REQUEST_NULL && !cancel_request(s.req)) {
-      if (!s.drain) {
-        MPI_Request_free(&s.req);  // the caller's buffer: as for a send
-      } else {
-        // MPI may still write the message into the scratch buffer: the
-        // backend keeps it until MPI is done (or leaks it if it cannot).
-        bool kept = false;
-        if (shared) {
-          try {
-            shared->orphans.push_back(slot);
-            kept = true;
-          } catch (...) {}
-        }
-        if (!kept) {
-          MPI_Request_free(&s.req);
-          (void)s.drain.release();
-        }
+      // MPI may still write the message, into the scratch buffer or the
+      // caller's (receives_in_flight()): the backend keeps the request until
+      // MPI is done (or detaches it, leaking the scratch, if it cannot).
+      bool kept = false;
+      if (shared) {
+        try {
+          shared->orphans.push_back(slot);
+          kept = true;
+        } catch (...) {}
       }
+      if (!kept) {
+        MPI_Request_free(&s.req);
+        (void)s.drain.release();
+      }
+      if (!s.drain) result = cancel_result::detached;
     }
     slot.reset();
     shared.reset();
-    return cancel_result::none;
+    return result;
   }
   cancel_result cancel_send() noexcept {
     std::shared_ptr<mpi_shared> sh = std::move(shared);
@@ -414,6 +420,16 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
     if (!shared_->sends.empty()) sweep_sends(std::chrono::steady_clock::time_point{});
     return shared_->sends.size();
   }
+  /// @brief Withdrawn receives (a timeout, a failed run) whose message MPI
+  /// had matched and could not cancel, writing into the caller's buffer, and
+  /// has not completed yet: while > 0, MPI may still write their buffers.
+  [[nodiscard]] std::size_t receives_in_flight() {
+    if (!shared_) return 0;
+    if (!shared_->orphans.empty()) sweep_orphans(std::chrono::steady_clock::time_point{});
+    return static_cast<std::size_t>(
+        std::count_if(shared_->orphans.begin(), shared_->orphans.end(),
+                      [](const std::shared_ptr<detail::mpi_recv_slot>& o) { return !o->drain; }));
+  }
   void set_timeout(std::chrono::milliseconds t) {
     require(t.count() >= 0, "mpi_backend.timeout", "must be >= 0 ms, got ", t.count());
     opts_.timeout = t;
@@ -463,6 +479,13 @@ class mpi_backend : public detail::deadline_waits<mpi_backend> {
         case detail::mpi_request_state::cancel_result::completed:
           detail::fail_timeout(r.state_.info, timeout, "; it completed while being cancelled");
         case detail::mpi_request_state::cancel_result::detached:
+          if (!r.state_.info.is_send)
+            detail::fail_timeout(
+                r.state_.info, timeout,
+                "; MPI had matched the message and cannot cancel the receive: it may still "
+                "write the buffer until the message is in; the backend keeps the request until "
+                "then or until it is destroyed: do not reuse or free the buffer while "
+                "receives_in_flight() > 0");
           detail::fail_timeout(
               r.state_.info, timeout,
               "; MPI cannot cancel the send and may still read its buffer until the peer "

@@ -62,7 +62,9 @@
 /// (a failed rank waits at most 50 ms for them to leave). Backends without
 /// `try_wait` (NCCL) have none. After a failure, run the next iteration
 /// with fresh backends where the transport cannot cancel sends (MPI; see
-/// docs/comm.md, "After a timeout").
+/// docs/comm.md, "After a timeout"), and keep the host's `payload` buffers
+/// of the failed run while the backend may still touch them (MPI:
+/// `sends_in_flight()` or `receives_in_flight()` above 0).
 ///
 /// ## Batches
 /// Where a send waits for its receive and a rank's transfers share one
