@@ -186,6 +186,7 @@ struct route_skeleton {
 /// degrees and travelling pieces (the split, hidden size and rows, or the
 /// occupancy of a route of several fields), else a new one. Placements are
 /// held by address: clear() before they go away. clear() keeps the storage.
+/// A skeleton `of` returns stays valid until the next call.
 class skeleton_cache {
  public:
   [[nodiscard]] route_skeleton& of(const sample_placement& pa, const sample_placement& pb, int tp_a,
