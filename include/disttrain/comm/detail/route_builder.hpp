@@ -340,7 +340,8 @@ class route_builder {
     };
     int lo = 0, hi = B_.dp;
     if (const int me = opts_.for_rank; me >= 0) {
-      lo = me >= base_b_ && me - base_b_ < B_.dp * B_.tp ? (me - base_b_) / B_.tp : B_.dp;
+      const int mine = replica_at(me, base_b_, B_);
+      lo = mine >= 0 ? mine : B_.dp;
       hi = std::min(lo + 1, B_.dp);
     }
     index += numbered(0, lo);
@@ -388,7 +389,7 @@ class route_builder {
         out.push_back({r, sending ? rows : -1, sending ? -1 : rows});
       };
       if (me >= 0) {
-        if (me >= base && me - base < g.dp * g.tp) add(me, (me - base) / g.tp);
+        if (const int d = replica_at(me, base, g); d >= 0) add(me, d);
         return;
       }
       for (int d = 0; d < g.dp; ++d)
@@ -454,6 +455,11 @@ class route_builder {
     sk.built = true;
   }
 
+  // The replica of `rank` on the side whose ranks start at `base` (module
+  // `g`: consecutive, TP innermost), -1 if the rank is not on that side.
+  [[nodiscard]] static int replica_at(int rank, int base, const topology_module& g) noexcept {
+    return rank >= base && rank - base < g.dp * g.tp ? (rank - base) / g.tp : -1;
+  }
   [[nodiscard]] static std::uint64_t key_of(int src, int dst) noexcept {
     return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
            static_cast<std::uint32_t>(dst);
